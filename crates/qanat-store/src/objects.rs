@@ -1,0 +1,576 @@
+//! Named storage locations and the encrypted object API over them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures::stream::{BoxStream, Stream, StreamExt, TryStreamExt};
+use object_store::local::LocalFileSystem;
+use object_store::path::Path as StorePath;
+use object_store::prefix::PrefixStore;
+use object_store::{ObjectStore, PutPayload, WriteMultipart};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::envelope::{self, ChunkCipher, Header, CHUNK_SIZE, HEADER_LEN};
+use crate::{Error, Keyring, MetaStore, Result};
+
+/// Multipart part size: S3 wants ≥ 5 MiB parts; 8 MiB keeps memory small.
+const PART_SIZE: usize = 8 << 20;
+/// Parts in flight at once while streaming an upload.
+const PARTS_IN_FLIGHT: usize = 4;
+
+/// A data-residency region such as `uae-north`: lowercase letters, digits and dashes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Region(String);
+
+impl Region {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for Region {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let ok = !s.is_empty()
+            && s.len() <= 63
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !s.starts_with('-')
+            && !s.ends_with('-');
+        if ok {
+            Ok(Region(s.to_string()))
+        } else {
+            Err(Error::invalid(
+                "region",
+                format!("'{s}': use lowercase letters, digits and dashes, e.g. uae-north"),
+            ))
+        }
+    }
+}
+
+impl TryFrom<String> for Region {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self> {
+        s.parse()
+    }
+}
+
+impl From<Region> for String {
+    fn from(r: Region) -> String {
+        r.0
+    }
+}
+
+impl fmt::Display for Region {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A validated object key: `/`-separated segments, no empty, `.` or `..` segment, no
+/// leading slash, no backslash or control characters, at most 1024 bytes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey(String);
+
+impl ObjectKey {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The key `self/child` (child is validated too).
+    pub fn join(&self, child: &str) -> Result<ObjectKey> {
+        format!("{}/{}", self.0, child).parse()
+    }
+
+    fn store_path(&self) -> StorePath {
+        StorePath::from_iter(self.0.split('/'))
+    }
+}
+
+impl FromStr for ObjectKey {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = |why: &str| Error::invalid("object key", format!("'{s}': {why}"));
+        if s.is_empty() {
+            return Err(bad("is empty"));
+        }
+        if s.len() > 1024 {
+            return Err(bad("is longer than 1024 bytes"));
+        }
+        if s.starts_with('/') {
+            return Err(bad("must be relative (no leading '/')"));
+        }
+        if s.chars().any(|c| c.is_control() || c == '\\') {
+            return Err(bad("contains a control character or a backslash"));
+        }
+        for seg in s.split('/') {
+            match seg {
+                "" => return Err(bad("has an empty segment ('//' or a trailing '/')")),
+                "." | ".." => return Err(bad("has a '.' or '..' segment")),
+                _ => {}
+            }
+        }
+        Ok(ObjectKey(s.to_string()))
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How to open one storage location (from `[[storage.locations]]` in `qanat.toml`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LocationConfig {
+    pub name: String,
+    /// `file:///abs/dir`, a plain directory path, or `s3://bucket/prefix`.
+    pub url: String,
+    pub region: Region,
+    /// Backend options passed to `object_store` (for S3: `aws_endpoint`, `aws_region`,
+    /// `aws_access_key_id`, `aws_secret_access_key`, `aws_allow_http`, …).
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+}
+
+impl LocationConfig {
+    /// A local-directory location.
+    pub fn local(name: &str, dir: impl Into<PathBuf>, region: &str) -> Result<Self> {
+        Ok(LocationConfig {
+            name: name.to_string(),
+            url: dir.into().display().to_string(),
+            region: region.parse()?,
+            options: BTreeMap::new(),
+        })
+    }
+}
+
+/// What callers may know about a location (no credentials).
+#[derive(Debug, Clone, Serialize)]
+pub struct LocationInfo {
+    pub name: String,
+    pub region: Region,
+    pub kind: &'static str,
+}
+
+struct Location {
+    info: LocationInfo,
+    store: Arc<dyn ObjectStore>,
+}
+
+/// Metadata of a stored object.
+#[derive(Debug, Clone, Serialize)]
+pub struct ObjectInfo {
+    pub key: String,
+    /// Plaintext size in bytes.
+    pub size: u64,
+    /// Bytes on the backend (header and authentication tags included).
+    pub stored_size: u64,
+    pub last_modified: chrono::DateTime<chrono::Utc>,
+}
+
+/// A stream of verified plaintext.
+pub type PlainStream = Pin<Box<dyn Stream<Item = Result<Bytes>> + Send>>;
+
+/// The encrypted object storage layer over every configured location.
+#[derive(Clone)]
+pub struct ObjectStorage {
+    locations: Arc<BTreeMap<String, Location>>,
+    default_location: String,
+    keyring: Keyring,
+    meta: MetaStore,
+}
+
+impl fmt::Debug for ObjectStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObjectStorage")
+            .field("locations", &self.locations.keys().collect::<Vec<_>>())
+            .field("default_location", &self.default_location)
+            .finish_non_exhaustive()
+    }
+}
+
+fn open_location(cfg: &LocationConfig) -> Result<Location> {
+    let bad = |why: String| Error::invalid("storage location", format!("'{}': {why}", cfg.name));
+    let (store, kind): (Arc<dyn ObjectStore>, &'static str) =
+        if cfg.url.starts_with("s3://") || cfg.url.starts_with("s3a://") {
+            let url = url::Url::parse(&cfg.url).map_err(|e| bad(format!("bad URL: {e}")))?;
+            let (store, prefix) = object_store::parse_url_opts(&url, cfg.options.clone())
+                .map_err(|e| bad(e.to_string()))?;
+            let store: Arc<dyn ObjectStore> = if prefix.as_ref().is_empty() {
+                Arc::from(store)
+            } else {
+                Arc::new(PrefixStore::new(store, prefix))
+            };
+            (store, "s3")
+        } else {
+            let dir = match cfg.url.strip_prefix("file://") {
+                Some(rest) => PathBuf::from(rest),
+                None if cfg.url.contains("://") => {
+                    return Err(bad(format!(
+                        "unsupported URL scheme in '{}'; use file:// or s3://",
+                        cfg.url
+                    )))
+                }
+                None => PathBuf::from(&cfg.url),
+            };
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            let store = LocalFileSystem::new_with_prefix(&dir).map_err(|e| bad(e.to_string()))?;
+            (Arc::new(store), "local")
+        };
+    Ok(Location {
+        info: LocationInfo {
+            name: cfg.name.clone(),
+            region: cfg.region.clone(),
+            kind,
+        },
+        store,
+    })
+}
+
+/// Reads until `buf` holds `want` bytes or the source ends.
+async fn fill<R: AsyncRead + Unpin>(reader: &mut R, buf: &mut Vec<u8>, want: usize) -> Result<()> {
+    buf.clear();
+    while buf.len() < want {
+        let mut limited = (&mut *reader).take((want - buf.len()) as u64);
+        let n = limited.read_to_end(buf).await.map_err(Error::Source)?;
+        if n == 0 {
+            break;
+        }
+    }
+    Ok(())
+}
+
+impl ObjectStorage {
+    /// Opens every configured location. `default_location` must be one of them.
+    pub async fn open(
+        configs: &[LocationConfig],
+        default_location: &str,
+        keyring: Keyring,
+        meta: MetaStore,
+    ) -> Result<Self> {
+        let mut locations = BTreeMap::new();
+        for cfg in configs {
+            if locations.contains_key(&cfg.name) {
+                return Err(Error::invalid(
+                    "storage location",
+                    format!("'{}' is configured twice", cfg.name),
+                ));
+            }
+            locations.insert(cfg.name.clone(), open_location(cfg)?);
+        }
+        if !locations.contains_key(default_location) {
+            return Err(Error::UnknownLocation(default_location.to_string()));
+        }
+        Ok(ObjectStorage {
+            locations: Arc::new(locations),
+            default_location: default_location.to_string(),
+            keyring,
+            meta,
+        })
+    }
+
+    /// The location used when a request names none.
+    pub fn default_location(&self) -> &str {
+        &self.default_location
+    }
+
+    /// Every location with its region.
+    pub fn locations(&self) -> Vec<LocationInfo> {
+        self.locations.values().map(|l| l.info.clone()).collect()
+    }
+
+    /// One location's name, region and kind.
+    pub fn location(&self, name: &str) -> Result<LocationInfo> {
+        Ok(self.loc(name)?.info.clone())
+    }
+
+    /// The keyring (for rotation).
+    pub fn keyring(&self) -> &Keyring {
+        &self.keyring
+    }
+
+    fn loc(&self, name: &str) -> Result<&Location> {
+        self.locations
+            .get(name)
+            .ok_or_else(|| Error::UnknownLocation(name.to_string()))
+    }
+
+    /// Stores `data` at `key`, replacing any object there.
+    pub async fn put_bytes(&self, location: &str, key: &ObjectKey, data: Bytes) -> Result<u64> {
+        self.put_reader(location, key, &data[..]).await
+    }
+
+    /// Streams `reader` into an encrypted object at `key` and returns the plaintext size.
+    /// Memory stays bounded (two chunks plus the parts in flight) whatever the size.
+    /// The object appears only when complete: a failed upload leaves nothing behind.
+    pub async fn put_reader<R: AsyncRead + Unpin + Send>(
+        &self,
+        location: &str,
+        key: &ObjectKey,
+        mut reader: R,
+    ) -> Result<u64> {
+        let loc = self.loc(location)?;
+        let (key_ref, dek) = self.keyring.new_data_key(&self.meta).await?;
+        let header = Header {
+            chunk_size: CHUNK_SIZE,
+            key_ref,
+        };
+        let mut cipher = ChunkCipher::new(&dek, &header);
+        let seal_err = |reason: String| Error::Integrity {
+            key: key.to_string(),
+            reason,
+        };
+        let chunk = CHUNK_SIZE as usize;
+        let path = key.store_path();
+
+        let mut current = Vec::with_capacity(chunk);
+        let mut next = Vec::with_capacity(chunk);
+        if let Err(e) = fill(&mut reader, &mut current, chunk).await {
+            let _ = self.keyring.forget_data_key(&self.meta, &key_ref).await;
+            return Err(e);
+        }
+        if current.len() < chunk {
+            // Small object: one request, atomic on every backend.
+            let mut body = Vec::with_capacity(HEADER_LEN + current.len() + envelope::TAG_LEN);
+            body.extend_from_slice(&header.encode());
+            body.extend_from_slice(&cipher.seal(&current, true).map_err(seal_err)?);
+            let size = current.len() as u64;
+            if let Err(e) = loc.store.put(&path, PutPayload::from(body)).await {
+                let _ = self.keyring.forget_data_key(&self.meta, &key_ref).await;
+                return Err(e.into());
+            }
+            return Ok(size);
+        }
+
+        let upload = loc.store.put_multipart(&path).await?;
+        let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
+        writer.write(&header.encode());
+        let mut total = 0u64;
+        let result: Result<()> = async {
+            loop {
+                fill(&mut reader, &mut next, chunk).await?;
+                let last = next.is_empty();
+                writer.wait_for_capacity(PARTS_IN_FLIGHT).await?;
+                writer.write(&cipher.seal(&current, last).map_err(seal_err)?);
+                total += current.len() as u64;
+                if last {
+                    return Ok(());
+                }
+                std::mem::swap(&mut current, &mut next);
+                if current.len() < chunk {
+                    // The source ended inside this chunk: it is the last one.
+                    writer.wait_for_capacity(PARTS_IN_FLIGHT).await?;
+                    writer.write(&cipher.seal(&current, true).map_err(seal_err)?);
+                    total += current.len() as u64;
+                    return Ok(());
+                }
+            }
+        }
+        .await;
+        match result {
+            Ok(()) => match writer.finish().await {
+                Ok(_) => Ok(total),
+                Err(e) => {
+                    let _ = self.keyring.forget_data_key(&self.meta, &key_ref).await;
+                    Err(e.into())
+                }
+            },
+            Err(e) => {
+                let _ = writer.abort().await;
+                let _ = self.keyring.forget_data_key(&self.meta, &key_ref).await;
+                Err(e)
+            }
+        }
+    }
+
+    fn not_found(&self, location: &str, key: &ObjectKey, e: object_store::Error) -> Error {
+        match e {
+            object_store::Error::NotFound { .. } => Error::NotFound {
+                location: location.to_string(),
+                key: key.to_string(),
+            },
+            other => other.into(),
+        }
+    }
+
+    /// Opens `key` for reading: a stream of plaintext, each chunk verified before it is
+    /// yielded. Tampering surfaces as [`Error::Integrity`] at the altered chunk.
+    pub async fn get(&self, location: &str, key: &ObjectKey) -> Result<PlainStream> {
+        let loc = self.loc(location)?;
+        let got = loc
+            .store
+            .get(&key.store_path())
+            .await
+            .map_err(|e| self.not_found(location, key, e))?;
+        let mut inner: BoxStream<'static, object_store::Result<Bytes>> = got.into_stream();
+        let integrity = |reason: String| Error::Integrity {
+            key: key.to_string(),
+            reason,
+        };
+        let mut buf = BytesMut::new();
+        while buf.len() < HEADER_LEN {
+            match inner.next().await {
+                Some(b) => buf.extend_from_slice(&b?),
+                None => return Err(integrity("object is shorter than its header".into())),
+            }
+        }
+        let header = Header::decode(&buf[..HEADER_LEN]).map_err(integrity)?;
+        let _ = buf.split_to(HEADER_LEN);
+        let dek = self.keyring.data_key(&self.meta, &header.key_ref).await?;
+        let state = ReadState {
+            inner,
+            buf,
+            cipher: ChunkCipher::new(&dek, &header),
+            sealed_len: header.sealed_chunk_len(),
+            finished: false,
+            key: key.to_string(),
+        };
+        Ok(Box::pin(futures::stream::try_unfold(state, read_next)))
+    }
+
+    /// Reads a whole object into memory (for small objects).
+    pub async fn get_bytes(&self, location: &str, key: &ObjectKey) -> Result<Bytes> {
+        let parts: Vec<Bytes> = self.get(location, key).await?.try_collect().await?;
+        Ok(parts.concat().into())
+    }
+
+    /// Size and time of an object, without reading its body.
+    pub async fn head(&self, location: &str, key: &ObjectKey) -> Result<ObjectInfo> {
+        let loc = self.loc(location)?;
+        let meta = loc
+            .store
+            .head(&key.store_path())
+            .await
+            .map_err(|e| self.not_found(location, key, e))?;
+        Ok(object_info(key.to_string(), meta.size, meta.last_modified))
+    }
+
+    /// Deletes the object and its data key.
+    pub async fn delete(&self, location: &str, key: &ObjectKey) -> Result<()> {
+        let loc = self.loc(location)?;
+        let path = key.store_path();
+        let head = loc
+            .store
+            .get_range(&path, 0..HEADER_LEN as u64)
+            .await
+            .map_err(|e| self.not_found(location, key, e))?;
+        let header = Header::decode(&head).ok();
+        loc.store
+            .delete(&path)
+            .await
+            .map_err(|e| self.not_found(location, key, e))?;
+        if let Some(h) = header {
+            self.keyring.forget_data_key(&self.meta, &h.key_ref).await?;
+        }
+        Ok(())
+    }
+
+    /// Lists objects under `prefix` (every object when `None`), sorted by key.
+    pub async fn list(&self, location: &str, prefix: Option<&ObjectKey>) -> Result<Vec<ObjectInfo>> {
+        let loc = self.loc(location)?;
+        let prefix = prefix.map(|p| p.store_path());
+        let metas: Vec<object_store::ObjectMeta> =
+            loc.store.list(prefix.as_ref()).try_collect().await?;
+        let mut out: Vec<ObjectInfo> = metas
+            .into_iter()
+            .map(|m| object_info(m.location.to_string(), m.size, m.last_modified))
+            .collect();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    /// Checks that every location answers (used by `/readyz`).
+    pub async fn check(&self) -> Result<()> {
+        for loc in self.locations.values() {
+            loc.store.list_with_delimiter(None).await?;
+        }
+        Ok(())
+    }
+}
+
+fn object_info(
+    key: String,
+    stored: u64,
+    last_modified: chrono::DateTime<chrono::Utc>,
+) -> ObjectInfo {
+    ObjectInfo {
+        key,
+        size: envelope::plaintext_len(stored, CHUNK_SIZE).unwrap_or(0),
+        stored_size: stored,
+        last_modified,
+    }
+}
+
+struct ReadState {
+    inner: BoxStream<'static, object_store::Result<Bytes>>,
+    buf: BytesMut,
+    cipher: ChunkCipher,
+    sealed_len: usize,
+    finished: bool,
+    key: String,
+}
+
+/// One step of the decrypting stream. A full sealed chunk followed by at least one more
+/// byte cannot be the last chunk; whatever remains when the source ends is the last.
+async fn read_next(mut st: ReadState) -> Result<Option<(Bytes, ReadState)>> {
+    if st.finished {
+        return Ok(None);
+    }
+    loop {
+        if st.buf.len() > st.sealed_len {
+            let sealed = st.buf.split_to(st.sealed_len);
+            let pt = st.cipher.open(&sealed, false).map_err(|reason| Error::Integrity {
+                key: st.key.clone(),
+                reason,
+            })?;
+            return Ok(Some((Bytes::from(pt), st)));
+        }
+        match st.inner.next().await {
+            Some(b) => st.buf.extend_from_slice(&b?),
+            None => {
+                let sealed = st.buf.split();
+                let pt = st.cipher.open(&sealed, true).map_err(|reason| Error::Integrity {
+                    key: st.key.clone(),
+                    reason: if sealed.is_empty() {
+                        "the final chunk is missing (object truncated)".into()
+                    } else {
+                        reason
+                    },
+                })?;
+                st.finished = true;
+                return Ok(Some((Bytes::from(pt), st)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_keys_refuse_traversal() {
+        for bad in ["", "/abs", "a/../b", "..", "a//b", "a/", "./a", "a\\b", "a\nb"] {
+            assert!(bad.parse::<ObjectKey>().is_err(), "{bad:?} must be refused");
+        }
+        for good in ["a", "a/b/c.txt", "x..y", "dir/.hidden", "ünïcode/名前"] {
+            assert!(good.parse::<ObjectKey>().is_ok(), "{good:?} must be accepted");
+        }
+    }
+
+    #[test]
+    fn regions_are_validated() {
+        assert!("uae-north".parse::<Region>().is_ok());
+        for bad in ["", "UAE", "uae north", "-x", "x-"] {
+            assert!(bad.parse::<Region>().is_err(), "{bad:?}");
+        }
+    }
+}

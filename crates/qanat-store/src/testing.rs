@@ -1,0 +1,96 @@
+//! Test support: a fresh metadata store per test, on SQLite always and on PostgreSQL when
+//! `QANAT_TEST_POSTGRES_URL` names a server (CI sets it; a machine without PostgreSQL
+//! simply runs the SQLite half).
+
+use crate::{Backend, MetaStore};
+
+/// A throwaway metadata store. The SQLite file (or PostgreSQL database) is removed on drop.
+pub struct TestDb {
+    pub store: MetaStore,
+    _dir: Option<tempfile_dir::Dir>,
+    pg: Option<(String, String)>,
+}
+
+mod tempfile_dir {
+    /// A temporary directory removed on drop (kept tiny to avoid a dependency here).
+    pub struct Dir(pub std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl TestDb {
+    /// A fresh SQLite store in a temporary directory.
+    pub async fn sqlite() -> TestDb {
+        let dir = std::env::temp_dir().join(format!("qanat-test-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        let url = format!("sqlite://{}/meta.db", dir.display());
+        let store = MetaStore::connect(&url).await.expect("connect sqlite");
+        TestDb {
+            store,
+            _dir: Some(tempfile_dir::Dir(dir)),
+            pg: None,
+        }
+    }
+
+    /// A fresh PostgreSQL database, when `QANAT_TEST_POSTGRES_URL` is set.
+    pub async fn postgres() -> Option<TestDb> {
+        let admin_url = std::env::var("QANAT_TEST_POSTGRES_URL").ok()?;
+        sqlx::any::install_default_drivers();
+        let name = format!("qanat_test_{}", uuid::Uuid::new_v4().simple());
+        let admin = sqlx::AnyPool::connect(&admin_url)
+            .await
+            .expect("connect to QANAT_TEST_POSTGRES_URL");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&admin)
+            .await
+            .expect("create test database");
+        admin.close().await;
+        let mut url = url::Url::parse(&admin_url).expect("QANAT_TEST_POSTGRES_URL is a URL");
+        url.set_path(&name);
+        let store = MetaStore::connect(url.as_str())
+            .await
+            .expect("connect test database");
+        assert_eq!(store.backend(), Backend::Postgres);
+        Some(TestDb {
+            store,
+            _dir: None,
+            pg: Some((admin_url, name)),
+        })
+    }
+
+    /// Every backend available here: SQLite, plus PostgreSQL when configured.
+    pub async fn all() -> Vec<TestDb> {
+        let mut out = vec![TestDb::sqlite().await];
+        out.extend(TestDb::postgres().await);
+        out
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Some((admin_url, name)) = self.pg.take() {
+            // Drop the database from a separate thread: Drop cannot await, and the test's
+            // runtime may already be shutting down.
+            let store = self.store.clone();
+            let _ = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                if let Ok(rt) = rt {
+                    rt.block_on(async move {
+                        store.close().await;
+                        if let Ok(admin) = sqlx::AnyPool::connect(&admin_url).await {
+                            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                                .execute(&admin)
+                                .await;
+                        }
+                    });
+                }
+            })
+            .join();
+        }
+    }
+}
