@@ -1,1 +1,69 @@
-//! placeholder
+//! Qanat's governance core: who is calling, what they may do, and the record of it.
+//!
+//! * Identities ([`User`], human or service account) authenticate with API tokens: 256
+//!   random bits, shown once, stored only as a SHA-256 hash, with expiry and revocation.
+//! * Projects are the unit of isolation; each member holds one [`Role`] (viewer < editor <
+//!   maintainer < admin), and global admins may do everything. [`authorize`] is the one
+//!   decision function every API route goes through.
+//! * The audit log is an append-only hash chain: each entry carries the hash of the one
+//!   before, so [`Governance::verify_audit`] finds an entry changed, deleted or reordered.
+//! * Residency: each project lists the regions its bytes may live in;
+//!   [`check_residency`] refuses a write anywhere else.
+//!
+//! Nothing here knows about HTTP; `qanat-api` maps these decisions onto requests.
+
+mod audit;
+mod error;
+mod identity;
+mod projects;
+mod rbac;
+mod residency;
+
+pub use audit::{AuditEntry, AuditOutcome, AuditQuery, AuditRecord, AuditVerification, ChainProblem};
+pub use error::Error;
+pub use identity::{NewToken, Principal, TokenInfo, User, UserKind};
+pub use projects::{Member, Project};
+pub use rbac::{authorize, Decision, Requirement, Role};
+pub use residency::check_residency;
+
+use qanat_store::MetaStore;
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Governance over one metadata store. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Governance {
+    meta: MetaStore,
+}
+
+impl Governance {
+    pub fn new(meta: MetaStore) -> Self {
+        Governance { meta }
+    }
+
+    pub fn meta(&self) -> &MetaStore {
+        &self.meta
+    }
+}
+
+/// Checks a name (user, project, token label): 1–64 characters from letters, digits and
+/// `._@-`, starting with a letter or digit.
+pub(crate) fn validate_name(what: &'static str, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Invalid {
+            what,
+            reason: format!(
+                "'{name}': use 1-64 letters, digits, '.', '_', '@' or '-', starting with a letter or digit"
+            ),
+        })
+    }
+}

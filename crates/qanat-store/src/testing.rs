@@ -72,16 +72,15 @@ impl TestDb {
 impl Drop for TestDb {
     fn drop(&mut self) {
         if let Some((admin_url, name)) = self.pg.take() {
-            // Drop the database from a separate thread: Drop cannot await, and the test's
-            // runtime may already be shutting down.
-            let store = self.store.clone();
+            // Drop the database from a separate thread with its own runtime: Drop cannot
+            // await, and the test's runtime (blocked here) must not be needed. FORCE ends
+            // the pool's connections, which live on the test's runtime.
             let _ = std::thread::spawn(move || {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build();
                 if let Ok(rt) = rt {
                     rt.block_on(async move {
-                        store.close().await;
                         if let Ok(admin) = sqlx::AnyPool::connect(&admin_url).await {
                             let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
                                 .execute(&admin)

@@ -1,0 +1,34 @@
+/// Everything governance can refuse or fail at.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Store(#[from] qanat_store::Error),
+    #[error("metadata store: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("{kind} '{name}' does not exist")]
+    NotFound { kind: &'static str, name: String },
+    #[error("{kind} '{name}' already exists")]
+    AlreadyExists { kind: &'static str, name: String },
+    #[error("invalid {what}: {reason}")]
+    Invalid { what: &'static str, reason: String },
+    #[error("{0}")]
+    Unauthenticated(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("data residency: project '{project}' may store data only in {allowed:?}; storage location '{location}' is in region '{region}'")]
+    Residency {
+        project: String,
+        location: String,
+        region: String,
+        allowed: Vec<String>,
+    },
+}
+
+impl Error {
+    pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
+        Error::Invalid {
+            what,
+            reason: reason.into(),
+        }
+    }
+}

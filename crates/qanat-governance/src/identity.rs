@@ -1,0 +1,364 @@
+//! Users, service accounts and their API tokens.
+//!
+//! A token reads `qnt_<43 base64url chars>`: 256 random bits. Only its SHA-256 is
+//! stored; a salted slow hash buys nothing for a secret with 256 bits of entropy, and a
+//! plain hash lets a request find its token with one indexed lookup.
+
+use std::fmt;
+use std::str::FromStr;
+
+use base64::Engine as _;
+use qanat_store::{now_micros, Micros};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use crate::{validate_name, Error, Governance, Result};
+
+const TOKEN_PREFIX: &str = "qnt_";
+/// `last_used_at` is refreshed at most this often, to keep reads from becoming writes.
+const LAST_USED_GRANULARITY: Micros = 60_000_000;
+
+/// A human user or a service account (for pipelines and jobs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum UserKind {
+    User,
+    Service,
+}
+
+impl UserKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            UserKind::User => "user",
+            UserKind::Service => "service",
+        }
+    }
+}
+
+impl FromStr for UserKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "user" => Ok(UserKind::User),
+            "service" => Ok(UserKind::Service),
+            other => Err(Error::invalid("user kind", format!("'{other}': use user or service"))),
+        }
+    }
+}
+
+/// An identity.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct User {
+    pub id: String,
+    pub name: String,
+    pub kind: UserKind,
+    pub is_admin: bool,
+    pub disabled: bool,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+}
+
+/// The authenticated caller of a request.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Principal {
+    pub user_id: String,
+    pub name: String,
+    pub kind: UserKind,
+    pub is_admin: bool,
+    pub token_id: String,
+}
+
+/// A token as listed: never the secret.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct TokenInfo {
+    pub id: String,
+    pub user: String,
+    pub name: String,
+    pub created_at: String,
+    pub expires_at: Option<String>,
+    pub revoked_at: Option<String>,
+    pub last_used_at: Option<String>,
+}
+
+/// A freshly created token: the only time the secret exists outside the caller.
+#[derive(Clone, Serialize, utoipa::ToSchema)]
+pub struct NewToken {
+    #[serde(flatten)]
+    pub info: TokenInfo,
+    /// The secret. Shown once; store it now.
+    pub token: String,
+}
+
+impl fmt::Debug for NewToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewToken")
+            .field("info", &self.info)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
+pub(crate) fn rfc3339(micros: Micros) -> String {
+    chrono::DateTime::from_timestamp_micros(micros)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
+        .unwrap_or_default()
+}
+
+fn hash_secret(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+fn user_from_row(row: &AnyRow) -> Result<User> {
+    Ok(User {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        kind: row.try_get::<String, _>("kind")?.parse()?,
+        is_admin: row.try_get::<i64, _>("is_admin")? != 0,
+        disabled: row.try_get::<i64, _>("disabled")? != 0,
+        created_at: rfc3339(row.try_get("created_at")?),
+    })
+}
+
+fn token_from_row(row: &AnyRow) -> Result<TokenInfo> {
+    Ok(TokenInfo {
+        id: row.try_get("id")?,
+        user: row.try_get("user_name")?,
+        name: row.try_get("name")?,
+        created_at: rfc3339(row.try_get("created_at")?),
+        expires_at: row.try_get::<Option<i64>, _>("expires_at")?.map(rfc3339),
+        revoked_at: row.try_get::<Option<i64>, _>("revoked_at")?.map(rfc3339),
+        last_used_at: row.try_get::<Option<i64>, _>("last_used_at")?.map(rfc3339),
+    })
+}
+
+const TOKEN_COLUMNS: &str = "t.id, u.name AS user_name, t.name, t.created_at, t.expires_at, t.revoked_at, t.last_used_at";
+
+impl Governance {
+    /// Creates a user or service account.
+    pub async fn create_user(&self, name: &str, kind: UserKind, is_admin: bool) -> Result<User> {
+        validate_name("user name", name)?;
+        let id = format!("usr_{}", uuid::Uuid::new_v4().simple());
+        let now = now_micros();
+        let res = sqlx::query(
+            "INSERT INTO users (id, name, kind, is_admin, disabled, created_at) VALUES ($1, $2, $3, $4, 0, $5)",
+        )
+        .bind(&id)
+        .bind(name)
+        .bind(kind.as_str())
+        .bind(i64::from(is_admin))
+        .bind(now)
+        .execute(self.meta.writer())
+        .await;
+        match res {
+            Ok(_) => {}
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                return Err(Error::AlreadyExists {
+                    kind: "user",
+                    name: name.into(),
+                })
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.user(name).await
+    }
+
+    /// Looks a user up by name.
+    pub async fn user(&self, name: &str) -> Result<User> {
+        let row = sqlx::query("SELECT * FROM users WHERE name = $1")
+            .bind(name)
+            .fetch_optional(self.meta.reader())
+            .await?
+            .ok_or_else(|| Error::NotFound {
+                kind: "user",
+                name: name.into(),
+            })?;
+        user_from_row(&row)
+    }
+
+    /// Every user, by name.
+    pub async fn users(&self) -> Result<Vec<User>> {
+        let rows = sqlx::query("SELECT * FROM users ORDER BY name")
+            .fetch_all(self.meta.reader())
+            .await?;
+        rows.iter().map(user_from_row).collect()
+    }
+
+    /// Changes a user's admin flag and/or disables or re-enables them. A disabled user's
+    /// tokens stop working at once.
+    pub async fn update_user(
+        &self,
+        name: &str,
+        is_admin: Option<bool>,
+        disabled: Option<bool>,
+    ) -> Result<User> {
+        let user = self.user(name).await?;
+        sqlx::query("UPDATE users SET is_admin = $1, disabled = $2 WHERE id = $3")
+            .bind(i64::from(is_admin.unwrap_or(user.is_admin)))
+            .bind(i64::from(disabled.unwrap_or(user.disabled)))
+            .bind(&user.id)
+            .execute(self.meta.writer())
+            .await?;
+        self.user(name).await
+    }
+
+    /// Whether any user exists yet (a fresh installation has none).
+    pub async fn has_users(&self) -> Result<bool> {
+        let n: i64 = sqlx::query("SELECT COUNT(*) AS n FROM users")
+            .fetch_one(self.meta.reader())
+            .await?
+            .try_get("n")?;
+        Ok(n > 0)
+    }
+
+    /// On a fresh installation, creates the global admin `name` and its first token.
+    /// Returns `None` when users already exist: the bootstrap token is printed once.
+    pub async fn bootstrap_admin(&self, name: &str) -> Result<Option<NewToken>> {
+        if self.has_users().await? {
+            return Ok(None);
+        }
+        self.create_user(name, UserKind::User, true).await?;
+        Ok(Some(self.create_token(name, "bootstrap", None).await?))
+    }
+
+    /// Issues a new token for `user`, valid until `expires_at` (micros) if given.
+    pub async fn create_token(
+        &self,
+        user: &str,
+        label: &str,
+        expires_at: Option<Micros>,
+    ) -> Result<NewToken> {
+        validate_name("token name", label)?;
+        let owner = self.user(user).await?;
+        let now = now_micros();
+        if let Some(exp) = expires_at {
+            if exp <= now {
+                return Err(Error::invalid("expiry", "the expiry must be in the future"));
+            }
+        }
+        let mut secret = [0u8; 32];
+        rand::rngs::OsRng.fill_bytes(&mut secret);
+        let token = format!(
+            "{TOKEN_PREFIX}{}",
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret)
+        );
+        let id = format!("tok_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
+        sqlx::query(
+            "INSERT INTO tokens (id, user_id, name, secret_hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&id)
+        .bind(&owner.id)
+        .bind(label)
+        .bind(hash_secret(&token))
+        .bind(now)
+        .bind(expires_at)
+        .execute(self.meta.writer())
+        .await?;
+        Ok(NewToken {
+            info: self.token(&id).await?,
+            token,
+        })
+    }
+
+    /// One token's listing entry.
+    pub async fn token(&self, id: &str) -> Result<TokenInfo> {
+        let row = sqlx::query(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(self.meta.reader())
+        .await?
+        .ok_or_else(|| Error::NotFound {
+            kind: "token",
+            name: id.into(),
+        })?;
+        token_from_row(&row)
+    }
+
+    /// Tokens of one user, or of everyone when `user` is None.
+    pub async fn tokens(&self, user: Option<&str>) -> Result<Vec<TokenInfo>> {
+        let rows = match user {
+            Some(name) => {
+                sqlx::query(&format!(
+                    "SELECT {TOKEN_COLUMNS} FROM tokens t JOIN users u ON u.id = t.user_id WHERE u.name = $1 ORDER BY t.created_at"
+                ))
+                .bind(name)
+                .fetch_all(self.meta.reader())
+                .await?
+            }
+            None => {
+                sqlx::query(&format!(
+                    "SELECT {TOKEN_COLUMNS} FROM tokens t JOIN users u ON u.id = t.user_id ORDER BY u.name, t.created_at"
+                ))
+                .fetch_all(self.meta.reader())
+                .await?
+            }
+        };
+        rows.iter().map(token_from_row).collect()
+    }
+
+    /// Revokes a token; it stops working at once.
+    pub async fn revoke_token(&self, id: &str) -> Result<TokenInfo> {
+        let res = sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+            .bind(now_micros())
+            .bind(id)
+            .execute(self.meta.writer())
+            .await?;
+        let info = self.token(id).await?;
+        if res.rows_affected() == 0 && info.revoked_at.is_none() {
+            return Err(Error::NotFound {
+                kind: "token",
+                name: id.into(),
+            });
+        }
+        Ok(info)
+    }
+
+    /// Resolves a bearer token to its principal, or says why it is not accepted.
+    pub async fn authenticate(&self, token: &str) -> Result<Principal> {
+        let reject = |why: &str| Err(Error::Unauthenticated(why.to_string()));
+        if !token.starts_with(TOKEN_PREFIX) {
+            return reject("the bearer token is not a Qanat token (they start with 'qnt_')");
+        }
+        let row = sqlx::query(
+            "SELECT t.id AS token_id, t.expires_at, t.revoked_at, t.last_used_at, u.id AS user_id, u.name, u.kind, u.is_admin, u.disabled \
+             FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.secret_hash = $1",
+        )
+        .bind(hash_secret(token))
+        .fetch_optional(self.meta.reader())
+        .await?;
+        let Some(row) = row else {
+            return reject("the bearer token is not valid");
+        };
+        let now = now_micros();
+        if row.try_get::<Option<i64>, _>("revoked_at")?.is_some() {
+            return reject("the bearer token has been revoked");
+        }
+        if let Some(exp) = row.try_get::<Option<i64>, _>("expires_at")? {
+            if exp <= now {
+                return reject("the bearer token has expired; create a new one with `qanat tokens create`");
+            }
+        }
+        if row.try_get::<i64, _>("disabled")? != 0 {
+            return reject("the account that owns this token is disabled");
+        }
+        let token_id: String = row.try_get("token_id")?;
+        let last_used: Option<i64> = row.try_get("last_used_at")?;
+        if last_used.is_none_or(|t| now - t > LAST_USED_GRANULARITY) {
+            sqlx::query("UPDATE tokens SET last_used_at = $1 WHERE id = $2")
+                .bind(now)
+                .bind(&token_id)
+                .execute(self.meta.writer())
+                .await?;
+        }
+        Ok(Principal {
+            user_id: row.try_get("user_id")?,
+            name: row.try_get("name")?,
+            kind: row.try_get::<String, _>("kind")?.parse()?,
+            is_admin: row.try_get::<i64, _>("is_admin")? != 0,
+            token_id,
+        })
+    }
+}

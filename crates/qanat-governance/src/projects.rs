@@ -1,0 +1,241 @@
+//! Projects (the unit of isolation) and their members.
+
+use qanat_store::{now_micros, Region};
+use serde::Serialize;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use crate::identity::rfc3339;
+use crate::{validate_name, Error, Governance, Principal, Result, Role};
+
+/// A project: its objects, its members, its residency policy.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Project {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    /// Regions this project's bytes may be stored in.
+    pub allowed_regions: Vec<String>,
+    pub created_at: String,
+    pub created_by: String,
+}
+
+/// A project member and their role.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Member {
+    pub user: String,
+    pub role: Role,
+    pub created_at: String,
+}
+
+fn project_from_row(row: &AnyRow) -> Result<Project> {
+    let regions: String = row.try_get("allowed_regions")?;
+    Ok(Project {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        description: row.try_get("description")?,
+        allowed_regions: serde_json::from_str(&regions)
+            .map_err(|e| Error::invalid("stored regions", e.to_string()))?,
+        created_at: rfc3339(row.try_get("created_at")?),
+        created_by: row.try_get("created_by")?,
+    })
+}
+
+fn validate_regions(regions: &[String]) -> Result<Vec<String>> {
+    if regions.is_empty() {
+        return Err(Error::invalid(
+            "allowed regions",
+            "a project needs at least one allowed region, e.g. [\"uae-north\"]",
+        ));
+    }
+    let mut out = Vec::with_capacity(regions.len());
+    for r in regions {
+        let region: Region = r.parse()?;
+        if !out.contains(&region.to_string()) {
+            out.push(region.to_string());
+        }
+    }
+    Ok(out)
+}
+
+impl Governance {
+    /// Creates a project; `creator` becomes its admin.
+    pub async fn create_project(
+        &self,
+        name: &str,
+        description: &str,
+        allowed_regions: &[String],
+        creator: &Principal,
+    ) -> Result<Project> {
+        validate_name("project name", name)?;
+        let regions = validate_regions(allowed_regions)?;
+        let id = format!("prj_{}", uuid::Uuid::new_v4().simple());
+        let now = now_micros();
+        let regions_json = serde_json::to_string(&regions).map_err(|e| Error::invalid("regions", e.to_string()))?;
+        let mut tx = self.meta.writer().begin().await?;
+        let res = sqlx::query(
+            "INSERT INTO projects (id, name, description, allowed_regions, created_at, created_by) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&id)
+        .bind(name)
+        .bind(description)
+        .bind(regions_json)
+        .bind(now)
+        .bind(&creator.name)
+        .execute(&mut *tx)
+        .await;
+        match res {
+            Ok(_) => {}
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                return Err(Error::AlreadyExists {
+                    kind: "project",
+                    name: name.into(),
+                })
+            }
+            Err(e) => return Err(e.into()),
+        }
+        sqlx::query("INSERT INTO members (project_id, user_id, role, created_at) VALUES ($1, $2, $3, $4)")
+            .bind(&id)
+            .bind(&creator.user_id)
+            .bind(Role::Admin.as_str())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.project(name).await
+    }
+
+    /// Looks a project up by name.
+    pub async fn project(&self, name: &str) -> Result<Project> {
+        let row = sqlx::query("SELECT * FROM projects WHERE name = $1")
+            .bind(name)
+            .fetch_optional(self.meta.reader())
+            .await?
+            .ok_or_else(|| Error::NotFound {
+                kind: "project",
+                name: name.into(),
+            })?;
+        project_from_row(&row)
+    }
+
+    /// The projects `principal` can see: all for a global admin, else their memberships.
+    pub async fn projects_for(&self, principal: &Principal) -> Result<Vec<Project>> {
+        let rows = if principal.is_admin {
+            sqlx::query("SELECT * FROM projects ORDER BY name")
+                .fetch_all(self.meta.reader())
+                .await?
+        } else {
+            sqlx::query(
+                "SELECT p.* FROM projects p JOIN members m ON m.project_id = p.id WHERE m.user_id = $1 ORDER BY p.name",
+            )
+            .bind(&principal.user_id)
+            .fetch_all(self.meta.reader())
+            .await?
+        };
+        rows.iter().map(project_from_row).collect()
+    }
+
+    /// Changes a project's description and/or residency policy.
+    pub async fn update_project(
+        &self,
+        name: &str,
+        description: Option<&str>,
+        allowed_regions: Option<&[String]>,
+    ) -> Result<Project> {
+        let current = self.project(name).await?;
+        let regions = match allowed_regions {
+            Some(r) => validate_regions(r)?,
+            None => current.allowed_regions.clone(),
+        };
+        let regions_json = serde_json::to_string(&regions).map_err(|e| Error::invalid("regions", e.to_string()))?;
+        sqlx::query("UPDATE projects SET description = $1, allowed_regions = $2 WHERE id = $3")
+            .bind(description.unwrap_or(&current.description))
+            .bind(regions_json)
+            .bind(&current.id)
+            .execute(self.meta.writer())
+            .await?;
+        self.project(name).await
+    }
+
+    /// The caller's role in `project`; errors if the project does not exist.
+    pub async fn role_in(&self, user_id: &str, project: &str) -> Result<Option<Role>> {
+        let row = sqlx::query(
+            "SELECT p.id, m.role FROM projects p LEFT JOIN members m ON m.project_id = p.id AND m.user_id = $1 WHERE p.name = $2",
+        )
+        .bind(user_id)
+        .bind(project)
+        .fetch_optional(self.meta.reader())
+        .await?
+        .ok_or_else(|| Error::NotFound {
+            kind: "project",
+            name: project.into(),
+        })?;
+        match row.try_get::<Option<String>, _>("role")? {
+            Some(r) => Ok(Some(r.parse()?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Members of a project.
+    pub async fn members(&self, project: &str) -> Result<Vec<Member>> {
+        let p = self.project(project).await?;
+        let rows = sqlx::query(
+            "SELECT u.name, m.role, m.created_at FROM members m JOIN users u ON u.id = m.user_id WHERE m.project_id = $1 ORDER BY u.name",
+        )
+        .bind(&p.id)
+        .fetch_all(self.meta.reader())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Member {
+                    user: r.try_get("name")?,
+                    role: r.try_get::<String, _>("role")?.parse()?,
+                    created_at: rfc3339(r.try_get("created_at")?),
+                })
+            })
+            .collect()
+    }
+
+    /// Grants `user` a role in `project` (replacing any earlier role).
+    pub async fn set_member(&self, project: &str, user: &str, role: Role) -> Result<Member> {
+        let p = self.project(project).await?;
+        let u = self.user(user).await?;
+        let now = now_micros();
+        sqlx::query(
+            "INSERT INTO members (project_id, user_id, role, created_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (project_id, user_id) DO UPDATE SET role = excluded.role",
+        )
+        .bind(&p.id)
+        .bind(&u.id)
+        .bind(role.as_str())
+        .bind(now)
+        .execute(self.meta.writer())
+        .await?;
+        self.members(project)
+            .await?
+            .into_iter()
+            .find(|m| m.user == user)
+            .ok_or_else(|| Error::NotFound {
+                kind: "member",
+                name: user.into(),
+            })
+    }
+
+    /// Removes `user` from `project`.
+    pub async fn remove_member(&self, project: &str, user: &str) -> Result<()> {
+        let p = self.project(project).await?;
+        let u = self.user(user).await?;
+        let res = sqlx::query("DELETE FROM members WHERE project_id = $1 AND user_id = $2")
+            .bind(&p.id)
+            .bind(&u.id)
+            .execute(self.meta.writer())
+            .await?;
+        if res.rows_affected() == 0 {
+            return Err(Error::NotFound {
+                kind: "member",
+                name: format!("{user} in {project}"),
+            });
+        }
+        Ok(())
+    }
+}
