@@ -1,1 +1,114 @@
-//! placeholder
+//! Qanat's HTTP API: the native `/api/v1` routes, health and metrics endpoints, the
+//! OpenAPI document, and the middleware every request passes through (request ids,
+//! metrics, body limits, timeouts, and the one authorization point in [`authz`]).
+//!
+//! Domain crates know nothing of HTTP; this crate maps their types and errors onto
+//! requests and responses. The binary builds an [`AppState`] and serves [`router`].
+
+pub mod authz;
+mod error;
+mod extract;
+mod metrics;
+mod openapi;
+mod routes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, Request, StatusCode};
+use axum::response::IntoResponse;
+use axum::Router;
+use qanat_governance::Governance;
+use qanat_store::{MetaStore, ObjectStorage};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+pub use error::{ApiError, ErrorBody};
+pub use metrics::Metrics;
+pub use openapi::openapi_json;
+
+/// Limits applied to requests.
+#[derive(Debug, Clone)]
+pub struct ApiLimits {
+    /// Largest JSON body accepted (object uploads stream and are not bound by it).
+    pub max_request_bytes: usize,
+    /// Time allowed for a non-streaming request.
+    pub request_timeout: Duration,
+}
+
+impl Default for ApiLimits {
+    fn default() -> Self {
+        ApiLimits {
+            max_request_bytes: 1 << 20,
+            request_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Everything a handler may use.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub meta: MetaStore,
+    pub gov: Governance,
+    pub storage: ObjectStorage,
+    pub metrics: Arc<Metrics>,
+    pub limits: ApiLimits,
+}
+
+impl AppState {
+    pub fn new(meta: MetaStore, storage: ObjectStorage, limits: ApiLimits) -> Self {
+        AppState {
+            gov: Governance::new(meta.clone()),
+            meta,
+            storage,
+            metrics: Arc::new(Metrics::default()),
+            limits,
+        }
+    }
+}
+
+/// Every route with its policy.
+pub fn route_table(limits: &ApiLimits) -> authz::RouteTable {
+    routes::table(limits)
+}
+
+/// The complete application: routes, authorization, metrics, request ids, tracing.
+pub fn router(state: AppState) -> Router {
+    let (routes, policies) = route_table(&state.limits).into_parts();
+    let x_request_id = HeaderName::from_static("x-request-id");
+    routes
+        .fallback(|| async {
+            ApiError::not_found("no such endpoint; see /api/v1/openapi.json").into_response()
+        })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "METHOD_NOT_ALLOWED",
+                "this endpoint does not accept that method; see /api/v1/openapi.json",
+            )
+            .into_response()
+        })
+        .layer(axum::middleware::from_fn_with_state(
+            (state.clone(), policies),
+            authz::authorize,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::record,
+        ))
+        .layer(DefaultBodyLimit::max(state.limits.max_request_bytes))
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+                let id = req
+                    .headers()
+                    .get("x-request-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+            }),
+        )
+        .layer(PropagateRequestIdLayer::new(x_request_id.clone()))
+        .layer(SetRequestIdLayer::new(x_request_id, MakeRequestUuid))
+        .with_state(state)
+}

@@ -214,9 +214,10 @@ impl Governance {
     pub async fn append_audit(&self, rec: &AuditRecord) -> Result<AuditEntry> {
         let ts = now_micros();
         let mut tx = self.meta.writer().begin().await?;
-        let head = sqlx::query("UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash")
-            .fetch_one(&mut *tx)
-            .await?;
+        let head =
+            sqlx::query("UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash")
+                .fetch_one(&mut *tx)
+                .await?;
         let seq: i64 = head.try_get("seq")?;
         let prev_hash: String = head.try_get("hash")?;
         let outcome = rec.outcome.as_str();
@@ -340,11 +341,12 @@ impl Governance {
         let mut checked = 0u64;
         let mut cursor = 0i64;
         loop {
-            let rows = sqlx::query("SELECT * FROM audit_log WHERE seq > $1 ORDER BY seq ASC LIMIT $2")
-                .bind(cursor)
-                .bind(VERIFY_PAGE)
-                .fetch_all(self.meta.reader())
-                .await?;
+            let rows =
+                sqlx::query("SELECT * FROM audit_log WHERE seq > $1 ORDER BY seq ASC LIMIT $2")
+                    .bind(cursor)
+                    .bind(VERIFY_PAGE)
+                    .fetch_all(self.meta.reader())
+                    .await?;
             if rows.is_empty() {
                 break;
             }
@@ -358,7 +360,10 @@ impl Governance {
                         message: if e.seq - 1 == expected_seq {
                             format!("entry {expected_seq} is missing (deleted)")
                         } else {
-                            format!("entries {expected_seq}..={} are missing (deleted)", e.seq - 1)
+                            format!(
+                                "entries {expected_seq}..={} are missing (deleted)",
+                                e.seq - 1
+                            )
                         },
                     });
                 } else if e.prev_hash != prev_hash {

@@ -44,7 +44,10 @@ impl FromStr for UserKind {
         match s {
             "user" => Ok(UserKind::User),
             "service" => Ok(UserKind::Service),
-            other => Err(Error::invalid("user kind", format!("'{other}': use user or service"))),
+            other => Err(Error::invalid(
+                "user kind",
+                format!("'{other}': use user or service"),
+            )),
         }
     }
 }
@@ -134,7 +137,8 @@ fn token_from_row(row: &AnyRow) -> Result<TokenInfo> {
     })
 }
 
-const TOKEN_COLUMNS: &str = "t.id, u.name AS user_name, t.name, t.created_at, t.expires_at, t.revoked_at, t.last_used_at";
+const TOKEN_COLUMNS: &str =
+    "t.id, u.name AS user_name, t.name, t.created_at, t.expires_at, t.revoked_at, t.last_used_at";
 
 impl Governance {
     /// Creates a user or service account.
@@ -301,11 +305,12 @@ impl Governance {
 
     /// Revokes a token; it stops working at once.
     pub async fn revoke_token(&self, id: &str) -> Result<TokenInfo> {
-        let res = sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
-            .bind(now_micros())
-            .bind(id)
-            .execute(self.meta.writer())
-            .await?;
+        let res =
+            sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+                .bind(now_micros())
+                .bind(id)
+                .execute(self.meta.writer())
+                .await?;
         let info = self.token(id).await?;
         if res.rows_affected() == 0 && info.revoked_at.is_none() {
             return Err(Error::NotFound {
@@ -338,7 +343,9 @@ impl Governance {
         }
         if let Some(exp) = row.try_get::<Option<i64>, _>("expires_at")? {
             if exp <= now {
-                return reject("the bearer token has expired; create a new one with `qanat tokens create`");
+                return reject(
+                    "the bearer token has expired; create a new one with `qanat tokens create`",
+                );
             }
         }
         if row.try_get::<i64, _>("disabled")? != 0 {

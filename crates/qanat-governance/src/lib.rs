@@ -19,7 +19,9 @@ mod projects;
 mod rbac;
 mod residency;
 
-pub use audit::{AuditEntry, AuditOutcome, AuditQuery, AuditRecord, AuditVerification, ChainProblem};
+pub use audit::{
+    AuditEntry, AuditOutcome, AuditQuery, AuditRecord, AuditVerification, ChainProblem,
+};
 pub use error::Error;
 pub use identity::{NewToken, Principal, TokenInfo, User, UserKind};
 pub use projects::{Member, Project};
@@ -52,7 +54,10 @@ impl Governance {
 pub(crate) fn validate_name(what: &'static str, name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
-        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'));

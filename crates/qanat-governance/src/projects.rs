@@ -71,7 +71,8 @@ impl Governance {
         let regions = validate_regions(allowed_regions)?;
         let id = format!("prj_{}", uuid::Uuid::new_v4().simple());
         let now = now_micros();
-        let regions_json = serde_json::to_string(&regions).map_err(|e| Error::invalid("regions", e.to_string()))?;
+        let regions_json = serde_json::to_string(&regions)
+            .map_err(|e| Error::invalid("regions", e.to_string()))?;
         let mut tx = self.meta.writer().begin().await?;
         let res = sqlx::query(
             "INSERT INTO projects (id, name, description, allowed_regions, created_at, created_by) VALUES ($1, $2, $3, $4, $5, $6)",
@@ -94,13 +95,15 @@ impl Governance {
             }
             Err(e) => return Err(e.into()),
         }
-        sqlx::query("INSERT INTO members (project_id, user_id, role, created_at) VALUES ($1, $2, $3, $4)")
-            .bind(&id)
-            .bind(&creator.user_id)
-            .bind(Role::Admin.as_str())
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO members (project_id, user_id, role, created_at) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(&id)
+        .bind(&creator.user_id)
+        .bind(Role::Admin.as_str())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         self.project(name).await
     }
@@ -147,7 +150,8 @@ impl Governance {
             Some(r) => validate_regions(r)?,
             None => current.allowed_regions.clone(),
         };
-        let regions_json = serde_json::to_string(&regions).map_err(|e| Error::invalid("regions", e.to_string()))?;
+        let regions_json = serde_json::to_string(&regions)
+            .map_err(|e| Error::invalid("regions", e.to_string()))?;
         sqlx::query("UPDATE projects SET description = $1, allowed_regions = $2 WHERE id = $3")
             .bind(description.unwrap_or(&current.description))
             .bind(regions_json)

@@ -145,15 +145,28 @@ mod tests {
             authorize(None, Requirement::Authenticated, None, None),
             Decision::Unauthenticated
         );
-        assert_eq!(authorize(None, Requirement::Public, None, None), Decision::Allow);
+        assert_eq!(
+            authorize(None, Requirement::Public, None, None),
+            Decision::Allow
+        );
     }
 
     #[test]
     fn viewer_may_read_but_not_write() {
         let p = principal(false);
-        let read = authorize(Some(&p), Requirement::Project(Role::Viewer), Some("x"), Some(Role::Viewer));
+        let read = authorize(
+            Some(&p),
+            Requirement::Project(Role::Viewer),
+            Some("x"),
+            Some(Role::Viewer),
+        );
         assert_eq!(read, Decision::Allow);
-        let write = authorize(Some(&p), Requirement::Project(Role::Editor), Some("x"), Some(Role::Viewer));
+        let write = authorize(
+            Some(&p),
+            Requirement::Project(Role::Editor),
+            Some("x"),
+            Some(Role::Viewer),
+        );
         assert!(matches!(write, Decision::Deny(m) if m.contains("needs editor")));
     }
 
@@ -161,7 +174,12 @@ mod tests {
     fn non_members_and_non_admins_are_denied() {
         let p = principal(false);
         assert!(matches!(
-            authorize(Some(&p), Requirement::Project(Role::Viewer), Some("x"), None),
+            authorize(
+                Some(&p),
+                Requirement::Project(Role::Viewer),
+                Some("x"),
+                None
+            ),
             Decision::Deny(_)
         ));
         assert!(matches!(

@@ -21,12 +21,24 @@ fn record(i: usize, outcome: AuditOutcome) -> AuditRecord {
 async fn tokens_authenticate_until_revoked_or_expired() {
     for db in TestDb::all().await {
         let gov = Governance::new(db.store.clone());
-        let boot = gov.bootstrap_admin("admin").await.expect("bootstrap").expect("first time");
-        assert!(gov.bootstrap_admin("admin").await.expect("again").is_none(), "printed once");
-        let admin = gov.authenticate(&boot.token).await.expect("bootstrap token works");
+        let boot = gov
+            .bootstrap_admin("admin")
+            .await
+            .expect("bootstrap")
+            .expect("first time");
+        assert!(
+            gov.bootstrap_admin("admin").await.expect("again").is_none(),
+            "printed once"
+        );
+        let admin = gov
+            .authenticate(&boot.token)
+            .await
+            .expect("bootstrap token works");
         assert!(admin.is_admin);
 
-        gov.create_user("bot", UserKind::Service, false).await.expect("create");
+        gov.create_user("bot", UserKind::Service, false)
+            .await
+            .expect("create");
         let t = gov.create_token("bot", "ci", None).await.expect("token");
         assert_eq!(t.token.len(), 4 + 43, "qnt_ + 256 bits in base64url");
         let p = gov.authenticate(&t.token).await.expect("valid");
@@ -41,7 +53,9 @@ async fn tokens_authenticate_until_revoked_or_expired() {
         assert!(rows.iter().all(|(h,)| !h.contains(&t.token[4..])));
 
         gov.revoke_token(&t.info.id).await.expect("revoke");
-        assert!(matches!(gov.authenticate(&t.token).await, Err(Error::Unauthenticated(m)) if m.contains("revoked")));
+        assert!(
+            matches!(gov.authenticate(&t.token).await, Err(Error::Unauthenticated(m)) if m.contains("revoked"))
+        );
 
         let short = gov
             .create_token("bot", "short", Some(now_micros() + 200_000))
@@ -49,14 +63,26 @@ async fn tokens_authenticate_until_revoked_or_expired() {
             .expect("token");
         gov.authenticate(&short.token).await.expect("valid for now");
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        assert!(matches!(gov.authenticate(&short.token).await, Err(Error::Unauthenticated(m)) if m.contains("expired")));
+        assert!(
+            matches!(gov.authenticate(&short.token).await, Err(Error::Unauthenticated(m)) if m.contains("expired"))
+        );
 
         let other = gov.create_token("bot", "other", None).await.expect("token");
-        gov.update_user("bot", None, Some(true)).await.expect("disable");
-        assert!(matches!(gov.authenticate(&other.token).await, Err(Error::Unauthenticated(m)) if m.contains("disabled")));
+        gov.update_user("bot", None, Some(true))
+            .await
+            .expect("disable");
+        assert!(
+            matches!(gov.authenticate(&other.token).await, Err(Error::Unauthenticated(m)) if m.contains("disabled"))
+        );
 
-        assert!(matches!(gov.authenticate("qnt_nope").await, Err(Error::Unauthenticated(_))));
-        assert!(matches!(gov.authenticate("Bearer x").await, Err(Error::Unauthenticated(_))));
+        assert!(matches!(
+            gov.authenticate("qnt_nope").await,
+            Err(Error::Unauthenticated(_))
+        ));
+        assert!(matches!(
+            gov.authenticate("Bearer x").await,
+            Err(Error::Unauthenticated(_))
+        ));
     }
 }
 
@@ -64,7 +90,11 @@ async fn tokens_authenticate_until_revoked_or_expired() {
 async fn projects_members_and_roles() {
     for db in TestDb::all().await {
         let gov = Governance::new(db.store.clone());
-        let boot = gov.bootstrap_admin("admin").await.expect("boot").expect("token");
+        let boot = gov
+            .bootstrap_admin("admin")
+            .await
+            .expect("boot")
+            .expect("token");
         let admin = gov.authenticate(&boot.token).await.expect("auth");
         let p = gov
             .create_project("fraud", "fraud models", &["uae-north".into()], &admin)
@@ -72,11 +102,13 @@ async fn projects_members_and_roles() {
             .expect("create");
         assert_eq!(p.allowed_regions, vec!["uae-north"]);
         assert!(matches!(
-            gov.create_project("fraud", "", &["uae-north".into()], &admin).await,
+            gov.create_project("fraud", "", &["uae-north".into()], &admin)
+                .await,
             Err(Error::AlreadyExists { .. })
         ));
         assert!(matches!(
-            gov.create_project("Bad Name", "", &["uae-north".into()], &admin).await,
+            gov.create_project("Bad Name", "", &["uae-north".into()], &admin)
+                .await,
             Err(Error::Invalid { .. })
         ));
         assert!(matches!(
@@ -84,13 +116,29 @@ async fn projects_members_and_roles() {
             Err(Error::Invalid { .. })
         ));
 
-        let viewer = gov.create_user("vera", UserKind::User, false).await.expect("user");
+        let viewer = gov
+            .create_user("vera", UserKind::User, false)
+            .await
+            .expect("user");
         assert_eq!(gov.role_in(&viewer.id, "fraud").await.expect("role"), None);
-        gov.set_member("fraud", "vera", Role::Viewer).await.expect("grant");
-        assert_eq!(gov.role_in(&viewer.id, "fraud").await.expect("role"), Some(Role::Viewer));
-        gov.set_member("fraud", "vera", Role::Editor).await.expect("regrant");
-        assert_eq!(gov.role_in(&viewer.id, "fraud").await.expect("role"), Some(Role::Editor));
-        assert!(matches!(gov.role_in(&viewer.id, "nope").await, Err(Error::NotFound { .. })));
+        gov.set_member("fraud", "vera", Role::Viewer)
+            .await
+            .expect("grant");
+        assert_eq!(
+            gov.role_in(&viewer.id, "fraud").await.expect("role"),
+            Some(Role::Viewer)
+        );
+        gov.set_member("fraud", "vera", Role::Editor)
+            .await
+            .expect("regrant");
+        assert_eq!(
+            gov.role_in(&viewer.id, "fraud").await.expect("role"),
+            Some(Role::Editor)
+        );
+        assert!(matches!(
+            gov.role_in(&viewer.id, "nope").await,
+            Err(Error::NotFound { .. })
+        ));
 
         let vera_token = gov.create_token("vera", "t", None).await.expect("token");
         let vera = gov.authenticate(&vera_token.token).await.expect("auth");
@@ -99,7 +147,11 @@ async fn projects_members_and_roles() {
         assert!(gov.projects_for(&vera).await.expect("list").is_empty());
 
         let updated = gov
-            .update_project("fraud", None, Some(&["uae-north".into(), "uae-south".into()]))
+            .update_project(
+                "fraud",
+                None,
+                Some(&["uae-north".into(), "uae-south".into()]),
+            )
             .await
             .expect("update");
         assert_eq!(updated.allowed_regions.len(), 2);
@@ -112,7 +164,9 @@ async fn audit_chain_detects_changed_deleted_and_reordered_entries() {
     for db in TestDb::all().await {
         let gov = Governance::new(db.store.clone());
         for i in 0..10 {
-            gov.append_audit(&record(i, AuditOutcome::Success)).await.expect("append");
+            gov.append_audit(&record(i, AuditOutcome::Success))
+                .await
+                .expect("append");
         }
         let v = gov.verify_audit().await.expect("verify");
         assert!(v.ok, "{v:?}");
@@ -125,7 +179,10 @@ async fn audit_chain_detects_changed_deleted_and_reordered_entries() {
             .expect("tamper");
         let v = gov.verify_audit().await.expect("verify");
         assert!(!v.ok);
-        assert!(v.problems.iter().any(|p| p.seq == 4 && p.kind == "changed"), "{v:?}");
+        assert!(
+            v.problems.iter().any(|p| p.seq == 4 && p.kind == "changed"),
+            "{v:?}"
+        );
         sqlx::query("UPDATE audit_log SET actor = 'alice' WHERE seq = 4")
             .execute(db.store.writer())
             .await
@@ -133,27 +190,59 @@ async fn audit_chain_detects_changed_deleted_and_reordered_entries() {
         assert!(gov.verify_audit().await.expect("verify").ok);
 
         // Reordered: swap the contents of entries 6 and 7.
-        sqlx::query("UPDATE audit_log SET seq = -6 WHERE seq = 6").execute(db.store.writer()).await.expect("swap");
-        sqlx::query("UPDATE audit_log SET seq = 6 WHERE seq = 7").execute(db.store.writer()).await.expect("swap");
-        sqlx::query("UPDATE audit_log SET seq = 7 WHERE seq = -6").execute(db.store.writer()).await.expect("swap");
+        sqlx::query("UPDATE audit_log SET seq = -6 WHERE seq = 6")
+            .execute(db.store.writer())
+            .await
+            .expect("swap");
+        sqlx::query("UPDATE audit_log SET seq = 6 WHERE seq = 7")
+            .execute(db.store.writer())
+            .await
+            .expect("swap");
+        sqlx::query("UPDATE audit_log SET seq = 7 WHERE seq = -6")
+            .execute(db.store.writer())
+            .await
+            .expect("swap");
         let v = gov.verify_audit().await.expect("verify");
         assert!(!v.ok);
         assert!(v.problems.iter().any(|p| p.seq == 6), "{v:?}");
 
-        sqlx::query("UPDATE audit_log SET seq = -6 WHERE seq = 6").execute(db.store.writer()).await.expect("swap");
-        sqlx::query("UPDATE audit_log SET seq = 6 WHERE seq = 7").execute(db.store.writer()).await.expect("swap");
-        sqlx::query("UPDATE audit_log SET seq = 7 WHERE seq = -6").execute(db.store.writer()).await.expect("swap");
+        sqlx::query("UPDATE audit_log SET seq = -6 WHERE seq = 6")
+            .execute(db.store.writer())
+            .await
+            .expect("swap");
+        sqlx::query("UPDATE audit_log SET seq = 6 WHERE seq = 7")
+            .execute(db.store.writer())
+            .await
+            .expect("swap");
+        sqlx::query("UPDATE audit_log SET seq = 7 WHERE seq = -6")
+            .execute(db.store.writer())
+            .await
+            .expect("swap");
         assert!(gov.verify_audit().await.expect("verify").ok);
 
         // Deleted in the middle.
-        sqlx::query("DELETE FROM audit_log WHERE seq = 5").execute(db.store.writer()).await.expect("delete");
+        sqlx::query("DELETE FROM audit_log WHERE seq = 5")
+            .execute(db.store.writer())
+            .await
+            .expect("delete");
         let v = gov.verify_audit().await.expect("verify");
-        assert!(v.problems.iter().any(|p| p.seq == 5 && p.kind == "missing"), "{v:?}");
+        assert!(
+            v.problems.iter().any(|p| p.seq == 5 && p.kind == "missing"),
+            "{v:?}"
+        );
 
         // Deleted at the end.
-        sqlx::query("DELETE FROM audit_log WHERE seq = 10").execute(db.store.writer()).await.expect("delete");
+        sqlx::query("DELETE FROM audit_log WHERE seq = 10")
+            .execute(db.store.writer())
+            .await
+            .expect("delete");
         let v = gov.verify_audit().await.expect("verify");
-        assert!(v.problems.iter().any(|p| p.seq == 10 && p.kind == "truncated"), "{v:?}");
+        assert!(
+            v.problems
+                .iter()
+                .any(|p| p.seq == 10 && p.kind == "truncated"),
+            "{v:?}"
+        );
     }
 }
 
@@ -188,7 +277,10 @@ async fn concurrent_appends_form_one_dense_chain() {
             })
             .await
             .expect("query");
-        assert_eq!(q.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![396, 397, 398, 399, 400]);
+        assert_eq!(
+            q.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![396, 397, 398, 399, 400]
+        );
         let after = gov
             .query_audit(&AuditQuery {
                 after_seq: Some(10),
@@ -197,6 +289,9 @@ async fn concurrent_appends_form_one_dense_chain() {
             })
             .await
             .expect("query");
-        assert_eq!(after.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![11, 12, 13]);
+        assert_eq!(
+            after.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![11, 12, 13]
+        );
     }
 }

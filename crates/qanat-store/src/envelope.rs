@@ -169,7 +169,10 @@ mod tests {
         let mut r = ChunkCipher::new(&key, &header);
         assert!(r.open(&c1, false).is_err(), "chunk 1 in position 0");
         let mut r = ChunkCipher::new(&key, &header);
-        assert!(r.open(&c0, true).is_err(), "a non-last chunk presented as last");
+        assert!(
+            r.open(&c0, true).is_err(),
+            "a non-last chunk presented as last"
+        );
         let mut r = ChunkCipher::new(&key, &header);
         assert_eq!(r.open(&c0, false).expect("open"), b"first");
         assert_eq!(r.open(&c1, true).expect("open"), b"second");

@@ -11,9 +11,13 @@ pub enum Error {
     ObjectStore(#[from] object_store::Error),
     #[error("object '{key}' not found in storage location '{location}'")]
     NotFound { location: String, key: String },
-    #[error("unknown storage location '{0}'; configured locations are listed by `qanat config show`")]
+    #[error(
+        "unknown storage location '{0}'; configured locations are listed by `qanat config show`"
+    )]
     UnknownLocation(String),
-    #[error("integrity check failed for '{key}': {reason} (the stored bytes were altered or truncated)")]
+    #[error(
+        "integrity check failed for '{key}': {reason} (the stored bytes were altered or truncated)"
+    )]
     Integrity { key: String, reason: String },
     #[error("invalid {what}: {reason}")]
     Invalid { what: &'static str, reason: String },

@@ -114,16 +114,18 @@ impl Keyring {
         keys.insert(id.clone(), (key, chrono::Utc::now().to_rfc3339()));
         let ring = Ring { active: id, keys };
         write_key_file(path, &ring)?;
-        Ok(Self::from_ring(ring, KeyringSource::File(path.to_path_buf())))
+        Ok(Self::from_ring(
+            ring,
+            KeyringSource::File(path.to_path_buf()),
+        ))
     }
 
     /// Loads an existing key file.
     pub fn load(path: &Path) -> Result<Self> {
         check_permissions(path)?;
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let file: KeyFile = serde_json::from_str(&text).map_err(|e| {
-            Error::Keys(format!("{} is not a Qanat key file: {e}", path.display()))
-        })?;
+        let file: KeyFile = serde_json::from_str(&text)
+            .map_err(|e| Error::Keys(format!("{} is not a Qanat key file: {e}", path.display())))?;
         let mut keys = BTreeMap::new();
         for entry in file.keys {
             let key = decode_key(&entry.key)
@@ -159,7 +161,10 @@ impl Keyring {
         let id = key_id(&key);
         let mut keys = BTreeMap::new();
         keys.insert(id.clone(), (key, String::new()));
-        Ok(Self::from_ring(Ring { active: id, keys }, KeyringSource::Env))
+        Ok(Self::from_ring(
+            Ring { active: id, keys },
+            KeyringSource::Env,
+        ))
     }
 
     /// A fresh random key, base64-encoded, for use as `QANAT_MASTER_KEY`.
@@ -369,14 +374,22 @@ fn wrap(master: &[u8; 32], key_ref: &[u8; 16], dek: &[u8; 32]) -> Result<Vec<u8>
     rand::rngs::OsRng.fill_bytes(&mut nonce);
     let aad = [WRAP_AAD, key_ref].concat();
     let ct = cipher
-        .encrypt(Nonce::from_slice(&nonce), Payload { msg: dek, aad: &aad })
+        .encrypt(
+            Nonce::from_slice(&nonce),
+            Payload {
+                msg: dek,
+                aad: &aad,
+            },
+        )
         .map_err(|_| Error::Keys("wrapping a data key failed".into()))?;
     Ok([nonce.as_slice(), &ct].concat())
 }
 
 fn unwrap(master: &[u8; 32], key_ref: &[u8; 16], wrapped: &[u8]) -> Result<[u8; 32]> {
     if wrapped.len() != 12 + 32 + 16 {
-        return Err(Error::Keys("a wrapped data key has the wrong length".into()));
+        return Err(Error::Keys(
+            "a wrapped data key has the wrong length".into(),
+        ));
     }
     let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(master));
     let aad = [WRAP_AAD, key_ref].concat();
@@ -422,7 +435,9 @@ pub fn write_secret_file(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let tmp = dir.join(format!(
         ".{}.tmp-{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("secret"),
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("secret"),
         std::process::id()
     ));
     let mut opts = std::fs::OpenOptions::new();
@@ -472,7 +487,10 @@ mod tests {
         let r2 = [2u8; 16];
         let w = wrap(&master, &r1, &dek).expect("wrap");
         assert_eq!(unwrap(&master, &r1, &w).expect("unwrap"), dek);
-        assert!(unwrap(&master, &r2, &w).is_err(), "a wrapped key moved to another ref must fail");
+        assert!(
+            unwrap(&master, &r2, &w).is_err(),
+            "a wrapped key moved to another ref must fail"
+        );
         assert!(unwrap(&random_key(), &r1, &w).is_err());
     }
 

@@ -34,7 +34,10 @@ impl FromStr for Backend {
         } else {
             Err(Error::invalid(
                 "metadata URL",
-                format!("'{}' must start with sqlite:// or postgres://", redact_url(url)),
+                format!(
+                    "'{}' must start with sqlite:// or postgres://",
+                    redact_url(url)
+                ),
             ))
         }
     }

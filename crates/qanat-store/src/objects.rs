@@ -474,7 +474,11 @@ impl ObjectStorage {
     }
 
     /// Lists objects under `prefix` (every object when `None`), sorted by key.
-    pub async fn list(&self, location: &str, prefix: Option<&ObjectKey>) -> Result<Vec<ObjectInfo>> {
+    pub async fn list(
+        &self,
+        location: &str,
+        prefix: Option<&ObjectKey>,
+    ) -> Result<Vec<ObjectInfo>> {
         let loc = self.loc(location)?;
         let prefix = prefix.map(|p| p.store_path());
         let metas: Vec<object_store::ObjectMeta> =
@@ -527,24 +531,30 @@ async fn read_next(mut st: ReadState) -> Result<Option<(Bytes, ReadState)>> {
     loop {
         if st.buf.len() > st.sealed_len {
             let sealed = st.buf.split_to(st.sealed_len);
-            let pt = st.cipher.open(&sealed, false).map_err(|reason| Error::Integrity {
-                key: st.key.clone(),
-                reason,
-            })?;
+            let pt = st
+                .cipher
+                .open(&sealed, false)
+                .map_err(|reason| Error::Integrity {
+                    key: st.key.clone(),
+                    reason,
+                })?;
             return Ok(Some((Bytes::from(pt), st)));
         }
         match st.inner.next().await {
             Some(b) => st.buf.extend_from_slice(&b?),
             None => {
                 let sealed = st.buf.split();
-                let pt = st.cipher.open(&sealed, true).map_err(|reason| Error::Integrity {
-                    key: st.key.clone(),
-                    reason: if sealed.is_empty() {
-                        "the final chunk is missing (object truncated)".into()
-                    } else {
-                        reason
-                    },
-                })?;
+                let pt = st
+                    .cipher
+                    .open(&sealed, true)
+                    .map_err(|reason| Error::Integrity {
+                        key: st.key.clone(),
+                        reason: if sealed.is_empty() {
+                            "the final chunk is missing (object truncated)".into()
+                        } else {
+                            reason
+                        },
+                    })?;
                 st.finished = true;
                 return Ok(Some((Bytes::from(pt), st)));
             }
@@ -558,11 +568,16 @@ mod tests {
 
     #[test]
     fn object_keys_refuse_traversal() {
-        for bad in ["", "/abs", "a/../b", "..", "a//b", "a/", "./a", "a\\b", "a\nb"] {
+        for bad in [
+            "", "/abs", "a/../b", "..", "a//b", "a/", "./a", "a\\b", "a\nb",
+        ] {
             assert!(bad.parse::<ObjectKey>().is_err(), "{bad:?} must be refused");
         }
         for good in ["a", "a/b/c.txt", "x..y", "dir/.hidden", "ünïcode/名前"] {
-            assert!(good.parse::<ObjectKey>().is_ok(), "{good:?} must be accepted");
+            assert!(
+                good.parse::<ObjectKey>().is_ok(),
+                "{good:?} must be accepted"
+            );
         }
     }
 

@@ -82,9 +82,11 @@ impl Drop for TestDb {
                 if let Ok(rt) = rt {
                     rt.block_on(async move {
                         if let Ok(admin) = sqlx::AnyPool::connect(&admin_url).await {
-                            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                                .execute(&admin)
-                                .await;
+                            let _ = sqlx::query(&format!(
+                                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                            ))
+                            .execute(&admin)
+                            .await;
                         }
                     });
                 }

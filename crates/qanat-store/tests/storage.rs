@@ -34,7 +34,9 @@ fn key(s: &str) -> ObjectKey {
 
 /// Deterministic, incompressible-looking test data.
 fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..len)
         .map(|_| {
             x ^= x << 13;
@@ -81,7 +83,10 @@ async fn objects_round_trip_at_every_size_boundary() {
             let back = f.storage.get_bytes("local", &k).await.expect("get");
             assert_eq!(back.len(), len, "length for {len}");
             assert!(back[..] == data[..], "content for {len}");
-            assert_eq!(f.storage.head("local", &k).await.expect("head").size, len as u64);
+            assert_eq!(
+                f.storage.head("local", &k).await.expect("head").size,
+                len as u64
+            );
         }
     }
 }
@@ -92,7 +97,11 @@ async fn plaintext_never_reaches_the_disk() {
         let f = local_fixture(db).await;
         let secret = b"TOP-SECRET-CUSTOMER-RECORD-0123456789".repeat(100_000);
         f.storage
-            .put_bytes("local", &key("pii/customers.csv"), Bytes::from(secret.clone()))
+            .put_bytes(
+                "local",
+                &key("pii/customers.csv"),
+                Bytes::from(secret.clone()),
+            )
             .await
             .expect("put");
         let needle = &secret[..37];
@@ -114,7 +123,10 @@ async fn a_flipped_byte_fails_the_read() {
     let f = local_fixture(TestDb::sqlite().await).await;
     let data = pattern(3 << 20, 9);
     let k = key("tamper/me.bin");
-    f.storage.put_reader("local", &k, &data[..]).await.expect("put");
+    f.storage
+        .put_reader("local", &k, &data[..])
+        .await
+        .expect("put");
     let path = f.dir.path().join("objects/tamper/me.bin");
     let original = std::fs::read(&path).expect("read");
     for offset in [5usize, 40, (2 << 20) + 77, original.len() - 1] {
@@ -147,7 +159,10 @@ async fn objects_stay_readable_after_key_rotation() {
         for i in 0..20 {
             let data = pattern(1000 + i * 5000, i as u64);
             let k = key(&format!("rot/{i}"));
-            f.storage.put_reader("local", &k, &data[..]).await.expect("put");
+            f.storage
+                .put_reader("local", &k, &data[..])
+                .await
+                .expect("put");
             written.insert(k, data);
         }
         let key_file = f.dir.path().join("master.key");
@@ -158,7 +173,12 @@ async fn objects_stay_readable_after_key_rotation() {
             .map(|k| std::fs::read(f.dir.path().join("objects").join(k.as_str())).expect("read"))
             .collect();
 
-        let report = f.storage.keyring().rotate(&f.storage_meta()).await.expect("rotate");
+        let report = f
+            .storage
+            .keyring()
+            .rotate(&f.storage_meta())
+            .await
+            .expect("rotate");
         assert_eq!(report.rewrapped_data_keys, 20);
         assert_eq!(report.retired_key_ids, vec![old_id.clone()]);
         assert_ne!(report.new_key_id, old_id);
@@ -174,7 +194,11 @@ async fn objects_stay_readable_after_key_rotation() {
         let reloaded = Keyring::load(&key_file).expect("reload");
         assert_eq!(reloaded.key_ids(), vec![report.new_key_id.clone()]);
         for (k, data) in &written {
-            let back = f.storage.get_bytes("local", k).await.expect("get after rotate");
+            let back = f
+                .storage
+                .get_bytes("local", k)
+                .await
+                .expect("get after rotate");
             assert!(back[..] == data[..]);
         }
     }
@@ -190,7 +214,11 @@ async fn a_failed_upload_leaves_no_object() {
     let bad = futures::stream::iter([Err(std::io::Error::other("client went away"))]);
     let reader = tokio_util::io::StreamReader::new(good.chain(bad));
     let k = key("partial/upload.bin");
-    let err = f.storage.put_reader("local", &k, reader).await.expect_err("fails");
+    let err = f
+        .storage
+        .put_reader("local", &k, reader)
+        .await
+        .expect_err("fails");
     assert!(matches!(err, Error::Source(_)), "{err}");
     assert!(matches!(
         f.storage.get_bytes("local", &k).await,
@@ -209,11 +237,18 @@ async fn listing_and_deleting() {
             .await
             .expect("put");
     }
-    let listed = f.storage.list("local", Some(&key("a"))).await.expect("list");
+    let listed = f
+        .storage
+        .list("local", Some(&key("a")))
+        .await
+        .expect("list");
     let names: Vec<_> = listed.iter().map(|o| o.key.as_str()).collect();
     assert_eq!(names, vec!["a/1", "a/2"]);
     assert!(listed.iter().all(|o| o.size == 3));
-    f.storage.delete("local", &key("a/1")).await.expect("delete");
+    f.storage
+        .delete("local", &key("a/1"))
+        .await
+        .expect("delete");
     assert!(matches!(
         f.storage.delete("local", &key("a/1")).await,
         Err(Error::NotFound { .. })
@@ -251,10 +286,16 @@ async fn s3_compatible_backend_round_trips() {
         .await
         .expect("open s3");
     storage.check().await.expect("s3 reachable");
-    for (i, len) in [0usize, 10, (1 << 20) + 5, 20 << 20].into_iter().enumerate() {
+    for (i, len) in [0usize, 10, (1 << 20) + 5, 20 << 20]
+        .into_iter()
+        .enumerate()
+    {
         let data = pattern(len, 100 + i as u64);
         let k = key(&format!("s3/{len}"));
-        storage.put_reader("s3", &k, &data[..]).await.expect("put s3");
+        storage
+            .put_reader("s3", &k, &data[..])
+            .await
+            .expect("put s3");
         let got: Vec<Bytes> = storage
             .get("s3", &k)
             .await
@@ -267,7 +308,11 @@ async fn s3_compatible_backend_round_trips() {
     let report = storage.keyring().rotate(&db.store).await.expect("rotate");
     assert_eq!(report.rewrapped_data_keys, 4);
     assert_eq!(
-        storage.get_bytes("s3", &key("s3/10")).await.expect("after rotate").len(),
+        storage
+            .get_bytes("s3", &key("s3/10"))
+            .await
+            .expect("after rotate")
+            .len(),
         10
     );
 }

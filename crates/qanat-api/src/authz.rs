@@ -1,0 +1,330 @@
+//! The one authorization point, and the audit trail it writes.
+//!
+//! Every route is registered through [`RouteTable::add`] together with its [`Policy`]
+//! (action name and [`Requirement`]); a route cannot exist without one. The
+//! [`authorize`] middleware runs after routing for every request:
+//!
+//! 1. resolves the bearer token to a [`Principal`] (none → anonymous);
+//! 2. resolves the caller's role in the `{project}` the path names, if any;
+//! 3. asks [`qanat_governance::authorize`] for the decision — 401, 403, or on to the
+//!    handler with the principal in the request extensions;
+//! 4. appends an audit entry for every denied request, every mutating request (whatever
+//!    its outcome) and every read the policy marks as governed.
+//!
+//! If the audit entry cannot be written the request fails with 500: an action that
+//! cannot be recorded is not reported as done.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{MatchedPath, RawPathParams, Request, State};
+use axum::http::{header, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::MethodRouter;
+use axum::RequestExt;
+use axum::Router;
+use qanat_governance::{AuditOutcome, AuditRecord, Decision, Principal, Requirement, Role};
+
+use crate::error::{ApiError, ErrorNote};
+use crate::AppState;
+
+/// What a route needs and how it is named in the audit log.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    /// Dotted action name recorded in the audit log, e.g. `project.create`.
+    pub action: &'static str,
+    pub requirement: Requirement,
+    /// Whether successful reads are audited (reads of governed data).
+    pub audit_reads: bool,
+}
+
+impl Policy {
+    pub const fn new(action: &'static str, requirement: Requirement) -> Self {
+        Policy {
+            action,
+            requirement,
+            audit_reads: false,
+        }
+    }
+
+    pub const fn governed_read(mut self) -> Self {
+        self.audit_reads = true;
+        self
+    }
+}
+
+/// The caller's standing in the project a request names.
+#[derive(Debug, Clone)]
+pub struct ProjectAccess {
+    pub project: String,
+    /// None for a global admin who is not a member.
+    pub role: Option<Role>,
+}
+
+/// Routes with their policies. Building the router from this table is what makes the
+/// middleware the only way in.
+#[derive(Default)]
+pub struct RouteTable {
+    routes: BTreeMap<&'static str, MethodRouter<AppState>>,
+    policies: BTreeMap<(String, &'static str), Policy>,
+}
+
+impl RouteTable {
+    /// Registers `handler` for `method` on `path` under `policy`.
+    pub fn add(
+        mut self,
+        method: Method,
+        path: &'static str,
+        policy: Policy,
+        handler: MethodRouter<AppState>,
+    ) -> Self {
+        let key = (method.to_string(), path);
+        assert!(
+            self.policies.insert(key, policy).is_none(),
+            "route {method} {path} registered twice"
+        );
+        let merged = match self.routes.remove(path) {
+            Some(existing) => existing.merge(handler),
+            None => handler,
+        };
+        self.routes.insert(path, merged);
+        self
+    }
+
+    /// Every (method, path) with its policy, for the OpenAPI completeness test and docs.
+    pub fn policies(&self) -> impl Iterator<Item = (&str, &str, &Policy)> {
+        self.policies
+            .iter()
+            .map(|((m, p), pol)| (m.as_str(), *p, pol))
+    }
+
+    pub(crate) fn into_parts(self) -> (Router<AppState>, Arc<Policies>) {
+        let mut router = Router::new();
+        for (path, handler) in self.routes {
+            router = router.route(path, handler);
+        }
+        (router, Arc::new(Policies(self.policies)))
+    }
+}
+
+/// The policy lookup used by the middleware.
+#[derive(Debug)]
+pub(crate) struct Policies(BTreeMap<(String, &'static str), Policy>);
+
+impl Policies {
+    fn get(&self, method: &Method, path: &str) -> Option<Policy> {
+        let m = if method == Method::HEAD {
+            Method::GET
+        } else {
+            method.clone()
+        };
+        self.0
+            .iter()
+            .find(|((pm, pp), _)| *pm == m.as_str() && *pp == path)
+            .map(|(_, p)| *p)
+    }
+}
+
+fn is_mutating(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+fn bearer(req: &Request) -> Result<Option<String>, ApiError> {
+    let Some(value) = req.headers().get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let value = value
+        .to_str()
+        .map_err(|_| ApiError::unauthenticated("the Authorization header is not valid text"))?;
+    match value.split_once(' ') {
+        Some((scheme, token))
+            if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() =>
+        {
+            Ok(Some(token.trim().to_string()))
+        }
+        _ => Err(ApiError::unauthenticated(
+            "use 'Authorization: Bearer <token>'",
+        )),
+    }
+}
+
+/// The middleware: authenticate, authorize, run, audit.
+pub(crate) async fn authorize(
+    State((state, policies)): State<(AppState, Arc<Policies>)>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let Some(route) = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+    else {
+        // No route matched: the fallback answers 404/405 and nothing is exposed.
+        return next.run(req).await;
+    };
+    let method = req.method().clone();
+    let Some(policy) = policies.get(&method, &route) else {
+        // Handlers and policies are registered together, so a method without a policy
+        // has no handler either: the router answers 405 and nothing runs.
+        return next.run(req).await;
+    };
+    if policy.requirement == Requirement::Public {
+        return next.run(req).await;
+    }
+
+    let request_id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let project = match req.extract_parts::<RawPathParams>().await {
+        Ok(params) => params
+            .iter()
+            .find(|(k, _)| *k == "project")
+            .map(|(_, v)| v.to_string()),
+        Err(_) => None,
+    };
+    let resource = req.uri().path().to_string();
+    let audit = |actor: &str, outcome: AuditOutcome, detail: String| AuditRecord {
+        request_id: request_id.clone(),
+        actor: actor.to_string(),
+        action: policy.action.to_string(),
+        resource: resource.clone(),
+        project: project.clone(),
+        outcome,
+        detail,
+    };
+
+    // 1. Who is calling.
+    let principal: Option<Principal> = match bearer(&req) {
+        Ok(None) => None,
+        Ok(Some(token)) => match state.gov.authenticate(&token).await {
+            Ok(p) => Some(p),
+            Err(e) => {
+                let err = ApiError::from(e);
+                return refuse(
+                    &state,
+                    audit("anonymous", AuditOutcome::Denied, err.message.clone()),
+                    err,
+                )
+                .await;
+            }
+        },
+        Err(err) => {
+            return refuse(
+                &state,
+                audit("anonymous", AuditOutcome::Denied, err.message.clone()),
+                err,
+            )
+            .await;
+        }
+    };
+    let actor = principal
+        .as_ref()
+        .map(|p| p.name.clone())
+        .unwrap_or_else(|| "anonymous".into());
+
+    // 2. Their role in the project the path names.
+    let mut role = None;
+    if let (Some(p), Some(name), Requirement::Project(_)) =
+        (&principal, &project, policy.requirement)
+    {
+        match state.gov.role_in(&p.user_id, name).await {
+            Ok(r) => role = r,
+            Err(e) => {
+                let err = ApiError::from(e);
+                let outcome = if err.status == StatusCode::NOT_FOUND {
+                    AuditOutcome::Failure
+                } else {
+                    AuditOutcome::Denied
+                };
+                return refuse(&state, audit(&actor, outcome, err.message.clone()), err).await;
+            }
+        }
+    }
+
+    // 3. The decision.
+    match qanat_governance::authorize(
+        principal.as_ref(),
+        policy.requirement,
+        project.as_deref(),
+        role,
+    ) {
+        Decision::Allow => {}
+        Decision::Unauthenticated => {
+            let err = ApiError::unauthenticated(
+                "authentication required: send 'Authorization: Bearer <token>' (create one with `qanat tokens create`)",
+            );
+            return refuse(
+                &state,
+                audit(&actor, AuditOutcome::Denied, err.message.clone()),
+                err,
+            )
+            .await;
+        }
+        Decision::Deny(reason) => {
+            let err = ApiError::forbidden(reason);
+            return refuse(
+                &state,
+                audit(&actor, AuditOutcome::Denied, err.message.clone()),
+                err,
+            )
+            .await;
+        }
+    }
+
+    // 4. Run, then record.
+    if let Some(p) = &principal {
+        req.extensions_mut().insert(p.clone());
+    }
+    if let Some(name) = &project {
+        req.extensions_mut().insert(ProjectAccess {
+            project: name.clone(),
+            role,
+        });
+    }
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let must_audit = is_mutating(&method) || policy.audit_reads || status == StatusCode::FORBIDDEN;
+    if !must_audit {
+        return resp;
+    }
+    let outcome = if status.is_success() || status.is_redirection() {
+        AuditOutcome::Success
+    } else if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+        AuditOutcome::Denied
+    } else {
+        AuditOutcome::Failure
+    };
+    let detail = match resp.extensions().get::<ErrorNote>() {
+        Some(note) => format!("{} {}", status.as_u16(), note.0),
+        None => status.as_u16().to_string(),
+    };
+    match state
+        .gov
+        .append_audit(&audit(&actor, outcome, detail))
+        .await
+    {
+        Ok(_) => resp,
+        Err(e) => audit_unavailable(e),
+    }
+}
+
+async fn refuse(state: &AppState, record: AuditRecord, err: ApiError) -> Response {
+    match state.gov.append_audit(&record).await {
+        Ok(_) => err.into_response(),
+        Err(e) => audit_unavailable(e),
+    }
+}
+
+fn audit_unavailable(e: qanat_governance::Error) -> Response {
+    tracing::error!(error = %e, "audit log append failed");
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "AUDIT_UNAVAILABLE",
+        "the audit log could not be written, so the request is not confirmed; retry later",
+    )
+    .into_response()
+}

@@ -1,0 +1,122 @@
+//! Extractors whose rejections are JSON errors with a message that says what to fix.
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+
+/// `Json<T>` with JSON errors: malformed bodies and wrong types are 400, oversized 413.
+pub struct ApiJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(ApiJson(v)),
+            Err(rej) => Err(match rej {
+                JsonRejection::JsonDataError(e) => ApiError::bad_request(format!(
+                    "request body has wrong fields or types: {}",
+                    e.body_text()
+                )),
+                JsonRejection::JsonSyntaxError(e) => ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "MALFORMED_REQUEST",
+                    format!("request body is not valid JSON: {}", e.body_text()),
+                ),
+                JsonRejection::MissingJsonContentType(_) => ApiError::new(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "UNSUPPORTED_MEDIA_TYPE",
+                    "send the body as JSON with 'Content-Type: application/json'",
+                ),
+                JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "REQUEST_TOO_LARGE",
+                        "request body is larger than the server's limit (server.max_request_bytes)",
+                    )
+                }
+                other => ApiError::new(other.status(), "MALFORMED_REQUEST", other.body_text()),
+            }),
+        }
+    }
+}
+
+/// `Query<T>` with JSON errors.
+pub struct ApiQuery<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiQuery<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| ApiQuery(q.0))
+            .map_err(|e: QueryRejection| {
+                ApiError::bad_request(format!("bad query string: {}", e.body_text()))
+            })
+    }
+}
+
+/// `Path<T>` with JSON errors.
+pub struct ApiPath<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| ApiPath(p.0))
+            .map_err(|e: PathRejection| {
+                ApiError::bad_request(format!("bad path: {}", e.body_text()))
+            })
+    }
+}
+
+/// The authenticated caller; present on every route whose policy is not public.
+pub struct Caller(pub qanat_governance::Principal);
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<qanat_governance::Principal>()
+            .cloned()
+            .map(Caller)
+            .ok_or_else(|| ApiError::unauthenticated("authentication required"))
+    }
+}
+
+/// The caller's role in the project named by the path.
+pub struct Access(pub crate::authz::ProjectAccess);
+
+impl<S: Send + Sync> FromRequestParts<S> for Access {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<crate::authz::ProjectAccess>()
+            .cloned()
+            .map(Access)
+            .ok_or_else(|| ApiError::forbidden("this route needs a project"))
+    }
+}

@@ -1,0 +1,284 @@
+//! Users, tokens, the audit log and master keys.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use qanat_governance::{
+    AuditEntry, AuditQuery, AuditVerification, NewToken, TokenInfo, User, UserKind,
+};
+use qanat_store::{KeyringSource, RotationReport};
+use serde::{Deserialize, Serialize};
+
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery, Caller};
+use crate::AppState;
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CreateUser {
+    name: String,
+    /// `user` (default) or `service`.
+    kind: Option<UserKind>,
+    /// Global administrator.
+    #[serde(default)]
+    admin: bool,
+}
+
+/// Create a user or service account (global admins).
+#[utoipa::path(post, path = "/api/v1/users", tag = "identity", security(("bearer" = [])),
+    request_body = CreateUser, responses((status = 201, body = User), (status = 409, body = crate::ErrorBody)))]
+pub(crate) async fn create_user(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<CreateUser>,
+) -> Result<(StatusCode, Json<User>), ApiError> {
+    let user = state
+        .gov
+        .create_user(&body.name, body.kind.unwrap_or(UserKind::User), body.admin)
+        .await?;
+    Ok((StatusCode::CREATED, Json(user)))
+}
+
+/// Every user (global admins).
+#[utoipa::path(get, path = "/api/v1/users", tag = "identity", security(("bearer" = [])),
+    responses((status = 200, body = [User])))]
+pub(crate) async fn list_users(State(state): State<AppState>) -> Result<Json<Vec<User>>, ApiError> {
+    Ok(Json(state.gov.users().await?))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UpdateUser {
+    admin: Option<bool>,
+    disabled: Option<bool>,
+}
+
+/// Grant or remove global admin, disable or re-enable (global admins).
+#[utoipa::path(patch, path = "/api/v1/users/{user}", tag = "identity", security(("bearer" = [])),
+    params(("user" = String, Path)), request_body = UpdateUser,
+    responses((status = 200, body = User), (status = 400, body = crate::ErrorBody)))]
+pub(crate) async fn update_user(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiPath(user): ApiPath<String>,
+    ApiJson(body): ApiJson<UpdateUser>,
+) -> Result<Json<User>, ApiError> {
+    if user == caller.name && (body.admin == Some(false) || body.disabled == Some(true)) {
+        return Err(ApiError::bad_request(
+            "you cannot remove your own admin rights or disable yourself; ask another admin",
+        ));
+    }
+    Ok(Json(
+        state
+            .gov
+            .update_user(&user, body.admin, body.disabled)
+            .await?,
+    ))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CreateToken {
+    /// A label, e.g. `laptop` or `ci`.
+    name: String,
+    /// Whose token; default the caller. Only global admins may name someone else.
+    user: Option<String>,
+    /// Lifetime in seconds; default: no expiry.
+    expires_in_seconds: Option<i64>,
+}
+
+/// Create an API token. The secret is in the response and nowhere else.
+#[utoipa::path(post, path = "/api/v1/tokens", tag = "identity", security(("bearer" = [])),
+    request_body = CreateToken, responses((status = 201, body = NewToken), (status = 403, body = crate::ErrorBody)))]
+pub(crate) async fn create_token(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiJson(body): ApiJson<CreateToken>,
+) -> Result<(StatusCode, Json<NewToken>), ApiError> {
+    let owner = body.user.unwrap_or_else(|| caller.name.clone());
+    if owner != caller.name && !caller.is_admin {
+        return Err(ApiError::forbidden(
+            "only global admins may create tokens for other users",
+        ));
+    }
+    let expires_at = match body.expires_in_seconds {
+        None => None,
+        Some(s) if s > 0 && s <= 100 * 365 * 86_400 => {
+            Some(qanat_store::now_micros() + s * 1_000_000)
+        }
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "expires_in_seconds must be between 1 and 100 years",
+            ))
+        }
+    };
+    let token = state
+        .gov
+        .create_token(&owner, &body.name, expires_at)
+        .await?;
+    Ok((StatusCode::CREATED, Json(token)))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+pub(crate) struct TokenFilter {
+    /// Global admins: one user's tokens, or everyone's when omitted.
+    user: Option<String>,
+}
+
+/// List tokens: your own, or (global admins) anyone's.
+#[utoipa::path(get, path = "/api/v1/tokens", tag = "identity", security(("bearer" = [])),
+    params(TokenFilter), responses((status = 200, body = [TokenInfo])))]
+pub(crate) async fn list_tokens(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiQuery(q): ApiQuery<TokenFilter>,
+) -> Result<Json<Vec<TokenInfo>>, ApiError> {
+    let user = if caller.is_admin {
+        q.user
+    } else {
+        if q.user.as_deref().is_some_and(|u| u != caller.name) {
+            return Err(ApiError::forbidden(
+                "only global admins may list other users' tokens",
+            ));
+        }
+        Some(caller.name.clone())
+    };
+    Ok(Json(state.gov.tokens(user.as_deref()).await?))
+}
+
+/// Revoke a token: yours, or (global admins) anyone's.
+#[utoipa::path(delete, path = "/api/v1/tokens/{id}", tag = "identity", security(("bearer" = [])),
+    params(("id" = String, Path)), responses((status = 200, body = TokenInfo), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn revoke_token(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<TokenInfo>, ApiError> {
+    let token = state.gov.token(&id).await?;
+    if token.user != caller.name && !caller.is_admin {
+        return Err(ApiError::not_found(format!("token '{id}' does not exist")));
+    }
+    Ok(Json(state.gov.revoke_token(&id).await?))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+pub(crate) struct AuditParams {
+    actor: Option<String>,
+    action: Option<String>,
+    project: Option<String>,
+    /// `success`, `denied` or `failure`.
+    outcome: Option<String>,
+    /// RFC 3339 time; entries at or after it.
+    since: Option<String>,
+    /// RFC 3339 time; entries before it.
+    until: Option<String>,
+    /// Entries after this sequence number, oldest first (for following the log).
+    after_seq: Option<i64>,
+    /// 1-1000, default 100.
+    limit: Option<i64>,
+}
+
+fn parse_time(field: &str, v: Option<String>) -> Result<Option<i64>, ApiError> {
+    v.map(|s| {
+        chrono::DateTime::parse_from_rfc3339(&s)
+            .map(|t| t.timestamp_micros())
+            .map_err(|e| {
+                ApiError::bad_request(format!("{field}: '{s}' is not an RFC 3339 time ({e})"))
+            })
+    })
+    .transpose()
+}
+
+/// Read the audit log with filters (global admins).
+#[utoipa::path(get, path = "/api/v1/audit", tag = "audit", security(("bearer" = [])),
+    params(AuditParams), responses((status = 200, body = [AuditEntry])))]
+pub(crate) async fn audit(
+    State(state): State<AppState>,
+    ApiQuery(p): ApiQuery<AuditParams>,
+) -> Result<Json<Vec<AuditEntry>>, ApiError> {
+    if let Some(o) = &p.outcome {
+        if !matches!(o.as_str(), "success" | "denied" | "failure") {
+            return Err(ApiError::bad_request(format!(
+                "outcome '{o}': use success, denied or failure"
+            )));
+        }
+    }
+    if p.limit.is_some_and(|l| !(1..=1000).contains(&l)) {
+        return Err(ApiError::bad_request("limit must be between 1 and 1000"));
+    }
+    let q = AuditQuery {
+        actor: p.actor,
+        action: p.action,
+        project: p.project,
+        outcome: p.outcome,
+        since: parse_time("since", p.since)?,
+        until: parse_time("until", p.until)?,
+        after_seq: p.after_seq,
+        limit: p.limit,
+    };
+    Ok(Json(state.gov.query_audit(&q).await?))
+}
+
+/// Recompute the audit hash chain and report any entry changed, deleted or reordered.
+#[utoipa::path(get, path = "/api/v1/audit/verify", tag = "audit", security(("bearer" = [])),
+    responses((status = 200, body = AuditVerification)))]
+pub(crate) async fn verify_audit(
+    State(state): State<AppState>,
+) -> Result<Json<AuditVerification>, ApiError> {
+    Ok(Json(state.gov.verify_audit().await?))
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct KeyStatus {
+    active_key_id: String,
+    key_ids: Vec<String>,
+    /// `file` or `env`.
+    source: String,
+}
+
+/// Master key status (ids only, never keys).
+#[utoipa::path(get, path = "/api/v1/admin/keys", tag = "keys", security(("bearer" = [])),
+    responses((status = 200, body = KeyStatus)))]
+pub(crate) async fn keys(State(state): State<AppState>) -> Json<KeyStatus> {
+    let ring = state.storage.keyring();
+    Json(KeyStatus {
+        active_key_id: ring.active_key_id(),
+        key_ids: ring.key_ids(),
+        source: match ring.source() {
+            KeyringSource::File(_) => "file".into(),
+            KeyringSource::Env => "env".into(),
+        },
+    })
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct RotationView {
+    new_key_id: String,
+    retired_key_ids: Vec<String>,
+    rewrapped_data_keys: u64,
+}
+
+/// Rotate the master key: re-wrap every data key under a new master key; objects are
+/// not rewritten and stay readable.
+#[utoipa::path(post, path = "/api/v1/admin/keys/rotate", tag = "keys", security(("bearer" = [])),
+    responses((status = 200, body = RotationView), (status = 400, body = crate::ErrorBody)))]
+pub(crate) async fn rotate_keys(
+    State(state): State<AppState>,
+) -> Result<Json<RotationView>, ApiError> {
+    let report: RotationReport =
+        state
+            .storage
+            .keyring()
+            .rotate(&state.meta)
+            .await
+            .map_err(|e| match e {
+                qanat_store::Error::Keys(m) if m.contains("QANAT_MASTER_KEY") => {
+                    ApiError::bad_request(m)
+                }
+                other => other.into(),
+            })?;
+    Ok(Json(RotationView {
+        new_key_id: report.new_key_id,
+        retired_key_ids: report.retired_key_ids,
+        rewrapped_data_keys: report.rewrapped_data_keys,
+    }))
+}

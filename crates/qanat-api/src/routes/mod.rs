@@ -1,0 +1,193 @@
+//! The route table: every endpoint with its authorization policy.
+
+pub(crate) mod admin;
+pub(crate) mod objects;
+pub(crate) mod projects;
+pub(crate) mod system;
+
+use axum::http::Method;
+use axum::routing::{delete, get, patch, post, put, MethodRouter};
+use qanat_governance::Requirement::{Authenticated, GlobalAdmin, Project, Public};
+use qanat_governance::Role::{Admin, Editor, Maintainer, Viewer};
+use tower_http::timeout::TimeoutLayer;
+
+use crate::authz::{Policy, RouteTable};
+use crate::{ApiLimits, AppState};
+
+pub(crate) fn table(limits: &ApiLimits) -> RouteTable {
+    // Non-streaming routes get the request timeout; object transfers stream for as long
+    // as the bytes keep flowing.
+    let t = |m: MethodRouter<AppState>| {
+        m.layer(TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            limits.request_timeout,
+        ))
+    };
+    RouteTable::default()
+        .add(
+            Method::GET,
+            "/healthz",
+            Policy::new("health", Public),
+            t(get(system::healthz)),
+        )
+        .add(
+            Method::GET,
+            "/readyz",
+            Policy::new("ready", Public),
+            t(get(system::readyz)),
+        )
+        .add(
+            Method::GET,
+            "/metrics",
+            Policy::new("metrics", Public),
+            t(get(system::metrics)),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/openapi.json",
+            Policy::new("openapi", Public),
+            t(get(system::openapi)),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/whoami",
+            Policy::new("whoami", Authenticated),
+            t(get(system::whoami)),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/storage/locations",
+            Policy::new("storage.list", Authenticated),
+            t(get(system::locations)),
+        )
+        // Projects and members.
+        .add(
+            Method::POST,
+            "/api/v1/projects",
+            Policy::new("project.create", GlobalAdmin),
+            t(post(projects::create)),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/projects",
+            Policy::new("project.list", Authenticated),
+            t(get(projects::list)),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/projects/{project}",
+            Policy::new("project.get", Project(Viewer)),
+            t(get(projects::get_one)),
+        )
+        .add(
+            Method::PATCH,
+            "/api/v1/projects/{project}",
+            Policy::new("project.update_policy", Project(Admin)),
+            t(patch(projects::update)),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/projects/{project}/members",
+            Policy::new("member.list", Project(Viewer)),
+            t(get(projects::members)),
+        )
+        .add(
+            Method::PUT,
+            "/api/v1/projects/{project}/members/{user}",
+            Policy::new("member.set", Project(Maintainer)),
+            t(put(projects::set_member)),
+        )
+        .add(
+            Method::DELETE,
+            "/api/v1/projects/{project}/members/{user}",
+            Policy::new("member.remove", Project(Maintainer)),
+            t(delete(projects::remove_member)),
+        )
+        // Objects (the project's encrypted file area).
+        .add(
+            Method::GET,
+            "/api/v1/projects/{project}/objects",
+            Policy::new("object.list", Project(Viewer)),
+            t(get(objects::list)),
+        )
+        .add(
+            Method::PUT,
+            "/api/v1/projects/{project}/objects/{*key}",
+            Policy::new("object.write", Project(Editor)),
+            put(objects::put_object),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/projects/{project}/objects/{*key}",
+            Policy::new("object.read", Project(Viewer)).governed_read(),
+            get(objects::get_object),
+        )
+        .add(
+            Method::DELETE,
+            "/api/v1/projects/{project}/objects/{*key}",
+            Policy::new("object.delete", Project(Editor)),
+            t(delete(objects::delete_object)),
+        )
+        // Identities and tokens.
+        .add(
+            Method::POST,
+            "/api/v1/users",
+            Policy::new("user.create", GlobalAdmin),
+            t(post(admin::create_user)),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/users",
+            Policy::new("user.list", GlobalAdmin),
+            t(get(admin::list_users)),
+        )
+        .add(
+            Method::PATCH,
+            "/api/v1/users/{user}",
+            Policy::new("user.update", GlobalAdmin),
+            t(patch(admin::update_user)),
+        )
+        .add(
+            Method::POST,
+            "/api/v1/tokens",
+            Policy::new("token.create", Authenticated),
+            t(post(admin::create_token)),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/tokens",
+            Policy::new("token.list", Authenticated),
+            t(get(admin::list_tokens)),
+        )
+        .add(
+            Method::DELETE,
+            "/api/v1/tokens/{id}",
+            Policy::new("token.revoke", Authenticated),
+            t(delete(admin::revoke_token)),
+        )
+        // Audit and keys.
+        .add(
+            Method::GET,
+            "/api/v1/audit",
+            Policy::new("audit.read", GlobalAdmin),
+            t(get(admin::audit)),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/audit/verify",
+            Policy::new("audit.verify", GlobalAdmin),
+            t(get(admin::verify_audit)),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/admin/keys",
+            Policy::new("keys.status", GlobalAdmin),
+            t(get(admin::keys)),
+        )
+        .add(
+            Method::POST,
+            "/api/v1/admin/keys/rotate",
+            Policy::new("keys.rotate", GlobalAdmin),
+            t(post(admin::rotate_keys)),
+        )
+}

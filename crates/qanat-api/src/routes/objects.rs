@@ -1,0 +1,161 @@
+//! A project's encrypted object area: stream bytes in and out of a storage location,
+//! with the project's residency policy checked before anything is written.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures::TryStreamExt;
+use qanat_governance::{check_residency, Project};
+use qanat_store::{ObjectInfo, ObjectKey};
+use serde::{Deserialize, Serialize};
+
+use crate::error::ApiError;
+use crate::extract::{ApiPath, ApiQuery};
+use crate::AppState;
+
+#[derive(Deserialize, utoipa::IntoParams)]
+pub(crate) struct LocationParam {
+    /// Storage location name; default: the server's default location.
+    location: Option<String>,
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+pub(crate) struct ListParams {
+    location: Option<String>,
+    /// Only keys under this prefix (a directory).
+    prefix: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct ObjectView {
+    key: String,
+    location: String,
+    region: String,
+    size: u64,
+    last_modified: Option<String>,
+}
+
+/// Where a project's object lives in storage: under the project's stable id, so names
+/// can change without moving bytes.
+fn storage_key(project: &Project, key: Option<&str>) -> Result<ObjectKey, ApiError> {
+    let base = format!("projects/{}/files", project.id);
+    match key {
+        None => Ok(base.parse()?),
+        Some(k) => {
+            let user_key: ObjectKey = k.parse()?;
+            Ok(format!("{base}/{user_key}").parse()?)
+        }
+    }
+}
+
+fn resolve_location(state: &AppState, requested: Option<String>) -> String {
+    requested.unwrap_or_else(|| state.storage.default_location().to_string())
+}
+
+/// Store an object (editors). The body streams straight into encrypted storage.
+#[utoipa::path(put, path = "/api/v1/projects/{project}/objects/{key}", tag = "objects", security(("bearer" = [])),
+    params(("project" = String, Path), ("key" = String, Path), LocationParam),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    responses((status = 201, body = ObjectView), (status = 403, body = crate::ErrorBody, description = "forbidden, or residency violation")))]
+pub(crate) async fn put_object(
+    State(state): State<AppState>,
+    ApiPath((project, key)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<LocationParam>,
+    body: Body,
+) -> Result<(StatusCode, Json<ObjectView>), ApiError> {
+    let project = state.gov.project(&project).await?;
+    let location = resolve_location(&state, q.location);
+    let info = state.storage.location(&location)?;
+    check_residency(&project, &info)?;
+    let skey = storage_key(&project, Some(&key))?;
+    let reader =
+        tokio_util::io::StreamReader::new(body.into_data_stream().map_err(std::io::Error::other));
+    let size = state.storage.put_reader(&location, &skey, reader).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(ObjectView {
+            key,
+            location,
+            region: info.region.to_string(),
+            size,
+            last_modified: None,
+        }),
+    ))
+}
+
+/// Read an object (viewers; audited). The plaintext streams out, each chunk verified.
+#[utoipa::path(get, path = "/api/v1/projects/{project}/objects/{key}", tag = "objects", security(("bearer" = [])),
+    params(("project" = String, Path), ("key" = String, Path), LocationParam),
+    responses((status = 200, content_type = "application/octet-stream", description = "the object's bytes"),
+              (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn get_object(
+    State(state): State<AppState>,
+    ApiPath((project, key)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<LocationParam>,
+) -> Result<Response, ApiError> {
+    let project = state.gov.project(&project).await?;
+    let location = resolve_location(&state, q.location);
+    let skey = storage_key(&project, Some(&key))?;
+    let head = state.storage.head(&location, &skey).await?;
+    let stream = state.storage.get(&location, &skey).await?;
+    let body = Body::from_stream(stream.map_err(|e| {
+        tracing::error!(error = %e, "object stream failed");
+        std::io::Error::other(e.to_string())
+    }));
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (header::CONTENT_LENGTH, head.size.to_string()),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// Delete an object and its data key (editors).
+#[utoipa::path(delete, path = "/api/v1/projects/{project}/objects/{key}", tag = "objects", security(("bearer" = [])),
+    params(("project" = String, Path), ("key" = String, Path), LocationParam),
+    responses((status = 204), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn delete_object(
+    State(state): State<AppState>,
+    ApiPath((project, key)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<LocationParam>,
+) -> Result<StatusCode, ApiError> {
+    let project = state.gov.project(&project).await?;
+    let location = resolve_location(&state, q.location);
+    let skey = storage_key(&project, Some(&key))?;
+    state.storage.delete(&location, &skey).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// List a project's objects.
+#[utoipa::path(get, path = "/api/v1/projects/{project}/objects", tag = "objects", security(("bearer" = [])),
+    params(("project" = String, Path), ListParams),
+    responses((status = 200, body = [ObjectView])))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    ApiPath(project): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ListParams>,
+) -> Result<Json<Vec<ObjectView>>, ApiError> {
+    let project = state.gov.project(&project).await?;
+    let location = resolve_location(&state, q.location);
+    let info = state.storage.location(&location)?;
+    let base = storage_key(&project, None)?;
+    let prefix = storage_key(&project, q.prefix.as_deref())?;
+    let strip = format!("{base}/");
+    let objects: Vec<ObjectInfo> = state.storage.list(&location, Some(&prefix)).await?;
+    Ok(Json(
+        objects
+            .into_iter()
+            .map(|o| ObjectView {
+                key: o.key.strip_prefix(&strip).unwrap_or(&o.key).to_string(),
+                location: location.clone(),
+                region: info.region.to_string(),
+                size: o.size,
+                last_modified: Some(o.last_modified.to_rfc3339()),
+            })
+            .collect(),
+    ))
+}

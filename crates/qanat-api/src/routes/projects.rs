@@ -1,0 +1,156 @@
+//! Projects, their residency policy, and their members.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use qanat_governance::{Member, Project, Role};
+use serde::Deserialize;
+
+use crate::error::ApiError;
+use crate::extract::{Access, ApiJson, ApiPath, Caller};
+use crate::AppState;
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CreateProject {
+    name: String,
+    #[serde(default)]
+    description: String,
+    /// Regions the project's bytes may live in. Default: the default location's region.
+    allowed_regions: Option<Vec<String>>,
+}
+
+/// Create a project (global admins). The creator becomes its admin.
+#[utoipa::path(post, path = "/api/v1/projects", tag = "projects", security(("bearer" = [])),
+    request_body = CreateProject,
+    responses((status = 201, body = Project), (status = 400, body = crate::ErrorBody),
+              (status = 409, body = crate::ErrorBody)))]
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiJson(body): ApiJson<CreateProject>,
+) -> Result<(StatusCode, Json<Project>), ApiError> {
+    let regions = match body.allowed_regions {
+        Some(r) => r,
+        None => {
+            let default = state.storage.location(state.storage.default_location())?;
+            vec![default.region.to_string()]
+        }
+    };
+    let p = state
+        .gov
+        .create_project(&body.name, &body.description, &regions, &caller)
+        .await?;
+    Ok((StatusCode::CREATED, Json(p)))
+}
+
+/// Projects the caller can see.
+#[utoipa::path(get, path = "/api/v1/projects", tag = "projects", security(("bearer" = [])),
+    responses((status = 200, body = [Project])))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+) -> Result<Json<Vec<Project>>, ApiError> {
+    Ok(Json(state.gov.projects_for(&caller).await?))
+}
+
+/// One project.
+#[utoipa::path(get, path = "/api/v1/projects/{project}", tag = "projects", security(("bearer" = [])),
+    params(("project" = String, Path)),
+    responses((status = 200, body = Project), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn get_one(
+    State(state): State<AppState>,
+    ApiPath(project): ApiPath<String>,
+) -> Result<Json<Project>, ApiError> {
+    Ok(Json(state.gov.project(&project).await?))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UpdateProject {
+    description: Option<String>,
+    allowed_regions: Option<Vec<String>>,
+}
+
+/// Change a project's description or residency policy (project admins).
+#[utoipa::path(patch, path = "/api/v1/projects/{project}", tag = "projects", security(("bearer" = [])),
+    params(("project" = String, Path)), request_body = UpdateProject,
+    responses((status = 200, body = Project), (status = 400, body = crate::ErrorBody)))]
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    ApiPath(project): ApiPath<String>,
+    ApiJson(body): ApiJson<UpdateProject>,
+) -> Result<Json<Project>, ApiError> {
+    Ok(Json(
+        state
+            .gov
+            .update_project(
+                &project,
+                body.description.as_deref(),
+                body.allowed_regions.as_deref(),
+            )
+            .await?,
+    ))
+}
+
+/// Members of a project.
+#[utoipa::path(get, path = "/api/v1/projects/{project}/members", tag = "projects", security(("bearer" = [])),
+    params(("project" = String, Path)), responses((status = 200, body = [Member])))]
+pub(crate) async fn members(
+    State(state): State<AppState>,
+    ApiPath(project): ApiPath<String>,
+) -> Result<Json<Vec<Member>>, ApiError> {
+    Ok(Json(state.gov.members(&project).await?))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SetMember {
+    role: Role,
+}
+
+/// Grant a user a role (maintainers; only admins may grant admin).
+#[utoipa::path(put, path = "/api/v1/projects/{project}/members/{user}", tag = "projects", security(("bearer" = [])),
+    params(("project" = String, Path), ("user" = String, Path)), request_body = SetMember,
+    responses((status = 200, body = Member), (status = 403, body = crate::ErrorBody)))]
+pub(crate) async fn set_member(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    Access(access): Access,
+    ApiPath((project, user)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<SetMember>,
+) -> Result<Json<Member>, ApiError> {
+    if body.role == Role::Admin && !caller.is_admin && access.role != Some(Role::Admin) {
+        return Err(ApiError::forbidden(format!(
+            "only an admin of project '{project}' may grant the admin role"
+        )));
+    }
+    Ok(Json(
+        state.gov.set_member(&project, &user, body.role).await?,
+    ))
+}
+
+/// Remove a user from a project (maintainers).
+#[utoipa::path(delete, path = "/api/v1/projects/{project}/members/{user}", tag = "projects", security(("bearer" = [])),
+    params(("project" = String, Path), ("user" = String, Path)),
+    responses((status = 204), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn remove_member(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    Access(access): Access,
+    ApiPath((project, user)): ApiPath<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let target_is_admin = state
+        .gov
+        .members(&project)
+        .await?
+        .iter()
+        .any(|m| m.user == user && m.role == Role::Admin);
+    if target_is_admin && !caller.is_admin && access.role != Some(Role::Admin) {
+        return Err(ApiError::forbidden(format!(
+            "only an admin of project '{project}' may remove an admin"
+        )));
+    }
+    state.gov.remove_member(&project, &user).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

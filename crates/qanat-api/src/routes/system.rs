@@ -1,0 +1,127 @@
+//! Health, readiness, metrics, the OpenAPI document, and who-am-I.
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use qanat_governance::{Principal, Project};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::error::ApiError;
+use crate::extract::Caller;
+use crate::AppState;
+
+/// Liveness: the process answers.
+#[utoipa::path(get, path = "/healthz", tag = "system", responses((status = 200, description = "alive")))]
+pub(crate) async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// Readiness: the metadata store and every storage location answer.
+#[utoipa::path(get, path = "/readyz", tag = "system", responses(
+    (status = 200, description = "ready"), (status = 503, description = "a dependency is down")))]
+pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
+    let db = state.meta.ping().await;
+    let storage = state.storage.check().await;
+    let check = |r: &Result<(), qanat_store::Error>| match r {
+        Ok(()) => "ok".to_string(),
+        Err(e) => e.to_string(),
+    };
+    let body = json!({
+        "status": if db.is_ok() && storage.is_ok() { "ready" } else { "unavailable" },
+        "checks": {"metadata": check(&db), "storage": check(&storage)},
+    });
+    let status = if db.is_ok() && storage.is_ok() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
+}
+
+/// Request counts and latency histograms in the Prometheus text format.
+#[utoipa::path(get, path = "/metrics", tag = "system", responses((status = 200, description = "metrics", content_type = "text/plain")))]
+pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+        .into_response()
+}
+
+/// This OpenAPI document.
+#[utoipa::path(get, path = "/api/v1/openapi.json", tag = "system", responses((status = 200, description = "OpenAPI 3 document")))]
+pub(crate) async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        crate::openapi::openapi_json(),
+    )
+        .into_response()
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct WhoAmI {
+    #[serde(flatten)]
+    principal: Principal,
+    projects: Vec<ProjectRole>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct ProjectRole {
+    project: String,
+    role: Option<String>,
+}
+
+/// The caller's identity and projects.
+#[utoipa::path(get, path = "/api/v1/whoami", tag = "identity", security(("bearer" = [])),
+    responses((status = 200, body = WhoAmI), (status = 401, body = crate::ErrorBody)))]
+pub(crate) async fn whoami(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+) -> Result<Json<WhoAmI>, ApiError> {
+    let projects: Vec<Project> = state.gov.projects_for(&p).await?;
+    let mut out = Vec::with_capacity(projects.len());
+    for proj in projects {
+        let role = state.gov.role_in(&p.user_id, &proj.name).await?;
+        out.push(ProjectRole {
+            project: proj.name,
+            role: role.map(|r| r.to_string()),
+        });
+    }
+    Ok(Json(WhoAmI {
+        principal: p,
+        projects: out,
+    }))
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct LocationView {
+    name: String,
+    region: String,
+    kind: String,
+    default: bool,
+}
+
+/// Configured storage locations and their regions (never their credentials).
+#[utoipa::path(get, path = "/api/v1/storage/locations", tag = "storage", security(("bearer" = [])),
+    responses((status = 200, body = [LocationView])))]
+pub(crate) async fn locations(State(state): State<AppState>) -> Json<Vec<LocationView>> {
+    let default = state.storage.default_location().to_string();
+    Json(
+        state
+            .storage
+            .locations()
+            .into_iter()
+            .map(|l| LocationView {
+                default: l.name == default,
+                name: l.name,
+                region: l.region.to_string(),
+                kind: l.kind.to_string(),
+            })
+            .collect(),
+    )
+}

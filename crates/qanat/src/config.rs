@@ -1,0 +1,324 @@
+//! `qanat.toml` plus `QANAT_*` environment overrides. Every key is documented in
+//! docs/configuration.md; `qanat config show` prints the effective result, redacted.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use qanat_store::LocationConfig;
+use serde::{Deserialize, Serialize};
+
+const DEFAULT_REGION: &str = "uae-north";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Data directory: metadata DB, master key, local objects.
+    pub home: PathBuf,
+    pub server: ServerConfig,
+    pub log: LogConfig,
+    pub metadata: MetadataConfig,
+    pub storage: StorageConfig,
+    pub security: SecurityConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub bind: String,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub max_request_bytes: usize,
+    pub request_timeout_secs: u64,
+    pub shutdown_grace_secs: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// `text` or `json`.
+    pub format: String,
+    /// A tracing filter, e.g. `info` or `qanat=debug,info`.
+    pub level: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetadataConfig {
+    /// `sqlite://…` or `postgres://…`; default `sqlite://<home>/qanat.db`.
+    pub url: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    pub default_location: String,
+    pub locations: Vec<LocationConfig>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SecurityConfig {
+    /// Default `<home>/master.key`. Ignored when `QANAT_MASTER_KEY` is set.
+    pub master_key_file: Option<PathBuf>,
+    /// Name of the global admin created on first start.
+    pub bootstrap_admin: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            home: PathBuf::from(".qanat"),
+            server: ServerConfig::default(),
+            log: LogConfig::default(),
+            metadata: MetadataConfig::default(),
+            storage: StorageConfig::default(),
+            security: SecurityConfig::default(),
+        }
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            bind: "127.0.0.1:8080".into(),
+            tls_cert: None,
+            tls_key: None,
+            max_request_bytes: 1 << 20,
+            request_timeout_secs: 60,
+            shutdown_grace_secs: 30,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            format: "text".into(),
+            level: "info".into(),
+        }
+    }
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            default_location: "local".into(),
+            locations: Vec::new(),
+        }
+    }
+}
+
+impl Default for SecurityConfig {
+    fn default() -> Self {
+        SecurityConfig {
+            master_key_file: None,
+            bootstrap_admin: "admin".into(),
+        }
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn env_parse<T: std::str::FromStr>(name: &str, into: &mut T) -> Result<()>
+where
+    T::Err: std::fmt::Display,
+{
+    if let Some(v) = env(name) {
+        *into = v
+            .parse()
+            .map_err(|e| anyhow::anyhow!("{name}='{v}' is not valid: {e}"))?;
+    }
+    Ok(())
+}
+
+impl Config {
+    /// Loads `path` (or `$QANAT_CONFIG`, or `./qanat.toml` if present), applies the
+    /// environment, fills defaults that depend on `home`, and validates.
+    pub fn load(path: Option<&Path>) -> Result<Config> {
+        let explicit = path
+            .map(Path::to_path_buf)
+            .or_else(|| env("QANAT_CONFIG").map(PathBuf::from));
+        let file = match explicit {
+            Some(p) => Some(p),
+            None => Some(PathBuf::from("qanat.toml")).filter(|p| p.exists()),
+        };
+        let mut cfg = match &file {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .with_context(|| format!("reading config file {}", p.display()))?;
+                toml::from_str(&text)
+                    .with_context(|| format!("config file {} is not valid", p.display()))?
+            }
+            None => Config::default(),
+        };
+        cfg.apply_env()?;
+        cfg.finish()?;
+        Ok(cfg)
+    }
+
+    fn apply_env(&mut self) -> Result<()> {
+        if let Some(v) = env("QANAT_HOME") {
+            self.home = PathBuf::from(v);
+        }
+        if let Some(v) = env("QANAT_SERVER_BIND") {
+            self.server.bind = v;
+        }
+        if let Some(v) = env("QANAT_SERVER_TLS_CERT") {
+            self.server.tls_cert = Some(PathBuf::from(v));
+        }
+        if let Some(v) = env("QANAT_SERVER_TLS_KEY") {
+            self.server.tls_key = Some(PathBuf::from(v));
+        }
+        env_parse(
+            "QANAT_SERVER_MAX_REQUEST_BYTES",
+            &mut self.server.max_request_bytes,
+        )?;
+        env_parse(
+            "QANAT_SERVER_REQUEST_TIMEOUT_SECS",
+            &mut self.server.request_timeout_secs,
+        )?;
+        env_parse(
+            "QANAT_SERVER_SHUTDOWN_GRACE_SECS",
+            &mut self.server.shutdown_grace_secs,
+        )?;
+        if let Some(v) = env("QANAT_LOG_FORMAT") {
+            self.log.format = v;
+        }
+        if let Some(v) = env("QANAT_LOG_LEVEL") {
+            self.log.level = v;
+        }
+        if let Some(v) = env("QANAT_METADATA_URL") {
+            self.metadata.url = Some(v);
+        }
+        if let Some(v) = env("QANAT_STORAGE_DEFAULT_LOCATION") {
+            self.storage.default_location = v;
+        }
+        if let Some(v) = env("QANAT_SECURITY_MASTER_KEY_FILE") {
+            self.security.master_key_file = Some(PathBuf::from(v));
+        }
+        if let Some(v) = env("QANAT_SECURITY_BOOTSTRAP_ADMIN") {
+            self.security.bootstrap_admin = v;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        if self.home.is_relative() {
+            let cwd = std::env::current_dir().context("reading the current directory")?;
+            self.home = cwd.join(&self.home);
+        }
+        if self.metadata.url.is_none() {
+            self.metadata.url = Some(format!("sqlite://{}", self.home.join("qanat.db").display()));
+        }
+        if self.security.master_key_file.is_none() {
+            self.security.master_key_file = Some(self.home.join("master.key"));
+        }
+        if self.storage.locations.is_empty() {
+            self.storage.locations.push(LocationConfig {
+                name: "local".into(),
+                url: self.home.join("objects").display().to_string(),
+                region: DEFAULT_REGION.parse()?,
+                options: BTreeMap::new(),
+            });
+        }
+        // QANAT_STORAGE_URL / QANAT_STORAGE_REGION reshape the default location.
+        let default = self.storage.default_location.clone();
+        if let Some(loc) = self
+            .storage
+            .locations
+            .iter_mut()
+            .find(|l| l.name == default)
+        {
+            if let Some(v) = env("QANAT_STORAGE_URL") {
+                loc.url = v;
+            }
+            if let Some(v) = env("QANAT_STORAGE_REGION") {
+                loc.region = v.parse()?;
+            }
+        } else {
+            bail!("storage.default_location = '{default}' names no entry in [[storage.locations]]");
+        }
+        if !matches!(self.log.format.as_str(), "text" | "json") {
+            bail!("log.format = '{}': use text or json", self.log.format);
+        }
+        if self.server.tls_cert.is_some() != self.server.tls_key.is_some() {
+            bail!("server.tls_cert and server.tls_key must be set together");
+        }
+        if self.server.max_request_bytes < 1024 {
+            bail!("server.max_request_bytes must be at least 1024");
+        }
+        Ok(())
+    }
+
+    pub fn metadata_url(&self) -> &str {
+        self.metadata.url.as_deref().unwrap_or_default()
+    }
+
+    pub fn master_key_file(&self) -> PathBuf {
+        self.security
+            .master_key_file
+            .clone()
+            .unwrap_or_else(|| self.home.join("master.key"))
+    }
+
+    pub fn tls_enabled(&self) -> bool {
+        self.server.tls_cert.is_some()
+    }
+
+    /// The effective configuration as TOML, with every secret replaced.
+    pub fn redacted_toml(&self) -> Result<String> {
+        let mut shown = self.clone();
+        shown.metadata.url = shown.metadata.url.as_deref().map(qanat_store::redact_url);
+        for loc in &mut shown.storage.locations {
+            for (k, v) in loc.options.iter_mut() {
+                let k = k.to_ascii_lowercase();
+                if ["secret", "password", "token", "key_id", "access_key"]
+                    .iter()
+                    .any(|s| k.contains(s))
+                {
+                    *v = "REDACTED".into();
+                }
+            }
+        }
+        let mut text = toml::to_string_pretty(&shown)?;
+        if env("QANAT_MASTER_KEY").is_some() {
+            text.push_str("\n# master key: from QANAT_MASTER_KEY (REDACTED); security.master_key_file is not used\n");
+        }
+        Ok(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_hides_secrets() {
+        let mut cfg = Config::default();
+        cfg.metadata.url = Some("postgres://qanat:hunter2@db/qanat".into());
+        cfg.storage.locations.push(LocationConfig {
+            name: "s3".into(),
+            url: "s3://b".into(),
+            region: "uae-north".parse().expect("region"),
+            options: [
+                ("aws_secret_access_key".to_string(), "s3cr3t".to_string()),
+                ("aws_region".to_string(), "me-central-1".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+        });
+        let text = cfg.redacted_toml().expect("toml");
+        assert!(!text.contains("hunter2"));
+        assert!(!text.contains("s3cr3t"));
+        assert!(text.contains("me-central-1"));
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let err = toml::from_str::<Config>("[server]\nbnd = 'x'\n").expect_err("typo");
+        assert!(err.to_string().contains("bnd"));
+    }
+}

@@ -1,0 +1,196 @@
+//! Opening the installation (`qanat init`) and serving the API (`qanat server`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use qanat_api::{ApiLimits, AppState};
+use qanat_governance::{Governance, NewToken};
+use qanat_store::{Keyring, MetaStore, ObjectStorage};
+
+use crate::config::Config;
+
+/// The opened installation: metadata store and storage layer.
+pub struct Installation {
+    pub meta: MetaStore,
+    pub storage: ObjectStorage,
+}
+
+fn keyring(cfg: &Config, create: bool) -> Result<Keyring> {
+    if let Ok(k) = std::env::var("QANAT_MASTER_KEY") {
+        if !k.is_empty() {
+            return Ok(Keyring::from_base64(&k)?);
+        }
+    }
+    let path = cfg.master_key_file();
+    if create {
+        Ok(Keyring::load_or_create(&path)?)
+    } else if path.exists() {
+        Ok(Keyring::load(&path)?)
+    } else {
+        bail!(
+            "no master key at {}; run `qanat init` first (or set QANAT_MASTER_KEY)",
+            path.display()
+        )
+    }
+}
+
+fn create_home(cfg: &Config) -> Result<()> {
+    std::fs::create_dir_all(&cfg.home)
+        .with_context(|| format!("creating data directory {}", cfg.home.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&cfg.home, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("restricting {}", cfg.home.display()))?;
+    }
+    Ok(())
+}
+
+/// Opens (creating when `create`) the data directory, master key, metadata store and
+/// storage locations.
+pub async fn open(cfg: &Config, create: bool) -> Result<Installation> {
+    if create {
+        create_home(cfg)?;
+    }
+    let keys = keyring(cfg, create)?;
+    let meta = MetaStore::connect(cfg.metadata_url())
+        .await
+        .with_context(|| {
+            format!(
+                "opening metadata store {}",
+                qanat_store::redact_url(cfg.metadata_url())
+            )
+        })?;
+    let storage = ObjectStorage::open(
+        &cfg.storage.locations,
+        &cfg.storage.default_location,
+        keys,
+        meta.clone(),
+    )
+    .await
+    .context("opening storage locations")?;
+    Ok(Installation { meta, storage })
+}
+
+/// Creates the bootstrap admin on a fresh installation; `None` if one exists.
+pub async fn bootstrap(cfg: &Config, inst: &Installation) -> Result<Option<NewToken>> {
+    Ok(Governance::new(inst.meta.clone())
+        .bootstrap_admin(&cfg.security.bootstrap_admin)
+        .await?)
+}
+
+fn load_tls(cfg: &Config) -> Result<Option<Arc<rustls::ServerConfig>>> {
+    let (Some(cert), Some(key)) = (&cfg.server.tls_cert, &cfg.server.tls_key) else {
+        return Ok(None);
+    };
+    let certs = rustls_pemfile::certs(&mut std::io::BufReader::new(
+        std::fs::File::open(cert).with_context(|| format!("opening {}", cert.display()))?,
+    ))
+    .collect::<Result<Vec<_>, _>>()
+    .with_context(|| format!("reading certificates from {}", cert.display()))?;
+    if certs.is_empty() {
+        bail!("{} holds no PEM certificate", cert.display());
+    }
+    let key = rustls_pemfile::private_key(&mut std::io::BufReader::new(
+        std::fs::File::open(key).with_context(|| format!("opening {}", key.display()))?,
+    ))
+    .with_context(|| format!("reading private key from {}", key.display()))?
+    .with_context(|| format!("{} holds no PEM private key", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .context("the TLS certificate and key do not form a valid pair")?;
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Some(Arc::new(tls)))
+}
+
+/// Runs the API server until SIGINT/SIGTERM, then finishes in-flight requests.
+pub async fn serve(cfg: Config) -> Result<()> {
+    let inst = open(&cfg, true).await?;
+    if let Some(token) = bootstrap(&cfg, &inst).await? {
+        crate::commands::announce_bootstrap(&cfg, &token)?;
+    }
+    let tls = load_tls(&cfg)?;
+    let addr: SocketAddr = cfg.server.bind.parse().with_context(|| {
+        format!(
+            "server.bind = '{}' is not an address like 127.0.0.1:8080",
+            cfg.server.bind
+        )
+    })?;
+    let listener = std::net::TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
+    listener.set_nonblocking(true)?;
+    let local = listener.local_addr()?;
+    if tls.is_none() && !local.ip().is_loopback() {
+        tracing::warn!(
+            address = %local,
+            "serving plain HTTP on a non-loopback address: tokens and data cross the network unencrypted; configure server.tls_cert and server.tls_key"
+        );
+    }
+
+    let limits = ApiLimits {
+        max_request_bytes: cfg.server.max_request_bytes,
+        request_timeout: Duration::from_secs(cfg.server.request_timeout_secs),
+    };
+    let state = AppState::new(inst.meta.clone(), inst.storage.clone(), limits);
+    let app = qanat_api::router(state);
+
+    let handle = axum_server::Handle::new();
+    let grace = Duration::from_secs(cfg.server.shutdown_grace_secs);
+    tokio::spawn({
+        let handle = handle.clone();
+        async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down: finishing in-flight requests");
+            handle.graceful_shutdown(Some(grace));
+        }
+    });
+
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(address = %local, tls = tls.is_some(), "qanat server started");
+    // A line on stdout that scripts (and the tests) wait for.
+    println!("qanat server listening on {scheme}://{local}");
+    let service = app.into_make_service();
+    match tls {
+        Some(tls) => {
+            let config = axum_server::tls_rustls::RustlsConfig::from_config(tls);
+            axum_server::from_tcp_rustls(listener, config)
+                .handle(handle)
+                .serve(service)
+                .await?
+        }
+        None => {
+            axum_server::from_tcp(listener)
+                .handle(handle)
+                .serve(service)
+                .await?
+        }
+    }
+    inst.meta.close().await;
+    tracing::info!("qanat server stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
