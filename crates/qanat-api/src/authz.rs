@@ -312,7 +312,8 @@ pub(crate) async fn authorize(
     }
 }
 
-async fn refuse(state: &AppState, record: AuditRecord, err: ApiError) -> Response {
+async fn refuse(state: &AppState, mut record: AuditRecord, err: ApiError) -> Response {
+    record.detail = format!("{} {}", err.status.as_u16(), record.detail);
     match state.gov.append_audit(&record).await {
         Ok(_) => err.into_response(),
         Err(e) => audit_unavailable(e),

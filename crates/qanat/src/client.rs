@@ -141,10 +141,9 @@ impl Client {
 
     pub async fn json<T: DeserializeOwned>(&self, rb: reqwest::RequestBuilder) -> Result<T> {
         let resp = self.send(rb).await?;
-        Ok(resp
-            .json()
+        resp.json()
             .await
-            .context("the server's reply was not the expected JSON")?)
+            .context("the server's reply was not the expected JSON")
     }
 
     pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {

@@ -1,0 +1,205 @@
+//! Runs the real `qanat` binary against a temporary data directory.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_qanat");
+
+/// A data directory plus a running server.
+pub struct Qanat {
+    pub dir: tempfile::TempDir,
+    pub url: String,
+    pub admin_token: String,
+    pub child: Option<Child>,
+    pub extra_env: Vec<(String, String)>,
+}
+
+pub fn base_cmd(dir: &Path, extra_env: &[(String, String)]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("QANAT_HOME", dir.join("home"))
+        .env("QANAT_CREDENTIALS", dir.join("credentials.json"))
+        .env("QANAT_SERVER_BIND", "127.0.0.1:0")
+        .env("QANAT_LOG_LEVEL", "warn")
+        .current_dir(dir);
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+impl Qanat {
+    /// `qanat init` in a fresh directory, then `qanat server`.
+    pub fn start() -> Qanat {
+        Self::start_with(vec![])
+    }
+
+    pub fn start_with(extra_env: Vec<(String, String)>) -> Qanat {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = base_cmd(dir.path(), &extra_env)
+            .args(["init", "--output", "json"])
+            .output()
+            .expect("run qanat init");
+        assert!(
+            out.status.success(),
+            "init failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).expect("init prints JSON");
+        let admin_token = v["token"].as_str().expect("token").to_string();
+        let mut q = Qanat {
+            dir,
+            url: String::new(),
+            admin_token,
+            child: None,
+            extra_env,
+        };
+        q.spawn_server();
+        q
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    /// Starts (or restarts) the server and waits for its "listening" line.
+    pub fn spawn_server(&mut self) {
+        let mut child = base_cmd(self.dir.path(), &self.extra_env)
+            .arg("server")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn qanat server");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("qanat server listening on ") {
+                    let _ = tx.send(url.to_string());
+                }
+            }
+        });
+        self.url = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("server did not start within 60 s");
+        self.child = Some(child);
+    }
+
+    /// SIGKILL: no shutdown hooks, no flushing.
+    pub fn kill_hard(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().expect("kill -9");
+            let _ = c.wait();
+        }
+    }
+
+    /// Runs a CLI command against this server; returns (success, stdout, stderr).
+    pub fn cli(&self, args: &[&str]) -> (bool, String, String) {
+        let out = base_cmd(self.dir.path(), &self.extra_env)
+            .env("QANAT_SERVER_URL", &self.url)
+            .env("QANAT_TOKEN", &self.admin_token)
+            .args(args)
+            .output()
+            .expect("run qanat");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    pub fn http(&self) -> Http {
+        Http {
+            client: reqwest::blocking::Client::new(),
+            url: self.url.clone(),
+        }
+    }
+
+    /// Creates a user with `role` in `project` and returns their token.
+    pub fn user_with_role(&self, name: &str, project: &str, role: &str) -> String {
+        let h = self.http();
+        let (s, _) = h.send(
+            &self.admin_token,
+            "POST",
+            "/api/v1/users",
+            Some(serde_json::json!({"name": name})),
+        );
+        assert_eq!(s, 201, "create user {name}");
+        let (s, _) = h.send(
+            &self.admin_token,
+            "PUT",
+            &format!("/api/v1/projects/{project}/members/{name}"),
+            Some(serde_json::json!({"role": role})),
+        );
+        assert_eq!(s, 200, "grant {role}");
+        let (s, t) = h.send(
+            &self.admin_token,
+            "POST",
+            "/api/v1/tokens",
+            Some(serde_json::json!({"name": "test", "user": name})),
+        );
+        assert_eq!(s, 201);
+        t["token"].as_str().expect("token").to_string()
+    }
+
+    pub fn create_project(&self, name: &str, regions: &[&str]) {
+        let (s, body) = self.http().send(
+            &self.admin_token,
+            "POST",
+            "/api/v1/projects",
+            Some(serde_json::json!({"name": name, "allowed_regions": regions})),
+        );
+        assert_eq!(s, 201, "create project: {body}");
+    }
+}
+
+impl Drop for Qanat {
+    fn drop(&mut self) {
+        self.kill_hard();
+    }
+}
+
+pub struct Http {
+    pub client: reqwest::blocking::Client,
+    pub url: String,
+}
+
+impl Http {
+    /// Sends a JSON request with a bearer token ("" for none); returns (status, JSON body).
+    pub fn send(&self, token: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut rb = self.client.request(method, format!("{}{}", self.url, path));
+        if !token.is_empty() {
+            rb = rb.bearer_auth(token);
+        }
+        if let Some(b) = body {
+            rb = rb.json(&b);
+        }
+        let resp = rb.send().expect("request");
+        let status = resp.status().as_u16();
+        let text = resp.text().unwrap_or_default();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    pub fn raw(&self, token: &str, method: &str, path: &str) -> reqwest::blocking::RequestBuilder {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let rb = self.client.request(method, format!("{}{}", self.url, path));
+        if token.is_empty() {
+            rb
+        } else {
+            rb.bearer_auth(token)
+        }
+    }
+}

@@ -1,0 +1,736 @@
+//! The real server, over HTTP: authentication, RBAC, audit, residency, durability,
+//! bad input, TLS, probes and graceful shutdown.
+
+mod common;
+
+use std::io::Read;
+use std::time::Duration;
+
+use common::Qanat;
+use serde_json::{json, Value};
+
+fn sql(q: &Qanat, statement: &str) {
+    let url = format!("sqlite://{}/qanat.db", q.home().display());
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        sqlx::any::install_default_drivers();
+        let pool = sqlx::AnyPool::connect(&url).await.expect("open db");
+        sqlx::query(statement)
+            .execute(&pool)
+            .await
+            .expect(statement);
+        pool.close().await;
+    });
+}
+
+fn audit(q: &Qanat, filter: &str) -> Vec<Value> {
+    let (s, v) = q.http().send(
+        &q.admin_token,
+        "GET",
+        &format!("/api/v1/audit?{filter}"),
+        None,
+    );
+    assert_eq!(s, 200, "{v}");
+    v.as_array().expect("array").clone()
+}
+
+#[test]
+fn anonymous_viewer_editor_and_the_audit_chain() {
+    let q = Qanat::start();
+    let h = q.http();
+    q.create_project("fraud", &["uae-north"]);
+    let viewer = q.user_with_role("vera", "fraud", "viewer");
+    let editor = q.user_with_role("eddie", "fraud", "editor");
+
+    // Anonymous: 401 with MLflow's code and a WWW-Authenticate header.
+    let resp = h.raw("", "GET", "/api/v1/projects").send().expect("send");
+    assert_eq!(resp.status().as_u16(), 401);
+    assert_eq!(resp.headers()["www-authenticate"], "Bearer");
+    let body: Value = resp.json().expect("json");
+    assert_eq!(body["error_code"], "UNAUTHENTICATED");
+    let (s, _) = h.send("qnt_not-a-real-token", "GET", "/api/v1/projects", None);
+    assert_eq!(s, 401);
+
+    // A viewer may read but not write.
+    let (s, _) = h.send(&viewer, "GET", "/api/v1/projects/fraud", None);
+    assert_eq!(s, 200);
+    let resp = h
+        .raw(&viewer, "PUT", "/api/v1/projects/fraud/objects/data/x.csv")
+        .body("a,b\n1,2\n")
+        .send()
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 403);
+    let body: Value = resp.json().expect("json");
+    assert_eq!(body["error_code"], "PERMISSION_DENIED");
+    assert!(
+        body["message"]
+            .as_str()
+            .expect("msg")
+            .contains("needs editor"),
+        "{body}"
+    );
+
+    // An editor may write; the bytes come back.
+    let resp = h
+        .raw(&editor, "PUT", "/api/v1/projects/fraud/objects/data/x.csv")
+        .body("a,b\n1,2\n")
+        .send()
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 201);
+    let got = h
+        .raw(&viewer, "GET", "/api/v1/projects/fraud/objects/data/x.csv")
+        .send()
+        .expect("send");
+    assert_eq!(got.status().as_u16(), 200);
+    assert_eq!(got.text().expect("body"), "a,b\n1,2\n");
+
+    // Non-members are refused, and an editor cannot manage members.
+    let (s, _) = h.send(
+        &editor,
+        "PUT",
+        "/api/v1/projects/fraud/members/vera",
+        Some(json!({"role": "admin"})),
+    );
+    assert_eq!(s, 403);
+    let (s, _) = h.send(
+        &viewer,
+        "POST",
+        "/api/v1/projects",
+        Some(json!({"name": "mine"})),
+    );
+    assert_eq!(s, 403);
+
+    // The denied write is in the audit log, with who, what and why.
+    let denied = audit(&q, "actor=vera&outcome=denied");
+    let write = denied
+        .iter()
+        .find(|e| e["action"] == "object.write")
+        .expect("denied write audited");
+    assert_eq!(
+        write["resource"],
+        "/api/v1/projects/fraud/objects/data/x.csv"
+    );
+    assert_eq!(write["project"], "fraud");
+    assert!(!write["request_id"].as_str().expect("id").is_empty());
+    assert!(write["detail"].as_str().expect("detail").starts_with("403"));
+    assert!(audit(&q, "actor=anonymous&outcome=denied").len() >= 2);
+    assert!(audit(&q, "actor=eddie&action=object.write&outcome=success").len() == 1);
+    assert!(
+        audit(&q, "actor=vera&action=object.read").len() == 1,
+        "governed reads are audited"
+    );
+
+    // The chain verifies, through the API and the CLI.
+    let (s, v) = h.send(&q.admin_token, "GET", "/api/v1/audit/verify", None);
+    assert_eq!(s, 200);
+    assert_eq!(v["ok"], true, "{v}");
+    let (ok, out, _) = q.cli(&["audit", "verify"]);
+    assert!(ok, "{out}");
+
+    // Altered row: detected and named.
+    sql(&q, "UPDATE audit_log SET actor = 'mallory' WHERE seq = 3");
+    let (_, v) = h.send(&q.admin_token, "GET", "/api/v1/audit/verify", None);
+    assert_eq!(v["ok"], false);
+    assert!(
+        v["problems"]
+            .as_array()
+            .expect("problems")
+            .iter()
+            .any(|p| p["seq"] == 3 && p["kind"] == "changed"),
+        "{v}"
+    );
+    let (ok, out, err) = q.cli(&["audit", "verify"]);
+    assert!(!ok, "verify must exit non-zero");
+    assert!(out.contains("entry 3"), "{out}{err}");
+
+    // Deleted row: detected and named.
+    sql(&q, "DELETE FROM audit_log WHERE seq = 5");
+    let (_, v) = h.send(&q.admin_token, "GET", "/api/v1/audit/verify", None);
+    assert!(
+        v["problems"]
+            .as_array()
+            .expect("problems")
+            .iter()
+            .any(|p| p["seq"] == 5 && p["kind"] == "missing"),
+        "{v}"
+    );
+}
+
+#[test]
+fn residency_refusals_are_403_and_audited() {
+    let q = Qanat::start();
+    let h = q.http();
+    q.create_project("eu-only", &["eu-west"]);
+    let resp = h
+        .raw(
+            &q.admin_token,
+            "PUT",
+            "/api/v1/projects/eu-only/objects/pii.csv",
+        )
+        .body("name\nAlice\n")
+        .send()
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 403);
+    let body: Value = resp.json().expect("json");
+    assert_eq!(body["error_code"], "RESIDENCY_VIOLATION");
+    let msg = body["message"].as_str().expect("message");
+    assert!(
+        msg.contains("uae-north") && msg.contains("eu-west"),
+        "{msg}"
+    );
+
+    let entries = audit(&q, "action=object.write&outcome=denied");
+    assert_eq!(entries.len(), 1);
+    assert!(entries[0]["detail"]
+        .as_str()
+        .expect("detail")
+        .contains("residency"));
+
+    // Nothing was stored.
+    let (s, v) = h.send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/projects/eu-only/objects",
+        None,
+    );
+    assert_eq!(s, 200);
+    assert_eq!(v.as_array().expect("list").len(), 0);
+
+    // Once the policy allows the region, the same write succeeds.
+    let (s, _) = h.send(
+        &q.admin_token,
+        "PATCH",
+        "/api/v1/projects/eu-only",
+        Some(json!({"allowed_regions": ["eu-west", "uae-north"]})),
+    );
+    assert_eq!(s, 200);
+    let resp = h
+        .raw(
+            &q.admin_token,
+            "PUT",
+            "/api/v1/projects/eu-only/objects/pii.csv",
+        )
+        .body("name\nAlice\n")
+        .send()
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 201);
+}
+
+#[test]
+fn kill_9_loses_nothing_acknowledged() {
+    let mut q = Qanat::start();
+    q.create_project("durable", &["uae-north"]);
+    let payload: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let h = q.http();
+    let resp = h
+        .raw(
+            &q.admin_token,
+            "PUT",
+            "/api/v1/projects/durable/objects/model.bin",
+        )
+        .body(payload.clone())
+        .send()
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 201);
+    let (s, t) = h.send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/tokens",
+        Some(json!({"name": "after"})),
+    );
+    assert_eq!(s, 201);
+    let new_token = t["token"].as_str().expect("token").to_string();
+
+    q.kill_hard();
+    q.spawn_server();
+    let h = q.http();
+
+    let got = h
+        .raw(
+            &new_token,
+            "GET",
+            "/api/v1/projects/durable/objects/model.bin",
+        )
+        .send()
+        .expect("send");
+    assert_eq!(
+        got.status().as_u16(),
+        200,
+        "token and object survive kill -9"
+    );
+    assert!(got.bytes().expect("bytes")[..] == payload[..]);
+    let (_, v) = h.send(&q.admin_token, "GET", "/api/v1/audit/verify", None);
+    assert_eq!(v["ok"], true, "{v}");
+    assert!(audit(&q, "action=object.write&outcome=success").len() == 1);
+}
+
+#[track_caller]
+fn check(resp: reqwest::blocking::Response, status: u16, code: &str) {
+    assert_eq!(resp.status().as_u16(), status);
+    let v: Value = resp.json().expect("error bodies are JSON");
+    assert_eq!(v["error_code"], code, "{v}");
+    assert!(!v["message"].as_str().unwrap_or("").is_empty());
+}
+
+#[test]
+fn bad_input_gets_a_clear_4xx() {
+    let q = Qanat::start();
+    let h = q.http();
+    q.create_project("p", &["uae-north"]);
+    let t = &q.admin_token;
+
+    // Malformed JSON.
+    check(
+        h.raw(t, "POST", "/api/v1/projects")
+            .header("content-type", "application/json")
+            .body("{\"name\": ")
+            .send()
+            .expect("send"),
+        400,
+        "MALFORMED_REQUEST",
+    );
+    // Wrong types and unknown fields.
+    check(
+        h.raw(t, "POST", "/api/v1/projects")
+            .json(&json!({"name": 42}))
+            .send()
+            .expect("send"),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    );
+    check(
+        h.raw(t, "POST", "/api/v1/projects")
+            .json(&json!({"name": "x", "colour": 1}))
+            .send()
+            .expect("send"),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    );
+    check(
+        h.raw(t, "POST", "/api/v1/projects")
+            .json(&json!({"name": "Bad Name!"}))
+            .send()
+            .expect("send"),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    );
+    check(
+        h.raw(t, "POST", "/api/v1/projects")
+            .json(&json!({"name": "x", "allowed_regions": ["UAE North"]}))
+            .send()
+            .expect("send"),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    );
+    // Not JSON at all.
+    check(
+        h.raw(t, "POST", "/api/v1/projects")
+            .body("name=x")
+            .send()
+            .expect("send"),
+        415,
+        "UNSUPPORTED_MEDIA_TYPE",
+    );
+    // Oversized body (limit 1 MiB).
+    let big = format!(
+        "{{\"name\": \"x\", \"description\": \"{}\"}}",
+        "a".repeat(2 << 20)
+    );
+    check(
+        h.raw(t, "POST", "/api/v1/projects")
+            .header("content-type", "application/json")
+            .body(big)
+            .send()
+            .expect("send"),
+        413,
+        "REQUEST_TOO_LARGE",
+    );
+    // Unknown project, user, token, route, method.
+    check(
+        h.raw(t, "GET", "/api/v1/projects/nope")
+            .send()
+            .expect("send"),
+        404,
+        "RESOURCE_DOES_NOT_EXIST",
+    );
+    check(
+        h.raw(t, "PUT", "/api/v1/projects/nope/objects/a")
+            .body("x")
+            .send()
+            .expect("send"),
+        404,
+        "RESOURCE_DOES_NOT_EXIST",
+    );
+    check(
+        h.raw(t, "PATCH", "/api/v1/users/ghost")
+            .json(&json!({"disabled": true}))
+            .send()
+            .expect("send"),
+        404,
+        "RESOURCE_DOES_NOT_EXIST",
+    );
+    check(
+        h.raw(t, "DELETE", "/api/v1/tokens/tok_missing")
+            .send()
+            .expect("send"),
+        404,
+        "RESOURCE_DOES_NOT_EXIST",
+    );
+    check(
+        h.raw(t, "GET", "/api/v1/nothing-here")
+            .send()
+            .expect("send"),
+        404,
+        "RESOURCE_DOES_NOT_EXIST",
+    );
+    check(
+        h.raw(t, "DELETE", "/api/v1/projects").send().expect("send"),
+        405,
+        "METHOD_NOT_ALLOWED",
+    );
+    // Path traversal in an object key.
+    check(
+        h.raw(t, "PUT", "/api/v1/projects/p/objects/a%2F..%2Fb")
+            .body("x")
+            .send()
+            .expect("send"),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    );
+    check(
+        h.raw(t, "GET", "/api/v1/projects/p/objects/missing.bin")
+            .send()
+            .expect("send"),
+        404,
+        "RESOURCE_DOES_NOT_EXIST",
+    );
+    // Bad query values.
+    check(
+        h.raw(t, "GET", "/api/v1/audit?limit=abc")
+            .send()
+            .expect("send"),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    );
+    check(
+        h.raw(t, "GET", "/api/v1/audit?since=yesterday")
+            .send()
+            .expect("send"),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    );
+    // A malformed Authorization header, and an expired token.
+    check(
+        h.raw("", "GET", "/api/v1/whoami")
+            .header("authorization", "Basic abc")
+            .send()
+            .expect("send"),
+        401,
+        "UNAUTHENTICATED",
+    );
+    let (s, tok) = h.send(
+        t,
+        "POST",
+        "/api/v1/tokens",
+        Some(json!({"name": "brief", "expires_in_seconds": 1})),
+    );
+    assert_eq!(s, 201);
+    std::thread::sleep(Duration::from_millis(1500));
+    let resp = h
+        .raw(
+            tok["token"].as_str().expect("token"),
+            "GET",
+            "/api/v1/whoami",
+        )
+        .send()
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 401);
+    let v: Value = resp.json().expect("json");
+    assert!(
+        v["message"].as_str().expect("msg").contains("expired"),
+        "{v}"
+    );
+    check(
+        h.raw(t, "POST", "/api/v1/tokens")
+            .json(&json!({"name": "x", "expires_in_seconds": -5}))
+            .send()
+            .expect("send"),
+        400,
+        "INVALID_PARAMETER_VALUE",
+    );
+}
+
+#[test]
+fn keys_rotate_and_objects_stay_readable() {
+    let q = Qanat::start();
+    q.create_project("k", &["uae-north"]);
+    let h = q.http();
+    for i in 0..3 {
+        let resp = h
+            .raw(
+                &q.admin_token,
+                "PUT",
+                &format!("/api/v1/projects/k/objects/f{i}"),
+            )
+            .body(format!("content {i}"))
+            .send()
+            .expect("send");
+        assert_eq!(resp.status().as_u16(), 201);
+    }
+    let key_file_before = std::fs::read(q.home().join("master.key")).expect("key file");
+    let (ok, out, err) = q.cli(&["keys", "rotate", "--output", "json"]);
+    assert!(ok, "{err}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(report["rewrapped_data_keys"], 3);
+    assert_ne!(
+        std::fs::read(q.home().join("master.key")).expect("key file"),
+        key_file_before
+    );
+    for i in 0..3 {
+        let got = h
+            .raw(
+                &q.admin_token,
+                "GET",
+                &format!("/api/v1/projects/k/objects/f{i}"),
+            )
+            .send()
+            .expect("send");
+        assert_eq!(got.text().expect("text"), format!("content {i}"));
+    }
+    assert_eq!(audit(&q, "action=keys.rotate").len(), 1);
+}
+
+#[test]
+fn probes_metrics_and_openapi() {
+    let q = Qanat::start();
+    let h = q.http();
+    let (s, v) = h.send("", "GET", "/healthz", None);
+    assert_eq!((s, v["status"].as_str()), (200, Some("ok")));
+    let (s, v) = h.send("", "GET", "/readyz", None);
+    assert_eq!(s, 200, "{v}");
+    let (s, doc) = h.send("", "GET", "/api/v1/openapi.json", None);
+    assert_eq!(s, 200);
+    assert!(doc["openapi"].as_str().expect("version").starts_with("3."));
+    assert!(doc["paths"]["/api/v1/projects"]["post"].is_object());
+
+    let resp = h.raw("", "GET", "/api/v1/projects").send().expect("send");
+    let rid = resp
+        .headers()
+        .get("x-request-id")
+        .expect("request id")
+        .to_str()
+        .expect("str")
+        .to_string();
+    assert_eq!(rid.len(), 36);
+    let text = h
+        .raw("", "GET", "/metrics")
+        .send()
+        .expect("send")
+        .text()
+        .expect("text");
+    assert!(
+        text.contains(
+            "qanat_http_requests_total{method=\"GET\",route=\"/api/v1/projects\",status=\"401\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("qanat_http_request_duration_seconds_bucket"),
+        "{text}"
+    );
+}
+
+#[test]
+fn cli_login_whoami_and_tables() {
+    let q = Qanat::start();
+    // init already logged this CLI in? No: the server bound port 0, so it could not.
+    let (ok, _, err) = q.cli(&["login", "--token", &q.admin_token]);
+    assert!(ok, "{err}");
+    let creds = q.dir.path().join("credentials.json");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&creds)
+            .expect("creds")
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    let (ok, out, _) = q.cli(&["whoami", "--output", "json"]);
+    assert!(ok);
+    let me: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(me["name"], "admin");
+    assert_eq!(me["is_admin"], true);
+
+    let (ok, _, err) = q.cli(&["projects", "create", "demo", "--regions", "uae-north"]);
+    assert!(ok, "{err}");
+    let (ok, out, _) = q.cli(&["projects", "ls"]);
+    assert!(
+        ok && out.contains("demo") && out.contains("uae-north"),
+        "{out}"
+    );
+    let (ok, _, err) = q.cli(&["users", "create", "ci-bot", "--service"]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = q.cli(&[
+        "tokens",
+        "create",
+        "--user",
+        "ci-bot",
+        "--name",
+        "ci",
+        "--expires-in",
+        "30d",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.trim().starts_with("qnt_"));
+    let (ok, out, _) = q.cli(&["tokens", "ls", "--output", "json"]);
+    assert!(ok);
+    let tokens: Value = serde_json::from_str(&out).expect("json");
+    assert!(
+        tokens
+            .as_array()
+            .expect("list")
+            .iter()
+            .all(|t| t.get("token").is_none()),
+        "secrets never listed"
+    );
+    let (ok, out, _) = q.cli(&["config", "show"]);
+    assert!(ok && out.contains("[server]"));
+
+    // Object round trip through the CLI, and a refusal with a clear message.
+    let file = q.dir.path().join("in.bin");
+    std::fs::write(&file, b"cli bytes").expect("write");
+    let (ok, _, err) = q.cli(&[
+        "objects",
+        "put",
+        "demo",
+        "dir/in.bin",
+        file.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    let outf = q.dir.path().join("out.bin");
+    let (ok, _, err) = q.cli(&[
+        "objects",
+        "get",
+        "demo",
+        "dir/in.bin",
+        outf.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(std::fs::read(&outf).expect("read"), b"cli bytes");
+    let (ok, _, err) = q.cli(&["objects", "get", "demo", "nope", "-"]);
+    assert!(!ok && err.contains("RESOURCE_DOES_NOT_EXIST"), "{err}");
+}
+
+#[test]
+fn tls_1_3_only_with_dev_certificate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tls_dir = dir.path().join("tls");
+    let out = common::base_cmd(dir.path(), &[])
+        .args(["certs", "dev", "--out", tls_dir.to_str().expect("utf8")])
+        .output()
+        .expect("certs dev");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cert = tls_dir.join("dev-cert.pem");
+    let key = tls_dir.join("dev-key.pem");
+    let q = Qanat::start_with(vec![
+        ("QANAT_SERVER_TLS_CERT".into(), cert.display().to_string()),
+        ("QANAT_SERVER_TLS_KEY".into(), key.display().to_string()),
+    ]);
+    assert!(q.url.starts_with("https://"), "{}", q.url);
+    let url = q.url.replace("127.0.0.1", "localhost");
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(&cert).expect("cert")).expect("pem");
+    let client = reqwest::blocking::Client::builder()
+        .add_root_certificate(ca.clone())
+        .build()
+        .expect("client");
+    let resp = client
+        .get(format!("{url}/healthz"))
+        .send()
+        .expect("TLS request");
+    assert_eq!(resp.status().as_u16(), 200);
+    // TLS 1.2 is refused.
+    let old = reqwest::blocking::Client::builder()
+        .add_root_certificate(ca)
+        .max_tls_version(reqwest::tls::Version::TLS_1_2)
+        .build()
+        .expect("client");
+    assert!(
+        old.get(format!("{url}/healthz")).send().is_err(),
+        "TLS 1.2 must be refused"
+    );
+    // Plain HTTP to the TLS port is not served.
+    let plain = reqwest::blocking::Client::new();
+    let http_url = url.replace("https://", "http://");
+    assert!(plain
+        .get(format!("{http_url}/healthz"))
+        .send()
+        .map(|r| !r.status().is_success())
+        .unwrap_or(true));
+}
+
+/// A body that trickles out slowly, so the request is in flight during shutdown.
+struct Trickle {
+    left: usize,
+}
+
+impl Read for Trickle {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            return Ok(0);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let n = self.left.min(buf.len()).min(1000);
+        buf[..n].fill(b'x');
+        self.left -= n;
+        Ok(n)
+    }
+}
+
+#[test]
+fn graceful_shutdown_finishes_in_flight_requests() {
+    let mut q = Qanat::start();
+    q.create_project("g", &["uae-north"]);
+    let h = q.http();
+    let token = q.admin_token.clone();
+    let url = q.url.clone();
+    let upload = std::thread::spawn(move || {
+        let client = reqwest::blocking::Client::new();
+        client
+            .put(format!("{url}/api/v1/projects/g/objects/slow.bin"))
+            .bearer_auth(token)
+            .body(reqwest::blocking::Body::sized(
+                Trickle { left: 20_000 },
+                20_000,
+            ))
+            .send()
+            .map(|r| r.status().as_u16())
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let mut child = q.child.take().expect("server");
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(status.success());
+    let result = upload.join().expect("upload thread");
+    assert_eq!(result.ok(), Some(201), "the in-flight upload completes");
+    let exit = child.wait().expect("wait");
+    assert!(
+        exit.success(),
+        "server exits cleanly after SIGTERM: {exit:?}"
+    );
+    drop(h);
+    q.spawn_server();
+    let got = q
+        .http()
+        .raw(&q.admin_token, "GET", "/api/v1/projects/g/objects/slow.bin")
+        .send()
+        .expect("send");
+    assert_eq!(got.bytes().expect("bytes").len(), 20_000);
+}
