@@ -7,6 +7,8 @@ use crate::{Backend, MetaStore};
 /// A throwaway metadata store. The SQLite file (or PostgreSQL database) is removed on drop.
 pub struct TestDb {
     pub store: MetaStore,
+    /// The URL the store was opened with.
+    pub url: String,
     _dir: Option<tempfile_dir::Dir>,
     pg: Option<(String, String)>,
 }
@@ -30,6 +32,7 @@ impl TestDb {
         let store = MetaStore::connect(&url).await.expect("connect sqlite");
         TestDb {
             store,
+            url,
             _dir: Some(tempfile_dir::Dir(dir)),
             pg: None,
         }
@@ -56,6 +59,7 @@ impl TestDb {
         assert_eq!(store.backend(), Backend::Postgres);
         Some(TestDb {
             store,
+            url: url.to_string(),
             _dir: None,
             pg: Some((admin_url, name)),
         })
