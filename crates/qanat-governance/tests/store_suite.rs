@@ -17,6 +17,32 @@ fn record(i: usize, outcome: AuditOutcome) -> AuditRecord {
     }
 }
 
+async fn exec(db: &TestDb, statement: &str) {
+    sqlx::query(statement)
+        .execute(db.store.writer())
+        .await
+        .unwrap_or_else(|e| panic!("{statement}: {e}"));
+}
+
+/// Swaps the sequence numbers of entries `a` and `b` (moves two entries).
+async fn swap(db: &TestDb, a: i64, b: i64) {
+    exec(
+        db,
+        &format!("UPDATE audit_log SET seq = -1 WHERE seq = {a}"),
+    )
+    .await;
+    exec(
+        db,
+        &format!("UPDATE audit_log SET seq = {a} WHERE seq = {b}"),
+    )
+    .await;
+    exec(
+        db,
+        &format!("UPDATE audit_log SET seq = {b} WHERE seq = -1"),
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn tokens_authenticate_until_revoked_or_expired() {
     for db in TestDb::all().await {
@@ -173,58 +199,27 @@ async fn audit_chain_detects_changed_deleted_and_reordered_entries() {
         assert_eq!(v.entries_checked, 10);
 
         // Changed.
-        sqlx::query("UPDATE audit_log SET actor = 'mallory' WHERE seq = 4")
-            .execute(db.store.writer())
-            .await
-            .expect("tamper");
+        exec(&db, "UPDATE audit_log SET actor = 'mallory' WHERE seq = 4").await;
         let v = gov.verify_audit().await.expect("verify");
         assert!(!v.ok);
         assert!(
             v.problems.iter().any(|p| p.seq == 4 && p.kind == "changed"),
             "{v:?}"
         );
-        sqlx::query("UPDATE audit_log SET actor = 'alice' WHERE seq = 4")
-            .execute(db.store.writer())
-            .await
-            .expect("restore");
+        exec(&db, "UPDATE audit_log SET actor = 'alice' WHERE seq = 4").await;
         assert!(gov.verify_audit().await.expect("verify").ok);
 
         // Reordered: swap the contents of entries 6 and 7.
-        sqlx::query("UPDATE audit_log SET seq = -6 WHERE seq = 6")
-            .execute(db.store.writer())
-            .await
-            .expect("swap");
-        sqlx::query("UPDATE audit_log SET seq = 6 WHERE seq = 7")
-            .execute(db.store.writer())
-            .await
-            .expect("swap");
-        sqlx::query("UPDATE audit_log SET seq = 7 WHERE seq = -6")
-            .execute(db.store.writer())
-            .await
-            .expect("swap");
+        swap(&db, 6, 7).await;
         let v = gov.verify_audit().await.expect("verify");
         assert!(!v.ok);
         assert!(v.problems.iter().any(|p| p.seq == 6), "{v:?}");
 
-        sqlx::query("UPDATE audit_log SET seq = -6 WHERE seq = 6")
-            .execute(db.store.writer())
-            .await
-            .expect("swap");
-        sqlx::query("UPDATE audit_log SET seq = 6 WHERE seq = 7")
-            .execute(db.store.writer())
-            .await
-            .expect("swap");
-        sqlx::query("UPDATE audit_log SET seq = 7 WHERE seq = -6")
-            .execute(db.store.writer())
-            .await
-            .expect("swap");
+        swap(&db, 6, 7).await;
         assert!(gov.verify_audit().await.expect("verify").ok);
 
         // Deleted in the middle.
-        sqlx::query("DELETE FROM audit_log WHERE seq = 5")
-            .execute(db.store.writer())
-            .await
-            .expect("delete");
+        exec(&db, "DELETE FROM audit_log WHERE seq = 5").await;
         let v = gov.verify_audit().await.expect("verify");
         assert!(
             v.problems.iter().any(|p| p.seq == 5 && p.kind == "missing"),
@@ -232,10 +227,7 @@ async fn audit_chain_detects_changed_deleted_and_reordered_entries() {
         );
 
         // Deleted at the end.
-        sqlx::query("DELETE FROM audit_log WHERE seq = 10")
-            .execute(db.store.writer())
-            .await
-            .expect("delete");
+        exec(&db, "DELETE FROM audit_log WHERE seq = 10").await;
         let v = gov.verify_audit().await.expect("verify");
         assert!(
             v.problems

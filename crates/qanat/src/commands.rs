@@ -510,7 +510,13 @@ async fn tokens(c: &Client, fmt: Format, cmd: TokensCmd) -> Result<()> {
     Ok(())
 }
 
-fn with_location(path: String, location: &Option<String>) -> String {
+/// `/api/v1/projects/{project}/objects/{key}[?location=…]`, each part encoded.
+fn object_path(project: &str, key: &str, location: &Option<String>) -> String {
+    let path = format!(
+        "/api/v1/projects/{}/objects/{}",
+        seg(project),
+        key_path(key)
+    );
     match location {
         Some(l) => format!("{path}?location={}", seg(l)),
         None => path,
@@ -530,14 +536,7 @@ async fn objects(c: &Client, fmt: Format, cmd: ObjectsCmd) -> Result<()> {
                 .with_context(|| format!("opening {}", file.display()))?;
             let len = f.metadata().await?.len();
             let body = reqwest::Body::wrap_stream(tokio_util_stream(f));
-            let path = with_location(
-                format!(
-                    "/api/v1/projects/{}/objects/{}",
-                    seg(&project),
-                    key_path(&key)
-                ),
-                &location,
-            );
+            let path = object_path(&project, &key, &location);
             let v: Value = c
                 .json(
                     c.request(Method::PUT, &path)
@@ -554,14 +553,7 @@ async fn objects(c: &Client, fmt: Format, cmd: ObjectsCmd) -> Result<()> {
             out,
             location,
         } => {
-            let path = with_location(
-                format!(
-                    "/api/v1/projects/{}/objects/{}",
-                    seg(&project),
-                    key_path(&key)
-                ),
-                &location,
-            );
+            let path = object_path(&project, &key, &location);
             let resp = c.send(c.request(Method::GET, &path)).await?;
             let mut stream = resp.bytes_stream();
             if out.as_os_str() == "-" {
@@ -628,14 +620,7 @@ async fn objects(c: &Client, fmt: Format, cmd: ObjectsCmd) -> Result<()> {
             key,
             location,
         } => {
-            let path = with_location(
-                format!(
-                    "/api/v1/projects/{}/objects/{}",
-                    seg(&project),
-                    key_path(&key)
-                ),
-                &location,
-            );
+            let path = object_path(&project, &key, &location);
             c.send(c.request(Method::DELETE, &path)).await?;
             eprintln!("deleted {key}");
         }
