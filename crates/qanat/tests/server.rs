@@ -734,3 +734,123 @@ fn graceful_shutdown_finishes_in_flight_requests() {
         .expect("send");
     assert_eq!(got.bytes().expect("bytes").len(), 20_000);
 }
+
+#[test]
+fn tampered_objects_fail_with_a_clear_error() {
+    let q = Qanat::start();
+    q.create_project("t", &["uae-north"]);
+    let h = q.http();
+    let resp = h
+        .raw(
+            &q.admin_token,
+            "PUT",
+            "/api/v1/projects/t/objects/small.txt",
+        )
+        .body("a small, sensitive file")
+        .send()
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 201);
+    let (_, project) = h.send(&q.admin_token, "GET", "/api/v1/projects/t", None);
+    let path = q
+        .home()
+        .join("objects/projects")
+        .join(project["id"].as_str().expect("id"))
+        .join("files/small.txt");
+    let mut bytes = std::fs::read(&path).expect("stored object");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x80;
+    std::fs::write(&path, &bytes).expect("tamper");
+    let resp = h
+        .raw(
+            &q.admin_token,
+            "GET",
+            "/api/v1/projects/t/objects/small.txt",
+        )
+        .send()
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 500);
+    let v: Value = resp.json().expect("json");
+    assert_eq!(v["error_code"], "DATA_INTEGRITY_ERROR", "{v}");
+    assert_eq!(
+        audit(&q, "action=object.read&outcome=failure").len(),
+        1,
+        "the failed read is audited"
+    );
+}
+
+#[test]
+fn concurrent_writers_all_succeed() {
+    let q = Qanat::start();
+    q.create_project("busy", &["uae-north"]);
+    let url = q.url.clone();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let url = url.clone();
+            let token = q.admin_token.clone();
+            std::thread::spawn(move || {
+                let client = reqwest::blocking::Client::new();
+                let mut statuses = vec![];
+                for i in 0..20 {
+                    let put = client
+                        .put(format!("{url}/api/v1/projects/busy/objects/t{t}/o{i}"))
+                        .bearer_auth(&token)
+                        .body(format!("{t}-{i}"))
+                        .send()
+                        .expect("send");
+                    statuses.push(put.status().as_u16());
+                    let tok = client
+                        .post(format!("{url}/api/v1/tokens"))
+                        .bearer_auth(&token)
+                        .json(&json!({"name": format!("t{t}-{i}")}))
+                        .send()
+                        .expect("send");
+                    statuses.push(tok.status().as_u16());
+                }
+                statuses
+            })
+        })
+        .collect();
+    for t in threads {
+        let statuses = t.join().expect("thread");
+        assert!(statuses.iter().all(|s| *s == 201), "{statuses:?}");
+    }
+    let (_, listed) = q
+        .http()
+        .send(&q.admin_token, "GET", "/api/v1/projects/busy/objects", None);
+    assert_eq!(listed.as_array().expect("list").len(), 160);
+    let (_, v) = q
+        .http()
+        .send(&q.admin_token, "GET", "/api/v1/audit/verify", None);
+    assert_eq!(v["ok"], true);
+    assert!(v["entries_checked"].as_u64().expect("n") >= 321);
+}
+
+#[test]
+fn json_logs_carry_request_ids_and_never_tokens() {
+    let mut q = Qanat::start_with(vec![
+        ("QANAT_LOG_FORMAT".into(), "json".into()),
+        ("QANAT_LOG_LEVEL".into(), "debug".into()),
+    ]);
+    q.create_project("logs", &["uae-north"]);
+    let (s, _) = q.http().send(&q.admin_token, "GET", "/api/v1/whoami", None);
+    assert_eq!(s, 200);
+    q.kill_hard();
+    let logs = std::fs::read_to_string(q.dir.path().join("server.log")).expect("server log");
+    assert!(!logs.is_empty());
+    let secret = &q.admin_token[4..];
+    assert!(!logs.contains(secret), "a token reached the log");
+    let mut with_request_id = 0;
+    for line in logs.lines().filter(|l| l.starts_with('{')) {
+        let v: Value = serde_json::from_str(line).expect("each log line is JSON");
+        if v["span"]["request_id"]
+            .as_str()
+            .is_some_and(|id| id.len() == 36)
+        {
+            with_request_id += 1;
+        }
+    }
+    assert!(
+        with_request_id > 0,
+        "request spans carry the request id:\n{logs}"
+    );
+}

@@ -6,7 +6,8 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures::TryStreamExt;
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
 use qanat_governance::{check_residency, Project};
 use qanat_store::{ObjectInfo, ObjectKey};
 use serde::{Deserialize, Serialize};
@@ -99,8 +100,17 @@ pub(crate) async fn get_object(
     let location = resolve_location(&state, q.location);
     let skey = storage_key(&project, Some(&key))?;
     let head = state.storage.head(&location, &skey).await?;
-    let stream = state.storage.get(&location, &skey).await?;
-    let body = Body::from_stream(stream.map_err(|e| {
+    let mut stream = state.storage.get(&location, &skey).await?;
+    // Verify the first chunk before answering, so a damaged small object (one chunk)
+    // gets a clean error status instead of a 200 whose body breaks off. A later chunk
+    // that fails verification aborts the response mid-body: the client sees a
+    // truncated transfer, never unverified bytes.
+    let first = match stream.next().await {
+        Some(chunk) => chunk?,
+        None => Bytes::new(),
+    };
+    let rest = futures::stream::once(async move { Ok(first) }).chain(stream);
+    let body = Body::from_stream(rest.map_err(|e| {
         tracing::error!(error = %e, "object stream failed");
         std::io::Error::other(e.to_string())
     }));

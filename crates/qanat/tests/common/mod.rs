@@ -73,10 +73,16 @@ impl Qanat {
 
     /// Starts (or restarts) the server and waits for its "listening" line.
     pub fn spawn_server(&mut self) {
+        // The server's log goes to <dir>/server.log (appended across restarts).
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("server.log"))
+            .expect("server log");
         let mut child = base_cmd(self.dir.path(), &self.extra_env)
             .arg("server")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::from(log))
             .spawn()
             .expect("spawn qanat server");
         let stdout = child.stdout.take().expect("stdout");
