@@ -37,6 +37,10 @@ pub struct Policy {
     pub requirement: Requirement,
     /// Whether successful reads are audited (reads of governed data).
     pub audit_reads: bool,
+    /// Whether successful writes are audited one by one. False only for staging writes
+    /// that change nothing visible (content-addressed chunk uploads): the commit that
+    /// makes them visible is audited, and their refusals and failures still are.
+    pub audit_writes: bool,
 }
 
 impl Policy {
@@ -45,7 +49,13 @@ impl Policy {
             action,
             requirement,
             audit_reads: false,
+            audit_writes: true,
         }
+    }
+
+    pub const fn staging(mut self) -> Self {
+        self.audit_writes = false;
+        self
     }
 
     pub const fn governed_read(mut self) -> Self {
@@ -287,7 +297,9 @@ pub(crate) async fn authorize(
     }
     let resp = next.run(req).await;
     let status = resp.status();
-    let must_audit = is_mutating(&method) || policy.audit_reads || status == StatusCode::FORBIDDEN;
+    let must_audit = (is_mutating(&method) && (policy.audit_writes || !status.is_success()))
+        || policy.audit_reads
+        || status == StatusCode::FORBIDDEN;
     if !must_audit {
         return resp;
     }

@@ -105,3 +105,21 @@ impl From<qanat_store::Error> for ApiError {
         }
     }
 }
+
+impl From<qanat_data::Error> for ApiError {
+    fn from(e: qanat_data::Error) -> Self {
+        use qanat_data::Error as D;
+        match e {
+            D::Store(s) => s.into(),
+            D::Governance(g) => g.into(),
+            D::NotFound { .. } => ApiError::not_found(e.to_string()),
+            D::AlreadyExists { .. } => ApiError::new(
+                StatusCode::CONFLICT,
+                "RESOURCE_ALREADY_EXISTS",
+                e.to_string(),
+            ),
+            D::Invalid { .. } | D::MissingChunks { .. } => ApiError::bad_request(e.to_string()),
+            D::Db(db) => ApiError::internal(format!("metadata store error: {db}")),
+        }
+    }
+}

@@ -52,6 +52,7 @@ pub struct AppState {
     pub meta: MetaStore,
     pub gov: Governance,
     pub storage: ObjectStorage,
+    pub datasets: qanat_data::Datasets,
     pub metrics: Arc<Metrics>,
     pub limits: ApiLimits,
 }
@@ -60,6 +61,7 @@ impl AppState {
     pub fn new(meta: MetaStore, storage: ObjectStorage, limits: ApiLimits) -> Self {
         AppState {
             gov: Governance::new(meta.clone()),
+            datasets: qanat_data::Datasets::new(meta.clone(), storage.clone()),
             meta,
             storage,
             metrics: Arc::new(Metrics::default()),

@@ -104,11 +104,7 @@ impl fmt::Debug for NewToken {
     }
 }
 
-pub(crate) fn rfc3339(micros: Micros) -> String {
-    chrono::DateTime::from_timestamp_micros(micros)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
-        .unwrap_or_default()
-}
+pub(crate) use qanat_store::format_micros as rfc3339;
 
 fn hash_secret(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))

@@ -245,6 +245,9 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Users { cmd } => users(&client()?, fmt, cmd).await,
         Command::Tokens { cmd } => tokens(&client()?, fmt, cmd).await,
         Command::Objects { cmd } => objects(&client()?, fmt, cmd).await,
+        Command::Data { project, cmd } => {
+            crate::data_cmd::run(&client()?, fmt, &project, cmd).await
+        }
         Command::Audit { cmd } => audit(&client()?, fmt, cmd).await,
         Command::Keys { cmd } => keys(&client()?, fmt, cmd).await,
         Command::Certs {

@@ -4,6 +4,7 @@
 mod client;
 mod commands;
 mod config;
+mod data_cmd;
 mod output;
 mod server;
 
@@ -73,6 +74,14 @@ enum Command {
     Tokens {
         #[command(subcommand)]
         cmd: commands::TokensCmd,
+    },
+    /// Datasets: immutable, content-addressed versions.
+    Data {
+        /// The project (or set QANAT_PROJECT).
+        #[arg(long, short = 'p', env = "QANAT_PROJECT")]
+        project: String,
+        #[command(subcommand)]
+        cmd: data_cmd::DataCmd,
     },
     /// A project's encrypted object area.
     Objects {

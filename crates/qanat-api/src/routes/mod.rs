@@ -1,10 +1,12 @@
 //! The route table: every endpoint with its authorization policy.
 
 pub(crate) mod admin;
+pub(crate) mod datasets;
 pub(crate) mod objects;
 pub(crate) mod projects;
 pub(crate) mod system;
 
+use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::routing::{delete, get, patch, post, put, MethodRouter};
 use qanat_governance::Requirement::{Authenticated, GlobalAdmin, Project, Public};
@@ -13,6 +15,9 @@ use tower_http::timeout::TimeoutLayer;
 
 use crate::authz::{Policy, RouteTable};
 use crate::{ApiLimits, AppState};
+
+/// A version's manifest may list many files; its JSON gets a larger limit.
+const MAX_MANIFEST_BYTES: usize = 256 << 20;
 
 pub(crate) fn table(limits: &ApiLimits) -> RouteTable {
     // Non-streaming routes get the request timeout; object transfers stream for as long
@@ -127,6 +132,67 @@ pub(crate) fn table(limits: &ApiLimits) -> RouteTable {
             "/api/v1/projects/{project}/objects/{*key}",
             Policy::new("object.delete", Project(Editor)),
             t(delete(objects::delete_object)),
+        )
+        // Datasets.
+        .add(
+            Method::POST,
+            "/api/v1/projects/{project}/datasets",
+            Policy::new("dataset.create", Project(Editor)),
+            t(post(datasets::create)),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/projects/{project}/datasets",
+            Policy::new("dataset.list", Project(Viewer)),
+            t(get(datasets::list)),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/projects/{project}/datasets/{dataset}",
+            Policy::new("dataset.get", Project(Viewer)),
+            t(get(datasets::get_one)),
+        )
+        .add(
+            Method::POST,
+            "/api/v1/projects/{project}/datasets/{dataset}/chunks/missing",
+            Policy::new("dataset.push.check", Project(Editor)).staging(),
+            t(post(datasets::missing)),
+        )
+        .add(
+            Method::PUT,
+            "/api/v1/projects/{project}/datasets/{dataset}/chunks/{chunk}",
+            Policy::new("dataset.push.chunk", Project(Editor)).staging(),
+            t(put(datasets::put_chunk)),
+        )
+        .add(
+            Method::POST,
+            "/api/v1/projects/{project}/datasets/{dataset}/versions",
+            Policy::new("dataset.push", Project(Editor)),
+            t(post(datasets::commit)).layer(DefaultBodyLimit::max(MAX_MANIFEST_BYTES)),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/projects/{project}/datasets/{dataset}/versions",
+            Policy::new("dataset.log", Project(Viewer)),
+            t(get(datasets::log)),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/projects/{project}/datasets/{dataset}/versions/{version}",
+            Policy::new("dataset.pull", Project(Viewer)).governed_read(),
+            t(get(datasets::show)),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/projects/{project}/datasets/{dataset}/versions/{version}/files/{index}",
+            Policy::new("dataset.read", Project(Viewer)).governed_read(),
+            get(datasets::file),
+        )
+        .add(
+            Method::PUT,
+            "/api/v1/projects/{project}/datasets/{dataset}/tags/{tag}",
+            Policy::new("dataset.tag", Project(Editor)),
+            t(put(datasets::tag)),
         )
         // Identities and tokens.
         .add(

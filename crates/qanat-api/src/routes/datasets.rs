@@ -1,0 +1,257 @@
+//! Datasets: create and list them; push (chunks, then a manifest commit); pull
+//! (manifest, then files); log and tags.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures::{StreamExt, TryStreamExt};
+use qanat_data::{ChunkId, Dataset, DatasetVersion, Manifest, NewDataset, VersionRef, MAX_CHUNK};
+use serde::{Deserialize, Serialize};
+
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, Caller};
+use crate::AppState;
+
+async fn load(
+    state: &AppState,
+    project: &str,
+    dataset: &str,
+) -> Result<(qanat_governance::Project, Dataset), ApiError> {
+    let p = state.gov.project(project).await?;
+    let d = state.datasets.get(&p, dataset).await?;
+    Ok((p, d))
+}
+
+fn version_ref(s: &str) -> Result<VersionRef, ApiError> {
+    Ok(s.parse::<VersionRef>()?)
+}
+
+/// Create a dataset (editors).
+#[utoipa::path(post, path = "/api/v1/projects/{project}/datasets", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path)), request_body = NewDataset,
+    responses((status = 201, body = Dataset), (status = 403, body = crate::ErrorBody), (status = 409, body = crate::ErrorBody)))]
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiPath(project): ApiPath<String>,
+    ApiJson(body): ApiJson<NewDataset>,
+) -> Result<(StatusCode, Json<Dataset>), ApiError> {
+    let p = state.gov.project(&project).await?;
+    let d = state.datasets.create(&p, body, &caller.name).await?;
+    Ok((StatusCode::CREATED, Json(d)))
+}
+
+/// A project's datasets.
+#[utoipa::path(get, path = "/api/v1/projects/{project}/datasets", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path)), responses((status = 200, body = [Dataset])))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    ApiPath(project): ApiPath<String>,
+) -> Result<Json<Vec<Dataset>>, ApiError> {
+    let p = state.gov.project(&project).await?;
+    Ok(Json(state.datasets.list(&p).await?))
+}
+
+/// One dataset.
+#[utoipa::path(get, path = "/api/v1/projects/{project}/datasets/{dataset}", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path), ("dataset" = String, Path)),
+    responses((status = 200, body = Dataset), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn get_one(
+    State(state): State<AppState>,
+    ApiPath((project, dataset)): ApiPath<(String, String)>,
+) -> Result<Json<Dataset>, ApiError> {
+    Ok(Json(load(&state, &project, &dataset).await?.1))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ChunkIds {
+    #[schema(value_type = Vec<String>)]
+    ids: Vec<ChunkId>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct MissingChunks {
+    #[schema(value_type = Vec<String>)]
+    missing: Vec<ChunkId>,
+}
+
+/// Which of these chunks still need uploading (editors; part of a push).
+#[utoipa::path(post, path = "/api/v1/projects/{project}/datasets/{dataset}/chunks/missing", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path), ("dataset" = String, Path)), request_body = ChunkIds,
+    responses((status = 200, body = MissingChunks)))]
+pub(crate) async fn missing(
+    State(state): State<AppState>,
+    ApiPath((project, dataset)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<ChunkIds>,
+) -> Result<Json<MissingChunks>, ApiError> {
+    if body.ids.len() > 10_000 {
+        return Err(ApiError::bad_request(
+            "ask about at most 10000 chunks at a time",
+        ));
+    }
+    let (_, d) = load(&state, &project, &dataset).await?;
+    Ok(Json(MissingChunks {
+        missing: state.datasets.missing_chunks(&d, &body.ids).await?,
+    }))
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct ChunkStored {
+    id: String,
+    /// False when the chunk was already stored (nothing written).
+    new: bool,
+}
+
+/// Upload one chunk (editors; part of a push). The body must hash to the id.
+#[utoipa::path(put, path = "/api/v1/projects/{project}/datasets/{dataset}/chunks/{chunk}", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path), ("dataset" = String, Path), ("chunk" = String, Path, description = "BLAKE3 of the bytes, hex")),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    responses((status = 201, body = ChunkStored), (status = 400, body = crate::ErrorBody), (status = 403, body = crate::ErrorBody)))]
+pub(crate) async fn put_chunk(
+    State(state): State<AppState>,
+    ApiPath((project, dataset, chunk)): ApiPath<(String, String, String)>,
+    body: Body,
+) -> Result<(StatusCode, Json<ChunkStored>), ApiError> {
+    let id: ChunkId = chunk.parse()?;
+    let (p, d) = load(&state, &project, &dataset).await?;
+    let data = axum::body::to_bytes(body, MAX_CHUNK as usize)
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "REQUEST_TOO_LARGE",
+                format!("a chunk is at most {MAX_CHUNK} bytes"),
+            )
+        })?;
+    let new = state.datasets.put_chunk(&p, &d, id, data).await?;
+    Ok((StatusCode::CREATED, Json(ChunkStored { id: chunk, new })))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CommitVersion {
+    manifest: Manifest,
+    #[serde(default)]
+    message: String,
+}
+
+/// Commit a version from uploaded chunks (editors). Atomic: all or nothing.
+#[utoipa::path(post, path = "/api/v1/projects/{project}/datasets/{dataset}/versions", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path), ("dataset" = String, Path)), request_body = CommitVersion,
+    responses((status = 201, body = DatasetVersion), (status = 400, body = crate::ErrorBody)))]
+pub(crate) async fn commit(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiPath((project, dataset)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<CommitVersion>,
+) -> Result<(StatusCode, Json<DatasetVersion>), ApiError> {
+    let (p, d) = load(&state, &project, &dataset).await?;
+    let v = state
+        .datasets
+        .commit(&p, &d, body.manifest, &body.message, &caller.name)
+        .await?;
+    Ok((StatusCode::CREATED, Json(v)))
+}
+
+/// A dataset's versions, newest first.
+#[utoipa::path(get, path = "/api/v1/projects/{project}/datasets/{dataset}/versions", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path), ("dataset" = String, Path)),
+    responses((status = 200, body = [DatasetVersion])))]
+pub(crate) async fn log(
+    State(state): State<AppState>,
+    ApiPath((project, dataset)): ApiPath<(String, String)>,
+) -> Result<Json<Vec<DatasetVersion>>, ApiError> {
+    let (_, d) = load(&state, &project, &dataset).await?;
+    Ok(Json(state.datasets.versions(&d).await?))
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct VersionWithManifest {
+    #[serde(flatten)]
+    version: DatasetVersion,
+    manifest: Manifest,
+}
+
+/// One version with its manifest (viewers; audited as the start of a pull).
+#[utoipa::path(get, path = "/api/v1/projects/{project}/datasets/{dataset}/versions/{version}", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path), ("dataset" = String, Path), ("version" = String, Path, description = "number, v<number>, tag or latest")),
+    responses((status = 200, body = VersionWithManifest), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    ApiPath((project, dataset, version)): ApiPath<(String, String, String)>,
+) -> Result<Json<VersionWithManifest>, ApiError> {
+    let (_, d) = load(&state, &project, &dataset).await?;
+    let v = state.datasets.resolve(&d, &version_ref(&version)?).await?;
+    let manifest = state.datasets.manifest(&d, &v).await?;
+    Ok(Json(VersionWithManifest {
+        version: v,
+        manifest,
+    }))
+}
+
+/// One file of a version, by its index in the manifest (viewers; audited).
+#[utoipa::path(get, path = "/api/v1/projects/{project}/datasets/{dataset}/versions/{version}/files/{index}", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path), ("dataset" = String, Path), ("version" = String, Path), ("index" = usize, Path)),
+    responses((status = 200, content_type = "application/octet-stream", description = "the file's bytes"), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn file(
+    State(state): State<AppState>,
+    ApiPath((project, dataset, version, index)): ApiPath<(String, String, String, usize)>,
+) -> Result<Response, ApiError> {
+    let (_, d) = load(&state, &project, &dataset).await?;
+    let v = state.datasets.resolve(&d, &version_ref(&version)?).await?;
+    let manifest = state.datasets.manifest(&d, &v).await?;
+    let entry = manifest.files.get(index).cloned().ok_or_else(|| {
+        ApiError::not_found(format!(
+            "version {} has {} files; no file #{index}",
+            v.version,
+            manifest.files.len()
+        ))
+    })?;
+    let size = entry.size;
+    let mut stream = Box::pin(state.datasets.file_stream(&d, entry));
+    // Verify the first chunk before answering (see objects::get_object).
+    let first = match stream.next().await {
+        Some(chunk) => Some(chunk?),
+        None => None,
+    };
+    let rest = futures::stream::iter(first.map(Ok)).chain(stream);
+    let body = Body::from_stream(rest.map_err(|e| {
+        tracing::error!(error = %e, "dataset file stream failed");
+        std::io::Error::other(e.to_string())
+    }));
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (header::CONTENT_LENGTH, size.to_string()),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TagBody {
+    /// Version number, v<number>, another tag, or latest.
+    version: String,
+}
+
+/// Name a version (editors). Tags are immutable.
+#[utoipa::path(put, path = "/api/v1/projects/{project}/datasets/{dataset}/tags/{tag}", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path), ("dataset" = String, Path), ("tag" = String, Path)), request_body = TagBody,
+    responses((status = 200, body = DatasetVersion), (status = 409, body = crate::ErrorBody)))]
+pub(crate) async fn tag(
+    State(state): State<AppState>,
+    ApiPath((project, dataset, tag)): ApiPath<(String, String, String)>,
+    ApiJson(body): ApiJson<TagBody>,
+) -> Result<Json<DatasetVersion>, ApiError> {
+    let (_, d) = load(&state, &project, &dataset).await?;
+    let v = state
+        .datasets
+        .resolve(&d, &version_ref(&body.version)?)
+        .await?;
+    Ok(Json(state.datasets.tag(&d, &tag, v.version).await?))
+}

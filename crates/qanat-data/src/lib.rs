@@ -1,0 +1,26 @@
+//! Qanat datasets: immutable, content-addressed versions.
+//!
+//! A file is cut into content-defined chunks ([`chunking`], FastCDC, 256 KiB–4 MiB,
+//! ~1 MiB on average) named by their BLAKE3 hash. A chunk is stored once per project and
+//! storage location, encrypted through `qanat-store`. A version is a [`Manifest`]: every
+//! file's path, size, mode, BLAKE3 and chunk list, itself named by the BLAKE3 of its
+//! canonical JSON. Because cut points depend on content, an append or a small edit
+//! changes only the chunks around it, and only those are uploaded again.
+//!
+//! Visibility is the commit: chunks and the manifest are written first, then one
+//! transaction inserts the version row after checking that every chunk it names is
+//! stored. A push that dies part-way leaves no version, and re-running it uploads only
+//! the chunks that are still missing.
+
+pub mod chunking;
+mod error;
+mod manifest;
+mod store;
+
+pub use chunking::{ChunkId, MAX_CHUNK, MIN_CHUNK};
+pub use error::Error;
+pub use manifest::{ChunkRef, FileEntry, Manifest};
+pub use store::{Classification, Dataset, DatasetVersion, Datasets, NewDataset, VersionRef};
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

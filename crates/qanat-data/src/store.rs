@@ -1,0 +1,656 @@
+//! Datasets, their versions and tags, and the chunk registry, over the metadata store
+//! and the encrypted object storage.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+
+use bytes::Bytes;
+use futures::stream::{self, Stream, StreamExt};
+use qanat_governance::{check_residency, Project};
+use qanat_store::{now_micros, LocationInfo, MetaStore, ObjectKey, ObjectStorage};
+use serde::{Deserialize, Serialize};
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use crate::{ChunkId, Error, FileEntry, Manifest, Result, MAX_CHUNK};
+
+const IN_BATCH: usize = 500;
+
+/// How sensitive a dataset is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Classification {
+    Public,
+    Internal,
+    Confidential,
+    Restricted,
+}
+
+impl Classification {
+    fn as_str(self) -> &'static str {
+        match self {
+            Classification::Public => "public",
+            Classification::Internal => "internal",
+            Classification::Confidential => "confidential",
+            Classification::Restricted => "restricted",
+        }
+    }
+}
+
+impl FromStr for Classification {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "public" => Ok(Classification::Public),
+            "internal" => Ok(Classification::Internal),
+            "confidential" => Ok(Classification::Confidential),
+            "restricted" => Ok(Classification::Restricted),
+            other => Err(Error::invalid(
+                "classification",
+                format!("'{other}': use public, internal, confidential or restricted"),
+            )),
+        }
+    }
+}
+
+/// What to create.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewDataset {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Default: the creator.
+    pub owner: Option<String>,
+    /// Default: internal.
+    pub classification: Option<Classification>,
+    /// Narrower than the project's policy; default: the project's.
+    pub allowed_regions: Option<Vec<String>>,
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    /// Storage location of its chunks; default: the server's default location.
+    pub location: Option<String>,
+}
+
+/// A dataset.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Dataset {
+    pub id: String,
+    #[serde(skip)]
+    pub project_id: String,
+    pub name: String,
+    pub description: String,
+    pub owner: String,
+    pub classification: Classification,
+    pub allowed_regions: Option<Vec<String>>,
+    pub tags: BTreeMap<String, String>,
+    pub location: String,
+    pub created_at: String,
+    pub created_by: String,
+    pub latest_version: Option<i64>,
+}
+
+/// One immutable version.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct DatasetVersion {
+    pub dataset: String,
+    pub version: i64,
+    /// BLAKE3 of the canonical manifest: the version's content address.
+    pub manifest_id: String,
+    pub parent: Option<i64>,
+    pub message: String,
+    pub author: String,
+    pub producer: String,
+    pub file_count: i64,
+    pub total_size: i64,
+    /// Bytes of chunks the parent version did not have.
+    pub new_bytes: i64,
+    pub created_at: String,
+    pub tags: Vec<String>,
+}
+
+/// `latest`, a number (`3` or `v3`), or a tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionRef {
+    Latest,
+    Number(i64),
+    Tag(String),
+}
+
+impl FromStr for VersionRef {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        if s.is_empty() || s == "latest" {
+            return Ok(VersionRef::Latest);
+        }
+        let digits = s.strip_prefix('v').unwrap_or(s);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            return digits
+                .parse()
+                .map(VersionRef::Number)
+                .map_err(|_| Error::invalid("version", format!("'{s}' is too large")));
+        }
+        validate_name("tag", s)?;
+        Ok(VersionRef::Tag(s.to_string()))
+    }
+}
+
+impl fmt::Display for VersionRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VersionRef::Latest => f.write_str("latest"),
+            VersionRef::Number(n) => write!(f, "{n}"),
+            VersionRef::Tag(t) => f.write_str(t),
+        }
+    }
+}
+
+fn validate_name(what: &'static str, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 128
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            what,
+            format!("'{name}': use letters, digits, '.', '_' or '-', starting with a letter"),
+        ))
+    }
+}
+
+use qanat_store::format_micros as rfc3339;
+
+fn chunk_key(project_id: &str, id: &ChunkId) -> Result<ObjectKey> {
+    let hex = id.to_hex();
+    Ok(format!("projects/{project_id}/chunks/{}/{hex}", &hex[..2]).parse()?)
+}
+
+fn manifest_key(project_id: &str, manifest_id: &str) -> Result<ObjectKey> {
+    Ok(format!("projects/{project_id}/manifests/{manifest_id}").parse()?)
+}
+
+/// The dataset service.
+#[derive(Clone, Debug)]
+pub struct Datasets {
+    meta: MetaStore,
+    storage: ObjectStorage,
+}
+
+impl Datasets {
+    pub fn new(meta: MetaStore, storage: ObjectStorage) -> Self {
+        Datasets { meta, storage }
+    }
+
+    /// Residency: the location must be allowed by the project and, if the dataset
+    /// narrows it, by the dataset.
+    fn check_location(&self, project: &Project, ds: &Dataset) -> Result<LocationInfo> {
+        let loc = self.storage.location(&ds.location)?;
+        check_residency(project, &loc)?;
+        if let Some(allowed) = &ds.allowed_regions {
+            if !allowed.iter().any(|r| r == loc.region.as_str()) {
+                return Err(qanat_governance::Error::Residency {
+                    project: format!("{} (dataset {})", project.name, ds.name),
+                    location: loc.name.clone(),
+                    region: loc.region.to_string(),
+                    allowed: allowed.clone(),
+                }
+                .into());
+            }
+        }
+        Ok(loc)
+    }
+
+    /// Creates a dataset in `project`.
+    pub async fn create(
+        &self,
+        project: &Project,
+        new: NewDataset,
+        creator: &str,
+    ) -> Result<Dataset> {
+        validate_name("dataset name", &new.name)?;
+        let location = new
+            .location
+            .unwrap_or_else(|| self.storage.default_location().to_string());
+        let loc = self.storage.location(&location)?;
+        if let Some(regions) = &new.allowed_regions {
+            for r in regions {
+                let _: qanat_store::Region = r.parse()?;
+                if !project.allowed_regions.contains(r) {
+                    return Err(Error::invalid(
+                        "allowed regions",
+                        format!(
+                            "region '{r}' is not allowed by project '{}' ({:?}); a dataset may only narrow its project's policy",
+                            project.name, project.allowed_regions
+                        ),
+                    ));
+                }
+            }
+        }
+        let probe = Dataset {
+            id: String::new(),
+            project_id: project.id.clone(),
+            name: new.name.clone(),
+            description: String::new(),
+            owner: String::new(),
+            classification: Classification::Internal,
+            allowed_regions: new.allowed_regions.clone(),
+            tags: BTreeMap::new(),
+            location: loc.name.clone(),
+            created_at: String::new(),
+            created_by: String::new(),
+            latest_version: None,
+        };
+        self.check_location(project, &probe)?;
+        let id = format!("ds_{}", uuid::Uuid::new_v4().simple());
+        let res = sqlx::query(
+            "INSERT INTO datasets (id, project_id, name, description, owner, classification, allowed_regions, tags, location, created_at, created_by) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(&id)
+        .bind(&project.id)
+        .bind(&new.name)
+        .bind(&new.description)
+        .bind(new.owner.as_deref().unwrap_or(creator))
+        .bind(new.classification.unwrap_or(Classification::Internal).as_str())
+        .bind(new.allowed_regions.as_ref().map(|r| serde_json::to_string(r).unwrap_or_default()))
+        .bind(serde_json::to_string(&new.tags).unwrap_or_else(|_| "{}".into()))
+        .bind(&loc.name)
+        .bind(now_micros())
+        .bind(creator)
+        .execute(self.meta.writer())
+        .await;
+        match res {
+            Ok(_) => {}
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                return Err(Error::AlreadyExists {
+                    kind: "dataset",
+                    name: new.name,
+                })
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.get(project, &new.name).await
+    }
+
+    fn from_row(row: &AnyRow) -> Result<Dataset> {
+        let regions: Option<String> = row.try_get("allowed_regions")?;
+        let tags: String = row.try_get("tags")?;
+        Ok(Dataset {
+            id: row.try_get("id")?,
+            project_id: row.try_get("project_id")?,
+            name: row.try_get("name")?,
+            description: row.try_get("description")?,
+            owner: row.try_get("owner")?,
+            classification: row.try_get::<String, _>("classification")?.parse()?,
+            allowed_regions: regions
+                .map(|r| serde_json::from_str(&r))
+                .transpose()
+                .map_err(|e| Error::invalid("stored regions", e.to_string()))?,
+            tags: serde_json::from_str(&tags)
+                .map_err(|e| Error::invalid("stored tags", e.to_string()))?,
+            location: row.try_get("location")?,
+            created_at: rfc3339(row.try_get("created_at")?),
+            created_by: row.try_get("created_by")?,
+            latest_version: row.try_get("latest_version")?,
+        })
+    }
+
+    const SELECT: &'static str = "SELECT d.*, (SELECT MAX(v.version) FROM dataset_versions v WHERE v.dataset_id = d.id) AS latest_version FROM datasets d";
+
+    /// One dataset of a project.
+    pub async fn get(&self, project: &Project, name: &str) -> Result<Dataset> {
+        let row = sqlx::query(&format!(
+            "{} WHERE d.project_id = $1 AND d.name = $2",
+            Self::SELECT
+        ))
+        .bind(&project.id)
+        .bind(name)
+        .fetch_optional(self.meta.reader())
+        .await?
+        .ok_or_else(|| Error::NotFound {
+            kind: "dataset",
+            name: format!("{}/{name}", project.name),
+        })?;
+        Self::from_row(&row)
+    }
+
+    /// Every dataset of a project.
+    pub async fn list(&self, project: &Project) -> Result<Vec<Dataset>> {
+        let rows = sqlx::query(&format!(
+            "{} WHERE d.project_id = $1 ORDER BY d.name",
+            Self::SELECT
+        ))
+        .bind(&project.id)
+        .fetch_all(self.meta.reader())
+        .await?;
+        rows.iter().map(Self::from_row).collect()
+    }
+
+    /// Which of `ids` are not stored yet for this dataset's project and location.
+    pub async fn missing_chunks(&self, ds: &Dataset, ids: &[ChunkId]) -> Result<Vec<ChunkId>> {
+        let mut present = HashSet::new();
+        for batch in ids.chunks(IN_BATCH) {
+            let placeholders: Vec<String> =
+                (0..batch.len()).map(|i| format!("${}", i + 3)).collect();
+            let sql = format!(
+                "SELECT chunk_id FROM dataset_chunks WHERE project_id = $1 AND location = $2 AND chunk_id IN ({})",
+                placeholders.join(", ")
+            );
+            let mut q = sqlx::query(&sql).bind(&ds.project_id).bind(&ds.location);
+            for id in batch {
+                q = q.bind(id.to_hex());
+            }
+            for row in q.fetch_all(self.meta.reader()).await? {
+                present.insert(row.try_get::<String, _>("chunk_id")?);
+            }
+        }
+        let mut seen = HashSet::new();
+        Ok(ids
+            .iter()
+            .filter(|id| !present.contains(&id.to_hex()) && seen.insert(**id))
+            .copied()
+            .collect())
+    }
+
+    /// Stores one chunk after checking that its bytes hash to `id`. Returns whether it
+    /// was new (false: it was already stored, nothing written).
+    pub async fn put_chunk(
+        &self,
+        project: &Project,
+        ds: &Dataset,
+        id: ChunkId,
+        data: Bytes,
+    ) -> Result<bool> {
+        if data.is_empty() || data.len() > MAX_CHUNK as usize {
+            return Err(Error::invalid(
+                "chunk",
+                format!("a chunk is 1..={MAX_CHUNK} bytes, got {}", data.len()),
+            ));
+        }
+        if ChunkId::of(&data) != id {
+            return Err(Error::invalid(
+                "chunk",
+                format!("the bytes do not hash to {id}"),
+            ));
+        }
+        self.check_location(project, ds)?;
+        let now = now_micros();
+        if self.missing_chunks(ds, &[id]).await?.is_empty() {
+            sqlx::query("UPDATE dataset_chunks SET last_used_at = $1 WHERE project_id = $2 AND location = $3 AND chunk_id = $4")
+                .bind(now)
+                .bind(&ds.project_id)
+                .bind(&ds.location)
+                .bind(id.to_hex())
+                .execute(self.meta.writer())
+                .await?;
+            return Ok(false);
+        }
+        let size = data.len() as i64;
+        self.storage
+            .put_bytes(&ds.location, &chunk_key(&ds.project_id, &id)?, data)
+            .await?;
+        sqlx::query(
+            "INSERT INTO dataset_chunks (project_id, location, chunk_id, size, stored_at, last_used_at) VALUES ($1, $2, $3, $4, $5, $5) \
+             ON CONFLICT (project_id, location, chunk_id) DO NOTHING",
+        )
+        .bind(&ds.project_id)
+        .bind(&ds.location)
+        .bind(id.to_hex())
+        .bind(size)
+        .bind(now)
+        .execute(self.meta.writer())
+        .await?;
+        Ok(true)
+    }
+
+    /// Makes a new version visible: every chunk must be stored; the manifest is written
+    /// first and the version row last, in one transaction.
+    pub async fn commit(
+        &self,
+        project: &Project,
+        ds: &Dataset,
+        mut manifest: Manifest,
+        message: &str,
+        author: &str,
+    ) -> Result<DatasetVersion> {
+        manifest.normalize()?;
+        self.check_location(project, ds)?;
+        let distinct = manifest.distinct_chunks();
+        let ids: Vec<ChunkId> = distinct.iter().map(|c| c.id).collect();
+        let missing = self.missing_chunks(ds, &ids).await?;
+        if let Some(first) = missing.first() {
+            return Err(Error::MissingChunks {
+                count: missing.len(),
+                example: first.to_hex(),
+            });
+        }
+        let parent = ds.latest_version;
+        let parent_chunks: HashSet<ChunkId> = match parent {
+            Some(p) => {
+                let pv = self.resolve(ds, &VersionRef::Number(p)).await?;
+                self.manifest(ds, &pv)
+                    .await?
+                    .distinct_chunks()
+                    .into_iter()
+                    .map(|c| c.id)
+                    .collect()
+            }
+            None => HashSet::new(),
+        };
+        let new_bytes: u64 = distinct
+            .iter()
+            .filter(|c| !parent_chunks.contains(&c.id))
+            .map(|c| c.size)
+            .sum();
+        let manifest_id = manifest.id();
+        self.storage
+            .put_bytes(
+                &ds.location,
+                &manifest_key(&ds.project_id, &manifest_id)?,
+                Bytes::from(manifest.canonical()),
+            )
+            .await?;
+
+        // Two commits racing on PostgreSQL may pick the same number; the primary key
+        // stops the second, which takes the next number.
+        for _ in 0..5 {
+            let mut tx = self.meta.writer().begin().await?;
+            let next: i64 = sqlx::query("SELECT COALESCE(MAX(version), 0) + 1 AS next FROM dataset_versions WHERE dataset_id = $1")
+                .bind(&ds.id)
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get("next")?;
+            let res = sqlx::query(
+                "INSERT INTO dataset_versions (dataset_id, version, manifest_id, parent, message, author, producer, file_count, total_size, new_bytes, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            )
+            .bind(&ds.id)
+            .bind(next)
+            .bind(&manifest_id)
+            .bind(parent)
+            .bind(message)
+            .bind(author)
+            .bind(format!("user:{author}"))
+            .bind(manifest.files.len() as i64)
+            .bind(manifest.total_size() as i64)
+            .bind(new_bytes as i64)
+            .bind(now_micros())
+            .execute(&mut *tx)
+            .await;
+            match res {
+                Ok(_) => {
+                    tx.commit().await?;
+                    return self.resolve(ds, &VersionRef::Number(next)).await;
+                }
+                Err(sqlx::Error::Database(e)) if e.is_unique_violation() => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::invalid(
+            "commit",
+            "too many concurrent pushes to this dataset; retry",
+        ))
+    }
+
+    fn version_from_row(ds: &Dataset, row: &AnyRow, tags: Vec<String>) -> Result<DatasetVersion> {
+        Ok(DatasetVersion {
+            dataset: ds.name.clone(),
+            version: row.try_get("version")?,
+            manifest_id: row.try_get("manifest_id")?,
+            parent: row.try_get("parent")?,
+            message: row.try_get("message")?,
+            author: row.try_get("author")?,
+            producer: row.try_get("producer")?,
+            file_count: row.try_get("file_count")?,
+            total_size: row.try_get("total_size")?,
+            new_bytes: row.try_get("new_bytes")?,
+            created_at: rfc3339(row.try_get("created_at")?),
+            tags,
+        })
+    }
+
+    async fn tags_of(&self, ds: &Dataset) -> Result<BTreeMap<i64, Vec<String>>> {
+        let rows =
+            sqlx::query("SELECT tag, version FROM dataset_tags WHERE dataset_id = $1 ORDER BY tag")
+                .bind(&ds.id)
+                .fetch_all(self.meta.reader())
+                .await?;
+        let mut out: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+        for r in rows {
+            out.entry(r.try_get("version")?)
+                .or_default()
+                .push(r.try_get("tag")?);
+        }
+        Ok(out)
+    }
+
+    /// Every version, newest first.
+    pub async fn versions(&self, ds: &Dataset) -> Result<Vec<DatasetVersion>> {
+        let mut tags = self.tags_of(ds).await?;
+        let rows = sqlx::query(
+            "SELECT * FROM dataset_versions WHERE dataset_id = $1 ORDER BY version DESC",
+        )
+        .bind(&ds.id)
+        .fetch_all(self.meta.reader())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let v: i64 = r.try_get("version")?;
+                Self::version_from_row(ds, r, tags.remove(&v).unwrap_or_default())
+            })
+            .collect()
+    }
+
+    /// Resolves `latest`, a number or a tag.
+    pub async fn resolve(&self, ds: &Dataset, r: &VersionRef) -> Result<DatasetVersion> {
+        let number = match r {
+            VersionRef::Number(n) => Some(*n),
+            VersionRef::Latest => ds.latest_version,
+            VersionRef::Tag(t) => {
+                sqlx::query("SELECT version FROM dataset_tags WHERE dataset_id = $1 AND tag = $2")
+                    .bind(&ds.id)
+                    .bind(t)
+                    .fetch_optional(self.meta.reader())
+                    .await?
+                    .map(|r| r.try_get::<i64, _>("version"))
+                    .transpose()?
+            }
+        };
+        let not_found = || Error::NotFound {
+            kind: "dataset version",
+            name: format!("{}@{r}", ds.name),
+        };
+        let n = number.ok_or_else(not_found)?;
+        let row =
+            sqlx::query("SELECT * FROM dataset_versions WHERE dataset_id = $1 AND version = $2")
+                .bind(&ds.id)
+                .bind(n)
+                .fetch_optional(self.meta.reader())
+                .await?
+                .ok_or_else(not_found)?;
+        let tags = self.tags_of(ds).await?.remove(&n).unwrap_or_default();
+        Self::version_from_row(ds, &row, tags)
+    }
+
+    /// A version's manifest, checked against its content address.
+    pub async fn manifest(&self, ds: &Dataset, v: &DatasetVersion) -> Result<Manifest> {
+        let bytes = self
+            .storage
+            .get_bytes(&ds.location, &manifest_key(&ds.project_id, &v.manifest_id)?)
+            .await?;
+        if blake3::hash(&bytes).to_hex().as_str() != v.manifest_id {
+            return Err(qanat_store::Error::Integrity {
+                key: format!("manifest {}", v.manifest_id),
+                reason: "content does not match its address".into(),
+            }
+            .into());
+        }
+        serde_json::from_slice(&bytes).map_err(|e| Error::invalid("stored manifest", e.to_string()))
+    }
+
+    /// A file's bytes, chunk by chunk, each verified against its BLAKE3 id.
+    pub fn file_stream(
+        &self,
+        ds: &Dataset,
+        entry: FileEntry,
+    ) -> impl Stream<Item = Result<Bytes>> + Send + 'static {
+        let storage = self.storage.clone();
+        let location = ds.location.clone();
+        let project_id = ds.project_id.clone();
+        stream::iter(entry.chunks)
+            .map(move |c| {
+                let storage = storage.clone();
+                let location = location.clone();
+                let project_id = project_id.clone();
+                async move {
+                    let data = storage
+                        .get_bytes(&location, &chunk_key(&project_id, &c.id)?)
+                        .await?;
+                    if ChunkId::of(&data) != c.id || data.len() as u64 != c.size {
+                        return Err(qanat_store::Error::Integrity {
+                            key: format!("chunk {}", c.id),
+                            reason: "content does not match its address".into(),
+                        }
+                        .into());
+                    }
+                    Ok(data)
+                }
+            })
+            .buffered(2)
+    }
+
+    /// Names a version; tags are immutable (409 if the tag exists).
+    pub async fn tag(&self, ds: &Dataset, tag: &str, version: i64) -> Result<DatasetVersion> {
+        validate_name("tag", tag)?;
+        if matches!(
+            tag.parse::<VersionRef>()?,
+            VersionRef::Number(_) | VersionRef::Latest
+        ) {
+            return Err(Error::invalid(
+                "tag",
+                format!("'{tag}' would read as a version number"),
+            ));
+        }
+        self.resolve(ds, &VersionRef::Number(version)).await?;
+        let res = sqlx::query("INSERT INTO dataset_tags (dataset_id, tag, version, created_at) VALUES ($1, $2, $3, $4)")
+            .bind(&ds.id)
+            .bind(tag)
+            .bind(version)
+            .bind(now_micros())
+            .execute(self.meta.writer())
+            .await;
+        match res {
+            Ok(_) => self.resolve(ds, &VersionRef::Number(version)).await,
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(Error::AlreadyExists {
+                kind: "tag",
+                name: format!("{}@{tag}", ds.name),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,491 @@
+//! `qanat data`: push directories and files as dataset versions, pull them back.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Subcommand;
+use futures::{StreamExt, TryStreamExt};
+use qanat_data::chunking::{self, Chunk};
+use qanat_data::{ChunkId, ChunkRef, FileEntry, Manifest};
+use reqwest::Method;
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+
+use crate::client::{seg, Client};
+use crate::output;
+use crate::Format;
+
+/// Chunks asked about and uploaded together.
+const BATCH: usize = 16;
+/// Uploads (or file downloads) in flight.
+const IN_FLIGHT: usize = 4;
+
+#[derive(Subcommand)]
+pub enum DataCmd {
+    /// Create a dataset.
+    Create {
+        name: String,
+        #[arg(long, default_value = "")]
+        description: String,
+        /// public, internal, confidential or restricted.
+        #[arg(long, default_value = "internal")]
+        classification: String,
+        /// Narrow the project's allowed regions for this dataset (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        regions: Option<Vec<String>>,
+        /// Storage location for its chunks (default: the server's default).
+        #[arg(long)]
+        location: Option<String>,
+        /// key=value labels.
+        #[arg(long = "tag", value_parser = parse_kv)]
+        tags: Vec<(String, String)>,
+    },
+    /// List the project's datasets.
+    Ls,
+    /// Push files and directories as a new immutable version.
+    Push {
+        dataset: String,
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        #[arg(short, long, default_value = "")]
+        message: String,
+        /// Tag the new version.
+        #[arg(long)]
+        tag: Option<String>,
+    },
+    /// Restore a version (DATASET@VERSION|TAG, default latest) into a directory.
+    Pull { reference: String, dir: PathBuf },
+    /// Versions of a dataset, newest first.
+    Log { dataset: String },
+    /// A dataset, or one version's files (DATASET@VERSION).
+    Show { reference: String },
+    /// Tag a version: DATASET@VERSION TAG.
+    Tag { reference: String, tag: String },
+}
+
+fn parse_kv(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("'{s}': use key=value"))
+}
+
+fn split_ref(r: &str) -> (&str, &str) {
+    r.split_once('@').unwrap_or((r, "latest"))
+}
+
+pub async fn run(c: &Client, fmt: Format, project: &str, cmd: DataCmd) -> Result<()> {
+    let base = format!("/api/v1/projects/{}/datasets", seg(project));
+    match cmd {
+        DataCmd::Create {
+            name,
+            description,
+            classification,
+            regions,
+            location,
+            tags,
+        } => {
+            let mut body = json!({
+                "name": name, "description": description, "classification": classification,
+                "tags": tags.into_iter().collect::<std::collections::BTreeMap<_, _>>(),
+            });
+            if let Some(r) = regions {
+                body["allowed_regions"] = json!(r);
+            }
+            if let Some(l) = location {
+                body["location"] = json!(l);
+            }
+            let d: Value = c.json(c.request(Method::POST, &base).json(&body)).await?;
+            output::object(fmt, &d);
+        }
+        DataCmd::Ls => {
+            let ds: Value = c.get(&base).await?;
+            output::list(
+                fmt,
+                &ds,
+                &[
+                    ("name", "name"),
+                    ("latest", "latest_version"),
+                    ("classification", "classification"),
+                    ("location", "location"),
+                    ("owner", "owner"),
+                    ("description", "description"),
+                ],
+            );
+        }
+        DataCmd::Push {
+            dataset,
+            paths,
+            message,
+            tag,
+        } => {
+            let v = push(c, &format!("{base}/{}", seg(&dataset)), &paths, &message).await?;
+            if let Some(t) = tag {
+                c.send(
+                    c.request(
+                        Method::PUT,
+                        &format!("{base}/{}/tags/{}", seg(&dataset), seg(&t)),
+                    )
+                    .json(&json!({"version": v["version"].to_string()})),
+                )
+                .await?;
+            }
+            output::object(fmt, &v);
+        }
+        DataCmd::Pull { reference, dir } => {
+            let (dataset, version) = split_ref(&reference);
+            pull(c, &format!("{base}/{}", seg(dataset)), version, &dir).await?;
+        }
+        DataCmd::Log { dataset } => {
+            let vs: Value = c.get(&format!("{base}/{}/versions", seg(&dataset))).await?;
+            output::list(
+                fmt,
+                &vs,
+                &[
+                    ("version", "version"),
+                    ("tags", "tags"),
+                    ("files", "file_count"),
+                    ("size", "total_size"),
+                    ("new bytes", "new_bytes"),
+                    ("parent", "parent"),
+                    ("author", "author"),
+                    ("time", "created_at"),
+                    ("message", "message"),
+                ],
+            );
+        }
+        DataCmd::Show { reference } => {
+            let (dataset, version) = match reference.split_once('@') {
+                Some((d, v)) => (d, Some(v)),
+                None => (reference.as_str(), None),
+            };
+            match version {
+                None => {
+                    let d: Value = c.get(&format!("{base}/{}", seg(dataset))).await?;
+                    output::object(fmt, &d);
+                }
+                Some(v) => {
+                    let v: Value = c
+                        .get(&format!("{base}/{}/versions/{}", seg(dataset), seg(v)))
+                        .await?;
+                    if fmt == Format::Json {
+                        println!("{}", serde_json::to_string_pretty(&v)?);
+                    } else {
+                        println!(
+                            "version {} of {} ({} files, {} bytes): {}",
+                            v["version"],
+                            dataset,
+                            v["file_count"],
+                            v["total_size"],
+                            v["message"].as_str().unwrap_or("")
+                        );
+                        output::list(
+                            fmt,
+                            &v["manifest"]["files"],
+                            &[("path", "path"), ("size", "size"), ("blake3", "blake3")],
+                        );
+                    }
+                }
+            }
+        }
+        DataCmd::Tag { reference, tag } => {
+            let (dataset, version) = split_ref(&reference);
+            let v: Value = c
+                .json(
+                    c.request(
+                        Method::PUT,
+                        &format!("{base}/{}/tags/{}", seg(dataset), seg(&tag)),
+                    )
+                    .json(&json!({"version": version})),
+                )
+                .await?;
+            output::object(fmt, &v);
+        }
+    }
+    Ok(())
+}
+
+/// A file to push: its path inside the version, where it is, its mode.
+struct Source {
+    rel: Vec<u8>,
+    abs: PathBuf,
+    mode: u32,
+}
+
+fn collect(paths: &[PathBuf]) -> Result<Vec<Source>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out: Vec<Source> = Vec::new();
+    for root in paths {
+        let meta = std::fs::metadata(root)
+            .with_context(|| format!("{}: cannot read it", root.display()))?;
+        if meta.is_file() {
+            let name = root
+                .file_name()
+                .with_context(|| format!("{}: no file name", root.display()))?;
+            out.push(Source {
+                rel: name.as_bytes().to_vec(),
+                abs: root.clone(),
+                mode: meta.permissions().mode() & 0o777,
+            });
+            continue;
+        }
+        for entry in walkdir::WalkDir::new(root)
+            .follow_links(true)
+            .sort_by_file_name()
+        {
+            let entry = entry.map_err(|e| match e.loop_ancestor() {
+                Some(a) => anyhow::anyhow!(
+                    "symlink loop: {} points back to {}",
+                    e.path()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                    a.display()
+                ),
+                None => anyhow::anyhow!("{e}"),
+            })?;
+            if !entry.file_type().is_file() {
+                continue;
+            }
+            let rel = entry
+                .path()
+                .strip_prefix(root)
+                .context("walking the directory")?;
+            let m = entry
+                .metadata()
+                .with_context(|| format!("{}: cannot read it", entry.path().display()))?;
+            out.push(Source {
+                rel: rel.as_os_str().as_bytes().to_vec(),
+                abs: entry.path().to_path_buf(),
+                mode: m.permissions().mode() & 0o777,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.rel.cmp(&b.rel));
+    for pair in out.windows(2) {
+        if pair[0].rel == pair[1].rel {
+            bail!(
+                "two inputs map to the same path '{}'",
+                String::from_utf8_lossy(&pair[0].rel)
+            );
+        }
+    }
+    Ok(out)
+}
+
+enum Piece {
+    Chunks(Vec<Chunk>),
+    File(FileEntry),
+}
+
+/// Cuts every file on a blocking thread; sends chunk batches and finished entries.
+fn chunk_files(sources: Vec<Source>, tx: tokio::sync::mpsc::Sender<Result<Piece>>) {
+    for src in sources {
+        let result: Result<FileEntry> = (|| {
+            let f = std::fs::File::open(&src.abs)
+                .with_context(|| format!("{}: cannot open it", src.abs.display()))?;
+            let mut whole = blake3::Hasher::new();
+            let mut refs = Vec::new();
+            let mut batch = Vec::with_capacity(BATCH);
+            let mut size = 0u64;
+            for chunk in chunking::chunks(std::io::BufReader::with_capacity(1 << 20, f)) {
+                let chunk = chunk.with_context(|| format!("{}: read failed", src.abs.display()))?;
+                whole.update(&chunk.data);
+                size += chunk.data.len() as u64;
+                refs.push(ChunkRef {
+                    id: chunk.id,
+                    size: chunk.data.len() as u64,
+                });
+                batch.push(chunk);
+                if batch.len() == BATCH {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                    if tx.blocking_send(Ok(Piece::Chunks(full))).is_err() {
+                        bail!("push cancelled");
+                    }
+                }
+            }
+            if !batch.is_empty() && tx.blocking_send(Ok(Piece::Chunks(batch))).is_err() {
+                bail!("push cancelled");
+            }
+            Ok(FileEntry::new(
+                &src.rel,
+                size,
+                src.mode,
+                whole.finalize().to_hex().to_string(),
+                refs,
+            ))
+        })();
+        let stop = result.is_err();
+        if tx.blocking_send(result.map(Piece::File)).is_err() || stop {
+            return;
+        }
+    }
+}
+
+async fn push(c: &Client, ds: &str, paths: &[PathBuf], message: &str) -> Result<Value> {
+    // Fail fast on an unknown dataset or a missing path, before reading anything.
+    let _: Value = c.get(ds).await?;
+    let sources = collect(paths)?;
+    let total: u64 = sources
+        .iter()
+        .map(|s| std::fs::metadata(&s.abs).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let start = Instant::now();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+    let worker = tokio::task::spawn_blocking(move || chunk_files(sources, tx));
+    let mut files = Vec::new();
+    let (mut uploaded, mut seen) = (0u64, 0u64);
+    while let Some(piece) = rx.recv().await {
+        match piece? {
+            Piece::File(f) => files.push(f),
+            Piece::Chunks(batch) => {
+                seen += batch.iter().map(|c| c.data.len() as u64).sum::<u64>();
+                let ids: Vec<String> = batch.iter().map(|c| c.id.to_hex()).collect();
+                let missing: Value = c
+                    .json(
+                        c.request(Method::POST, &format!("{ds}/chunks/missing"))
+                            .json(&json!({"ids": ids})),
+                    )
+                    .await?;
+                let missing: Vec<ChunkId> = serde_json::from_value(missing["missing"].clone())?;
+                let todo: Vec<Chunk> = batch
+                    .into_iter()
+                    .filter(|c| missing.contains(&c.id))
+                    .collect();
+                uploaded += todo.iter().map(|c| c.data.len() as u64).sum::<u64>();
+                futures::stream::iter(todo)
+                    .map(|chunk| async move {
+                        c.send(
+                            c.request(Method::PUT, &format!("{ds}/chunks/{}", chunk.id))
+                                .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+                                .body(chunk.data),
+                        )
+                        .await
+                        .map(|_| ())
+                    })
+                    .buffer_unordered(IN_FLIGHT)
+                    .try_collect::<Vec<()>>()
+                    .await?;
+                eprint!(
+                    "\rpushing: {} / {} read, {} uploaded",
+                    human(seen),
+                    human(total),
+                    human(uploaded)
+                );
+            }
+        }
+    }
+    worker.await.context("the chunking thread failed")?;
+    let v: Value = c
+        .json(
+            c.request(Method::POST, &format!("{ds}/versions"))
+                .json(&json!({"manifest": Manifest { files }, "message": message})),
+        )
+        .await?;
+    let secs = start.elapsed().as_secs_f64().max(1e-6);
+    eprintln!(
+        "\rpushed version {}: {} in {} files, {} new ({:.1} MB/s)        ",
+        v["version"],
+        human(seen),
+        v["file_count"],
+        human(uploaded),
+        seen as f64 / secs / 1e6
+    );
+    Ok(v)
+}
+
+fn human(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+async fn pull(c: &Client, ds: &str, version: &str, dir: &Path) -> Result<()> {
+    let v: Value = c.get(&format!("{ds}/versions/{}", seg(version))).await?;
+    let manifest: Manifest = serde_json::from_value(v["manifest"].clone())
+        .context("the server sent a malformed manifest")?;
+    let n = v["version"].as_i64().unwrap_or_default();
+    tokio::fs::create_dir_all(dir)
+        .await
+        .with_context(|| format!("creating {}", dir.display()))?;
+    let start = Instant::now();
+    let total = manifest.total_size();
+    futures::stream::iter(manifest.files.into_iter().enumerate())
+        .map(|(i, f)| async move {
+            pull_file(c, &format!("{ds}/versions/{n}/files/{i}"), &f, dir).await
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<Vec<()>>()
+        .await?;
+    eprintln!(
+        "pulled version {n}: {} verified ({:.1} MB/s)",
+        human(total),
+        total as f64 / start.elapsed().as_secs_f64().max(1e-6) / 1e6
+    );
+    Ok(())
+}
+
+async fn pull_file(c: &Client, url: &str, f: &FileEntry, dir: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let rel = f.path_bytes()?;
+    if rel.is_empty()
+        || rel[0] == b'/'
+        || rel
+            .split(|b| *b == b'/')
+            .any(|s| s.is_empty() || s == b"." || s == b"..")
+    {
+        bail!("refusing unsafe path '{}' in the manifest", f.path);
+    }
+    let target = dir.join(std::ffi::OsStr::from_bytes(&rel));
+    if let Some(parent) = target.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    let mut tmp_name = target.as_os_str().to_owned();
+    tmp_name.push(".qanat-partial");
+    let tmp = PathBuf::from(tmp_name);
+    let result: Result<()> = async {
+        let resp = c.send(c.request(Method::GET, url)).await?;
+        let mut out = tokio::fs::File::create(&tmp)
+            .await
+            .with_context(|| format!("creating {}", tmp.display()))?;
+        let mut hasher = blake3::Hasher::new();
+        let mut size = 0u64;
+        let mut stream = resp.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.with_context(|| format!("{}: download interrupted", f.path))?;
+            hasher.update(&chunk);
+            size += chunk.len() as u64;
+            out.write_all(&chunk)
+                .await
+                .with_context(|| format!("writing {}", tmp.display()))?;
+        }
+        out.sync_all().await?;
+        if size != f.size || hasher.finalize().to_hex().as_str() != f.blake3 {
+            bail!(
+                "{}: the downloaded bytes do not match the manifest's hash",
+                f.path
+            );
+        }
+        tokio::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(f.mode & 0o777)).await?;
+        tokio::fs::rename(&tmp, &target)
+            .await
+            .with_context(|| format!("moving into {}", target.display()))?;
+        Ok(())
+    }
+    .await;
+    if result.is_err() {
+        let _ = tokio::fs::remove_file(&tmp).await;
+    }
+    result
+}
