@@ -1,0 +1,473 @@
+//! Datasets through the real binary: push and pull round trips, dedup, interrupted
+//! pushes, residency and bad input.
+
+mod common;
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::Qanat;
+use serde_json::{json, Value};
+
+fn data(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as u8
+        })
+        .collect()
+}
+
+/// CSV rows with varied content, `rows` long.
+fn csv_rows(start: usize, rows: usize) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(rows * 40);
+    for i in start..start + rows {
+        let h = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20;
+        let label = if h % 7 == 0 { "fraud" } else { "ok" };
+        let _ = writeln!(
+            s,
+            "{i},{},{}.{:02},m{},{label}",
+            h % 100_000,
+            h % 5000,
+            h % 100,
+            h % 997
+        );
+    }
+    s
+}
+
+fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = vec![];
+    for e in walk(dir) {
+        let rel = e.strip_prefix(dir).expect("prefix").to_path_buf();
+        out.push((rel, std::fs::read(&e).expect("read")));
+    }
+    out.sort();
+    out
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn stored_bytes(dir: &Path) -> u64 {
+    if !dir.exists() {
+        return 0;
+    }
+    walk(dir)
+        .iter()
+        .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .sum()
+}
+
+fn setup(q: &Qanat, project: &str, dataset: &str) {
+    q.create_project(project, &["uae-north"]);
+    let (ok, _, err) = q.cli(&["data", "-p", project, "create", dataset]);
+    assert!(ok, "{err}");
+}
+
+fn chunks_dir(q: &Qanat, project: &str) -> PathBuf {
+    let (_, p) = q.http().send(
+        &q.admin_token,
+        "GET",
+        &format!("/api/v1/projects/{project}"),
+        None,
+    );
+    q.home()
+        .join("objects/projects")
+        .join(p["id"].as_str().expect("id"))
+        .join("chunks")
+}
+
+#[test]
+fn push_then_pull_restores_every_byte() {
+    let q = Qanat::start();
+    setup(&q, "rt", "mixed");
+    let src = q.dir.path().join("src");
+    std::fs::create_dir_all(src.join("nested/deeper")).expect("mkdir");
+    std::fs::write(src.join("empty.txt"), b"").expect("write");
+    std::fs::write(src.join("small.csv"), b"a,b\n1,2\n").expect("write");
+    std::fs::write(src.join("nested/deeper/big.bin"), data(9 << 20, 1)).expect("write");
+    std::fs::write(
+        src.join(std::ffi::OsStr::from_bytes(b"nested/caf\xe9-latin1.txt")),
+        b"non-utf8 name",
+    )
+    .expect("write");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            src.join("small.csv"),
+            std::fs::Permissions::from_mode(0o640),
+        )
+        .expect("chmod");
+    }
+
+    let (ok, out, err) = q.cli(&[
+        "data",
+        "-p",
+        "rt",
+        "push",
+        "mixed",
+        src.to_str().expect("utf8"),
+        "-m",
+        "first",
+        "--tag",
+        "golden",
+        "--output",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["file_count"], 4);
+
+    let dst = q.dir.path().join("dst");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "rt",
+        "pull",
+        "mixed@golden",
+        dst.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(files(&src), files(&dst), "byte-for-byte, names included");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dst.join("small.csv"))
+            .expect("meta")
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o640, "modes restored");
+    }
+
+    // The log, the dataset and audit entries for the push and the pull.
+    let (ok, out, _) = q.cli(&["data", "-p", "rt", "log", "mixed", "--output", "json"]);
+    assert!(ok);
+    let log: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(log[0]["tags"], json!(["golden"]));
+    let (_, pushes) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/audit?action=dataset.push",
+        None,
+    );
+    assert_eq!(pushes.as_array().expect("list").len(), 1);
+    let (_, reads) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/audit?action=dataset.read",
+        None,
+    );
+    assert_eq!(
+        reads.as_array().expect("list").len(),
+        4,
+        "every file read is audited"
+    );
+}
+
+#[test]
+fn appending_one_percent_stores_only_the_new_chunks() {
+    let q = Qanat::start();
+    setup(&q, "dd", "tx");
+    let src = q.dir.path().join("tx");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    // ~250 MB: large enough that re-cutting the chunk at the append point (up to
+    // 4 MiB) is small next to 3%; docs/benchmarks.md has the 1 GiB measurement.
+    let rows = 7_000_000;
+    let base = csv_rows(0, rows);
+    std::fs::write(src.join("tx.csv"), &base).expect("write");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "dd",
+        "push",
+        "tx",
+        src.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    let before = stored_bytes(&chunks_dir(&q, "dd"));
+    assert!(
+        before as usize >= base.len(),
+        "first version stores everything"
+    );
+
+    let mut appended = base.clone();
+    appended.push_str(&csv_rows(rows, rows / 100));
+    std::fs::write(src.join("tx.csv"), &appended).expect("write");
+    let (ok, out, err) = q.cli(&[
+        "data",
+        "-p",
+        "dd",
+        "push",
+        "tx",
+        src.to_str().expect("utf8"),
+        "--output",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("json");
+    let after = stored_bytes(&chunks_dir(&q, "dd"));
+    let new = after - before;
+    let ratio = new as f64 / appended.len() as f64;
+    eprintln!(
+        "{} byte CSV + 1% rows: {new} new bytes stored ({:.2}%)",
+        base.len(),
+        ratio * 100.0
+    );
+    assert!(ratio < 0.03, "stored {:.2}% new bytes", ratio * 100.0);
+    assert!((v["new_bytes"].as_u64().expect("n") as f64) < 0.03 * appended.len() as f64);
+
+    // Pushing the same content again stores nothing.
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "dd",
+        "push",
+        "tx",
+        src.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(stored_bytes(&chunks_dir(&q, "dd")), after);
+}
+
+#[test]
+fn a_killed_push_leaves_no_version_and_the_rerun_completes() {
+    let mut q = Qanat::start();
+    setup(&q, "kp", "big");
+    let src = q.dir.path().join("big");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    for i in 0..6 {
+        std::fs::write(src.join(format!("part-{i}.bin")), data(8 << 20, 10 + i)).expect("write");
+    }
+    let chunks = chunks_dir(&q, "kp");
+    let mut push = common::base_cmd(q.dir.path(), &q.extra_env)
+        .env("QANAT_SERVER_URL", &q.url)
+        .env("QANAT_TOKEN", &q.admin_token)
+        .args([
+            "data",
+            "-p",
+            "kp",
+            "push",
+            "big",
+            src.to_str().expect("utf8"),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("push");
+    // Kill the server as soon as some chunks have landed.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while stored_bytes(&chunks) < (2 << 20) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "push made no progress"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    q.kill_hard();
+    let status = push.wait().expect("wait");
+    assert!(!status.success(), "the interrupted push reports failure");
+    let partial = stored_bytes(&chunks);
+
+    q.spawn_server();
+    let (s, v) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/projects/kp/datasets/big/versions",
+        None,
+    );
+    assert_eq!(s, 200);
+    assert_eq!(
+        v.as_array().expect("list").len(),
+        0,
+        "no half version is visible"
+    );
+
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "kp",
+        "push",
+        "big",
+        src.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    let new_line = err
+        .lines()
+        .rev()
+        .find(|l| l.contains("pushed version"))
+        .expect("summary");
+    assert!(new_line.contains("pushed version 1"), "{new_line}");
+    let total = stored_bytes(&chunks);
+    assert!(partial > 0 && total > partial);
+    let dst = q.dir.path().join("back");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "kp",
+        "pull",
+        "big@1",
+        dst.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(files(&src), files(&dst));
+}
+
+#[test]
+fn residency_and_bad_input_are_refused_clearly() {
+    let q = Qanat::start();
+    q.create_project("eu", &["eu-west"]);
+    // The only location is in uae-north: a dataset there is refused, and audited.
+    let (ok, _, err) = q.cli(&["data", "-p", "eu", "create", "people"]);
+    assert!(!ok);
+    assert!(err.contains("RESIDENCY_VIOLATION"), "{err}");
+    let (_, denied) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/audit?action=dataset.create&outcome=denied",
+        None,
+    );
+    assert_eq!(denied.as_array().expect("list").len(), 1);
+
+    setup(&q, "ok", "d");
+    // Regions a dataset names must be inside its project's.
+    let (ok, _, err) = q.cli(&["data", "-p", "ok", "create", "wide", "--regions", "us-east"]);
+    assert!(!ok && err.contains("not allowed by project"), "{err}");
+    // Missing path: clear error, nothing pushed.
+    let (ok, _, err) = q.cli(&["data", "-p", "ok", "push", "d", "/definitely/not/here"]);
+    assert!(!ok && err.contains("/definitely/not/here"), "{err}");
+    // A symlink loop.
+    let looped = q.dir.path().join("loop");
+    std::fs::create_dir_all(&looped).expect("mkdir");
+    std::os::unix::fs::symlink(&looped, looped.join("again")).expect("symlink");
+    std::fs::write(looped.join("f"), b"x").expect("write");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "ok",
+        "push",
+        "d",
+        looped.to_str().expect("utf8"),
+    ]);
+    assert!(!ok && err.contains("symlink loop"), "{err}");
+    let (_, v) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/projects/ok/datasets/d/versions",
+        None,
+    );
+    assert_eq!(v.as_array().expect("list").len(), 0);
+
+    // A chunk whose bytes do not match its id; a manifest naming chunks never uploaded.
+    let h = q.http();
+    let fake = "0".repeat(64);
+    let resp = h
+        .raw(
+            &q.admin_token,
+            "PUT",
+            &format!("/api/v1/projects/ok/datasets/d/chunks/{fake}"),
+        )
+        .body("hello")
+        .send()
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 400);
+    let manifest = json!({"files": [{"path": "a", "size": 5, "mode": 420, "blake3": fake, "chunks": [{"id": fake, "size": 5}]}]});
+    let (s, v) = h.send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/projects/ok/datasets/d/versions",
+        Some(json!({"manifest": manifest})),
+    );
+    assert_eq!(s, 400);
+    assert!(
+        v["message"].as_str().expect("msg").contains("not stored"),
+        "{v}"
+    );
+    let bad = json!({"files": [{"path": "../escape", "size": 0, "mode": 420, "blake3": fake, "chunks": []}]});
+    let (s, _) = h.send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/projects/ok/datasets/d/versions",
+        Some(json!({"manifest": bad})),
+    );
+    assert_eq!(s, 400);
+    let (s, _) = h.send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/projects/ok/datasets/d/versions/7",
+        None,
+    );
+    assert_eq!(s, 404);
+    let (s, _) = h.send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/projects/ok/datasets/nope",
+        None,
+    );
+    assert_eq!(s, 404);
+
+    // A viewer can pull but not push.
+    let viewer = q.user_with_role("vic", "ok", "viewer");
+    let one = blake3::hash(b"x").to_hex().to_string();
+    let resp = h
+        .raw(
+            &viewer,
+            "PUT",
+            &format!("/api/v1/projects/ok/datasets/d/chunks/{one}"),
+        )
+        .body("x")
+        .send()
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 403);
+}
+
+#[test]
+fn a_tampered_chunk_fails_the_pull_and_leaves_no_file() {
+    let q = Qanat::start();
+    setup(&q, "tp", "d");
+    let src = q.dir.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(src.join("f.bin"), data(3 << 20, 77)).expect("write");
+    let (ok, _, err) = q.cli(&["data", "-p", "tp", "push", "d", src.to_str().expect("utf8")]);
+    assert!(ok, "{err}");
+    let chunk_files = walk(&chunks_dir(&q, "tp"));
+    let victim = &chunk_files[chunk_files.len() / 2];
+    let mut bytes = std::fs::read(victim).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
+    std::fs::write(victim, bytes).expect("tamper");
+    let dst = q.dir.path().join("dst");
+    let (ok, _, err) = q.cli(&["data", "-p", "tp", "pull", "d", dst.to_str().expect("utf8")]);
+    assert!(!ok, "a tampered chunk must fail the pull");
+    assert!(
+        err.contains("f.bin") || err.contains("DATA_INTEGRITY"),
+        "{err}"
+    );
+    assert!(
+        !dst.join("f.bin").exists(),
+        "no file under the requested name"
+    );
+    assert!(
+        walk(&dst).is_empty(),
+        "no partial file left: {:?}",
+        walk(&dst)
+    );
+}
