@@ -28,7 +28,7 @@ fn csv_rows(start: usize, rows: usize) -> String {
     let mut s = String::with_capacity(rows * 40);
     for i in start..start + rows {
         let h = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20;
-        let label = if h % 7 == 0 { "fraud" } else { "ok" };
+        let label = if h.is_multiple_of(7) { "fraud" } else { "ok" };
         let _ = writeln!(
             s,
             "{i},{},{}.{:02},m{},{label}",
