@@ -119,6 +119,11 @@ impl From<qanat_data::Error> for ApiError {
                 e.to_string(),
             ),
             D::Invalid { .. } | D::MissingChunks { .. } => ApiError::bad_request(e.to_string()),
+            D::Busy(m) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "TEMPORARILY_UNAVAILABLE",
+                m,
+            ),
             D::Db(db) => ApiError::internal(format!("metadata store error: {db}")),
         }
     }

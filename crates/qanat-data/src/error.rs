@@ -13,6 +13,8 @@ pub enum Error {
     AlreadyExists { kind: &'static str, name: String },
     #[error("invalid {what}: {reason}")]
     Invalid { what: &'static str, reason: String },
+    #[error("{0}")]
+    Busy(String),
     #[error("the manifest names {count} chunk(s) that are not stored, e.g. {example}; upload them and commit again")]
     MissingChunks { count: usize, example: String },
 }

@@ -20,7 +20,9 @@ mod store;
 pub use chunking::{ChunkId, MAX_CHUNK, MIN_CHUNK};
 pub use error::Error;
 pub use manifest::{ChunkRef, FileEntry, Manifest};
-pub use store::{Classification, Dataset, DatasetVersion, Datasets, NewDataset, VersionRef};
+pub use store::{
+    Classification, Dataset, DatasetVersion, Datasets, GcReport, NewDataset, VersionRef,
+};
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

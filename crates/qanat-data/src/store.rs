@@ -331,17 +331,31 @@ impl Datasets {
         rows.iter().map(Self::from_row).collect()
     }
 
-    /// Which of `ids` are not stored yet for this dataset's project and location.
+    /// Which of `ids` are not stored yet for this dataset's project and location. The
+    /// ones that are stored get their `last_used_at` refreshed: a push that relies on
+    /// them holds them against `gc` for its grace period.
     pub async fn missing_chunks(&self, ds: &Dataset, ids: &[ChunkId]) -> Result<Vec<ChunkId>> {
         let mut present = HashSet::new();
+        let now = now_micros();
         for batch in ids.chunks(IN_BATCH) {
-            let placeholders: Vec<String> =
-                (0..batch.len()).map(|i| format!("${}", i + 3)).collect();
-            let sql = format!(
-                "SELECT chunk_id FROM dataset_chunks WHERE project_id = $1 AND location = $2 AND chunk_id IN ({})",
-                placeholders.join(", ")
+            let list: Vec<String> = (0..batch.len()).map(|i| format!("${}", i + 4)).collect();
+            let touch = format!(
+                "UPDATE dataset_chunks SET last_used_at = $1 WHERE project_id = $2 AND location = $3 AND deleting = 0 AND chunk_id IN ({})",
+                list.join(", ")
             );
-            let mut q = sqlx::query(&sql).bind(&ds.project_id).bind(&ds.location);
+            let mut q = sqlx::query(&touch)
+                .bind(now)
+                .bind(&ds.project_id)
+                .bind(&ds.location);
+            for id in batch {
+                q = q.bind(id.to_hex());
+            }
+            q.execute(self.meta.writer()).await?;
+            let select = format!(
+                "SELECT chunk_id FROM dataset_chunks WHERE project_id = $1 AND location = $2 AND deleting = 0 AND chunk_id IN ({})",
+                (0..batch.len()).map(|i| format!("${}", i + 3)).collect::<Vec<_>>().join(", ")
+            );
+            let mut q = sqlx::query(&select).bind(&ds.project_id).bind(&ds.location);
             for id in batch {
                 q = q.bind(id.to_hex());
             }
@@ -380,14 +394,19 @@ impl Datasets {
         }
         self.check_location(project, ds)?;
         let now = now_micros();
-        if self.missing_chunks(ds, &[id]).await?.is_empty() {
-            sqlx::query("UPDATE dataset_chunks SET last_used_at = $1 WHERE project_id = $2 AND location = $3 AND chunk_id = $4")
-                .bind(now)
-                .bind(&ds.project_id)
-                .bind(&ds.location)
-                .bind(id.to_hex())
-                .execute(self.meta.writer())
-                .await?;
+        let state = sqlx::query("SELECT deleting FROM dataset_chunks WHERE project_id = $1 AND location = $2 AND chunk_id = $3")
+            .bind(&ds.project_id)
+            .bind(&ds.location)
+            .bind(id.to_hex())
+            .fetch_optional(self.meta.reader())
+            .await?;
+        if let Some(row) = state {
+            if row.try_get::<i64, _>("deleting")? != 0 {
+                return Err(Error::Busy(format!(
+                    "chunk {id} is being garbage-collected; upload it again in a moment"
+                )));
+            }
+            self.missing_chunks(ds, &[id]).await?;
             return Ok(false);
         }
         let size = data.len() as i64;
@@ -465,6 +484,32 @@ impl Datasets {
                 .fetch_one(&mut *tx)
                 .await?
                 .try_get("next")?;
+            // Hold every chunk in the same transaction as the version row: a gc that
+            // claimed one first leaves the count short and the commit fails cleanly;
+            // a gc that comes later sees a fresh last_used_at and leaves them alone.
+            let now = now_micros();
+            let mut held = 0u64;
+            for batch in ids.chunks(IN_BATCH) {
+                let list: Vec<String> = (0..batch.len()).map(|i| format!("${}", i + 4)).collect();
+                let sql = format!(
+                    "UPDATE dataset_chunks SET last_used_at = $1 WHERE project_id = $2 AND location = $3 AND deleting = 0 AND chunk_id IN ({})",
+                    list.join(", ")
+                );
+                let mut q = sqlx::query(&sql)
+                    .bind(now)
+                    .bind(&ds.project_id)
+                    .bind(&ds.location);
+                for id in batch {
+                    q = q.bind(id.to_hex());
+                }
+                held += q.execute(&mut *tx).await?.rows_affected();
+            }
+            if held != ids.len() as u64 {
+                return Err(Error::MissingChunks {
+                    count: ids.len() - held as usize,
+                    example: "(removed by a concurrent gc)".into(),
+                });
+            }
             let res = sqlx::query(
                 "INSERT INTO dataset_versions (dataset_id, version, manifest_id, parent, message, author, producer, file_count, total_size, new_bytes, created_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
@@ -653,4 +698,94 @@ impl Datasets {
             Err(e) => Err(e.into()),
         }
     }
+
+    /// Deletes the chunks no version of the project references and no push has used
+    /// for `grace`. Safe against concurrent pushes (see the `dataset_chunks` comment in
+    /// the migration): a chunk is claimed only if unused since the cutoff, a commit
+    /// holds its chunks in its own transaction, and a claimed chunk counts as missing.
+    pub async fn gc(&self, project: &Project, grace: std::time::Duration) -> Result<GcReport> {
+        let cutoff = now_micros() - i64::try_from(grace.as_micros()).unwrap_or(i64::MAX);
+        // 1. What is referenced, per location.
+        let mut referenced: HashSet<(String, ChunkId)> = HashSet::new();
+        let mut versions = 0u64;
+        for ds in self.list(project).await? {
+            for v in self.versions(&ds).await? {
+                versions += 1;
+                for c in self.manifest(&ds, &v).await?.distinct_chunks() {
+                    referenced.insert((ds.location.clone(), c.id));
+                }
+            }
+        }
+        // 2. Candidates: unreferenced and unused since the cutoff.
+        let rows = sqlx::query(
+            "SELECT location, chunk_id, size FROM dataset_chunks WHERE project_id = $1 AND deleting = 0 AND last_used_at < $2",
+        )
+        .bind(&project.id)
+        .bind(cutoff)
+        .fetch_all(self.meta.reader())
+        .await?;
+        let mut report = GcReport {
+            versions_scanned: versions,
+            chunks_referenced: referenced.len() as u64,
+            chunks_deleted: 0,
+            bytes_freed: 0,
+        };
+        for row in rows {
+            let location: String = row.try_get("location")?;
+            let id: ChunkId = row.try_get::<String, _>("chunk_id")?.parse()?;
+            if referenced.contains(&(location.clone(), id)) {
+                continue;
+            }
+            // 3. Claim, delete the object, delete the row.
+            let claimed = sqlx::query(
+                "UPDATE dataset_chunks SET deleting = 1 WHERE project_id = $1 AND location = $2 AND chunk_id = $3 AND deleting = 0 AND last_used_at < $4",
+            )
+            .bind(&project.id)
+            .bind(&location)
+            .bind(id.to_hex())
+            .bind(cutoff)
+            .execute(self.meta.writer())
+            .await?
+            .rows_affected();
+            if claimed == 0 {
+                continue;
+            }
+            match self
+                .storage
+                .delete(&location, &chunk_key(&project.id, &id)?)
+                .await
+            {
+                Ok(()) | Err(qanat_store::Error::NotFound { .. }) => {}
+                Err(e) => {
+                    // Release the claim so the chunk stays usable; report the failure.
+                    sqlx::query("UPDATE dataset_chunks SET deleting = 0 WHERE project_id = $1 AND location = $2 AND chunk_id = $3")
+                        .bind(&project.id)
+                        .bind(&location)
+                        .bind(id.to_hex())
+                        .execute(self.meta.writer())
+                        .await?;
+                    return Err(e.into());
+                }
+            }
+            sqlx::query("DELETE FROM dataset_chunks WHERE project_id = $1 AND location = $2 AND chunk_id = $3 AND deleting = 1")
+                .bind(&project.id)
+                .bind(&location)
+                .bind(id.to_hex())
+                .execute(self.meta.writer())
+                .await?;
+            report.chunks_deleted += 1;
+            report.bytes_freed += row.try_get::<i64, _>("size")? as u64;
+        }
+        Ok(report)
+    }
+}
+
+/// What a gc did.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct GcReport {
+    pub versions_scanned: u64,
+    pub chunks_referenced: u64,
+    pub chunks_deleted: u64,
+    /// Plaintext bytes of the deleted chunks.
+    pub bytes_freed: u64,
 }

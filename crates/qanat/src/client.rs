@@ -123,6 +123,11 @@ impl Client {
                 self.base
             )
         })?;
+        self.check(resp).await
+    }
+
+    /// Passes a success through; turns an error reply into a readable error.
+    pub async fn check(&self, resp: reqwest::Response) -> Result<reqwest::Response> {
         if resp.status().is_success() {
             return Ok(resp);
         }

@@ -63,6 +63,12 @@ pub enum DataCmd {
     Show { reference: String },
     /// Tag a version: DATASET@VERSION TAG.
     Tag { reference: String, tag: String },
+    /// Delete chunks no version of the project references (maintainers).
+    Gc {
+        /// Keep chunks a push used this recently.
+        #[arg(long, default_value = "1h")]
+        grace: humantime::Duration,
+    },
 }
 
 fn parse_kv(s: &str) -> Result<(String, String), String> {
@@ -187,6 +193,28 @@ pub async fn run(c: &Client, fmt: Format, project: &str, cmd: DataCmd) -> Result
                         );
                     }
                 }
+            }
+        }
+        DataCmd::Gc { grace } => {
+            let r: Value = c
+                .json(
+                    c.request(
+                        Method::POST,
+                        &format!("/api/v1/projects/{}/gc", seg(project)),
+                    )
+                    .json(&json!({"grace_seconds": std::time::Duration::from(grace).as_secs()})),
+                )
+                .await?;
+            if fmt == Format::Json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                println!(
+                    "gc: {} versions scanned, {} chunks referenced, {} chunks deleted, {} freed",
+                    r["versions_scanned"],
+                    r["chunks_referenced"],
+                    r["chunks_deleted"],
+                    human(r["bytes_freed"].as_u64().unwrap_or(0))
+                );
             }
         }
         DataCmd::Tag { reference, tag } => {
@@ -354,15 +382,7 @@ async fn push(c: &Client, ds: &str, paths: &[PathBuf], message: &str) -> Result<
                     .collect();
                 uploaded += todo.iter().map(|c| c.data.len() as u64).sum::<u64>();
                 futures::stream::iter(todo)
-                    .map(|chunk| async move {
-                        c.send(
-                            c.request(Method::PUT, &format!("{ds}/chunks/{}", chunk.id))
-                                .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-                                .body(chunk.data),
-                        )
-                        .await
-                        .map(|_| ())
-                    })
+                    .map(|chunk| upload_chunk(c, ds, chunk))
                     .buffer_unordered(IN_FLIGHT)
                     .try_collect::<Vec<()>>()
                     .await?;
@@ -392,6 +412,28 @@ async fn push(c: &Client, ds: &str, paths: &[PathBuf], message: &str) -> Result<
         seen as f64 / secs / 1e6
     );
     Ok(v)
+}
+
+/// Uploads one chunk, retrying while a concurrent gc still holds it (503).
+async fn upload_chunk(c: &Client, ds: &str, chunk: Chunk) -> Result<()> {
+    let data = bytes::Bytes::from(chunk.data);
+    let mut delay = std::time::Duration::from_millis(50);
+    for attempt in 0..8 {
+        let resp = c
+            .request(Method::PUT, &format!("{ds}/chunks/{}", chunk.id))
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(data.clone())
+            .send()
+            .await
+            .with_context(|| format!("could not reach the Qanat server at {}", c.base()))?;
+        if resp.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE && attempt < 7 {
+            tokio::time::sleep(delay).await;
+            delay *= 2;
+            continue;
+        }
+        return c.check(resp).await.map(|_| ());
+    }
+    bail!("chunk {} stayed unavailable; retry the push", chunk.id)
 }
 
 fn human(b: u64) -> String {

@@ -255,3 +255,25 @@ pub(crate) async fn tag(
         .await?;
     Ok(Json(state.datasets.tag(&d, &tag, v.version).await?))
 }
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GcBody {
+    /// Keep chunks a push used within this many seconds (default 3600).
+    grace_seconds: Option<u64>,
+}
+
+/// Delete dataset chunks that no version references (maintainers). Safe to run while
+/// pushes are in progress.
+#[utoipa::path(post, path = "/api/v1/projects/{project}/gc", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path)), request_body = GcBody,
+    responses((status = 200, body = qanat_data::GcReport)))]
+pub(crate) async fn gc(
+    State(state): State<AppState>,
+    ApiPath(project): ApiPath<String>,
+    ApiJson(body): ApiJson<GcBody>,
+) -> Result<Json<qanat_data::GcReport>, ApiError> {
+    let p = state.gov.project(&project).await?;
+    let grace = std::time::Duration::from_secs(body.grace_seconds.unwrap_or(3600));
+    Ok(Json(state.datasets.gc(&p, grace).await?))
+}

@@ -194,6 +194,12 @@ pub(crate) fn table(limits: &ApiLimits) -> RouteTable {
             Policy::new("dataset.tag", Project(Editor)),
             t(put(datasets::tag)),
         )
+        .add(
+            Method::POST,
+            "/api/v1/projects/{project}/gc",
+            Policy::new("dataset.gc", Project(Maintainer)),
+            post(datasets::gc),
+        )
         // Identities and tokens.
         .add(
             Method::POST,

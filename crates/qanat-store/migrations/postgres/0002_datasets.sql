@@ -40,6 +40,9 @@ CREATE TABLE dataset_tags (
     PRIMARY KEY (dataset_id, tag)
 );
 
+-- A chunk row exists once its object is stored. Every push touches last_used_at of the
+-- chunks it relies on; gc claims (deleting = 1) only rows unused for its grace period,
+-- deletes the object, then the row. Claimed rows count as missing to pushes.
 CREATE TABLE dataset_chunks (
     project_id    TEXT NOT NULL,
     location      TEXT NOT NULL,
@@ -47,5 +50,6 @@ CREATE TABLE dataset_chunks (
     size          BIGINT NOT NULL,
     stored_at     BIGINT NOT NULL,
     last_used_at  BIGINT NOT NULL,
+    deleting      BIGINT NOT NULL DEFAULT 0,   -- claimed by a running gc
     PRIMARY KEY (project_id, location, chunk_id)
 );

@@ -1,0 +1,221 @@
+//! gc never deletes a chunk a committed version references, whatever pushes run
+//! beside it; and once pushes stop, it removes everything unreferenced.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use proptest::prelude::*;
+use qanat_data::{ChunkId, ChunkRef, Dataset, Datasets, Error, FileEntry, Manifest, NewDataset};
+use qanat_governance::{Governance, Project};
+use qanat_store::testing::TestDb;
+use qanat_store::{Keyring, LocationConfig, ObjectStorage};
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Push a version made of these pool entries.
+    Push(Vec<usize>),
+    /// Upload these chunks and never commit (an abandoned push).
+    Abandon(Vec<usize>),
+    Gc,
+}
+
+fn pool(i: usize) -> Vec<u8> {
+    format!("pool entry {i} ").repeat(50 + i * 7).into_bytes()
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let subset = proptest::collection::vec(0usize..8, 1..4);
+    prop_oneof![
+        3 => subset.clone().prop_map(Op::Push),
+        1 => subset.prop_map(Op::Abandon),
+        2 => Just(Op::Gc),
+    ]
+}
+
+struct World {
+    datasets: Datasets,
+    project: Project,
+    _db: TestDb,
+    _dir: tempfile::TempDir,
+}
+
+async fn world() -> World {
+    let db = TestDb::sqlite().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keyring = Keyring::load_or_create(&dir.path().join("master.key")).expect("keyring");
+    let loc = LocationConfig::local("local", dir.path().join("objects"), "uae-north").expect("loc");
+    let storage = ObjectStorage::open(&[loc], "local", keyring, db.store.clone())
+        .await
+        .expect("storage");
+    let gov = Governance::new(db.store.clone());
+    let token = gov
+        .bootstrap_admin("admin")
+        .await
+        .expect("boot")
+        .expect("token");
+    let admin = gov.authenticate(&token.token).await.expect("auth");
+    let project = gov
+        .create_project("p", "", &["uae-north".into()], &admin)
+        .await
+        .expect("project");
+    let datasets = Datasets::new(db.store.clone(), storage);
+    World {
+        datasets,
+        project,
+        _db: db,
+        _dir: dir,
+    }
+}
+
+async fn dataset(w: &World) -> Dataset {
+    w.datasets.get(&w.project, "d").await.expect("dataset")
+}
+
+async fn upload(w: &World, picks: &[usize]) -> Vec<FileEntry> {
+    let ds = dataset(w).await;
+    let mut files = Vec::new();
+    for &i in picks.iter().collect::<HashSet<_>>() {
+        let data = pool(i);
+        let id = ChunkId::of(&data);
+        loop {
+            match w
+                .datasets
+                .put_chunk(&w.project, &ds, id, Bytes::from(data.clone()))
+                .await
+            {
+                Ok(_) => break,
+                Err(Error::Busy(_)) => tokio::time::sleep(Duration::from_millis(1)).await,
+                Err(e) => panic!("upload: {e}"),
+            }
+        }
+        files.push(FileEntry::new(
+            format!("f{i}").as_bytes(),
+            data.len() as u64,
+            0o644,
+            blake3::hash(&data).to_hex().to_string(),
+            vec![ChunkRef {
+                id,
+                size: data.len() as u64,
+            }],
+        ));
+    }
+    files
+}
+
+async fn push(w: &World, picks: &[usize]) {
+    for _ in 0..20 {
+        let files = upload(w, picks).await;
+        let ds = dataset(w).await;
+        match w
+            .datasets
+            .commit(&w.project, &ds, Manifest { files }, "", "admin")
+            .await
+        {
+            Ok(_) => return,
+            // A concurrent gc took a chunk between upload and commit: push again.
+            Err(Error::MissingChunks { .. }) => continue,
+            Err(e) => panic!("commit: {e}"),
+        }
+    }
+    panic!("push never committed");
+}
+
+async fn check_every_version_readable(w: &World) {
+    let ds = dataset(w).await;
+    for v in w.datasets.versions(&ds).await.expect("versions") {
+        let m = w.datasets.manifest(&ds, &v).await.expect("manifest");
+        for f in m.files {
+            let parts: Vec<Bytes> = w
+                .datasets
+                .file_stream(&ds, f.clone())
+                .try_collect()
+                .await
+                .unwrap_or_else(|e| panic!("version {} file {}: {e}", v.version, f.path));
+            assert_eq!(parts.concat().len() as u64, f.size);
+        }
+    }
+}
+
+fn run(ops: Vec<Op>) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let w = world().await;
+        w.datasets
+            .create(
+                &w.project,
+                serde_json::from_value::<NewDataset>(serde_json::json!({"name": "d"}))
+                    .expect("new"),
+                "admin",
+            )
+            .await
+            .expect("create");
+        // Two lanes run at once: pushes (and abandoned uploads) and gcs with no grace.
+        let (writes, gcs): (Vec<Op>, Vec<Op>) = ops.into_iter().partition(|o| !matches!(o, Op::Gc));
+        let lane_a = async {
+            for op in &writes {
+                match op {
+                    Op::Push(p) => push(&w, p).await,
+                    Op::Abandon(p) => {
+                        upload(&w, p).await;
+                    }
+                    Op::Gc => {}
+                }
+                tokio::task::yield_now().await;
+            }
+        };
+        let lane_b = async {
+            for _ in &gcs {
+                w.datasets.gc(&w.project, Duration::ZERO).await.expect("gc");
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::join!(lane_a, lane_b);
+        check_every_version_readable(&w).await;
+
+        // Quiet now: one more gc leaves exactly the referenced chunks.
+        let report = w.datasets.gc(&w.project, Duration::ZERO).await.expect("gc");
+        check_every_version_readable(&w).await;
+        let ds = dataset(&w).await;
+        let mut referenced = HashSet::new();
+        for v in w.datasets.versions(&ds).await.expect("versions") {
+            for c in w
+                .datasets
+                .manifest(&ds, &v)
+                .await
+                .expect("manifest")
+                .distinct_chunks()
+            {
+                referenced.insert(c.id);
+            }
+        }
+        let all: Vec<ChunkId> = (0..8).map(|i| ChunkId::of(&pool(i))).collect();
+        let missing: HashSet<ChunkId> = w
+            .datasets
+            .missing_chunks(&ds, &all)
+            .await
+            .expect("missing")
+            .into_iter()
+            .collect();
+        for id in all {
+            assert_eq!(
+                !missing.contains(&id),
+                referenced.contains(&id),
+                "chunk {id}: stored iff referenced ({report:?})"
+            );
+        }
+    });
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn gc_never_deletes_a_referenced_chunk(ops in proptest::collection::vec(op(), 1..14)) {
+        run(ops);
+    }
+}
