@@ -471,3 +471,73 @@ fn a_tampered_chunk_fails_the_pull_and_leaves_no_file() {
         walk(&dst)
     );
 }
+
+#[test]
+fn gc_frees_abandoned_chunks_and_keeps_versions() {
+    let q = Qanat::start();
+    setup(&q, "gcp", "d");
+    let src = q.dir.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(src.join("keep.bin"), data(2 << 20, 5)).expect("write");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "gcp",
+        "push",
+        "d",
+        src.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    // An abandoned push: a chunk uploaded, never committed.
+    let orphan = b"orphaned bytes nobody committed".to_vec();
+    let id = blake3::hash(&orphan).to_hex().to_string();
+    let resp = q
+        .http()
+        .raw(
+            &q.admin_token,
+            "PUT",
+            &format!("/api/v1/projects/gcp/datasets/d/chunks/{id}"),
+        )
+        .body(orphan)
+        .send()
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 201);
+
+    // Within the grace period nothing goes; with none, the orphan goes.
+    let (ok, out, err) = q.cli(&["data", "-p", "gcp", "gc", "--output", "json"]);
+    assert!(ok, "{err}");
+    let r: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(r["chunks_deleted"], 0);
+    let (ok, out, err) = q.cli(&[
+        "data", "-p", "gcp", "gc", "--grace", "0s", "--output", "json",
+    ]);
+    assert!(ok, "{err}");
+    let r: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(r["chunks_deleted"], 1, "{r}");
+    assert_eq!(r["bytes_freed"], 31);
+
+    let dst = q.dir.path().join("dst");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "gcp",
+        "pull",
+        "d",
+        dst.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(files(&src), files(&dst));
+    // Editors may not gc; it is audited.
+    let editor = q.user_with_role("ed", "gcp", "editor");
+    let (s, _) = q
+        .http()
+        .send(&editor, "POST", "/api/v1/projects/gcp/gc", Some(json!({})));
+    assert_eq!(s, 403);
+    let (_, audited) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/audit?action=dataset.gc",
+        None,
+    );
+    assert_eq!(audited.as_array().expect("list").len(), 3);
+}
