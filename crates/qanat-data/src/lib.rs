@@ -13,11 +13,13 @@
 //! the chunks that are still missing.
 
 pub mod chunking;
+mod diff;
 mod error;
 mod manifest;
 mod store;
 
 pub use chunking::{ChunkId, MAX_CHUNK, MIN_CHUNK};
+pub use diff::{diff, FileChange, FileSummary, ManifestDiff};
 pub use error::Error;
 pub use manifest::{ChunkRef, FileEntry, Manifest};
 pub use store::{

@@ -12,8 +12,7 @@
 //! last) fails to open; a header pointing at another key fails too. Data keys are fresh
 //! per object, so the counter nonce never repeats under one key.
 
-use aes_gcm::aead::{Aead, KeyInit, Payload};
-use aes_gcm::{Aes256Gcm, Key, Nonce};
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
 
 use crate::keyring::DataKey;
 
@@ -93,33 +92,38 @@ fn nonce(index: u64, last: bool) -> [u8; 12] {
 }
 
 /// Seals (writer side) or opens (reader side) the chunks of one object in order.
+/// AES-256-GCM is ring's (assembly AES-NI/CLMUL with aggregated GHASH): the output is
+/// the standard `ciphertext ‖ tag`, the same bytes any AES-GCM implementation makes.
 pub(crate) struct ChunkCipher {
-    cipher: Aes256Gcm,
+    key: LessSafeKey,
     header: [u8; HEADER_LEN],
     index: u64,
 }
 
 impl ChunkCipher {
-    pub(crate) fn new(key: &DataKey, header: &Header) -> Self {
-        ChunkCipher {
-            cipher: Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&key.0)),
+    pub(crate) fn new(key: &DataKey, header: &Header) -> Result<Self, String> {
+        let unbound =
+            UnboundKey::new(&AES_256_GCM, &key.0).map_err(|_| "bad data key".to_string())?;
+        Ok(ChunkCipher {
+            key: LessSafeKey::new(unbound),
             header: header.encode(),
             index: 0,
-        }
+        })
     }
 
     pub(crate) fn seal(&mut self, plaintext: &[u8], last: bool) -> Result<Vec<u8>, String> {
         let n = nonce(self.index, last);
         self.index += 1;
-        self.cipher
-            .encrypt(
-                Nonce::from_slice(&n),
-                Payload {
-                    msg: plaintext,
-                    aad: &self.header,
-                },
+        let mut buf = Vec::with_capacity(plaintext.len() + TAG_LEN);
+        buf.extend_from_slice(plaintext);
+        self.key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(n),
+                Aad::from(&self.header[..]),
+                &mut buf,
             )
-            .map_err(|_| "encryption failed".to_string())
+            .map_err(|_| "encryption failed".to_string())?;
+        Ok(buf)
     }
 
     pub(crate) fn open(&mut self, sealed: &[u8], last: bool) -> Result<Vec<u8>, String> {
@@ -129,15 +133,18 @@ impl ChunkCipher {
         if sealed.len() < TAG_LEN {
             return Err(format!("chunk {index} is shorter than its tag"));
         }
-        self.cipher
-            .decrypt(
-                Nonce::from_slice(&n),
-                Payload {
-                    msg: sealed,
-                    aad: &self.header,
-                },
+        let mut buf = sealed.to_vec();
+        let len = self
+            .key
+            .open_in_place(
+                Nonce::assume_unique_for_key(n),
+                Aad::from(&self.header[..]),
+                &mut buf,
             )
-            .map_err(|_| format!("chunk {index} failed authentication"))
+            .map_err(|_| format!("chunk {index} failed authentication"))?
+            .len();
+        buf.truncate(len);
+        Ok(buf)
     }
 }
 
@@ -163,17 +170,17 @@ mod tests {
             chunk_size: MIN_CHUNK,
             key_ref: [1; 16],
         };
-        let mut w = ChunkCipher::new(&key, &header);
+        let mut w = ChunkCipher::new(&key, &header).expect("key");
         let c0 = w.seal(b"first", false).expect("seal");
         let c1 = w.seal(b"second", true).expect("seal");
-        let mut r = ChunkCipher::new(&key, &header);
+        let mut r = ChunkCipher::new(&key, &header).expect("key");
         assert!(r.open(&c1, false).is_err(), "chunk 1 in position 0");
-        let mut r = ChunkCipher::new(&key, &header);
+        let mut r = ChunkCipher::new(&key, &header).expect("key");
         assert!(
             r.open(&c0, true).is_err(),
             "a non-last chunk presented as last"
         );
-        let mut r = ChunkCipher::new(&key, &header);
+        let mut r = ChunkCipher::new(&key, &header).expect("key");
         assert_eq!(r.open(&c0, false).expect("open"), b"first");
         assert_eq!(r.open(&c1, true).expect("open"), b"second");
     }

@@ -15,10 +15,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use aes_gcm::aead::{Aead, KeyInit, Payload};
-use aes_gcm::{Aes256Gcm, Key, Nonce};
 use base64::Engine as _;
 use rand::RngCore;
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use sqlx::Row;
@@ -368,21 +367,25 @@ pub(crate) fn parse_key_ref(hex_ref: &str) -> Result<[u8; 16]> {
         .map_err(|_| Error::Keys("bad key_ref length".into()))
 }
 
+fn master_cipher(master: &[u8; 32]) -> Result<LessSafeKey> {
+    UnboundKey::new(&AES_256_GCM, master)
+        .map(LessSafeKey::new)
+        .map_err(|_| Error::Keys("bad master key".into()))
+}
+
 fn wrap(master: &[u8; 32], key_ref: &[u8; 16], dek: &[u8; 32]) -> Result<Vec<u8>> {
-    let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(master));
     let mut nonce = [0u8; 12];
     rand::rngs::OsRng.fill_bytes(&mut nonce);
     let aad = [WRAP_AAD, key_ref].concat();
-    let ct = cipher
-        .encrypt(
-            Nonce::from_slice(&nonce),
-            Payload {
-                msg: dek,
-                aad: &aad,
-            },
+    let mut buf = dek.to_vec();
+    master_cipher(master)?
+        .seal_in_place_append_tag(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(&aad[..]),
+            &mut buf,
         )
         .map_err(|_| Error::Keys("wrapping a data key failed".into()))?;
-    Ok([nonce.as_slice(), &ct].concat())
+    Ok([nonce.as_slice(), &buf].concat())
 }
 
 fn unwrap(master: &[u8; 32], key_ref: &[u8; 16], wrapped: &[u8]) -> Result<[u8; 32]> {
@@ -391,15 +394,15 @@ fn unwrap(master: &[u8; 32], key_ref: &[u8; 16], wrapped: &[u8]) -> Result<[u8; 
             "a wrapped data key has the wrong length".into(),
         ));
     }
-    let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(master));
+    let mut nonce = [0u8; 12];
+    nonce.copy_from_slice(&wrapped[..12]);
     let aad = [WRAP_AAD, key_ref].concat();
-    let pt = cipher
-        .decrypt(
-            Nonce::from_slice(&wrapped[..12]),
-            Payload {
-                msg: &wrapped[12..],
-                aad: &aad,
-            },
+    let mut buf = wrapped[12..].to_vec();
+    let pt = master_cipher(master)?
+        .open_in_place(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(&aad[..]),
+            &mut buf,
         )
         .map_err(|_| {
             Error::Keys(format!(

@@ -23,6 +23,8 @@ use crate::{Error, Keyring, MetaStore, Result};
 const PART_SIZE: usize = 8 << 20;
 /// Parts in flight at once while streaming an upload.
 const PARTS_IN_FLIGHT: usize = 4;
+/// In-memory data up to this size is sealed whole and written with one request.
+const IN_MEMORY_PUT: usize = 16 << 20;
 
 /// A data-residency region such as `uae-north`: lowercase letters, digits and dashes.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -303,9 +305,43 @@ impl ObjectStorage {
             .ok_or_else(|| Error::UnknownLocation(name.to_string()))
     }
 
-    /// Stores `data` at `key`, replacing any object there.
+    /// Stores `data` at `key`, replacing any object there. Data already in memory is
+    /// sealed in one pass and written with one request (atomic on every backend);
+    /// anything larger than [`IN_MEMORY_PUT`] streams like [`Self::put_reader`].
     pub async fn put_bytes(&self, location: &str, key: &ObjectKey, data: Bytes) -> Result<u64> {
-        self.put_reader(location, key, &data[..]).await
+        if data.len() > IN_MEMORY_PUT {
+            return self.put_reader(location, key, &data[..]).await;
+        }
+        let loc = self.loc(location)?;
+        let (key_ref, dek) = self.keyring.new_data_key(&self.meta).await?;
+        let header = Header {
+            chunk_size: CHUNK_SIZE,
+            key_ref,
+        };
+        let mut cipher = ChunkCipher::new(&dek, &header).map_err(Error::Keys)?;
+        let chunk = CHUNK_SIZE as usize;
+        let pieces = data.len().div_ceil(chunk).max(1);
+        let mut body = Vec::with_capacity(HEADER_LEN + data.len() + pieces * envelope::TAG_LEN);
+        body.extend_from_slice(&header.encode());
+        for i in 0..pieces {
+            let part = &data[(i * chunk).min(data.len())..((i + 1) * chunk).min(data.len())];
+            let sealed = cipher
+                .seal(part, i + 1 == pieces)
+                .map_err(|reason| Error::Integrity {
+                    key: key.to_string(),
+                    reason,
+                })?;
+            body.extend_from_slice(&sealed);
+        }
+        if let Err(e) = loc
+            .store
+            .put(&key.store_path(), PutPayload::from(body))
+            .await
+        {
+            let _ = self.keyring.forget_data_key(&self.meta, &key_ref).await;
+            return Err(e.into());
+        }
+        Ok(data.len() as u64)
     }
 
     /// Streams `reader` into an encrypted object at `key` and returns the plaintext size.
@@ -323,7 +359,7 @@ impl ObjectStorage {
             chunk_size: CHUNK_SIZE,
             key_ref,
         };
-        let mut cipher = ChunkCipher::new(&dek, &header);
+        let mut cipher = ChunkCipher::new(&dek, &header).map_err(Error::Keys)?;
         let seal_err = |reason: String| Error::Integrity {
             key: key.to_string(),
             reason,
@@ -428,7 +464,7 @@ impl ObjectStorage {
         let state = ReadState {
             inner,
             buf,
-            cipher: ChunkCipher::new(&dek, &header),
+            cipher: ChunkCipher::new(&dek, &header).map_err(Error::Keys)?,
             sealed_len: header.sealed_chunk_len(),
             finished: false,
             key: key.to_string(),

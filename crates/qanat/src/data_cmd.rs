@@ -61,6 +61,12 @@ pub enum DataCmd {
     Log { dataset: String },
     /// A dataset, or one version's files (DATASET@VERSION).
     Show { reference: String },
+    /// What changed between two versions: DATASET FROM TO.
+    Diff {
+        dataset: String,
+        from: String,
+        to: String,
+    },
     /// Tag a version: DATASET@VERSION TAG.
     Tag { reference: String, tag: String },
     /// Delete chunks no version of the project references (maintainers).
@@ -193,6 +199,58 @@ pub async fn run(c: &Client, fmt: Format, project: &str, cmd: DataCmd) -> Result
                         );
                     }
                 }
+            }
+        }
+        DataCmd::Diff { dataset, from, to } => {
+            let d: Value = c
+                .get(&format!(
+                    "{base}/{}/diff?from={}&to={}",
+                    seg(&dataset),
+                    seg(&from),
+                    seg(&to)
+                ))
+                .await?;
+            if fmt == Format::Json {
+                println!("{}", serde_json::to_string_pretty(&d)?);
+            } else {
+                println!("{dataset}: version {} -> {}", d["from"], d["to"]);
+                for f in d["added"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                    println!(
+                        "  + {} ({})",
+                        f["path"].as_str().unwrap_or(""),
+                        human(f["size"].as_u64().unwrap_or(0))
+                    );
+                }
+                for f in d["removed"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                {
+                    println!(
+                        "  - {} ({})",
+                        f["path"].as_str().unwrap_or(""),
+                        human(f["size"].as_u64().unwrap_or(0))
+                    );
+                }
+                for f in d["changed"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                {
+                    let what = match (f["content_changed"].as_bool(), f["mode_changed"].as_bool()) {
+                        (Some(true), Some(true)) => "content and mode",
+                        (Some(true), _) => "content",
+                        _ => "mode",
+                    };
+                    println!(
+                        "  ~ {} ({} -> {}, {} new, {what})",
+                        f["path"].as_str().unwrap_or(""),
+                        human(f["old_size"].as_u64().unwrap_or(0)),
+                        human(f["new_size"].as_u64().unwrap_or(0)),
+                        human(f["new_chunk_bytes"].as_u64().unwrap_or(0))
+                    );
+                }
+                println!("  {} unchanged", d["unchanged"]);
             }
         }
         DataCmd::Gc { grace } => {

@@ -235,6 +235,18 @@ fn appending_one_percent_stores_only_the_new_chunks() {
     assert!(ratio < 0.03, "stored {:.2}% new bytes", ratio * 100.0);
     assert!((v["new_bytes"].as_u64().expect("n") as f64) < 0.03 * appended.len() as f64);
 
+    // The diff names the changed file and how much of it is new.
+    let (ok, out, err) = q.cli(&[
+        "data", "-p", "dd", "diff", "tx", "1", "2", "--output", "json",
+    ]);
+    assert!(ok, "{err}");
+    let d: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(d["added"], json!([]));
+    assert_eq!(d["removed"], json!([]));
+    assert_eq!(d["changed"][0]["path"], "tx.csv");
+    assert_eq!(d["changed"][0]["new_size"], appended.len());
+    assert!(d["changed"][0]["new_chunk_bytes"].as_u64().expect("n") < appended.len() as u64 / 30);
+
     // Pushing the same content again stores nothing.
     let (ok, _, err) = q.cli(&[
         "data",

@@ -277,3 +277,40 @@ pub(crate) async fn gc(
     let grace = std::time::Duration::from_secs(body.grace_seconds.unwrap_or(3600));
     Ok(Json(state.datasets.gc(&p, grace).await?))
 }
+
+#[derive(Deserialize, utoipa::IntoParams)]
+pub(crate) struct DiffParams {
+    /// The older version (number, v<number>, tag or latest).
+    from: String,
+    /// The newer version.
+    to: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct DiffView {
+    from: i64,
+    to: i64,
+    #[serde(flatten)]
+    diff: qanat_data::ManifestDiff,
+}
+
+/// Files added, removed and changed between two versions (viewers; audited).
+#[utoipa::path(get, path = "/api/v1/projects/{project}/datasets/{dataset}/diff", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path), ("dataset" = String, Path), DiffParams),
+    responses((status = 200, body = DiffView), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn diff(
+    State(state): State<AppState>,
+    ApiPath((project, dataset)): ApiPath<(String, String)>,
+    crate::extract::ApiQuery(q): crate::extract::ApiQuery<DiffParams>,
+) -> Result<Json<DiffView>, ApiError> {
+    let (_, d) = load(&state, &project, &dataset).await?;
+    let a = state.datasets.resolve(&d, &version_ref(&q.from)?).await?;
+    let b = state.datasets.resolve(&d, &version_ref(&q.to)?).await?;
+    let ma = state.datasets.manifest(&d, &a).await?;
+    let mb = state.datasets.manifest(&d, &b).await?;
+    Ok(Json(DiffView {
+        from: a.version,
+        to: b.version,
+        diff: qanat_data::diff(&ma, &mb)?,
+    }))
+}

@@ -189,6 +189,12 @@ pub(crate) fn table(limits: &ApiLimits) -> RouteTable {
             get(datasets::file),
         )
         .add(
+            Method::GET,
+            "/api/v1/projects/{project}/datasets/{dataset}/diff",
+            Policy::new("dataset.diff", Project(Viewer)).governed_read(),
+            t(get(datasets::diff)),
+        )
+        .add(
             Method::PUT,
             "/api/v1/projects/{project}/datasets/{dataset}/tags/{tag}",
             Policy::new("dataset.tag", Project(Editor)),
