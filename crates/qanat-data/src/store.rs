@@ -427,8 +427,23 @@ impl Datasets {
         Ok(true)
     }
 
+    /// Turns `dataset:NAME@REF` (a tag, `latest`, `vN` or `N`) into the canonical
+    /// `dataset:NAME@N` that lineage records.
+    pub async fn canonical_ref(&self, project: &Project, reference: &str) -> Result<String> {
+        let Some(rest) = reference.strip_prefix("dataset:") else {
+            return Err(Error::invalid(
+                "lineage reference",
+                format!("'{reference}': use dataset:<name>@<version|tag> (other kinds arrive with tracking)"),
+            ));
+        };
+        let (name, version) = rest.split_once('@').unwrap_or((rest, "latest"));
+        let ds = self.get(project, name).await?;
+        let v = self.resolve(&ds, &version.parse()?).await?;
+        Ok(format!("dataset:{}@{}", ds.name, v.version))
+    }
+
     /// Makes a new version visible: every chunk must be stored; the manifest is written
-    /// first and the version row last, in one transaction.
+    /// first and the version row (with its lineage edges) last, in one transaction.
     pub async fn commit(
         &self,
         project: &Project,
@@ -436,8 +451,13 @@ impl Datasets {
         mut manifest: Manifest,
         message: &str,
         author: &str,
+        derived_from: &[String],
     ) -> Result<DatasetVersion> {
         manifest.normalize()?;
+        let mut sources = Vec::with_capacity(derived_from.len());
+        for r in derived_from {
+            sources.push(self.canonical_ref(project, r).await?);
+        }
         self.check_location(project, ds)?;
         let distinct = manifest.distinct_chunks();
         let ids: Vec<ChunkId> = distinct.iter().map(|c| c.id).collect();
@@ -529,6 +549,20 @@ impl Datasets {
             .await;
             match res {
                 Ok(_) => {
+                    let mut parents: Vec<(String, &str)> = Vec::new();
+                    if let Some(p) = parent {
+                        parents.push((format!("dataset:{}@{p}", ds.name), "previous_version"));
+                    }
+                    parents.extend(sources.iter().map(|s| (s.clone(), "derived_from")));
+                    parents.push((format!("user:{author}"), "produced_by"));
+                    let child = format!("dataset:{}@{next}", ds.name);
+                    qanat_governance::lineage::record_edges(
+                        &mut tx,
+                        &ds.project_id,
+                        &child,
+                        &parents,
+                    )
+                    .await?;
                     tx.commit().await?;
                     return self.resolve(ds, &VersionRef::Number(next)).await;
                 }

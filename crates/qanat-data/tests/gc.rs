@@ -110,7 +110,7 @@ async fn push(w: &World, picks: &[usize]) {
         let ds = dataset(w).await;
         match w
             .datasets
-            .commit(&w.project, &ds, Manifest { files }, "", "admin")
+            .commit(&w.project, &ds, Manifest { files }, "", "admin", &[])
             .await
         {
             Ok(_) => return,

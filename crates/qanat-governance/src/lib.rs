@@ -15,6 +15,7 @@
 mod audit;
 mod error;
 mod identity;
+pub mod lineage;
 mod projects;
 mod rbac;
 mod residency;
@@ -24,6 +25,7 @@ pub use audit::{
 };
 pub use error::Error;
 pub use identity::{NewToken, Principal, TokenInfo, User, UserKind};
+pub use lineage::{LineageEdge, LineageGraph};
 pub use projects::{Member, Project};
 pub use rbac::{authorize, Decision, Requirement, Role};
 pub use residency::check_residency;

@@ -245,6 +245,11 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Users { cmd } => users(&client()?, fmt, cmd).await,
         Command::Tokens { cmd } => tokens(&client()?, fmt, cmd).await,
         Command::Objects { cmd } => objects(&client()?, fmt, cmd).await,
+        Command::Lineage {
+            project,
+            reference,
+            depth,
+        } => crate::data_cmd::lineage(&client()?, fmt, &project, &reference, depth).await,
         Command::Data { project, cmd } => {
             crate::data_cmd::run(&client()?, fmt, &project, cmd).await
         }

@@ -54,6 +54,9 @@ pub enum DataCmd {
         /// Tag the new version.
         #[arg(long)]
         tag: Option<String>,
+        /// Record what this version was derived from (repeatable), e.g. dataset:raw@3.
+        #[arg(long = "derived-from")]
+        derived_from: Vec<String>,
     },
     /// Restore a version (DATASET@VERSION|TAG, default latest) into a directory.
     Pull { reference: String, dir: PathBuf },
@@ -131,8 +134,16 @@ pub async fn run(c: &Client, fmt: Format, project: &str, cmd: DataCmd) -> Result
             paths,
             message,
             tag,
+            derived_from,
         } => {
-            let v = push(c, &format!("{base}/{}", seg(&dataset)), &paths, &message).await?;
+            let v = push(
+                c,
+                &format!("{base}/{}", seg(&dataset)),
+                &paths,
+                &message,
+                &derived_from,
+            )
+            .await?;
             if let Some(t) = tag {
                 c.send(
                     c.request(
@@ -408,7 +419,13 @@ fn chunk_files(sources: Vec<Source>, tx: tokio::sync::mpsc::Sender<Result<Piece>
     }
 }
 
-async fn push(c: &Client, ds: &str, paths: &[PathBuf], message: &str) -> Result<Value> {
+async fn push(
+    c: &Client,
+    ds: &str,
+    paths: &[PathBuf],
+    message: &str,
+    derived_from: &[String],
+) -> Result<Value> {
     // Fail fast on an unknown dataset or a missing path, before reading anything.
     let _: Value = c.get(ds).await?;
     let sources = collect(paths)?;
@@ -457,7 +474,7 @@ async fn push(c: &Client, ds: &str, paths: &[PathBuf], message: &str) -> Result<
     let v: Value = c
         .json(
             c.request(Method::POST, &format!("{ds}/versions"))
-                .json(&json!({"manifest": Manifest { files }, "message": message})),
+                .json(&json!({"manifest": Manifest { files }, "message": message, "derived_from": derived_from})),
         )
         .await?;
     let secs = start.elapsed().as_secs_f64().max(1e-6);
@@ -588,4 +605,57 @@ async fn pull_file(c: &Client, url: &str, f: &FileEntry, dir: &Path) -> Result<(
         let _ = tokio::fs::remove_file(&tmp).await;
     }
     result
+}
+
+/// `qanat lineage REF`: the upstream graph as a tree.
+pub async fn lineage(
+    c: &Client,
+    fmt: Format,
+    project: &str,
+    reference: &str,
+    depth: usize,
+) -> Result<()> {
+    let g: Value = c
+        .get(&format!(
+            "/api/v1/projects/{}/lineage?ref={}&depth={depth}",
+            seg(project),
+            seg(reference)
+        ))
+        .await?;
+    if fmt == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&g)?);
+        return Ok(());
+    }
+    let edges: Vec<(String, String, String)> = g["edges"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            let s = |k: &str| e[k].as_str().unwrap_or("").to_string();
+            (s("child"), s("relation"), s("parent"))
+        })
+        .collect();
+    fn walk(node: &str, edges: &[(String, String, String)], prefix: &str, seen: &mut Vec<String>) {
+        let kids: Vec<_> = edges.iter().filter(|(c, _, _)| c == node).collect();
+        for (i, (_, rel, parent)) in kids.iter().enumerate() {
+            let last = i + 1 == kids.len();
+            println!(
+                "{prefix}{}{rel}: {parent}",
+                if last { "└─ " } else { "├─ " }
+            );
+            if !seen.contains(parent) {
+                seen.push(parent.clone());
+                let next = format!("{prefix}{}", if last { "   " } else { "│  " });
+                walk(parent, edges, &next, seen);
+            }
+        }
+    }
+    let root = g["root"].as_str().unwrap_or(reference);
+    println!("{root}");
+    walk(root, &edges, "", &mut vec![root.to_string()]);
+    if g["truncated"].as_bool() == Some(true) {
+        println!("(more above; raise --depth)");
+    }
+    Ok(())
 }

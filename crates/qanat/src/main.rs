@@ -83,6 +83,15 @@ enum Command {
         #[command(subcommand)]
         cmd: data_cmd::DataCmd,
     },
+    /// Where an object came from: `qanat lineage dataset:tx@3`.
+    Lineage {
+        #[arg(long, short = 'p', env = "QANAT_PROJECT")]
+        project: String,
+        /// kind:name@version, e.g. dataset:tx@3 or dataset:tx@golden.
+        reference: String,
+        #[arg(long, default_value_t = 10)]
+        depth: usize,
+    },
     /// A project's encrypted object area.
     Objects {
         #[command(subcommand)]

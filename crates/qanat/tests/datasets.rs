@@ -553,3 +553,109 @@ fn gc_frees_abandoned_chunks_and_keeps_versions() {
     );
     assert_eq!(audited.as_array().expect("list").len(), 3);
 }
+
+#[test]
+fn lineage_walks_versions_sources_and_producers() {
+    let q = Qanat::start();
+    setup(&q, "lin", "raw");
+    let (ok, _, err) = q.cli(&["data", "-p", "lin", "create", "clean"]);
+    assert!(ok, "{err}");
+    let src = q.dir.path().join("raw");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(src.join("a.csv"), b"x,y\n1,2\n").expect("write");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "lin",
+        "push",
+        "raw",
+        src.to_str().expect("utf8"),
+        "--tag",
+        "extract",
+    ]);
+    assert!(ok, "{err}");
+    std::fs::write(src.join("a.csv"), b"x,y\n1,2\n3,4\n").expect("write");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "lin",
+        "push",
+        "raw",
+        src.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "lin",
+        "push",
+        "clean",
+        src.to_str().expect("utf8"),
+        "--derived-from",
+        "dataset:raw@latest",
+        "--derived-from",
+        "dataset:raw@extract",
+    ]);
+    assert!(ok, "{err}");
+
+    let (ok, out, err) = q.cli(&[
+        "lineage",
+        "-p",
+        "lin",
+        "dataset:clean@1",
+        "--output",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let g: Value = serde_json::from_str(&out).expect("json");
+    let edges: Vec<(String, String, String)> = g["edges"]
+        .as_array()
+        .expect("edges")
+        .iter()
+        .map(|e| {
+            (
+                e["child"].as_str().unwrap_or("").into(),
+                e["relation"].as_str().unwrap_or("").into(),
+                e["parent"].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect();
+    for want in [
+        ("dataset:clean@1", "derived_from", "dataset:raw@2"),
+        ("dataset:clean@1", "derived_from", "dataset:raw@1"),
+        ("dataset:clean@1", "produced_by", "user:admin"),
+        ("dataset:raw@2", "previous_version", "dataset:raw@1"),
+    ] {
+        assert!(
+            edges
+                .iter()
+                .any(|(c, r, p)| (c.as_str(), r.as_str(), p.as_str()) == want),
+            "missing {want:?} in {edges:?}"
+        );
+    }
+    let (ok, out, _) = q.cli(&["lineage", "-p", "lin", "dataset:clean@1"]);
+    assert!(
+        ok && out.contains("derived_from: dataset:raw@2")
+            && out.contains("previous_version: dataset:raw@1"),
+        "{out}"
+    );
+    // An unknown source is refused and nothing is committed.
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "lin",
+        "push",
+        "clean",
+        src.to_str().expect("utf8"),
+        "--derived-from",
+        "dataset:nope@1",
+    ]);
+    assert!(!ok && err.contains("nope"), "{err}");
+    let (_, v) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/projects/lin/datasets/clean/versions",
+        None,
+    );
+    assert_eq!(v.as_array().expect("list").len(), 1);
+}

@@ -136,6 +136,9 @@ pub(crate) struct CommitVersion {
     manifest: Manifest,
     #[serde(default)]
     message: String,
+    /// Versions this one was derived from, e.g. `dataset:raw@3`.
+    #[serde(default)]
+    derived_from: Vec<String>,
 }
 
 /// Commit a version from uploaded chunks (editors). Atomic: all or nothing.
@@ -151,7 +154,14 @@ pub(crate) async fn commit(
     let (p, d) = load(&state, &project, &dataset).await?;
     let v = state
         .datasets
-        .commit(&p, &d, body.manifest, &body.message, &caller.name)
+        .commit(
+            &p,
+            &d,
+            body.manifest,
+            &body.message,
+            &caller.name,
+            &body.derived_from,
+        )
         .await?;
     Ok((StatusCode::CREATED, Json(v)))
 }
@@ -313,4 +323,28 @@ pub(crate) async fn diff(
         to: b.version,
         diff: qanat_data::diff(&ma, &mb)?,
     }))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+pub(crate) struct LineageParams {
+    /// What to start from, e.g. `dataset:tx@3` or `dataset:tx@golden`.
+    #[serde(rename = "ref")]
+    reference: String,
+    /// Levels to walk up (default 10, at most 100).
+    depth: Option<usize>,
+}
+
+/// Where an object came from: its upstream lineage graph (viewers).
+#[utoipa::path(get, path = "/api/v1/projects/{project}/lineage", tag = "lineage", security(("bearer" = [])),
+    params(("project" = String, Path), LineageParams),
+    responses((status = 200, body = qanat_governance::LineageGraph), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn lineage(
+    State(state): State<AppState>,
+    ApiPath(project): ApiPath<String>,
+    crate::extract::ApiQuery(q): crate::extract::ApiQuery<LineageParams>,
+) -> Result<Json<qanat_governance::LineageGraph>, ApiError> {
+    let p = state.gov.project(&project).await?;
+    let root = state.datasets.canonical_ref(&p, &q.reference).await?;
+    let depth = q.depth.unwrap_or(10).min(100);
+    Ok(Json(state.gov.lineage_upstream(&p.id, &root, depth).await?))
 }

@@ -206,6 +206,12 @@ pub(crate) fn table(limits: &ApiLimits) -> RouteTable {
             Policy::new("dataset.gc", Project(Maintainer)),
             post(datasets::gc),
         )
+        .add(
+            Method::GET,
+            "/api/v1/projects/{project}/lineage",
+            Policy::new("lineage.read", Project(Viewer)),
+            t(get(datasets::lineage)),
+        )
         // Identities and tokens.
         .add(
             Method::POST,

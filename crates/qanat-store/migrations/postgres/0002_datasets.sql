@@ -53,3 +53,15 @@ CREATE TABLE dataset_chunks (
     deleting      BIGINT NOT NULL DEFAULT 0,   -- claimed by a running gc
     PRIMARY KEY (project_id, location, chunk_id)
 );
+
+-- Lineage: directed edges from a child object to what it came from. References read
+-- kind:name@version (dataset:tx@3, later run:<id>, model:fraud@2) or user:<name>.
+CREATE TABLE lineage_edges (
+    project_id  TEXT NOT NULL,
+    child       TEXT NOT NULL,
+    parent      TEXT NOT NULL,
+    relation    TEXT NOT NULL,          -- previous_version | derived_from | produced_by
+    created_at  BIGINT NOT NULL,
+    PRIMARY KEY (project_id, child, parent, relation)
+);
+CREATE INDEX lineage_parent ON lineage_edges(project_id, parent);

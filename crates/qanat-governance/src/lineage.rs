@@ -1,0 +1,94 @@
+//! Lineage: which object came from which. Every domain records its edges here, in the
+//! same transaction that creates the child, and `qanat lineage` walks them upstream.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use qanat_store::now_micros;
+use serde::Serialize;
+use sqlx::Row;
+
+use crate::{Governance, Result};
+
+/// One edge: `child` came from `parent` by `relation`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
+pub struct LineageEdge {
+    pub child: String,
+    pub parent: String,
+    /// `previous_version`, `derived_from` or `produced_by`.
+    pub relation: String,
+}
+
+/// The upstream graph of one object.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct LineageGraph {
+    pub root: String,
+    pub edges: Vec<LineageEdge>,
+    /// True when the walk stopped at the depth limit with parents left unvisited.
+    pub truncated: bool,
+}
+
+/// Records `child`'s parents on an open connection or transaction.
+pub async fn record_edges(
+    conn: &mut sqlx::AnyConnection,
+    project_id: &str,
+    child: &str,
+    parents: &[(String, &str)],
+) -> Result<()> {
+    let now = now_micros();
+    for (parent, relation) in parents {
+        sqlx::query(
+            "INSERT INTO lineage_edges (project_id, child, parent, relation, created_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (project_id, child, parent, relation) DO NOTHING",
+        )
+        .bind(project_id)
+        .bind(child)
+        .bind(parent)
+        .bind(*relation)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+impl Governance {
+    /// Walks from `root` to its ancestors, breadth first, at most `depth` levels.
+    pub async fn lineage_upstream(
+        &self,
+        project_id: &str,
+        root: &str,
+        depth: usize,
+    ) -> Result<LineageGraph> {
+        let mut edges = BTreeSet::new();
+        let mut seen = BTreeSet::from([root.to_string()]);
+        let mut queue = VecDeque::from([(root.to_string(), 0usize)]);
+        let mut truncated = false;
+        while let Some((node, level)) = queue.pop_front() {
+            let rows = sqlx::query("SELECT parent, relation FROM lineage_edges WHERE project_id = $1 AND child = $2 ORDER BY relation, parent")
+                .bind(project_id)
+                .bind(&node)
+                .fetch_all(self.meta.reader())
+                .await?;
+            if level >= depth {
+                truncated |= !rows.is_empty();
+                continue;
+            }
+            for r in rows {
+                let parent: String = r.try_get("parent")?;
+                edges.insert(LineageEdge {
+                    child: node.clone(),
+                    parent: parent.clone(),
+                    relation: r.try_get("relation")?,
+                });
+                if seen.insert(parent.clone()) {
+                    queue.push_back((parent, level + 1));
+                }
+            }
+        }
+        Ok(LineageGraph {
+            root: root.to_string(),
+            edges: edges.into_iter().collect(),
+            truncated,
+        })
+    }
+}
