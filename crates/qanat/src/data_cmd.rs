@@ -438,6 +438,7 @@ async fn push(
     let worker = tokio::task::spawn_blocking(move || chunk_files(sources, tx));
     let mut files = Vec::new();
     let (mut uploaded, mut seen) = (0u64, 0u64);
+    let bar = progress(total, "pushing");
     while let Some(piece) = rx.recv().await {
         match piece? {
             Piece::File(f) => files.push(f),
@@ -461,16 +462,13 @@ async fn push(
                     .buffer_unordered(IN_FLIGHT)
                     .try_collect::<Vec<()>>()
                     .await?;
-                eprint!(
-                    "\rpushing: {} / {} read, {} uploaded",
-                    human(seen),
-                    human(total),
-                    human(uploaded)
-                );
+                bar.set_position(seen);
+                bar.set_message(format!("({} new)", human(uploaded)));
             }
         }
     }
     worker.await.context("the chunking thread failed")?;
+    bar.finish_and_clear();
     let v: Value = c
         .json(
             c.request(Method::POST, &format!("{ds}/versions"))
@@ -479,7 +477,7 @@ async fn push(
         .await?;
     let secs = start.elapsed().as_secs_f64().max(1e-6);
     eprintln!(
-        "\rpushed version {}: {} in {} files, {} new ({:.1} MB/s)        ",
+        "pushed version {}: {} in {} files, {} new ({:.1} MB/s)",
         v["version"],
         human(seen),
         v["file_count"],
@@ -511,6 +509,18 @@ async fn upload_chunk(c: &Client, ds: &str, chunk: Chunk) -> Result<()> {
     bail!("chunk {} stayed unavailable; retry the push", chunk.id)
 }
 
+/// A byte progress bar with throughput on stderr (drawn only on a terminal).
+fn progress(total: u64, verb: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(total);
+    let style = indicatif::ProgressStyle::with_template(&format!(
+        "{verb} [{{bar:30}}] {{bytes}}/{{total_bytes}} {{bytes_per_sec}} {{msg}}"
+    ))
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+    .progress_chars("=> ");
+    bar.set_style(style);
+    bar
+}
+
 fn human(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = b as f64;
@@ -536,13 +546,16 @@ async fn pull(c: &Client, ds: &str, version: &str, dir: &Path) -> Result<()> {
         .with_context(|| format!("creating {}", dir.display()))?;
     let start = Instant::now();
     let total = manifest.total_size();
+    let bar = progress(total, "pulling");
+    let bar_ref = &bar;
     futures::stream::iter(manifest.files.into_iter().enumerate())
         .map(|(i, f)| async move {
-            pull_file(c, &format!("{ds}/versions/{n}/files/{i}"), &f, dir).await
+            pull_file(c, &format!("{ds}/versions/{n}/files/{i}"), &f, dir, bar_ref).await
         })
         .buffer_unordered(IN_FLIGHT)
         .try_collect::<Vec<()>>()
         .await?;
+    bar.finish_and_clear();
     eprintln!(
         "pulled version {n}: {} verified ({:.1} MB/s)",
         human(total),
@@ -551,7 +564,13 @@ async fn pull(c: &Client, ds: &str, version: &str, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-async fn pull_file(c: &Client, url: &str, f: &FileEntry, dir: &Path) -> Result<()> {
+async fn pull_file(
+    c: &Client,
+    url: &str,
+    f: &FileEntry,
+    dir: &Path,
+    bar: &indicatif::ProgressBar,
+) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let rel = f.path_bytes()?;
     if rel.is_empty()
@@ -583,6 +602,7 @@ async fn pull_file(c: &Client, url: &str, f: &FileEntry, dir: &Path) -> Result<(
             let chunk = chunk.with_context(|| format!("{}: download interrupted", f.path))?;
             hasher.update(&chunk);
             size += chunk.len() as u64;
+            bar.inc(chunk.len() as u64);
             out.write_all(&chunk)
                 .await
                 .with_context(|| format!("writing {}", tmp.display()))?;
