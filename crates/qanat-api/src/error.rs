@@ -124,6 +124,10 @@ impl From<qanat_data::Error> for ApiError {
                 "TEMPORARILY_UNAVAILABLE",
                 m,
             ),
+            D::SchemaViolation(_) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "SCHEMA_VIOLATION", e.to_string())
+            }
+            D::Io(_) => ApiError::internal(e.to_string()),
             D::Db(db) => ApiError::internal(format!("metadata store error: {db}")),
         }
     }

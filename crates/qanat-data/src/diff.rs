@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::{FileEntry, Manifest, Result};
+use crate::{FileEntry, FileProfile, Manifest, Result};
 
 /// A file as a diff shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -32,6 +32,82 @@ pub struct ManifestDiff {
     pub removed: Vec<FileSummary>,
     pub changed: Vec<FileChange>,
     pub unchanged: u64,
+}
+
+/// How a column's profile moved between versions.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct ColumnDelta {
+    pub name: String,
+    pub null_fraction_before: f64,
+    pub null_fraction_after: f64,
+    pub mean_before: Option<f64>,
+    pub mean_after: Option<f64>,
+    pub distinct_before: u64,
+    pub distinct_after: u64,
+}
+
+/// Schema, row-count and profile changes of one tabular file.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct TableDelta {
+    pub path: String,
+    pub rows_before: u64,
+    pub rows_after: u64,
+    pub columns_added: Vec<String>,
+    pub columns_removed: Vec<String>,
+    /// `name: OldType -> NewType`.
+    pub type_changes: Vec<String>,
+    pub columns: Vec<ColumnDelta>,
+}
+
+/// Compares the profiles of tabular files present (and profiled) in both versions.
+pub fn table_deltas(old: &[FileProfile], new: &[FileProfile]) -> Vec<TableDelta> {
+    let mut out = Vec::new();
+    for n in new {
+        let (Some(np), Some(op)) = (
+            n.profile.as_ref(),
+            old.iter()
+                .find(|o| o.path == n.path)
+                .and_then(|o| o.profile.as_ref()),
+        ) else {
+            continue;
+        };
+        let mut d = TableDelta {
+            path: n.path.clone(),
+            rows_before: op.rows,
+            rows_after: np.rows,
+            columns_added: vec![],
+            columns_removed: vec![],
+            type_changes: vec![],
+            columns: vec![],
+        };
+        for c in &np.columns {
+            match op.columns.iter().find(|o| o.name == c.name) {
+                None => d.columns_added.push(c.name.clone()),
+                Some(o) => {
+                    if o.data_type != c.data_type {
+                        d.type_changes
+                            .push(format!("{}: {} -> {}", c.name, o.data_type, c.data_type));
+                    }
+                    d.columns.push(ColumnDelta {
+                        name: c.name.clone(),
+                        null_fraction_before: o.null_fraction,
+                        null_fraction_after: c.null_fraction,
+                        mean_before: o.mean,
+                        mean_after: c.mean,
+                        distinct_before: o.distinct_estimate,
+                        distinct_after: c.distinct_estimate,
+                    });
+                }
+            }
+        }
+        for o in &op.columns {
+            if !np.columns.iter().any(|c| c.name == o.name) {
+                d.columns_removed.push(o.name.clone());
+            }
+        }
+        out.push(d);
+    }
+    out
 }
 
 fn by_path(m: &Manifest) -> Result<BTreeMap<Vec<u8>, &FileEntry>> {

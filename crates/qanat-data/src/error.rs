@@ -15,6 +15,10 @@ pub enum Error {
     Invalid { what: &'static str, reason: String },
     #[error("{0}")]
     Busy(String),
+    #[error("reading a stored file failed: {0}")]
+    Io(#[source] std::io::Error),
+    #[error("{}", describe_violations(.0))]
+    SchemaViolation(Vec<crate::SchemaViolation>),
     #[error("the manifest names {count} chunk(s) that are not stored, e.g. {example}; upload them and commit again")]
     MissingChunks { count: usize, example: String },
 }
@@ -26,4 +30,18 @@ impl Error {
             reason: reason.into(),
         }
     }
+}
+
+fn describe_violations(v: &[crate::SchemaViolation]) -> String {
+    let mut s = format!("the push breaks the dataset's declared schema ({} problem(s)); nothing was stored as a version:", v.len());
+    for x in v.iter().take(20) {
+        s.push_str(&format!(
+            "\n  {} / column '{}': {}",
+            x.file, x.column, x.problem
+        ));
+        if !x.examples.is_empty() {
+            s.push_str(&format!(" (e.g. {})", x.examples.join(", ")));
+        }
+    }
+    s
 }

@@ -17,14 +17,19 @@ mod diff;
 mod error;
 mod manifest;
 mod store;
+mod stored_file;
+pub mod tabular;
 
 pub use chunking::{ChunkId, MAX_CHUNK, MIN_CHUNK};
-pub use diff::{diff, FileChange, FileSummary, ManifestDiff};
+pub use diff::{
+    diff, table_deltas, ColumnDelta, FileChange, FileSummary, ManifestDiff, TableDelta,
+};
 pub use error::Error;
 pub use manifest::{ChunkRef, FileEntry, Manifest};
 pub use store::{
     Classification, Dataset, DatasetVersion, Datasets, GcReport, NewDataset, VersionRef,
 };
+pub use tabular::{ColumnSpec, DatasetSchema, FileProfile, SchemaViolation, TableProfile};
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

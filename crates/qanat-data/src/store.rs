@@ -13,7 +13,12 @@ use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use crate::{ChunkId, Error, FileEntry, Manifest, Result, MAX_CHUNK};
+use crate::stored_file::StoredFileHandle;
+use crate::tabular::TableFormat;
+use crate::{
+    ChunkId, DatasetSchema, Error, FileEntry, FileProfile, Manifest, Result, SchemaViolation,
+    MAX_CHUNK,
+};
 
 const IN_BATCH: usize = 500;
 
@@ -71,6 +76,8 @@ pub struct NewDataset {
     pub tags: BTreeMap<String, String>,
     /// Storage location of its chunks; default: the server's default location.
     pub location: Option<String>,
+    /// Columns every CSV/Parquet file must have; pushes that break it are refused.
+    pub schema: Option<DatasetSchema>,
 }
 
 /// A dataset.
@@ -86,6 +93,7 @@ pub struct Dataset {
     pub allowed_regions: Option<Vec<String>>,
     pub tags: BTreeMap<String, String>,
     pub location: String,
+    pub schema: Option<DatasetSchema>,
     pub created_at: String,
     pub created_by: String,
     pub latest_version: Option<i64>,
@@ -165,13 +173,17 @@ fn validate_name(what: &'static str, name: &str) -> Result<()> {
 
 use qanat_store::format_micros as rfc3339;
 
-fn chunk_key(project_id: &str, id: &ChunkId) -> Result<ObjectKey> {
+pub(crate) fn chunk_key(project_id: &str, id: &ChunkId) -> Result<ObjectKey> {
     let hex = id.to_hex();
     Ok(format!("projects/{project_id}/chunks/{}/{hex}", &hex[..2]).parse()?)
 }
 
 fn manifest_key(project_id: &str, manifest_id: &str) -> Result<ObjectKey> {
     Ok(format!("projects/{project_id}/manifests/{manifest_id}").parse()?)
+}
+
+fn profiles_key(project_id: &str, manifest_id: &str) -> Result<ObjectKey> {
+    Ok(format!("projects/{project_id}/profiles/{manifest_id}").parse()?)
 }
 
 /// The dataset service.
@@ -213,6 +225,9 @@ impl Datasets {
         creator: &str,
     ) -> Result<Dataset> {
         validate_name("dataset name", &new.name)?;
+        if let Some(schema) = &new.schema {
+            schema.validate()?;
+        }
         let location = new
             .location
             .unwrap_or_else(|| self.storage.default_location().to_string());
@@ -241,6 +256,7 @@ impl Datasets {
             allowed_regions: new.allowed_regions.clone(),
             tags: BTreeMap::new(),
             location: loc.name.clone(),
+            schema: None,
             created_at: String::new(),
             created_by: String::new(),
             latest_version: None,
@@ -248,8 +264,8 @@ impl Datasets {
         self.check_location(project, &probe)?;
         let id = format!("ds_{}", uuid::Uuid::new_v4().simple());
         let res = sqlx::query(
-            "INSERT INTO datasets (id, project_id, name, description, owner, classification, allowed_regions, tags, location, created_at, created_by) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            "INSERT INTO datasets (id, project_id, name, description, owner, classification, allowed_regions, tags, location, schema, created_at, created_by) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         )
         .bind(&id)
         .bind(&project.id)
@@ -260,6 +276,7 @@ impl Datasets {
         .bind(new.allowed_regions.as_ref().map(|r| serde_json::to_string(r).unwrap_or_default()))
         .bind(serde_json::to_string(&new.tags).unwrap_or_else(|_| "{}".into()))
         .bind(&loc.name)
+        .bind(new.schema.as_ref().map(|s| serde_json::to_string(s).unwrap_or_default()))
         .bind(now_micros())
         .bind(creator)
         .execute(self.meta.writer())
@@ -280,6 +297,7 @@ impl Datasets {
     fn from_row(row: &AnyRow) -> Result<Dataset> {
         let regions: Option<String> = row.try_get("allowed_regions")?;
         let tags: String = row.try_get("tags")?;
+        let schema: Option<String> = row.try_get("schema")?;
         Ok(Dataset {
             id: row.try_get("id")?,
             project_id: row.try_get("project_id")?,
@@ -294,6 +312,10 @@ impl Datasets {
             tags: serde_json::from_str(&tags)
                 .map_err(|e| Error::invalid("stored tags", e.to_string()))?,
             location: row.try_get("location")?,
+            schema: schema
+                .map(|s| serde_json::from_str(&s))
+                .transpose()
+                .map_err(|e| Error::invalid("stored schema", e.to_string()))?,
             created_at: rfc3339(row.try_get("created_at")?),
             created_by: row.try_get("created_by")?,
             latest_version: row.try_get("latest_version")?,
@@ -487,6 +509,25 @@ impl Datasets {
             .map(|c| c.size)
             .sum();
         let manifest_id = manifest.id();
+        let profiles = self.profile_files(ds, &manifest).await?;
+        if let Some(schema) = &ds.schema {
+            let mut violations = Vec::new();
+            for fp in &profiles {
+                match (&fp.profile, &fp.error) {
+                    (Some(p), _) => violations.extend(schema.check(&fp.path, p)),
+                    (None, Some(e)) => violations.push(SchemaViolation {
+                        file: fp.path.clone(),
+                        column: "*".into(),
+                        problem: format!("cannot be read as a table: {e}"),
+                        examples: vec![],
+                    }),
+                    (None, None) => {}
+                }
+            }
+            if !violations.is_empty() {
+                return Err(Error::SchemaViolation(violations));
+            }
+        }
         self.storage
             .put_bytes(
                 &ds.location,
@@ -494,6 +535,17 @@ impl Datasets {
                 Bytes::from(manifest.canonical()),
             )
             .await?;
+        if !profiles.is_empty() {
+            let json = serde_json::to_vec(&profiles)
+                .map_err(|e| Error::invalid("profiles", e.to_string()))?;
+            self.storage
+                .put_bytes(
+                    &ds.location,
+                    &profiles_key(&ds.project_id, &manifest_id)?,
+                    Bytes::from(json),
+                )
+                .await?;
+        }
 
         // Two commits racing on PostgreSQL may pick the same number; the primary key
         // stops the second, which takes the next number.
@@ -811,6 +863,57 @@ impl Datasets {
             report.bytes_freed += row.try_get::<i64, _>("size")? as u64;
         }
         Ok(report)
+    }
+
+    /// Profiles every CSV and Parquet file of `manifest` (schema, rows, column stats),
+    /// reading them back from their stored chunks on blocking threads.
+    async fn profile_files(&self, ds: &Dataset, manifest: &Manifest) -> Result<Vec<FileProfile>> {
+        let mut out = Vec::new();
+        for f in &manifest.files {
+            let Some(format) = TableFormat::of(&f.path) else {
+                continue;
+            };
+            let handle = StoredFileHandle::new(
+                self.storage.clone(),
+                &ds.location,
+                &ds.project_id,
+                f,
+                tokio::runtime::Handle::current(),
+            );
+            let result = tokio::task::spawn_blocking(move || match format {
+                TableFormat::Csv => crate::tabular::profile_csv(|| Ok(handle.reader())),
+                TableFormat::Parquet => crate::tabular::profile_parquet(handle),
+            })
+            .await
+            .map_err(|e| Error::invalid("profile", format!("profiling thread failed: {e}")))?;
+            out.push(match result {
+                Ok(p) => FileProfile {
+                    path: f.path.clone(),
+                    profile: Some(p),
+                    error: None,
+                },
+                Err(e) => FileProfile {
+                    path: f.path.clone(),
+                    profile: None,
+                    error: Some(e.to_string()),
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    /// The tabular profiles stored with a version (empty when it has no tables).
+    pub async fn profiles(&self, ds: &Dataset, v: &DatasetVersion) -> Result<Vec<FileProfile>> {
+        match self
+            .storage
+            .get_bytes(&ds.location, &profiles_key(&ds.project_id, &v.manifest_id)?)
+            .await
+        {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| Error::invalid("stored profiles", e.to_string())),
+            Err(qanat_store::Error::NotFound { .. }) => Ok(Vec::new()),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 

@@ -41,6 +41,10 @@ pub enum DataCmd {
         /// key=value labels.
         #[arg(long = "tag", value_parser = parse_kv)]
         tags: Vec<(String, String)>,
+        /// A JSON file declaring the columns every CSV/Parquet file must have:
+        /// {"columns": [{"name": "id", "type": "Int64", "nullable": false, "pii": false}]}
+        #[arg(long, value_name = "JSON")]
+        schema: Option<PathBuf>,
     },
     /// List the project's datasets.
     Ls,
@@ -100,6 +104,7 @@ pub async fn run(c: &Client, fmt: Format, project: &str, cmd: DataCmd) -> Result
             regions,
             location,
             tags,
+            schema,
         } => {
             let mut body = json!({
                 "name": name, "description": description, "classification": classification,
@@ -110,6 +115,12 @@ pub async fn run(c: &Client, fmt: Format, project: &str, cmd: DataCmd) -> Result
             }
             if let Some(l) = location {
                 body["location"] = json!(l);
+            }
+            if let Some(path) = schema {
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading schema {}", path.display()))?;
+                body["schema"] = serde_json::from_str(&text)
+                    .with_context(|| format!("{} is not JSON", path.display()))?;
             }
             let d: Value = c.json(c.request(Method::POST, &base).json(&body)).await?;
             output::object(fmt, &d);
@@ -203,6 +214,41 @@ pub async fn run(c: &Client, fmt: Format, project: &str, cmd: DataCmd) -> Result
                             v["total_size"],
                             v["message"].as_str().unwrap_or("")
                         );
+                        for p in v["profiles"]
+                            .as_array()
+                            .map(Vec::as_slice)
+                            .unwrap_or_default()
+                        {
+                            match p["profile"].as_object() {
+                                Some(prof) => {
+                                    println!(
+                                        "{} ({}, {} rows):",
+                                        p["path"].as_str().unwrap_or(""),
+                                        prof["format"].as_str().unwrap_or(""),
+                                        prof["rows"]
+                                    );
+                                    output::list(
+                                        fmt,
+                                        &prof["columns"],
+                                        &[
+                                            ("column", "name"),
+                                            ("type", "data_type"),
+                                            ("nulls", "null_fraction"),
+                                            ("min", "min"),
+                                            ("max", "max"),
+                                            ("mean", "mean"),
+                                            ("std", "std"),
+                                            ("distinct", "distinct_estimate"),
+                                        ],
+                                    );
+                                }
+                                None => println!(
+                                    "{}: not profiled ({})",
+                                    p["path"].as_str().unwrap_or(""),
+                                    p["error"].as_str().unwrap_or("")
+                                ),
+                            }
+                        }
                         output::list(
                             fmt,
                             &v["manifest"]["files"],

@@ -659,3 +659,229 @@ fn lineage_walks_versions_sources_and_producers() {
     );
     assert_eq!(v.as_array().expect("list").len(), 1);
 }
+
+fn write_parquet(path: &Path, rows: i64) {
+    use arrow_array::{Float64Array, Int64Array, RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+    let schema = std::sync::Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("score", DataType::Float64, true),
+        Field::new("city", DataType::Utf8, true),
+    ]));
+    let ids: Vec<i64> = (0..rows).collect();
+    let scores: Vec<Option<f64>> = (0..rows)
+        .map(|i| {
+            if i % 10 == 0 {
+                None
+            } else {
+                Some(i as f64 / 2.0)
+            }
+        })
+        .collect();
+    let cities: Vec<&str> = (0..rows)
+        .map(|i| if i % 3 == 0 { "Abu Dhabi" } else { "Dubai" })
+        .collect();
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            std::sync::Arc::new(Int64Array::from(ids)),
+            std::sync::Arc::new(Float64Array::from(scores)),
+            std::sync::Arc::new(StringArray::from(cities)),
+        ],
+    )
+    .expect("batch");
+    let file = std::fs::File::create(path).expect("create");
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, schema, None).expect("writer");
+    w.write(&batch).expect("write");
+    w.close().expect("close");
+}
+
+#[test]
+fn csv_and_parquet_versions_carry_schema_and_profile() {
+    let q = Qanat::start();
+    setup(&q, "tab", "t");
+    let src = q.dir.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(src.join("tx.csv"), csv_rows(0, 20_000)).expect("write");
+    write_parquet(&src.join("people.parquet"), 3000);
+    std::fs::write(src.join("notes.txt"), b"not a table").expect("write");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "tab",
+        "push",
+        "t",
+        src.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = q.cli(&["data", "-p", "tab", "show", "t@1", "--output", "json"]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("json");
+    let profiles = v["profiles"].as_array().expect("profiles");
+    assert_eq!(
+        profiles.len(),
+        2,
+        "only the tables are profiled: {profiles:?}"
+    );
+    let csv = profiles
+        .iter()
+        .find(|p| p["path"] == "tx.csv")
+        .expect("csv")["profile"]
+        .clone();
+    assert_eq!(csv["format"], "csv");
+    assert_eq!(csv["rows"], 20_000 - 1, "the first row is the header");
+    assert_eq!(csv["columns"][0]["data_type"], "Int64");
+    let pq = profiles
+        .iter()
+        .find(|p| p["path"] == "people.parquet")
+        .expect("parquet")["profile"]
+        .clone();
+    assert_eq!(pq["format"], "parquet");
+    assert_eq!(pq["rows"], 3000);
+    let score = &pq["columns"][1];
+    assert_eq!(score["data_type"], "Float64");
+    assert!((score["null_fraction"].as_f64().expect("f") - 0.1).abs() < 1e-9);
+    let city = &pq["columns"][2];
+    assert_eq!(city["top"][0]["value"], "Dubai");
+    assert_eq!(city["top"][0]["count"], 2000);
+    assert_eq!(city["distinct_estimate"], 2);
+    // The human view shows the profile too.
+    let (ok, out, _) = q.cli(&["data", "-p", "tab", "show", "t@1"]);
+    assert!(
+        ok && out.contains("people.parquet (parquet, 3000 rows)"),
+        "{out}"
+    );
+
+    // diff reports row-count and schema deltas.
+    std::fs::write(src.join("tx.csv"), csv_rows(0, 25_000)).expect("write");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "tab",
+        "push",
+        "t",
+        src.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    let (ok, out, _) = q.cli(&[
+        "data", "-p", "tab", "diff", "t", "1", "2", "--output", "json",
+    ]);
+    assert!(ok);
+    let d: Value = serde_json::from_str(&out).expect("json");
+    let tx = d["tables"]
+        .as_array()
+        .expect("tables")
+        .iter()
+        .find(|t| t["path"] == "tx.csv")
+        .expect("tx delta")
+        .clone();
+    assert_eq!(tx["rows_before"], 19_999);
+    assert_eq!(tx["rows_after"], 24_999);
+}
+
+#[test]
+fn a_push_that_breaks_the_declared_schema_is_refused_with_a_report() {
+    let q = Qanat::start();
+    q.create_project("sch", &["uae-north"]);
+    let schema = q.dir.path().join("schema.json");
+    std::fs::write(
+        &schema,
+        serde_json::to_vec(&json!({"columns": [
+            {"name": "id", "type": "Int64", "nullable": false},
+            {"name": "amount", "type": "Float64", "nullable": false},
+            {"name": "customer", "type": "Utf8", "pii": true}
+        ]}))
+        .expect("json"),
+    )
+    .expect("write");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "sch",
+        "create",
+        "tx",
+        "--schema",
+        schema.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    let src = q.dir.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(
+        src.join("bad.csv"),
+        "id,amount,customer\n1,10.5,ann\n2,,bob\n3,7.25,cy\nx4,1.0,dee\n",
+    )
+    .expect("write");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "sch",
+        "push",
+        "tx",
+        src.to_str().expect("utf8"),
+    ]);
+    assert!(!ok, "a violating push must fail");
+    assert!(err.contains("SCHEMA_VIOLATION"), "{err}");
+    assert!(
+        err.contains("column 'amount'") && err.contains("row 1"),
+        "names the column and an example row: {err}"
+    );
+    assert!(
+        err.contains("column 'id'") && err.contains("Utf8"),
+        "reports the type problem: {err}"
+    );
+    let (_, v) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/projects/sch/datasets/tx/versions",
+        None,
+    );
+    assert_eq!(
+        v.as_array().expect("list").len(),
+        0,
+        "nothing was committed"
+    );
+    let (_, refused) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/audit?action=dataset.push&outcome=failure",
+        None,
+    );
+    assert_eq!(refused.as_array().expect("list").len(), 1);
+
+    std::fs::write(
+        src.join("bad.csv"),
+        "id,amount,customer\n1,10.5,ann\n2,3.0,\n",
+    )
+    .expect("write");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "sch",
+        "push",
+        "tx",
+        src.to_str().expect("utf8"),
+    ]);
+    assert!(
+        ok,
+        "a conforming push (nullable customer may be empty) succeeds: {err}"
+    );
+    let (_, d) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/projects/sch/datasets/tx",
+        None,
+    );
+    assert_eq!(d["schema"]["columns"][2]["pii"], true);
+    // A schema with an unknown type is refused at creation.
+    std::fs::write(&schema, br#"{"columns": [{"name": "x", "type": "Money"}]}"#).expect("write");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "sch",
+        "create",
+        "bad",
+        "--schema",
+        schema.to_str().expect("utf8"),
+    ]);
+    assert!(!ok && err.contains("Money"), "{err}");
+}

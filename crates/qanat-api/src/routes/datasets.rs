@@ -183,6 +183,8 @@ pub(crate) struct VersionWithManifest {
     #[serde(flatten)]
     version: DatasetVersion,
     manifest: Manifest,
+    /// Schema, row count and column profile of each CSV/Parquet file.
+    profiles: Vec<qanat_data::FileProfile>,
 }
 
 /// One version with its manifest (viewers; audited as the start of a pull).
@@ -196,9 +198,11 @@ pub(crate) async fn show(
     let (_, d) = load(&state, &project, &dataset).await?;
     let v = state.datasets.resolve(&d, &version_ref(&version)?).await?;
     let manifest = state.datasets.manifest(&d, &v).await?;
+    let profiles = state.datasets.profiles(&d, &v).await?;
     Ok(Json(VersionWithManifest {
         version: v,
         manifest,
+        profiles,
     }))
 }
 
@@ -302,6 +306,8 @@ pub(crate) struct DiffView {
     to: i64,
     #[serde(flatten)]
     diff: qanat_data::ManifestDiff,
+    /// Schema and profile changes of tabular files present in both versions.
+    tables: Vec<qanat_data::TableDelta>,
 }
 
 /// Files added, removed and changed between two versions (viewers; audited).
@@ -318,10 +324,13 @@ pub(crate) async fn diff(
     let b = state.datasets.resolve(&d, &version_ref(&q.to)?).await?;
     let ma = state.datasets.manifest(&d, &a).await?;
     let mb = state.datasets.manifest(&d, &b).await?;
+    let pa = state.datasets.profiles(&d, &a).await?;
+    let pb = state.datasets.profiles(&d, &b).await?;
     Ok(Json(DiffView {
         from: a.version,
         to: b.version,
         diff: qanat_data::diff(&ma, &mb)?,
+        tables: qanat_data::table_deltas(&pa, &pb),
     }))
 }
 

@@ -11,6 +11,7 @@ CREATE TABLE datasets (
     allowed_regions  TEXT,                -- JSON array; NULL = the project's policy
     tags             TEXT NOT NULL,       -- JSON object
     location         TEXT NOT NULL,       -- storage location its chunks live in
+    schema           TEXT,                -- JSON DatasetSchema; NULL = none declared
     created_at       BIGINT NOT NULL,
     created_by       TEXT NOT NULL,
     UNIQUE (project_id, name)

@@ -1,0 +1,684 @@
+//! Tabular awareness: for CSV and Parquet files, the schema (Arrow types), row count and
+//! a per-column profile; and the check of a dataset's declared schema.
+//!
+//! Profiles stream: CSV is read front to back (schema inferred from the first rows),
+//! Parquet through random reads of its footer and column chunks. Every value is seen
+//! once; memory is bounded by a fixed reservoir (quantiles), a fixed HyperLogLog
+//! (distinct counts) and a capped category table (top values).
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::io::Read;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::*;
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::{DataType, Schema};
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Rows read to infer a CSV schema.
+const INFER_ROWS: usize = 10_000;
+const BATCH_ROWS: usize = 8192;
+/// Values kept for quantiles.
+const RESERVOIR: usize = 10_000;
+/// Distinct values tracked for top categories.
+const CATEGORY_CAP: usize = 50_000;
+const TOP: usize = 10;
+const HLL_BITS: u32 = 12;
+/// Example rows kept per violation.
+const EXAMPLES: usize = 5;
+
+/// Which tabular format a file is, by extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TableFormat {
+    Csv,
+    Parquet,
+}
+
+impl TableFormat {
+    pub fn of(path: &str) -> Option<TableFormat> {
+        let lower = path.to_ascii_lowercase();
+        if lower.ends_with(".csv") {
+            Some(TableFormat::Csv)
+        } else if lower.ends_with(".parquet") || lower.ends_with(".pq") {
+            Some(TableFormat::Parquet)
+        } else {
+            None
+        }
+    }
+}
+
+/// A value frequency.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Category {
+    pub value: String,
+    pub count: u64,
+}
+
+/// One column's statistics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ColumnProfile {
+    pub name: String,
+    /// The Arrow type, e.g. `Int64`, `Float64`, `Utf8`, `Boolean`.
+    pub data_type: String,
+    pub nulls: u64,
+    pub null_fraction: f64,
+    /// Numeric columns: the smallest and largest value; strings: lexicographic.
+    pub min: Option<String>,
+    pub max: Option<String>,
+    pub mean: Option<f64>,
+    pub std: Option<f64>,
+    /// p01, p05, p25, p50, p75, p95, p99 (numeric columns; from a 10k-value reservoir).
+    pub quantiles: Option<BTreeMap<String, f64>>,
+    /// HyperLogLog estimate (about 1.6% error).
+    pub distinct_estimate: u64,
+    /// Most frequent values (strings and booleans).
+    pub top: Vec<Category>,
+    /// Row numbers (0-based, data rows) of the first nulls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub null_rows: Vec<u64>,
+}
+
+/// A tabular file's schema and profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TableProfile {
+    pub format: TableFormat,
+    pub rows: u64,
+    pub columns: Vec<ColumnProfile>,
+}
+
+/// A column a dataset declares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ColumnSpec {
+    pub name: String,
+    /// Arrow type name: Int64, Float64, Utf8, Boolean, Date32, Timestamp, …
+    #[serde(rename = "type")]
+    pub data_type: String,
+    #[serde(default = "yes")]
+    pub nullable: bool,
+    /// Personal data: reads of it are governed (see docs/datasets.md).
+    #[serde(default)]
+    pub pii: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The schema every tabular file of a dataset must follow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetSchema {
+    pub columns: Vec<ColumnSpec>,
+}
+
+/// A tabular file of a version and its profile (or why it could not be profiled).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct FileProfile {
+    pub path: String,
+    pub profile: Option<TableProfile>,
+    pub error: Option<String>,
+}
+
+/// One way a file breaks the declared schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SchemaViolation {
+    pub file: String,
+    pub column: String,
+    pub problem: String,
+    /// Example rows (0-based data row numbers) or values.
+    pub examples: Vec<String>,
+}
+
+impl DatasetSchema {
+    /// Checks the schema itself: names unique and non-empty, types known.
+    pub fn validate(&self) -> Result<()> {
+        let mut seen = std::collections::HashSet::new();
+        if self.columns.is_empty() {
+            return Err(Error::invalid("schema", "declare at least one column"));
+        }
+        for c in &self.columns {
+            if c.name.is_empty() || !seen.insert(c.name.as_str()) {
+                return Err(Error::invalid(
+                    "schema",
+                    format!("column name '{}' is empty or repeated", c.name),
+                ));
+            }
+            if family(&c.data_type).is_none() {
+                return Err(Error::invalid(
+                    "schema",
+                    format!(
+                        "column '{}': unknown type '{}'; use Int64, Float64, Utf8, Boolean, Date32 or Timestamp",
+                        c.name, c.data_type
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// What is wrong with `profile` (of `file`) against this schema.
+    pub fn check(&self, file: &str, profile: &TableProfile) -> Vec<SchemaViolation> {
+        let mut out = Vec::new();
+        let v = |column: &str, problem: String, examples: Vec<String>| SchemaViolation {
+            file: file.to_string(),
+            column: column.to_string(),
+            problem,
+            examples,
+        };
+        for spec in &self.columns {
+            match profile.columns.iter().find(|c| c.name == spec.name) {
+                None => out.push(v(&spec.name, "declared column is missing".into(), vec![])),
+                Some(col) => {
+                    if !compatible(&col.data_type, &spec.data_type) {
+                        out.push(v(
+                            &spec.name,
+                            format!(
+                                "values are {} but the schema says {}",
+                                col.data_type, spec.data_type
+                            ),
+                            col.top
+                                .iter()
+                                .take(EXAMPLES)
+                                .map(|c| c.value.clone())
+                                .chain(col.min.clone())
+                                .take(EXAMPLES)
+                                .collect(),
+                        ));
+                    }
+                    if !spec.nullable && col.nulls > 0 {
+                        out.push(v(
+                            &spec.name,
+                            format!(
+                                "{} null value(s) in a column declared not nullable",
+                                col.nulls
+                            ),
+                            col.null_rows.iter().map(|r| format!("row {r}")).collect(),
+                        ));
+                    }
+                }
+            }
+        }
+        for col in &profile.columns {
+            if !self.columns.iter().any(|s| s.name == col.name) {
+                out.push(v(
+                    &col.name,
+                    format!("column ({}) is not in the declared schema", col.data_type),
+                    vec![],
+                ));
+            }
+        }
+        out
+    }
+}
+
+#[derive(PartialEq, Eq, Clone, Copy)]
+enum Family {
+    Int,
+    Float,
+    Text,
+    Bool,
+    Date,
+    Time,
+}
+
+fn family(t: &str) -> Option<Family> {
+    let t = t.to_ascii_lowercase();
+    Some(match t.as_str() {
+        "int8" | "int16" | "int32" | "int64" | "uint8" | "uint16" | "uint32" | "uint64" => {
+            Family::Int
+        }
+        "float16" | "float32" | "float64" => Family::Float,
+        "utf8" | "largeutf8" | "utf8view" | "string" => Family::Text,
+        "boolean" | "bool" => Family::Bool,
+        "date32" | "date64" => Family::Date,
+        _ if t.starts_with("timestamp") => Family::Time,
+        _ => return None,
+    })
+}
+
+/// Whether values inferred as `found` fit a column declared `declared`.
+fn compatible(found: &str, declared: &str) -> bool {
+    match (family(found), family(declared)) {
+        (Some(f), Some(d)) if f == d => true,
+        (Some(Family::Int), Some(Family::Float)) => true,
+        (Some(_), Some(Family::Text)) => true,
+        // A column with only nulls is inferred as Utf8/Null: it fits anything.
+        (None, _) => found.eq_ignore_ascii_case("null"),
+        _ => false,
+    }
+}
+
+/// HyperLogLog with 2^12 registers.
+struct Hll {
+    regs: Vec<u8>,
+}
+
+impl Hll {
+    fn new() -> Self {
+        Hll {
+            regs: vec![0; 1 << HLL_BITS],
+        }
+    }
+
+    fn add<T: Hash + ?Sized>(&mut self, v: &T) {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        v.hash(&mut h);
+        let x = h.finish();
+        let idx = (x >> (64 - HLL_BITS)) as usize;
+        let rank = ((x << HLL_BITS) | (1 << (HLL_BITS - 1))).leading_zeros() as u8 + 1;
+        if rank > self.regs[idx] {
+            self.regs[idx] = rank;
+        }
+    }
+
+    fn estimate(&self) -> u64 {
+        let m = self.regs.len() as f64;
+        let sum: f64 = self.regs.iter().map(|r| 2f64.powi(-(*r as i32))).sum();
+        let raw = 0.7213 / (1.0 + 1.079 / m) * m * m / sum;
+        let zeros = self.regs.iter().filter(|r| **r == 0).count();
+        let est = if raw <= 2.5 * m && zeros > 0 {
+            m * (m / zeros as f64).ln()
+        } else {
+            raw
+        };
+        est.round() as u64
+    }
+}
+
+/// Running statistics of one column.
+struct Acc {
+    name: String,
+    data_type: DataType,
+    count: u64,
+    nulls: u64,
+    null_rows: Vec<u64>,
+    // numeric (Welford)
+    n: u64,
+    mean: f64,
+    m2: f64,
+    min_f: Option<f64>,
+    max_f: Option<f64>,
+    reservoir: Vec<f64>,
+    seen_numbers: u64,
+    rng: u64,
+    // text
+    min_s: Option<String>,
+    max_s: Option<String>,
+    categories: HashMap<String, u64>,
+    hll: Hll,
+}
+
+impl Acc {
+    fn new(name: &str, data_type: &DataType) -> Self {
+        Acc {
+            name: name.to_string(),
+            data_type: data_type.clone(),
+            count: 0,
+            nulls: 0,
+            null_rows: Vec::new(),
+            n: 0,
+            mean: 0.0,
+            m2: 0.0,
+            min_f: None,
+            max_f: None,
+            reservoir: Vec::new(),
+            seen_numbers: 0,
+            rng: 0x9E37_79B9_7F4A_7C15,
+            min_s: None,
+            max_s: None,
+            categories: HashMap::new(),
+            hll: Hll::new(),
+        }
+    }
+
+    fn number(&mut self, x: f64) {
+        if x.is_nan() {
+            return;
+        }
+        self.n += 1;
+        let d = x - self.mean;
+        self.mean += d / self.n as f64;
+        self.m2 += d * (x - self.mean);
+        self.min_f = Some(self.min_f.map_or(x, |m| m.min(x)));
+        self.max_f = Some(self.max_f.map_or(x, |m| m.max(x)));
+        self.hll.add(&x.to_bits());
+        // Reservoir sampling (Algorithm R) with a fixed-seed xorshift: reproducible.
+        self.seen_numbers += 1;
+        if self.reservoir.len() < RESERVOIR {
+            self.reservoir.push(x);
+        } else {
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            let j = self.rng % self.seen_numbers;
+            if (j as usize) < RESERVOIR {
+                self.reservoir[j as usize] = x;
+            }
+        }
+    }
+
+    fn text(&mut self, s: &str) {
+        self.hll.add(s);
+        if self.min_s.as_deref().is_none_or(|m| s < m) {
+            self.min_s = Some(s.to_string());
+        }
+        if self.max_s.as_deref().is_none_or(|m| s > m) {
+            self.max_s = Some(s.to_string());
+        }
+        self.category(s);
+    }
+
+    fn category(&mut self, s: &str) {
+        if let Some(c) = self.categories.get_mut(s) {
+            *c += 1;
+        } else if self.categories.len() < CATEGORY_CAP {
+            self.categories.insert(s.to_string(), 1);
+        }
+    }
+
+    fn add(&mut self, array: &dyn Array, first_row: u64) {
+        self.count += array.len() as u64;
+        self.nulls += array.null_count() as u64;
+        if array.null_count() > 0 && self.null_rows.len() < EXAMPLES {
+            for i in 0..array.len() {
+                if array.is_null(i) {
+                    self.null_rows.push(first_row + i as u64);
+                    if self.null_rows.len() == EXAMPLES {
+                        break;
+                    }
+                }
+            }
+        }
+        macro_rules! numbers {
+            ($t:ty) => {
+                for v in array.as_primitive::<$t>().iter().flatten() {
+                    self.number(v as f64);
+                }
+            };
+        }
+        match array.data_type() {
+            DataType::Int8 => numbers!(Int8Type),
+            DataType::Int16 => numbers!(Int16Type),
+            DataType::Int32 => numbers!(Int32Type),
+            DataType::Int64 => numbers!(Int64Type),
+            DataType::UInt8 => numbers!(UInt8Type),
+            DataType::UInt16 => numbers!(UInt16Type),
+            DataType::UInt32 => numbers!(UInt32Type),
+            DataType::UInt64 => numbers!(UInt64Type),
+            DataType::Float32 => numbers!(Float32Type),
+            DataType::Float64 => numbers!(Float64Type),
+            DataType::Date32 => numbers!(Date32Type),
+            DataType::Date64 => numbers!(Date64Type),
+            DataType::Timestamp(unit, _) => match unit {
+                arrow_schema::TimeUnit::Second => numbers!(TimestampSecondType),
+                arrow_schema::TimeUnit::Millisecond => numbers!(TimestampMillisecondType),
+                arrow_schema::TimeUnit::Microsecond => numbers!(TimestampMicrosecondType),
+                arrow_schema::TimeUnit::Nanosecond => numbers!(TimestampNanosecondType),
+            },
+            DataType::Boolean => {
+                for v in array.as_boolean().iter().flatten() {
+                    let s = if v { "true" } else { "false" };
+                    self.hll.add(s);
+                    self.category(s);
+                }
+            }
+            DataType::Utf8 => {
+                for v in array.as_string::<i32>().iter().flatten() {
+                    self.text(v);
+                }
+            }
+            DataType::LargeUtf8 => {
+                for v in array.as_string::<i64>().iter().flatten() {
+                    self.text(v);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(mut self) -> ColumnProfile {
+        let numeric = self.n > 0;
+        let quantiles = numeric.then(|| {
+            self.reservoir.sort_by(|a, b| a.total_cmp(b));
+            let q = |p: f64| {
+                let idx = ((self.reservoir.len() - 1) as f64 * p).round() as usize;
+                self.reservoir[idx]
+            };
+            [
+                ("p01", 0.01),
+                ("p05", 0.05),
+                ("p25", 0.25),
+                ("p50", 0.5),
+                ("p75", 0.75),
+                ("p95", 0.95),
+                ("p99", 0.99),
+            ]
+            .into_iter()
+            .map(|(k, p)| (k.to_string(), q(p)))
+            .collect()
+        });
+        let mut top: Vec<Category> = self
+            .categories
+            .into_iter()
+            .map(|(value, count)| Category { value, count })
+            .collect();
+        top.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.value.cmp(&b.value)));
+        top.truncate(TOP);
+        ColumnProfile {
+            name: self.name,
+            data_type: format!("{:?}", self.data_type)
+                .split('(')
+                .next()
+                .unwrap_or("")
+                .to_string(),
+            nulls: self.nulls,
+            null_fraction: if self.count == 0 {
+                0.0
+            } else {
+                self.nulls as f64 / self.count as f64
+            },
+            min: if numeric {
+                self.min_f.map(|v| v.to_string())
+            } else {
+                self.min_s
+            },
+            max: if numeric {
+                self.max_f.map(|v| v.to_string())
+            } else {
+                self.max_s
+            },
+            mean: numeric.then_some(self.mean),
+            std: (self.n > 1).then(|| (self.m2 / (self.n - 1) as f64).sqrt()),
+            quantiles,
+            distinct_estimate: self.hll.estimate(),
+            top,
+            null_rows: self.null_rows,
+        }
+    }
+}
+
+fn profile_batches(
+    format: TableFormat,
+    schema: &Schema,
+    batches: impl Iterator<Item = std::result::Result<RecordBatch, arrow_schema::ArrowError>>,
+) -> Result<TableProfile> {
+    let mut accs: Vec<Acc> = schema
+        .fields()
+        .iter()
+        .map(|f| Acc::new(f.name(), f.data_type()))
+        .collect();
+    let mut rows = 0u64;
+    for batch in batches {
+        let batch = batch.map_err(|e| Error::invalid("tabular file", e.to_string()))?;
+        for (acc, col) in accs.iter_mut().zip(batch.columns()) {
+            acc.add(col.as_ref(), rows);
+        }
+        rows += batch.num_rows() as u64;
+    }
+    Ok(TableProfile {
+        format,
+        rows,
+        columns: accs.into_iter().map(Acc::finish).collect(),
+    })
+}
+
+/// Profiles a CSV file (with a header row). `open` is called twice: once to infer the
+/// schema from the first rows, once to read every row.
+pub fn profile_csv<R: Read>(mut open: impl FnMut() -> std::io::Result<R>) -> Result<TableProfile> {
+    let format = arrow_csv::reader::Format::default().with_header(true);
+    let (schema, _) = format
+        .infer_schema(open().map_err(Error::Io)?, Some(INFER_ROWS))
+        .map_err(|e| Error::invalid("CSV file", e.to_string()))?;
+    let schema = Arc::new(schema);
+    let reader = arrow_csv::ReaderBuilder::new(schema.clone())
+        .with_header(true)
+        .with_batch_size(BATCH_ROWS)
+        .build(open().map_err(Error::Io)?)
+        .map_err(|e| Error::invalid("CSV file", e.to_string()))?;
+    profile_batches(TableFormat::Csv, &schema, reader)
+}
+
+/// Profiles a Parquet file through any random-access reader.
+pub fn profile_parquet<R: parquet::file::reader::ChunkReader + 'static>(
+    reader: R,
+) -> Result<TableProfile> {
+    let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(reader)
+        .map_err(|e| Error::invalid("Parquet file", e.to_string()))?;
+    let schema = builder.schema().clone();
+    let batches = builder
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .map_err(|e| Error::invalid("Parquet file", e.to_string()))?;
+    profile_batches(TableFormat::Parquet, &schema, batches)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn csv(text: &str) -> TableProfile {
+        let bytes = text.as_bytes().to_vec();
+        profile_csv(|| Ok(std::io::Cursor::new(bytes.clone()))).expect("profile")
+    }
+
+    #[test]
+    fn csv_schema_rows_and_stats() {
+        let mut text = String::from("id,amount,label,flag\n");
+        for i in 0..1000 {
+            let label = if i % 10 == 0 { "fraud" } else { "ok" };
+            let amount = if i == 7 {
+                String::new()
+            } else {
+                format!("{}.5", i)
+            };
+            text.push_str(&format!("{i},{amount},{label},{}\n", i % 2 == 0));
+        }
+        let p = csv(&text);
+        assert_eq!(p.rows, 1000);
+        let col = |n: &str| p.columns.iter().find(|c| c.name == n).expect("column");
+        assert_eq!(col("id").data_type, "Int64");
+        assert_eq!(col("amount").data_type, "Float64");
+        assert_eq!(col("label").data_type, "Utf8");
+        assert_eq!(col("flag").data_type, "Boolean");
+        assert_eq!(col("amount").nulls, 1);
+        assert_eq!(col("amount").null_rows, vec![7]);
+        assert_eq!(col("id").min.as_deref(), Some("0"));
+        assert_eq!(col("id").max.as_deref(), Some("999"));
+        assert!((col("id").mean.expect("mean") - 499.5).abs() < 1e-9);
+        let q = col("id").quantiles.clone().expect("quantiles");
+        assert!((q["p50"] - 500.0).abs() <= 1.0);
+        let d = col("id").distinct_estimate as f64;
+        assert!((d - 1000.0).abs() < 60.0, "distinct estimate {d}");
+        assert_eq!(
+            col("label").top[0],
+            Category {
+                value: "ok".into(),
+                count: 900
+            }
+        );
+        assert_eq!(col("label").distinct_estimate, 2);
+    }
+
+    #[test]
+    fn declared_schema_reports_what_is_wrong() {
+        let p = csv("id,amount,extra\n1,2.5,x\n2,,y\n");
+        let schema = DatasetSchema {
+            columns: vec![
+                ColumnSpec {
+                    name: "id".into(),
+                    data_type: "Int64".into(),
+                    nullable: false,
+                    pii: false,
+                },
+                ColumnSpec {
+                    name: "amount".into(),
+                    data_type: "Float64".into(),
+                    nullable: false,
+                    pii: false,
+                },
+                ColumnSpec {
+                    name: "customer".into(),
+                    data_type: "Utf8".into(),
+                    nullable: true,
+                    pii: true,
+                },
+            ],
+        };
+        schema.validate().expect("valid schema");
+        let v = schema.check("t.csv", &p);
+        let problems: Vec<(&str, &str)> = v
+            .iter()
+            .map(|x| (x.column.as_str(), x.problem.as_str()))
+            .collect();
+        assert!(
+            problems
+                .iter()
+                .any(|(c, p)| *c == "amount" && p.contains("null")),
+            "{problems:?}"
+        );
+        assert!(v
+            .iter()
+            .any(|x| x.column == "amount" && x.examples == vec!["row 1".to_string()]));
+        assert!(problems
+            .iter()
+            .any(|(c, p)| *c == "customer" && p.contains("missing")));
+        assert!(problems
+            .iter()
+            .any(|(c, p)| *c == "extra" && p.contains("not in the declared schema")));
+        assert!(!problems.iter().any(|(c, _)| *c == "id"));
+
+        let strict = DatasetSchema {
+            columns: vec![ColumnSpec {
+                name: "id".into(),
+                data_type: "Boolean".into(),
+                nullable: true,
+                pii: false,
+            }],
+        };
+        let p = csv("id\n1\n2\n");
+        assert!(strict
+            .check("t.csv", &p)
+            .iter()
+            .any(|x| x.problem.contains("Int64")));
+    }
+
+    #[test]
+    fn bad_schemas_are_refused() {
+        let bad = DatasetSchema {
+            columns: vec![ColumnSpec {
+                name: "x".into(),
+                data_type: "Decimal".into(),
+                nullable: true,
+                pii: false,
+            }],
+        };
+        assert!(bad.validate().is_err());
+        assert!(DatasetSchema { columns: vec![] }.validate().is_err());
+    }
+}
