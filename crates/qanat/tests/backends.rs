@@ -54,6 +54,51 @@ fn server_on_postgres_keeps_rbac_audit_and_data_across_kill_9() {
     assert_eq!(denied.as_array().expect("list").len(), 1);
     let (_, v) = h.send(&q.admin_token, "GET", "/api/v1/audit/verify", None);
     assert_eq!(v["ok"], true, "{v}");
+
+    // Datasets on PostgreSQL: push, tables profiled, lineage, gc, pull.
+    let src = q.dir.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    let rows: String = (0..5000).map(|i| format!("{i},{}\n", i * 2)).collect();
+    std::fs::write(src.join("t.csv"), format!("a,b\n{rows}")).expect("write");
+    std::fs::write(src.join("blob.bin"), vec![7u8; 3 << 20]).expect("write");
+    let src_s = src.to_str().expect("utf8");
+    let (ok, _, err) = q.cli(&["data", "-p", "pg", "create", "d"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = q.cli(&["data", "-p", "pg", "push", "d", src_s]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "pg",
+        "push",
+        "d",
+        src_s,
+        "--derived-from",
+        "dataset:d@1",
+    ]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = q.cli(&["data", "-p", "pg", "show", "d@2", "--output", "json"]);
+    assert!(ok, "{err}");
+    let shown: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(shown["profiles"][0]["profile"]["rows"], 5000);
+    let (ok, out, _) = q.cli(&["lineage", "-p", "pg", "dataset:d@2"]);
+    assert!(ok && out.contains("derived_from: dataset:d@1"), "{out}");
+    let (ok, _, err) = q.cli(&["data", "-p", "pg", "gc", "--grace", "0s"]);
+    assert!(ok, "{err}");
+    let dst = q.dir.path().join("dst");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "pg",
+        "pull",
+        "d@2",
+        dst.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        std::fs::read(dst.join("t.csv")).expect("read"),
+        std::fs::read(src.join("t.csv")).expect("read")
+    );
     drop(q);
     drop(db);
 }
