@@ -182,6 +182,10 @@ fn manifest_key(project_id: &str, manifest_id: &str) -> Result<ObjectKey> {
     Ok(format!("projects/{project_id}/manifests/{manifest_id}").parse()?)
 }
 
+fn table_profile_key(project_id: &str, blake3: &str, format: TableFormat) -> Result<ObjectKey> {
+    Ok(format!("projects/{project_id}/table-profiles/{blake3}.{format:?}").parse()?)
+}
+
 fn profiles_key(project_id: &str, manifest_id: &str) -> Result<ObjectKey> {
     Ok(format!("projects/{project_id}/profiles/{manifest_id}").parse()?)
 }
@@ -873,19 +877,44 @@ impl Datasets {
             let Some(format) = TableFormat::of(&f.path) else {
                 continue;
             };
-            let handle = StoredFileHandle::new(
-                self.storage.clone(),
-                &ds.location,
-                &ds.project_id,
-                f,
-                tokio::runtime::Handle::current(),
-            );
-            let result = tokio::task::spawn_blocking(move || match format {
-                TableFormat::Csv => crate::tabular::profile_csv(|| Ok(handle.reader())),
-                TableFormat::Parquet => crate::tabular::profile_parquet(handle),
-            })
-            .await
-            .map_err(|e| Error::invalid("profile", format!("profiling thread failed: {e}")))?;
+            // A profile depends only on the bytes and the format: files that did not
+            // change since an earlier version reuse it instead of being read again.
+            let cache_key = table_profile_key(&ds.project_id, &f.blake3, format)?;
+            let cached = match self.storage.get_bytes(&ds.location, &cache_key).await {
+                Ok(bytes) => serde_json::from_slice::<
+                    std::result::Result<crate::TableProfile, String>,
+                >(&bytes)
+                .ok(),
+                Err(qanat_store::Error::NotFound { .. }) => None,
+                Err(e) => return Err(e.into()),
+            };
+            let result = match cached {
+                Some(r) => r,
+                None => {
+                    let handle = StoredFileHandle::new(
+                        self.storage.clone(),
+                        &ds.location,
+                        &ds.project_id,
+                        f,
+                        tokio::runtime::Handle::current(),
+                    );
+                    let computed = tokio::task::spawn_blocking(move || match format {
+                        TableFormat::Csv => crate::tabular::profile_csv(|| Ok(handle.reader())),
+                        TableFormat::Parquet => crate::tabular::profile_parquet(handle),
+                    })
+                    .await
+                    .map_err(|e| {
+                        Error::invalid("profile", format!("profiling thread failed: {e}"))
+                    })?;
+                    let r = computed.map_err(|e| e.to_string());
+                    if let Ok(json) = serde_json::to_vec(&r) {
+                        self.storage
+                            .put_bytes(&ds.location, &cache_key, Bytes::from(json))
+                            .await?;
+                    }
+                    r
+                }
+            };
             out.push(match result {
                 Ok(p) => FileProfile {
                     path: f.path.clone(),
@@ -895,7 +924,7 @@ impl Datasets {
                 Err(e) => FileProfile {
                     path: f.path.clone(),
                     profile: None,
-                    error: Some(e.to_string()),
+                    error: Some(e),
                 },
             });
         }
