@@ -869,6 +869,35 @@ impl Datasets {
         Ok(report)
     }
 
+    /// Copies version `version` of `src` into `dst` (same project) as a new version of
+    /// `dst`: chunks `dst`'s location lacks are read from `src`'s (verified) and
+    /// written to `dst`'s, after the residency check of the destination. The new
+    /// version records `derived_from` the source.
+    pub async fn copy_version(
+        &self,
+        project: &Project,
+        src: &Dataset,
+        version: &VersionRef,
+        dst: &Dataset,
+        message: &str,
+        author: &str,
+    ) -> Result<DatasetVersion> {
+        self.check_location(project, dst)?;
+        let v = self.resolve(src, version).await?;
+        let manifest = self.manifest(src, &v).await?;
+        let ids: Vec<ChunkId> = manifest.distinct_chunks().iter().map(|c| c.id).collect();
+        for id in self.missing_chunks(dst, &ids).await? {
+            let data = self
+                .storage
+                .get_bytes(&src.location, &chunk_key(&src.project_id, &id)?)
+                .await?;
+            self.put_chunk(project, dst, id, data).await?;
+        }
+        let source = format!("dataset:{}@{}", src.name, v.version);
+        self.commit(project, dst, manifest, message, author, &[source])
+            .await
+    }
+
     /// Profiles every CSV and Parquet file of `manifest` (schema, rows, column stats),
     /// reading them back from their stored chunks on blocking threads.
     async fn profile_files(&self, ds: &Dataset, manifest: &Manifest) -> Result<Vec<FileProfile>> {

@@ -68,6 +68,14 @@ pub enum DataCmd {
     Log { dataset: String },
     /// A dataset, or one version's files (DATASET@VERSION).
     Show { reference: String },
+    /// Copy a version into another dataset (e.g. in another storage location):
+    /// SRC@VERSION DST.
+    Copy {
+        reference: String,
+        to: String,
+        #[arg(short, long, default_value = "")]
+        message: String,
+    },
     /// What changed between two versions: DATASET FROM TO.
     Diff {
         dataset: String,
@@ -309,6 +317,20 @@ pub async fn run(c: &Client, fmt: Format, project: &str, cmd: DataCmd) -> Result
                 }
                 println!("  {} unchanged", d["unchanged"]);
             }
+        }
+        DataCmd::Copy {
+            reference,
+            to,
+            message,
+        } => {
+            let (dataset, version) = split_ref(&reference);
+            let v: Value = c
+                .json(
+                    c.request(Method::POST, &format!("{base}/{}/copy", seg(dataset)))
+                        .json(&json!({"to": to, "version": version, "message": message})),
+                )
+                .await?;
+            output::object(fmt, &v);
         }
         DataCmd::Gc { grace } => {
             let r: Value = c

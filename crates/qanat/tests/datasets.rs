@@ -885,3 +885,99 @@ fn a_push_that_breaks_the_declared_schema_is_refused_with_a_report() {
     ]);
     assert!(!ok && err.contains("Money"), "{err}");
 }
+
+#[test]
+fn copy_between_locations_checks_residency_at_the_destination() {
+    let cfg_dir = tempfile::tempdir().expect("tempdir");
+    let cfg = cfg_dir.path().join("qanat.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[storage]\ndefault_location = \"landing\"\n\n[[storage.locations]]\nname = \"landing\"\nurl = \"{}\"\nregion = \"uae-north\"\n\n[[storage.locations]]\nname = \"archive\"\nurl = \"{}\"\nregion = \"uae-south\"\n",
+            cfg_dir.path().join("landing").display(),
+            cfg_dir.path().join("archive").display()
+        ),
+    )
+    .expect("config");
+    let q = Qanat::start_with(vec![("QANAT_CONFIG".into(), cfg.display().to_string())]);
+    q.create_project("cp", &["uae-north", "uae-south"]);
+    let (ok, _, err) = q.cli(&["data", "-p", "cp", "create", "raw"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "cp",
+        "create",
+        "cold",
+        "--location",
+        "archive",
+    ]);
+    assert!(ok, "{err}");
+    let src = q.dir.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(src.join("f.bin"), data(3 << 20, 21)).expect("write");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "cp",
+        "push",
+        "raw",
+        src.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+
+    // The project stops allowing uae-south: the copy there is refused and audited.
+    let (s, _) = q.http().send(
+        &q.admin_token,
+        "PATCH",
+        "/api/v1/projects/cp",
+        Some(json!({"allowed_regions": ["uae-north"]})),
+    );
+    assert_eq!(s, 200);
+    let (ok, _, err) = q.cli(&["data", "-p", "cp", "copy", "raw@1", "cold"]);
+    assert!(
+        !ok && err.contains("RESIDENCY_VIOLATION") && err.contains("uae-south"),
+        "{err}"
+    );
+    let (_, denied) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/audit?action=dataset.copy&outcome=denied",
+        None,
+    );
+    assert_eq!(denied.as_array().expect("list").len(), 1);
+    assert_eq!(
+        stored_bytes(&cfg_dir.path().join("archive")),
+        0,
+        "nothing reached the archive"
+    );
+
+    // Allowed again: the copy lands in the archive location, byte for byte.
+    let (s, _) = q.http().send(
+        &q.admin_token,
+        "PATCH",
+        "/api/v1/projects/cp",
+        Some(json!({"allowed_regions": ["uae-north", "uae-south"]})),
+    );
+    assert_eq!(s, 200);
+    let (ok, out, err) = q.cli(&[
+        "data", "-p", "cp", "copy", "raw@1", "cold", "-m", "archive", "--output", "json",
+    ]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["version"], 1);
+    assert!(stored_bytes(&cfg_dir.path().join("archive")) > 3 << 20);
+    let dst = q.dir.path().join("dst");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "cp",
+        "pull",
+        "cold",
+        dst.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(files(&src), files(&dst));
+    let (ok, out, _) = q.cli(&["lineage", "-p", "cp", "dataset:cold@1"]);
+    assert!(ok && out.contains("derived_from: dataset:raw@1"), "{out}");
+}

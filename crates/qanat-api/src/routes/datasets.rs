@@ -357,3 +357,35 @@ pub(crate) async fn lineage(
     let depth = q.depth.unwrap_or(10).min(100);
     Ok(Json(state.gov.lineage_upstream(&p.id, &root, depth).await?))
 }
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CopyBody {
+    /// The dataset (same project) that receives the new version.
+    to: String,
+    /// Version of the source to copy (number, v<number>, tag or latest; default latest).
+    version: Option<String>,
+    #[serde(default)]
+    message: String,
+}
+
+/// Copy a version into another dataset, possibly in another storage location
+/// (editors; residency is checked at the destination).
+#[utoipa::path(post, path = "/api/v1/projects/{project}/datasets/{dataset}/copy", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path), ("dataset" = String, Path)), request_body = CopyBody,
+    responses((status = 201, body = DatasetVersion), (status = 403, body = crate::ErrorBody)))]
+pub(crate) async fn copy(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiPath((project, dataset)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<CopyBody>,
+) -> Result<(StatusCode, Json<DatasetVersion>), ApiError> {
+    let (p, src) = load(&state, &project, &dataset).await?;
+    let dst = state.datasets.get(&p, &body.to).await?;
+    let version = version_ref(body.version.as_deref().unwrap_or("latest"))?;
+    let v = state
+        .datasets
+        .copy_version(&p, &src, &version, &dst, &body.message, &caller.name)
+        .await?;
+    Ok((StatusCode::CREATED, Json(v)))
+}

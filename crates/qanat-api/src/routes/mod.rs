@@ -189,6 +189,12 @@ pub(crate) fn table(limits: &ApiLimits) -> RouteTable {
             get(datasets::file),
         )
         .add(
+            Method::POST,
+            "/api/v1/projects/{project}/datasets/{dataset}/copy",
+            Policy::new("dataset.copy", Project(Editor)),
+            post(datasets::copy),
+        )
+        .add(
             Method::GET,
             "/api/v1/projects/{project}/datasets/{dataset}/diff",
             Policy::new("dataset.diff", Project(Viewer)).governed_read(),
