@@ -305,43 +305,62 @@ impl ObjectStorage {
             .ok_or_else(|| Error::UnknownLocation(name.to_string()))
     }
 
-    /// Stores `data` at `key`, replacing any object there. Data already in memory is
-    /// sealed in one pass and written with one request (atomic on every backend);
-    /// anything larger than [`IN_MEMORY_PUT`] streams like [`Self::put_reader`].
-    pub async fn put_bytes(&self, location: &str, key: &ObjectKey, data: Bytes) -> Result<u64> {
-        if data.len() > IN_MEMORY_PUT {
-            return self.put_reader(location, key, &data[..]).await;
-        }
+    /// Starts writing an object: a fresh data key and the cipher for its chunks.
+    async fn begin<'a>(&'a self, location: &str, key: &'a ObjectKey) -> Result<NewObject<'a>> {
         let loc = self.loc(location)?;
         let (key_ref, dek) = self.keyring.new_data_key(&self.meta).await?;
         let header = Header {
             chunk_size: CHUNK_SIZE,
             key_ref,
         };
-        let mut cipher = ChunkCipher::new(&dek, &header).map_err(Error::Keys)?;
+        let cipher = ChunkCipher::new(&dek, &header).map_err(Error::Keys)?;
+        Ok(NewObject {
+            loc,
+            key,
+            header,
+            cipher,
+        })
+    }
+
+    /// Drops the data key of an object that was never written.
+    async fn abandon(&self, obj: &NewObject<'_>) {
+        let _ = self
+            .keyring
+            .forget_data_key(&self.meta, &obj.header.key_ref)
+            .await;
+    }
+
+    /// Seals `data` whole and writes it with one request (atomic on every backend).
+    async fn put_whole(&self, mut obj: NewObject<'_>, data: &[u8]) -> Result<u64> {
         let chunk = CHUNK_SIZE as usize;
         let pieces = data.len().div_ceil(chunk).max(1);
         let mut body = Vec::with_capacity(HEADER_LEN + data.len() + pieces * envelope::TAG_LEN);
-        body.extend_from_slice(&header.encode());
+        body.extend_from_slice(&obj.header.encode());
         for i in 0..pieces {
             let part = &data[(i * chunk).min(data.len())..((i + 1) * chunk).min(data.len())];
-            let sealed = cipher
-                .seal(part, i + 1 == pieces)
-                .map_err(|reason| Error::Integrity {
-                    key: key.to_string(),
-                    reason,
-                })?;
-            body.extend_from_slice(&sealed);
+            body.extend_from_slice(&obj.seal(part, i + 1 == pieces)?);
         }
-        if let Err(e) = loc
+        if let Err(e) = obj
+            .loc
             .store
-            .put(&key.store_path(), PutPayload::from(body))
+            .put(&obj.key.store_path(), PutPayload::from(body))
             .await
         {
-            let _ = self.keyring.forget_data_key(&self.meta, &key_ref).await;
+            self.abandon(&obj).await;
             return Err(e.into());
         }
         Ok(data.len() as u64)
+    }
+
+    /// Stores `data` at `key`, replacing any object there. Data already in memory is
+    /// sealed in one pass and written with one request; anything larger than
+    /// [`IN_MEMORY_PUT`] streams like [`Self::put_reader`].
+    pub async fn put_bytes(&self, location: &str, key: &ObjectKey, data: Bytes) -> Result<u64> {
+        if data.len() > IN_MEMORY_PUT {
+            return self.put_reader(location, key, &data[..]).await;
+        }
+        let obj = self.begin(location, key).await?;
+        self.put_whole(obj, &data).await
     }
 
     /// Streams `reader` into an encrypted object at `key` and returns the plaintext size.
@@ -353,49 +372,37 @@ impl ObjectStorage {
         key: &ObjectKey,
         mut reader: R,
     ) -> Result<u64> {
-        let loc = self.loc(location)?;
-        let (key_ref, dek) = self.keyring.new_data_key(&self.meta).await?;
-        let header = Header {
-            chunk_size: CHUNK_SIZE,
-            key_ref,
-        };
-        let mut cipher = ChunkCipher::new(&dek, &header).map_err(Error::Keys)?;
-        let seal_err = |reason: String| Error::Integrity {
-            key: key.to_string(),
-            reason,
-        };
+        let mut obj = self.begin(location, key).await?;
         let chunk = CHUNK_SIZE as usize;
         let path = key.store_path();
 
         let mut current = Vec::with_capacity(chunk);
         let mut next = Vec::with_capacity(chunk);
         if let Err(e) = fill(&mut reader, &mut current, chunk).await {
-            let _ = self.keyring.forget_data_key(&self.meta, &key_ref).await;
+            self.abandon(&obj).await;
             return Err(e);
         }
         if current.len() < chunk {
-            // Small object: one request, atomic on every backend.
-            let mut body = Vec::with_capacity(HEADER_LEN + current.len() + envelope::TAG_LEN);
-            body.extend_from_slice(&header.encode());
-            body.extend_from_slice(&cipher.seal(&current, true).map_err(seal_err)?);
-            let size = current.len() as u64;
-            if let Err(e) = loc.store.put(&path, PutPayload::from(body)).await {
-                let _ = self.keyring.forget_data_key(&self.meta, &key_ref).await;
-                return Err(e.into());
-            }
-            return Ok(size);
+            // Small object: one request.
+            return self.put_whole(obj, &current).await;
         }
 
-        let upload = loc.store.put_multipart(&path).await?;
+        let upload = match obj.loc.store.put_multipart(&path).await {
+            Ok(u) => u,
+            Err(e) => {
+                self.abandon(&obj).await;
+                return Err(e.into());
+            }
+        };
         let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
-        writer.write(&header.encode());
+        writer.write(&obj.header.encode());
         let mut total = 0u64;
         let result: Result<()> = async {
             loop {
                 fill(&mut reader, &mut next, chunk).await?;
                 let last = next.is_empty();
                 writer.wait_for_capacity(PARTS_IN_FLIGHT).await?;
-                writer.write(&cipher.seal(&current, last).map_err(seal_err)?);
+                writer.write(&obj.seal(&current, last)?);
                 total += current.len() as u64;
                 if last {
                     return Ok(());
@@ -404,7 +411,7 @@ impl ObjectStorage {
                 if current.len() < chunk {
                     // The source ended inside this chunk: it is the last one.
                     writer.wait_for_capacity(PARTS_IN_FLIGHT).await?;
-                    writer.write(&cipher.seal(&current, true).map_err(seal_err)?);
+                    writer.write(&obj.seal(&current, true)?);
                     total += current.len() as u64;
                     return Ok(());
                 }
@@ -415,13 +422,13 @@ impl ObjectStorage {
             Ok(()) => match writer.finish().await {
                 Ok(_) => Ok(total),
                 Err(e) => {
-                    let _ = self.keyring.forget_data_key(&self.meta, &key_ref).await;
+                    self.abandon(&obj).await;
                     Err(e.into())
                 }
             },
             Err(e) => {
                 let _ = writer.abort().await;
-                let _ = self.keyring.forget_data_key(&self.meta, &key_ref).await;
+                self.abandon(&obj).await;
                 Err(e)
             }
         }
@@ -546,6 +553,25 @@ fn object_info(
         size: envelope::plaintext_len(stored, CHUNK_SIZE).unwrap_or(0),
         stored_size: stored,
         last_modified,
+    }
+}
+
+/// An object being written.
+struct NewObject<'a> {
+    loc: &'a Location,
+    key: &'a ObjectKey,
+    header: Header,
+    cipher: ChunkCipher,
+}
+
+impl NewObject<'_> {
+    fn seal(&mut self, plaintext: &[u8], last: bool) -> Result<Vec<u8>> {
+        self.cipher
+            .seal(plaintext, last)
+            .map_err(|reason| Error::Integrity {
+                key: self.key.to_string(),
+                reason,
+            })
     }
 }
 
