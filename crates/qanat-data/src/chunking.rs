@@ -140,4 +140,23 @@ mod tests {
         assert_eq!(id.to_hex().parse::<ChunkId>().expect("parse"), id);
         assert!("zz".parse::<ChunkId>().is_err());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 12, ..Default::default() })]
+        /// Against the obvious reference (the input itself): chunks concatenate back to
+        /// the input, respect the size bounds, and their ids are the hashes of their bytes.
+        #[test]
+        fn chunking_is_a_lossless_bounded_partition(len in 0usize..(6 << 20), seed in proptest::prelude::any::<u64>()) {
+            let d = data(len, seed);
+            let cs: Vec<Chunk> = chunks(&d[..]).collect::<Result<_, _>>().expect("chunk");
+            let mut joined = Vec::with_capacity(len);
+            for (i, c) in cs.iter().enumerate() {
+                proptest::prop_assert!(c.data.len() <= MAX_CHUNK as usize);
+                proptest::prop_assert!(i + 1 == cs.len() || c.data.len() >= MIN_CHUNK as usize);
+                proptest::prop_assert_eq!(c.id, ChunkId::of(&c.data));
+                joined.extend_from_slice(&c.data);
+            }
+            proptest::prop_assert!(joined == d);
+        }
+    }
 }
