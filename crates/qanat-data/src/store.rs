@@ -16,8 +16,8 @@ use sqlx::Row;
 use crate::stored_file::StoredFileHandle;
 use crate::tabular::TableFormat;
 use crate::{
-    ChunkId, DatasetSchema, Error, FileEntry, FileProfile, Manifest, Result, SchemaViolation,
-    MAX_CHUNK,
+    ChunkId, ChunkRef, DatasetSchema, Error, FileEntry, FileProfile, Manifest, Result,
+    SchemaViolation, MAX_CHUNK,
 };
 
 const IN_BATCH: usize = 500;
@@ -494,6 +494,7 @@ impl Datasets {
                 example: first.to_hex(),
             });
         }
+        self.check_chunk_sizes(ds, &distinct).await?;
         let parent = ds.latest_version;
         let parent_chunks: HashSet<ChunkId> = match parent {
             Some(p) => {
@@ -867,6 +868,43 @@ impl Datasets {
             report.bytes_freed += row.try_get::<i64, _>("size")? as u64;
         }
         Ok(report)
+    }
+
+    /// Refuses a manifest whose chunk sizes disagree with the stored chunks (the
+    /// server hashed every chunk on upload, so the registry's sizes are the truth).
+    async fn check_chunk_sizes(&self, ds: &Dataset, chunks: &[ChunkRef]) -> Result<()> {
+        for batch in chunks.chunks(IN_BATCH) {
+            let list: Vec<String> = (0..batch.len()).map(|i| format!("${}", i + 3)).collect();
+            let sql = format!(
+                "SELECT chunk_id, size FROM dataset_chunks WHERE project_id = $1 AND location = $2 AND chunk_id IN ({})",
+                list.join(", ")
+            );
+            let mut q = sqlx::query(&sql).bind(&ds.project_id).bind(&ds.location);
+            for c in batch {
+                q = q.bind(c.id.to_hex());
+            }
+            let mut stored = std::collections::HashMap::new();
+            for row in q.fetch_all(self.meta.reader()).await? {
+                stored.insert(
+                    row.try_get::<String, _>("chunk_id")?,
+                    row.try_get::<i64, _>("size")?,
+                );
+            }
+            for c in batch {
+                if let Some(size) = stored.get(&c.id.to_hex()) {
+                    if *size as u64 != c.size {
+                        return Err(Error::invalid(
+                            "manifest",
+                            format!(
+                                "chunk {} is {size} bytes, the manifest says {}",
+                                c.id, c.size
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Copies version `version` of `src` into `dst` (same project) as a new version of

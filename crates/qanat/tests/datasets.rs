@@ -413,6 +413,30 @@ fn residency_and_bad_input_are_refused_clearly() {
         v["message"].as_str().expect("msg").contains("not stored"),
         "{v}"
     );
+    // A real chunk listed with a size it does not have.
+    let one = blake3::hash(b"x").to_hex().to_string();
+    let resp = h
+        .raw(
+            &q.admin_token,
+            "PUT",
+            &format!("/api/v1/projects/ok/datasets/d/chunks/{one}"),
+        )
+        .body("x")
+        .send()
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 201);
+    let lying = json!({"files": [{"path": "a", "size": 5, "mode": 420, "blake3": one, "chunks": [{"id": one, "size": 5}]}]});
+    let (s, v) = h.send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/projects/ok/datasets/d/versions",
+        Some(json!({"manifest": lying})),
+    );
+    assert_eq!(s, 400, "{v}");
+    assert!(
+        v["message"].as_str().expect("msg").contains("1 bytes"),
+        "{v}"
+    );
     let bad = json!({"files": [{"path": "../escape", "size": 0, "mode": 420, "blake3": fake, "chunks": []}]});
     let (s, _) = h.send(
         &q.admin_token,
@@ -438,7 +462,6 @@ fn residency_and_bad_input_are_refused_clearly() {
 
     // A viewer can pull but not push.
     let viewer = q.user_with_role("vic", "ok", "viewer");
-    let one = blake3::hash(b"x").to_hex().to_string();
     let resp = h
         .raw(
             &viewer,
