@@ -143,13 +143,13 @@ pub(crate) fn table(limits: &ApiLimits) -> RouteTable {
         .add(
             Method::GET,
             "/api/v1/projects/{project}/datasets",
-            Policy::new("dataset.list", Project(Viewer)),
+            Policy::new("dataset.list", Project(Viewer)).governed_read(),
             t(get(datasets::list)),
         )
         .add(
             Method::GET,
             "/api/v1/projects/{project}/datasets/{dataset}",
-            Policy::new("dataset.get", Project(Viewer)),
+            Policy::new("dataset.get", Project(Viewer)).governed_read(),
             t(get(datasets::get_one)),
         )
         .add(
@@ -173,7 +173,7 @@ pub(crate) fn table(limits: &ApiLimits) -> RouteTable {
         .add(
             Method::GET,
             "/api/v1/projects/{project}/datasets/{dataset}/versions",
-            Policy::new("dataset.log", Project(Viewer)),
+            Policy::new("dataset.log", Project(Viewer)).governed_read(),
             t(get(datasets::log)),
         )
         .add(
@@ -215,7 +215,7 @@ pub(crate) fn table(limits: &ApiLimits) -> RouteTable {
         .add(
             Method::GET,
             "/api/v1/projects/{project}/lineage",
-            Policy::new("lineage.read", Project(Viewer)),
+            Policy::new("lineage.read", Project(Viewer)).governed_read(),
             t(get(datasets::lineage)),
         )
         // Identities and tokens.
