@@ -528,7 +528,7 @@ impl ObjectStorage {
             loc.store.list(prefix.as_ref()).try_collect().await?;
         let mut out: Vec<ObjectInfo> = metas
             .into_iter()
-            .map(|m| object_info(m.location.to_string(), m.size, m.last_modified))
+            .map(|m| object_info(decoded_key(&m.location), m.size, m.last_modified))
             .collect();
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
@@ -541,6 +541,19 @@ impl ObjectStorage {
         }
         Ok(())
     }
+}
+
+/// The key as the caller named it: object_store percent-encodes characters such as `#`,
+/// `%` and non-ASCII letters inside path segments.
+fn decoded_key(path: &StorePath) -> String {
+    path.parts()
+        .map(|p| {
+            percent_encoding::percent_decode_str(p.as_ref())
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 fn object_info(

@@ -231,7 +231,7 @@ async fn a_failed_upload_leaves_no_object() {
 #[tokio::test]
 async fn listing_and_deleting() {
     let f = local_fixture(TestDb::sqlite().await).await;
-    for name in ["a/1", "a/2", "b/1"] {
+    for name in ["a/1", "a/2", "b/1", "c/a b#%é.txt"] {
         f.storage
             .put_bytes("local", &key(name), Bytes::from_static(b"xyz"))
             .await
@@ -253,7 +253,12 @@ async fn listing_and_deleting() {
         f.storage.delete("local", &key("a/1")).await,
         Err(Error::NotFound { .. })
     ));
-    assert_eq!(f.storage.list("local", None).await.expect("list").len(), 2);
+    let all = f.storage.list("local", None).await.expect("list");
+    assert_eq!(all.len(), 3);
+    assert!(
+        all.iter().any(|o| o.key == "c/a b#%é.txt"),
+        "keys list as named: {all:?}"
+    );
 }
 
 #[tokio::test]
