@@ -854,3 +854,37 @@ fn json_logs_carry_request_ids_and_never_tokens() {
         "request spans carry the request id:\n{logs}"
     );
 }
+
+#[test]
+fn slow_requests_time_out_with_a_json_408() {
+    use std::io::Write;
+    let q = Qanat::start_with(vec![(
+        "QANAT_SERVER_REQUEST_TIMEOUT_SECS".into(),
+        "1".into(),
+    )]);
+    q.create_project("slow", &["uae-north"]);
+    let (ok, _, err) = q.cli(&["data", "-p", "slow", "create", "d"]);
+    assert!(ok, "{err}");
+    // A chunk upload that sends half its body and stalls (the route has the timeout).
+    let addr = q.url.trim_start_matches("http://").to_string();
+    let mut conn = std::net::TcpStream::connect(&addr).expect("connect");
+    let id = "0".repeat(64);
+    let head = format!(
+        "PUT /api/v1/projects/slow/datasets/d/chunks/{id} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n",
+        q.admin_token
+    );
+    conn.write_all(head.as_bytes()).expect("write head");
+    conn.write_all(&[b'x'; 500]).expect("write half the body");
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("read timeout");
+    let mut reply = String::new();
+    let _ = conn.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    let body = reply.split("\r\n\r\n").nth(1).expect("body");
+    let v: Value = serde_json::from_str(body).expect("JSON body");
+    assert_eq!(v["error_code"], "REQUEST_TIMEOUT");
+    assert!(v["message"]
+        .as_str()
+        .expect("msg")
+        .contains("request_timeout_secs"));
+}

@@ -11,7 +11,6 @@ use axum::http::Method;
 use axum::routing::{delete, get, patch, post, put, MethodRouter};
 use qanat_governance::Requirement::{Authenticated, GlobalAdmin, Project, Public};
 use qanat_governance::Role::{Admin, Editor, Maintainer, Viewer};
-use tower_http::timeout::TimeoutLayer;
 
 use crate::authz::{Policy, RouteTable};
 use crate::{ApiLimits, AppState};
@@ -22,10 +21,11 @@ const MAX_MANIFEST_BYTES: usize = 256 << 20;
 pub(crate) fn table(limits: &ApiLimits) -> RouteTable {
     // Non-streaming routes get the request timeout; object transfers stream for as long
     // as the bytes keep flowing.
-    let t = |m: MethodRouter<AppState>| {
-        m.layer(TimeoutLayer::with_status_code(
-            axum::http::StatusCode::REQUEST_TIMEOUT,
-            limits.request_timeout,
+    let timeout = limits.request_timeout;
+    let t = move |m: MethodRouter<AppState>| {
+        m.layer(axum::middleware::from_fn_with_state(
+            timeout,
+            request_timeout,
         ))
     };
     RouteTable::default()
@@ -280,4 +280,23 @@ pub(crate) fn table(limits: &ApiLimits) -> RouteTable {
             Policy::new("keys.rotate", GlobalAdmin),
             t(post(admin::rotate_keys)),
         )
+}
+
+/// Ends a request that runs past `limit` with a JSON 408 (the handler is dropped).
+async fn request_timeout(
+    axum::extract::State(limit): axum::extract::State<std::time::Duration>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(resp) => resp,
+        Err(_) => axum::response::IntoResponse::into_response(crate::ApiError::new(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            "REQUEST_TIMEOUT",
+            format!(
+                "the request took longer than {} s (server.request_timeout_secs); send it faster or in smaller parts",
+                limit.as_secs()
+            ),
+        )),
+    }
 }
