@@ -420,20 +420,30 @@ impl Datasets {
         }
         self.check_location(project, ds)?;
         let now = now_micros();
-        let state = sqlx::query("SELECT deleting FROM dataset_chunks WHERE project_id = $1 AND location = $2 AND chunk_id = $3")
+        // Already stored: refresh its hold and write nothing.
+        let held = sqlx::query(
+            "UPDATE dataset_chunks SET last_used_at = $1 WHERE project_id = $2 AND location = $3 AND chunk_id = $4 AND deleting = 0",
+        )
+        .bind(now)
+        .bind(&ds.project_id)
+        .bind(&ds.location)
+        .bind(id.to_hex())
+        .execute(self.meta.writer())
+        .await?
+        .rows_affected();
+        if held == 1 {
+            return Ok(false);
+        }
+        let claimed = sqlx::query("SELECT 1 AS one FROM dataset_chunks WHERE project_id = $1 AND location = $2 AND chunk_id = $3")
             .bind(&ds.project_id)
             .bind(&ds.location)
             .bind(id.to_hex())
             .fetch_optional(self.meta.reader())
             .await?;
-        if let Some(row) = state {
-            if row.try_get::<i64, _>("deleting")? != 0 {
-                return Err(Error::Busy(format!(
-                    "chunk {id} is being garbage-collected; upload it again in a moment"
-                )));
-            }
-            self.missing_chunks(ds, &[id]).await?;
-            return Ok(false);
+        if claimed.is_some() {
+            return Err(Error::Busy(format!(
+                "chunk {id} is being garbage-collected; upload it again in a moment"
+            )));
         }
         let size = data.len() as i64;
         self.storage
