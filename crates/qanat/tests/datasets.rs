@@ -413,6 +413,17 @@ fn residency_and_bad_input_are_refused_clearly() {
         v["message"].as_str().expect("msg").contains("not stored"),
         "{v}"
     );
+    // A chunk larger than any the chunker makes.
+    let resp = h
+        .raw(
+            &q.admin_token,
+            "PUT",
+            &format!("/api/v1/projects/ok/datasets/d/chunks/{fake}"),
+        )
+        .body(vec![0u8; 5 << 20])
+        .send()
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 413);
     // A real chunk listed with a size it does not have.
     let one = blake3::hash(b"x").to_hex().to_string();
     let resp = h

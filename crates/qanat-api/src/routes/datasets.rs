@@ -117,14 +117,25 @@ pub(crate) async fn put_chunk(
 ) -> Result<(StatusCode, Json<ChunkStored>), ApiError> {
     let id: ChunkId = chunk.parse()?;
     let (p, d) = load(&state, &project, &dataset).await?;
+    // A body over the limit is a 413; any other failure (the client went away, a
+    // broken transfer encoding) is the caller's to fix too, and says what happened.
     let data = axum::body::to_bytes(body, MAX_CHUNK as usize)
         .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "REQUEST_TOO_LARGE",
-                format!("a chunk is at most {MAX_CHUNK} bytes"),
-            )
+        .map_err(|e| {
+            let cause = e.into_inner();
+            if cause.is::<http_body_util::LengthLimitError>() {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "REQUEST_TOO_LARGE",
+                    format!("a chunk is at most {MAX_CHUNK} bytes"),
+                )
+            } else {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "MALFORMED_REQUEST",
+                    format!("reading the chunk failed: {cause}"),
+                )
+            }
         })?;
     let new = state.datasets.put_chunk(&p, &d, id, data).await?;
     Ok((StatusCode::CREATED, Json(ChunkStored { id: chunk, new })))
