@@ -74,9 +74,16 @@ fn stored_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// `qanat data -p <project> <args…>` against the test server.
+fn qdata(q: &Qanat, project: &str, args: &[&str]) -> (bool, String, String) {
+    let mut all = vec!["data", "-p", project];
+    all.extend_from_slice(args);
+    q.cli(&all)
+}
+
 fn setup(q: &Qanat, project: &str, dataset: &str) {
     q.create_project(project, &["uae-north"]);
-    let (ok, _, err) = q.cli(&["data", "-p", project, "create", dataset]);
+    let (ok, _, err) = qdata(q, project, &["create", dataset]);
     assert!(ok, "{err}");
 }
 
@@ -117,34 +124,32 @@ fn push_then_pull_restores_every_byte() {
         .expect("chmod");
     }
 
-    let (ok, out, err) = q.cli(&[
-        "data",
-        "-p",
+    let (ok, out, err) = qdata(
+        &q,
         "rt",
-        "push",
-        "mixed",
-        src.to_str().expect("utf8"),
-        "-m",
-        "first",
-        "--tag",
-        "golden",
-        "--output",
-        "json",
-    ]);
+        &[
+            "push",
+            "mixed",
+            src.to_str().expect("utf8"),
+            "-m",
+            "first",
+            "--tag",
+            "golden",
+            "--output",
+            "json",
+        ],
+    );
     assert!(ok, "{err}");
     let v: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["version"], 1);
     assert_eq!(v["file_count"], 4);
 
     let dst = q.dir.path().join("dst");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
+    let (ok, _, err) = qdata(
+        &q,
         "rt",
-        "pull",
-        "mixed@golden",
-        dst.to_str().expect("utf8"),
-    ]);
+        &["pull", "mixed@golden", dst.to_str().expect("utf8")],
+    );
     assert!(ok, "{err}");
     assert_eq!(files(&src), files(&dst), "byte-for-byte, names included");
     #[cfg(unix)]
@@ -159,7 +164,7 @@ fn push_then_pull_restores_every_byte() {
     }
 
     // The log, the dataset and audit entries for the push and the pull.
-    let (ok, out, _) = q.cli(&["data", "-p", "rt", "log", "mixed", "--output", "json"]);
+    let (ok, out, _) = qdata(&q, "rt", &["log", "mixed", "--output", "json"]);
     assert!(ok);
     let log: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(log[0]["tags"], json!(["golden"]));
@@ -194,14 +199,7 @@ fn appending_one_percent_stores_only_the_new_chunks() {
     let rows = 7_000_000;
     let base = csv_rows(0, rows);
     std::fs::write(src.join("tx.csv"), &base).expect("write");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
-        "dd",
-        "push",
-        "tx",
-        src.to_str().expect("utf8"),
-    ]);
+    let (ok, _, err) = qdata(&q, "dd", &["push", "tx", src.to_str().expect("utf8")]);
     assert!(ok, "{err}");
     let before = stored_bytes(&chunks_dir(&q, "dd"));
     assert!(
@@ -212,16 +210,17 @@ fn appending_one_percent_stores_only_the_new_chunks() {
     let mut appended = base.clone();
     appended.push_str(&csv_rows(rows, rows / 100));
     std::fs::write(src.join("tx.csv"), &appended).expect("write");
-    let (ok, out, err) = q.cli(&[
-        "data",
-        "-p",
+    let (ok, out, err) = qdata(
+        &q,
         "dd",
-        "push",
-        "tx",
-        src.to_str().expect("utf8"),
-        "--output",
-        "json",
-    ]);
+        &[
+            "push",
+            "tx",
+            src.to_str().expect("utf8"),
+            "--output",
+            "json",
+        ],
+    );
     assert!(ok, "{err}");
     let v: Value = serde_json::from_str(&out).expect("json");
     let after = stored_bytes(&chunks_dir(&q, "dd"));
@@ -236,9 +235,7 @@ fn appending_one_percent_stores_only_the_new_chunks() {
     assert!((v["new_bytes"].as_u64().expect("n") as f64) < 0.03 * appended.len() as f64);
 
     // The diff names the changed file and how much of it is new.
-    let (ok, out, err) = q.cli(&[
-        "data", "-p", "dd", "diff", "tx", "1", "2", "--output", "json",
-    ]);
+    let (ok, out, err) = qdata(&q, "dd", &["diff", "tx", "1", "2", "--output", "json"]);
     assert!(ok, "{err}");
     let d: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(d["added"], json!([]));
@@ -248,14 +245,7 @@ fn appending_one_percent_stores_only_the_new_chunks() {
     assert!(d["changed"][0]["new_chunk_bytes"].as_u64().expect("n") < appended.len() as u64 / 30);
 
     // Pushing the same content again stores nothing.
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
-        "dd",
-        "push",
-        "tx",
-        src.to_str().expect("utf8"),
-    ]);
+    let (ok, _, err) = qdata(&q, "dd", &["push", "tx", src.to_str().expect("utf8")]);
     assert!(ok, "{err}");
     assert_eq!(stored_bytes(&chunks_dir(&q, "dd")), after);
 }
@@ -313,14 +303,7 @@ fn a_killed_push_leaves_no_version_and_the_rerun_completes() {
         "no half version is visible"
     );
 
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
-        "kp",
-        "push",
-        "big",
-        src.to_str().expect("utf8"),
-    ]);
+    let (ok, _, err) = qdata(&q, "kp", &["push", "big", src.to_str().expect("utf8")]);
     assert!(ok, "{err}");
     let new_line = err
         .lines()
@@ -331,14 +314,7 @@ fn a_killed_push_leaves_no_version_and_the_rerun_completes() {
     let total = stored_bytes(&chunks);
     assert!(partial > 0 && total > partial);
     let dst = q.dir.path().join("back");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
-        "kp",
-        "pull",
-        "big@1",
-        dst.to_str().expect("utf8"),
-    ]);
+    let (ok, _, err) = qdata(&q, "kp", &["pull", "big@1", dst.to_str().expect("utf8")]);
     assert!(ok, "{err}");
     assert_eq!(files(&src), files(&dst));
 }
@@ -348,7 +324,7 @@ fn residency_and_bad_input_are_refused_clearly() {
     let q = Qanat::start();
     q.create_project("eu", &["eu-west"]);
     // The only location is in uae-north: a dataset there is refused, and audited.
-    let (ok, _, err) = q.cli(&["data", "-p", "eu", "create", "people"]);
+    let (ok, _, err) = qdata(&q, "eu", &["create", "people"]);
     assert!(!ok);
     assert!(err.contains("RESIDENCY_VIOLATION"), "{err}");
     let (_, denied) = q.http().send(
@@ -361,24 +337,17 @@ fn residency_and_bad_input_are_refused_clearly() {
 
     setup(&q, "ok", "d");
     // Regions a dataset names must be inside its project's.
-    let (ok, _, err) = q.cli(&["data", "-p", "ok", "create", "wide", "--regions", "us-east"]);
+    let (ok, _, err) = qdata(&q, "ok", &["create", "wide", "--regions", "us-east"]);
     assert!(!ok && err.contains("not allowed by project"), "{err}");
     // Missing path: clear error, nothing pushed.
-    let (ok, _, err) = q.cli(&["data", "-p", "ok", "push", "d", "/definitely/not/here"]);
+    let (ok, _, err) = qdata(&q, "ok", &["push", "d", "/definitely/not/here"]);
     assert!(!ok && err.contains("/definitely/not/here"), "{err}");
     // A symlink loop.
     let looped = q.dir.path().join("loop");
     std::fs::create_dir_all(&looped).expect("mkdir");
     std::os::unix::fs::symlink(&looped, looped.join("again")).expect("symlink");
     std::fs::write(looped.join("f"), b"x").expect("write");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
-        "ok",
-        "push",
-        "d",
-        looped.to_str().expect("utf8"),
-    ]);
+    let (ok, _, err) = qdata(&q, "ok", &["push", "d", looped.to_str().expect("utf8")]);
     assert!(!ok && err.contains("symlink loop"), "{err}");
     let (_, v) = q.http().send(
         &q.admin_token,
@@ -492,7 +461,7 @@ fn a_tampered_chunk_fails_the_pull_and_leaves_no_file() {
     let src = q.dir.path().join("src");
     std::fs::create_dir_all(&src).expect("mkdir");
     std::fs::write(src.join("f.bin"), data(3 << 20, 77)).expect("write");
-    let (ok, _, err) = q.cli(&["data", "-p", "tp", "push", "d", src.to_str().expect("utf8")]);
+    let (ok, _, err) = qdata(&q, "tp", &["push", "d", src.to_str().expect("utf8")]);
     assert!(ok, "{err}");
     let chunk_files = walk(&chunks_dir(&q, "tp"));
     let victim = &chunk_files[chunk_files.len() / 2];
@@ -501,7 +470,7 @@ fn a_tampered_chunk_fails_the_pull_and_leaves_no_file() {
     bytes[mid] ^= 1;
     std::fs::write(victim, bytes).expect("tamper");
     let dst = q.dir.path().join("dst");
-    let (ok, _, err) = q.cli(&["data", "-p", "tp", "pull", "d", dst.to_str().expect("utf8")]);
+    let (ok, _, err) = qdata(&q, "tp", &["pull", "d", dst.to_str().expect("utf8")]);
     assert!(!ok, "a tampered chunk must fail the pull");
     assert!(
         err.contains("f.bin") || err.contains("DATA_INTEGRITY"),
@@ -525,14 +494,7 @@ fn gc_frees_abandoned_chunks_and_keeps_versions() {
     let src = q.dir.path().join("src");
     std::fs::create_dir_all(&src).expect("mkdir");
     std::fs::write(src.join("keep.bin"), data(2 << 20, 5)).expect("write");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
-        "gcp",
-        "push",
-        "d",
-        src.to_str().expect("utf8"),
-    ]);
+    let (ok, _, err) = qdata(&q, "gcp", &["push", "d", src.to_str().expect("utf8")]);
     assert!(ok, "{err}");
     // An abandoned push: a chunk uploaded, never committed.
     let orphan = b"orphaned bytes nobody committed".to_vec();
@@ -550,27 +512,18 @@ fn gc_frees_abandoned_chunks_and_keeps_versions() {
     assert_eq!(resp.status().as_u16(), 201);
 
     // Within the grace period nothing goes; with none, the orphan goes.
-    let (ok, out, err) = q.cli(&["data", "-p", "gcp", "gc", "--output", "json"]);
+    let (ok, out, err) = qdata(&q, "gcp", &["gc", "--output", "json"]);
     assert!(ok, "{err}");
     let r: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(r["chunks_deleted"], 0);
-    let (ok, out, err) = q.cli(&[
-        "data", "-p", "gcp", "gc", "--grace", "0s", "--output", "json",
-    ]);
+    let (ok, out, err) = qdata(&q, "gcp", &["gc", "--grace", "0s", "--output", "json"]);
     assert!(ok, "{err}");
     let r: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(r["chunks_deleted"], 1, "{r}");
     assert_eq!(r["bytes_freed"], 31);
 
     let dst = q.dir.path().join("dst");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
-        "gcp",
-        "pull",
-        "d",
-        dst.to_str().expect("utf8"),
-    ]);
+    let (ok, _, err) = qdata(&q, "gcp", &["pull", "d", dst.to_str().expect("utf8")]);
     assert!(ok, "{err}");
     assert_eq!(files(&src), files(&dst));
     // Editors may not gc; it is audited.
@@ -592,44 +545,39 @@ fn gc_frees_abandoned_chunks_and_keeps_versions() {
 fn lineage_walks_versions_sources_and_producers() {
     let q = Qanat::start();
     setup(&q, "lin", "raw");
-    let (ok, _, err) = q.cli(&["data", "-p", "lin", "create", "clean"]);
+    let (ok, _, err) = qdata(&q, "lin", &["create", "clean"]);
     assert!(ok, "{err}");
     let src = q.dir.path().join("raw");
     std::fs::create_dir_all(&src).expect("mkdir");
     std::fs::write(src.join("a.csv"), b"x,y\n1,2\n").expect("write");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
+    let (ok, _, err) = qdata(
+        &q,
         "lin",
-        "push",
-        "raw",
-        src.to_str().expect("utf8"),
-        "--tag",
-        "extract",
-    ]);
+        &[
+            "push",
+            "raw",
+            src.to_str().expect("utf8"),
+            "--tag",
+            "extract",
+        ],
+    );
     assert!(ok, "{err}");
     std::fs::write(src.join("a.csv"), b"x,y\n1,2\n3,4\n").expect("write");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
-        "lin",
-        "push",
-        "raw",
-        src.to_str().expect("utf8"),
-    ]);
+    let (ok, _, err) = qdata(&q, "lin", &["push", "raw", src.to_str().expect("utf8")]);
     assert!(ok, "{err}");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
+    let (ok, _, err) = qdata(
+        &q,
         "lin",
-        "push",
-        "clean",
-        src.to_str().expect("utf8"),
-        "--derived-from",
-        "dataset:raw@latest",
-        "--derived-from",
-        "dataset:raw@extract",
-    ]);
+        &[
+            "push",
+            "clean",
+            src.to_str().expect("utf8"),
+            "--derived-from",
+            "dataset:raw@latest",
+            "--derived-from",
+            "dataset:raw@extract",
+        ],
+    );
     assert!(ok, "{err}");
 
     let (ok, out, err) = q.cli(&[
@@ -674,16 +622,17 @@ fn lineage_walks_versions_sources_and_producers() {
         "{out}"
     );
     // An unknown source is refused and nothing is committed.
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
+    let (ok, _, err) = qdata(
+        &q,
         "lin",
-        "push",
-        "clean",
-        src.to_str().expect("utf8"),
-        "--derived-from",
-        "dataset:nope@1",
-    ]);
+        &[
+            "push",
+            "clean",
+            src.to_str().expect("utf8"),
+            "--derived-from",
+            "dataset:nope@1",
+        ],
+    );
     assert!(!ok && err.contains("nope"), "{err}");
     let (_, v) = q.http().send(
         &q.admin_token,
@@ -739,16 +688,9 @@ fn csv_and_parquet_versions_carry_schema_and_profile() {
     std::fs::write(src.join("tx.csv"), csv_rows(0, 20_000)).expect("write");
     write_parquet(&src.join("people.parquet"), 3000);
     std::fs::write(src.join("notes.txt"), b"not a table").expect("write");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
-        "tab",
-        "push",
-        "t",
-        src.to_str().expect("utf8"),
-    ]);
+    let (ok, _, err) = qdata(&q, "tab", &["push", "t", src.to_str().expect("utf8")]);
     assert!(ok, "{err}");
-    let (ok, out, err) = q.cli(&["data", "-p", "tab", "show", "t@1", "--output", "json"]);
+    let (ok, out, err) = qdata(&q, "tab", &["show", "t@1", "--output", "json"]);
     assert!(ok, "{err}");
     let v: Value = serde_json::from_str(&out).expect("json");
     let profiles = v["profiles"].as_array().expect("profiles");
@@ -780,7 +722,7 @@ fn csv_and_parquet_versions_carry_schema_and_profile() {
     assert_eq!(city["top"][0]["count"], 2000);
     assert_eq!(city["distinct_estimate"], 2);
     // The human view shows the profile too.
-    let (ok, out, _) = q.cli(&["data", "-p", "tab", "show", "t@1"]);
+    let (ok, out, _) = qdata(&q, "tab", &["show", "t@1"]);
     assert!(
         ok && out.contains("people.parquet (parquet, 3000 rows)"),
         "{out}"
@@ -788,18 +730,9 @@ fn csv_and_parquet_versions_carry_schema_and_profile() {
 
     // diff reports row-count and schema deltas.
     std::fs::write(src.join("tx.csv"), csv_rows(0, 25_000)).expect("write");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
-        "tab",
-        "push",
-        "t",
-        src.to_str().expect("utf8"),
-    ]);
+    let (ok, _, err) = qdata(&q, "tab", &["push", "t", src.to_str().expect("utf8")]);
     assert!(ok, "{err}");
-    let (ok, out, _) = q.cli(&[
-        "data", "-p", "tab", "diff", "t", "1", "2", "--output", "json",
-    ]);
+    let (ok, out, _) = qdata(&q, "tab", &["diff", "t", "1", "2", "--output", "json"]);
     assert!(ok);
     let d: Value = serde_json::from_str(&out).expect("json");
     let tx = d["tables"]
@@ -828,15 +761,11 @@ fn a_push_that_breaks_the_declared_schema_is_refused_with_a_report() {
         .expect("json"),
     )
     .expect("write");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
+    let (ok, _, err) = qdata(
+        &q,
         "sch",
-        "create",
-        "tx",
-        "--schema",
-        schema.to_str().expect("utf8"),
-    ]);
+        &["create", "tx", "--schema", schema.to_str().expect("utf8")],
+    );
     assert!(ok, "{err}");
     let src = q.dir.path().join("src");
     std::fs::create_dir_all(&src).expect("mkdir");
@@ -845,14 +774,7 @@ fn a_push_that_breaks_the_declared_schema_is_refused_with_a_report() {
         "id,amount,customer\n1,10.5,ann\n2,,bob\n3,7.25,cy\nx4,1.0,dee\n",
     )
     .expect("write");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
-        "sch",
-        "push",
-        "tx",
-        src.to_str().expect("utf8"),
-    ]);
+    let (ok, _, err) = qdata(&q, "sch", &["push", "tx", src.to_str().expect("utf8")]);
     assert!(!ok, "a violating push must fail");
     assert!(err.contains("SCHEMA_VIOLATION"), "{err}");
     assert!(
@@ -887,14 +809,7 @@ fn a_push_that_breaks_the_declared_schema_is_refused_with_a_report() {
         "id,amount,customer\n1,10.5,ann\n2,3.0,\n",
     )
     .expect("write");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
-        "sch",
-        "push",
-        "tx",
-        src.to_str().expect("utf8"),
-    ]);
+    let (ok, _, err) = qdata(&q, "sch", &["push", "tx", src.to_str().expect("utf8")]);
     assert!(
         ok,
         "a conforming push (nullable customer may be empty) succeeds: {err}"
@@ -908,15 +823,11 @@ fn a_push_that_breaks_the_declared_schema_is_refused_with_a_report() {
     assert_eq!(d["schema"]["columns"][2]["pii"], true);
     // A schema with an unknown type is refused at creation.
     std::fs::write(&schema, br#"{"columns": [{"name": "x", "type": "Money"}]}"#).expect("write");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
+    let (ok, _, err) = qdata(
+        &q,
         "sch",
-        "create",
-        "bad",
-        "--schema",
-        schema.to_str().expect("utf8"),
-    ]);
+        &["create", "bad", "--schema", schema.to_str().expect("utf8")],
+    );
     assert!(!ok && err.contains("Money"), "{err}");
 }
 
@@ -935,29 +846,14 @@ fn copy_between_locations_checks_residency_at_the_destination() {
     .expect("config");
     let q = Qanat::start_with(vec![("QANAT_CONFIG".into(), cfg.display().to_string())]);
     q.create_project("cp", &["uae-north", "uae-south"]);
-    let (ok, _, err) = q.cli(&["data", "-p", "cp", "create", "raw"]);
+    let (ok, _, err) = qdata(&q, "cp", &["create", "raw"]);
     assert!(ok, "{err}");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
-        "cp",
-        "create",
-        "cold",
-        "--location",
-        "archive",
-    ]);
+    let (ok, _, err) = qdata(&q, "cp", &["create", "cold", "--location", "archive"]);
     assert!(ok, "{err}");
     let src = q.dir.path().join("src");
     std::fs::create_dir_all(&src).expect("mkdir");
     std::fs::write(src.join("f.bin"), data(3 << 20, 21)).expect("write");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
-        "cp",
-        "push",
-        "raw",
-        src.to_str().expect("utf8"),
-    ]);
+    let (ok, _, err) = qdata(&q, "cp", &["push", "raw", src.to_str().expect("utf8")]);
     assert!(ok, "{err}");
 
     // The project stops allowing uae-south: the copy there is refused and audited.
@@ -968,7 +864,7 @@ fn copy_between_locations_checks_residency_at_the_destination() {
         Some(json!({"allowed_regions": ["uae-north"]})),
     );
     assert_eq!(s, 200);
-    let (ok, _, err) = q.cli(&["data", "-p", "cp", "copy", "raw@1", "cold"]);
+    let (ok, _, err) = qdata(&q, "cp", &["copy", "raw@1", "cold"]);
     assert!(
         !ok && err.contains("RESIDENCY_VIOLATION") && err.contains("uae-south"),
         "{err}"
@@ -994,22 +890,17 @@ fn copy_between_locations_checks_residency_at_the_destination() {
         Some(json!({"allowed_regions": ["uae-north", "uae-south"]})),
     );
     assert_eq!(s, 200);
-    let (ok, out, err) = q.cli(&[
-        "data", "-p", "cp", "copy", "raw@1", "cold", "-m", "archive", "--output", "json",
-    ]);
+    let (ok, out, err) = qdata(
+        &q,
+        "cp",
+        &["copy", "raw@1", "cold", "-m", "archive", "--output", "json"],
+    );
     assert!(ok, "{err}");
     let v: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["version"], 1);
     assert!(stored_bytes(&cfg_dir.path().join("archive")) > 3 << 20);
     let dst = q.dir.path().join("dst");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
-        "cp",
-        "pull",
-        "cold",
-        dst.to_str().expect("utf8"),
-    ]);
+    let (ok, _, err) = qdata(&q, "cp", &["pull", "cold", dst.to_str().expect("utf8")]);
     assert!(ok, "{err}");
     assert_eq!(files(&src), files(&dst));
     let (ok, out, _) = q.cli(&["lineage", "-p", "cp", "dataset:cold@1"]);
