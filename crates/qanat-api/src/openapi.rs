@@ -32,7 +32,7 @@ impl Modify for BearerAuth {
         routes::objects::put_object, routes::objects::get_object, routes::objects::delete_object,
         routes::objects::list,
         routes::datasets::create, routes::datasets::list, routes::datasets::get_one,
-        routes::datasets::missing, routes::datasets::put_chunk, routes::datasets::commit,
+        routes::datasets::missing, routes::datasets::put_chunk, routes::datasets::put_pack, routes::datasets::commit,
         routes::datasets::log, routes::datasets::show, routes::datasets::file, routes::datasets::tag, routes::datasets::gc, routes::datasets::diff, routes::datasets::lineage, routes::datasets::copy,
         routes::admin::create_user, routes::admin::list_users, routes::admin::update_user,
         routes::admin::create_token, routes::admin::list_tokens, routes::admin::revoke_token,

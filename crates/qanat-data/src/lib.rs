@@ -16,6 +16,7 @@ pub mod chunking;
 mod diff;
 mod error;
 mod manifest;
+pub mod pack;
 mod store;
 mod stored_file;
 pub mod tabular;
@@ -27,7 +28,7 @@ pub use diff::{
 pub use error::Error;
 pub use manifest::{ChunkRef, FileEntry, Manifest};
 pub use store::{
-    Classification, Dataset, DatasetVersion, Datasets, GcReport, NewDataset, VersionRef,
+    Classification, Dataset, DatasetVersion, Datasets, GcReport, NewDataset, PackStored, VersionRef,
 };
 pub use tabular::{ColumnSpec, DatasetSchema, FileProfile, SchemaViolation, TableProfile};
 

@@ -406,61 +406,133 @@ impl Datasets {
         id: ChunkId,
         data: Bytes,
     ) -> Result<bool> {
-        if data.is_empty() || data.len() > MAX_CHUNK as usize {
+        Ok(self
+            .put_chunks(project, ds, vec![(id, data)])
+            .await?
+            .new_chunks
+            == 1)
+    }
+
+    /// Stores a pack of chunks after checking that each one's bytes hash to its id.
+    /// Chunks already stored are only held (their `last_used_at` refreshed); the new
+    /// ones are written concurrently, with their data keys and their rows recorded in
+    /// one transaction each, so a pack costs two durable commits however many chunks
+    /// it carries. A chunk a gc is deleting makes the whole pack `Busy` (retry it).
+    pub async fn put_chunks(
+        &self,
+        project: &Project,
+        ds: &Dataset,
+        chunks: Vec<(ChunkId, Bytes)>,
+    ) -> Result<PackStored> {
+        if let Some((_, d)) = chunks
+            .iter()
+            .find(|(_, d)| d.is_empty() || d.len() > MAX_CHUNK as usize)
+        {
             return Err(Error::invalid(
                 "chunk",
-                format!("a chunk is 1..={MAX_CHUNK} bytes, got {}", data.len()),
+                format!("a chunk is 1..={MAX_CHUNK} bytes, got {}", d.len()),
             ));
         }
-        if ChunkId::of(&data) != id {
-            return Err(Error::invalid(
-                "chunk",
-                format!("the bytes do not hash to {id}"),
-            ));
-        }
+        // Hashing megabytes is CPU work: keep it off the async workers.
+        let chunks = tokio::task::spawn_blocking(move || {
+            for (id, data) in &chunks {
+                if ChunkId::of(data) != *id {
+                    return Err(Error::invalid(
+                        "chunk",
+                        format!("the bytes do not hash to {id}"),
+                    ));
+                }
+            }
+            Ok(chunks)
+        })
+        .await
+        .map_err(|e| Error::Io(std::io::Error::other(format!("chunk verification: {e}"))))??;
         self.check_location(project, ds)?;
+        let count = chunks.len();
+        let mut unique: BTreeMap<ChunkId, Bytes> = chunks.into_iter().collect();
+        let ids: Vec<ChunkId> = unique.keys().copied().collect();
+
+        // Hold what is already stored; find what a gc has claimed.
         let now = now_micros();
-        // Already stored: refresh its hold and write nothing.
-        let held = sqlx::query(
-            "UPDATE dataset_chunks SET last_used_at = $1 WHERE project_id = $2 AND location = $3 AND chunk_id = $4 AND deleting = 0",
-        )
-        .bind(now)
-        .bind(&ds.project_id)
-        .bind(&ds.location)
-        .bind(id.to_hex())
-        .execute(self.meta.writer())
-        .await?
-        .rows_affected();
-        if held == 1 {
-            return Ok(false);
+        let mut held = HashSet::new();
+        let mut claimed = Vec::new();
+        let mut tx = self.meta.writer().begin().await?;
+        for batch in ids.chunks(IN_BATCH) {
+            let list = |from: usize| {
+                (0..batch.len())
+                    .map(|i| format!("${}", i + from))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let touch = format!(
+                "UPDATE dataset_chunks SET last_used_at = $1 WHERE project_id = $2 AND location = $3 AND deleting = 0 AND chunk_id IN ({})",
+                list(4)
+            );
+            let mut q = sqlx::query(&touch)
+                .bind(now)
+                .bind(&ds.project_id)
+                .bind(&ds.location);
+            for id in batch {
+                q = q.bind(id.to_hex());
+            }
+            q.execute(&mut *tx).await?;
+            let select = format!(
+                "SELECT chunk_id, deleting FROM dataset_chunks WHERE project_id = $1 AND location = $2 AND chunk_id IN ({})",
+                list(3)
+            );
+            let mut q = sqlx::query(&select).bind(&ds.project_id).bind(&ds.location);
+            for id in batch {
+                q = q.bind(id.to_hex());
+            }
+            for row in q.fetch_all(&mut *tx).await? {
+                let id: ChunkId = row.try_get::<String, _>("chunk_id")?.parse()?;
+                if row.try_get::<i64, _>("deleting")? == 0 {
+                    held.insert(id);
+                } else {
+                    claimed.push(id);
+                }
+            }
         }
-        let claimed = sqlx::query("SELECT 1 AS one FROM dataset_chunks WHERE project_id = $1 AND location = $2 AND chunk_id = $3")
-            .bind(&ds.project_id)
-            .bind(&ds.location)
-            .bind(id.to_hex())
-            .fetch_optional(self.meta.reader())
-            .await?;
-        if claimed.is_some() {
+        tx.commit().await?;
+        if let Some(id) = claimed.first() {
             return Err(Error::Busy(format!(
                 "chunk {id} is being garbage-collected; upload it again in a moment"
             )));
         }
-        let size = data.len() as i64;
-        self.storage
-            .put_bytes(&ds.location, &chunk_key(&ds.project_id, &id)?, data)
+        unique.retain(|id, _| !held.contains(id));
+        if unique.is_empty() {
+            return Ok(PackStored {
+                chunks: count,
+                new_chunks: 0,
+                new_bytes: 0,
+            });
+        }
+
+        let objects = unique
+            .iter()
+            .map(|(id, data)| Ok((chunk_key(&ds.project_id, id)?, data.clone())))
+            .collect::<Result<Vec<_>>>()?;
+        let new_bytes = self.storage.put_many(&ds.location, &objects).await?;
+        let mut tx = self.meta.writer().begin().await?;
+        for (id, data) in &unique {
+            sqlx::query(
+                "INSERT INTO dataset_chunks (project_id, location, chunk_id, size, stored_at, last_used_at) VALUES ($1, $2, $3, $4, $5, $5) \
+                 ON CONFLICT (project_id, location, chunk_id) DO NOTHING",
+            )
+            .bind(&ds.project_id)
+            .bind(&ds.location)
+            .bind(id.to_hex())
+            .bind(data.len() as i64)
+            .bind(now)
+            .execute(&mut *tx)
             .await?;
-        sqlx::query(
-            "INSERT INTO dataset_chunks (project_id, location, chunk_id, size, stored_at, last_used_at) VALUES ($1, $2, $3, $4, $5, $5) \
-             ON CONFLICT (project_id, location, chunk_id) DO NOTHING",
-        )
-        .bind(&ds.project_id)
-        .bind(&ds.location)
-        .bind(id.to_hex())
-        .bind(size)
-        .bind(now)
-        .execute(self.meta.writer())
-        .await?;
-        Ok(true)
+        }
+        tx.commit().await?;
+        Ok(PackStored {
+            chunks: count,
+            new_chunks: unique.len(),
+            new_bytes,
+        })
     }
 
     /// Turns `dataset:NAME@REF` (a tag, `latest`, `vN` or `N`) into the canonical
@@ -1021,6 +1093,17 @@ impl Datasets {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// What storing a pack of chunks did.
+#[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
+pub struct PackStored {
+    /// Chunks in the pack.
+    pub chunks: usize,
+    /// Chunks this pack stored for the first time.
+    pub new_chunks: usize,
+    /// Plaintext bytes of those.
+    pub new_bytes: u64,
 }
 
 /// What a gc did.

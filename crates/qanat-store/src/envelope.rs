@@ -112,18 +112,32 @@ impl ChunkCipher {
     }
 
     pub(crate) fn seal(&mut self, plaintext: &[u8], last: bool) -> Result<Vec<u8>, String> {
+        let mut buf = Vec::with_capacity(plaintext.len() + TAG_LEN);
+        self.seal_into(plaintext, last, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Appends `ciphertext ‖ tag` of `plaintext` to `out` (one copy, sealed in place).
+    pub(crate) fn seal_into(
+        &mut self,
+        plaintext: &[u8],
+        last: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), String> {
         let n = nonce(self.index, last);
         self.index += 1;
-        let mut buf = Vec::with_capacity(plaintext.len() + TAG_LEN);
-        buf.extend_from_slice(plaintext);
-        self.key
-            .seal_in_place_append_tag(
+        let start = out.len();
+        out.extend_from_slice(plaintext);
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(
                 Nonce::assume_unique_for_key(n),
                 Aad::from(&self.header[..]),
-                &mut buf,
+                &mut out[start..],
             )
             .map_err(|_| "encryption failed".to_string())?;
-        Ok(buf)
+        out.extend_from_slice(tag.as_ref());
+        Ok(())
     }
 
     pub(crate) fn open(&mut self, sealed: &[u8], last: bool) -> Result<Vec<u8>, String> {

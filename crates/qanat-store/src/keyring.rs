@@ -206,24 +206,45 @@ impl Keyring {
 
     /// Creates a data key, wraps it under the active master key and records it.
     pub(crate) async fn new_data_key(&self, meta: &MetaStore) -> Result<([u8; 16], DataKey)> {
-        let dek = random_key();
-        let mut key_ref = [0u8; 16];
-        rand::rngs::OsRng.fill_bytes(&mut key_ref);
-        let (master_id, wrapped) = {
+        let mut keys = self.new_data_keys(meta, 1).await?;
+        Ok(keys.remove(0))
+    }
+
+    /// Creates `n` data keys and records them in one transaction (one durable commit
+    /// however many objects are about to be written).
+    pub(crate) async fn new_data_keys(
+        &self,
+        meta: &MetaStore,
+        n: usize,
+    ) -> Result<Vec<([u8; 16], DataKey)>> {
+        let mut rows = Vec::with_capacity(n);
+        let master_id = {
             let ring = self.read();
             let (master, _) = &ring.keys[&ring.active];
-            (ring.active.clone(), wrap(master, &key_ref, &dek)?)
+            for _ in 0..n {
+                let dek = random_key();
+                let mut key_ref = [0u8; 16];
+                rand::rngs::OsRng.fill_bytes(&mut key_ref);
+                let wrapped = wrap(master, &key_ref, &dek)?;
+                rows.push((key_ref, DataKey(dek), wrapped));
+            }
+            ring.active.clone()
         };
-        sqlx::query(
-            "INSERT INTO data_keys (key_ref, master_key_id, wrapped, created_at) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(hex::encode(key_ref))
-        .bind(master_id)
-        .bind(wrapped)
-        .bind(now_micros())
-        .execute(meta.writer())
-        .await?;
-        Ok((key_ref, DataKey(dek)))
+        let now = now_micros();
+        let mut tx = meta.writer().begin().await?;
+        for (key_ref, _, wrapped) in &rows {
+            sqlx::query(
+                "INSERT INTO data_keys (key_ref, master_key_id, wrapped, created_at) VALUES ($1, $2, $3, $4)",
+            )
+            .bind(hex::encode(key_ref))
+            .bind(&master_id)
+            .bind(wrapped.clone())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(rows.into_iter().map(|(r, k, _)| (r, k)).collect())
     }
 
     /// Looks up and unwraps the data key named by `key_ref`.

@@ -33,6 +33,7 @@
 mod envelope;
 mod error;
 mod keyring;
+mod localfs;
 mod metadata;
 mod objects;
 mod time;

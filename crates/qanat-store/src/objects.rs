@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::envelope::{self, ChunkCipher, Header, CHUNK_SIZE, HEADER_LEN};
-use crate::{Error, Keyring, MetaStore, Result};
+use crate::{localfs, Error, Keyring, MetaStore, Result};
 
 /// Multipart part size: S3 wants ≥ 5 MiB parts; 8 MiB keeps memory small.
 const PART_SIZE: usize = 8 << 20;
@@ -165,6 +165,9 @@ pub struct LocationInfo {
 struct Location {
     info: LocationInfo,
     store: Arc<dyn ObjectStore>,
+    /// The same store when it is a local directory: whole objects are written to it
+    /// durably by [`localfs`] instead.
+    local: Option<Arc<LocalFileSystem>>,
 }
 
 /// Metadata of a stored object.
@@ -201,7 +204,7 @@ impl fmt::Debug for ObjectStorage {
 
 fn open_location(cfg: &LocationConfig) -> Result<Location> {
     let bad = |why: String| Error::invalid("storage location", format!("'{}': {why}", cfg.name));
-    let (store, kind): (Arc<dyn ObjectStore>, &'static str) =
+    let (store, kind, local): (Arc<dyn ObjectStore>, &'static str, _) =
         if cfg.url.starts_with("s3://") || cfg.url.starts_with("s3a://") {
             let url = url::Url::parse(&cfg.url).map_err(|e| bad(format!("bad URL: {e}")))?;
             let (store, prefix) = object_store::parse_url_opts(&url, cfg.options.clone())
@@ -211,7 +214,7 @@ fn open_location(cfg: &LocationConfig) -> Result<Location> {
             } else {
                 Arc::new(PrefixStore::new(store, prefix))
             };
-            (store, "s3")
+            (store, "s3", None)
         } else {
             let dir = match cfg.url.strip_prefix("file://") {
                 Some(rest) => PathBuf::from(rest),
@@ -224,8 +227,9 @@ fn open_location(cfg: &LocationConfig) -> Result<Location> {
                 None => PathBuf::from(&cfg.url),
             };
             std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-            let store = LocalFileSystem::new_with_prefix(&dir).map_err(|e| bad(e.to_string()))?;
-            (Arc::new(store), "local")
+            let store =
+                Arc::new(LocalFileSystem::new_with_prefix(&dir).map_err(|e| bad(e.to_string()))?);
+            (store.clone() as Arc<dyn ObjectStore>, "local", Some(store))
         };
     Ok(Location {
         info: LocationInfo {
@@ -234,6 +238,7 @@ fn open_location(cfg: &LocationConfig) -> Result<Location> {
             kind,
         },
         store,
+        local,
     })
 }
 
@@ -324,32 +329,72 @@ impl ObjectStorage {
 
     /// Drops the data key of an object that was never written.
     async fn abandon(&self, obj: &NewObject<'_>) {
-        let _ = self
-            .keyring
-            .forget_data_key(&self.meta, &obj.header.key_ref)
-            .await;
+        self.forget(&obj.header.key_ref).await;
+    }
+
+    async fn forget(&self, key_ref: &[u8; 16]) {
+        let _ = self.keyring.forget_data_key(&self.meta, key_ref).await;
     }
 
     /// Seals `data` whole and writes it with one request (atomic on every backend).
-    async fn put_whole(&self, mut obj: NewObject<'_>, data: &[u8]) -> Result<u64> {
+    /// In a local directory the object is durable on return except for its name:
+    /// the directory to sync is returned (see [`localfs`]).
+    async fn put_whole(&self, obj: NewObject<'_>, data: Bytes) -> Result<Option<PathBuf>> {
         let chunk = CHUNK_SIZE as usize;
         let pieces = data.len().div_ceil(chunk).max(1);
-        let mut body = Vec::with_capacity(HEADER_LEN + data.len() + pieces * envelope::TAG_LEN);
-        body.extend_from_slice(&obj.header.encode());
-        for i in 0..pieces {
-            let part = &data[(i * chunk).min(data.len())..((i + 1) * chunk).min(data.len())];
-            body.extend_from_slice(&obj.seal(part, i + 1 == pieces)?);
+        let sealed_len = HEADER_LEN + data.len() + pieces * envelope::TAG_LEN;
+        let key_ref = obj.header.key_ref;
+        let NewObject {
+            loc,
+            key,
+            header,
+            mut cipher,
+        } = obj;
+        let name = key.to_string();
+        let mut seal_all = move |out: &mut Vec<u8>| -> Result<()> {
+            out.extend_from_slice(&header.encode());
+            for i in 0..pieces {
+                let part = &data[(i * chunk).min(data.len())..((i + 1) * chunk).min(data.len())];
+                cipher
+                    .seal_into(part, i + 1 == pieces, out)
+                    .map_err(|reason| Error::Integrity {
+                        key: name.clone(),
+                        reason,
+                    })?;
+            }
+            Ok(())
+        };
+        let written = match &loc.local {
+            Some(local) => {
+                let path = local.path_to_filesystem(&key.store_path());
+                tokio::task::spawn_blocking(move || {
+                    let path = path?;
+                    let mut body = localfs::AlignedBuf::with_capacity(sealed_len);
+                    seal_all(body.vec())?;
+                    localfs::write_whole(&path, body).map_err(|e| Error::io(&path, e))?;
+                    Ok(path.parent().map(Path::to_path_buf))
+                })
+                .await
+                .map_err(|e| Error::io(key.as_str(), std::io::Error::other(e.to_string())))
+                .and_then(|r| r)
+            }
+            None => {
+                let mut body = Vec::with_capacity(sealed_len);
+                match seal_all(&mut body) {
+                    Ok(()) => loc
+                        .store
+                        .put(&key.store_path(), PutPayload::from(body))
+                        .await
+                        .map(|_| None)
+                        .map_err(Error::from),
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        if written.is_err() {
+            self.forget(&key_ref).await;
         }
-        if let Err(e) = obj
-            .loc
-            .store
-            .put(&obj.key.store_path(), PutPayload::from(body))
-            .await
-        {
-            self.abandon(&obj).await;
-            return Err(e.into());
-        }
-        Ok(data.len() as u64)
+        written
     }
 
     /// Stores `data` at `key`, replacing any object there. Data already in memory is
@@ -360,7 +405,59 @@ impl ObjectStorage {
             return self.put_reader(location, key, &data[..]).await;
         }
         let obj = self.begin(location, key).await?;
-        self.put_whole(obj, &data).await
+        let len = data.len() as u64;
+        let dir = self.put_whole(obj, data).await?;
+        sync_dirs(dir.into_iter().collect()).await?;
+        Ok(len)
+    }
+
+    /// Stores several in-memory objects (each at most 16 MiB) in one go: their data keys
+    /// are recorded in one transaction and the objects are written concurrently. Returns
+    /// the plaintext bytes written. Each object is atomic on its own; if one fails, those
+    /// already written stay complete and readable, and the keys of the rest are dropped.
+    pub async fn put_many(&self, location: &str, items: &[(ObjectKey, Bytes)]) -> Result<u64> {
+        let loc = self.loc(location)?;
+        if let Some((key, _)) = items.iter().find(|(_, d)| d.len() > IN_MEMORY_PUT) {
+            return Err(Error::invalid(
+                "object",
+                format!("'{key}' is over {IN_MEMORY_PUT} bytes; use put_reader"),
+            ));
+        }
+        let keys = self.keyring.new_data_keys(&self.meta, items.len()).await?;
+        let mut objects = Vec::with_capacity(items.len());
+        for ((key, data), (key_ref, dek)) in items.iter().zip(keys) {
+            let header = Header {
+                chunk_size: CHUNK_SIZE,
+                key_ref,
+            };
+            let cipher = ChunkCipher::new(&dek, &header).map_err(Error::Keys)?;
+            objects.push((
+                NewObject {
+                    loc,
+                    key,
+                    header,
+                    cipher,
+                },
+                data,
+            ));
+        }
+        // Futures built eagerly (not in a stream closure) keep the caller's future Send.
+        let writes: Vec<_> = objects
+            .into_iter()
+            .map(|(obj, data)| self.put_whole(obj, data.clone()))
+            .collect();
+        let written: Vec<Result<Option<PathBuf>>> = futures::stream::iter(writes)
+            .buffer_unordered(PARTS_IN_FLIGHT)
+            .collect()
+            .await;
+        let dirs = written
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect::<std::collections::BTreeSet<_>>();
+        sync_dirs(dirs.into_iter().collect()).await?;
+        Ok(items.iter().map(|(_, d)| d.len() as u64).sum())
     }
 
     /// Streams `reader` into an encrypted object at `key` and returns the plaintext size.
@@ -384,7 +481,10 @@ impl ObjectStorage {
         }
         if current.len() < chunk {
             // Small object: one request.
-            return self.put_whole(obj, &current).await;
+            let len = current.len() as u64;
+            let dir = self.put_whole(obj, Bytes::from(current)).await?;
+            sync_dirs(dir.into_iter().collect()).await?;
+            return Ok(len);
         }
 
         let upload = match obj.loc.store.put_multipart(&path).await {
@@ -570,6 +670,19 @@ fn object_info(
 }
 
 /// An object being written.
+/// Makes the names of objects just written into local directories durable.
+async fn sync_dirs(dirs: Vec<PathBuf>) -> Result<()> {
+    if dirs.is_empty() {
+        return Ok(());
+    }
+    tokio::task::spawn_blocking(move || {
+        localfs::sync_dirs(dirs.iter().map(PathBuf::as_path))
+            .map_err(|e| Error::io(dirs.first().cloned().unwrap_or_default(), e))
+    })
+    .await
+    .map_err(|e| Error::io("", std::io::Error::other(e.to_string())))?
+}
+
 struct NewObject<'a> {
     loc: &'a Location,
     key: &'a ObjectKey,

@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use futures::{StreamExt, TryStreamExt};
 use qanat_data::chunking::{self, Chunk};
-use qanat_data::{ChunkId, ChunkRef, FileEntry, Manifest};
+use qanat_data::{pack, ChunkId, ChunkRef, FileEntry, Manifest};
 use reqwest::Method;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
@@ -17,9 +17,11 @@ use crate::client::{seg, Client};
 use crate::output;
 use crate::Format;
 
-/// Chunks asked about and uploaded together.
-const BATCH: usize = 16;
-/// Uploads (or file downloads) in flight.
+/// Chunks asked about and uploaded together, as one pack (see `qanat_data::pack`).
+const BATCH: usize = 32;
+/// A batch closes at this many bytes even with fewer chunks.
+const BATCH_BYTES: usize = 16 << 20;
+/// Packs (or file downloads) in flight.
 const IN_FLIGHT: usize = 4;
 
 #[derive(Subcommand)]
@@ -438,39 +440,47 @@ fn collect(paths: &[PathBuf]) -> Result<Vec<Source>> {
     Ok(out)
 }
 
+/// A chunk ready to send: its id and bytes (cheap to clone for a retry).
+struct Ready {
+    id: ChunkId,
+    data: bytes::Bytes,
+}
+
 enum Piece {
-    Chunks(Vec<Chunk>),
+    Chunks(Vec<Ready>),
     File(FileEntry),
 }
 
-/// Cuts every file on a blocking thread; sends chunk batches and finished entries.
+/// Cuts every file on a blocking thread; sends batches of chunks (at most [`BATCH`]
+/// chunks or [`BATCH_BYTES`]) and finished entries.
 fn chunk_files(sources: Vec<Source>, tx: tokio::sync::mpsc::Sender<Result<Piece>>) {
+    let mut batch: Vec<Ready> = Vec::with_capacity(BATCH);
+    let mut batch_bytes = 0usize;
     for src in sources {
         let result: Result<FileEntry> = (|| {
             let f = std::fs::File::open(&src.abs)
                 .with_context(|| format!("{}: cannot open it", src.abs.display()))?;
             let mut whole = blake3::Hasher::new();
             let mut refs = Vec::new();
-            let mut batch = Vec::with_capacity(BATCH);
             let mut size = 0u64;
-            for chunk in chunking::chunks(std::io::BufReader::with_capacity(1 << 20, f)) {
-                let chunk = chunk.with_context(|| format!("{}: read failed", src.abs.display()))?;
-                whole.update(&chunk.data);
-                size += chunk.data.len() as u64;
+            for chunk in chunking::chunks(f) {
+                let Chunk { id, data } =
+                    chunk.with_context(|| format!("{}: read failed", src.abs.display()))?;
+                whole.update(&data);
+                size += data.len() as u64;
                 refs.push(ChunkRef {
-                    id: chunk.id,
-                    size: chunk.data.len() as u64,
+                    id,
+                    size: data.len() as u64,
                 });
-                batch.push(chunk);
-                if batch.len() == BATCH {
+                batch_bytes += data.len();
+                batch.push(Ready { id, data });
+                if batch.len() == BATCH || batch_bytes >= BATCH_BYTES {
                     let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                    batch_bytes = 0;
                     if tx.blocking_send(Ok(Piece::Chunks(full))).is_err() {
                         bail!("push cancelled");
                     }
                 }
-            }
-            if !batch.is_empty() && tx.blocking_send(Ok(Piece::Chunks(batch))).is_err() {
-                bail!("push cancelled");
             }
             Ok(FileEntry::new(
                 &src.rel,
@@ -480,10 +490,15 @@ fn chunk_files(sources: Vec<Source>, tx: tokio::sync::mpsc::Sender<Result<Piece>
                 refs,
             ))
         })();
+        // Batches span files, so many small files still travel in few packs; the
+        // commit waits for every pack anyway.
         let stop = result.is_err();
         if tx.blocking_send(result.map(Piece::File)).is_err() || stop {
             return;
         }
+    }
+    if !batch.is_empty() {
+        let _ = tx.blocking_send(Ok(Piece::Chunks(batch)));
     }
 }
 
@@ -507,33 +522,28 @@ async fn push(
     let mut files = Vec::new();
     let (mut uploaded, mut seen) = (0u64, 0u64);
     let bar = progress(total, "pushing");
+    let mut in_flight = futures::stream::FuturesUnordered::new();
+    let mut done = |(batch_bytes, new_bytes): (u64, u64)| {
+        seen += batch_bytes;
+        uploaded += new_bytes;
+        bar.set_position(seen);
+        bar.set_message(format!("({} new)", human(uploaded)));
+    };
     while let Some(piece) = rx.recv().await {
         match piece? {
             Piece::File(f) => files.push(f),
             Piece::Chunks(batch) => {
-                seen += batch.iter().map(|c| c.data.len() as u64).sum::<u64>();
-                let ids: Vec<String> = batch.iter().map(|c| c.id.to_hex()).collect();
-                let missing: Value = c
-                    .json(
-                        c.request(Method::POST, &format!("{ds}/chunks/missing"))
-                            .json(&json!({"ids": ids})),
-                    )
-                    .await?;
-                let missing: Vec<ChunkId> = serde_json::from_value(missing["missing"].clone())?;
-                let todo: Vec<Chunk> = batch
-                    .into_iter()
-                    .filter(|c| missing.contains(&c.id))
-                    .collect();
-                uploaded += todo.iter().map(|c| c.data.len() as u64).sum::<u64>();
-                futures::stream::iter(todo)
-                    .map(|chunk| upload_chunk(c, ds, chunk))
-                    .buffer_unordered(IN_FLIGHT)
-                    .try_collect::<Vec<()>>()
-                    .await?;
-                bar.set_position(seen);
-                bar.set_message(format!("({} new)", human(uploaded)));
+                while in_flight.len() >= IN_FLIGHT {
+                    if let Some(r) = in_flight.next().await {
+                        done(r?);
+                    }
+                }
+                in_flight.push(send_batch(c, ds, batch));
             }
         }
+    }
+    while let Some(r) = in_flight.next().await {
+        done(r?);
     }
     worker.await.context("the chunking thread failed")?;
     bar.finish_and_clear();
@@ -555,15 +565,51 @@ async fn push(
     Ok(v)
 }
 
-/// Uploads one chunk, retrying while a concurrent gc still holds it (503).
-async fn upload_chunk(c: &Client, ds: &str, chunk: Chunk) -> Result<()> {
-    let data = bytes::Bytes::from(chunk.data);
+/// Asks which chunks of a batch the server lacks and uploads those as one pack.
+/// Returns the batch's bytes and the bytes uploaded.
+async fn send_batch(c: &Client, ds: &str, batch: Vec<Ready>) -> Result<(u64, u64)> {
+    let batch_bytes: u64 = batch.iter().map(|r| r.data.len() as u64).sum();
+    let ids: Vec<String> = batch.iter().map(|r| r.id.to_hex()).collect();
+    let missing: Value = c
+        .json(
+            c.request(Method::POST, &format!("{ds}/chunks/missing"))
+                .json(&json!({"ids": ids})),
+        )
+        .await?;
+    let missing: Vec<ChunkId> = serde_json::from_value(missing["missing"].clone())?;
+    let todo: Vec<Ready> = batch
+        .into_iter()
+        .filter(|r| missing.contains(&r.id))
+        .collect();
+    if todo.is_empty() {
+        return Ok((batch_bytes, 0));
+    }
+    let new_bytes = todo.iter().map(|r| r.data.len() as u64).sum();
+    upload_pack(c, ds, &todo).await?;
+    Ok((batch_bytes, new_bytes))
+}
+
+/// Uploads chunks as one pack (frames of id, length, bytes; no copy of the bytes),
+/// retrying while a concurrent gc still holds one of them (503).
+async fn upload_pack(c: &Client, ds: &str, chunks: &[Ready]) -> Result<()> {
+    let frames: Vec<bytes::Bytes> = chunks
+        .iter()
+        .flat_map(|r| {
+            [
+                bytes::Bytes::copy_from_slice(&pack::frame_header(&r.id, r.data.len())),
+                r.data.clone(),
+            ]
+        })
+        .collect();
+    let len: usize = frames.iter().map(bytes::Bytes::len).sum();
     let mut delay = std::time::Duration::from_millis(50);
     for attempt in 0..8 {
+        let body = futures::stream::iter(frames.clone().into_iter().map(Ok::<_, std::io::Error>));
         let resp = c
-            .request(Method::PUT, &format!("{ds}/chunks/{}", chunk.id))
+            .request(Method::POST, &format!("{ds}/chunks"))
             .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-            .body(data.clone())
+            .header(reqwest::header::CONTENT_LENGTH, len)
+            .body(reqwest::Body::wrap_stream(body))
             .send()
             .await
             .with_context(|| format!("could not reach the Qanat server at {}", c.base()))?;
@@ -574,7 +620,7 @@ async fn upload_chunk(c: &Client, ds: &str, chunk: Chunk) -> Result<()> {
         }
         return c.check(resp).await.map(|_| ());
     }
-    bail!("chunk {} stayed unavailable; retry the push", chunk.id)
+    bail!("a chunk of this push stayed unavailable; retry the push")
 }
 
 /// A byte progress bar with throughput on stderr (drawn only on a terminal).

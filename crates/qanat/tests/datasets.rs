@@ -440,8 +440,53 @@ fn residency_and_bad_input_are_refused_clearly() {
     );
     assert_eq!(s, 404);
 
+    // Packs: a frame whose bytes do not match its id refuses the whole pack (the good
+    // chunk before it is not stored); a cut-short pack is refused; a good one stores.
+    let frame = |id: &[u8; 32], data: &[u8]| {
+        let mut f = id.to_vec();
+        f.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        f.extend_from_slice(data);
+        f
+    };
+    let good = *blake3::hash(b"packed").as_bytes();
+    let post_pack = |body: Vec<u8>| {
+        h.raw(
+            &q.admin_token,
+            "POST",
+            "/api/v1/projects/ok/datasets/d/chunks",
+        )
+        .body(body)
+        .send()
+        .expect("send")
+    };
+    let mut mixed = frame(&good, b"packed");
+    mixed.extend(frame(&[0u8; 32], b"liar"));
+    let resp = post_pack(mixed);
+    assert_eq!(resp.status().as_u16(), 400);
+    let text = resp.text().expect("body");
+    assert!(text.contains("do not hash"), "{text}");
+    let good_hex = blake3::Hash::from_bytes(good).to_hex().to_string();
+    let (_, m) = h.send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/projects/ok/datasets/d/chunks/missing",
+        Some(json!({"ids": [good_hex]})),
+    );
+    assert_eq!(m["missing"].as_array().expect("list").len(), 1, "{m}");
+    let resp = post_pack(frame(&good, b"packed")[..20].to_vec());
+    assert_eq!(resp.status().as_u16(), 400);
+    let resp = post_pack(frame(&good, b"packed"));
+    assert_eq!(resp.status().as_u16(), 201);
+    let stored: serde_json::Value = resp.json().expect("json");
+    assert_eq!(stored["new_chunks"], 1, "{stored}");
+    let resp = post_pack(frame(&good, b"packed"));
+    let stored: serde_json::Value = resp.json().expect("json");
+    assert_eq!(stored["new_chunks"], 0, "{stored}");
+
     // A viewer can pull but not push.
     let viewer = q.user_with_role("vic", "ok", "viewer");
+    let resp = post_pack(Vec::new());
+    assert_eq!(resp.status().as_u16(), 400, "an empty pack says so");
     let resp = h
         .raw(
             &viewer,
@@ -449,6 +494,12 @@ fn residency_and_bad_input_are_refused_clearly() {
             &format!("/api/v1/projects/ok/datasets/d/chunks/{one}"),
         )
         .body("x")
+        .send()
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 403);
+    let resp = h
+        .raw(&viewer, "POST", "/api/v1/projects/ok/datasets/d/chunks")
+        .body(frame(&good, b"packed"))
         .send()
         .expect("send");
     assert_eq!(resp.status().as_u16(), 403);

@@ -7,7 +7,9 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::{StreamExt, TryStreamExt};
-use qanat_data::{ChunkId, Dataset, DatasetVersion, Manifest, NewDataset, VersionRef, MAX_CHUNK};
+use qanat_data::{
+    pack, ChunkId, Dataset, DatasetVersion, Manifest, NewDataset, VersionRef, MAX_CHUNK,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
@@ -117,28 +119,50 @@ pub(crate) async fn put_chunk(
 ) -> Result<(StatusCode, Json<ChunkStored>), ApiError> {
     let id: ChunkId = chunk.parse()?;
     let (p, d) = load(&state, &project, &dataset).await?;
-    // A body over the limit is a 413; any other failure (the client went away, a
-    // broken transfer encoding) is the caller's to fix too, and says what happened.
-    let data = axum::body::to_bytes(body, MAX_CHUNK as usize)
-        .await
-        .map_err(|e| {
-            let cause = e.into_inner();
-            if cause.is::<http_body_util::LengthLimitError>() {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "REQUEST_TOO_LARGE",
-                    format!("a chunk is at most {MAX_CHUNK} bytes"),
-                )
-            } else {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "MALFORMED_REQUEST",
-                    format!("reading the chunk failed: {cause}"),
-                )
-            }
-        })?;
+    let data = read_body(body, MAX_CHUNK as usize, "a chunk").await?;
     let new = state.datasets.put_chunk(&p, &d, id, data).await?;
     Ok((StatusCode::CREATED, Json(ChunkStored { id: chunk, new })))
+}
+
+/// Upload a pack of chunks in one request (editors; part of a push). The body is a
+/// sequence of frames: the chunk's 32-byte BLAKE3 id, its length as a big-endian u32,
+/// its bytes; at most 64 chunks. Every chunk must hash to its id, or nothing is stored.
+#[utoipa::path(post, path = "/api/v1/projects/{project}/datasets/{dataset}/chunks", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path), ("dataset" = String, Path)),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    responses((status = 201, body = qanat_data::PackStored), (status = 400, body = crate::ErrorBody), (status = 403, body = crate::ErrorBody)))]
+pub(crate) async fn put_pack(
+    State(state): State<AppState>,
+    ApiPath((project, dataset)): ApiPath<(String, String)>,
+    body: Body,
+) -> Result<(StatusCode, Json<qanat_data::PackStored>), ApiError> {
+    let (p, d) = load(&state, &project, &dataset).await?;
+    let data = read_body(body, pack::MAX_PACK_BYTES, "a chunk pack").await?;
+    let chunks = pack::parse(data)?;
+    let stored = state.datasets.put_chunks(&p, &d, chunks).await?;
+    Ok((StatusCode::CREATED, Json(stored)))
+}
+
+/// Reads a whole body of at most `limit` bytes. Over the limit is a 413; any other
+/// failure (the client went away, a broken transfer encoding) is the caller's to fix
+/// too, and says what happened.
+async fn read_body(body: Body, limit: usize, what: &str) -> Result<bytes::Bytes, ApiError> {
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let cause = e.into_inner();
+        if cause.is::<http_body_util::LengthLimitError>() {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "REQUEST_TOO_LARGE",
+                format!("{what} is at most {limit} bytes"),
+            )
+        } else {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "MALFORMED_REQUEST",
+                format!("reading {what} failed: {cause}"),
+            )
+        }
+    })
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]

@@ -159,6 +159,12 @@ pub(crate) fn table(limits: &ApiLimits) -> RouteTable {
             t(post(datasets::missing)),
         )
         .add(
+            Method::POST,
+            "/api/v1/projects/{project}/datasets/{dataset}/chunks",
+            Policy::new("dataset.push.chunks", Project(Editor)).staging(),
+            t(post(datasets::put_pack)),
+        )
+        .add(
             Method::PUT,
             "/api/v1/projects/{project}/datasets/{dataset}/chunks/{chunk}",
             Policy::new("dataset.push.chunk", Project(Editor)).staging(),
