@@ -21,7 +21,9 @@ use crate::Format;
 const BATCH: usize = 32;
 /// A batch closes at this many bytes even with fewer chunks.
 const BATCH_BYTES: usize = 16 << 20;
-/// Packs (or file downloads) in flight.
+/// Packs in flight during a push.
+const PACKS_IN_FLIGHT: usize = 3;
+/// File downloads in flight during a pull.
 const IN_FLIGHT: usize = 4;
 
 #[derive(Subcommand)]
@@ -517,7 +519,7 @@ async fn push(
         .map(|s| std::fs::metadata(&s.abs).map(|m| m.len()).unwrap_or(0))
         .sum();
     let start = Instant::now();
-    let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1);
     let worker = tokio::task::spawn_blocking(move || chunk_files(sources, tx));
     let mut files = Vec::new();
     let (mut uploaded, mut seen) = (0u64, 0u64);
@@ -533,7 +535,7 @@ async fn push(
         match piece? {
             Piece::File(f) => files.push(f),
             Piece::Chunks(batch) => {
-                while in_flight.len() >= IN_FLIGHT {
+                while in_flight.len() >= PACKS_IN_FLIGHT {
                     if let Some(r) = in_flight.next().await {
                         done(r?);
                     }

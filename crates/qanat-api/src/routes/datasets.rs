@@ -124,6 +124,9 @@ pub(crate) async fn put_chunk(
     Ok((StatusCode::CREATED, Json(ChunkStored { id: chunk, new })))
 }
 
+/// Packs processed at once, whatever the number of clients.
+static PACK_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(8);
+
 /// Upload a pack of chunks in one request (editors; part of a push). The body is a
 /// sequence of frames: the chunk's 32-byte BLAKE3 id, its length as a big-endian u32,
 /// its bytes; at most 64 chunks. Every chunk must hash to its id, or nothing is stored.
@@ -137,6 +140,14 @@ pub(crate) async fn put_pack(
     body: Body,
 ) -> Result<(StatusCode, Json<qanat_data::PackStored>), ApiError> {
     let (p, d) = load(&state, &project, &dataset).await?;
+    // Packs are held whole in memory (body plus sealed copies): bound how many at once.
+    let _slot = PACK_SLOTS.acquire().await.map_err(|_| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "TEMPORARILY_UNAVAILABLE",
+            "the server is shutting down",
+        )
+    })?;
     let data = read_body(body, pack::MAX_PACK_BYTES, "a chunk pack").await?;
     let chunks = pack::parse(data)?;
     let stored = state.datasets.put_chunks(&p, &d, chunks).await?;
