@@ -41,6 +41,9 @@ pub struct Policy {
     /// that change nothing visible (content-addressed chunk uploads): the commit that
     /// makes them visible is audited, and their refusals and failures still are.
     pub audit_writes: bool,
+    /// When the path names no `{project}`, the request is for the server's default
+    /// MLflow project (the root-mounted MLflow API).
+    pub default_project: bool,
 }
 
 impl Policy {
@@ -50,7 +53,13 @@ impl Policy {
             requirement,
             audit_reads: false,
             audit_writes: true,
+            default_project: false,
         }
+    }
+
+    pub const fn default_project(mut self) -> Self {
+        self.default_project = true;
+        self
     }
 
     pub const fn staging(mut self) -> Self {
@@ -195,7 +204,12 @@ pub(crate) async fn authorize(
             .find(|(k, _)| *k == "project")
             .map(|(_, v)| v.to_string()),
         Err(_) => None,
-    };
+    }
+    .or_else(|| {
+        policy
+            .default_project
+            .then(|| state.mlflow_project.clone())
+    });
     let resource = req.uri().path().to_string();
     let audit = |actor: &str, outcome: AuditOutcome, detail: String| AuditRecord {
         request_id: request_id.clone(),

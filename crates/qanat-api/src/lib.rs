@@ -53,8 +53,11 @@ pub struct AppState {
     pub gov: Governance,
     pub storage: ObjectStorage,
     pub datasets: qanat_data::Datasets,
+    pub tracking: qanat_tracking::Tracking,
     pub metrics: Arc<Metrics>,
     pub limits: ApiLimits,
+    /// The project the root-mounted MLflow API (`/api/2.0/mlflow/...`) works in.
+    pub mlflow_project: String,
 }
 
 impl AppState {
@@ -62,6 +65,8 @@ impl AppState {
         AppState {
             gov: Governance::new(meta.clone()),
             datasets: qanat_data::Datasets::new(meta.clone(), storage.clone()),
+            tracking: qanat_tracking::Tracking::new(meta.clone()),
+            mlflow_project: "default".into(),
             meta,
             storage,
             metrics: Arc::new(Metrics::default()),

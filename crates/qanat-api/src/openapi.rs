@@ -59,6 +59,14 @@ pub fn openapi_json() -> String {
 mod tests {
     use super::*;
 
+    fn is_mlflow(path: &str) -> bool {
+        path.starts_with("/api/2.0/")
+            || path.starts_with("/api/3.0/")
+            || path.starts_with("/mlflow/")
+            || path == "/health"
+            || path == "/version"
+    }
+
     /// Every route in the table is documented (wildcards appear as `{key}`), and the
     /// document documents nothing that is not routed.
     #[test]
@@ -68,6 +76,10 @@ mod tests {
         let table = crate::route_table(&crate::ApiLimits::default());
         let mut routed = 0;
         for (method, path, _) in table.policies() {
+            // The MLflow API is MLflow's, documented in docs/tracking.md.
+            if is_mlflow(path) {
+                continue;
+            }
             routed += 1;
             let doc_path = path.replace("{*key}", "{key}");
             let ops = paths

@@ -20,6 +20,23 @@ pub struct Config {
     pub metadata: MetadataConfig,
     pub storage: StorageConfig,
     pub security: SecurityConfig,
+    pub tracking: TrackingConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrackingConfig {
+    /// The project the root-mounted MLflow API (`MLFLOW_TRACKING_URI=http://host:port`)
+    /// works in; `/mlflow/<project>` reaches any other.
+    pub default_project: String,
+}
+
+impl Default for TrackingConfig {
+    fn default() -> Self {
+        TrackingConfig {
+            default_project: "default".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -74,6 +91,7 @@ impl Default for Config {
             metadata: MetadataConfig::default(),
             storage: StorageConfig::default(),
             security: SecurityConfig::default(),
+            tracking: TrackingConfig::default(),
         }
     }
 }
@@ -201,6 +219,9 @@ impl Config {
         }
         if let Some(v) = env("QANAT_SECURITY_BOOTSTRAP_ADMIN") {
             self.security.bootstrap_admin = v;
+        }
+        if let Some(v) = env("QANAT_TRACKING_DEFAULT_PROJECT") {
+            self.tracking.default_project = v;
         }
         Ok(())
     }

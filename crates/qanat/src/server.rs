@@ -135,7 +135,8 @@ pub async fn serve(cfg: Config) -> Result<()> {
         max_request_bytes: cfg.server.max_request_bytes,
         request_timeout: Duration::from_secs(cfg.server.request_timeout_secs),
     };
-    let state = AppState::new(inst.meta.clone(), inst.storage.clone(), limits);
+    let mut state = AppState::new(inst.meta.clone(), inst.storage.clone(), limits);
+    state.mlflow_project = cfg.tracking.default_project.clone();
     let app = qanat_api::router(state);
 
     let handle = axum_server::Handle::new();

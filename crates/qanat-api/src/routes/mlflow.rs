@@ -1,0 +1,610 @@
+//! The MLflow tracking REST API (`/api/2.0/mlflow/...`) over `qanat-tracking`, so the
+//! `mlflow` Python client works unchanged. Mounted twice: at the root, for the server's
+//! default MLflow project, and under `/mlflow/{project}` (set
+//! `MLFLOW_TRACKING_URI=https://qanat/mlflow/<project>`). Request and response shapes
+//! follow MLflow's protos as the 3.x client sends and reads them; unknown request
+//! fields are ignored, as MLflow's server does.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use qanat_governance::Project;
+use qanat_tracking::{
+    Batch, Experiment, Metric, MetricValue, NewRun, Param, Run, RunInfo, RunUpdate, Tag, ViewType,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::error::ApiError;
+use crate::extract::{Access, ApiJson, ApiQuery, Caller};
+use crate::AppState;
+
+type Reply = Result<Json<Value>, ApiError>;
+
+impl From<qanat_tracking::Error> for ApiError {
+    fn from(e: qanat_tracking::Error) -> Self {
+        use qanat_tracking::Error as T;
+        match e {
+            T::NotFound { .. } => ApiError::not_found(e.to_string()),
+            // MLflow answers an existing name with 400 RESOURCE_ALREADY_EXISTS.
+            T::AlreadyExists { .. } => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "RESOURCE_ALREADY_EXISTS",
+                e.to_string(),
+            ),
+            T::Invalid(m) => ApiError::bad_request(m),
+            T::Db(db) => ApiError::internal(format!("metadata store error: {db}")),
+        }
+    }
+}
+
+async fn project(state: &AppState, access: &Access) -> Result<Project, ApiError> {
+    Ok(state.gov.project(&access.0.project).await?)
+}
+
+fn required<'a>(field: &str, v: &'a Option<String>) -> Result<&'a str, ApiError> {
+    v.as_deref()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| ApiError::bad_request(format!("missing value for required parameter '{field}'")))
+}
+
+fn view_type(v: &Option<String>) -> Result<ViewType, ApiError> {
+    match v.as_deref() {
+        None | Some("") => Ok(ViewType::ActiveOnly),
+        Some(s) => ViewType::parse(s).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "view_type '{s}' is not one of ACTIVE_ONLY, DELETED_ONLY, ALL"
+            ))
+        }),
+    }
+}
+
+/// `run_id`, or the older `run_uuid`.
+fn run_id(run_id: &Option<String>, run_uuid: &Option<String>) -> Result<String, ApiError> {
+    run_id
+        .clone()
+        .filter(|s| !s.is_empty())
+        .or_else(|| run_uuid.clone().filter(|s| !s.is_empty()))
+        .ok_or_else(|| ApiError::bad_request("missing value for required parameter 'run_id'"))
+}
+
+fn experiment_json(e: Experiment) -> Value {
+    json!({ "experiment": e })
+}
+
+// ---- probes ----
+
+/// `GET /health`: "OK", as MLflow's server answers.
+pub(crate) async fn health() -> &'static str {
+    "OK"
+}
+
+/// `GET /version`: the MLflow API level this server speaks.
+pub(crate) async fn version() -> &'static str {
+    "3.0.0"
+}
+
+/// `GET /api/3.0/mlflow/server-info`.
+pub(crate) async fn server_info() -> Json<Value> {
+    Json(json!({ "store_type": "SqlStore", "workspaces_enabled": false }))
+}
+
+// ---- experiments ----
+
+#[derive(Deserialize)]
+pub(crate) struct CreateExperiment {
+    name: Option<String>,
+    artifact_location: Option<String>,
+    #[serde(default)]
+    tags: Vec<Tag>,
+}
+
+pub(crate) async fn create_experiment(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<CreateExperiment>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &b.name)?;
+    if b.artifact_location.as_deref().is_some_and(|l| !l.is_empty()) {
+        return Err(ApiError::bad_request(
+            "artifact_location is chosen by Qanat (its encrypted, residency-checked storage); leave it out",
+        ));
+    }
+    let id = state
+        .tracking
+        .create_experiment(&p, name, None, &b.tags)
+        .await?;
+    Ok(Json(json!({ "experiment_id": id })))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ExperimentIdQuery {
+    experiment_id: Option<String>,
+}
+
+pub(crate) async fn get_experiment(
+    State(state): State<AppState>,
+    access: Access,
+    ApiQuery(q): ApiQuery<ExperimentIdQuery>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = required("experiment_id", &q.experiment_id)?;
+    Ok(Json(experiment_json(state.tracking.experiment(&p, id).await?)))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ExperimentNameQuery {
+    experiment_name: Option<String>,
+}
+
+pub(crate) async fn get_experiment_by_name(
+    State(state): State<AppState>,
+    access: Access,
+    ApiQuery(q): ApiQuery<ExperimentNameQuery>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("experiment_name", &q.experiment_name)?;
+    Ok(Json(experiment_json(
+        state.tracking.experiment_by_name(&p, name).await?,
+    )))
+}
+
+#[derive(Deserialize, Default)]
+pub(crate) struct SearchExperiments {
+    max_results: Option<i64>,
+    page_token: Option<String>,
+    filter: Option<String>,
+    view_type: Option<String>,
+}
+
+async fn search_experiments(state: AppState, access: Access, b: SearchExperiments) -> Reply {
+    let p = project(&state, &access).await?;
+    let page = state
+        .tracking
+        .search_experiments(
+            &p,
+            view_type(&b.view_type)?,
+            b.max_results,
+            b.page_token.as_deref(),
+            b.filter.as_deref(),
+        )
+        .await?;
+    let mut out = json!({ "experiments": page.items });
+    if let Some(t) = page.next_page_token {
+        out["next_page_token"] = json!(t);
+    }
+    Ok(Json(out))
+}
+
+pub(crate) async fn search_experiments_post(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<SearchExperiments>,
+) -> Reply {
+    search_experiments(state, access, b).await
+}
+
+pub(crate) async fn search_experiments_get(
+    State(state): State<AppState>,
+    access: Access,
+    ApiQuery(b): ApiQuery<SearchExperiments>,
+) -> Reply {
+    search_experiments(state, access, b).await
+}
+
+#[derive(Deserialize)]
+pub(crate) struct UpdateExperiment {
+    experiment_id: Option<String>,
+    new_name: Option<String>,
+}
+
+pub(crate) async fn update_experiment(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<UpdateExperiment>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = required("experiment_id", &b.experiment_id)?;
+    if let Some(name) = b.new_name.as_deref().filter(|n| !n.is_empty()) {
+        state.tracking.rename_experiment(&p, id, name).await?;
+    }
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ExperimentIdBody {
+    experiment_id: Option<String>,
+}
+
+pub(crate) async fn delete_experiment(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<ExperimentIdBody>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = required("experiment_id", &b.experiment_id)?;
+    state.tracking.set_experiment_stage(&p, id, true).await?;
+    Ok(Json(json!({})))
+}
+
+pub(crate) async fn restore_experiment(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<ExperimentIdBody>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = required("experiment_id", &b.experiment_id)?;
+    state.tracking.set_experiment_stage(&p, id, false).await?;
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ExperimentTag {
+    experiment_id: Option<String>,
+    key: Option<String>,
+    #[serde(default)]
+    value: String,
+}
+
+pub(crate) async fn set_experiment_tag(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<ExperimentTag>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = required("experiment_id", &b.experiment_id)?;
+    let key = required("key", &b.key)?;
+    state
+        .tracking
+        .set_experiment_tag(
+            &p,
+            id,
+            &Tag {
+                key: key.to_string(),
+                value: b.value,
+            },
+        )
+        .await?;
+    Ok(Json(json!({})))
+}
+
+pub(crate) async fn delete_experiment_tag(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<ExperimentTag>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = required("experiment_id", &b.experiment_id)?;
+    let key = required("key", &b.key)?;
+    state.tracking.delete_experiment_tag(&p, id, key).await?;
+    Ok(Json(json!({})))
+}
+
+// ---- runs ----
+
+#[derive(Deserialize)]
+pub(crate) struct CreateRun {
+    experiment_id: Option<String>,
+    run_name: Option<String>,
+    start_time: Option<i64>,
+    #[serde(default)]
+    tags: Vec<Tag>,
+}
+
+pub(crate) async fn create_run(
+    State(state): State<AppState>,
+    access: Access,
+    Caller(caller): Caller,
+    ApiJson(b): ApiJson<CreateRun>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let run = state
+        .tracking
+        .create_run(
+            &p,
+            NewRun {
+                experiment_id: b.experiment_id.unwrap_or_else(|| "0".into()),
+                // The authenticated caller, not whatever user_id the client claims.
+                user_id: caller.name,
+                run_name: b.run_name,
+                start_time: b.start_time,
+                tags: b.tags,
+            },
+        )
+        .await?;
+    Ok(Json(json!({ "run": run })))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct RunIdQuery {
+    run_id: Option<String>,
+    run_uuid: Option<String>,
+}
+
+pub(crate) async fn get_run(
+    State(state): State<AppState>,
+    access: Access,
+    ApiQuery(q): ApiQuery<RunIdQuery>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = run_id(&q.run_id, &q.run_uuid)?;
+    Ok(Json(json!({ "run": state.tracking.run(&p, &id).await? })))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct UpdateRun {
+    run_id: Option<String>,
+    run_uuid: Option<String>,
+    status: Option<String>,
+    end_time: Option<i64>,
+    run_name: Option<String>,
+}
+
+pub(crate) async fn update_run(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<UpdateRun>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = run_id(&b.run_id, &b.run_uuid)?;
+    let info: RunInfo = state
+        .tracking
+        .update_run(
+            &p,
+            &id,
+            RunUpdate {
+                status: b.status,
+                end_time: b.end_time,
+                run_name: b.run_name,
+            },
+        )
+        .await?;
+    Ok(Json(json!({ "run_info": info })))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct RunIdBody {
+    run_id: Option<String>,
+}
+
+pub(crate) async fn delete_run(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<RunIdBody>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = required("run_id", &b.run_id)?;
+    state.tracking.set_run_stage(&p, id, true).await?;
+    Ok(Json(json!({})))
+}
+
+pub(crate) async fn restore_run(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<RunIdBody>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = required("run_id", &b.run_id)?;
+    state.tracking.set_run_stage(&p, id, false).await?;
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct LogParam {
+    run_id: Option<String>,
+    run_uuid: Option<String>,
+    key: Option<String>,
+    value: Option<String>,
+}
+
+pub(crate) async fn log_param(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<LogParam>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = run_id(&b.run_id, &b.run_uuid)?;
+    let key = required("key", &b.key)?.to_string();
+    let batch = Batch {
+        params: vec![Param {
+            key,
+            value: b.value.unwrap_or_default(),
+        }],
+        ..Batch::default()
+    };
+    state.tracking.log_batch(&p, &id, batch).await?;
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct LogMetric {
+    run_id: Option<String>,
+    run_uuid: Option<String>,
+    key: Option<String>,
+    value: Option<MetricValue>,
+    timestamp: Option<i64>,
+    #[serde(default)]
+    step: i64,
+}
+
+pub(crate) async fn log_metric(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<LogMetric>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = run_id(&b.run_id, &b.run_uuid)?;
+    let key = required("key", &b.key)?.to_string();
+    let value = b
+        .value
+        .ok_or_else(|| ApiError::bad_request("missing value for required parameter 'value'"))?;
+    let timestamp = b
+        .timestamp
+        .ok_or_else(|| ApiError::bad_request("missing value for required parameter 'timestamp'"))?;
+    let batch = Batch {
+        metrics: vec![Metric {
+            key,
+            value,
+            timestamp,
+            step: b.step,
+        }],
+        ..Batch::default()
+    };
+    state.tracking.log_batch(&p, &id, batch).await?;
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct LogBatch {
+    run_id: Option<String>,
+    #[serde(default)]
+    metrics: Vec<Metric>,
+    #[serde(default)]
+    params: Vec<Param>,
+    #[serde(default)]
+    tags: Vec<Tag>,
+}
+
+pub(crate) async fn log_batch(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<LogBatch>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = required("run_id", &b.run_id)?;
+    state
+        .tracking
+        .log_batch(
+            &p,
+            id,
+            Batch {
+                metrics: b.metrics,
+                params: b.params,
+                tags: b.tags,
+            },
+        )
+        .await?;
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct SetTag {
+    run_id: Option<String>,
+    run_uuid: Option<String>,
+    key: Option<String>,
+    #[serde(default)]
+    value: String,
+}
+
+pub(crate) async fn set_tag(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<SetTag>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = run_id(&b.run_id, &b.run_uuid)?;
+    let key = required("key", &b.key)?.to_string();
+    let batch = Batch {
+        tags: vec![Tag { key, value: b.value }],
+        ..Batch::default()
+    };
+    state.tracking.log_batch(&p, &id, batch).await?;
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct DeleteTag {
+    run_id: Option<String>,
+    key: Option<String>,
+}
+
+pub(crate) async fn delete_tag(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<DeleteTag>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = required("run_id", &b.run_id)?;
+    let key = required("key", &b.key)?;
+    state.tracking.delete_tag(&p, id, key).await?;
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct SearchRuns {
+    #[serde(default)]
+    experiment_ids: Vec<String>,
+    filter: Option<String>,
+    run_view_type: Option<String>,
+    max_results: Option<i64>,
+    #[serde(default)]
+    order_by: Vec<String>,
+    page_token: Option<String>,
+}
+
+#[derive(Serialize)]
+struct RunsPage {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    runs: Vec<Run>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_page_token: Option<String>,
+}
+
+pub(crate) async fn search_runs(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<SearchRuns>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    if b.filter.as_deref().is_some_and(|f| !f.trim().is_empty()) || !b.order_by.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "NOT_IMPLEMENTED",
+            "search_runs filters and order_by are not supported by this Qanat version yet",
+        ));
+    }
+    let page = state
+        .tracking
+        .search_runs(
+            &p,
+            &b.experiment_ids,
+            view_type(&b.run_view_type)?,
+            b.max_results,
+            b.page_token.as_deref(),
+        )
+        .await?;
+    Ok(Json(serde_json::to_value(RunsPage {
+        runs: page.items,
+        next_page_token: page.next_page_token,
+    })
+    .map_err(|e| ApiError::internal(e.to_string()))?))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct HistoryQuery {
+    run_id: Option<String>,
+    run_uuid: Option<String>,
+    metric_key: Option<String>,
+    max_results: Option<i64>,
+    page_token: Option<String>,
+}
+
+pub(crate) async fn metric_history(
+    State(state): State<AppState>,
+    access: Access,
+    ApiQuery(q): ApiQuery<HistoryQuery>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = run_id(&q.run_id, &q.run_uuid)?;
+    let key = required("metric_key", &q.metric_key)?;
+    let page = state
+        .tracking
+        .metric_history(&p, &id, key, q.max_results, q.page_token.as_deref())
+        .await?;
+    let mut out = json!({ "metrics": page.items });
+    if let Some(t) = page.next_page_token {
+        out["next_page_token"] = json!(t);
+    }
+    Ok(Json(out))
+}

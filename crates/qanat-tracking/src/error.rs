@@ -1,0 +1,25 @@
+/// Everything tracking can refuse or fail at.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("metadata store: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("{kind} '{name}' does not exist")]
+    NotFound { kind: &'static str, name: String },
+    #[error("{kind} '{name}' already exists")]
+    AlreadyExists { kind: &'static str, name: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Error {
+    pub(crate) fn not_found(kind: &'static str, name: impl Into<String>) -> Self {
+        Error::NotFound {
+            kind,
+            name: name.into(),
+        }
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Error::Invalid(message.into())
+    }
+}

@@ -1,0 +1,21 @@
+//! Qanat experiment tracking: experiments, runs, parameters, tags and metric history,
+//! per project, in the metadata store (SQLite or PostgreSQL, same SQL).
+//!
+//! The objects follow MLflow's model so that the MLflow REST API (in `qanat-api`) is a
+//! thin translation: experiment ids are per-project integers (experiment `0` is each
+//! project's "Default"), run ids are 32 hex characters, times are epoch milliseconds.
+//! Metric points are appended to a history table and folded into `latest_metrics` in the
+//! same transaction, so reading a run or filtering on a metric never scans the history.
+
+mod error;
+pub mod model;
+mod store;
+
+pub use error::Error;
+pub use model::{
+    Experiment, Metric, MetricValue, Param, Run, RunData, RunInfo, Tag, ViewType, RUN_STATUSES,
+};
+pub use store::{Batch, NewRun, Page, RunUpdate, Tracking};
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

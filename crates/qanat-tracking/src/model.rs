@@ -1,0 +1,180 @@
+//! Tracking objects in the shape MLflow's REST API gives them (field names, enums by
+//! name, int64 as numbers, NaN and infinities as strings).
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A key/value tag on an experiment or a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tag {
+    pub key: String,
+    #[serde(default)]
+    pub value: String,
+}
+
+/// A run parameter (immutable once logged).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Param {
+    pub key: String,
+    #[serde(default)]
+    pub value: String,
+}
+
+/// A metric value: any f64, with NaN and ±Infinity written as MLflow writes them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MetricValue(pub f64);
+
+impl Serialize for MetricValue {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let v = self.0;
+        if v.is_nan() {
+            s.serialize_str("NaN")
+        } else if v == f64::INFINITY {
+            s.serialize_str("Infinity")
+        } else if v == f64::NEG_INFINITY {
+            s.serialize_str("-Infinity")
+        } else {
+            s.serialize_f64(v)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MetricValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Num(f64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Num(v) => Ok(MetricValue(v)),
+            Raw::Text(t) => match t.as_str() {
+                "NaN" | "nan" => Ok(MetricValue(f64::NAN)),
+                "Infinity" | "inf" | "+Infinity" => Ok(MetricValue(f64::INFINITY)),
+                "-Infinity" | "-inf" => Ok(MetricValue(f64::NEG_INFINITY)),
+                other => other.parse::<f64>().map(MetricValue).map_err(|_| {
+                    serde::de::Error::custom(format!(
+                        "metric value '{other}' is not a number (use a number, \"NaN\", \"Infinity\" or \"-Infinity\")"
+                    ))
+                }),
+            },
+        }
+    }
+}
+
+/// One logged metric point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metric {
+    pub key: String,
+    pub value: MetricValue,
+    /// Epoch milliseconds.
+    pub timestamp: i64,
+    #[serde(default)]
+    pub step: i64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Experiment {
+    pub experiment_id: String,
+    pub name: String,
+    pub artifact_location: String,
+    pub lifecycle_stage: String,
+    pub last_update_time: i64,
+    pub creation_time: i64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<Tag>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunInfo {
+    pub run_id: String,
+    /// The same as `run_id` (older clients read this one).
+    pub run_uuid: String,
+    pub run_name: String,
+    pub experiment_id: String,
+    pub user_id: String,
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<i64>,
+    pub artifact_uri: String,
+    pub lifecycle_stage: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunData {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<Metric>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub params: Vec<Param>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<Tag>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunInputs {}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunOutputs {}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Run {
+    pub info: RunInfo,
+    pub data: RunData,
+    pub inputs: RunInputs,
+    pub outputs: RunOutputs,
+}
+
+/// Run statuses MLflow knows.
+pub const RUN_STATUSES: [&str; 5] = ["RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED"];
+
+/// Which lifecycle stages a search returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ViewType {
+    #[default]
+    ActiveOnly,
+    DeletedOnly,
+    All,
+}
+
+impl ViewType {
+    /// From MLflow's enum name (or its number).
+    pub fn parse(s: &str) -> Option<ViewType> {
+        match s {
+            "ACTIVE_ONLY" | "1" => Some(ViewType::ActiveOnly),
+            "DELETED_ONLY" | "2" => Some(ViewType::DeletedOnly),
+            "ALL" | "3" => Some(ViewType::All),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn stages(self) -> &'static [&'static str] {
+        match self {
+            ViewType::ActiveOnly => &["active"],
+            ViewType::DeletedOnly => &["deleted"],
+            ViewType::All => &["active", "deleted"],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_values_round_trip_nan_and_infinities_as_strings() {
+        for (v, wire) in [
+            (f64::NAN, "\"NaN\""),
+            (f64::INFINITY, "\"Infinity\""),
+            (f64::NEG_INFINITY, "\"-Infinity\""),
+            (1.5, "1.5"),
+        ] {
+            let text = serde_json::to_string(&MetricValue(v)).expect("ser");
+            assert_eq!(text, wire);
+            let back: MetricValue = serde_json::from_str(&text).expect("de");
+            assert!(back.0 == v || (v.is_nan() && back.0.is_nan()));
+        }
+        assert!(serde_json::from_str::<MetricValue>("\"many\"").is_err());
+    }
+}

@@ -1,0 +1,1032 @@
+//! The tracking store.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use qanat_governance::Project;
+use qanat_store::MetaStore;
+use rand::seq::SliceRandom;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use crate::model::{
+    Experiment, Metric, MetricValue, Param, Run, RunData, RunInfo, RunInputs, RunOutputs, Tag,
+    ViewType, RUN_STATUSES,
+};
+use crate::{Error, Result};
+
+/// MLflow's limits on what one log-batch may carry.
+pub const MAX_BATCH_METRICS: usize = 1000;
+pub const MAX_BATCH_PARAMS: usize = 100;
+pub const MAX_BATCH_TAGS: usize = 100;
+pub const MAX_BATCH_ITEMS: usize = 1000;
+const MAX_KEY: usize = 250;
+const MAX_PARAM_VALUE: usize = 6000;
+const MAX_TAG_VALUE: usize = 8000;
+const MAX_RESULTS: i64 = 50_000;
+/// Rows per multi-row INSERT (7 binds each, well under every engine's limit).
+const ROWS_PER_INSERT: usize = 200;
+
+/// Tracking over the metadata store.
+#[derive(Clone, Debug)]
+pub struct Tracking {
+    meta: MetaStore,
+}
+
+/// What a run is created with.
+#[derive(Debug, Default)]
+pub struct NewRun {
+    pub experiment_id: String,
+    pub user_id: String,
+    pub run_name: Option<String>,
+    pub start_time: Option<i64>,
+    pub tags: Vec<Tag>,
+}
+
+/// A run's mutable attributes (end_run, rename).
+#[derive(Debug, Default)]
+pub struct RunUpdate {
+    pub status: Option<String>,
+    pub end_time: Option<i64>,
+    pub run_name: Option<String>,
+}
+
+/// What one log-batch carries.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub metrics: Vec<Metric>,
+    pub params: Vec<Param>,
+    pub tags: Vec<Tag>,
+}
+
+/// One page of results and the token for the next.
+#[derive(Debug)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next_page_token: Option<String>,
+}
+
+fn now_ms() -> i64 {
+    qanat_store::now_micros() / 1000
+}
+
+fn parse_experiment_id(id: &str) -> Result<i64> {
+    id.parse::<i64>()
+        .ok()
+        .filter(|v| *v >= 0)
+        .ok_or_else(|| Error::invalid(format!("experiment id '{id}' is not a number")))
+}
+
+fn check_run_id(id: &str) -> Result<()> {
+    if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "run id '{id}' is not 32 hexadecimal characters"
+        )))
+    }
+}
+
+/// MLflow's rule for metric, param and tag names: letters, digits, `_ - . / :` and
+/// spaces; not absolute; no `..` component; at most 250 characters.
+fn check_key(what: &str, key: &str) -> Result<()> {
+    let ok_chars = key
+        .chars()
+        .all(|c| c.is_alphanumeric() || "_-./: ".contains(c));
+    if key.is_empty() || !ok_chars {
+        return Err(Error::invalid(format!(
+            "invalid {what} name '{key}': use letters, digits, underscores, dashes, periods, spaces, colons and slashes"
+        )));
+    }
+    if key.starts_with('/') || key.split('/').any(|p| p == "..") {
+        return Err(Error::invalid(format!(
+            "invalid {what} name '{key}': it must be a relative path without '..'"
+        )));
+    }
+    if key.len() > MAX_KEY {
+        return Err(Error::invalid(format!(
+            "{what} name '{}…' is longer than {MAX_KEY} characters",
+            &key[..40]
+        )));
+    }
+    Ok(())
+}
+
+fn page_token(offset: i64) -> String {
+    base64::engine::general_purpose::STANDARD.encode(format!("{{\"offset\": {offset}}}"))
+}
+
+fn parse_page_token(token: Option<&str>) -> Result<i64> {
+    let Some(t) = token.filter(|t| !t.is_empty()) else {
+        return Ok(0);
+    };
+    base64::engine::general_purpose::STANDARD
+        .decode(t)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["offset"].as_i64())
+        .filter(|o| *o >= 0)
+        .ok_or_else(|| Error::invalid(format!("invalid page token '{t}'")))
+}
+
+fn check_max_results(max: Option<i64>, default: i64) -> Result<i64> {
+    let m = max.unwrap_or(default);
+    if m <= 0 || m > MAX_RESULTS {
+        return Err(Error::invalid(format!(
+            "max_results must be between 1 and {MAX_RESULTS}, got {m}"
+        )));
+    }
+    Ok(m)
+}
+
+/// A readable random run name, as MLflow gives runs started without one.
+fn random_run_name() -> String {
+    const ADJ: [&str; 12] = [
+        "amber", "brisk", "calm", "deft", "eager", "fleet", "gentle", "hardy", "keen", "lucid",
+        "nimble", "quiet",
+    ];
+    const NOUN: [&str; 12] = [
+        "falcon", "dune", "oasis", "palm", "qanat", "reef", "sand", "star", "tide", "wadi",
+        "wind", "oryx",
+    ];
+    let mut rng = rand::thread_rng();
+    format!(
+        "{}-{}-{}",
+        ADJ.choose(&mut rng).copied().unwrap_or("calm"),
+        NOUN.choose(&mut rng).copied().unwrap_or("dune"),
+        rand::Rng::gen_range(&mut rng, 1..1000)
+    )
+}
+
+fn experiment_from(row: &AnyRow) -> Result<Experiment> {
+    Ok(Experiment {
+        experiment_id: row.try_get::<i64, _>("experiment_id")?.to_string(),
+        name: row.try_get("name")?,
+        artifact_location: row.try_get("artifact_location")?,
+        lifecycle_stage: row.try_get("lifecycle_stage")?,
+        last_update_time: row.try_get("last_update_time")?,
+        creation_time: row.try_get("creation_time")?,
+        tags: Vec::new(),
+    })
+}
+
+fn run_info_from(row: &AnyRow) -> Result<RunInfo> {
+    let run_id: String = row.try_get("run_id")?;
+    Ok(RunInfo {
+        run_uuid: run_id.clone(),
+        run_id,
+        run_name: row.try_get("run_name")?,
+        experiment_id: row.try_get::<i64, _>("experiment_id")?.to_string(),
+        user_id: row.try_get("user_id")?,
+        status: row.try_get("status")?,
+        start_time: row.try_get("start_time")?,
+        end_time: row.try_get("end_time")?,
+        artifact_uri: row.try_get("artifact_uri")?,
+        lifecycle_stage: row.try_get("lifecycle_stage")?,
+    })
+}
+
+fn metric_from(row: &AnyRow) -> Result<Metric> {
+    let nan: i64 = row.try_get("is_nan")?;
+    Ok(Metric {
+        key: row.try_get("key")?,
+        value: MetricValue(if nan == 1 {
+            f64::NAN
+        } else {
+            row.try_get("value")?
+        }),
+        timestamp: row.try_get("timestamp")?,
+        step: row.try_get("step")?,
+    })
+}
+
+fn placeholders(from: usize, n: usize) -> String {
+    (from..from + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+const RUN_COLUMNS: &str = "run_id, experiment_id, run_name, user_id, status, start_time, end_time, artifact_uri, lifecycle_stage";
+
+impl Tracking {
+    pub fn new(meta: MetaStore) -> Self {
+        Tracking { meta }
+    }
+
+    /// Makes sure the project has its "Default" experiment (id 0).
+    pub async fn ensure_default(&self, project: &Project) -> Result<()> {
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO experiments (project_id, experiment_id, name, artifact_location, lifecycle_stage, creation_time, last_update_time) \
+             VALUES ($1, 0, 'Default', 'mlflow-artifacts:/0', 'active', $2, $2) ON CONFLICT DO NOTHING",
+        )
+        .bind(&project.id)
+        .bind(now)
+        .execute(self.meta.writer())
+        .await?;
+        Ok(())
+    }
+
+    // ---- experiments ----
+
+    /// Creates an experiment; its artifacts live under `mlflow-artifacts:/<id>` unless
+    /// another location is given.
+    pub async fn create_experiment(
+        &self,
+        project: &Project,
+        name: &str,
+        artifact_location: Option<&str>,
+        tags: &[Tag],
+    ) -> Result<String> {
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(Error::invalid("an experiment needs a non-empty name"));
+        }
+        if name.len() > 500 {
+            return Err(Error::invalid("experiment names are at most 500 characters"));
+        }
+        for t in tags {
+            check_key("tag", &t.key)?;
+        }
+        self.ensure_default(project).await?;
+        let now = now_ms();
+        let mut tx = self.meta.writer().begin().await?;
+        let taken = sqlx::query("SELECT lifecycle_stage FROM experiments WHERE project_id = $1 AND name = $2")
+            .bind(&project.id)
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(row) = taken {
+            let stage: String = row.try_get("lifecycle_stage")?;
+            return Err(Error::AlreadyExists {
+                kind: "experiment",
+                name: if stage == "deleted" {
+                    format!("{name}' (deleted; restore it or choose another name)'")
+                } else {
+                    name.to_string()
+                },
+            });
+        }
+        let next: i64 = sqlx::query(
+            "SELECT COALESCE(MAX(experiment_id), 0) + 1 AS next FROM experiments WHERE project_id = $1",
+        )
+        .bind(&project.id)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("next")?;
+        let location = match artifact_location.filter(|l| !l.is_empty()) {
+            Some(l) => l.to_string(),
+            None => format!("mlflow-artifacts:/{next}"),
+        };
+        sqlx::query(
+            "INSERT INTO experiments (project_id, experiment_id, name, artifact_location, lifecycle_stage, creation_time, last_update_time) \
+             VALUES ($1, $2, $3, $4, 'active', $5, $5)",
+        )
+        .bind(&project.id)
+        .bind(next)
+        .bind(name)
+        .bind(&location)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        for t in tags {
+            upsert_experiment_tag(&mut tx, &project.id, next, t).await?;
+        }
+        tx.commit().await?;
+        Ok(next.to_string())
+    }
+
+    pub async fn experiment(&self, project: &Project, id: &str) -> Result<Experiment> {
+        let n = parse_experiment_id(id)?;
+        if n == 0 {
+            self.ensure_default(project).await?;
+        }
+        let row = sqlx::query("SELECT * FROM experiments WHERE project_id = $1 AND experiment_id = $2")
+            .bind(&project.id)
+            .bind(n)
+            .fetch_optional(self.meta.reader())
+            .await?
+            .ok_or_else(|| Error::not_found("experiment", id))?;
+        self.with_tags(project, experiment_from(&row)?).await
+    }
+
+    pub async fn experiment_by_name(&self, project: &Project, name: &str) -> Result<Experiment> {
+        if name == "Default" {
+            self.ensure_default(project).await?;
+        }
+        let row = sqlx::query("SELECT * FROM experiments WHERE project_id = $1 AND name = $2")
+            .bind(&project.id)
+            .bind(name)
+            .fetch_optional(self.meta.reader())
+            .await?
+            .ok_or_else(|| Error::not_found("experiment", name))?;
+        self.with_tags(project, experiment_from(&row)?).await
+    }
+
+    async fn with_tags(&self, project: &Project, mut e: Experiment) -> Result<Experiment> {
+        let rows = sqlx::query(
+            "SELECT key, value FROM experiment_tags WHERE project_id = $1 AND experiment_id = $2 ORDER BY key",
+        )
+        .bind(&project.id)
+        .bind(parse_experiment_id(&e.experiment_id)?)
+        .fetch_all(self.meta.reader())
+        .await?;
+        e.tags = rows
+            .iter()
+            .map(|r| {
+                Ok(Tag {
+                    key: r.try_get("key")?,
+                    value: r.try_get("value")?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(e)
+    }
+
+    /// Experiments of the project, newest first (or by name), a page at a time.
+    /// `filter` supports what `mlflow.search_experiments` sends most: none, or
+    /// `name = '…'` / `name LIKE '…'`.
+    pub async fn search_experiments(
+        &self,
+        project: &Project,
+        view: ViewType,
+        max_results: Option<i64>,
+        page_token: Option<&str>,
+        filter: Option<&str>,
+    ) -> Result<Page<Experiment>> {
+        self.ensure_default(project).await?;
+        let max = check_max_results(max_results, 1000)?;
+        let offset = parse_page_token(page_token)?;
+        let stages = view.stages();
+        let mut sql = format!(
+            "SELECT * FROM experiments WHERE project_id = $1 AND lifecycle_stage IN ({})",
+            placeholders(2, stages.len())
+        );
+        let name_filter = match filter.map(str::trim).filter(|f| !f.is_empty()) {
+            None => None,
+            Some(f) => Some(parse_name_filter(f)?),
+        };
+        let mut next = 2 + stages.len();
+        if let Some((op, _)) = &name_filter {
+            sql.push_str(&format!(" AND name {op} ${next}"));
+            next += 1;
+        }
+        sql.push_str(&format!(
+            " ORDER BY experiment_id DESC LIMIT ${} OFFSET ${}",
+            next,
+            next + 1
+        ));
+        let mut q = sqlx::query(&sql).bind(&project.id);
+        for s in stages {
+            q = q.bind(*s);
+        }
+        if let Some((_, v)) = &name_filter {
+            q = q.bind(v.clone());
+        }
+        let rows = q.bind(max + 1).bind(offset).fetch_all(self.meta.reader()).await?;
+        let more = rows.len() as i64 > max;
+        let mut items = Vec::new();
+        for r in rows.iter().take(max as usize) {
+            items.push(self.with_tags(project, experiment_from(r)?).await?);
+        }
+        Ok(Page {
+            items,
+            next_page_token: more.then(|| page_token_str(offset + max)),
+        })
+    }
+
+    pub async fn rename_experiment(&self, project: &Project, id: &str, new_name: &str) -> Result<()> {
+        let n = parse_experiment_id(id)?;
+        let new_name = new_name.trim();
+        if new_name.is_empty() {
+            return Err(Error::invalid("new_name must not be empty"));
+        }
+        let exp = self.experiment(project, id).await?;
+        if exp.name == new_name {
+            return Ok(());
+        }
+        if self.experiment_by_name(project, new_name).await.is_ok() {
+            return Err(Error::AlreadyExists {
+                kind: "experiment",
+                name: new_name.to_string(),
+            });
+        }
+        sqlx::query("UPDATE experiments SET name = $1, last_update_time = $2 WHERE project_id = $3 AND experiment_id = $4")
+            .bind(new_name)
+            .bind(now_ms())
+            .bind(&project.id)
+            .bind(n)
+            .execute(self.meta.writer())
+            .await?;
+        Ok(())
+    }
+
+    /// Marks an experiment and its runs deleted (restorable); the Default cannot be.
+    pub async fn set_experiment_stage(&self, project: &Project, id: &str, deleted: bool) -> Result<()> {
+        let n = parse_experiment_id(id)?;
+        if n == 0 && deleted {
+            return Err(Error::invalid("the Default experiment (id 0) cannot be deleted"));
+        }
+        let exp = self.experiment(project, id).await?;
+        let (from, to) = if deleted { ("active", "deleted") } else { ("deleted", "active") };
+        if exp.lifecycle_stage != from {
+            return Err(Error::invalid(format!(
+                "experiment {id} is {}, not {from}",
+                exp.lifecycle_stage
+            )));
+        }
+        let now = now_ms();
+        let mut tx = self.meta.writer().begin().await?;
+        sqlx::query("UPDATE experiments SET lifecycle_stage = $1, last_update_time = $2 WHERE project_id = $3 AND experiment_id = $4")
+            .bind(to)
+            .bind(now)
+            .bind(&project.id)
+            .bind(n)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE runs SET lifecycle_stage = $1, deleted_time = $2 WHERE project_id = $3 AND experiment_id = $4 AND lifecycle_stage = $5")
+            .bind(to)
+            .bind(deleted.then_some(now))
+            .bind(&project.id)
+            .bind(n)
+            .bind(from)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn set_experiment_tag(&self, project: &Project, id: &str, tag: &Tag) -> Result<()> {
+        check_key("tag", &tag.key)?;
+        let n = parse_experiment_id(id)?;
+        self.experiment(project, id).await?;
+        let mut tx = self.meta.writer().begin().await?;
+        upsert_experiment_tag(&mut tx, &project.id, n, tag).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn delete_experiment_tag(&self, project: &Project, id: &str, key: &str) -> Result<()> {
+        let n = parse_experiment_id(id)?;
+        self.experiment(project, id).await?;
+        let gone = sqlx::query("DELETE FROM experiment_tags WHERE project_id = $1 AND experiment_id = $2 AND key = $3")
+            .bind(&project.id)
+            .bind(n)
+            .bind(key)
+            .execute(self.meta.writer())
+            .await?
+            .rows_affected();
+        if gone == 0 {
+            return Err(Error::not_found("experiment tag", key));
+        }
+        Ok(())
+    }
+
+    // ---- runs ----
+
+    pub async fn create_run(&self, project: &Project, new: NewRun) -> Result<Run> {
+        let exp = self.experiment(project, &new.experiment_id).await?;
+        if exp.lifecycle_stage != "active" {
+            return Err(Error::invalid(format!(
+                "experiment {} is deleted; restore it to add runs",
+                exp.experiment_id
+            )));
+        }
+        for t in &new.tags {
+            check_key("tag", &t.key)?;
+        }
+        let run_id = uuid::Uuid::new_v4().simple().to_string();
+        let tag_name = new
+            .tags
+            .iter()
+            .find(|t| t.key == "mlflow.runName")
+            .map(|t| t.value.clone());
+        let run_name = new
+            .run_name
+            .filter(|n| !n.is_empty())
+            .or(tag_name)
+            .unwrap_or_else(random_run_name);
+        let artifact_uri = format!(
+            "{}/{run_id}/artifacts",
+            exp.artifact_location.trim_end_matches('/')
+        );
+        let mut tx = self.meta.writer().begin().await?;
+        sqlx::query(
+            "INSERT INTO runs (run_id, project_id, experiment_id, run_name, user_id, status, start_time, end_time, lifecycle_stage, artifact_uri, deleted_time) \
+             VALUES ($1, $2, $3, $4, $5, 'RUNNING', $6, NULL, 'active', $7, NULL)",
+        )
+        .bind(&run_id)
+        .bind(&project.id)
+        .bind(parse_experiment_id(&exp.experiment_id)?)
+        .bind(&run_name)
+        .bind(&new.user_id)
+        .bind(new.start_time.unwrap_or_else(now_ms))
+        .bind(&artifact_uri)
+        .execute(&mut *tx)
+        .await?;
+        let mut tags = new.tags;
+        tags.retain(|t| t.key != "mlflow.runName");
+        tags.push(Tag {
+            key: "mlflow.runName".into(),
+            value: run_name,
+        });
+        if !tags.iter().any(|t| t.key == "mlflow.user") {
+            tags.push(Tag {
+                key: "mlflow.user".into(),
+                value: new.user_id.clone(),
+            });
+        }
+        upsert_tags(&mut tx, &run_id, &tags).await?;
+        tx.commit().await?;
+        self.run(project, &run_id).await
+    }
+
+    async fn run_row(&self, project: &Project, run_id: &str) -> Result<RunInfo> {
+        check_run_id(run_id)?;
+        let row = sqlx::query(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE run_id = $1 AND project_id = $2"
+        ))
+        .bind(run_id)
+        .bind(&project.id)
+        .fetch_optional(self.meta.reader())
+        .await?
+        .ok_or_else(|| Error::not_found("run", run_id))?;
+        run_info_from(&row)
+    }
+
+    pub async fn run(&self, project: &Project, run_id: &str) -> Result<Run> {
+        let info = self.run_row(project, run_id).await?;
+        let mut data = self.run_data(&[info.run_id.clone()]).await?;
+        Ok(Run {
+            data: data.remove(&info.run_id).unwrap_or_default(),
+            info,
+            inputs: RunInputs {},
+            outputs: RunOutputs {},
+        })
+    }
+
+    /// Params, tags and latest metrics of several runs, three queries in all.
+    async fn run_data(&self, ids: &[String]) -> Result<BTreeMap<String, RunData>> {
+        let mut out: BTreeMap<String, RunData> = BTreeMap::new();
+        if ids.is_empty() {
+            return Ok(out);
+        }
+        for batch in ids.chunks(500) {
+            let list = placeholders(1, batch.len());
+            let q = format!("SELECT run_id, key, value FROM run_params WHERE run_id IN ({list}) ORDER BY key");
+            let mut query = sqlx::query(&q);
+            for id in batch {
+                query = query.bind(id);
+            }
+            for r in query.fetch_all(self.meta.reader()).await? {
+                out.entry(r.try_get("run_id")?).or_default().params.push(Param {
+                    key: r.try_get("key")?,
+                    value: r.try_get("value")?,
+                });
+            }
+            let q = format!("SELECT run_id, key, value FROM run_tags WHERE run_id IN ({list}) ORDER BY key");
+            let mut query = sqlx::query(&q);
+            for id in batch {
+                query = query.bind(id);
+            }
+            for r in query.fetch_all(self.meta.reader()).await? {
+                out.entry(r.try_get("run_id")?).or_default().tags.push(Tag {
+                    key: r.try_get("key")?,
+                    value: r.try_get("value")?,
+                });
+            }
+            let q = format!("SELECT run_id, key, value, is_nan, timestamp, step FROM latest_metrics WHERE run_id IN ({list}) ORDER BY key");
+            let mut query = sqlx::query(&q);
+            for id in batch {
+                query = query.bind(id);
+            }
+            for r in query.fetch_all(self.meta.reader()).await? {
+                out.entry(r.try_get("run_id")?)
+                    .or_default()
+                    .metrics
+                    .push(metric_from(&r)?);
+            }
+        }
+        Ok(out)
+    }
+
+    pub async fn update_run(&self, project: &Project, run_id: &str, u: RunUpdate) -> Result<RunInfo> {
+        let info = self.run_row(project, run_id).await?;
+        if let Some(s) = &u.status {
+            if !RUN_STATUSES.contains(&s.as_str()) {
+                return Err(Error::invalid(format!(
+                    "run status '{s}' is not one of {}",
+                    RUN_STATUSES.join(", ")
+                )));
+            }
+        }
+        let mut tx = self.meta.writer().begin().await?;
+        sqlx::query(
+            "UPDATE runs SET status = COALESCE($1, status), end_time = COALESCE($2, end_time), run_name = COALESCE($3, run_name) WHERE run_id = $4",
+        )
+        .bind(u.status.clone())
+        .bind(u.end_time)
+        .bind(u.run_name.clone().filter(|n| !n.is_empty()))
+        .bind(&info.run_id)
+        .execute(&mut *tx)
+        .await?;
+        if let Some(name) = u.run_name.filter(|n| !n.is_empty()) {
+            upsert_tags(
+                &mut tx,
+                &info.run_id,
+                &[Tag {
+                    key: "mlflow.runName".into(),
+                    value: name,
+                }],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        self.run_row(project, run_id).await
+    }
+
+    pub async fn set_run_stage(&self, project: &Project, run_id: &str, deleted: bool) -> Result<()> {
+        let info = self.run_row(project, run_id).await?;
+        let (to, time) = if deleted {
+            ("deleted", Some(now_ms()))
+        } else {
+            ("active", None)
+        };
+        if !deleted {
+            let exp = self.experiment(project, &info.experiment_id).await?;
+            if exp.lifecycle_stage != "active" {
+                return Err(Error::invalid(format!(
+                    "run {run_id} belongs to deleted experiment {}; restore the experiment",
+                    exp.experiment_id
+                )));
+            }
+        }
+        sqlx::query("UPDATE runs SET lifecycle_stage = $1, deleted_time = $2 WHERE run_id = $3")
+            .bind(to)
+            .bind(time)
+            .bind(&info.run_id)
+            .execute(self.meta.writer())
+            .await?;
+        Ok(())
+    }
+
+    /// Logs metrics, params and tags in one transaction, all or nothing. A param may be
+    /// logged again only with the same value.
+    pub async fn log_batch(&self, project: &Project, run_id: &str, batch: Batch) -> Result<()> {
+        if batch.metrics.len() > MAX_BATCH_METRICS
+            || batch.params.len() > MAX_BATCH_PARAMS
+            || batch.tags.len() > MAX_BATCH_TAGS
+            || batch.metrics.len() + batch.params.len() + batch.tags.len() > MAX_BATCH_ITEMS
+        {
+            return Err(Error::invalid(format!(
+                "a batch carries at most {MAX_BATCH_METRICS} metrics, {MAX_BATCH_PARAMS} params, {MAX_BATCH_TAGS} tags and {MAX_BATCH_ITEMS} items in all; got {} metrics, {} params, {} tags",
+                batch.metrics.len(),
+                batch.params.len(),
+                batch.tags.len()
+            )));
+        }
+        for m in &batch.metrics {
+            check_key("metric", &m.key)?;
+        }
+        for p in &batch.params {
+            check_key("param", &p.key)?;
+            if p.value.len() > MAX_PARAM_VALUE {
+                return Err(Error::invalid(format!(
+                    "param '{}' has a value of {} characters; the limit is {MAX_PARAM_VALUE}",
+                    p.key,
+                    p.value.len()
+                )));
+            }
+        }
+        for t in &batch.tags {
+            check_key("tag", &t.key)?;
+            if t.value.len() > MAX_TAG_VALUE {
+                return Err(Error::invalid(format!(
+                    "tag '{}' has a value of {} characters; the limit is {MAX_TAG_VALUE}",
+                    t.key,
+                    t.value.len()
+                )));
+            }
+        }
+        let mut seen = BTreeMap::new();
+        for p in &batch.params {
+            if let Some(old) = seen.insert(p.key.as_str(), p.value.as_str()) {
+                if old != p.value {
+                    return Err(Error::invalid(format!(
+                        "param '{}' appears twice in the batch with different values",
+                        p.key
+                    )));
+                }
+            }
+        }
+        let info = self.run_row(project, run_id).await?;
+        if info.lifecycle_stage != "active" {
+            return Err(Error::invalid(format!(
+                "run {run_id} is deleted; restore it before logging to it"
+            )));
+        }
+        let mut tx = self.meta.writer().begin().await?;
+        if !seen.is_empty() {
+            let keys: Vec<&str> = seen.keys().copied().collect();
+            let q = format!(
+                "SELECT key, value FROM run_params WHERE run_id = $1 AND key IN ({})",
+                placeholders(2, keys.len())
+            );
+            let mut query = sqlx::query(&q).bind(&info.run_id);
+            for k in &keys {
+                query = query.bind(*k);
+            }
+            let mut new: Vec<(&str, &str)> = seen.iter().map(|(k, v)| (*k, *v)).collect();
+            for r in query.fetch_all(&mut *tx).await? {
+                let key: String = r.try_get("key")?;
+                let value: String = r.try_get("value")?;
+                let logged = seen.get(key.as_str()).copied().unwrap_or_default();
+                if logged != value {
+                    return Err(Error::invalid(format!(
+                        "param '{key}' was already logged with value '{value}'; params are immutable (tried '{logged}')"
+                    )));
+                }
+                new.retain(|(k, _)| *k != key);
+            }
+            for rows in new.chunks(ROWS_PER_INSERT) {
+                let values: Vec<String> = (0..rows.len())
+                    .map(|i| format!("($1, ${}, ${})", 2 + 2 * i, 3 + 2 * i))
+                    .collect();
+                let q = format!(
+                    "INSERT INTO run_params (run_id, key, value) VALUES {}",
+                    values.join(", ")
+                );
+                let mut query = sqlx::query(&q).bind(&info.run_id);
+                for (k, v) in rows {
+                    query = query.bind(*k).bind(*v);
+                }
+                query.execute(&mut *tx).await?;
+            }
+        }
+        upsert_tags(&mut tx, &info.run_id, &batch.tags).await?;
+        insert_metrics(&mut tx, &info.run_id, &batch.metrics).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn delete_tag(&self, project: &Project, run_id: &str, key: &str) -> Result<()> {
+        let info = self.run_row(project, run_id).await?;
+        let gone = sqlx::query("DELETE FROM run_tags WHERE run_id = $1 AND key = $2")
+            .bind(&info.run_id)
+            .bind(key)
+            .execute(self.meta.writer())
+            .await?
+            .rows_affected();
+        if gone == 0 {
+            return Err(Error::not_found("tag", key));
+        }
+        Ok(())
+    }
+
+    /// Every point of one metric of a run, by step then time.
+    pub async fn metric_history(
+        &self,
+        project: &Project,
+        run_id: &str,
+        key: &str,
+        max_results: Option<i64>,
+        page_token: Option<&str>,
+    ) -> Result<Page<Metric>> {
+        let info = self.run_row(project, run_id).await?;
+        let max = check_max_results(max_results, 25_000)?;
+        let offset = parse_page_token(page_token)?;
+        let rows = sqlx::query(
+            "SELECT key, value, is_nan, timestamp, step FROM metrics WHERE run_id = $1 AND key = $2 ORDER BY step, timestamp LIMIT $3 OFFSET $4",
+        )
+        .bind(&info.run_id)
+        .bind(key)
+        .bind(max + 1)
+        .bind(offset)
+        .fetch_all(self.meta.reader())
+        .await?;
+        let more = rows.len() as i64 > max;
+        let items = rows
+            .iter()
+            .take(max as usize)
+            .map(metric_from)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Page {
+            items,
+            next_page_token: more.then(|| page_token_str(offset + max)),
+        })
+    }
+
+    /// Runs of some experiments, newest first, a page at a time. (Filters and
+    /// `order_by` arrive with the search parser.)
+    pub async fn search_runs(
+        &self,
+        project: &Project,
+        experiment_ids: &[String],
+        view: ViewType,
+        max_results: Option<i64>,
+        page_token: Option<&str>,
+    ) -> Result<Page<Run>> {
+        let max = check_max_results(max_results, 1000)?;
+        let offset = parse_page_token(page_token)?;
+        if experiment_ids.is_empty() {
+            return Err(Error::invalid("experiment_ids must name at least one experiment"));
+        }
+        let exps = experiment_ids
+            .iter()
+            .map(|e| parse_experiment_id(e))
+            .collect::<Result<Vec<_>>>()?;
+        let stages = view.stages();
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE project_id = $1 AND experiment_id IN ({}) AND lifecycle_stage IN ({}) \
+             ORDER BY start_time DESC, run_id LIMIT ${} OFFSET ${}",
+            placeholders(2, exps.len()),
+            placeholders(2 + exps.len(), stages.len()),
+            2 + exps.len() + stages.len(),
+            3 + exps.len() + stages.len()
+        );
+        let mut q = sqlx::query(&sql).bind(&project.id);
+        for e in &exps {
+            q = q.bind(*e);
+        }
+        for s in stages {
+            q = q.bind(*s);
+        }
+        let rows = q.bind(max + 1).bind(offset).fetch_all(self.meta.reader()).await?;
+        let more = rows.len() as i64 > max;
+        let infos = rows
+            .iter()
+            .take(max as usize)
+            .map(run_info_from)
+            .collect::<Result<Vec<_>>>()?;
+        let ids: Vec<String> = infos.iter().map(|i| i.run_id.clone()).collect();
+        let mut data = self.run_data(&ids).await?;
+        let items = infos
+            .into_iter()
+            .map(|info| Run {
+                data: data.remove(&info.run_id).unwrap_or_default(),
+                info,
+                inputs: RunInputs {},
+                outputs: RunOutputs {},
+            })
+            .collect();
+        Ok(Page {
+            items,
+            next_page_token: more.then(|| page_token_str(offset + max)),
+        })
+    }
+}
+
+fn page_token_str(offset: i64) -> String {
+    page_token(offset)
+}
+
+/// `name = 'x'`, `name != 'x'`, `name LIKE 'x%'`, `name ILIKE 'x%'` (also `attribute.name`).
+fn parse_name_filter(f: &str) -> Result<(&'static str, String)> {
+    let unsupported = || {
+        Error::invalid(format!(
+            "unsupported experiment filter '{f}': use name = '...', name != '...', name LIKE '...' or name ILIKE '...'"
+        ))
+    };
+    let rest = f
+        .strip_prefix("attributes.")
+        .or_else(|| f.strip_prefix("attribute."))
+        .unwrap_or(f)
+        .trim_start();
+    let rest = rest.strip_prefix("name").ok_or_else(unsupported)?.trim_start();
+    let (op, value) = if let Some(v) = rest.strip_prefix("!=") {
+        ("<>", v)
+    } else if let Some(v) = rest.strip_prefix('=') {
+        ("=", v)
+    } else if rest.len() >= 5 && rest[..5].eq_ignore_ascii_case("ilike") {
+        ("LIKE", &rest[5..])
+    } else if rest.len() >= 4 && rest[..4].eq_ignore_ascii_case("like") {
+        ("LIKE", &rest[4..])
+    } else {
+        return Err(unsupported());
+    };
+    let v = value.trim();
+    let quoted = (v.starts_with('\'') && v.ends_with('\'')) || (v.starts_with('"') && v.ends_with('"'));
+    if !quoted || v.len() < 2 {
+        return Err(unsupported());
+    }
+    Ok((op, v[1..v.len() - 1].to_string()))
+}
+
+async fn upsert_experiment_tag(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    project_id: &str,
+    experiment_id: i64,
+    t: &Tag,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO experiment_tags (project_id, experiment_id, key, value) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (project_id, experiment_id, key) DO UPDATE SET value = excluded.value",
+    )
+    .bind(project_id)
+    .bind(experiment_id)
+    .bind(&t.key)
+    .bind(&t.value)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn upsert_tags(tx: &mut sqlx::Transaction<'_, sqlx::Any>, run_id: &str, tags: &[Tag]) -> Result<()> {
+    // Last value wins within a batch, as if logged one after another.
+    let mut last: BTreeMap<&str, &str> = BTreeMap::new();
+    for t in tags {
+        last.insert(&t.key, &t.value);
+    }
+    let rows: Vec<(&str, &str)> = last.into_iter().collect();
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| format!("($1, ${}, ${})", 2 + 2 * i, 3 + 2 * i))
+            .collect();
+        let q = format!(
+            "INSERT INTO run_tags (run_id, key, value) VALUES {} ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value",
+            values.join(", ")
+        );
+        let mut query = sqlx::query(&q).bind(run_id);
+        for (k, v) in chunk {
+            query = query.bind(*k).bind(*v);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// Appends metric points and folds each key's newest (highest step, then latest
+/// timestamp, then largest value) into `latest_metrics`.
+async fn insert_metrics(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    run_id: &str,
+    metrics: &[Metric],
+) -> Result<()> {
+    if metrics.is_empty() {
+        return Ok(());
+    }
+    let stored = |m: &Metric| -> (f64, i64) {
+        if m.value.0.is_nan() {
+            (0.0, 1)
+        } else {
+            (m.value.0, 0)
+        }
+    };
+    for chunk in metrics.chunks(ROWS_PER_INSERT) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| {
+                let b = 2 + 5 * i;
+                format!("($1, ${}, ${}, ${}, ${}, ${})", b, b + 1, b + 2, b + 3, b + 4)
+            })
+            .collect();
+        let q = format!(
+            "INSERT INTO metrics (run_id, key, value, is_nan, timestamp, step) VALUES {}",
+            values.join(", ")
+        );
+        let mut query = sqlx::query(&q).bind(run_id);
+        for m in chunk {
+            let (v, nan) = stored(m);
+            query = query.bind(&m.key).bind(v).bind(nan).bind(m.timestamp).bind(m.step);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    let newer = |a: &Metric, b: &Metric| {
+        (a.step, a.timestamp) > (b.step, b.timestamp)
+            || ((a.step, a.timestamp) == (b.step, b.timestamp)
+                && stored(a).0 > stored(b).0)
+    };
+    let mut latest: BTreeMap<&str, &Metric> = BTreeMap::new();
+    for m in metrics {
+        match latest.get(m.key.as_str()) {
+            Some(cur) if !newer(m, cur) => {}
+            _ => {
+                latest.insert(&m.key, m);
+            }
+        }
+    }
+    let rows: Vec<&Metric> = latest.into_values().collect();
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| {
+                let b = 2 + 5 * i;
+                format!("($1, ${}, ${}, ${}, ${}, ${})", b, b + 1, b + 2, b + 3, b + 4)
+            })
+            .collect();
+        let q = format!(
+            "INSERT INTO latest_metrics (run_id, key, value, is_nan, timestamp, step) VALUES {} \
+             ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value, is_nan = excluded.is_nan, timestamp = excluded.timestamp, step = excluded.step \
+             WHERE excluded.step > latest_metrics.step \
+                OR (excluded.step = latest_metrics.step AND excluded.timestamp > latest_metrics.timestamp) \
+                OR (excluded.step = latest_metrics.step AND excluded.timestamp = latest_metrics.timestamp AND excluded.value > latest_metrics.value)",
+            values.join(", ")
+        );
+        let mut query = sqlx::query(&q).bind(run_id);
+        for m in chunk {
+            let (v, nan) = stored(m);
+            query = query.bind(&m.key).bind(v).bind(nan).bind(m.timestamp).bind(m.step);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
