@@ -1,0 +1,188 @@
+"""Drives a live Qanat server through the real MLflow client (tracking).
+
+Environment: MLFLOW_TRACKING_URI / MLFLOW_TRACKING_TOKEN for an editor of the default
+project, QANAT_URL (server root), QANAT_VIEWER_TOKEN (a viewer of that project),
+QANAT_OTHER_PROJECT (a second project the editor may write to).
+"""
+
+import math
+import os
+import sys
+import time
+
+import mlflow
+import requests
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def error_code(exc):
+    return getattr(exc, "error_code", None)
+
+
+def expect_error(code, fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except MlflowException as e:
+        assert error_code(e) == code, f"expected {code}, got {error_code(e)}: {e}"
+        return e
+    raise AssertionError(f"expected {code}, the call succeeded")
+
+
+@test
+def default_experiment_exists():
+    exp = MlflowClient().get_experiment("0")
+    assert exp.name == "Default", exp
+    assert exp.lifecycle_stage == "active"
+
+
+@test
+def a_run_logs_params_metrics_tags_and_reads_back():
+    exp_id = mlflow.set_experiment("compat-basic").experiment_id
+    assert MlflowClient().get_experiment_by_name("compat-basic").experiment_id == exp_id
+    with mlflow.start_run(run_name="first") as run:
+        mlflow.log_param("alpha", 0.5)
+        mlflow.log_params({"layers": 3, "optimizer": "adam"})
+        for step in range(5):
+            mlflow.log_metric("loss", 1.0 / (step + 1), step=step)
+        mlflow.log_metric("weird", float("nan"))
+        mlflow.log_metric("big", float("inf"))
+        mlflow.log_metrics({"acc": 0.9, "f1": 0.8})
+        mlflow.set_tag("team", "fraud")
+        run_id = run.info.run_id
+    got = MlflowClient().get_run(run_id)
+    assert got.info.status == "FINISHED", got.info
+    assert got.info.run_name == "first"
+    assert got.info.end_time is not None
+    assert got.data.params == {"alpha": "0.5", "layers": "3", "optimizer": "adam"}, got.data.params
+    assert got.data.metrics["loss"] == 0.2, got.data.metrics
+    assert math.isnan(got.data.metrics["weird"])
+    assert got.data.metrics["big"] == float("inf")
+    assert got.data.metrics["acc"] == 0.9
+    assert got.data.tags["team"] == "fraud"
+    assert got.data.tags["mlflow.runName"] == "first"
+    history = MlflowClient().get_metric_history(run_id, "loss")
+    assert [(m.step, m.value) for m in history] == [(s, 1.0 / (s + 1)) for s in range(5)], history
+
+
+@test
+def log_batch_is_atomic_and_limited():
+    client = MlflowClient()
+    exp_id = client.create_experiment("compat-batch")
+    run = client.create_run(exp_id)
+    ts = int(time.time() * 1000)
+    client.log_batch(
+        run.info.run_id,
+        metrics=[Metric("m", float(i), ts, i) for i in range(1000)],
+        params=[Param(f"p{i}", str(i)) for i in range(100)],
+        tags=[RunTag("t", "v")],
+    )
+    assert len(client.get_metric_history(run.info.run_id, "m")) == 1000
+    # The client splits big batches itself; a raw request over the limit is a 400
+    # (not a 5xx the client would retry for minutes), and stores nothing.
+    resp = requests.post(
+        os.environ["QANAT_URL"] + "/api/2.0/mlflow/runs/log-batch",
+        headers={"Authorization": "Bearer " + os.environ["MLFLOW_TRACKING_TOKEN"]},
+        json={
+            "run_id": run.info.run_id,
+            "metrics": [{"key": "x", "value": 1.0, "timestamp": ts, "step": i} for i in range(1001)],
+        },
+        timeout=30,
+    )
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["error_code"] == "INVALID_PARAMETER_VALUE", resp.text
+    assert client.get_metric_history(run.info.run_id, "x") == []
+    # Params are immutable.
+    client.log_param(run.info.run_id, "lr", "0.1")
+    client.log_param(run.info.run_id, "lr", "0.1")
+    expect_error("INVALID_PARAMETER_VALUE", client.log_param, run.info.run_id, "lr", "0.2")
+    params = client.get_run(run.info.run_id).data.params
+    assert params["lr"] == "0.1" and params["p99"] == "99" and len(params) == 101, params
+
+
+@test
+def delete_and_restore_runs_and_experiments():
+    client = MlflowClient()
+    exp_id = client.create_experiment("compat-lifecycle", tags={"owner": "ml"})
+    assert client.get_experiment(exp_id).tags["owner"] == "ml"
+    run = client.create_run(exp_id)
+    client.delete_run(run.info.run_id)
+    assert client.get_run(run.info.run_id).info.lifecycle_stage == "deleted"
+    assert client.search_runs([exp_id]) == []
+    assert len(client.search_runs([exp_id], run_view_type=3)) == 1
+    client.restore_run(run.info.run_id)
+    assert [r.info.run_id for r in client.search_runs([exp_id])] == [run.info.run_id]
+    client.delete_experiment(exp_id)
+    assert client.get_experiment(exp_id).lifecycle_stage == "deleted"
+    names = [e.name for e in client.search_experiments()]
+    assert "compat-lifecycle" not in names, names
+    client.restore_experiment(exp_id)
+    assert client.get_experiment(exp_id).lifecycle_stage == "active"
+    client.rename_experiment(exp_id, "compat-renamed")
+    assert client.get_experiment_by_name("compat-renamed").experiment_id == exp_id
+    expect_error("RESOURCE_ALREADY_EXISTS", client.create_experiment, "compat-renamed")
+    expect_error("RESOURCE_DOES_NOT_EXIST", client.get_experiment, "987654")
+
+
+@test
+def search_pages_through_runs():
+    client = MlflowClient()
+    exp_id = client.create_experiment("compat-pages")
+    ids = {client.create_run(exp_id, start_time=1000 + i).info.run_id for i in range(7)}
+    page = client.search_runs([exp_id], max_results=3)
+    seen = [r.info.run_id for r in page]
+    while page.token:
+        page = client.search_runs([exp_id], max_results=3, page_token=page.token)
+        seen += [r.info.run_id for r in page]
+    assert len(seen) == 7 and set(seen) == ids, seen
+
+
+@test
+def unauthenticated_and_forbidden_calls_get_mlflow_errors():
+    root = os.environ["QANAT_URL"]
+    token = os.environ["MLFLOW_TRACKING_TOKEN"]
+    try:
+        del os.environ["MLFLOW_TRACKING_TOKEN"]
+        expect_error("UNAUTHENTICATED", MlflowClient(root).get_experiment, "0")
+        os.environ["MLFLOW_TRACKING_TOKEN"] = os.environ["QANAT_VIEWER_TOKEN"]
+        viewer = MlflowClient(root)
+        assert viewer.get_experiment("0").name == "Default"
+        expect_error("PERMISSION_DENIED", viewer.create_experiment, "viewer-cannot")
+    finally:
+        os.environ["MLFLOW_TRACKING_TOKEN"] = token
+
+
+@test
+def a_project_uri_keeps_experiments_apart():
+    other = MlflowClient(os.environ["QANAT_URL"] + "/mlflow/" + os.environ["QANAT_OTHER_PROJECT"])
+    exp_id = other.create_experiment("only-in-other")
+    assert other.get_experiment(exp_id).name == "only-in-other"
+    # The client turns RESOURCE_DOES_NOT_EXIST into None here.
+    assert MlflowClient().get_experiment_by_name("only-in-other") is None
+    names = [e.name for e in MlflowClient().search_experiments(view_type=3)]
+    assert "only-in-other" not in names, names
+
+
+def main():
+    failed = 0
+    for fn in TESTS:
+        try:
+            fn()
+            print(f"ok   {fn.__name__}")
+        except Exception as e:  # noqa: BLE001 - report every failure, then exit non-zero
+            failed += 1
+            print(f"FAIL {fn.__name__}: {type(e).__name__}: {e}")
+    print(f"{len(TESTS) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Compatibility suites: real third-party clients against a live Qanat server.
+# Creates (or reuses) a venv with the pinned clients, builds qanat, starts a server on
+# a fresh data directory and an ephemeral port, and runs each suite.
+#
+#   tests/compat/run.sh
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/qanat-target}
+VENV=${QANAT_COMPAT_VENV:-$HOME/.cache/qanat-compat-venv}
+REQ=$ROOT/tests/compat/requirements.txt
+
+if ! cmp -s "$REQ" "$VENV/.requirements" 2>/dev/null; then
+  echo "compat: installing clients into $VENV" >&2
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$REQ"
+  cp "$REQ" "$VENV/.requirements"
+fi
+
+(cd "$ROOT" && cargo build --locked -p qanat --quiet)
+Q=$CARGO_TARGET_DIR/debug/qanat
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/qanat-compat.XXXXXX")
+cleanup() {
+  [ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+export QANAT_HOME=$WORK/home QANAT_CREDENTIALS=$WORK/credentials.json QANAT_LOG_LEVEL=warn
+export QANAT_SERVER_BIND=127.0.0.1:$PORT QANAT_SERVER_URL=http://127.0.0.1:$PORT
+"$Q" init >/dev/null 2>&1
+"$Q" server >"$WORK/server.out" 2>"$WORK/server.err" &
+SERVER_PID=$!
+for _ in $(seq 200); do grep -q listening "$WORK/server.out" 2>/dev/null && break; sleep 0.1; done
+grep -q listening "$WORK/server.out" || { cat "$WORK/server.err" >&2; exit 1; }
+
+json() { "$VENV/bin/python" -c "import json,sys; print(json.load(sys.stdin)$1)"; }
+"$Q" projects create default >/dev/null
+"$Q" projects create other >/dev/null
+"$Q" users create alice >/dev/null
+"$Q" users create victor >/dev/null
+"$Q" projects grant default alice editor >/dev/null
+"$Q" projects grant other alice editor >/dev/null
+"$Q" projects grant default victor viewer >/dev/null
+ALICE=$("$Q" tokens create --user alice --output json | json '["token"]')
+VICTOR=$("$Q" tokens create --user victor --output json | json '["token"]')
+
+status=0
+echo "compat: mlflow tracking" >&2
+MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
+  QANAT_URL=$QANAT_SERVER_URL QANAT_VIEWER_TOKEN=$VICTOR QANAT_OTHER_PROJECT=other \
+  MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
+  "$VENV/bin/python" "$ROOT/tests/compat/mlflow_tracking.py" || status=1
+if [ "$status" -ne 0 ]; then
+  echo "--- server log ---" >&2
+  tail -50 "$WORK/server.err" >&2
+fi
+exit $status
