@@ -205,11 +205,7 @@ pub(crate) async fn authorize(
             .map(|(_, v)| v.to_string()),
         Err(_) => None,
     }
-    .or_else(|| {
-        policy
-            .default_project
-            .then(|| state.mlflow_project.clone())
-    });
+    .or_else(|| policy.default_project.then(|| state.mlflow_project.clone()));
     let resource = req.uri().path().to_string();
     let audit = |actor: &str, outcome: AuditOutcome, detail: String| AuditRecord {
         request_id: request_id.clone(),

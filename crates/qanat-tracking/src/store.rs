@@ -146,8 +146,8 @@ fn random_run_name() -> String {
         "nimble", "quiet",
     ];
     const NOUN: [&str; 12] = [
-        "falcon", "dune", "oasis", "palm", "qanat", "reef", "sand", "star", "tide", "wadi",
-        "wind", "oryx",
+        "falcon", "dune", "oasis", "palm", "qanat", "reef", "sand", "star", "tide", "wadi", "wind",
+        "oryx",
     ];
     let mut rng = rand::thread_rng();
     format!(
@@ -244,7 +244,9 @@ impl Tracking {
             return Err(Error::invalid("an experiment needs a non-empty name"));
         }
         if name.len() > 500 {
-            return Err(Error::invalid("experiment names are at most 500 characters"));
+            return Err(Error::invalid(
+                "experiment names are at most 500 characters",
+            ));
         }
         for t in tags {
             check_key("tag", &t.key)?;
@@ -252,11 +254,13 @@ impl Tracking {
         self.ensure_default(project).await?;
         let now = now_ms();
         let mut tx = self.meta.writer().begin().await?;
-        let taken = sqlx::query("SELECT lifecycle_stage FROM experiments WHERE project_id = $1 AND name = $2")
-            .bind(&project.id)
-            .bind(name)
-            .fetch_optional(&mut *tx)
-            .await?;
+        let taken = sqlx::query(
+            "SELECT lifecycle_stage FROM experiments WHERE project_id = $1 AND name = $2",
+        )
+        .bind(&project.id)
+        .bind(name)
+        .fetch_optional(&mut *tx)
+        .await?;
         if let Some(row) = taken {
             let stage: String = row.try_get("lifecycle_stage")?;
             return Err(Error::AlreadyExists {
@@ -302,12 +306,13 @@ impl Tracking {
         if n == 0 {
             self.ensure_default(project).await?;
         }
-        let row = sqlx::query("SELECT * FROM experiments WHERE project_id = $1 AND experiment_id = $2")
-            .bind(&project.id)
-            .bind(n)
-            .fetch_optional(self.meta.reader())
-            .await?
-            .ok_or_else(|| Error::not_found("experiment", id))?;
+        let row =
+            sqlx::query("SELECT * FROM experiments WHERE project_id = $1 AND experiment_id = $2")
+                .bind(&project.id)
+                .bind(n)
+                .fetch_optional(self.meta.reader())
+                .await?
+                .ok_or_else(|| Error::not_found("experiment", id))?;
         self.with_tags(project, experiment_from(&row)?).await
     }
 
@@ -384,7 +389,11 @@ impl Tracking {
         if let Some((_, v)) = &name_filter {
             q = q.bind(v.clone());
         }
-        let rows = q.bind(max + 1).bind(offset).fetch_all(self.meta.reader()).await?;
+        let rows = q
+            .bind(max + 1)
+            .bind(offset)
+            .fetch_all(self.meta.reader())
+            .await?;
         let more = rows.len() as i64 > max;
         let mut items = Vec::new();
         for r in rows.iter().take(max as usize) {
@@ -396,7 +405,12 @@ impl Tracking {
         })
     }
 
-    pub async fn rename_experiment(&self, project: &Project, id: &str, new_name: &str) -> Result<()> {
+    pub async fn rename_experiment(
+        &self,
+        project: &Project,
+        id: &str,
+        new_name: &str,
+    ) -> Result<()> {
         let n = parse_experiment_id(id)?;
         let new_name = new_name.trim();
         if new_name.is_empty() {
@@ -423,13 +437,24 @@ impl Tracking {
     }
 
     /// Marks an experiment and its runs deleted (restorable); the Default cannot be.
-    pub async fn set_experiment_stage(&self, project: &Project, id: &str, deleted: bool) -> Result<()> {
+    pub async fn set_experiment_stage(
+        &self,
+        project: &Project,
+        id: &str,
+        deleted: bool,
+    ) -> Result<()> {
         let n = parse_experiment_id(id)?;
         if n == 0 && deleted {
-            return Err(Error::invalid("the Default experiment (id 0) cannot be deleted"));
+            return Err(Error::invalid(
+                "the Default experiment (id 0) cannot be deleted",
+            ));
         }
         let exp = self.experiment(project, id).await?;
-        let (from, to) = if deleted { ("active", "deleted") } else { ("deleted", "active") };
+        let (from, to) = if deleted {
+            ("active", "deleted")
+        } else {
+            ("deleted", "active")
+        };
         if exp.lifecycle_stage != from {
             return Err(Error::invalid(format!(
                 "experiment {id} is {}, not {from}",
@@ -467,16 +492,23 @@ impl Tracking {
         Ok(())
     }
 
-    pub async fn delete_experiment_tag(&self, project: &Project, id: &str, key: &str) -> Result<()> {
+    pub async fn delete_experiment_tag(
+        &self,
+        project: &Project,
+        id: &str,
+        key: &str,
+    ) -> Result<()> {
         let n = parse_experiment_id(id)?;
         self.experiment(project, id).await?;
-        let gone = sqlx::query("DELETE FROM experiment_tags WHERE project_id = $1 AND experiment_id = $2 AND key = $3")
-            .bind(&project.id)
-            .bind(n)
-            .bind(key)
-            .execute(self.meta.writer())
-            .await?
-            .rows_affected();
+        let gone = sqlx::query(
+            "DELETE FROM experiment_tags WHERE project_id = $1 AND experiment_id = $2 AND key = $3",
+        )
+        .bind(&project.id)
+        .bind(n)
+        .bind(key)
+        .execute(self.meta.writer())
+        .await?
+        .rows_affected();
         if gone == 0 {
             return Err(Error::not_found("experiment tag", key));
         }
@@ -557,7 +589,7 @@ impl Tracking {
 
     pub async fn run(&self, project: &Project, run_id: &str) -> Result<Run> {
         let info = self.run_row(project, run_id).await?;
-        let mut data = self.run_data(&[info.run_id.clone()]).await?;
+        let mut data = self.run_data(std::slice::from_ref(&info.run_id)).await?;
         Ok(Run {
             data: data.remove(&info.run_id).unwrap_or_default(),
             info,
@@ -574,18 +606,25 @@ impl Tracking {
         }
         for batch in ids.chunks(500) {
             let list = placeholders(1, batch.len());
-            let q = format!("SELECT run_id, key, value FROM run_params WHERE run_id IN ({list}) ORDER BY key");
+            let q = format!(
+                "SELECT run_id, key, value FROM run_params WHERE run_id IN ({list}) ORDER BY key"
+            );
             let mut query = sqlx::query(&q);
             for id in batch {
                 query = query.bind(id);
             }
             for r in query.fetch_all(self.meta.reader()).await? {
-                out.entry(r.try_get("run_id")?).or_default().params.push(Param {
-                    key: r.try_get("key")?,
-                    value: r.try_get("value")?,
-                });
+                out.entry(r.try_get("run_id")?)
+                    .or_default()
+                    .params
+                    .push(Param {
+                        key: r.try_get("key")?,
+                        value: r.try_get("value")?,
+                    });
             }
-            let q = format!("SELECT run_id, key, value FROM run_tags WHERE run_id IN ({list}) ORDER BY key");
+            let q = format!(
+                "SELECT run_id, key, value FROM run_tags WHERE run_id IN ({list}) ORDER BY key"
+            );
             let mut query = sqlx::query(&q);
             for id in batch {
                 query = query.bind(id);
@@ -611,7 +650,12 @@ impl Tracking {
         Ok(out)
     }
 
-    pub async fn update_run(&self, project: &Project, run_id: &str, u: RunUpdate) -> Result<RunInfo> {
+    pub async fn update_run(
+        &self,
+        project: &Project,
+        run_id: &str,
+        u: RunUpdate,
+    ) -> Result<RunInfo> {
         let info = self.run_row(project, run_id).await?;
         if let Some(s) = &u.status {
             if !RUN_STATUSES.contains(&s.as_str()) {
@@ -646,7 +690,12 @@ impl Tracking {
         self.run_row(project, run_id).await
     }
 
-    pub async fn set_run_stage(&self, project: &Project, run_id: &str, deleted: bool) -> Result<()> {
+    pub async fn set_run_stage(
+        &self,
+        project: &Project,
+        run_id: &str,
+        deleted: bool,
+    ) -> Result<()> {
         let info = self.run_row(project, run_id).await?;
         let (to, time) = if deleted {
             ("deleted", Some(now_ms()))
@@ -830,7 +879,9 @@ impl Tracking {
         let max = check_max_results(max_results, 1000)?;
         let offset = parse_page_token(page_token)?;
         if experiment_ids.is_empty() {
-            return Err(Error::invalid("experiment_ids must name at least one experiment"));
+            return Err(Error::invalid(
+                "experiment_ids must name at least one experiment",
+            ));
         }
         let exps = experiment_ids
             .iter()
@@ -852,7 +903,11 @@ impl Tracking {
         for s in stages {
             q = q.bind(*s);
         }
-        let rows = q.bind(max + 1).bind(offset).fetch_all(self.meta.reader()).await?;
+        let rows = q
+            .bind(max + 1)
+            .bind(offset)
+            .fetch_all(self.meta.reader())
+            .await?;
         let more = rows.len() as i64 > max;
         let infos = rows
             .iter()
@@ -893,7 +948,10 @@ fn parse_name_filter(f: &str) -> Result<(&'static str, String)> {
         .or_else(|| f.strip_prefix("attribute."))
         .unwrap_or(f)
         .trim_start();
-    let rest = rest.strip_prefix("name").ok_or_else(unsupported)?.trim_start();
+    let rest = rest
+        .strip_prefix("name")
+        .ok_or_else(unsupported)?
+        .trim_start();
     let (op, value) = if let Some(v) = rest.strip_prefix("!=") {
         ("<>", v)
     } else if let Some(v) = rest.strip_prefix('=') {
@@ -906,7 +964,8 @@ fn parse_name_filter(f: &str) -> Result<(&'static str, String)> {
         return Err(unsupported());
     };
     let v = value.trim();
-    let quoted = (v.starts_with('\'') && v.ends_with('\'')) || (v.starts_with('"') && v.ends_with('"'));
+    let quoted =
+        (v.starts_with('\'') && v.ends_with('\'')) || (v.starts_with('"') && v.ends_with('"'));
     if !quoted || v.len() < 2 {
         return Err(unsupported());
     }
@@ -932,7 +991,11 @@ async fn upsert_experiment_tag(
     Ok(())
 }
 
-async fn upsert_tags(tx: &mut sqlx::Transaction<'_, sqlx::Any>, run_id: &str, tags: &[Tag]) -> Result<()> {
+async fn upsert_tags(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    run_id: &str,
+    tags: &[Tag],
+) -> Result<()> {
     // Last value wins within a batch, as if logged one after another.
     let mut last: BTreeMap<&str, &str> = BTreeMap::new();
     for t in tags {
@@ -977,7 +1040,14 @@ async fn insert_metrics(
         let values: Vec<String> = (0..chunk.len())
             .map(|i| {
                 let b = 2 + 5 * i;
-                format!("($1, ${}, ${}, ${}, ${}, ${})", b, b + 1, b + 2, b + 3, b + 4)
+                format!(
+                    "($1, ${}, ${}, ${}, ${}, ${})",
+                    b,
+                    b + 1,
+                    b + 2,
+                    b + 3,
+                    b + 4
+                )
             })
             .collect();
         let q = format!(
@@ -987,14 +1057,18 @@ async fn insert_metrics(
         let mut query = sqlx::query(&q).bind(run_id);
         for m in chunk {
             let (v, nan) = stored(m);
-            query = query.bind(&m.key).bind(v).bind(nan).bind(m.timestamp).bind(m.step);
+            query = query
+                .bind(&m.key)
+                .bind(v)
+                .bind(nan)
+                .bind(m.timestamp)
+                .bind(m.step);
         }
         query.execute(&mut **tx).await?;
     }
     let newer = |a: &Metric, b: &Metric| {
         (a.step, a.timestamp) > (b.step, b.timestamp)
-            || ((a.step, a.timestamp) == (b.step, b.timestamp)
-                && stored(a).0 > stored(b).0)
+            || ((a.step, a.timestamp) == (b.step, b.timestamp) && stored(a).0 > stored(b).0)
     };
     let mut latest: BTreeMap<&str, &Metric> = BTreeMap::new();
     for m in metrics {
@@ -1010,7 +1084,14 @@ async fn insert_metrics(
         let values: Vec<String> = (0..chunk.len())
             .map(|i| {
                 let b = 2 + 5 * i;
-                format!("($1, ${}, ${}, ${}, ${}, ${})", b, b + 1, b + 2, b + 3, b + 4)
+                format!(
+                    "($1, ${}, ${}, ${}, ${}, ${})",
+                    b,
+                    b + 1,
+                    b + 2,
+                    b + 3,
+                    b + 4
+                )
             })
             .collect();
         let q = format!(
@@ -1024,7 +1105,12 @@ async fn insert_metrics(
         let mut query = sqlx::query(&q).bind(run_id);
         for m in chunk {
             let (v, nan) = stored(m);
-            query = query.bind(&m.key).bind(v).bind(nan).bind(m.timestamp).bind(m.step);
+            query = query
+                .bind(&m.key)
+                .bind(v)
+                .bind(nan)
+                .bind(m.timestamp)
+                .bind(m.step);
         }
         query.execute(&mut **tx).await?;
     }

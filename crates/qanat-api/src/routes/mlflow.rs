@@ -43,9 +43,9 @@ async fn project(state: &AppState, access: &Access) -> Result<Project, ApiError>
 }
 
 fn required<'a>(field: &str, v: &'a Option<String>) -> Result<&'a str, ApiError> {
-    v.as_deref()
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| ApiError::bad_request(format!("missing value for required parameter '{field}'")))
+    v.as_deref().filter(|s| !s.is_empty()).ok_or_else(|| {
+        ApiError::bad_request(format!("missing value for required parameter '{field}'"))
+    })
 }
 
 fn view_type(v: &Option<String>) -> Result<ViewType, ApiError> {
@@ -106,7 +106,10 @@ pub(crate) async fn create_experiment(
 ) -> Reply {
     let p = project(&state, &access).await?;
     let name = required("name", &b.name)?;
-    if b.artifact_location.as_deref().is_some_and(|l| !l.is_empty()) {
+    if b.artifact_location
+        .as_deref()
+        .is_some_and(|l| !l.is_empty())
+    {
         return Err(ApiError::bad_request(
             "artifact_location is chosen by Qanat (its encrypted, residency-checked storage); leave it out",
         ));
@@ -130,7 +133,9 @@ pub(crate) async fn get_experiment(
 ) -> Reply {
     let p = project(&state, &access).await?;
     let id = required("experiment_id", &q.experiment_id)?;
-    Ok(Json(experiment_json(state.tracking.experiment(&p, id).await?)))
+    Ok(Json(experiment_json(
+        state.tracking.experiment(&p, id).await?,
+    )))
 }
 
 #[derive(Deserialize)]
@@ -506,7 +511,10 @@ pub(crate) async fn set_tag(
     let id = run_id(&b.run_id, &b.run_uuid)?;
     let key = required("key", &b.key)?.to_string();
     let batch = Batch {
-        tags: vec![Tag { key, value: b.value }],
+        tags: vec![Tag {
+            key,
+            value: b.value,
+        }],
         ..Batch::default()
     };
     state.tracking.log_batch(&p, &id, batch).await?;
@@ -574,11 +582,13 @@ pub(crate) async fn search_runs(
             b.page_token.as_deref(),
         )
         .await?;
-    Ok(Json(serde_json::to_value(RunsPage {
-        runs: page.items,
-        next_page_token: page.next_page_token,
-    })
-    .map_err(|e| ApiError::internal(e.to_string()))?))
+    Ok(Json(
+        serde_json::to_value(RunsPage {
+            runs: page.items,
+            next_page_token: page.next_page_token,
+        })
+        .map_err(|e| ApiError::internal(e.to_string()))?,
+    ))
 }
 
 #[derive(Deserialize)]

@@ -338,8 +338,18 @@ fn mlflow_routes(
     let read = |action| Policy::new(action, Project(Viewer));
     let write = |action| Policy::new(action, Project(Editor));
     let table = table
-        .add(Method::GET, "/health", Policy::new("health", Public), t(get(m::health)))
-        .add(Method::GET, "/version", Policy::new("version", Public), t(get(m::version)))
+        .add(
+            Method::GET,
+            "/health",
+            Policy::new("health", Public),
+            t(get(m::health)),
+        )
+        .add(
+            Method::GET,
+            "/version",
+            Policy::new("version", Public),
+            t(get(m::version)),
+        )
         .add(
             Method::GET,
             "/api/3.0/mlflow/server-info",
@@ -352,26 +362,158 @@ fn mlflow_routes(
             Policy::new("mlflow.server_info", Public),
             t(get(m::server_info)),
         );
-    let table = mlflow!(table, Method::POST, "experiments/create", write("mlflow.experiment.create"), t(post(m::create_experiment)));
-    let table = mlflow!(table, Method::GET, "experiments/get", read("mlflow.experiment.get"), t(get(m::get_experiment)));
-    let table = mlflow!(table, Method::GET, "experiments/get-by-name", read("mlflow.experiment.get"), t(get(m::get_experiment_by_name)));
-    let table = mlflow!(table, Method::POST, "experiments/search", read("mlflow.experiment.search"), t(post(m::search_experiments_post)));
-    let table = mlflow!(table, Method::GET, "experiments/search", read("mlflow.experiment.search"), t(get(m::search_experiments_get)));
-    let table = mlflow!(table, Method::POST, "experiments/update", write("mlflow.experiment.update"), t(post(m::update_experiment)));
-    let table = mlflow!(table, Method::POST, "experiments/delete", write("mlflow.experiment.delete"), t(post(m::delete_experiment)));
-    let table = mlflow!(table, Method::POST, "experiments/restore", write("mlflow.experiment.restore"), t(post(m::restore_experiment)));
-    let table = mlflow!(table, Method::POST, "experiments/set-experiment-tag", write("mlflow.experiment.tag"), t(post(m::set_experiment_tag)));
-    let table = mlflow!(table, Method::POST, "experiments/delete-experiment-tag", write("mlflow.experiment.untag"), t(post(m::delete_experiment_tag)));
-    let table = mlflow!(table, Method::POST, "runs/create", write("mlflow.run.create"), t(post(m::create_run)));
-    let table = mlflow!(table, Method::GET, "runs/get", read("mlflow.run.get"), t(get(m::get_run)));
-    let table = mlflow!(table, Method::POST, "runs/update", write("mlflow.run.update"), t(post(m::update_run)));
-    let table = mlflow!(table, Method::POST, "runs/delete", write("mlflow.run.delete"), t(post(m::delete_run)));
-    let table = mlflow!(table, Method::POST, "runs/restore", write("mlflow.run.restore"), t(post(m::restore_run)));
-    let table = mlflow!(table, Method::POST, "runs/log-parameter", write("mlflow.run.log"), t(post(m::log_param)));
-    let table = mlflow!(table, Method::POST, "runs/log-metric", write("mlflow.run.log"), t(post(m::log_metric)));
-    let table = mlflow!(table, Method::POST, "runs/log-batch", write("mlflow.run.log"), t(post(m::log_batch)));
-    let table = mlflow!(table, Method::POST, "runs/set-tag", write("mlflow.run.tag"), t(post(m::set_tag)));
-    let table = mlflow!(table, Method::POST, "runs/delete-tag", write("mlflow.run.untag"), t(post(m::delete_tag)));
-    let table = mlflow!(table, Method::POST, "runs/search", read("mlflow.run.search"), t(post(m::search_runs)));
-    mlflow!(table, Method::GET, "metrics/get-history", read("mlflow.metric.history"), t(get(m::metric_history)))
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "experiments/create",
+        write("mlflow.experiment.create"),
+        t(post(m::create_experiment))
+    );
+    let table = mlflow!(
+        table,
+        Method::GET,
+        "experiments/get",
+        read("mlflow.experiment.get"),
+        t(get(m::get_experiment))
+    );
+    let table = mlflow!(
+        table,
+        Method::GET,
+        "experiments/get-by-name",
+        read("mlflow.experiment.get"),
+        t(get(m::get_experiment_by_name))
+    );
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "experiments/search",
+        read("mlflow.experiment.search"),
+        t(post(m::search_experiments_post))
+    );
+    let table = mlflow!(
+        table,
+        Method::GET,
+        "experiments/search",
+        read("mlflow.experiment.search"),
+        t(get(m::search_experiments_get))
+    );
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "experiments/update",
+        write("mlflow.experiment.update"),
+        t(post(m::update_experiment))
+    );
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "experiments/delete",
+        write("mlflow.experiment.delete"),
+        t(post(m::delete_experiment))
+    );
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "experiments/restore",
+        write("mlflow.experiment.restore"),
+        t(post(m::restore_experiment))
+    );
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "experiments/set-experiment-tag",
+        write("mlflow.experiment.tag"),
+        t(post(m::set_experiment_tag))
+    );
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "experiments/delete-experiment-tag",
+        write("mlflow.experiment.untag"),
+        t(post(m::delete_experiment_tag))
+    );
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "runs/create",
+        write("mlflow.run.create"),
+        t(post(m::create_run))
+    );
+    let table = mlflow!(
+        table,
+        Method::GET,
+        "runs/get",
+        read("mlflow.run.get"),
+        t(get(m::get_run))
+    );
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "runs/update",
+        write("mlflow.run.update"),
+        t(post(m::update_run))
+    );
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "runs/delete",
+        write("mlflow.run.delete"),
+        t(post(m::delete_run))
+    );
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "runs/restore",
+        write("mlflow.run.restore"),
+        t(post(m::restore_run))
+    );
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "runs/log-parameter",
+        write("mlflow.run.log"),
+        t(post(m::log_param))
+    );
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "runs/log-metric",
+        write("mlflow.run.log"),
+        t(post(m::log_metric))
+    );
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "runs/log-batch",
+        write("mlflow.run.log"),
+        t(post(m::log_batch))
+    );
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "runs/set-tag",
+        write("mlflow.run.tag"),
+        t(post(m::set_tag))
+    );
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "runs/delete-tag",
+        write("mlflow.run.untag"),
+        t(post(m::delete_tag))
+    );
+    let table = mlflow!(
+        table,
+        Method::POST,
+        "runs/search",
+        read("mlflow.run.search"),
+        t(post(m::search_runs))
+    );
+    mlflow!(
+        table,
+        Method::GET,
+        "metrics/get-history",
+        read("mlflow.metric.history"),
+        t(get(m::metric_history))
+    )
 }

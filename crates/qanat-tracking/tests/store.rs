@@ -1,0 +1,233 @@
+//! The tracking store on every metadata backend (SQLite always, PostgreSQL when
+//! `QANAT_TEST_POSTGRES_URL` is set).
+
+use proptest::prelude::*;
+use qanat_governance::{Governance, Project};
+use qanat_store::testing::TestDb;
+use qanat_tracking::{Batch, Metric, MetricValue, NewRun, Param, Tag, Tracking, ViewType};
+
+async fn setup(db: &TestDb) -> (Tracking, Project, Project) {
+    let gov = Governance::new(db.store.clone());
+    let token = gov
+        .bootstrap_admin("admin")
+        .await
+        .expect("boot")
+        .expect("token");
+    let admin = gov.authenticate(&token.token).await.expect("auth");
+    let a = gov
+        .create_project("a", "", &["uae-north".into()], &admin)
+        .await
+        .expect("project a");
+    let b = gov
+        .create_project("b", "", &["uae-north".into()], &admin)
+        .await
+        .expect("project b");
+    (Tracking::new(db.store.clone()), a, b)
+}
+
+fn metric(key: &str, value: f64, timestamp: i64, step: i64) -> Metric {
+    Metric {
+        key: key.into(),
+        value: MetricValue(value),
+        timestamp,
+        step,
+    }
+}
+
+async fn new_run(t: &Tracking, p: &Project, exp: &str) -> String {
+    t.create_run(
+        p,
+        NewRun {
+            experiment_id: exp.into(),
+            user_id: "alice".into(),
+            ..NewRun::default()
+        },
+    )
+    .await
+    .expect("run")
+    .info
+    .run_id
+}
+
+#[tokio::test]
+async fn experiments_are_per_project_and_each_has_a_default() {
+    for db in TestDb::all().await {
+        let (t, a, b) = setup(&db).await;
+        assert_eq!(
+            t.experiment(&a, "0").await.expect("default").name,
+            "Default"
+        );
+        let ea = t
+            .create_experiment(&a, "churn", None, &[])
+            .await
+            .expect("a");
+        let eb = t
+            .create_experiment(&b, "churn", None, &[])
+            .await
+            .expect("b");
+        assert_eq!(
+            (ea.as_str(), eb.as_str()),
+            ("1", "1"),
+            "ids count per project"
+        );
+        assert!(t.create_experiment(&a, "churn", None, &[]).await.is_err());
+        let run = new_run(&t, &a, &ea).await;
+        assert!(
+            t.run(&b, &run).await.is_err(),
+            "a run is invisible from another project"
+        );
+        let page = t
+            .search_experiments(&b, ViewType::All, None, None, None)
+            .await
+            .expect("search");
+        assert_eq!(page.items.len(), 2, "Default and b's churn");
+    }
+}
+
+#[tokio::test]
+async fn a_batch_with_a_conflicting_param_stores_nothing() {
+    for db in TestDb::all().await {
+        let (t, a, _) = setup(&db).await;
+        let run = new_run(&t, &a, "0").await;
+        let param = |v: &str| Param {
+            key: "lr".into(),
+            value: v.into(),
+        };
+        t.log_batch(
+            &a,
+            &run,
+            Batch {
+                params: vec![param("0.1")],
+                ..Batch::default()
+            },
+        )
+        .await
+        .expect("first");
+        let err = t
+            .log_batch(
+                &a,
+                &run,
+                Batch {
+                    params: vec![param("0.2")],
+                    metrics: vec![metric("loss", 1.0, 1, 0)],
+                    tags: vec![Tag {
+                        key: "t".into(),
+                        value: "v".into(),
+                    }],
+                },
+            )
+            .await
+            .expect_err("conflict");
+        assert!(err.to_string().contains("immutable"), "{err}");
+        let got = t.run(&a, &run).await.expect("run");
+        assert!(got.data.metrics.is_empty(), "{:?}", got.data.metrics);
+        assert!(!got.data.tags.iter().any(|t| t.key == "t"));
+        let hist = t
+            .metric_history(&a, &run, "loss", None, None)
+            .await
+            .expect("history");
+        assert!(hist.items.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn nan_and_infinities_survive_the_round_trip() {
+    for db in TestDb::all().await {
+        let (t, a, _) = setup(&db).await;
+        let run = new_run(&t, &a, "0").await;
+        let batch = Batch {
+            metrics: vec![
+                metric("nan", f64::NAN, 1, 0),
+                metric("inf", f64::INFINITY, 1, 0),
+                metric("ninf", f64::NEG_INFINITY, 1, 0),
+            ],
+            ..Batch::default()
+        };
+        t.log_batch(&a, &run, batch).await.expect("log");
+        let got = t.run(&a, &run).await.expect("run");
+        let v = |k: &str| {
+            got.data
+                .metrics
+                .iter()
+                .find(|m| m.key == k)
+                .map(|m| m.value.0)
+                .expect("metric")
+        };
+        assert!(v("nan").is_nan());
+        assert_eq!(v("inf"), f64::INFINITY);
+        assert_eq!(v("ninf"), f64::NEG_INFINITY);
+    }
+}
+
+/// The simple reference for `latest_metrics`: replay the history in order, keeping for
+/// each key the point with the greatest (step, timestamp, value), NaN ordering as 0,
+/// the earlier point winning exact ties.
+fn reference_latest(points: &[Metric]) -> std::collections::BTreeMap<String, (i64, i64, u64)> {
+    let ord = |m: &Metric| {
+        (
+            m.step,
+            m.timestamp,
+            if m.value.0.is_nan() { 0.0 } else { m.value.0 },
+        )
+    };
+    let mut out: std::collections::BTreeMap<String, &Metric> = Default::default();
+    for m in points {
+        match out.get(&m.key) {
+            Some(cur) if ord(m).partial_cmp(&ord(cur)) != Some(std::cmp::Ordering::Greater) => {}
+            _ => {
+                out.insert(m.key.clone(), m);
+            }
+        }
+    }
+    out.into_iter()
+        .map(|(k, m)| (k, (m.step, m.timestamp, m.value.0.to_bits())))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// What a run shows for each metric is what replaying its whole history gives,
+    /// however the points are split into batches.
+    #[test]
+    fn latest_metrics_match_a_replay_of_the_history(
+        batches in proptest::collection::vec(
+            proptest::collection::vec((0usize..3, 0i64..3, 0i64..3, prop_oneof![Just(f64::NAN), (-2i32..3).prop_map(f64::from)]), 1..6),
+            1..5,
+        )
+    ) {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(async {
+            let db = TestDb::sqlite().await;
+            let (t, a, _) = setup(&db).await;
+            let run = new_run(&t, &a, "0").await;
+            let mut all = Vec::new();
+            for batch in &batches {
+                let metrics: Vec<Metric> = batch
+                    .iter()
+                    .map(|(k, step, ts, v)| metric(&format!("m{k}"), *v, *ts, *step))
+                    .collect();
+                all.extend(metrics.clone());
+                t.log_batch(&a, &run, Batch { metrics, ..Batch::default() }).await.expect("log");
+            }
+            let got: std::collections::BTreeMap<String, (i64, i64, u64)> = t
+                .run(&a, &run)
+                .await
+                .expect("run")
+                .data
+                .metrics
+                .into_iter()
+                .map(|m| (m.key, (m.step, m.timestamp, m.value.0.to_bits())))
+                .collect();
+            let want = reference_latest(&all);
+            // NaN bits may differ (any NaN is NaN): compare NaN-ness there.
+            prop_assert_eq!(got.len(), want.len());
+            for (k, (s, ts, bits)) in &want {
+                let (gs, gts, gbits) = got[k];
+                prop_assert_eq!((gs, gts), (*s, *ts), "key {}", k);
+                let (w, g) = (f64::from_bits(*bits), f64::from_bits(gbits));
+                prop_assert!(w == g || (w.is_nan() && g.is_nan()), "key {}: {} vs {}", k, g, w);
+            }
+            Ok(())
+        })?;
+    }
+}
