@@ -146,6 +146,35 @@ def search_pages_through_runs():
 
 
 @test
+def search_runs_filters_and_orders_like_mlflow():
+    exp_id = mlflow.set_experiment("compat-search").experiment_id
+    for i, (model, rmse) in enumerate([("tree", 0.9), ("linear", 0.4), ("tree", 0.2), ("forest", 0.6)]):
+        with mlflow.start_run(run_name=f"cand-{i}"):
+            mlflow.log_param("model", model)
+            mlflow.log_metric("rmse", rmse)
+            if model == "tree":
+                mlflow.set_tag("family", "trees")
+    with mlflow.start_run(run_name="no-metric"):
+        mlflow.log_param("model", "none")
+    df = mlflow.search_runs(
+        experiment_ids=[exp_id],
+        filter_string="params.model = 'tree' and metrics.rmse < 0.5",
+    )
+    assert list(df["tags.mlflow.runName"]) == ["cand-2"], df
+    runs = MlflowClient().search_runs([exp_id], order_by=["metrics.rmse ASC"])
+    assert [r.info.run_name for r in runs] == ["cand-2", "cand-1", "cand-3", "cand-0", "no-metric"], [
+        r.info.run_name for r in runs
+    ]
+    runs = MlflowClient().search_runs([exp_id], "tags.family = 'trees'", order_by=["metrics.rmse DESC"])
+    assert [r.info.run_name for r in runs] == ["cand-0", "cand-2"]
+    runs = MlflowClient().search_runs([exp_id], "attributes.run_name LIKE 'cand-%' and attributes.status = 'FINISHED'")
+    assert len(runs) == 4
+    runs = MlflowClient().search_runs([exp_id], "tags.family IS NULL and params.model != 'none'")
+    assert sorted(r.info.run_name for r in runs) == ["cand-1", "cand-3"]
+    expect_error("INVALID_PARAMETER_VALUE", MlflowClient().search_runs, [exp_id], "metrics.rmse < 'low'")
+
+
+@test
 def unauthenticated_and_forbidden_calls_get_mlflow_errors():
     root = os.environ["QANAT_URL"]
     token = os.environ["MLFLOW_TRACKING_TOKEN"]

@@ -9,6 +9,7 @@
 
 mod error;
 pub mod model;
+mod search;
 mod store;
 
 pub use error::Error;

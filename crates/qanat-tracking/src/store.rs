@@ -866,12 +866,15 @@ impl Tracking {
         })
     }
 
-    /// Runs of some experiments, newest first, a page at a time. (Filters and
-    /// `order_by` arrive with the search parser.)
+    /// Runs of some experiments matching `filter` (MLflow's search syntax), sorted by
+    /// `order_by` (default: newest first), a page at a time.
+    #[allow(clippy::too_many_arguments)]
     pub async fn search_runs(
         &self,
         project: &Project,
         experiment_ids: &[String],
+        filter: Option<&str>,
+        order_by: &[String],
         view: ViewType,
         max_results: Option<i64>,
         page_token: Option<&str>,
@@ -887,14 +890,26 @@ impl Tracking {
             .iter()
             .map(|e| parse_experiment_id(e))
             .collect::<Result<Vec<_>>>()?;
+        let clauses = match filter.map(str::trim).filter(|f| !f.is_empty()) {
+            Some(f) => crate::search::parse_filter(f)?,
+            None => Vec::new(),
+        };
+        let order = crate::search::parse_order(order_by)?;
         let stages = view.stages();
+        let mut next = 2 + exps.len() + stages.len();
+        let filter_sql = crate::search::where_sql(&clauses, self.meta.backend(), next);
+        next += filter_sql.params.len();
+        let order_sql = crate::search::order_sql(&order, next);
+        next += order_sql.params.len();
         let sql = format!(
-            "SELECT {RUN_COLUMNS} FROM runs WHERE project_id = $1 AND experiment_id IN ({}) AND lifecycle_stage IN ({}) \
-             ORDER BY start_time DESC, run_id LIMIT ${} OFFSET ${}",
+            "SELECT {RUN_COLUMNS} FROM runs WHERE project_id = $1 AND experiment_id IN ({}) AND lifecycle_stage IN ({}){} \
+             ORDER BY {} LIMIT ${} OFFSET ${}",
             placeholders(2, exps.len()),
             placeholders(2 + exps.len(), stages.len()),
-            2 + exps.len() + stages.len(),
-            3 + exps.len() + stages.len()
+            filter_sql.text,
+            order_sql.text,
+            next,
+            next + 1
         );
         let mut q = sqlx::query(&sql).bind(&project.id);
         for e in &exps {
@@ -902,6 +917,12 @@ impl Tracking {
         }
         for s in stages {
             q = q.bind(*s);
+        }
+        for b in filter_sql.params.iter().chain(order_sql.params.iter()) {
+            q = match b {
+                crate::search::Bind::Text(t) => q.bind(t.clone()),
+                crate::search::Bind::Num(n) => q.bind(*n),
+            };
         }
         let rows = q
             .bind(max + 1)

@@ -565,18 +565,13 @@ pub(crate) async fn search_runs(
     ApiJson(b): ApiJson<SearchRuns>,
 ) -> Reply {
     let p = project(&state, &access).await?;
-    if b.filter.as_deref().is_some_and(|f| !f.trim().is_empty()) || !b.order_by.is_empty() {
-        return Err(ApiError::new(
-            StatusCode::NOT_IMPLEMENTED,
-            "NOT_IMPLEMENTED",
-            "search_runs filters and order_by are not supported by this Qanat version yet",
-        ));
-    }
     let page = state
         .tracking
         .search_runs(
             &p,
             &b.experiment_ids,
+            b.filter.as_deref(),
+            &b.order_by,
             view_type(&b.run_view_type)?,
             b.max_results,
             b.page_token.as_deref(),

@@ -1,0 +1,555 @@
+//! MLflow's run search language: `filter` (comparisons joined by AND) and `order_by`,
+//! parsed here and turned into SQL over `runs` with bound parameters only.
+//!
+//! ```text
+//! metrics.rmse < 0.5 and params.model = 'tree' and tags."team" != 'x'
+//! attributes.status = 'FINISHED' and run_name LIKE 'base%' and attributes.run_id IN ('a', 'b')
+//! order_by: ["metrics.rmse ASC", "attributes.start_time DESC"]
+//! ```
+
+use qanat_store::Backend;
+
+use crate::{Error, Result};
+
+/// What a comparison looks at.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Entity {
+    Metric(String),
+    Param(String),
+    Tag(String),
+    /// A column of `runs`.
+    Attribute(&'static str),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Value {
+    Num(f64),
+    Str(String),
+    List(Vec<String>),
+    Null,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Clause {
+    pub entity: Entity,
+    pub op: String,
+    pub value: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct OrderKey {
+    pub entity: Entity,
+    pub ascending: bool,
+}
+
+const STRING_ATTRS: [(&str, &str); 6] = [
+    ("run_id", "run_id"),
+    ("run_name", "run_name"),
+    ("status", "status"),
+    ("user_id", "user_id"),
+    ("artifact_uri", "artifact_uri"),
+    ("lifecycle_stage", "lifecycle_stage"),
+];
+const NUMERIC_ATTRS: [&str; 2] = ["start_time", "end_time"];
+
+fn bad(msg: impl Into<String>) -> Error {
+    Error::invalid(msg)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    Str(String),
+    Num(f64),
+    Op(String),
+    LParen,
+    RParen,
+    Comma,
+}
+
+fn tokenize(s: &str) -> Result<Vec<Tok>> {
+    let c: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    let mut out = Vec::new();
+    while i < c.len() {
+        let ch = c[i];
+        if ch.is_whitespace() {
+            i += 1;
+        } else if ch == '(' {
+            out.push(Tok::LParen);
+            i += 1;
+        } else if ch == ')' {
+            out.push(Tok::RParen);
+            i += 1;
+        } else if ch == ',' {
+            out.push(Tok::Comma);
+            i += 1;
+        } else if ch == '\'' || ch == '"' || ch == '`' {
+            let end = c[i + 1..]
+                .iter()
+                .position(|x| *x == ch)
+                .ok_or_else(|| bad(format!("unterminated quote in '{s}'")))?;
+            let text: String = c[i + 1..i + 1 + end].iter().collect();
+            // A quoted name right after `entity.` is part of an identifier.
+            if let Some(Tok::Ident(prev)) = out.last_mut() {
+                if prev.ends_with('.') {
+                    prev.push_str(&text);
+                    i += end + 2;
+                    continue;
+                }
+            }
+            out.push(if ch == '`' {
+                Tok::Ident(text)
+            } else {
+                Tok::Str(text)
+            });
+            i += end + 2;
+        } else if "=!<>".contains(ch) {
+            let two: String = c[i..(i + 2).min(c.len())].iter().collect();
+            if ["!=", "<=", ">=", "<>"].contains(&two.as_str()) {
+                out.push(Tok::Op(if two == "<>" { "!=".into() } else { two }));
+                i += 2;
+            } else if ch == '!' {
+                return Err(bad(format!("unexpected '!' in '{s}'")));
+            } else {
+                out.push(Tok::Op(ch.to_string()));
+                i += 1;
+            }
+        } else if ch.is_ascii_digit()
+            || ((ch == '-' || ch == '.') && c.get(i + 1).is_some_and(|d| d.is_ascii_digit()))
+        {
+            let start = i;
+            i += 1;
+            while i < c.len()
+                && (c[i].is_ascii_alphanumeric()
+                    || c[i] == '.'
+                    || ((c[i] == '-' || c[i] == '+') && matches!(c[i - 1], 'e' | 'E')))
+            {
+                i += 1;
+            }
+            let text: String = c[start..i].iter().collect();
+            out.push(Tok::Num(
+                text.parse()
+                    .map_err(|_| bad(format!("'{text}' is not a number")))?,
+            ));
+        } else if ch.is_alphanumeric() || ch == '_' {
+            let start = i;
+            while i < c.len() && (c[i].is_alphanumeric() || "_.-:/".contains(c[i])) {
+                i += 1;
+            }
+            out.push(Tok::Ident(c[start..i].iter().collect()));
+        } else {
+            return Err(bad(format!("unexpected '{ch}' in '{s}'")));
+        }
+    }
+    Ok(out)
+}
+
+fn entity(ident: &str) -> Result<Entity> {
+    let (kind, key) = match ident.split_once('.') {
+        Some((k, rest)) => (k.to_ascii_lowercase(), rest.to_string()),
+        None => ("attributes".to_string(), ident.to_string()),
+    };
+    if key.is_empty() {
+        return Err(bad(format!("'{ident}' names no key")));
+    }
+    match kind.as_str() {
+        "metric" | "metrics" => Ok(Entity::Metric(key)),
+        "param" | "params" | "parameter" | "parameters" => Ok(Entity::Param(key)),
+        "tag" | "tags" => Ok(Entity::Tag(key)),
+        "attribute" | "attributes" | "attr" | "run" => {
+            let k = key.to_ascii_lowercase();
+            let k = if k == "run_uuid" {
+                "run_id".to_string()
+            } else {
+                k
+            };
+            if let Some((_, col)) = STRING_ATTRS.iter().find(|(n, _)| *n == k) {
+                return Ok(Entity::Attribute(col));
+            }
+            if let Some(col) = NUMERIC_ATTRS.iter().find(|n| **n == k) {
+                return Ok(Entity::Attribute(col));
+            }
+            Err(bad(format!(
+                "unknown attribute '{key}': use run_id, run_name, status, user_id, artifact_uri, start_time or end_time"
+            )))
+        }
+        "dataset" | "datasets" => Err(bad("filtering on datasets is not supported yet")),
+        other => Err(bad(format!(
+            "unknown entity '{other}' in '{ident}': use metrics., params., tags. or attributes."
+        ))),
+    }
+}
+
+fn is_numeric(e: &Entity) -> bool {
+    matches!(e, Entity::Metric(_)) || matches!(e, Entity::Attribute(c) if NUMERIC_ATTRS.contains(c))
+}
+
+/// Parses a filter into AND-ed clauses.
+pub(crate) fn parse_filter(filter: &str) -> Result<Vec<Clause>> {
+    let toks = tokenize(filter)?;
+    let mut i = 0;
+    let mut out = Vec::new();
+    while i < toks.len() {
+        let Tok::Ident(name) = &toks[i] else {
+            return Err(bad(format!(
+                "expected a name like metrics.rmse in '{filter}'"
+            )));
+        };
+        let ent = entity(name)?;
+        i += 1;
+        let word = |t: Option<&Tok>| match t {
+            Some(Tok::Ident(w)) => Some(w.to_ascii_uppercase()),
+            _ => None,
+        };
+        let op = match (toks.get(i), word(toks.get(i)).as_deref()) {
+            (Some(Tok::Op(o)), _) => {
+                i += 1;
+                o.clone()
+            }
+            (_, Some("LIKE")) | (_, Some("ILIKE")) | (_, Some("IN")) => {
+                i += 1;
+                word(toks.get(i - 1)).unwrap_or_default()
+            }
+            (_, Some("NOT")) if word(toks.get(i + 1)).as_deref() == Some("IN") => {
+                i += 2;
+                "NOT IN".into()
+            }
+            (_, Some("IS")) => {
+                let not = word(toks.get(i + 1)).as_deref() == Some("NOT");
+                let null_at = if not { i + 2 } else { i + 1 };
+                if word(toks.get(null_at)).as_deref() != Some("NULL") {
+                    return Err(bad(format!(
+                        "expected IS NULL or IS NOT NULL in '{filter}'"
+                    )));
+                }
+                i = null_at + 1;
+                if not {
+                    "IS NOT NULL".into()
+                } else {
+                    "IS NULL".into()
+                }
+            }
+            _ => {
+                return Err(bad(format!(
+                    "expected a comparison after '{name}' in '{filter}'"
+                )))
+            }
+        };
+        let value = match op.as_str() {
+            "IS NULL" | "IS NOT NULL" => Value::Null,
+            "IN" | "NOT IN" => {
+                if toks.get(i) != Some(&Tok::LParen) {
+                    return Err(bad(format!(
+                        "{op} needs a list like ('a', 'b') in '{filter}'"
+                    )));
+                }
+                i += 1;
+                let mut items = Vec::new();
+                loop {
+                    match toks.get(i) {
+                        Some(Tok::Str(s)) => items.push(s.clone()),
+                        _ => return Err(bad(format!("{op} lists quoted strings in '{filter}'"))),
+                    }
+                    i += 1;
+                    match toks.get(i) {
+                        Some(Tok::Comma) => i += 1,
+                        Some(Tok::RParen) => {
+                            i += 1;
+                            break;
+                        }
+                        _ => return Err(bad(format!("unclosed list in '{filter}'"))),
+                    }
+                }
+                Value::List(items)
+            }
+            _ => {
+                let v = match toks.get(i) {
+                    Some(Tok::Str(s)) => Value::Str(s.clone()),
+                    Some(Tok::Num(n)) => Value::Num(*n),
+                    _ => {
+                        return Err(bad(format!(
+                            "expected a value after '{name} {op}' in '{filter}'"
+                        )))
+                    }
+                };
+                i += 1;
+                v
+            }
+        };
+        check_clause(&ent, &op, &value, name)?;
+        out.push(Clause {
+            entity: ent,
+            op,
+            value,
+        });
+        match word(toks.get(i)).as_deref() {
+            None if i >= toks.len() => {}
+            Some("AND") => {
+                i += 1;
+                if i >= toks.len() {
+                    return Err(bad(format!("'{filter}' ends with AND")));
+                }
+            }
+            Some("OR") => {
+                return Err(bad(
+                    "OR is not supported in run filters (MLflow neither); run two searches",
+                ))
+            }
+            _ => {
+                return Err(bad(format!(
+                    "expected AND between comparisons in '{filter}'"
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn check_clause(e: &Entity, op: &str, v: &Value, name: &str) -> Result<()> {
+    let numeric = is_numeric(e);
+    let ok = match (numeric, op, v) {
+        (true, "=" | "!=" | "<" | "<=" | ">" | ">=", Value::Num(_)) => true,
+        (false, "=" | "!=" | "LIKE" | "ILIKE", Value::Str(_)) => true,
+        (false, "IN" | "NOT IN", Value::List(_)) => matches!(e, Entity::Attribute(_)),
+        (false, "IS NULL" | "IS NOT NULL", Value::Null) => {
+            matches!(e, Entity::Tag(_) | Entity::Param(_))
+        }
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else if numeric {
+        Err(bad(format!(
+            "'{name}' compares with =, !=, <, <=, >, >= and a number"
+        )))
+    } else {
+        Err(bad(format!("'{name}' compares with =, !=, LIKE, ILIKE (IN for attributes, IS NULL for tags and params) and a quoted string")))
+    }
+}
+
+/// Parses `order_by` entries such as `metrics.rmse DESC`.
+pub(crate) fn parse_order(order_by: &[String]) -> Result<Vec<OrderKey>> {
+    order_by
+        .iter()
+        .map(|o| {
+            let toks = tokenize(o)?;
+            let (name, dir) = match toks.as_slice() {
+                [Tok::Ident(n)] => (n.clone(), true),
+                [Tok::Ident(n), Tok::Ident(d)] if d.eq_ignore_ascii_case("asc") => {
+                    (n.clone(), true)
+                }
+                [Tok::Ident(n), Tok::Ident(d)] if d.eq_ignore_ascii_case("desc") => {
+                    (n.clone(), false)
+                }
+                _ => {
+                    return Err(bad(format!(
+                        "invalid order_by '{o}': use e.g. 'metrics.rmse DESC'"
+                    )))
+                }
+            };
+            Ok(OrderKey {
+                entity: entity(&name)?,
+                ascending: dir,
+            })
+        })
+        .collect()
+}
+
+/// SQL pieces with their parameters, numbered from `first`.
+pub(crate) struct Sql {
+    pub text: String,
+    pub params: Vec<Bind>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Bind {
+    Text(String),
+    Num(f64),
+}
+
+/// `LIKE` is case-sensitive in MLflow; SQLite's is not, so there it becomes GLOB.
+fn like_to_glob(pattern: &str) -> String {
+    let mut out = String::new();
+    for ch in pattern.chars() {
+        match ch {
+            '%' => out.push('*'),
+            '_' => out.push('?'),
+            '*' | '?' | '[' => {
+                out.push('[');
+                out.push(ch);
+                out.push(']');
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The WHERE conditions (each starting with " AND ") for `clauses`.
+pub(crate) fn where_sql(clauses: &[Clause], backend: Backend, first: usize) -> Sql {
+    let mut text = String::new();
+    let mut params = Vec::new();
+    let mut n = first;
+    let mut next = |b: Bind, params: &mut Vec<Bind>| {
+        params.push(b);
+        n += 1;
+        format!("${}", n - 1)
+    };
+    for c in clauses {
+        let string_cmp = |col: &str,
+                          op: &str,
+                          v: &str,
+                          params: &mut Vec<Bind>,
+                          next: &mut dyn FnMut(Bind, &mut Vec<Bind>) -> String|
+         -> String {
+            match op {
+                "LIKE" if backend == Backend::Sqlite => {
+                    format!("{col} GLOB {}", next(Bind::Text(like_to_glob(v)), params))
+                }
+                "LIKE" => format!("{col} LIKE {}", next(Bind::Text(v.to_string()), params)),
+                "ILIKE" => format!(
+                    "LOWER({col}) LIKE LOWER({})",
+                    next(Bind::Text(v.to_string()), params)
+                ),
+                "!=" => format!("{col} <> {}", next(Bind::Text(v.to_string()), params)),
+                _ => format!("{col} = {}", next(Bind::Text(v.to_string()), params)),
+            }
+        };
+        let cond = match (&c.entity, &c.value) {
+            (Entity::Metric(k), Value::Num(v)) => {
+                let key = next(Bind::Text(k.clone()), &mut params);
+                let val = next(Bind::Num(*v), &mut params);
+                let op = if c.op == "!=" { "<>" } else { c.op.as_str() };
+                format!("EXISTS (SELECT 1 FROM latest_metrics f WHERE f.run_id = runs.run_id AND f.key = {key} AND f.is_nan = 0 AND f.value {op} {val})")
+            }
+            (Entity::Param(k) | Entity::Tag(k), v) => {
+                let table = if matches!(c.entity, Entity::Param(_)) {
+                    "run_params"
+                } else {
+                    "run_tags"
+                };
+                let key = next(Bind::Text(k.clone()), &mut params);
+                match v {
+                    Value::Null if c.op == "IS NULL" => format!("NOT EXISTS (SELECT 1 FROM {table} f WHERE f.run_id = runs.run_id AND f.key = {key})"),
+                    Value::Null => format!("EXISTS (SELECT 1 FROM {table} f WHERE f.run_id = runs.run_id AND f.key = {key})"),
+                    Value::Str(s) => {
+                        let cmp = string_cmp("f.value", &c.op, s, &mut params, &mut next);
+                        format!("EXISTS (SELECT 1 FROM {table} f WHERE f.run_id = runs.run_id AND f.key = {key} AND {cmp})")
+                    }
+                    _ => "1 = 0".into(),
+                }
+            }
+            (Entity::Attribute(col), Value::Num(v)) => {
+                let val = next(Bind::Num(*v), &mut params);
+                let op = if c.op == "!=" { "<>" } else { c.op.as_str() };
+                format!("runs.{col} {op} {val}")
+            }
+            (Entity::Attribute(col), Value::Str(s)) => {
+                string_cmp(&format!("runs.{col}"), &c.op, s, &mut params, &mut next)
+            }
+            (Entity::Attribute(col), Value::List(items)) => {
+                let list: Vec<String> = items
+                    .iter()
+                    .map(|s| next(Bind::Text(s.clone()), &mut params))
+                    .collect();
+                let not = if c.op == "NOT IN" { "NOT " } else { "" };
+                format!("runs.{col} {not}IN ({})", list.join(", "))
+            }
+            _ => "1 = 0".into(),
+        };
+        text.push_str(" AND ");
+        text.push_str(&cond);
+    }
+    Sql { text, params }
+}
+
+/// ORDER BY terms: runs without the value sort last either way; ties fall back to
+/// newest start time, then run id.
+pub(crate) fn order_sql(keys: &[OrderKey], first: usize) -> Sql {
+    let mut terms = Vec::new();
+    let mut params = Vec::new();
+    let mut n = first;
+    for k in keys {
+        let dir = if k.ascending { "ASC" } else { "DESC" };
+        let expr = match &k.entity {
+            Entity::Attribute(col) => format!("runs.{col}"),
+            Entity::Metric(key) | Entity::Param(key) | Entity::Tag(key) => {
+                let (table, col) = match k.entity {
+                    Entity::Metric(_) => ("latest_metrics", "value"),
+                    Entity::Param(_) => ("run_params", "value"),
+                    _ => ("run_tags", "value"),
+                };
+                params.push(Bind::Text(key.clone()));
+                n += 1;
+                format!(
+                    "(SELECT o.{col} FROM {table} o WHERE o.run_id = runs.run_id AND o.key = ${})",
+                    n - 1
+                )
+            }
+        };
+        terms.push(format!(
+            "CASE WHEN {expr} IS NULL THEN 1 ELSE 0 END, {expr} {dir}"
+        ));
+    }
+    // The same key bound twice above (NULL test and value) reuses one parameter.
+    terms.push("runs.start_time DESC, runs.run_id".into());
+    Sql {
+        text: terms.join(", "),
+        params,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_what_the_client_sends() {
+        let c = parse_filter(
+            "metrics.rmse < 0.5 and params.model = 'tree' AND tags.\"mlflow.user\" != 'x'",
+        )
+        .expect("parse");
+        assert_eq!(c.len(), 3);
+        assert_eq!(c[0].entity, Entity::Metric("rmse".into()));
+        assert_eq!(c[0].value, Value::Num(0.5));
+        assert_eq!(c[2].entity, Entity::Tag("mlflow.user".into()));
+        let c = parse_filter("attributes.status IN ('FINISHED', 'FAILED') and run_name LIKE 'base%' and metrics.`my metric` >= -1e3").expect("parse");
+        assert_eq!(
+            c[0].value,
+            Value::List(vec!["FINISHED".into(), "FAILED".into()])
+        );
+        assert_eq!(c[1].entity, Entity::Attribute("run_name"));
+        assert_eq!(c[2].value, Value::Num(-1000.0));
+        assert!(parse_filter("tags.team IS NULL").is_ok());
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_answer_exactly() {
+        for bad in [
+            "metrics.rmse < 'x'",
+            "params.a > 1",
+            "metrics.rmse < 1 or metrics.rmse > 2",
+            "nonsense.a = 'b'",
+            "metrics.a <",
+            "metrics.a < 1 and",
+            "params.a = 'unterminated",
+            "attributes.colour = 'red'",
+        ] {
+            assert!(parse_filter(bad).is_err(), "{bad}");
+        }
+        assert!(parse_order(&["metrics.rmse sideways".into()]).is_err());
+        assert_eq!(
+            parse_order(&["metrics.rmse DESC".into()]).expect("order")[0],
+            OrderKey {
+                entity: Entity::Metric("rmse".into()),
+                ascending: false
+            }
+        );
+    }
+
+    #[test]
+    fn like_becomes_an_exact_glob() {
+        assert_eq!(like_to_glob("a%b_c*"), "a*b?c[*]");
+    }
+}
