@@ -175,6 +175,61 @@ def search_runs_filters_and_orders_like_mlflow():
 
 
 @test
+def artifacts_round_trip_through_encrypted_storage():
+    import tempfile
+
+    mlflow.set_experiment("compat-artifacts")
+    work = tempfile.mkdtemp()
+    with open(os.path.join(work, "notes.txt"), "w") as f:
+        f.write("hello artifacts\n")
+    os.makedirs(os.path.join(work, "plots", "deep"))
+    with open(os.path.join(work, "plots", "a.bin"), "wb") as f:
+        f.write(os.urandom(3 * 1024 * 1024 + 17))
+    with open(os.path.join(work, "plots", "deep", "b.txt"), "w") as f:
+        f.write("b")
+    with mlflow.start_run() as run:
+        mlflow.log_artifact(os.path.join(work, "notes.txt"))
+        mlflow.log_artifacts(os.path.join(work, "plots"), artifact_path="plots")
+        mlflow.log_dict({"k": [1, 2]}, "config/params.json")
+    # Listed by artifact URI (MlflowClient.list_artifacts(run_id) also searches logged
+    # models, which are not served yet).
+    uri = run.info.artifact_uri
+    top = {(a.path, a.is_dir) for a in mlflow.artifacts.list_artifacts(artifact_uri=uri)}
+    # (the client names entries relative to the URI's parent)
+    assert top == {("artifacts/notes.txt", False), ("artifacts/plots", True), ("artifacts/config", True)}, top
+    sizes = {a.path: a.file_size for a in mlflow.artifacts.list_artifacts(artifact_uri=uri + "/plots")}
+    assert sizes["plots/a.bin"] == 3 * 1024 * 1024 + 17, sizes
+    listed = requests.get(
+        os.environ["QANAT_URL"] + "/api/2.0/mlflow/artifacts/list",
+        params={"run_id": run.info.run_id, "path": "plots"},
+        headers={"Authorization": "Bearer " + os.environ["MLFLOW_TRACKING_TOKEN"]},
+        timeout=10,
+    ).json()
+    assert listed["root_uri"] == uri, listed
+    assert {f["path"] for f in listed["files"]} == {"plots/a.bin", "plots/deep"}, listed
+    out = tempfile.mkdtemp()
+    # By artifact URI: `runs:/` URIs also consult logged models, which are not served yet.
+    local = mlflow.artifacts.download_artifacts(artifact_uri=run.info.artifact_uri + "/plots", dst_path=out)
+    with open(os.path.join(local, "a.bin"), "rb") as f, open(os.path.join(work, "plots", "a.bin"), "rb") as g:
+        assert f.read() == g.read()
+    with open(os.path.join(local, "deep", "b.txt")) as f:
+        assert f.read() == "b"
+    assert mlflow.artifacts.load_dict(run.info.artifact_uri + "/config/params.json") == {"k": [1, 2]}
+
+
+@test
+def artifact_paths_cannot_escape():
+    base = os.environ["QANAT_URL"] + "/api/2.0/mlflow-artifacts/artifacts/"
+    headers = {"Authorization": "Bearer " + os.environ["MLFLOW_TRACKING_TOKEN"]}
+    for path in ["0/../../etc/passwd", "0/%2e%2e/%2e%2e/x", "0/a/%2E%2E/%2E%2E/%2E%2E/x", "0//x", "0/a\\..\\b"]:
+        resp = requests.put(base + path, data=b"x", headers=headers, timeout=10)
+        assert resp.status_code in (400, 404), (path, resp.status_code, resp.text)
+        assert "error_code" in resp.json(), resp.text
+    resp = requests.put(base + "424242/x", data=b"x", headers=headers, timeout=10)
+    assert resp.status_code == 404, "a path must start with an experiment of the project"
+
+
+@test
 def unauthenticated_and_forbidden_calls_get_mlflow_errors():
     root = os.environ["QANAT_URL"]
     token = os.environ["MLFLOW_TRACKING_TOKEN"]
@@ -209,6 +264,10 @@ def main():
         except Exception as e:  # noqa: BLE001 - report every failure, then exit non-zero
             failed += 1
             print(f"FAIL {fn.__name__}: {type(e).__name__}: {e}")
+            if os.environ.get("COMPAT_TRACEBACK"):
+                import traceback
+
+                traceback.print_exc()
     print(f"{len(TESTS) - failed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 

@@ -24,12 +24,14 @@ Q=$CARGO_TARGET_DIR/debug/qanat
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qanat-compat.XXXXXX")
 cleanup() {
   [ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
+  # QANAT_COMPAT_LOG=<file> keeps the server's log for debugging.
+  [ -n "${QANAT_COMPAT_LOG:-}" ] && cp "$WORK/server.err" "$QANAT_COMPAT_LOG"
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-export QANAT_HOME=$WORK/home QANAT_CREDENTIALS=$WORK/credentials.json QANAT_LOG_LEVEL=warn
+export QANAT_HOME=$WORK/home QANAT_CREDENTIALS=$WORK/credentials.json QANAT_LOG_LEVEL=${QANAT_LOG_LEVEL:-warn}
 export QANAT_SERVER_BIND=127.0.0.1:$PORT QANAT_SERVER_URL=http://127.0.0.1:$PORT
 "$Q" init >/dev/null 2>&1
 "$Q" server >"$WORK/server.out" 2>"$WORK/server.err" &
@@ -56,6 +58,6 @@ MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
   "$VENV/bin/python" "$ROOT/tests/compat/mlflow_tracking.py" || status=1
 if [ "$status" -ne 0 ]; then
   echo "--- server log ---" >&2
-  tail -50 "$WORK/server.err" >&2
+  grep -v "status=2" "$WORK/server.err" | tail -40 >&2
 fi
 exit $status

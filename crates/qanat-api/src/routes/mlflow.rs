@@ -613,3 +613,222 @@ pub(crate) async fn metric_history(
     }
     Ok(Json(out))
 }
+
+// ---- artifacts (proxied: `mlflow-artifacts:/<experiment>/...`) ----
+
+/// The storage key of an artifact path. The path must be relative with no `.`/`..`
+/// segment (after percent-decoding), and start with an experiment of this project.
+async fn artifact_key(
+    state: &AppState,
+    p: &Project,
+    path: &str,
+) -> Result<qanat_store::ObjectKey, ApiError> {
+    let user: qanat_store::ObjectKey = path.parse().map_err(|e: qanat_store::Error| {
+        ApiError::bad_request(format!("invalid artifact path: {e}"))
+    })?;
+    let experiment = user.as_str().split('/').next().unwrap_or_default();
+    if state.tracking.experiment(p, experiment).await.is_err() {
+        return Err(ApiError::not_found(format!(
+            "artifact path '{path}' does not start with an experiment of project '{}'",
+            p.name
+        )));
+    }
+    Ok(format!("projects/{}/mlflow-artifacts/{user}", p.id).parse()?)
+}
+
+fn artifacts_location(state: &AppState, p: &Project) -> Result<String, ApiError> {
+    let location = state.storage.default_location().to_string();
+    let info = state.storage.location(&location)?;
+    qanat_governance::check_residency(p, &info)?;
+    Ok(location)
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ArtifactPath {
+    path: String,
+}
+
+pub(crate) async fn put_artifact(
+    State(state): State<AppState>,
+    access: Access,
+    crate::extract::ApiPath(a): crate::extract::ApiPath<ArtifactPath>,
+    body: axum::body::Body,
+) -> Reply {
+    use futures::TryStreamExt;
+    let p = project(&state, &access).await?;
+    let location = artifacts_location(&state, &p)?;
+    let key = artifact_key(&state, &p, &a.path).await?;
+    let reader =
+        tokio_util::io::StreamReader::new(body.into_data_stream().map_err(std::io::Error::other));
+    state.storage.put_reader(&location, &key, reader).await?;
+    Ok(Json(json!({})))
+}
+
+pub(crate) async fn get_artifact(
+    State(state): State<AppState>,
+    access: Access,
+    crate::extract::ApiPath(a): crate::extract::ApiPath<ArtifactPath>,
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    use futures::{StreamExt, TryStreamExt};
+    let p = project(&state, &access).await?;
+    let location = artifacts_location(&state, &p)?;
+    let key = artifact_key(&state, &p, &a.path).await?;
+    let head = state.storage.head(&location, &key).await?;
+    let mut stream = state.storage.get(&location, &key).await?;
+    // The first chunk is verified before the status goes out (see objects.rs).
+    let first = match stream.next().await {
+        Some(chunk) => chunk?,
+        None => bytes::Bytes::new(),
+    };
+    let rest = futures::stream::once(async move { Ok(first) }).chain(stream);
+    let body = axum::body::Body::from_stream(rest.map_err(|e| {
+        tracing::error!(error = %e, "artifact stream failed");
+        std::io::Error::other(e.to_string())
+    }));
+    Ok((
+        [
+            (
+                axum::http::header::CONTENT_TYPE,
+                "application/octet-stream".to_string(),
+            ),
+            (axum::http::header::CONTENT_LENGTH, head.size.to_string()),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+pub(crate) async fn delete_artifact(
+    State(state): State<AppState>,
+    access: Access,
+    crate::extract::ApiPath(a): crate::extract::ApiPath<ArtifactPath>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let location = artifacts_location(&state, &p)?;
+    let key = artifact_key(&state, &p, &a.path).await?;
+    // Deleting a directory deletes what is under it, as MLflow's server does.
+    let under: qanat_store::ObjectKey = key.clone();
+    let mut gone = 0;
+    for o in state.storage.list(&location, Some(&under)).await? {
+        let k: qanat_store::ObjectKey = o.key.parse()?;
+        state.storage.delete(&location, &k).await?;
+        gone += 1;
+    }
+    if gone == 0 {
+        state.storage.delete(&location, &key).await?;
+    }
+    Ok(Json(json!({})))
+}
+
+#[derive(Serialize)]
+struct FileInfo {
+    path: String,
+    is_dir: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file_size: Option<u64>,
+}
+
+/// The entries directly under `dir` (an artifact path, or "" for none): files with
+/// their sizes, and sub-directories. Names are relative to `dir`.
+async fn list_dir(
+    state: &AppState,
+    p: &Project,
+    dir: &str,
+) -> Result<Vec<(String, bool, u64)>, ApiError> {
+    let dir = dir.trim_matches('/');
+    if dir.is_empty() {
+        return Err(ApiError::bad_request(
+            "list a path under an experiment, e.g. path=1/<run_id>/artifacts",
+        ));
+    }
+    let location = artifacts_location(state, p)?;
+    let key = artifact_key(state, p, dir).await?;
+    let base = format!("{key}/");
+    let mut out: std::collections::BTreeMap<String, (bool, u64)> = Default::default();
+    for o in state.storage.list(&location, Some(&key)).await? {
+        let Some(rest) = o.key.strip_prefix(&base) else {
+            continue;
+        };
+        match rest.split_once('/') {
+            Some((sub, _)) => {
+                out.insert(sub.to_string(), (true, 0));
+            }
+            None => {
+                out.insert(rest.to_string(), (false, o.size));
+            }
+        }
+    }
+    Ok(out.into_iter().map(|(n, (d, s))| (n, d, s)).collect())
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ListQuery {
+    path: Option<String>,
+}
+
+/// `GET /api/2.0/mlflow-artifacts/artifacts?path=<dir>`: basenames.
+pub(crate) async fn list_artifacts_proxy(
+    State(state): State<AppState>,
+    access: Access,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let entries = list_dir(&state, &p, q.path.as_deref().unwrap_or("")).await?;
+    let files: Vec<FileInfo> = entries
+        .into_iter()
+        .map(|(name, is_dir, size)| FileInfo {
+            path: name,
+            is_dir,
+            file_size: (!is_dir).then_some(size),
+        })
+        .collect();
+    Ok(Json(json!({ "files": files })))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct RunArtifactsQuery {
+    run_id: Option<String>,
+    run_uuid: Option<String>,
+    path: Option<String>,
+}
+
+/// `GET /api/2.0/mlflow/artifacts/list`: a run's artifacts, paths relative to its root.
+pub(crate) async fn list_run_artifacts(
+    State(state): State<AppState>,
+    access: Access,
+    ApiQuery(q): ApiQuery<RunArtifactsQuery>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = run_id(&q.run_id, &q.run_uuid)?;
+    let run = state.tracking.run(&p, &id).await?;
+    let root = run
+        .info
+        .artifact_uri
+        .strip_prefix("mlflow-artifacts:/")
+        .unwrap_or(&run.info.artifact_uri)
+        .trim_matches('/')
+        .to_string();
+    let sub = q.path.unwrap_or_default().trim_matches('/').to_string();
+    let dir = if sub.is_empty() {
+        root
+    } else {
+        format!("{root}/{sub}")
+    };
+    let entries = list_dir(&state, &p, &dir).await?;
+    let files: Vec<FileInfo> = entries
+        .into_iter()
+        .map(|(name, is_dir, size)| FileInfo {
+            path: if sub.is_empty() {
+                name
+            } else {
+                format!("{sub}/{name}")
+            },
+            is_dir,
+            file_size: (!is_dir).then_some(size),
+        })
+        .collect();
+    Ok(Json(
+        json!({ "root_uri": run.info.artifact_uri, "files": files }),
+    ))
+}

@@ -314,15 +314,10 @@ async fn request_timeout(
 macro_rules! mlflow {
     ($table:expr, $method:expr, $path:literal, $policy:expr, $handler:expr) => {
         $table
+            .add($method, $path, $policy.default_project(), $handler)
             .add(
                 $method,
-                concat!("/api/2.0/mlflow/", $path),
-                $policy.default_project(),
-                $handler,
-            )
-            .add(
-                $method,
-                concat!("/mlflow/{project}/api/2.0/mlflow/", $path),
+                concat!("/mlflow/{project}", $path),
                 $policy,
                 $handler,
             )
@@ -365,155 +360,191 @@ fn mlflow_routes(
     let table = mlflow!(
         table,
         Method::POST,
-        "experiments/create",
+        "/api/2.0/mlflow/experiments/create",
         write("mlflow.experiment.create"),
         t(post(m::create_experiment))
     );
     let table = mlflow!(
         table,
         Method::GET,
-        "experiments/get",
+        "/api/2.0/mlflow/experiments/get",
         read("mlflow.experiment.get"),
         t(get(m::get_experiment))
     );
     let table = mlflow!(
         table,
         Method::GET,
-        "experiments/get-by-name",
+        "/api/2.0/mlflow/experiments/get-by-name",
         read("mlflow.experiment.get"),
         t(get(m::get_experiment_by_name))
     );
     let table = mlflow!(
         table,
         Method::POST,
-        "experiments/search",
+        "/api/2.0/mlflow/experiments/search",
         read("mlflow.experiment.search"),
         t(post(m::search_experiments_post))
     );
     let table = mlflow!(
         table,
         Method::GET,
-        "experiments/search",
+        "/api/2.0/mlflow/experiments/search",
         read("mlflow.experiment.search"),
         t(get(m::search_experiments_get))
     );
     let table = mlflow!(
         table,
         Method::POST,
-        "experiments/update",
+        "/api/2.0/mlflow/experiments/update",
         write("mlflow.experiment.update"),
         t(post(m::update_experiment))
     );
     let table = mlflow!(
         table,
         Method::POST,
-        "experiments/delete",
+        "/api/2.0/mlflow/experiments/delete",
         write("mlflow.experiment.delete"),
         t(post(m::delete_experiment))
     );
     let table = mlflow!(
         table,
         Method::POST,
-        "experiments/restore",
+        "/api/2.0/mlflow/experiments/restore",
         write("mlflow.experiment.restore"),
         t(post(m::restore_experiment))
     );
     let table = mlflow!(
         table,
         Method::POST,
-        "experiments/set-experiment-tag",
+        "/api/2.0/mlflow/experiments/set-experiment-tag",
         write("mlflow.experiment.tag"),
         t(post(m::set_experiment_tag))
     );
     let table = mlflow!(
         table,
         Method::POST,
-        "experiments/delete-experiment-tag",
+        "/api/2.0/mlflow/experiments/delete-experiment-tag",
         write("mlflow.experiment.untag"),
         t(post(m::delete_experiment_tag))
     );
     let table = mlflow!(
         table,
         Method::POST,
-        "runs/create",
+        "/api/2.0/mlflow/runs/create",
         write("mlflow.run.create"),
         t(post(m::create_run))
     );
     let table = mlflow!(
         table,
         Method::GET,
-        "runs/get",
+        "/api/2.0/mlflow/runs/get",
         read("mlflow.run.get"),
         t(get(m::get_run))
     );
     let table = mlflow!(
         table,
         Method::POST,
-        "runs/update",
+        "/api/2.0/mlflow/runs/update",
         write("mlflow.run.update"),
         t(post(m::update_run))
     );
     let table = mlflow!(
         table,
         Method::POST,
-        "runs/delete",
+        "/api/2.0/mlflow/runs/delete",
         write("mlflow.run.delete"),
         t(post(m::delete_run))
     );
     let table = mlflow!(
         table,
         Method::POST,
-        "runs/restore",
+        "/api/2.0/mlflow/runs/restore",
         write("mlflow.run.restore"),
         t(post(m::restore_run))
     );
     let table = mlflow!(
         table,
         Method::POST,
-        "runs/log-parameter",
+        "/api/2.0/mlflow/runs/log-parameter",
         write("mlflow.run.log"),
         t(post(m::log_param))
     );
     let table = mlflow!(
         table,
         Method::POST,
-        "runs/log-metric",
+        "/api/2.0/mlflow/runs/log-metric",
         write("mlflow.run.log"),
         t(post(m::log_metric))
     );
     let table = mlflow!(
         table,
         Method::POST,
-        "runs/log-batch",
+        "/api/2.0/mlflow/runs/log-batch",
         write("mlflow.run.log"),
         t(post(m::log_batch))
     );
     let table = mlflow!(
         table,
         Method::POST,
-        "runs/set-tag",
+        "/api/2.0/mlflow/runs/set-tag",
         write("mlflow.run.tag"),
         t(post(m::set_tag))
     );
     let table = mlflow!(
         table,
         Method::POST,
-        "runs/delete-tag",
+        "/api/2.0/mlflow/runs/delete-tag",
         write("mlflow.run.untag"),
         t(post(m::delete_tag))
     );
     let table = mlflow!(
         table,
         Method::POST,
-        "runs/search",
+        "/api/2.0/mlflow/runs/search",
         read("mlflow.run.search"),
         t(post(m::search_runs))
     );
-    mlflow!(
+    let table = mlflow!(
         table,
         Method::GET,
-        "metrics/get-history",
+        "/api/2.0/mlflow/metrics/get-history",
         read("mlflow.metric.history"),
         t(get(m::metric_history))
+    );
+    let table = mlflow!(
+        table,
+        Method::GET,
+        "/api/2.0/mlflow/artifacts/list",
+        read("mlflow.artifact.list"),
+        t(get(m::list_run_artifacts))
+    );
+    let table = mlflow!(
+        table,
+        Method::GET,
+        "/api/2.0/mlflow-artifacts/artifacts",
+        read("mlflow.artifact.list"),
+        t(get(m::list_artifacts_proxy))
+    );
+    // Artifact bytes stream for as long as they keep flowing (no request timeout).
+    let table = mlflow!(
+        table,
+        Method::PUT,
+        "/api/2.0/mlflow-artifacts/artifacts/{*path}",
+        write("mlflow.artifact.put"),
+        put(m::put_artifact)
+    );
+    let table = mlflow!(
+        table,
+        Method::GET,
+        "/api/2.0/mlflow-artifacts/artifacts/{*path}",
+        read("mlflow.artifact.get").governed_read(),
+        get(m::get_artifact)
+    );
+    mlflow!(
+        table,
+        Method::DELETE,
+        "/api/2.0/mlflow-artifacts/artifacts/{*path}",
+        write("mlflow.artifact.delete"),
+        t(delete(m::delete_artifact))
     )
 }
