@@ -264,12 +264,12 @@ impl Tracking {
         if let Some(row) = taken {
             let stage: String = row.try_get("lifecycle_stage")?;
             return Err(Error::AlreadyExists {
-                kind: "experiment",
-                name: if stage == "deleted" {
-                    format!("{name}' (deleted; restore it or choose another name)'")
+                kind: if stage == "deleted" {
+                    "deleted experiment (restore it, or choose another name)"
                 } else {
-                    name.to_string()
+                    "experiment"
                 },
+                name: name.to_string(),
             });
         }
         let next: i64 = sqlx::query(
