@@ -173,6 +173,33 @@ fn validate_name(what: &'static str, name: &str) -> Result<()> {
 
 use qanat_store::format_micros as rfc3339;
 
+/// Refreshes `last_used_at` on those of `ids` that are stored and not claimed by a gc,
+/// holding them against gc for its grace period. Returns how many it held.
+async fn hold_chunks(
+    conn: &mut sqlx::AnyConnection,
+    ds: &Dataset,
+    ids: &[ChunkId],
+    now: i64,
+) -> Result<u64> {
+    let mut held = 0;
+    for batch in ids.chunks(IN_BATCH) {
+        let list: Vec<String> = (0..batch.len()).map(|i| format!("${}", i + 4)).collect();
+        let sql = format!(
+            "UPDATE dataset_chunks SET last_used_at = $1 WHERE project_id = $2 AND location = $3 AND deleting = 0 AND chunk_id IN ({})",
+            list.join(", ")
+        );
+        let mut q = sqlx::query(&sql)
+            .bind(now)
+            .bind(&ds.project_id)
+            .bind(&ds.location);
+        for id in batch {
+            q = q.bind(id.to_hex());
+        }
+        held += q.execute(&mut *conn).await?.rows_affected();
+    }
+    Ok(held)
+}
+
 pub(crate) fn chunk_key(project_id: &str, id: &ChunkId) -> Result<ObjectKey> {
     let hex = id.to_hex();
     Ok(format!("projects/{project_id}/chunks/{}/{hex}", &hex[..2]).parse()?)
@@ -362,21 +389,10 @@ impl Datasets {
     /// them holds them against `gc` for its grace period.
     pub async fn missing_chunks(&self, ds: &Dataset, ids: &[ChunkId]) -> Result<Vec<ChunkId>> {
         let mut present = HashSet::new();
-        let now = now_micros();
+        let mut writer = self.meta.writer().acquire().await?;
+        hold_chunks(&mut writer, ds, ids, now_micros()).await?;
+        drop(writer);
         for batch in ids.chunks(IN_BATCH) {
-            let list: Vec<String> = (0..batch.len()).map(|i| format!("${}", i + 4)).collect();
-            let touch = format!(
-                "UPDATE dataset_chunks SET last_used_at = $1 WHERE project_id = $2 AND location = $3 AND deleting = 0 AND chunk_id IN ({})",
-                list.join(", ")
-            );
-            let mut q = sqlx::query(&touch)
-                .bind(now)
-                .bind(&ds.project_id)
-                .bind(&ds.location);
-            for id in batch {
-                q = q.bind(id.to_hex());
-            }
-            q.execute(self.meta.writer()).await?;
             let select = format!(
                 "SELECT chunk_id FROM dataset_chunks WHERE project_id = $1 AND location = $2 AND deleting = 0 AND chunk_id IN ({})",
                 (0..batch.len()).map(|i| format!("${}", i + 3)).collect::<Vec<_>>().join(", ")
@@ -457,28 +473,14 @@ impl Datasets {
         let mut held = HashSet::new();
         let mut claimed = Vec::new();
         let mut tx = self.meta.writer().begin().await?;
+        hold_chunks(&mut tx, ds, &ids, now).await?;
         for batch in ids.chunks(IN_BATCH) {
-            let list = |from: usize| {
-                (0..batch.len())
-                    .map(|i| format!("${}", i + from))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            let touch = format!(
-                "UPDATE dataset_chunks SET last_used_at = $1 WHERE project_id = $2 AND location = $3 AND deleting = 0 AND chunk_id IN ({})",
-                list(4)
-            );
-            let mut q = sqlx::query(&touch)
-                .bind(now)
-                .bind(&ds.project_id)
-                .bind(&ds.location);
-            for id in batch {
-                q = q.bind(id.to_hex());
-            }
-            q.execute(&mut *tx).await?;
             let select = format!(
                 "SELECT chunk_id, deleting FROM dataset_chunks WHERE project_id = $1 AND location = $2 AND chunk_id IN ({})",
-                list(3)
+                (0..batch.len())
+                    .map(|i| format!("${}", i + 3))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
             let mut q = sqlx::query(&select).bind(&ds.project_id).bind(&ds.location);
             for id in batch {
@@ -647,22 +649,7 @@ impl Datasets {
             // claimed one first leaves the count short and the commit fails cleanly;
             // a gc that comes later sees a fresh last_used_at and leaves them alone.
             let now = now_micros();
-            let mut held = 0u64;
-            for batch in ids.chunks(IN_BATCH) {
-                let list: Vec<String> = (0..batch.len()).map(|i| format!("${}", i + 4)).collect();
-                let sql = format!(
-                    "UPDATE dataset_chunks SET last_used_at = $1 WHERE project_id = $2 AND location = $3 AND deleting = 0 AND chunk_id IN ({})",
-                    list.join(", ")
-                );
-                let mut q = sqlx::query(&sql)
-                    .bind(now)
-                    .bind(&ds.project_id)
-                    .bind(&ds.location);
-                for id in batch {
-                    q = q.bind(id.to_hex());
-                }
-                held += q.execute(&mut *tx).await?.rows_affected();
-            }
+            let held = hold_chunks(&mut tx, ds, &ids, now).await?;
             if held != ids.len() as u64 {
                 return Err(Error::MissingChunks {
                     count: ids.len() - held as usize,

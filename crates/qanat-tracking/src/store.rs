@@ -112,7 +112,7 @@ fn check_key(what: &str, key: &str) -> Result<()> {
     Ok(())
 }
 
-fn page_token(offset: i64) -> String {
+fn next_page_token(offset: i64) -> String {
     base64::engine::general_purpose::STANDARD.encode(format!("{{\"offset\": {offset}}}"))
 }
 
@@ -401,7 +401,7 @@ impl Tracking {
         }
         Ok(Page {
             items,
-            next_page_token: more.then(|| page_token_str(offset + max)),
+            next_page_token: more.then(|| next_page_token(offset + max)),
         })
     }
 
@@ -862,7 +862,7 @@ impl Tracking {
             .collect::<Result<Vec<_>>>()?;
         Ok(Page {
             items,
-            next_page_token: more.then(|| page_token_str(offset + max)),
+            next_page_token: more.then(|| next_page_token(offset + max)),
         })
     }
 
@@ -948,13 +948,9 @@ impl Tracking {
             .collect();
         Ok(Page {
             items,
-            next_page_token: more.then(|| page_token_str(offset + max)),
+            next_page_token: more.then(|| next_page_token(offset + max)),
         })
     }
-}
-
-fn page_token_str(offset: i64) -> String {
-    page_token(offset)
 }
 
 /// `name = 'x'`, `name != 'x'`, `name LIKE 'x%'`, `name ILIKE 'x%'` (also `attribute.name`).
@@ -1040,39 +1036,33 @@ async fn upsert_tags(
     Ok(())
 }
 
-/// Appends metric points and folds each key's newest (highest step, then latest
-/// timestamp, then largest value) into `latest_metrics`.
-async fn insert_metrics(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    run_id: &str,
-    metrics: &[Metric],
-) -> Result<()> {
-    if metrics.is_empty() {
-        return Ok(());
+/// A metric value as stored: NaN becomes 0 with `is_nan` = 1 (SQLite has no NaN).
+fn stored(m: &Metric) -> (f64, i64) {
+    if m.value.0.is_nan() {
+        (0.0, 1)
+    } else {
+        (m.value.0, 0)
     }
-    let stored = |m: &Metric| -> (f64, i64) {
-        if m.value.0.is_nan() {
-            (0.0, 1)
-        } else {
-            (m.value.0, 0)
-        }
-    };
-    for chunk in metrics.chunks(ROWS_PER_INSERT) {
+}
+
+/// Inserts metric rows into `table` (`metrics` or `latest_metrics`), many per
+/// statement, with `suffix` (an ON CONFLICT clause) appended.
+async fn insert_metric_rows(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    table: &str,
+    suffix: &str,
+    run_id: &str,
+    rows: &[&Metric],
+) -> Result<()> {
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
         let values: Vec<String> = (0..chunk.len())
             .map(|i| {
                 let b = 2 + 5 * i;
-                format!(
-                    "($1, ${}, ${}, ${}, ${}, ${})",
-                    b,
-                    b + 1,
-                    b + 2,
-                    b + 3,
-                    b + 4
-                )
+                format!("($1, ${b}, ${}, ${}, ${}, ${})", b + 1, b + 2, b + 3, b + 4)
             })
             .collect();
         let q = format!(
-            "INSERT INTO metrics (run_id, key, value, is_nan, timestamp, step) VALUES {}",
+            "INSERT INTO {table} (run_id, key, value, is_nan, timestamp, step) VALUES {}{suffix}",
             values.join(", ")
         );
         let mut query = sqlx::query(&q).bind(run_id);
@@ -1087,6 +1077,21 @@ async fn insert_metrics(
         }
         query.execute(&mut **tx).await?;
     }
+    Ok(())
+}
+
+/// Appends metric points and folds each key's newest (highest step, then latest
+/// timestamp, then largest value) into `latest_metrics`.
+async fn insert_metrics(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    run_id: &str,
+    metrics: &[Metric],
+) -> Result<()> {
+    if metrics.is_empty() {
+        return Ok(());
+    }
+    let all: Vec<&Metric> = metrics.iter().collect();
+    insert_metric_rows(tx, "metrics", "", run_id, &all).await?;
     let newer = |a: &Metric, b: &Metric| {
         (a.step, a.timestamp) > (b.step, b.timestamp)
             || ((a.step, a.timestamp) == (b.step, b.timestamp) && stored(a).0 > stored(b).0)
@@ -1101,39 +1106,16 @@ async fn insert_metrics(
         }
     }
     let rows: Vec<&Metric> = latest.into_values().collect();
-    for chunk in rows.chunks(ROWS_PER_INSERT) {
-        let values: Vec<String> = (0..chunk.len())
-            .map(|i| {
-                let b = 2 + 5 * i;
-                format!(
-                    "($1, ${}, ${}, ${}, ${}, ${})",
-                    b,
-                    b + 1,
-                    b + 2,
-                    b + 3,
-                    b + 4
-                )
-            })
-            .collect();
-        let q = format!(
-            "INSERT INTO latest_metrics (run_id, key, value, is_nan, timestamp, step) VALUES {} \
-             ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value, is_nan = excluded.is_nan, timestamp = excluded.timestamp, step = excluded.step \
-             WHERE excluded.step > latest_metrics.step \
-                OR (excluded.step = latest_metrics.step AND excluded.timestamp > latest_metrics.timestamp) \
-                OR (excluded.step = latest_metrics.step AND excluded.timestamp = latest_metrics.timestamp AND excluded.value > latest_metrics.value)",
-            values.join(", ")
-        );
-        let mut query = sqlx::query(&q).bind(run_id);
-        for m in chunk {
-            let (v, nan) = stored(m);
-            query = query
-                .bind(&m.key)
-                .bind(v)
-                .bind(nan)
-                .bind(m.timestamp)
-                .bind(m.step);
-        }
-        query.execute(&mut **tx).await?;
-    }
+    insert_metric_rows(
+        tx,
+        "latest_metrics",
+        " ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value, is_nan = excluded.is_nan, timestamp = excluded.timestamp, step = excluded.step \
+         WHERE excluded.step > latest_metrics.step \
+            OR (excluded.step = latest_metrics.step AND excluded.timestamp > latest_metrics.timestamp) \
+            OR (excluded.step = latest_metrics.step AND excluded.timestamp = latest_metrics.timestamp AND excluded.value > latest_metrics.value)",
+        run_id,
+        &rows,
+    )
+    .await?;
     Ok(())
 }

@@ -669,34 +669,10 @@ pub(crate) async fn get_artifact(
     access: Access,
     crate::extract::ApiPath(a): crate::extract::ApiPath<ArtifactPath>,
 ) -> Result<axum::response::Response, ApiError> {
-    use axum::response::IntoResponse;
-    use futures::{StreamExt, TryStreamExt};
     let p = project(&state, &access).await?;
     let location = artifacts_location(&state, &p)?;
     let key = artifact_key(&state, &p, &a.path).await?;
-    let head = state.storage.head(&location, &key).await?;
-    let mut stream = state.storage.get(&location, &key).await?;
-    // The first chunk is verified before the status goes out (see objects.rs).
-    let first = match stream.next().await {
-        Some(chunk) => chunk?,
-        None => bytes::Bytes::new(),
-    };
-    let rest = futures::stream::once(async move { Ok(first) }).chain(stream);
-    let body = axum::body::Body::from_stream(rest.map_err(|e| {
-        tracing::error!(error = %e, "artifact stream failed");
-        std::io::Error::other(e.to_string())
-    }));
-    Ok((
-        [
-            (
-                axum::http::header::CONTENT_TYPE,
-                "application/octet-stream".to_string(),
-            ),
-            (axum::http::header::CONTENT_LENGTH, head.size.to_string()),
-        ],
-        body,
-    )
-        .into_response())
+    super::objects::verified_download(&state, &location, &key).await
 }
 
 pub(crate) async fn delete_artifact(

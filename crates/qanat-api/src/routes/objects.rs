@@ -99,12 +99,20 @@ pub(crate) async fn get_object(
     let project = state.gov.project(&project).await?;
     let location = resolve_location(&state, q.location);
     let skey = storage_key(&project, Some(&key))?;
-    let head = state.storage.head(&location, &skey).await?;
-    let mut stream = state.storage.get(&location, &skey).await?;
-    // Verify the first chunk before answering, so a damaged small object (one chunk)
-    // gets a clean error status instead of a 200 whose body breaks off. A later chunk
-    // that fails verification aborts the response mid-body: the client sees a
-    // truncated transfer, never unverified bytes.
+    verified_download(&state, &location, &skey).await
+}
+
+/// Streams a stored object's verified plaintext. The first chunk is verified before the
+/// status goes out, so a damaged small object (one chunk) gets a clean error status
+/// instead of a 200 whose body breaks off. A later chunk that fails verification aborts
+/// the response mid-body: the client sees a truncated transfer, never unverified bytes.
+pub(crate) async fn verified_download(
+    state: &AppState,
+    location: &str,
+    key: &ObjectKey,
+) -> Result<Response, ApiError> {
+    let head = state.storage.head(location, key).await?;
+    let mut stream = state.storage.get(location, key).await?;
     let first = match stream.next().await {
         Some(chunk) => chunk?,
         None => Bytes::new(),
