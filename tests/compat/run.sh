@@ -47,8 +47,15 @@ json() { "$VENV/bin/python" -c "import json,sys; print(json.load(sys.stdin)$1)";
 "$Q" projects grant default alice editor >/dev/null
 "$Q" projects grant other alice editor >/dev/null
 "$Q" projects grant default victor viewer >/dev/null
+"$Q" users create mona >/dev/null
+"$Q" projects grant default mona maintainer >/dev/null
 ALICE=$("$Q" tokens create --user alice --output json | json '["token"]')
 VICTOR=$("$Q" tokens create --user victor --output json | json '["token"]')
+MONA=$("$Q" tokens create --user mona --output json | json '["token"]')
+# A Qanat dataset version for the lineage test.
+mkdir -p "$WORK/iris" && printf 'a,b\n1,2\n' >"$WORK/iris/part-0.csv"
+"$Q" data -p default create iris-train >/dev/null
+"$Q" data -p default push iris-train "$WORK/iris" -m "compat" >/dev/null
 
 status=0
 echo "compat: mlflow tracking" >&2
@@ -56,6 +63,11 @@ MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
   QANAT_URL=$QANAT_SERVER_URL QANAT_VIEWER_TOKEN=$VICTOR QANAT_OTHER_PROJECT=other \
   MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
   "$VENV/bin/python" "$ROOT/tests/compat/mlflow_tracking.py" || status=1
+echo "compat: mlflow registry" >&2
+MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
+  QANAT_URL=$QANAT_SERVER_URL QANAT_MAINTAINER_TOKEN=$MONA QANAT_DATASET=iris-train \
+  MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
+  "$VENV/bin/python" "$ROOT/tests/compat/mlflow_registry.py" || status=1
 if [ "$status" -ne 0 ]; then
   echo "--- server log ---" >&2
   grep -v "status=2" "$WORK/server.err" | tail -40 >&2

@@ -543,7 +543,7 @@ impl Datasets {
         let Some(rest) = reference.strip_prefix("dataset:") else {
             return Err(Error::invalid(
                 "lineage reference",
-                format!("'{reference}': use dataset:<name>@<version|tag> (other kinds arrive with tracking)"),
+                format!("'{reference}': use dataset:<name>@<version|tag>, model:<name>@<version|alias>, run:<id> or logged_model:<id>"),
             ));
         };
         let (name, version) = rest.split_once('@').unwrap_or((rest, "latest"));

@@ -14,7 +14,9 @@ use crate::{Governance, Result};
 pub struct LineageEdge {
     pub child: String,
     pub parent: String,
-    /// `previous_version`, `derived_from` or `produced_by`.
+    /// `previous_version`, `derived_from`, `produced_by` (a user), `trained_on` (run →
+    /// dataset version), `output_of` (logged model or model version → run) or
+    /// `registers` (model version → logged model).
     pub relation: String,
 }
 

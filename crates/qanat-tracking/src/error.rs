@@ -9,6 +9,8 @@ pub enum Error {
     AlreadyExists { kind: &'static str, name: String },
     #[error("{0}")]
     Invalid(String),
+    #[error(transparent)]
+    Governance(#[from] qanat_governance::Error),
 }
 
 impl Error {

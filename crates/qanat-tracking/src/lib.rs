@@ -1,5 +1,6 @@
-//! Qanat experiment tracking: experiments, runs, parameters, tags and metric history,
-//! per project, in the metadata store (SQLite or PostgreSQL, same SQL).
+//! Qanat experiment tracking and model registry: experiments, runs, parameters, tags,
+//! metric history, logged models and registered model versions with aliases, per
+//! project, in the metadata store (SQLite or PostgreSQL, same SQL).
 //!
 //! The objects follow MLflow's model so that the MLflow REST API (in `qanat-api`) is a
 //! thin translation: experiment ids are per-project integers (experiment `0` is each
@@ -9,13 +10,19 @@
 
 mod error;
 pub mod model;
+mod models;
+mod registry;
 mod search;
 mod store;
 
 pub use error::Error;
 pub use model::{
-    Experiment, Metric, MetricValue, Param, Run, RunData, RunInfo, Tag, ViewType, RUN_STATUSES,
+    Dataset, DatasetInput, Experiment, LoggedModel, Metric, MetricValue, ModelAlias, ModelInput,
+    ModelOutput, ModelVersion, Param, RegisteredModel, Run, RunData, RunInfo, Tag, ViewType,
+    RUN_STATUSES,
 };
+pub use models::{ModelOrder, NewLoggedModel, ResolvedInput};
+pub use registry::{AliasMove, NewModelVersion};
 pub use store::{Batch, NewRun, Page, RunUpdate, Tracking};
 
 /// The result type of this crate.

@@ -20,7 +20,7 @@ pub struct Param {
 }
 
 /// A metric value: any f64, with NaN and ±Infinity written as MLflow writes them.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct MetricValue(pub f64);
 
 impl Serialize for MetricValue {
@@ -62,8 +62,9 @@ impl<'de> Deserialize<'de> for MetricValue {
     }
 }
 
-/// One logged metric point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One logged metric point. The optional fields link a point to a logged model and
+/// the dataset it was measured on (MLflow 3); run metrics leave them out.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Metric {
     pub key: String,
     pub value: MetricValue,
@@ -71,6 +72,14 @@ pub struct Metric {
     pub timestamp: i64,
     #[serde(default)]
     pub step: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -112,11 +121,161 @@ pub struct RunData {
     pub tags: Vec<Tag>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct RunInputs {}
+/// A dataset as MLflow describes it (`mlflow.data`): name, digest and where it came
+/// from. `source` is JSON text, e.g. `{"uri": "qanat://proj/dataset@3"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dataset {
+    pub name: String,
+    pub digest: String,
+    pub source_type: String,
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+}
+
+/// A dataset a run read, with tags such as `mlflow.data.context` = `training`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DatasetInput {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<Tag>,
+    pub dataset: Dataset,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelInput {
+    pub model_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelOutput {
+    pub model_id: String,
+    #[serde(default)]
+    pub step: i64,
+}
 
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct RunOutputs {}
+pub struct RunInputs {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dataset_inputs: Vec<DatasetInput>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub model_inputs: Vec<ModelInput>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunOutputs {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub model_outputs: Vec<ModelOutput>,
+}
+
+/// Logged model states (MLflow's `LoggedModelStatus`, by name).
+pub const LOGGED_MODEL_STATUSES: [&str; 3] = [
+    "LOGGED_MODEL_PENDING",
+    "LOGGED_MODEL_READY",
+    "LOGGED_MODEL_UPLOAD_FAILED",
+];
+
+/// A registered model version this logged model became.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Registration {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LoggedModelInfo {
+    pub model_id: String,
+    pub experiment_id: String,
+    pub name: String,
+    pub creation_timestamp_ms: i64,
+    pub last_updated_timestamp_ms: i64,
+    pub artifact_uri: String,
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_run_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_message: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<Tag>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub registrations: Vec<Registration>,
+    /// Who created it (a Qanat extension; MLflow's `creator_id` is a number).
+    pub creator: String,
+    /// `active` or `deleted`.
+    #[serde(skip)]
+    pub lifecycle_stage: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LoggedModelData {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub params: Vec<Param>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<Metric>,
+}
+
+/// A model logged by a run (MLflow 3's `LoggedModel`): its artifacts live under
+/// `artifact_uri`; registry versions point at it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoggedModel {
+    pub info: LoggedModelInfo,
+    pub data: LoggedModelData,
+}
+
+/// Registry stages (MLflow's, kept for `transition-stage`; aliases are the modern way).
+pub const STAGES: [&str; 4] = ["None", "Staging", "Production", "Archived"];
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelAlias {
+    pub alias: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelVersion {
+    pub name: String,
+    pub version: String,
+    pub creation_timestamp: i64,
+    pub last_updated_timestamp: i64,
+    pub user_id: String,
+    pub current_stage: String,
+    pub description: String,
+    pub source: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_link: Option<String>,
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_message: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<Tag>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_id: Option<String>,
+    /// Where the version's files are (what get-download-uri answers).
+    #[serde(skip)]
+    pub storage_location: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RegisteredModel {
+    pub name: String,
+    pub creation_timestamp: i64,
+    pub last_updated_timestamp: i64,
+    pub description: String,
+    /// The newest version in each stage.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub latest_versions: Vec<ModelVersion>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<Tag>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<ModelAlias>,
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Run {

@@ -1,5 +1,7 @@
-//! MLflow's run search language: `filter` (comparisons joined by AND) and `order_by`,
-//! parsed here and turned into SQL over `runs` with bound parameters only.
+//! MLflow's search language: `filter` (comparisons joined by AND) and `order_by`,
+//! parsed here and turned into SQL with bound parameters only. One parser serves runs,
+//! logged models, registered models and model versions; a [`Target`] says which table
+//! is searched and where its attributes, params, tags and metrics live.
 //!
 //! ```text
 //! metrics.rmse < 0.5 and params.model = 'tree' and tags."team" != 'x'
@@ -17,7 +19,7 @@ pub(crate) enum Entity {
     Metric(String),
     Param(String),
     Tag(String),
-    /// A column of `runs`.
+    /// An attribute: a SQL expression over the searched table.
     Attribute(&'static str),
 }
 
@@ -42,15 +44,111 @@ pub(crate) struct OrderKey {
     pub ascending: bool,
 }
 
-const STRING_ATTRS: [(&str, &str); 6] = [
-    ("run_id", "run_id"),
-    ("run_name", "run_name"),
-    ("status", "status"),
-    ("user_id", "user_id"),
-    ("artifact_uri", "artifact_uri"),
-    ("lifecycle_stage", "lifecycle_stage"),
-];
-const NUMERIC_ATTRS: [&str; 2] = ["start_time", "end_time"];
+/// What a search runs over. `link` is the condition tying a side table row (alias
+/// `{a}`) to the searched row.
+pub(crate) struct Target {
+    pub what: &'static str,
+    pub link: &'static str,
+    pub params: Option<&'static str>,
+    pub tags: Option<&'static str>,
+    /// A table of (key, value, is_nan) rows; a comparison holds if any row matches.
+    pub metrics: Option<&'static str>,
+    /// Attribute names (as users write them) and their SQL expressions.
+    pub string_attrs: &'static [(&'static str, &'static str)],
+    pub numeric_attrs: &'static [(&'static str, &'static str)],
+    /// The final ORDER BY terms that make the order total.
+    pub tie_break: &'static str,
+    /// Whether `tags.k != 'v'` also matches rows without the tag (the registry's rule:
+    /// the client always adds `tags.mlflow.prompt.is_prompt != 'true'`, which untagged
+    /// models must pass); for runs and logged models the tag must exist.
+    pub untagged_differs: bool,
+}
+
+pub(crate) const RUNS: Target = Target {
+    what: "run",
+    link: "{a}.run_id = runs.run_id",
+    params: Some("run_params"),
+    tags: Some("run_tags"),
+    metrics: Some("latest_metrics"),
+    string_attrs: &[
+        ("run_id", "runs.run_id"),
+        ("run_uuid", "runs.run_id"),
+        ("run_name", "runs.run_name"),
+        ("status", "runs.status"),
+        ("user_id", "runs.user_id"),
+        ("artifact_uri", "runs.artifact_uri"),
+        ("lifecycle_stage", "runs.lifecycle_stage"),
+    ],
+    numeric_attrs: &[
+        ("start_time", "runs.start_time"),
+        ("end_time", "runs.end_time"),
+    ],
+    tie_break: "runs.start_time DESC, runs.run_id",
+    untagged_differs: false,
+};
+
+pub(crate) const LOGGED_MODELS: Target = Target {
+    what: "logged model",
+    link: "{a}.model_id = lm.model_id",
+    params: Some("logged_model_params"),
+    tags: Some("logged_model_tags"),
+    metrics: Some("logged_model_metrics"),
+    string_attrs: &[
+        ("model_id", "lm.model_id"),
+        ("name", "lm.name"),
+        ("model_type", "lm.model_type"),
+        ("status", "lm.status"),
+        ("source_run_id", "lm.source_run_id"),
+    ],
+    numeric_attrs: &[
+        ("creation_timestamp", "lm.creation_time"),
+        ("creation_time", "lm.creation_time"),
+        ("last_updated_timestamp", "lm.last_update_time"),
+    ],
+    tie_break: "lm.creation_time DESC, lm.model_id",
+    untagged_differs: false,
+};
+
+pub(crate) const REGISTERED_MODELS: Target = Target {
+    what: "registered model",
+    link: "{a}.registered_model_id = rm.id",
+    params: None,
+    tags: Some("registered_model_tags"),
+    metrics: None,
+    string_attrs: &[("name", "rm.name")],
+    numeric_attrs: &[
+        ("creation_timestamp", "rm.creation_time"),
+        ("last_updated_timestamp", "rm.last_update_time"),
+        ("timestamp", "rm.last_update_time"),
+    ],
+    tie_break: "rm.name",
+    untagged_differs: true,
+};
+
+pub(crate) const MODEL_VERSIONS: Target = Target {
+    what: "model version",
+    link: "{a}.registered_model_id = mv.registered_model_id AND {a}.version = mv.version",
+    params: None,
+    tags: Some("model_version_tags"),
+    metrics: None,
+    string_attrs: &[
+        ("name", "rm.name"),
+        ("run_id", "mv.run_id"),
+        ("source_path", "mv.source"),
+        ("source", "mv.source"),
+        ("current_stage", "mv.current_stage"),
+        ("user_id", "mv.user_id"),
+        ("model_id", "mv.model_id"),
+    ],
+    numeric_attrs: &[
+        ("version_number", "mv.version"),
+        ("version", "mv.version"),
+        ("creation_timestamp", "mv.creation_time"),
+        ("last_updated_timestamp", "mv.last_update_time"),
+    ],
+    tie_break: "rm.name, mv.version DESC",
+    untagged_differs: true,
+};
 
 fn bad(msg: impl Into<String>) -> Error {
     Error::invalid(msg)
@@ -145,7 +243,7 @@ fn tokenize(s: &str) -> Result<Vec<Tok>> {
     Ok(out)
 }
 
-fn entity(ident: &str) -> Result<Entity> {
+fn entity(t: &Target, ident: &str) -> Result<Entity> {
     let (kind, key) = match ident.split_once('.') {
         Some((k, rest)) => (k.to_ascii_lowercase(), rest.to_string()),
         None => ("attributes".to_string(), ident.to_string()),
@@ -154,39 +252,56 @@ fn entity(ident: &str) -> Result<Entity> {
         return Err(bad(format!("'{ident}' names no key")));
     }
     match kind.as_str() {
-        "metric" | "metrics" => Ok(Entity::Metric(key)),
-        "param" | "params" | "parameter" | "parameters" => Ok(Entity::Param(key)),
-        "tag" | "tags" => Ok(Entity::Tag(key)),
+        "metric" | "metrics" if t.metrics.is_some() => Ok(Entity::Metric(key)),
+        "param" | "params" | "parameter" | "parameters" if t.params.is_some() => {
+            Ok(Entity::Param(key))
+        }
+        "tag" | "tags" if t.tags.is_some() => Ok(Entity::Tag(key)),
         "attribute" | "attributes" | "attr" | "run" => {
             let k = key.to_ascii_lowercase();
-            let k = if k == "run_uuid" {
-                "run_id".to_string()
-            } else {
-                k
-            };
-            if let Some((_, col)) = STRING_ATTRS.iter().find(|(n, _)| *n == k) {
+            if let Some((_, col)) = t
+                .string_attrs
+                .iter()
+                .chain(t.numeric_attrs)
+                .find(|(n, _)| *n == k)
+            {
                 return Ok(Entity::Attribute(col));
             }
-            if let Some(col) = NUMERIC_ATTRS.iter().find(|n| **n == k) {
-                return Ok(Entity::Attribute(col));
-            }
+            let names: Vec<&str> = t
+                .string_attrs
+                .iter()
+                .chain(t.numeric_attrs)
+                .map(|(n, _)| *n)
+                .collect();
             Err(bad(format!(
-                "unknown attribute '{key}': use run_id, run_name, status, user_id, artifact_uri, start_time or end_time"
+                "unknown {} attribute '{key}': use {}",
+                t.what,
+                names.join(", ")
             )))
         }
         "dataset" | "datasets" => Err(bad("filtering on datasets is not supported yet")),
         other => Err(bad(format!(
-            "unknown entity '{other}' in '{ident}': use metrics., params., tags. or attributes."
+            "'{other}' in '{ident}' cannot be searched on a {}: use {}attributes.",
+            t.what,
+            [
+                t.metrics.map(|_| "metrics., "),
+                t.params.map(|_| "params., "),
+                t.tags.map(|_| "tags., "),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<String>()
         ))),
     }
 }
 
-fn is_numeric(e: &Entity) -> bool {
-    matches!(e, Entity::Metric(_)) || matches!(e, Entity::Attribute(c) if NUMERIC_ATTRS.contains(c))
+fn is_numeric(t: &Target, e: &Entity) -> bool {
+    matches!(e, Entity::Metric(_))
+        || matches!(e, Entity::Attribute(c) if t.numeric_attrs.iter().any(|(_, col)| col == c))
 }
 
 /// Parses a filter into AND-ed clauses.
-pub(crate) fn parse_filter(filter: &str) -> Result<Vec<Clause>> {
+pub(crate) fn parse_filter(t: &Target, filter: &str) -> Result<Vec<Clause>> {
     let toks = tokenize(filter)?;
     let mut i = 0;
     let mut out = Vec::new();
@@ -196,7 +311,7 @@ pub(crate) fn parse_filter(filter: &str) -> Result<Vec<Clause>> {
                 "expected a name like metrics.rmse in '{filter}'"
             )));
         };
-        let ent = entity(name)?;
+        let ent = entity(t, name)?;
         i += 1;
         let word = |t: Option<&Tok>| match t {
             Some(Tok::Ident(w)) => Some(w.to_ascii_uppercase()),
@@ -277,7 +392,7 @@ pub(crate) fn parse_filter(filter: &str) -> Result<Vec<Clause>> {
                 v
             }
         };
-        check_clause(&ent, &op, &value, name)?;
+        check_clause(t, &ent, &op, &value, name)?;
         out.push(Clause {
             entity: ent,
             op,
@@ -293,7 +408,7 @@ pub(crate) fn parse_filter(filter: &str) -> Result<Vec<Clause>> {
             }
             Some("OR") => {
                 return Err(bad(
-                    "OR is not supported in run filters (MLflow neither); run two searches",
+                    "OR is not supported in search filters (MLflow neither); run two searches",
                 ))
             }
             _ => {
@@ -306,8 +421,8 @@ pub(crate) fn parse_filter(filter: &str) -> Result<Vec<Clause>> {
     Ok(out)
 }
 
-fn check_clause(e: &Entity, op: &str, v: &Value, name: &str) -> Result<()> {
-    let numeric = is_numeric(e);
+fn check_clause(t: &Target, e: &Entity, op: &str, v: &Value, name: &str) -> Result<()> {
+    let numeric = is_numeric(t, e);
     let ok = match (numeric, op, v) {
         (true, "=" | "!=" | "<" | "<=" | ">" | ">=", Value::Num(_)) => true,
         (false, "=" | "!=" | "LIKE" | "ILIKE", Value::Str(_)) => true,
@@ -329,7 +444,7 @@ fn check_clause(e: &Entity, op: &str, v: &Value, name: &str) -> Result<()> {
 }
 
 /// Parses `order_by` entries such as `metrics.rmse DESC`.
-pub(crate) fn parse_order(order_by: &[String]) -> Result<Vec<OrderKey>> {
+pub(crate) fn parse_order(t: &Target, order_by: &[String]) -> Result<Vec<OrderKey>> {
     order_by
         .iter()
         .map(|o| {
@@ -349,7 +464,7 @@ pub(crate) fn parse_order(order_by: &[String]) -> Result<Vec<OrderKey>> {
                 }
             };
             Ok(OrderKey {
-                entity: entity(&name)?,
+                entity: entity(t, &name)?,
                 ascending: dir,
             })
         })
@@ -387,7 +502,8 @@ fn like_to_glob(pattern: &str) -> String {
 }
 
 /// The WHERE conditions (each starting with " AND ") for `clauses`.
-pub(crate) fn where_sql(clauses: &[Clause], backend: Backend, first: usize) -> Sql {
+pub(crate) fn where_sql(t: &Target, clauses: &[Clause], backend: Backend, first: usize) -> Sql {
+    let link = t.link.replace("{a}", "f");
     let mut text = String::new();
     let mut params = Vec::new();
     let mut n = first;
@@ -421,21 +537,34 @@ pub(crate) fn where_sql(clauses: &[Clause], backend: Backend, first: usize) -> S
                 let key = next(Bind::Text(k.clone()), &mut params);
                 let val = next(Bind::Num(*v), &mut params);
                 let op = if c.op == "!=" { "<>" } else { c.op.as_str() };
-                format!("EXISTS (SELECT 1 FROM latest_metrics f WHERE f.run_id = runs.run_id AND f.key = {key} AND f.is_nan = 0 AND f.value {op} {val})")
+                let table = t.metrics.unwrap_or("latest_metrics");
+                format!("EXISTS (SELECT 1 FROM {table} f WHERE {link} AND f.key = {key} AND f.is_nan = 0 AND f.value {op} {val})")
             }
             (Entity::Param(k) | Entity::Tag(k), v) => {
                 let table = if matches!(c.entity, Entity::Param(_)) {
-                    "run_params"
+                    t.params.unwrap_or("run_params")
                 } else {
-                    "run_tags"
+                    t.tags.unwrap_or("run_tags")
                 };
                 let key = next(Bind::Text(k.clone()), &mut params);
                 match v {
-                    Value::Null if c.op == "IS NULL" => format!("NOT EXISTS (SELECT 1 FROM {table} f WHERE f.run_id = runs.run_id AND f.key = {key})"),
-                    Value::Null => format!("EXISTS (SELECT 1 FROM {table} f WHERE f.run_id = runs.run_id AND f.key = {key})"),
+                    Value::Null if c.op == "IS NULL" => format!(
+                        "NOT EXISTS (SELECT 1 FROM {table} f WHERE {link} AND f.key = {key})"
+                    ),
+                    Value::Null => {
+                        format!("EXISTS (SELECT 1 FROM {table} f WHERE {link} AND f.key = {key})")
+                    }
+                    Value::Str(s)
+                        if c.op == "!="
+                            && t.untagged_differs
+                            && matches!(c.entity, Entity::Tag(_)) =>
+                    {
+                        let val = next(Bind::Text(s.clone()), &mut params);
+                        format!("NOT EXISTS (SELECT 1 FROM {table} f WHERE {link} AND f.key = {key} AND f.value = {val})")
+                    }
                     Value::Str(s) => {
                         let cmp = string_cmp("f.value", &c.op, s, &mut params, &mut next);
-                        format!("EXISTS (SELECT 1 FROM {table} f WHERE f.run_id = runs.run_id AND f.key = {key} AND {cmp})")
+                        format!("EXISTS (SELECT 1 FROM {table} f WHERE {link} AND f.key = {key} AND {cmp})")
                     }
                     _ => "1 = 0".into(),
                 }
@@ -443,10 +572,10 @@ pub(crate) fn where_sql(clauses: &[Clause], backend: Backend, first: usize) -> S
             (Entity::Attribute(col), Value::Num(v)) => {
                 let val = next(Bind::Num(*v), &mut params);
                 let op = if c.op == "!=" { "<>" } else { c.op.as_str() };
-                format!("runs.{col} {op} {val}")
+                format!("{col} {op} {val}")
             }
             (Entity::Attribute(col), Value::Str(s)) => {
-                string_cmp(&format!("runs.{col}"), &c.op, s, &mut params, &mut next)
+                string_cmp(col, &c.op, s, &mut params, &mut next)
             }
             (Entity::Attribute(col), Value::List(items)) => {
                 let list: Vec<String> = items
@@ -454,7 +583,7 @@ pub(crate) fn where_sql(clauses: &[Clause], backend: Backend, first: usize) -> S
                     .map(|s| next(Bind::Text(s.clone()), &mut params))
                     .collect();
                 let not = if c.op == "NOT IN" { "NOT " } else { "" };
-                format!("runs.{col} {not}IN ({})", list.join(", "))
+                format!("{col} {not}IN ({})", list.join(", "))
             }
             _ => "1 = 0".into(),
         };
@@ -464,26 +593,31 @@ pub(crate) fn where_sql(clauses: &[Clause], backend: Backend, first: usize) -> S
     Sql { text, params }
 }
 
-/// ORDER BY terms: runs without the value sort last either way; ties fall back to
-/// newest start time, then run id.
-pub(crate) fn order_sql(keys: &[OrderKey], first: usize) -> Sql {
+/// ORDER BY terms: rows without the value sort last either way; ties fall back to the
+/// target's order (for runs: newest start time, then run id).
+pub(crate) fn order_sql(t: &Target, keys: &[OrderKey], first: usize) -> Sql {
+    let link = t.link.replace("{a}", "o");
     let mut terms = Vec::new();
     let mut params = Vec::new();
     let mut n = first;
     for k in keys {
         let dir = if k.ascending { "ASC" } else { "DESC" };
         let expr = match &k.entity {
-            Entity::Attribute(col) => format!("runs.{col}"),
+            Entity::Attribute(col) => col.to_string(),
             Entity::Metric(key) | Entity::Param(key) | Entity::Tag(key) => {
-                let (table, col) = match k.entity {
-                    Entity::Metric(_) => ("latest_metrics", "value"),
-                    Entity::Param(_) => ("run_params", "value"),
-                    _ => ("run_tags", "value"),
+                let (table, agg) = match k.entity {
+                    // A logged model may have several points per key: order by the best.
+                    Entity::Metric(_) => (
+                        t.metrics.unwrap_or("latest_metrics"),
+                        if k.ascending { "MIN" } else { "MAX" },
+                    ),
+                    Entity::Param(_) => (t.params.unwrap_or("run_params"), "MAX"),
+                    _ => (t.tags.unwrap_or("run_tags"), "MAX"),
                 };
                 params.push(Bind::Text(key.clone()));
                 n += 1;
                 format!(
-                    "(SELECT o.{col} FROM {table} o WHERE o.run_id = runs.run_id AND o.key = ${})",
+                    "(SELECT {agg}(o.value) FROM {table} o WHERE {link} AND o.key = ${})",
                     n - 1
                 )
             }
@@ -493,7 +627,7 @@ pub(crate) fn order_sql(keys: &[OrderKey], first: usize) -> Sql {
         ));
     }
     // The same key bound twice above (NULL test and value) reuses one parameter.
-    terms.push("runs.start_time DESC, runs.run_id".into());
+    terms.push(t.tie_break.into());
     Sql {
         text: terms.join(", "),
         params,
@@ -507,6 +641,7 @@ mod tests {
     #[test]
     fn parses_what_the_client_sends() {
         let c = parse_filter(
+            &RUNS,
             "metrics.rmse < 0.5 and params.model = 'tree' AND tags.\"mlflow.user\" != 'x'",
         )
         .expect("parse");
@@ -514,14 +649,14 @@ mod tests {
         assert_eq!(c[0].entity, Entity::Metric("rmse".into()));
         assert_eq!(c[0].value, Value::Num(0.5));
         assert_eq!(c[2].entity, Entity::Tag("mlflow.user".into()));
-        let c = parse_filter("attributes.status IN ('FINISHED', 'FAILED') and run_name LIKE 'base%' and metrics.`my metric` >= -1e3").expect("parse");
+        let c = parse_filter(&RUNS, "attributes.status IN ('FINISHED', 'FAILED') and run_name LIKE 'base%' and metrics.`my metric` >= -1e3").expect("parse");
         assert_eq!(
             c[0].value,
             Value::List(vec!["FINISHED".into(), "FAILED".into()])
         );
-        assert_eq!(c[1].entity, Entity::Attribute("run_name"));
+        assert_eq!(c[1].entity, Entity::Attribute("runs.run_name"));
         assert_eq!(c[2].value, Value::Num(-1000.0));
-        assert!(parse_filter("tags.team IS NULL").is_ok());
+        assert!(parse_filter(&RUNS, "tags.team IS NULL").is_ok());
     }
 
     #[test]
@@ -536,11 +671,11 @@ mod tests {
             "params.a = 'unterminated",
             "attributes.colour = 'red'",
         ] {
-            assert!(parse_filter(bad).is_err(), "{bad}");
+            assert!(parse_filter(&RUNS, bad).is_err(), "{bad}");
         }
-        assert!(parse_order(&["metrics.rmse sideways".into()]).is_err());
+        assert!(parse_order(&RUNS, &["metrics.rmse sideways".into()]).is_err());
         assert_eq!(
-            parse_order(&["metrics.rmse DESC".into()]).expect("order")[0],
+            parse_order(&RUNS, &["metrics.rmse DESC".into()]).expect("order")[0],
             OrderKey {
                 entity: Entity::Metric("rmse".into()),
                 ascending: false

@@ -10,8 +10,7 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::model::{
-    Experiment, Metric, MetricValue, Param, Run, RunData, RunInfo, RunInputs, RunOutputs, Tag,
-    ViewType, RUN_STATUSES,
+    Experiment, Metric, MetricValue, Param, Run, RunData, RunInfo, Tag, ViewType, RUN_STATUSES,
 };
 use crate::{Error, Result};
 
@@ -30,7 +29,7 @@ const ROWS_PER_INSERT: usize = 200;
 /// Tracking over the metadata store.
 #[derive(Clone, Debug)]
 pub struct Tracking {
-    meta: MetaStore,
+    pub(crate) meta: MetaStore,
 }
 
 /// What a run is created with.
@@ -66,18 +65,18 @@ pub struct Page<T> {
     pub next_page_token: Option<String>,
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     qanat_store::now_micros() / 1000
 }
 
-fn parse_experiment_id(id: &str) -> Result<i64> {
+pub(crate) fn parse_experiment_id(id: &str) -> Result<i64> {
     id.parse::<i64>()
         .ok()
         .filter(|v| *v >= 0)
         .ok_or_else(|| Error::invalid(format!("experiment id '{id}' is not a number")))
 }
 
-fn check_run_id(id: &str) -> Result<()> {
+pub(crate) fn check_run_id(id: &str) -> Result<()> {
     if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
         Ok(())
     } else {
@@ -89,7 +88,7 @@ fn check_run_id(id: &str) -> Result<()> {
 
 /// MLflow's rule for metric, param and tag names: letters, digits, `_ - . / :` and
 /// spaces; not absolute; no `..` component; at most 250 characters.
-fn check_key(what: &str, key: &str) -> Result<()> {
+pub(crate) fn check_key(what: &str, key: &str) -> Result<()> {
     let ok_chars = key
         .chars()
         .all(|c| c.is_alphanumeric() || "_-./: ".contains(c));
@@ -112,11 +111,11 @@ fn check_key(what: &str, key: &str) -> Result<()> {
     Ok(())
 }
 
-fn next_page_token(offset: i64) -> String {
+pub(crate) fn next_page_token(offset: i64) -> String {
     base64::engine::general_purpose::STANDARD.encode(format!("{{\"offset\": {offset}}}"))
 }
 
-fn parse_page_token(token: Option<&str>) -> Result<i64> {
+pub(crate) fn parse_page_token(token: Option<&str>) -> Result<i64> {
     let Some(t) = token.filter(|t| !t.is_empty()) else {
         return Ok(0);
     };
@@ -129,7 +128,7 @@ fn parse_page_token(token: Option<&str>) -> Result<i64> {
         .ok_or_else(|| Error::invalid(format!("invalid page token '{t}'")))
 }
 
-fn check_max_results(max: Option<i64>, default: i64) -> Result<i64> {
+pub(crate) fn check_max_results(max: Option<i64>, default: i64) -> Result<i64> {
     let m = max.unwrap_or(default);
     if m <= 0 || m > MAX_RESULTS {
         return Err(Error::invalid(format!(
@@ -186,7 +185,7 @@ fn run_info_from(row: &AnyRow) -> Result<RunInfo> {
     })
 }
 
-fn metric_from(row: &AnyRow) -> Result<Metric> {
+pub(crate) fn metric_from(row: &AnyRow) -> Result<Metric> {
     let nan: i64 = row.try_get("is_nan")?;
     Ok(Metric {
         key: row.try_get("key")?,
@@ -197,10 +196,11 @@ fn metric_from(row: &AnyRow) -> Result<Metric> {
         }),
         timestamp: row.try_get("timestamp")?,
         step: row.try_get("step")?,
+        ..Metric::default()
     })
 }
 
-fn placeholders(from: usize, n: usize) -> String {
+pub(crate) fn placeholders(from: usize, n: usize) -> String {
     (from..from + n)
         .map(|i| format!("${i}"))
         .collect::<Vec<_>>()
@@ -212,6 +212,15 @@ const RUN_COLUMNS: &str = "run_id, experiment_id, run_name, user_id, status, sta
 impl Tracking {
     pub fn new(meta: MetaStore) -> Self {
         Tracking { meta }
+    }
+
+    /// Runs `sql`, whose placeholders $1.. are `ids`, on a reader.
+    pub(crate) async fn rows_for(&self, sql: &str, ids: &[String]) -> Result<Vec<AnyRow>> {
+        let mut q = sqlx::query(sql);
+        for id in ids {
+            q = q.bind(id);
+        }
+        Ok(q.fetch_all(self.meta.reader()).await?)
     }
 
     /// Makes sure the project has its "Default" experiment (id 0).
@@ -574,7 +583,7 @@ impl Tracking {
         self.run(project, &run_id).await
     }
 
-    async fn run_row(&self, project: &Project, run_id: &str) -> Result<RunInfo> {
+    pub(crate) async fn run_row(&self, project: &Project, run_id: &str) -> Result<RunInfo> {
         check_run_id(run_id)?;
         let row = sqlx::query(&format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE run_id = $1 AND project_id = $2"
@@ -589,12 +598,18 @@ impl Tracking {
 
     pub async fn run(&self, project: &Project, run_id: &str) -> Result<Run> {
         let info = self.run_row(project, run_id).await?;
-        let mut data = self.run_data(std::slice::from_ref(&info.run_id)).await?;
+        let ids = std::slice::from_ref(&info.run_id);
+        let mut data = self.run_data(ids).await?;
+        let (inputs, outputs) = self
+            .run_io(ids)
+            .await?
+            .remove(&info.run_id)
+            .unwrap_or_default();
         Ok(Run {
             data: data.remove(&info.run_id).unwrap_or_default(),
             info,
-            inputs: RunInputs {},
-            outputs: RunOutputs {},
+            inputs,
+            outputs,
         })
     }
 
@@ -775,6 +790,7 @@ impl Tracking {
                 "run {run_id} is deleted; restore it before logging to it"
             )));
         }
+        self.check_metric_models(project, &batch.metrics).await?;
         let mut tx = self.meta.writer().begin().await?;
         if !seen.is_empty() {
             let keys: Vec<&str> = seen.keys().copied().collect();
@@ -891,15 +907,16 @@ impl Tracking {
             .map(|e| parse_experiment_id(e))
             .collect::<Result<Vec<_>>>()?;
         let clauses = match filter.map(str::trim).filter(|f| !f.is_empty()) {
-            Some(f) => crate::search::parse_filter(f)?,
+            Some(f) => crate::search::parse_filter(&crate::search::RUNS, f)?,
             None => Vec::new(),
         };
-        let order = crate::search::parse_order(order_by)?;
+        let order = crate::search::parse_order(&crate::search::RUNS, order_by)?;
         let stages = view.stages();
         let mut next = 2 + exps.len() + stages.len();
-        let filter_sql = crate::search::where_sql(&clauses, self.meta.backend(), next);
+        let filter_sql =
+            crate::search::where_sql(&crate::search::RUNS, &clauses, self.meta.backend(), next);
         next += filter_sql.params.len();
-        let order_sql = crate::search::order_sql(&order, next);
+        let order_sql = crate::search::order_sql(&crate::search::RUNS, &order, next);
         next += order_sql.params.len();
         let sql = format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE project_id = $1 AND experiment_id IN ({}) AND lifecycle_stage IN ({}){} \
@@ -937,13 +954,17 @@ impl Tracking {
             .collect::<Result<Vec<_>>>()?;
         let ids: Vec<String> = infos.iter().map(|i| i.run_id.clone()).collect();
         let mut data = self.run_data(&ids).await?;
+        let mut io = self.run_io(&ids).await?;
         let items = infos
             .into_iter()
-            .map(|info| Run {
-                data: data.remove(&info.run_id).unwrap_or_default(),
-                info,
-                inputs: RunInputs {},
-                outputs: RunOutputs {},
+            .map(|info| {
+                let (inputs, outputs) = io.remove(&info.run_id).unwrap_or_default();
+                Run {
+                    data: data.remove(&info.run_id).unwrap_or_default(),
+                    info,
+                    inputs,
+                    outputs,
+                }
             })
             .collect();
         Ok(Page {
@@ -1008,7 +1029,7 @@ async fn upsert_experiment_tag(
     Ok(())
 }
 
-async fn upsert_tags(
+pub(crate) async fn upsert_tags(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     run_id: &str,
     tags: &[Tag],
@@ -1037,7 +1058,7 @@ async fn upsert_tags(
 }
 
 /// A metric value as stored: NaN becomes 0 with `is_nan` = 1 (SQLite has no NaN).
-fn stored(m: &Metric) -> (f64, i64) {
+pub(crate) fn stored(m: &Metric) -> (f64, i64) {
     if m.value.0.is_nan() {
         (0.0, 1)
     } else {
@@ -1091,7 +1112,9 @@ async fn insert_metrics(
         return Ok(());
     }
     let all: Vec<&Metric> = metrics.iter().collect();
-    insert_metric_rows(tx, "metrics", "", run_id, &all).await?;
+    // The same point again (same key, step, time and value) is kept once, as on MLflow.
+    insert_metric_rows(tx, "metrics", " ON CONFLICT DO NOTHING", run_id, &all).await?;
+    crate::models::insert_model_metrics(tx, run_id, &all).await?;
     let newer = |a: &Metric, b: &Metric| {
         (a.step, a.timestamp) > (b.step, b.timestamp)
             || ((a.step, a.timestamp) == (b.step, b.timestamp) && stored(a).0 > stored(b).0)

@@ -31,6 +31,7 @@ fn metric(key: &str, value: f64, timestamp: i64, step: i64) -> Metric {
         value: MetricValue(value),
         timestamp,
         step,
+        ..Metric::default()
     }
 }
 

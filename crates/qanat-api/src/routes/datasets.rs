@@ -380,9 +380,41 @@ pub(crate) async fn diff(
     }))
 }
 
+/// A lineage node for `reference`, checked to exist: `dataset:<name>@<version|tag>`,
+/// `model:<name>@<version|alias>`, `run:<run_id>` or `logged_model:<model_id>`.
+async fn canonical_ref(
+    state: &AppState,
+    p: &qanat_governance::Project,
+    reference: &str,
+) -> Result<String, ApiError> {
+    if let Some(rest) = reference.strip_prefix("model:") {
+        let (name, v) = rest.rsplit_once('@').ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "'{reference}': use model:<name>@<version or alias>"
+            ))
+        })?;
+        let version = if v.bytes().all(|b| b.is_ascii_digit()) {
+            state.tracking.model_version(p, name, v).await?.version
+        } else {
+            state.tracking.version_by_alias(p, name, v).await?.version
+        };
+        return Ok(format!("model:{name}@{version}"));
+    }
+    if let Some(run) = reference.strip_prefix("run:") {
+        state.tracking.run(p, run).await?;
+        return Ok(reference.to_string());
+    }
+    if let Some(id) = reference.strip_prefix("logged_model:") {
+        state.tracking.logged_model(p, id, true).await?;
+        return Ok(reference.to_string());
+    }
+    Ok(state.datasets.canonical_ref(p, reference).await?)
+}
+
 #[derive(Deserialize, utoipa::IntoParams)]
 pub(crate) struct LineageParams {
-    /// What to start from, e.g. `dataset:tx@3` or `dataset:tx@golden`.
+    /// What to start from, e.g. `dataset:tx@3`, `dataset:tx@golden`, `model:fraud@champion`,
+    /// `run:<run_id>` or `logged_model:<model_id>`.
     #[serde(rename = "ref")]
     reference: String,
     /// Levels to walk up (default 10, at most 100).
@@ -399,7 +431,7 @@ pub(crate) async fn lineage(
     crate::extract::ApiQuery(q): crate::extract::ApiQuery<LineageParams>,
 ) -> Result<Json<qanat_governance::LineageGraph>, ApiError> {
     let p = state.gov.project(&project).await?;
-    let root = state.datasets.canonical_ref(&p, &q.reference).await?;
+    let root = canonical_ref(&state, &p, &q.reference).await?;
     let depth = q.depth.unwrap_or(10).min(100);
     Ok(Json(state.gov.lineage_upstream(&p.id, &root, depth).await?))
 }

@@ -33,16 +33,17 @@ impl From<qanat_tracking::Error> for ApiError {
                 e.to_string(),
             ),
             T::Invalid(m) => ApiError::bad_request(m),
+            T::Governance(g) => g.into(),
             T::Db(db) => ApiError::internal(format!("metadata store error: {db}")),
         }
     }
 }
 
-async fn project(state: &AppState, access: &Access) -> Result<Project, ApiError> {
+pub(super) async fn project(state: &AppState, access: &Access) -> Result<Project, ApiError> {
     Ok(state.gov.project(&access.0.project).await?)
 }
 
-fn required<'a>(field: &str, v: &'a Option<String>) -> Result<&'a str, ApiError> {
+pub(super) fn required<'a>(field: &str, v: &'a Option<String>) -> Result<&'a str, ApiError> {
     v.as_deref().filter(|s| !s.is_empty()).ok_or_else(|| {
         ApiError::bad_request(format!("missing value for required parameter '{field}'"))
     })
@@ -60,7 +61,10 @@ fn view_type(v: &Option<String>) -> Result<ViewType, ApiError> {
 }
 
 /// `run_id`, or the older `run_uuid`.
-fn run_id(run_id: &Option<String>, run_uuid: &Option<String>) -> Result<String, ApiError> {
+pub(super) fn run_id(
+    run_id: &Option<String>,
+    run_uuid: &Option<String>,
+) -> Result<String, ApiError> {
     run_id
         .clone()
         .filter(|s| !s.is_empty())
@@ -453,6 +457,7 @@ pub(crate) async fn log_metric(
             value,
             timestamp,
             step: b.step,
+            ..Metric::default()
         }],
         ..Batch::default()
     };

@@ -3,6 +3,7 @@
 pub(crate) mod admin;
 pub(crate) mod datasets;
 pub(crate) mod mlflow;
+pub(crate) mod mlflow_models;
 pub(crate) mod objects;
 pub(crate) mod projects;
 pub(crate) mod system;
@@ -30,6 +31,7 @@ pub(crate) fn table(limits: &ApiLimits) -> RouteTable {
         ))
     };
     let table = mlflow_routes(RouteTable::default(), &t);
+    let table = mlflow_model_routes(table, &t);
     table
         .add(
             Method::GET,
@@ -547,4 +549,263 @@ fn mlflow_routes(
         write("mlflow.artifact.delete"),
         t(delete(m::delete_artifact))
     )
+}
+
+/// MLflow logged models, run inputs/outputs and the model registry (see
+/// `mlflow_models.rs`): reads need viewers, writes editors; moving an alias or a stage
+/// (what serving follows) and deleting registry entries need maintainers.
+fn mlflow_model_routes(
+    table: RouteTable,
+    t: &impl Fn(MethodRouter<AppState>) -> MethodRouter<AppState>,
+) -> RouteTable {
+    use mlflow_models as m;
+    let read = |action| Policy::new(action, Project(Viewer));
+    let write = |action| Policy::new(action, Project(Editor));
+    let release = |action| Policy::new(action, Project(Maintainer));
+    let routes: Vec<(
+        Method,
+        &'static str,
+        &'static str,
+        Policy,
+        MethodRouter<AppState>,
+    )> = vec![
+        (
+            Method::POST,
+            "/api/2.0/mlflow/logged-models",
+            "/mlflow/{project}/api/2.0/mlflow/logged-models",
+            write("mlflow.logged_model.create"),
+            post(m::create_logged_model),
+        ),
+        (
+            Method::POST,
+            "/api/2.0/mlflow/logged-models/search",
+            "/mlflow/{project}/api/2.0/mlflow/logged-models/search",
+            read("mlflow.logged_model.search"),
+            post(m::search_logged_models),
+        ),
+        (
+            Method::GET,
+            "/api/2.0/mlflow/logged-models/{model_id}",
+            "/mlflow/{project}/api/2.0/mlflow/logged-models/{model_id}",
+            read("mlflow.logged_model.get"),
+            get(m::get_logged_model),
+        ),
+        (
+            Method::PATCH,
+            "/api/2.0/mlflow/logged-models/{model_id}",
+            "/mlflow/{project}/api/2.0/mlflow/logged-models/{model_id}",
+            write("mlflow.logged_model.finalize"),
+            patch(m::finalize_logged_model),
+        ),
+        (
+            Method::DELETE,
+            "/api/2.0/mlflow/logged-models/{model_id}",
+            "/mlflow/{project}/api/2.0/mlflow/logged-models/{model_id}",
+            write("mlflow.logged_model.delete"),
+            delete(m::delete_logged_model),
+        ),
+        (
+            Method::PATCH,
+            "/api/2.0/mlflow/logged-models/{model_id}/tags",
+            "/mlflow/{project}/api/2.0/mlflow/logged-models/{model_id}/tags",
+            write("mlflow.logged_model.tag"),
+            patch(m::set_logged_model_tags),
+        ),
+        (
+            Method::DELETE,
+            "/api/2.0/mlflow/logged-models/{model_id}/tags/{tag_key}",
+            "/mlflow/{project}/api/2.0/mlflow/logged-models/{model_id}/tags/{tag_key}",
+            write("mlflow.logged_model.untag"),
+            delete(m::delete_logged_model_tag),
+        ),
+        (
+            Method::POST,
+            "/api/2.0/mlflow/logged-models/{model_id}/params",
+            "/mlflow/{project}/api/2.0/mlflow/logged-models/{model_id}/params",
+            write("mlflow.logged_model.params"),
+            post(m::log_logged_model_params),
+        ),
+        (
+            Method::POST,
+            "/api/2.0/mlflow/runs/outputs",
+            "/mlflow/{project}/api/2.0/mlflow/runs/outputs",
+            write("mlflow.run.outputs"),
+            post(m::log_outputs),
+        ),
+        (
+            Method::POST,
+            "/api/2.0/mlflow/runs/log-inputs",
+            "/mlflow/{project}/api/2.0/mlflow/runs/log-inputs",
+            write("mlflow.run.inputs"),
+            post(m::log_inputs),
+        ),
+        (
+            Method::POST,
+            "/api/2.0/mlflow/registered-models/create",
+            "/mlflow/{project}/api/2.0/mlflow/registered-models/create",
+            write("mlflow.registered_model.create"),
+            post(m::create_registered_model),
+        ),
+        (
+            Method::GET,
+            "/api/2.0/mlflow/registered-models/get",
+            "/mlflow/{project}/api/2.0/mlflow/registered-models/get",
+            read("mlflow.registered_model.get"),
+            get(m::get_registered_model),
+        ),
+        (
+            Method::GET,
+            "/api/2.0/mlflow/registered-models/search",
+            "/mlflow/{project}/api/2.0/mlflow/registered-models/search",
+            read("mlflow.registered_model.search"),
+            get(m::search_registered_models),
+        ),
+        (
+            Method::PATCH,
+            "/api/2.0/mlflow/registered-models/update",
+            "/mlflow/{project}/api/2.0/mlflow/registered-models/update",
+            write("mlflow.registered_model.update"),
+            patch(m::update_registered_model),
+        ),
+        (
+            Method::POST,
+            "/api/2.0/mlflow/registered-models/rename",
+            "/mlflow/{project}/api/2.0/mlflow/registered-models/rename",
+            write("mlflow.registered_model.rename"),
+            post(m::rename_registered_model),
+        ),
+        (
+            Method::DELETE,
+            "/api/2.0/mlflow/registered-models/delete",
+            "/mlflow/{project}/api/2.0/mlflow/registered-models/delete",
+            release("mlflow.registered_model.delete"),
+            delete(m::delete_registered_model),
+        ),
+        (
+            Method::POST,
+            "/api/2.0/mlflow/registered-models/set-tag",
+            "/mlflow/{project}/api/2.0/mlflow/registered-models/set-tag",
+            write("mlflow.registered_model.tag"),
+            post(m::set_registered_model_tag),
+        ),
+        (
+            Method::DELETE,
+            "/api/2.0/mlflow/registered-models/delete-tag",
+            "/mlflow/{project}/api/2.0/mlflow/registered-models/delete-tag",
+            write("mlflow.registered_model.untag"),
+            delete(m::delete_registered_model_tag),
+        ),
+        (
+            Method::POST,
+            "/api/2.0/mlflow/registered-models/get-latest-versions",
+            "/mlflow/{project}/api/2.0/mlflow/registered-models/get-latest-versions",
+            read("mlflow.registered_model.latest"),
+            post(m::latest_versions_post),
+        ),
+        (
+            Method::GET,
+            "/api/2.0/mlflow/registered-models/get-latest-versions",
+            "/mlflow/{project}/api/2.0/mlflow/registered-models/get-latest-versions",
+            read("mlflow.registered_model.latest"),
+            get(m::latest_versions_get),
+        ),
+        (
+            Method::POST,
+            "/api/2.0/mlflow/registered-models/alias",
+            "/mlflow/{project}/api/2.0/mlflow/registered-models/alias",
+            release("mlflow.model_alias.set"),
+            post(m::set_alias),
+        ),
+        (
+            Method::DELETE,
+            "/api/2.0/mlflow/registered-models/alias",
+            "/mlflow/{project}/api/2.0/mlflow/registered-models/alias",
+            release("mlflow.model_alias.delete"),
+            delete(m::delete_alias),
+        ),
+        (
+            Method::GET,
+            "/api/2.0/mlflow/registered-models/alias",
+            "/mlflow/{project}/api/2.0/mlflow/registered-models/alias",
+            read("mlflow.model_alias.get"),
+            get(m::get_by_alias),
+        ),
+        (
+            Method::POST,
+            "/api/2.0/mlflow/model-versions/create",
+            "/mlflow/{project}/api/2.0/mlflow/model-versions/create",
+            write("mlflow.model_version.create"),
+            post(m::create_model_version),
+        ),
+        (
+            Method::GET,
+            "/api/2.0/mlflow/model-versions/get",
+            "/mlflow/{project}/api/2.0/mlflow/model-versions/get",
+            read("mlflow.model_version.get"),
+            get(m::get_model_version),
+        ),
+        (
+            Method::PATCH,
+            "/api/2.0/mlflow/model-versions/update",
+            "/mlflow/{project}/api/2.0/mlflow/model-versions/update",
+            write("mlflow.model_version.update"),
+            patch(m::update_model_version),
+        ),
+        (
+            Method::DELETE,
+            "/api/2.0/mlflow/model-versions/delete",
+            "/mlflow/{project}/api/2.0/mlflow/model-versions/delete",
+            release("mlflow.model_version.delete"),
+            delete(m::delete_model_version),
+        ),
+        (
+            Method::GET,
+            "/api/2.0/mlflow/model-versions/search",
+            "/mlflow/{project}/api/2.0/mlflow/model-versions/search",
+            read("mlflow.model_version.search"),
+            get(m::search_model_versions),
+        ),
+        (
+            Method::POST,
+            "/api/2.0/mlflow/model-versions/transition-stage",
+            "/mlflow/{project}/api/2.0/mlflow/model-versions/transition-stage",
+            release("mlflow.model_version.stage"),
+            post(m::transition_stage),
+        ),
+        (
+            Method::GET,
+            "/api/2.0/mlflow/model-versions/get-download-uri",
+            "/mlflow/{project}/api/2.0/mlflow/model-versions/get-download-uri",
+            read("mlflow.model_version.download_uri"),
+            get(m::download_uri),
+        ),
+        (
+            Method::POST,
+            "/api/2.0/mlflow/model-versions/set-tag",
+            "/mlflow/{project}/api/2.0/mlflow/model-versions/set-tag",
+            write("mlflow.model_version.tag"),
+            post(m::set_model_version_tag),
+        ),
+        (
+            Method::DELETE,
+            "/api/2.0/mlflow/model-versions/delete-tag",
+            "/mlflow/{project}/api/2.0/mlflow/model-versions/delete-tag",
+            write("mlflow.model_version.untag"),
+            delete(m::delete_model_version_tag),
+        ),
+    ];
+    routes
+        .into_iter()
+        .fold(table, |table, (method, root, scoped, policy, handler)| {
+            // Each path twice: at the root (the default project) and under /mlflow/{project}.
+            let handler = t(handler);
+            table
+                .add(
+                    method.clone(),
+                    root,
+                    policy.default_project(),
+                    handler.clone(),
+                )
+                .add(method, scoped, policy, handler)
+        })
 }

@@ -1,0 +1,863 @@
+//! MLflow 3 logged models, run inputs/outputs and the model registry over
+//! `qanat-tracking` (the rest of the MLflow API is in `mlflow.rs`). Shapes follow
+//! MLflow's `service.proto` and `model_registry.proto` as the 3.x client uses them.
+
+use axum::extract::{RawQuery, State};
+use axum::Json;
+use qanat_governance::Project;
+use qanat_tracking::{
+    DatasetInput, ModelInput, ModelOrder, ModelOutput, NewLoggedModel, NewModelVersion, Param,
+    ResolvedInput, Tag,
+};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::mlflow::{project, required};
+use crate::error::ApiError;
+use crate::extract::{Access, ApiJson, ApiPath, ApiQuery, Caller};
+use crate::AppState;
+
+type Reply = Result<Json<Value>, ApiError>;
+
+/// Every value of a repeated query parameter (`order_by=a&order_by=b`), which the
+/// client sends for list fields of GET requests.
+fn list_param(raw: &Option<String>, key: &str) -> Vec<String> {
+    raw.as_deref()
+        .map(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .filter(|(k, _)| k == key)
+                .map(|(_, v)| v.into_owned())
+                .filter(|v| !v.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn page(key: &str, items: Value, next: Option<String>) -> Json<Value> {
+    let mut out = json!({ key: items });
+    if let Some(t) = next {
+        out["next_page_token"] = json!(t);
+    }
+    Json(out)
+}
+
+fn to_value<T: serde::Serialize>(v: T) -> Result<Value, ApiError> {
+    serde_json::to_value(v).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+// ---- logged models ----
+
+#[derive(Deserialize)]
+pub(crate) struct CreateLoggedModel {
+    experiment_id: Option<String>,
+    name: Option<String>,
+    model_type: Option<String>,
+    source_run_id: Option<String>,
+    #[serde(default)]
+    params: Vec<Param>,
+    #[serde(default)]
+    tags: Vec<Tag>,
+}
+
+pub(crate) async fn create_logged_model(
+    State(state): State<AppState>,
+    access: Access,
+    Caller(caller): Caller,
+    ApiJson(b): ApiJson<CreateLoggedModel>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let experiment_id = required("experiment_id", &b.experiment_id)?.to_string();
+    let model = state
+        .tracking
+        .create_logged_model(
+            &p,
+            NewLoggedModel {
+                experiment_id,
+                name: b.name,
+                model_type: b.model_type,
+                source_run_id: b.source_run_id,
+                params: b.params,
+                tags: b.tags,
+                creator: caller.name,
+            },
+        )
+        .await?;
+    Ok(Json(json!({ "model": model })))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ModelIdPath {
+    model_id: String,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct AllowDeleted {
+    allow_deleted: Option<String>,
+}
+
+pub(crate) async fn get_logged_model(
+    State(state): State<AppState>,
+    access: Access,
+    ApiPath(path): ApiPath<ModelIdPath>,
+    ApiQuery(q): ApiQuery<AllowDeleted>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let allow = q
+        .allow_deleted
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let model = state
+        .tracking
+        .logged_model(&p, &path.model_id, allow)
+        .await?;
+    Ok(Json(json!({ "model": model })))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct Finalize {
+    status: Option<Value>,
+}
+
+pub(crate) async fn finalize_logged_model(
+    State(state): State<AppState>,
+    access: Access,
+    ApiPath(path): ApiPath<ModelIdPath>,
+    ApiJson(b): ApiJson<Finalize>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let status = match b.status {
+        Some(Value::String(s)) => s,
+        Some(Value::Number(n)) => n.to_string(),
+        _ => {
+            return Err(ApiError::bad_request(
+                "missing value for required parameter 'status' (LOGGED_MODEL_READY or LOGGED_MODEL_UPLOAD_FAILED)",
+            ))
+        }
+    };
+    let model = state
+        .tracking
+        .finalize_logged_model(&p, &path.model_id, &status)
+        .await?;
+    Ok(Json(json!({ "model": model })))
+}
+
+pub(crate) async fn delete_logged_model(
+    State(state): State<AppState>,
+    access: Access,
+    ApiPath(path): ApiPath<ModelIdPath>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    state
+        .tracking
+        .delete_logged_model(&p, &path.model_id)
+        .await?;
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ModelTags {
+    #[serde(default)]
+    tags: Vec<Tag>,
+}
+
+pub(crate) async fn set_logged_model_tags(
+    State(state): State<AppState>,
+    access: Access,
+    ApiPath(path): ApiPath<ModelIdPath>,
+    ApiJson(b): ApiJson<ModelTags>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    state
+        .tracking
+        .set_logged_model_tags(&p, &path.model_id, &b.tags)
+        .await?;
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ModelTagPath {
+    model_id: String,
+    tag_key: String,
+}
+
+pub(crate) async fn delete_logged_model_tag(
+    State(state): State<AppState>,
+    access: Access,
+    ApiPath(path): ApiPath<ModelTagPath>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    state
+        .tracking
+        .delete_logged_model_tag(&p, &path.model_id, &path.tag_key)
+        .await?;
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ModelParams {
+    #[serde(default)]
+    params: Vec<Param>,
+}
+
+pub(crate) async fn log_logged_model_params(
+    State(state): State<AppState>,
+    access: Access,
+    ApiPath(path): ApiPath<ModelIdPath>,
+    ApiJson(b): ApiJson<ModelParams>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    state
+        .tracking
+        .log_logged_model_params(&p, &path.model_id, &b.params)
+        .await?;
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
+struct OrderBy {
+    field_name: Option<String>,
+    #[serde(default = "yes")]
+    ascending: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+pub(crate) struct SearchLoggedModels {
+    #[serde(default)]
+    experiment_ids: Vec<String>,
+    filter: Option<String>,
+    max_results: Option<i64>,
+    #[serde(default)]
+    order_by: Vec<OrderBy>,
+    page_token: Option<String>,
+    #[serde(default)]
+    datasets: Vec<Value>,
+}
+
+pub(crate) async fn search_logged_models(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<SearchLoggedModels>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    if !b.datasets.is_empty() {
+        return Err(ApiError::bad_request(
+            "searching logged models by dataset is not supported yet; leave 'datasets' out",
+        ));
+    }
+    let order =
+        b.order_by
+            .into_iter()
+            .map(|o| {
+                Ok(ModelOrder {
+                    field_name: o.field_name.filter(|f| !f.is_empty()).ok_or_else(|| {
+                        ApiError::bad_request("order_by entries need a field_name")
+                    })?,
+                    ascending: o.ascending,
+                })
+            })
+            .collect::<Result<Vec<_>, ApiError>>()?;
+    let found = state
+        .tracking
+        .search_logged_models(
+            &p,
+            &b.experiment_ids,
+            b.filter.as_deref(),
+            &order,
+            b.max_results,
+            b.page_token.as_deref(),
+        )
+        .await?;
+    Ok(page(
+        "models",
+        to_value(found.items)?,
+        found.next_page_token,
+    ))
+}
+
+// ---- run inputs and outputs ----
+
+#[derive(Deserialize)]
+pub(crate) struct LogOutputs {
+    run_id: Option<String>,
+    #[serde(default)]
+    models: Vec<ModelOutput>,
+}
+
+pub(crate) async fn log_outputs(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<LogOutputs>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = required("run_id", &b.run_id)?;
+    state.tracking.log_outputs(&p, id, &b.models).await?;
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct LogInputs {
+    run_id: Option<String>,
+    #[serde(default)]
+    datasets: Vec<DatasetInput>,
+    #[serde(default)]
+    models: Vec<ModelInput>,
+}
+
+/// The `qanat://<project>/<dataset>[@<version|tag>]` URI a dataset source names, if
+/// any: the source is JSON (`{"uri": …}`, `{"url": …}`, `{"path": …}`) or the URI itself.
+fn qanat_uri(source: &str) -> Option<String> {
+    let find = |s: &str| {
+        s.trim()
+            .starts_with("qanat://")
+            .then(|| s.trim().to_string())
+    };
+    if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(source) {
+        return ["uri", "url", "path"]
+            .iter()
+            .filter_map(|k| m.get(*k).and_then(Value::as_str))
+            .find_map(find);
+    }
+    find(source)
+}
+
+/// Links a dataset input to its Qanat dataset version when its source is one.
+async fn resolve_input(
+    state: &AppState,
+    p: &Project,
+    input: DatasetInput,
+) -> Result<ResolvedInput, ApiError> {
+    let Some(uri) = qanat_uri(&input.dataset.source) else {
+        return Ok(ResolvedInput { input, qanat: None });
+    };
+    let rest = uri.trim_start_matches("qanat://");
+    let (proj, reference) = rest.split_once('/').ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "dataset source '{uri}' should be qanat://<project>/<dataset>@<version>"
+        ))
+    })?;
+    if proj != p.name {
+        return Err(ApiError::bad_request(format!(
+            "dataset source '{uri}' is in project '{proj}'; runs of project '{}' can only record datasets of their own project",
+            p.name
+        )));
+    }
+    let node = state
+        .datasets
+        .canonical_ref(p, &format!("dataset:{reference}"))
+        .await?;
+    let (name, version) = node
+        .trim_start_matches("dataset:")
+        .split_once('@')
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .unwrap_or_default();
+    Ok(ResolvedInput {
+        input,
+        qanat: Some((name, version, node)),
+    })
+}
+
+pub(crate) async fn log_inputs(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<LogInputs>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let id = required("run_id", &b.run_id)?.to_string();
+    let mut resolved = Vec::with_capacity(b.datasets.len());
+    for d in b.datasets {
+        resolved.push(resolve_input(&state, &p, d).await?);
+    }
+    state
+        .tracking
+        .log_inputs(&p, &id, &resolved, &b.models)
+        .await?;
+    Ok(Json(json!({})))
+}
+
+// ---- registered models ----
+
+#[derive(Deserialize)]
+pub(crate) struct CreateRegisteredModel {
+    name: Option<String>,
+    description: Option<String>,
+    #[serde(default)]
+    tags: Vec<Tag>,
+}
+
+pub(crate) async fn create_registered_model(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<CreateRegisteredModel>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &b.name)?;
+    let m = state
+        .tracking
+        .create_registered_model(&p, name, b.description.as_deref(), &b.tags)
+        .await?;
+    Ok(Json(json!({ "registered_model": m })))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct NameQuery {
+    name: Option<String>,
+}
+
+pub(crate) async fn get_registered_model(
+    State(state): State<AppState>,
+    access: Access,
+    ApiQuery(q): ApiQuery<NameQuery>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &q.name)?;
+    let m = state.tracking.registered_model(&p, name).await?;
+    Ok(Json(json!({ "registered_model": m })))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct SearchQuery {
+    filter: Option<String>,
+    max_results: Option<i64>,
+    page_token: Option<String>,
+}
+
+pub(crate) async fn search_registered_models(
+    State(state): State<AppState>,
+    access: Access,
+    ApiQuery(q): ApiQuery<SearchQuery>,
+    RawQuery(raw): RawQuery,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let found = state
+        .tracking
+        .search_registered_models(
+            &p,
+            q.filter.as_deref(),
+            &list_param(&raw, "order_by"),
+            q.max_results,
+            q.page_token.as_deref(),
+        )
+        .await?;
+    Ok(page(
+        "registered_models",
+        to_value(found.items)?,
+        found.next_page_token,
+    ))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct UpdateRegisteredModel {
+    name: Option<String>,
+    description: Option<String>,
+}
+
+pub(crate) async fn update_registered_model(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<UpdateRegisteredModel>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &b.name)?;
+    let m = state
+        .tracking
+        .update_registered_model(&p, name, b.description.as_deref())
+        .await?;
+    Ok(Json(json!({ "registered_model": m })))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct RenameRegisteredModel {
+    name: Option<String>,
+    new_name: Option<String>,
+}
+
+pub(crate) async fn rename_registered_model(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<RenameRegisteredModel>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &b.name)?;
+    let new_name = required("new_name", &b.new_name)?;
+    let m = state
+        .tracking
+        .rename_registered_model(&p, name, new_name)
+        .await?;
+    Ok(Json(json!({ "registered_model": m })))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct NameBody {
+    name: Option<String>,
+}
+
+pub(crate) async fn delete_registered_model(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<NameBody>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &b.name)?;
+    state.tracking.delete_registered_model(&p, name).await?;
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ModelTagBody {
+    name: Option<String>,
+    version: Option<String>,
+    key: Option<String>,
+    #[serde(default)]
+    value: String,
+}
+
+pub(crate) async fn set_registered_model_tag(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<ModelTagBody>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &b.name)?;
+    let key = required("key", &b.key)?.to_string();
+    state
+        .tracking
+        .set_registered_model_tag(
+            &p,
+            name,
+            &Tag {
+                key,
+                value: b.value,
+            },
+        )
+        .await?;
+    Ok(Json(json!({})))
+}
+
+pub(crate) async fn delete_registered_model_tag(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<ModelTagBody>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &b.name)?;
+    let key = required("key", &b.key)?;
+    state
+        .tracking
+        .delete_registered_model_tag(&p, name, key)
+        .await?;
+    Ok(Json(json!({})))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct LatestVersions {
+    name: Option<String>,
+    #[serde(default)]
+    stages: Vec<String>,
+}
+
+async fn latest_versions(state: AppState, access: Access, b: LatestVersions) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &b.name)?;
+    let versions = state.tracking.latest_versions(&p, name, &b.stages).await?;
+    Ok(Json(json!({ "model_versions": versions })))
+}
+
+pub(crate) async fn latest_versions_post(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<LatestVersions>,
+) -> Reply {
+    latest_versions(state, access, b).await
+}
+
+pub(crate) async fn latest_versions_get(
+    State(state): State<AppState>,
+    access: Access,
+    ApiQuery(q): ApiQuery<NameQuery>,
+    RawQuery(raw): RawQuery,
+) -> Reply {
+    let b = LatestVersions {
+        name: q.name,
+        stages: list_param(&raw, "stages"),
+    };
+    latest_versions(state, access, b).await
+}
+
+// ---- model versions ----
+
+#[derive(Deserialize)]
+pub(crate) struct CreateModelVersion {
+    name: Option<String>,
+    source: Option<String>,
+    run_id: Option<String>,
+    model_id: Option<String>,
+    run_link: Option<String>,
+    description: Option<String>,
+    #[serde(default)]
+    tags: Vec<Tag>,
+}
+
+pub(crate) async fn create_model_version(
+    State(state): State<AppState>,
+    access: Access,
+    Caller(caller): Caller,
+    ApiJson(b): ApiJson<CreateModelVersion>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &b.name)?.to_string();
+    let source = required("source", &b.source)?.to_string();
+    let v = state
+        .tracking
+        .create_model_version(
+            &p,
+            NewModelVersion {
+                name,
+                source,
+                run_id: b.run_id,
+                model_id: b.model_id,
+                run_link: b.run_link,
+                description: b.description,
+                tags: b.tags,
+                user: caller.name,
+            },
+        )
+        .await?;
+    Ok(Json(json!({ "model_version": v })))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct VersionQuery {
+    name: Option<String>,
+    version: Option<String>,
+}
+
+pub(crate) async fn get_model_version(
+    State(state): State<AppState>,
+    access: Access,
+    ApiQuery(q): ApiQuery<VersionQuery>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &q.name)?;
+    let version = required("version", &q.version)?;
+    let v = state.tracking.model_version(&p, name, version).await?;
+    Ok(Json(json!({ "model_version": v })))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct UpdateModelVersion {
+    name: Option<String>,
+    version: Option<String>,
+    description: Option<String>,
+}
+
+pub(crate) async fn update_model_version(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<UpdateModelVersion>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &b.name)?;
+    let version = required("version", &b.version)?;
+    let v = state
+        .tracking
+        .update_model_version(&p, name, version, b.description.as_deref())
+        .await?;
+    Ok(Json(json!({ "model_version": v })))
+}
+
+pub(crate) async fn delete_model_version(
+    State(state): State<AppState>,
+    access: Access,
+    Caller(caller): Caller,
+    ApiJson(b): ApiJson<VersionQuery>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &b.name)?;
+    let version = required("version", &b.version)?;
+    state
+        .tracking
+        .delete_model_version(&p, name, version, &caller.name)
+        .await?;
+    Ok(Json(json!({})))
+}
+
+pub(crate) async fn search_model_versions(
+    State(state): State<AppState>,
+    access: Access,
+    ApiQuery(q): ApiQuery<SearchQuery>,
+    RawQuery(raw): RawQuery,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let found = state
+        .tracking
+        .search_model_versions(
+            &p,
+            q.filter.as_deref(),
+            &list_param(&raw, "order_by"),
+            q.max_results,
+            q.page_token.as_deref(),
+        )
+        .await?;
+    Ok(page(
+        "model_versions",
+        to_value(found.items)?,
+        found.next_page_token,
+    ))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct TransitionStage {
+    name: Option<String>,
+    version: Option<String>,
+    stage: Option<String>,
+    #[serde(default)]
+    archive_existing_versions: bool,
+}
+
+pub(crate) async fn transition_stage(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<TransitionStage>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &b.name)?;
+    let version = required("version", &b.version)?;
+    let stage = required("stage", &b.stage)?;
+    let v = state
+        .tracking
+        .transition_stage(&p, name, version, stage, b.archive_existing_versions)
+        .await?;
+    Ok(Json(json!({ "model_version": v })))
+}
+
+pub(crate) async fn download_uri(
+    State(state): State<AppState>,
+    access: Access,
+    ApiQuery(q): ApiQuery<VersionQuery>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &q.name)?;
+    let version = required("version", &q.version)?;
+    let uri = state.tracking.download_uri(&p, name, version).await?;
+    Ok(Json(json!({ "artifact_uri": uri })))
+}
+
+pub(crate) async fn set_model_version_tag(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<ModelTagBody>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &b.name)?;
+    let version = required("version", &b.version)?;
+    let key = required("key", &b.key)?.to_string();
+    state
+        .tracking
+        .set_model_version_tag(
+            &p,
+            name,
+            version,
+            &Tag {
+                key,
+                value: b.value,
+            },
+        )
+        .await?;
+    Ok(Json(json!({})))
+}
+
+pub(crate) async fn delete_model_version_tag(
+    State(state): State<AppState>,
+    access: Access,
+    ApiJson(b): ApiJson<ModelTagBody>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &b.name)?;
+    let version = required("version", &b.version)?;
+    let key = required("key", &b.key)?;
+    state
+        .tracking
+        .delete_model_version_tag(&p, name, version, key)
+        .await?;
+    Ok(Json(json!({})))
+}
+
+// ---- aliases ----
+
+#[derive(Deserialize)]
+pub(crate) struct AliasBody {
+    name: Option<String>,
+    alias: Option<String>,
+    version: Option<String>,
+}
+
+pub(crate) async fn set_alias(
+    State(state): State<AppState>,
+    access: Access,
+    Caller(caller): Caller,
+    ApiJson(b): ApiJson<AliasBody>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &b.name)?;
+    let alias = required("alias", &b.alias)?;
+    let version = required("version", &b.version)?;
+    state
+        .tracking
+        .set_alias(&p, name, alias, version, &caller.name, "set")
+        .await?;
+    Ok(Json(json!({})))
+}
+
+pub(crate) async fn delete_alias(
+    State(state): State<AppState>,
+    access: Access,
+    Caller(caller): Caller,
+    ApiJson(b): ApiJson<AliasBody>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &b.name)?;
+    let alias = required("alias", &b.alias)?;
+    state
+        .tracking
+        .delete_alias(&p, name, alias, &caller.name)
+        .await?;
+    Ok(Json(json!({})))
+}
+
+pub(crate) async fn get_by_alias(
+    State(state): State<AppState>,
+    access: Access,
+    ApiQuery(q): ApiQuery<AliasBody>,
+) -> Reply {
+    let p = project(&state, &access).await?;
+    let name = required("name", &q.name)?;
+    let alias = required("alias", &q.alias)?;
+    let v = state.tracking.version_by_alias(&p, name, alias).await?;
+    Ok(Json(json!({ "model_version": v })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_qanat_uris_in_dataset_sources() {
+        assert_eq!(
+            qanat_uri(r#"{"uri": "qanat://fraud/tx@3"}"#).as_deref(),
+            Some("qanat://fraud/tx@3")
+        );
+        assert_eq!(
+            qanat_uri("qanat://fraud/tx").as_deref(),
+            Some("qanat://fraud/tx")
+        );
+        assert_eq!(qanat_uri(r#"{"url": "https://example.com/a.csv"}"#), None);
+        assert_eq!(qanat_uri("s3://bucket/x"), None);
+        assert_eq!(
+            list_param(&Some("order_by=name+ASC&x=1&order_by=b".into()), "order_by"),
+            vec!["name ASC".to_string(), "b".to_string()]
+        );
+    }
+}

@@ -1,0 +1,1181 @@
+//! The model registry: registered models (per project), their numbered versions,
+//! stages, tags and aliases, with every alias move kept in a history so a promotion can
+//! be rolled back.
+//!
+//! A version's files are its logged model's (`models:/m-…`), or a run's artifacts
+//! (`runs:/<run>/<path>`), or a path in the project's proxied artifact store
+//! (`mlflow-artifacts:/…`): always bytes in Qanat's encrypted storage, never an
+//! outside location.
+
+use std::collections::BTreeMap;
+
+use qanat_governance::Project;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use crate::model::{ModelAlias, ModelVersion, RegisteredModel, Tag, STAGES};
+use crate::search::{self, Bind, MODEL_VERSIONS, REGISTERED_MODELS};
+use crate::store::{
+    check_key, check_max_results, check_run_id, next_page_token, now_ms, parse_page_token,
+    placeholders, Page,
+};
+use crate::{Error, Result, Tracking};
+
+/// What a model version is created from.
+#[derive(Debug, Default)]
+pub struct NewModelVersion {
+    pub name: String,
+    pub source: String,
+    pub run_id: Option<String>,
+    pub model_id: Option<String>,
+    pub run_link: Option<String>,
+    pub description: Option<String>,
+    pub tags: Vec<Tag>,
+    pub user: String,
+}
+
+/// One move of an alias.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AliasMove {
+    pub alias: String,
+    pub version: Option<String>,
+    pub previous_version: Option<String>,
+    pub changed_by: String,
+    /// Epoch milliseconds.
+    pub changed_time: i64,
+    /// `set`, `promote`, `rollback` or `delete`.
+    pub reason: String,
+}
+
+const DELETED: &str = "Deleted_Internal";
+
+fn check_model_name(name: &str) -> Result<&str> {
+    let n = name.trim();
+    if n.is_empty() {
+        return Err(Error::invalid("a registered model needs a non-empty name"));
+    }
+    if n.len() > 256 || n.contains('/') || n.contains(':') || n.contains('@') {
+        return Err(Error::invalid(format!(
+            "invalid registered model name '{n}': at most 256 characters, without '/', ':' or '@'"
+        )));
+    }
+    Ok(n)
+}
+
+/// MLflow's alias rule: letters, digits, `_` and `-`; not `latest` or `v<number>`
+/// (those already mean something in `models:/` URIs).
+fn check_alias(alias: &str) -> Result<()> {
+    let lower = alias.to_ascii_lowercase();
+    let version_like =
+        lower.len() > 1 && lower.starts_with('v') && lower[1..].bytes().all(|b| b.is_ascii_digit());
+    if alias.is_empty()
+        || alias.len() > 255
+        || !alias
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        || lower == "latest"
+        || version_like
+    {
+        return Err(Error::invalid(format!(
+            "invalid alias '{alias}': use letters, digits, '_' and '-', and not 'latest' or 'v<number>'"
+        )));
+    }
+    Ok(())
+}
+
+fn parse_version(v: &str) -> Result<i64> {
+    v.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| Error::invalid(format!("model version '{v}' is not a positive number")))
+}
+
+/// A stage by any capitalisation (`production` → `Production`).
+fn parse_stage(s: &str) -> Result<&'static str> {
+    STAGES
+        .iter()
+        .find(|n| n.eq_ignore_ascii_case(s.trim()))
+        .copied()
+        .ok_or_else(|| Error::invalid(format!("stage '{s}' is not one of {}", STAGES.join(", "))))
+}
+
+fn version_from(row: &AnyRow) -> Result<ModelVersion> {
+    Ok(ModelVersion {
+        name: row.try_get("name")?,
+        version: row.try_get::<i64, _>("version")?.to_string(),
+        creation_timestamp: row.try_get("creation_time")?,
+        last_updated_timestamp: row.try_get("last_update_time")?,
+        user_id: row.try_get("user_id")?,
+        current_stage: row.try_get("current_stage")?,
+        description: row.try_get("description")?,
+        source: row.try_get("source")?,
+        run_id: row.try_get("run_id")?,
+        run_link: row.try_get("run_link")?,
+        status: row.try_get("status")?,
+        status_message: row.try_get("status_message")?,
+        tags: Vec::new(),
+        aliases: Vec::new(),
+        model_id: row.try_get("model_id")?,
+        storage_location: row.try_get("storage_location")?,
+    })
+}
+
+const VERSION_COLUMNS: &str = "rm.name, mv.registered_model_id, mv.version, mv.creation_time, mv.last_update_time, mv.user_id, mv.current_stage, mv.description, mv.source, mv.run_id, mv.run_link, mv.status, mv.status_message, mv.model_id, mv.storage_location";
+
+/// Tags and aliases of one registered model's versions, by version number.
+type VersionExtras = (Vec<(i64, Tag)>, Vec<(i64, String)>);
+
+struct ModelRow {
+    id: String,
+    model: RegisteredModel,
+}
+
+impl Tracking {
+    async fn model_row_by_name(&self, project: &Project, name: &str) -> Result<ModelRow> {
+        let row = sqlx::query(
+            "SELECT id, name, description, creation_time, last_update_time FROM registered_models WHERE project_id = $1 AND name = $2",
+        )
+        .bind(&project.id)
+        .bind(name)
+        .fetch_optional(self.meta.reader())
+        .await?
+        .ok_or_else(|| Error::not_found("registered model", name))?;
+        Ok(ModelRow {
+            id: row.try_get("id")?,
+            model: RegisteredModel {
+                name: row.try_get("name")?,
+                creation_timestamp: row.try_get("creation_time")?,
+                last_updated_timestamp: row.try_get("last_update_time")?,
+                description: row.try_get("description")?,
+                latest_versions: Vec::new(),
+                tags: Vec::new(),
+                aliases: Vec::new(),
+            },
+        })
+    }
+
+    pub async fn create_registered_model(
+        &self,
+        project: &Project,
+        name: &str,
+        description: Option<&str>,
+        tags: &[Tag],
+    ) -> Result<RegisteredModel> {
+        let name = check_model_name(name)?;
+        for t in tags {
+            check_key("tag", &t.key)?;
+        }
+        let now = now_ms();
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let mut tx = self.meta.writer().begin().await?;
+        let taken =
+            sqlx::query("SELECT 1 FROM registered_models WHERE project_id = $1 AND name = $2")
+                .bind(&project.id)
+                .bind(name)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if taken.is_some() {
+            return Err(Error::AlreadyExists {
+                kind: "registered model",
+                name: name.to_string(),
+            });
+        }
+        sqlx::query(
+            "INSERT INTO registered_models (id, project_id, name, description, creation_time, last_update_time) VALUES ($1, $2, $3, $4, $5, $5)",
+        )
+        .bind(&id)
+        .bind(&project.id)
+        .bind(name)
+        .bind(description.unwrap_or_default())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        for t in tags {
+            upsert_model_tag(&mut tx, &id, t).await?;
+        }
+        tx.commit().await?;
+        self.registered_model(project, name).await
+    }
+
+    /// A registered model with its tags, aliases and newest version per stage.
+    pub async fn registered_model(&self, project: &Project, name: &str) -> Result<RegisteredModel> {
+        let row = self.model_row_by_name(project, name).await?;
+        let mut all = self.complete_registered(vec![(row.id, row.model)]).await?;
+        all.pop()
+            .ok_or_else(|| Error::not_found("registered model", name))
+    }
+
+    async fn complete_registered(
+        &self,
+        rows: Vec<(String, RegisteredModel)>,
+    ) -> Result<Vec<RegisteredModel>> {
+        let ids: Vec<String> = rows.iter().map(|(id, _)| id.clone()).collect();
+        let mut tags: BTreeMap<String, Vec<Tag>> = BTreeMap::new();
+        let mut aliases: BTreeMap<String, Vec<ModelAlias>> = BTreeMap::new();
+        let mut latest: BTreeMap<String, Vec<ModelVersion>> = BTreeMap::new();
+        for batch in ids.chunks(500) {
+            let list = placeholders(1, batch.len());
+            for r in self.rows_for(&format!("SELECT registered_model_id, key, value FROM registered_model_tags WHERE registered_model_id IN ({list}) ORDER BY key"), batch).await?
+            {
+                tags.entry(r.try_get("registered_model_id")?).or_default().push(Tag {
+                    key: r.try_get("key")?,
+                    value: r.try_get("value")?,
+                });
+            }
+            for r in self.rows_for(&format!("SELECT registered_model_id, alias, version FROM registered_model_aliases WHERE registered_model_id IN ({list}) ORDER BY alias"), batch).await?
+            {
+                aliases.entry(r.try_get("registered_model_id")?).or_default().push(ModelAlias {
+                    alias: r.try_get("alias")?,
+                    version: r.try_get::<i64, _>("version")?.to_string(),
+                });
+            }
+            // The newest version of each stage.
+            let sql = format!(
+                "SELECT {VERSION_COLUMNS} FROM model_versions mv JOIN registered_models rm ON rm.id = mv.registered_model_id \
+                 WHERE mv.registered_model_id IN ({list}) AND mv.current_stage <> '{DELETED}' AND mv.version = \
+                 (SELECT MAX(x.version) FROM model_versions x WHERE x.registered_model_id = mv.registered_model_id AND x.current_stage = mv.current_stage) \
+                 ORDER BY mv.version"
+            );
+            for r in self.rows_for(&sql, batch).await? {
+                latest
+                    .entry(r.try_get("registered_model_id")?)
+                    .or_default()
+                    .push(version_from(&r)?);
+            }
+        }
+        Ok(rows
+            .into_iter()
+            .map(|(id, mut m)| {
+                m.tags = tags.remove(&id).unwrap_or_default();
+                m.aliases = aliases.remove(&id).unwrap_or_default();
+                m.latest_versions = latest.remove(&id).unwrap_or_default();
+                m
+            })
+            .collect())
+    }
+
+    /// Registered models matching `filter` (`name = / LIKE / ILIKE`, `tags.<k>`),
+    /// by name unless ordered.
+    pub async fn search_registered_models(
+        &self,
+        project: &Project,
+        filter: Option<&str>,
+        order_by: &[String],
+        max_results: Option<i64>,
+        page_token: Option<&str>,
+    ) -> Result<Page<RegisteredModel>> {
+        let max = check_max_results(max_results, 100)?;
+        let offset = parse_page_token(page_token)?;
+        let clauses = match filter.map(str::trim).filter(|f| !f.is_empty()) {
+            Some(f) => search::parse_filter(&REGISTERED_MODELS, f)?,
+            None => Vec::new(),
+        };
+        let order = search::parse_order(&REGISTERED_MODELS, order_by)?;
+        let mut next = 2;
+        let filter_sql = search::where_sql(&REGISTERED_MODELS, &clauses, self.meta.backend(), next);
+        next += filter_sql.params.len();
+        let order_sql = search::order_sql(&REGISTERED_MODELS, &order, next);
+        next += order_sql.params.len();
+        let sql = format!(
+            "SELECT rm.id, rm.name, rm.description, rm.creation_time, rm.last_update_time FROM registered_models rm \
+             WHERE rm.project_id = $1{} ORDER BY {} LIMIT ${} OFFSET ${}",
+            filter_sql.text,
+            order_sql.text,
+            next,
+            next + 1
+        );
+        let mut q = sqlx::query(&sql).bind(&project.id);
+        for b in filter_sql.params.iter().chain(order_sql.params.iter()) {
+            q = match b {
+                Bind::Text(t) => q.bind(t.clone()),
+                Bind::Num(n) => q.bind(*n),
+            };
+        }
+        let rows = q
+            .bind(max + 1)
+            .bind(offset)
+            .fetch_all(self.meta.reader())
+            .await?;
+        let more = rows.len() as i64 > max;
+        let models = rows
+            .iter()
+            .take(max as usize)
+            .map(|r| {
+                Ok((
+                    r.try_get("id")?,
+                    RegisteredModel {
+                        name: r.try_get("name")?,
+                        creation_timestamp: r.try_get("creation_time")?,
+                        last_updated_timestamp: r.try_get("last_update_time")?,
+                        description: r.try_get("description")?,
+                        latest_versions: Vec::new(),
+                        tags: Vec::new(),
+                        aliases: Vec::new(),
+                    },
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Page {
+            items: self.complete_registered(models).await?,
+            next_page_token: more.then(|| next_page_token(offset + max)),
+        })
+    }
+
+    pub async fn update_registered_model(
+        &self,
+        project: &Project,
+        name: &str,
+        description: Option<&str>,
+    ) -> Result<RegisteredModel> {
+        let row = self.model_row_by_name(project, name).await?;
+        sqlx::query(
+            "UPDATE registered_models SET description = COALESCE($1, description), last_update_time = $2 WHERE id = $3",
+        )
+        .bind(description.map(str::to_string))
+        .bind(now_ms())
+        .bind(&row.id)
+        .execute(self.meta.writer())
+        .await?;
+        self.registered_model(project, name).await
+    }
+
+    /// Renames a registered model; its versions, aliases and lineage follow.
+    pub async fn rename_registered_model(
+        &self,
+        project: &Project,
+        name: &str,
+        new_name: &str,
+    ) -> Result<RegisteredModel> {
+        let new_name = check_model_name(new_name)?;
+        let row = self.model_row_by_name(project, name).await?;
+        if new_name == row.model.name {
+            return self.registered_model(project, name).await;
+        }
+        let mut tx = self.meta.writer().begin().await?;
+        let taken =
+            sqlx::query("SELECT 1 FROM registered_models WHERE project_id = $1 AND name = $2")
+                .bind(&project.id)
+                .bind(new_name)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if taken.is_some() {
+            return Err(Error::AlreadyExists {
+                kind: "registered model",
+                name: new_name.to_string(),
+            });
+        }
+        sqlx::query("UPDATE registered_models SET name = $1, last_update_time = $2 WHERE id = $3")
+            .bind(new_name)
+            .bind(now_ms())
+            .bind(&row.id)
+            .execute(&mut *tx)
+            .await?;
+        let versions =
+            sqlx::query("SELECT version FROM model_versions WHERE registered_model_id = $1")
+                .bind(&row.id)
+                .fetch_all(&mut *tx)
+                .await?;
+        for v in versions {
+            let n: i64 = v.try_get("version")?;
+            for col in ["child", "parent"] {
+                sqlx::query(&format!(
+                    "UPDATE lineage_edges SET {col} = $1 WHERE project_id = $2 AND {col} = $3"
+                ))
+                .bind(format!("model:{new_name}@{n}"))
+                .bind(&project.id)
+                .bind(format!("model:{}@{n}", row.model.name))
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        self.registered_model(project, new_name).await
+    }
+
+    /// Deletes a registered model with all its versions, tags and aliases (the
+    /// logged models and their files stay).
+    pub async fn delete_registered_model(&self, project: &Project, name: &str) -> Result<()> {
+        let row = self.model_row_by_name(project, name).await?;
+        let mut tx = self.meta.writer().begin().await?;
+        for table in [
+            "model_version_tags",
+            "registered_model_aliases",
+            "model_alias_history",
+            "model_versions",
+            "registered_model_tags",
+        ] {
+            sqlx::query(&format!(
+                "DELETE FROM {table} WHERE registered_model_id = $1"
+            ))
+            .bind(&row.id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query("DELETE FROM registered_models WHERE id = $1")
+            .bind(&row.id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn set_registered_model_tag(
+        &self,
+        project: &Project,
+        name: &str,
+        tag: &Tag,
+    ) -> Result<()> {
+        check_key("tag", &tag.key)?;
+        let row = self.model_row_by_name(project, name).await?;
+        let mut tx = self.meta.writer().begin().await?;
+        upsert_model_tag(&mut tx, &row.id, tag).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn delete_registered_model_tag(
+        &self,
+        project: &Project,
+        name: &str,
+        key: &str,
+    ) -> Result<()> {
+        let row = self.model_row_by_name(project, name).await?;
+        let gone = sqlx::query(
+            "DELETE FROM registered_model_tags WHERE registered_model_id = $1 AND key = $2",
+        )
+        .bind(&row.id)
+        .bind(key)
+        .execute(self.meta.writer())
+        .await?
+        .rows_affected();
+        if gone == 0 {
+            return Err(Error::not_found("registered model tag", key));
+        }
+        Ok(())
+    }
+
+    // ---- versions ----
+
+    /// Where a version's files are, from its source. Only locations inside this
+    /// project's tracking store are accepted.
+    async fn storage_location(
+        &self,
+        project: &Project,
+        source: &str,
+        model_id: Option<&str>,
+    ) -> Result<(String, Option<String>)> {
+        if let Some(id) = source
+            .strip_prefix("models:/")
+            .filter(|r| r.starts_with("m-"))
+        {
+            let id = id.split('/').next().unwrap_or(id);
+            let m = self.logged_model(project, id, false).await?;
+            return Ok((m.info.artifact_uri, Some(m.info.model_id)));
+        }
+        if let Some(rest) = source.strip_prefix("runs:/") {
+            let (run, path) = rest.split_once('/').unwrap_or((rest, ""));
+            let info = self.run_row(project, run).await?;
+            let path = path.trim_matches('/');
+            if path.split('/').any(|s| s == ".." || s == ".") {
+                return Err(Error::invalid(format!(
+                    "source '{source}' has a '.' or '..' segment"
+                )));
+            }
+            let loc = if path.is_empty() {
+                info.artifact_uri
+            } else {
+                format!("{}/{path}", info.artifact_uri)
+            };
+            return Ok((loc, model_id.map(str::to_string)));
+        }
+        if source.starts_with("mlflow-artifacts:/") {
+            if source.split('/').any(|s| s == ".." || s == ".") {
+                return Err(Error::invalid(format!(
+                    "source '{source}' has a '.' or '..' segment"
+                )));
+            }
+            if let Some(id) = model_id {
+                self.logged_model(project, id, false).await?;
+            }
+            return Ok((source.to_string(), model_id.map(str::to_string)));
+        }
+        Err(Error::invalid(format!(
+            "model version source '{source}' is outside Qanat's storage: use models:/<model_id>, runs:/<run_id>/<path> or mlflow-artifacts:/<path> (log the model to this server first)"
+        )))
+    }
+
+    /// Registers a new version (numbers are never reused). Ready at once: the files
+    /// are already in Qanat's storage.
+    pub async fn create_model_version(
+        &self,
+        project: &Project,
+        new: NewModelVersion,
+    ) -> Result<ModelVersion> {
+        for t in &new.tags {
+            check_key("tag", &t.key)?;
+        }
+        let row = self.model_row_by_name(project, &new.name).await?;
+        if let Some(run) = new.run_id.as_deref().filter(|r| !r.is_empty()) {
+            check_run_id(run)?;
+            self.run_row(project, run).await?;
+        }
+        let model_id = new.model_id.as_deref().filter(|m| !m.is_empty());
+        let (location, model_id) = self
+            .storage_location(project, &new.source, model_id)
+            .await?;
+        let run_id = match (new.run_id.filter(|r| !r.is_empty()), &model_id) {
+            (Some(r), _) => Some(r),
+            (None, Some(m)) => {
+                self.logged_model(project, m, true)
+                    .await?
+                    .info
+                    .source_run_id
+            }
+            (None, None) => None,
+        };
+        let now = now_ms();
+        for _ in 0..5 {
+            let mut tx = self.meta.writer().begin().await?;
+            let next: i64 = sqlx::query(
+                "SELECT COALESCE(MAX(version), 0) + 1 AS next FROM model_versions WHERE registered_model_id = $1",
+            )
+            .bind(&row.id)
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("next")?;
+            let res = sqlx::query(
+                "INSERT INTO model_versions (registered_model_id, version, creation_time, last_update_time, description, user_id, current_stage, source, run_id, run_link, status, status_message, storage_location, model_id) \
+                 VALUES ($1, $2, $3, $3, $4, $5, 'None', $6, $7, $8, 'READY', NULL, $9, $10)",
+            )
+            .bind(&row.id)
+            .bind(next)
+            .bind(now)
+            .bind(new.description.clone().unwrap_or_default())
+            .bind(&new.user)
+            .bind(&new.source)
+            .bind(run_id.clone())
+            .bind(new.run_link.clone().filter(|l| !l.is_empty()))
+            .bind(&location)
+            .bind(model_id.clone())
+            .execute(&mut *tx)
+            .await;
+            match res {
+                Ok(_) => {}
+                Err(sqlx::Error::Database(e)) if e.is_unique_violation() => continue,
+                Err(e) => return Err(e.into()),
+            }
+            for t in &new.tags {
+                upsert_version_tag(&mut tx, &row.id, next, t).await?;
+            }
+            sqlx::query("UPDATE registered_models SET last_update_time = $1 WHERE id = $2")
+                .bind(now)
+                .bind(&row.id)
+                .execute(&mut *tx)
+                .await?;
+            let mut parents: Vec<(String, &str)> = Vec::new();
+            if let Some(m) = &model_id {
+                parents.push((format!("logged_model:{m}"), "registers"));
+            }
+            if let Some(r) = &run_id {
+                parents.push((format!("run:{r}"), "output_of"));
+            }
+            parents.push((format!("user:{}", new.user), "produced_by"));
+            qanat_governance::lineage::record_edges(
+                &mut tx,
+                &project.id,
+                &format!("model:{}@{next}", row.model.name),
+                &parents,
+            )
+            .await?;
+            tx.commit().await?;
+            return self
+                .model_version(project, &row.model.name, &next.to_string())
+                .await;
+        }
+        Err(Error::invalid(
+            "too many concurrent registrations of this model; try again",
+        ))
+    }
+
+    async fn version_row(
+        &self,
+        project: &Project,
+        name: &str,
+        version: &str,
+    ) -> Result<(String, ModelVersion)> {
+        let n = parse_version(version)?;
+        let row = sqlx::query(&format!(
+            "SELECT {VERSION_COLUMNS} FROM model_versions mv JOIN registered_models rm ON rm.id = mv.registered_model_id \
+             WHERE rm.project_id = $1 AND rm.name = $2 AND mv.version = $3 AND mv.current_stage <> '{DELETED}'"
+        ))
+        .bind(&project.id)
+        .bind(name)
+        .bind(n)
+        .fetch_optional(self.meta.reader())
+        .await?
+        .ok_or_else(|| Error::not_found("model version", format!("{name}/{n}")))?;
+        Ok((row.try_get("registered_model_id")?, version_from(&row)?))
+    }
+
+    pub async fn model_version(
+        &self,
+        project: &Project,
+        name: &str,
+        version: &str,
+    ) -> Result<ModelVersion> {
+        let (id, v) = self.version_row(project, name, version).await?;
+        let mut all = self.complete_versions(vec![(id, v)]).await?;
+        all.pop()
+            .ok_or_else(|| Error::not_found("model version", format!("{name}/{version}")))
+    }
+
+    async fn complete_versions(
+        &self,
+        rows: Vec<(String, ModelVersion)>,
+    ) -> Result<Vec<ModelVersion>> {
+        let mut out = Vec::with_capacity(rows.len());
+        // Versions of one page usually share a model: one query per model.
+        let mut by_model: BTreeMap<String, VersionExtras> = BTreeMap::new();
+        for (id, _) in &rows {
+            if by_model.contains_key(id) {
+                continue;
+            }
+            let tags = sqlx::query(
+                "SELECT version, key, value FROM model_version_tags WHERE registered_model_id = $1 ORDER BY key",
+            )
+            .bind(id)
+            .fetch_all(self.meta.reader())
+            .await?
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<i64, _>("version")?,
+                    Tag {
+                        key: r.try_get("key")?,
+                        value: r.try_get("value")?,
+                    },
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+            let aliases = sqlx::query(
+                "SELECT version, alias FROM registered_model_aliases WHERE registered_model_id = $1 ORDER BY alias",
+            )
+            .bind(id)
+            .fetch_all(self.meta.reader())
+            .await?
+            .iter()
+            .map(|r| Ok((r.try_get::<i64, _>("version")?, r.try_get("alias")?)))
+            .collect::<Result<Vec<_>>>()?;
+            by_model.insert(id.clone(), (tags, aliases));
+        }
+        for (id, mut v) in rows {
+            let n: i64 = v.version.parse().unwrap_or_default();
+            if let Some((tags, aliases)) = by_model.get(&id) {
+                v.tags = tags
+                    .iter()
+                    .filter(|(x, _)| *x == n)
+                    .map(|(_, t)| t.clone())
+                    .collect();
+                v.aliases = aliases
+                    .iter()
+                    .filter(|(x, _)| *x == n)
+                    .map(|(_, a)| a.clone())
+                    .collect();
+            }
+            out.push(v);
+        }
+        Ok(out)
+    }
+
+    pub async fn update_model_version(
+        &self,
+        project: &Project,
+        name: &str,
+        version: &str,
+        description: Option<&str>,
+    ) -> Result<ModelVersion> {
+        let (id, v) = self.version_row(project, name, version).await?;
+        sqlx::query(
+            "UPDATE model_versions SET description = COALESCE($1, description), last_update_time = $2 WHERE registered_model_id = $3 AND version = $4",
+        )
+        .bind(description.map(str::to_string))
+        .bind(now_ms())
+        .bind(&id)
+        .bind(parse_version(&v.version)?)
+        .execute(self.meta.writer())
+        .await?;
+        self.model_version(project, name, version).await
+    }
+
+    /// Deletes a version: it disappears (its number is not reused) and aliases that
+    /// pointed at it are removed.
+    pub async fn delete_model_version(
+        &self,
+        project: &Project,
+        name: &str,
+        version: &str,
+        user: &str,
+    ) -> Result<()> {
+        let (id, v) = self.version_row(project, name, version).await?;
+        let n = parse_version(&v.version)?;
+        let mut tx = self.meta.writer().begin().await?;
+        let aliases = sqlx::query(
+            "SELECT alias FROM registered_model_aliases WHERE registered_model_id = $1 AND version = $2",
+        )
+        .bind(&id)
+        .bind(n)
+        .fetch_all(&mut *tx)
+        .await?;
+        for a in aliases {
+            let alias: String = a.try_get("alias")?;
+            move_alias(&mut tx, &id, &alias, None, user, "delete").await?;
+        }
+        sqlx::query(
+            "DELETE FROM model_version_tags WHERE registered_model_id = $1 AND version = $2",
+        )
+        .bind(&id)
+        .bind(n)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(&format!(
+            "UPDATE model_versions SET current_stage = '{DELETED}', last_update_time = $1 WHERE registered_model_id = $2 AND version = $3"
+        ))
+        .bind(now_ms())
+        .bind(&id)
+        .bind(n)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Versions matching `filter` (`name`, `run_id`, `source_path`, `version_number`,
+    /// `current_stage`, `tags.<k>`), by model name then newest version unless ordered.
+    pub async fn search_model_versions(
+        &self,
+        project: &Project,
+        filter: Option<&str>,
+        order_by: &[String],
+        max_results: Option<i64>,
+        page_token: Option<&str>,
+    ) -> Result<Page<ModelVersion>> {
+        let max = check_max_results(max_results, 10_000)?;
+        let offset = parse_page_token(page_token)?;
+        let clauses = match filter.map(str::trim).filter(|f| !f.is_empty()) {
+            Some(f) => search::parse_filter(&MODEL_VERSIONS, f)?,
+            None => Vec::new(),
+        };
+        let order = search::parse_order(&MODEL_VERSIONS, order_by)?;
+        let mut next = 2;
+        let filter_sql = search::where_sql(&MODEL_VERSIONS, &clauses, self.meta.backend(), next);
+        next += filter_sql.params.len();
+        let order_sql = search::order_sql(&MODEL_VERSIONS, &order, next);
+        next += order_sql.params.len();
+        let sql = format!(
+            "SELECT {VERSION_COLUMNS} FROM model_versions mv JOIN registered_models rm ON rm.id = mv.registered_model_id \
+             WHERE rm.project_id = $1 AND mv.current_stage <> '{DELETED}'{} ORDER BY {} LIMIT ${} OFFSET ${}",
+            filter_sql.text,
+            order_sql.text,
+            next,
+            next + 1
+        );
+        let mut q = sqlx::query(&sql).bind(&project.id);
+        for b in filter_sql.params.iter().chain(order_sql.params.iter()) {
+            q = match b {
+                Bind::Text(t) => q.bind(t.clone()),
+                Bind::Num(n) => q.bind(*n),
+            };
+        }
+        let rows = q
+            .bind(max + 1)
+            .bind(offset)
+            .fetch_all(self.meta.reader())
+            .await?;
+        let more = rows.len() as i64 > max;
+        let versions = rows
+            .iter()
+            .take(max as usize)
+            .map(|r| Ok((r.try_get("registered_model_id")?, version_from(r)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Page {
+            items: self.complete_versions(versions).await?,
+            next_page_token: more.then(|| next_page_token(offset + max)),
+        })
+    }
+
+    /// The newest version in each of `stages` (all stages when empty).
+    pub async fn latest_versions(
+        &self,
+        project: &Project,
+        name: &str,
+        stages: &[String],
+    ) -> Result<Vec<ModelVersion>> {
+        let wanted = stages
+            .iter()
+            .map(|s| parse_stage(s))
+            .collect::<Result<Vec<_>>>()?;
+        let model = self.registered_model(project, name).await?;
+        let picked: Vec<ModelVersion> = model
+            .latest_versions
+            .into_iter()
+            .filter(|v| wanted.is_empty() || wanted.contains(&v.current_stage.as_str()))
+            .collect();
+        let mut out = Vec::with_capacity(picked.len());
+        for v in picked {
+            out.push(self.model_version(project, name, &v.version).await?);
+        }
+        Ok(out)
+    }
+
+    /// Moves a version to a stage; with `archive_existing`, the model's other
+    /// versions in that stage move to Archived in the same transaction.
+    pub async fn transition_stage(
+        &self,
+        project: &Project,
+        name: &str,
+        version: &str,
+        stage: &str,
+        archive_existing: bool,
+    ) -> Result<ModelVersion> {
+        let stage = parse_stage(stage)?;
+        let (id, v) = self.version_row(project, name, version).await?;
+        let n = parse_version(&v.version)?;
+        let now = now_ms();
+        let mut tx = self.meta.writer().begin().await?;
+        if archive_existing && (stage == "Staging" || stage == "Production") {
+            sqlx::query(
+                "UPDATE model_versions SET current_stage = 'Archived', last_update_time = $1 \
+                 WHERE registered_model_id = $2 AND current_stage = $3 AND version <> $4",
+            )
+            .bind(now)
+            .bind(&id)
+            .bind(stage)
+            .bind(n)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query(
+            "UPDATE model_versions SET current_stage = $1, last_update_time = $2 WHERE registered_model_id = $3 AND version = $4",
+        )
+        .bind(stage)
+        .bind(now)
+        .bind(&id)
+        .bind(n)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        self.model_version(project, name, version).await
+    }
+
+    /// Where a version's files are (a `mlflow-artifacts:/` URI).
+    pub async fn download_uri(
+        &self,
+        project: &Project,
+        name: &str,
+        version: &str,
+    ) -> Result<String> {
+        Ok(self
+            .version_row(project, name, version)
+            .await?
+            .1
+            .storage_location)
+    }
+
+    pub async fn set_model_version_tag(
+        &self,
+        project: &Project,
+        name: &str,
+        version: &str,
+        tag: &Tag,
+    ) -> Result<()> {
+        check_key("tag", &tag.key)?;
+        let (id, v) = self.version_row(project, name, version).await?;
+        let mut tx = self.meta.writer().begin().await?;
+        upsert_version_tag(&mut tx, &id, parse_version(&v.version)?, tag).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn delete_model_version_tag(
+        &self,
+        project: &Project,
+        name: &str,
+        version: &str,
+        key: &str,
+    ) -> Result<()> {
+        let (id, v) = self.version_row(project, name, version).await?;
+        let gone = sqlx::query(
+            "DELETE FROM model_version_tags WHERE registered_model_id = $1 AND version = $2 AND key = $3",
+        )
+        .bind(&id)
+        .bind(parse_version(&v.version)?)
+        .bind(key)
+        .execute(self.meta.writer())
+        .await?
+        .rows_affected();
+        if gone == 0 {
+            return Err(Error::not_found("model version tag", key));
+        }
+        Ok(())
+    }
+
+    // ---- aliases ----
+
+    /// Points `alias` at `version` (atomically, recorded in the alias history).
+    /// Returns the version it pointed at before, if any.
+    pub async fn set_alias(
+        &self,
+        project: &Project,
+        name: &str,
+        alias: &str,
+        version: &str,
+        user: &str,
+        reason: &str,
+    ) -> Result<Option<String>> {
+        check_alias(alias)?;
+        let (id, v) = self.version_row(project, name, version).await?;
+        let mut tx = self.meta.writer().begin().await?;
+        let before = move_alias(
+            &mut tx,
+            &id,
+            alias,
+            Some(parse_version(&v.version)?),
+            user,
+            reason,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(before.map(|b| b.to_string()))
+    }
+
+    pub async fn delete_alias(
+        &self,
+        project: &Project,
+        name: &str,
+        alias: &str,
+        user: &str,
+    ) -> Result<()> {
+        let row = self.model_row_by_name(project, name).await?;
+        let mut tx = self.meta.writer().begin().await?;
+        let before = move_alias(&mut tx, &row.id, alias, None, user, "delete").await?;
+        if before.is_none() {
+            return Err(Error::not_found("alias", format!("{name}@{alias}")));
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn version_by_alias(
+        &self,
+        project: &Project,
+        name: &str,
+        alias: &str,
+    ) -> Result<ModelVersion> {
+        let row = self.model_row_by_name(project, name).await?;
+        let v = sqlx::query(
+            "SELECT version FROM registered_model_aliases WHERE registered_model_id = $1 AND alias = $2",
+        )
+        .bind(&row.id)
+        .bind(alias)
+        .fetch_optional(self.meta.reader())
+        .await?
+        .ok_or_else(|| Error::not_found("alias", format!("{name}@{alias}")))?;
+        let n: i64 = v.try_get("version")?;
+        self.model_version(project, name, &n.to_string()).await
+    }
+
+    /// Moves `alias` back to the version it pointed at before its last move. Refused
+    /// when there is nothing to go back to.
+    pub async fn rollback_alias(
+        &self,
+        project: &Project,
+        name: &str,
+        alias: &str,
+        user: &str,
+    ) -> Result<(Option<String>, String)> {
+        let row = self.model_row_by_name(project, name).await?;
+        let mut tx = self.meta.writer().begin().await?;
+        let last = sqlx::query(
+            "SELECT version, previous_version FROM model_alias_history WHERE registered_model_id = $1 AND alias = $2 ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(&row.id)
+        .bind(alias)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| Error::not_found("alias history", format!("{name}@{alias}")))?;
+        let previous: Option<i64> = last.try_get("previous_version")?;
+        let Some(previous) = previous else {
+            return Err(Error::invalid(format!(
+                "{name}@{alias} has no earlier version to roll back to"
+            )));
+        };
+        let alive = sqlx::query(&format!(
+            "SELECT 1 FROM model_versions WHERE registered_model_id = $1 AND version = $2 AND current_stage <> '{DELETED}'"
+        ))
+        .bind(&row.id)
+        .bind(previous)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if alive.is_none() {
+            return Err(Error::invalid(format!(
+                "cannot roll {name}@{alias} back: version {previous} was deleted"
+            )));
+        }
+        let before = move_alias(&mut tx, &row.id, alias, Some(previous), user, "rollback").await?;
+        tx.commit().await?;
+        Ok((before.map(|b| b.to_string()), previous.to_string()))
+    }
+
+    /// Every move of a model's aliases, oldest first.
+    pub async fn alias_history(&self, project: &Project, name: &str) -> Result<Vec<AliasMove>> {
+        let row = self.model_row_by_name(project, name).await?;
+        let rows = sqlx::query(
+            "SELECT alias, version, previous_version, changed_by, changed_time, reason FROM model_alias_history \
+             WHERE registered_model_id = $1 ORDER BY alias, seq",
+        )
+        .bind(&row.id)
+        .fetch_all(self.meta.reader())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(AliasMove {
+                    alias: r.try_get("alias")?,
+                    version: r
+                        .try_get::<Option<i64>, _>("version")?
+                        .map(|v| v.to_string()),
+                    previous_version: r
+                        .try_get::<Option<i64>, _>("previous_version")?
+                        .map(|v| v.to_string()),
+                    changed_by: r.try_get("changed_by")?,
+                    changed_time: r.try_get("changed_time")?,
+                    reason: r.try_get("reason")?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Sets (or, with `None`, removes) an alias inside `tx` and appends the move to the
+/// history. Returns the version it pointed at before.
+async fn move_alias(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    model: &str,
+    alias: &str,
+    to: Option<i64>,
+    user: &str,
+    reason: &str,
+) -> Result<Option<i64>> {
+    let before: Option<i64> = sqlx::query(
+        "SELECT version FROM registered_model_aliases WHERE registered_model_id = $1 AND alias = $2",
+    )
+    .bind(model)
+    .bind(alias)
+    .fetch_optional(&mut **tx)
+    .await?
+    .map(|r| r.try_get("version"))
+    .transpose()?;
+    match to {
+        Some(v) => {
+            sqlx::query(
+                "INSERT INTO registered_model_aliases (registered_model_id, alias, version) VALUES ($1, $2, $3) \
+                 ON CONFLICT (registered_model_id, alias) DO UPDATE SET version = excluded.version",
+            )
+            .bind(model)
+            .bind(alias)
+            .bind(v)
+            .execute(&mut **tx)
+            .await?;
+        }
+        None => {
+            sqlx::query(
+                "DELETE FROM registered_model_aliases WHERE registered_model_id = $1 AND alias = $2",
+            )
+            .bind(model)
+            .bind(alias)
+            .execute(&mut **tx)
+            .await?;
+        }
+    }
+    if before.is_some() || to.is_some() {
+        let seq: i64 = sqlx::query(
+            "SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM model_alias_history WHERE registered_model_id = $1 AND alias = $2",
+        )
+        .bind(model)
+        .bind(alias)
+        .fetch_one(&mut **tx)
+        .await?
+        .try_get("seq")?;
+        sqlx::query(
+            "INSERT INTO model_alias_history (registered_model_id, alias, seq, version, previous_version, changed_by, changed_time, reason) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(model)
+        .bind(alias)
+        .bind(seq)
+        .bind(to)
+        .bind(before)
+        .bind(user)
+        .bind(now_ms())
+        .bind(reason)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(before)
+}
+
+async fn upsert_model_tag(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    model: &str,
+    t: &Tag,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO registered_model_tags (registered_model_id, key, value) VALUES ($1, $2, $3) \
+         ON CONFLICT (registered_model_id, key) DO UPDATE SET value = excluded.value",
+    )
+    .bind(model)
+    .bind(&t.key)
+    .bind(&t.value)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn upsert_version_tag(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    model: &str,
+    version: i64,
+    t: &Tag,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO model_version_tags (registered_model_id, version, key, value) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (registered_model_id, version, key) DO UPDATE SET value = excluded.value",
+    )
+    .bind(model)
+    .bind(version)
+    .bind(&t.key)
+    .bind(&t.value)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alias_and_name_rules() {
+        assert!(check_alias("champion").is_ok());
+        assert!(check_alias("prod-2").is_ok());
+        for bad in ["latest", "v3", "V12", "", "a b", "x/y"] {
+            assert!(check_alias(bad).is_err(), "{bad}");
+        }
+        assert!(check_alias("v").is_ok());
+        assert!(check_model_name("fraud").is_ok());
+        assert!(check_model_name("a/b").is_err());
+        assert_eq!(parse_stage("production").expect("stage"), "Production");
+        assert!(parse_stage("Live").is_err());
+        assert!(parse_version("0").is_err());
+    }
+}

@@ -1,0 +1,241 @@
+"""Drives a live Qanat server through the real MLflow client: logged models, the model
+registry (versions, aliases, stages), loading by alias, and dataset lineage.
+
+Environment: MLFLOW_TRACKING_URI / MLFLOW_TRACKING_TOKEN for an editor of the default
+project, QANAT_URL (server root), QANAT_MAINTAINER_TOKEN (a maintainer of that project,
+who may move aliases and stages), QANAT_DATASET (a Qanat dataset of the default
+project with a version 1).
+"""
+
+import json
+import os
+import sys
+
+import mlflow
+import numpy as np
+import requests
+from mlflow import MlflowClient
+from mlflow.entities import Dataset, DatasetInput, InputTag
+from mlflow.exceptions import MlflowException
+from sklearn.datasets import load_iris
+from sklearn.linear_model import LogisticRegression
+
+TESTS = []
+MODEL = "iris-clf"
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def expect_error(code, fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except MlflowException as e:
+        assert e.error_code == code, f"expected {code}, got {e.error_code}: {e}"
+        return e
+    raise AssertionError(f"expected {code}, the call succeeded")
+
+
+def maintainer():
+    """A client with the maintainer's token (the client reads the token per request)."""
+
+    class Swap:
+        def __enter__(self):
+            self.saved = os.environ["MLFLOW_TRACKING_TOKEN"]
+            os.environ["MLFLOW_TRACKING_TOKEN"] = os.environ["QANAT_MAINTAINER_TOKEN"]
+            return MlflowClient()
+
+        def __exit__(self, *exc):
+            os.environ["MLFLOW_TRACKING_TOKEN"] = self.saved
+
+    return Swap()
+
+
+X, Y = load_iris(return_X_y=True)
+STATE = {}
+
+
+def train(c):
+    return LogisticRegression(C=c, max_iter=500).fit(X, Y)
+
+
+@test
+def log_model_registers_a_version():
+    mlflow.set_experiment("compat-registry")
+    model = train(1.0)
+    with mlflow.start_run(run_name="train-1") as run:
+        mlflow.log_param("C", 1.0)
+        mlflow.log_metric("acc", float(model.score(X, Y)))
+        info = mlflow.sklearn.log_model(model, name="model", registered_model_name=MODEL)
+    assert str(info.registered_model_version) == "1", info.registered_model_version
+    assert info.model_id.startswith("m-"), info.model_id
+    STATE.update(run_id=run.info.run_id, model_id=info.model_id, model=model)
+
+    client = MlflowClient()
+    lm = client.get_logged_model(info.model_id)
+    assert lm.status.to_proto() == 2 or str(lm.status).endswith("READY"), lm.status
+    assert lm.source_run_id == run.info.run_id
+    assert lm.params.get("C") == "1.0", lm.params
+    assert [m.key for m in lm.metrics] == ["acc"], lm.metrics
+    tags = json.loads(lm.tags["mlflow.modelVersions"])
+    assert tags == [{"name": MODEL, "version": "1"}], tags
+
+    r = client.get_run(run.info.run_id)
+    assert [o.model_id for o in r.outputs.model_outputs] == [info.model_id], r.outputs
+    # log_model re-logs the run's metrics for the model: the run's history is unchanged.
+    assert len(client.get_metric_history(run.info.run_id, "acc")) == 1
+
+    v = client.get_model_version(MODEL, "1")
+    assert v.status == "READY" and v.run_id == run.info.run_id, v
+    assert v.source == f"models:/{info.model_id}", v.source
+    found = mlflow.search_logged_models(
+        experiment_ids=[run.info.experiment_id], filter_string="name = 'model'", output_format="list"
+    )
+    assert [m.model_id for m in found] == [info.model_id], found
+
+
+@test
+def aliases_need_a_maintainer_and_load_by_alias():
+    expect_error(
+        "PERMISSION_DENIED", MlflowClient().set_registered_model_alias, MODEL, "champion", "1"
+    )
+    with maintainer() as m:
+        m.set_registered_model_alias(MODEL, "champion", "1")
+    v = MlflowClient().get_model_version_by_alias(MODEL, "champion")
+    assert v.version == "1", v
+    assert MlflowClient().get_registered_model(MODEL).aliases == {"champion": "1"}
+
+    loaded = mlflow.pyfunc.load_model(f"models:/{MODEL}@champion")
+    want = STATE["model"].predict(X[:10])
+    assert np.array_equal(np.asarray(loaded.predict(X[:10])), want)
+    # The same model by version number and through the run.
+    by_version = mlflow.sklearn.load_model(f"models:/{MODEL}/1")
+    assert np.array_equal(by_version.predict(X[:10]), want)
+    by_run = mlflow.pyfunc.load_model(f"runs:/{STATE['run_id']}/model")
+    assert np.array_equal(np.asarray(by_run.predict(X[:10])), want)
+
+
+@test
+def stages_transition_and_archive():
+    model = train(0.1)
+    with mlflow.start_run(run_name="train-2"):
+        info = mlflow.sklearn.log_model(model, name="model", registered_model_name=MODEL)
+    assert str(info.registered_model_version) == "2", info.registered_model_version
+    client = MlflowClient()
+    expect_error(
+        "PERMISSION_DENIED", client.transition_model_version_stage, MODEL, "1", "Production"
+    )
+    with maintainer() as m:
+        m.transition_model_version_stage(MODEL, "1", "Production")
+        v2 = m.transition_model_version_stage(
+            MODEL, "2", "production", archive_existing_versions=True
+        )
+    assert v2.current_stage == "Production"
+    assert client.get_model_version(MODEL, "1").current_stage == "Archived"
+    latest = client.get_latest_versions(MODEL, stages=["Production"])
+    assert [v.version for v in latest] == ["2"], latest
+    with maintainer() as m:
+        expect_error("INVALID_PARAMETER_VALUE", m.transition_model_version_stage, MODEL, "2", "Live")
+
+
+@test
+def search_tags_update_and_errors():
+    client = MlflowClient()
+    versions = client.search_model_versions(f"name = '{MODEL}'", order_by=["version_number ASC"])
+    assert [v.version for v in versions] == ["1", "2"], versions
+    assert [m.name for m in client.search_registered_models(filter_string="name LIKE 'iris%'")] == [
+        MODEL
+    ]
+    client.set_registered_model_tag(MODEL, "team", "vision")
+    client.set_model_version_tag(MODEL, "2", "validated", "yes")
+    client.update_model_version(MODEL, "2", description="smaller C")
+    v = client.get_model_version(MODEL, "2")
+    assert v.tags == {"validated": "yes"} and v.description == "smaller C", v
+    assert client.get_registered_model(MODEL).tags == {"team": "vision"}
+    tagged = client.search_model_versions("tags.validated = 'yes'")
+    assert [(x.name, x.version) for x in tagged] == [(MODEL, "2")], tagged
+    uri = client.get_model_version_download_uri(MODEL, "2")
+    assert uri.startswith("mlflow-artifacts:/") and "/models/m-" in uri, uri
+    expect_error("RESOURCE_DOES_NOT_EXIST", client.get_model_version, MODEL, "99")
+    expect_error("RESOURCE_DOES_NOT_EXIST", client.get_registered_model, "no-such-model")
+    # A source outside Qanat's storage is refused (4xx, not a retried 5xx).
+    client.create_registered_model("elsewhere")
+    expect_error(
+        "INVALID_PARAMETER_VALUE", client.create_model_version, "elsewhere", "s3://bucket/model"
+    )
+
+
+@test
+def rename_and_delete_keep_aliases_consistent():
+    client = MlflowClient()
+    client.rename_registered_model(MODEL, "iris-renamed")
+    assert client.get_model_version_by_alias("iris-renamed", "champion").version == "1"
+    client.rename_registered_model("iris-renamed", MODEL)
+    with maintainer() as m:
+        m.set_registered_model_alias(MODEL, "challenger", "2")
+        m.delete_model_version(MODEL, "2")
+        expect_error("RESOURCE_DOES_NOT_EXIST", m.get_model_version_by_alias, MODEL, "challenger")
+        m.delete_registered_model_alias(MODEL, "champion")
+        expect_error("RESOURCE_DOES_NOT_EXIST", m.get_model_version_by_alias, MODEL, "champion")
+        m.set_registered_model_alias(MODEL, "champion", "1")
+    # Version numbers are never reused.
+    model = train(0.5)
+    with mlflow.start_run(run_name="train-3"):
+        info = mlflow.sklearn.log_model(model, name="model", registered_model_name=MODEL)
+    assert str(info.registered_model_version) == "3", info.registered_model_version
+
+
+@test
+def dataset_inputs_link_runs_models_and_qanat_datasets():
+    client = MlflowClient()
+    ds_name = os.environ["QANAT_DATASET"]
+    exp = mlflow.set_experiment("compat-lineage").experiment_id
+    run = client.create_run(exp)
+    source = json.dumps({"uri": f"qanat://default/{ds_name}@1"})
+    dataset = Dataset(name=ds_name, digest="abc123", source_type="qanat", source=source)
+    client.log_inputs(
+        run.info.run_id,
+        datasets=[DatasetInput(dataset, tags=[InputTag("mlflow.data.context", "training")])],
+    )
+    r = client.get_run(run.info.run_id)
+    inputs = r.inputs.dataset_inputs
+    assert [d.dataset.name for d in inputs] == [ds_name], inputs
+    assert inputs[0].tags[0].value == "training"
+    # An unknown Qanat dataset version is a clear 4xx.
+    missing = Dataset(name="x", digest="d", source_type="qanat", source='{"uri": "qanat://default/nope@1"}')
+    expect_error("RESOURCE_DOES_NOT_EXIST", client.log_inputs, run.info.run_id, [DatasetInput(missing)])
+
+    with mlflow.start_run(run_id=run.info.run_id):
+        info = mlflow.sklearn.log_model(train(1.0), name="lineage-model", registered_model_name="lineage-clf")
+    url = f"{os.environ['QANAT_URL']}/api/v1/projects/default/lineage"
+    headers = {"Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"}
+    resp = requests.get(url, params={"ref": "model:lineage-clf@1"}, headers=headers, timeout=10)
+    assert resp.status_code == 200, resp.text
+    edges = {(e["child"], e["parent"], e["relation"]) for e in resp.json()["edges"]}
+    run_node = f"run:{run.info.run_id}"
+    assert ("model:lineage-clf@1", f"logged_model:{info.model_id}", "registers") in edges, edges
+    assert ("model:lineage-clf@1", run_node, "output_of") in edges, edges
+    assert (run_node, f"dataset:{ds_name}@1", "trained_on") in edges, edges
+
+
+def main():
+    failed = 0
+    for fn in TESTS:
+        try:
+            fn()
+            print(f"ok   {fn.__name__}")
+        except Exception as e:  # noqa: BLE001 - report every failure, then exit non-zero
+            failed += 1
+            print(f"FAIL {fn.__name__}: {type(e).__name__}: {e}")
+            if os.environ.get("COMPAT_TRACEBACK"):
+                import traceback
+
+                traceback.print_exc()
+    print(f"{len(TESTS) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
