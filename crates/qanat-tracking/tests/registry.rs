@@ -1,0 +1,387 @@
+//! Logged models and the model registry on every metadata backend (SQLite always,
+//! PostgreSQL when `QANAT_TEST_POSTGRES_URL` is set).
+
+use qanat_governance::{Governance, Project};
+use qanat_store::testing::TestDb;
+use qanat_tracking::{
+    Batch, Metric, MetricValue, ModelOrder, ModelOutput, NewLoggedModel, NewModelVersion, NewRun,
+    Param, Tag, Tracking,
+};
+
+async fn setup(db: &TestDb) -> (Tracking, Governance, Project, Project) {
+    let gov = Governance::new(db.store.clone());
+    let token = gov
+        .bootstrap_admin("admin")
+        .await
+        .expect("boot")
+        .expect("token");
+    let admin = gov.authenticate(&token.token).await.expect("auth");
+    let a = gov
+        .create_project("a", "", &["uae-north".into()], &admin)
+        .await
+        .expect("project a");
+    let b = gov
+        .create_project("b", "", &["uae-north".into()], &admin)
+        .await
+        .expect("project b");
+    (Tracking::new(db.store.clone()), gov, a, b)
+}
+
+fn tag(k: &str, v: &str) -> Tag {
+    Tag {
+        key: k.into(),
+        value: v.into(),
+    }
+}
+
+/// A run in a new experiment with a logged, finalized model; returns (run, model id).
+async fn logged(t: &Tracking, p: &Project, exp_name: &str) -> (String, String) {
+    let exp = t
+        .create_experiment(p, exp_name, None, &[])
+        .await
+        .expect("experiment");
+    let run = t
+        .create_run(
+            p,
+            NewRun {
+                experiment_id: exp.clone(),
+                user_id: "alice".into(),
+                ..NewRun::default()
+            },
+        )
+        .await
+        .expect("run")
+        .info
+        .run_id;
+    let m = t
+        .create_logged_model(
+            p,
+            NewLoggedModel {
+                experiment_id: exp,
+                name: Some("model".into()),
+                source_run_id: Some(run.clone()),
+                params: vec![Param {
+                    key: "C".into(),
+                    value: "1.0".into(),
+                }],
+                tags: vec![tag("flavor", "sklearn")],
+                creator: "alice".into(),
+                ..NewLoggedModel::default()
+            },
+        )
+        .await
+        .expect("logged model");
+    assert_eq!(m.info.status, "LOGGED_MODEL_PENDING");
+    assert!(
+        m.info
+            .artifact_uri
+            .ends_with(&format!("/models/{}/artifacts", m.info.model_id)),
+        "{}",
+        m.info.artifact_uri
+    );
+    t.finalize_logged_model(p, &m.info.model_id, "LOGGED_MODEL_READY")
+        .await
+        .expect("finalize");
+    (run, m.info.model_id)
+}
+
+async fn register(t: &Tracking, p: &Project, name: &str, model_id: &str) -> String {
+    t.create_model_version(
+        p,
+        NewModelVersion {
+            name: name.into(),
+            source: format!("models:/{model_id}"),
+            model_id: Some(model_id.into()),
+            user: "alice".into(),
+            ..NewModelVersion::default()
+        },
+    )
+    .await
+    .expect("version")
+    .version
+}
+
+#[tokio::test]
+async fn logged_models_carry_params_tags_metrics_and_outputs() {
+    for db in TestDb::all().await {
+        let (t, _, a, b) = setup(&db).await;
+        let (run, id) = logged(&t, &a, "lm").await;
+        assert!(t.logged_model(&b, &id, false).await.is_err(), "per project");
+        // log_model re-logs a run's metrics with the model id: the history keeps one
+        // point, the model gets its own.
+        let point = Metric {
+            key: "acc".into(),
+            value: MetricValue(0.9),
+            timestamp: 10,
+            step: 0,
+            ..Metric::default()
+        };
+        for model_id in [None, Some(id.clone())] {
+            let batch = Batch {
+                metrics: vec![Metric {
+                    model_id,
+                    ..point.clone()
+                }],
+                ..Batch::default()
+            };
+            t.log_batch(&a, &run, batch).await.expect("batch");
+        }
+        let history = t
+            .metric_history(&a, &run, "acc", None, None)
+            .await
+            .expect("history");
+        assert_eq!(history.items.len(), 1, "the same point is kept once");
+        t.log_outputs(
+            &a,
+            &run,
+            &[ModelOutput {
+                model_id: id.clone(),
+                step: 0,
+            }],
+        )
+        .await
+        .expect("outputs");
+        let r = t.run(&a, &run).await.expect("run");
+        assert_eq!(r.outputs.model_outputs[0].model_id, id);
+
+        let m = t.logged_model(&a, &id, false).await.expect("get");
+        assert_eq!(m.info.status, "LOGGED_MODEL_READY");
+        assert_eq!(m.data.params[0].value, "1.0");
+        assert_eq!(m.data.metrics.len(), 1);
+        assert_eq!(m.data.metrics[0].model_id.as_deref(), Some(id.as_str()));
+        // Params are immutable; tags are not.
+        let err = t
+            .log_logged_model_params(
+                &a,
+                &id,
+                &[Param {
+                    key: "C".into(),
+                    value: "2".into(),
+                }],
+            )
+            .await;
+        assert!(err.is_err());
+        t.set_logged_model_tags(&a, &id, &[tag("flavor", "onnx")])
+            .await
+            .expect("tags");
+        let exp = m.info.experiment_id.clone();
+        let found = t
+            .search_logged_models(
+                &a,
+                std::slice::from_ref(&exp),
+                Some("name = 'model' AND tags.flavor = 'onnx' AND metrics.acc > 0.5"),
+                &[ModelOrder {
+                    field_name: "creation_timestamp".into(),
+                    ascending: false,
+                }],
+                None,
+                None,
+            )
+            .await
+            .expect("search");
+        assert_eq!(found.items.len(), 1);
+        let none = t
+            .search_logged_models(
+                &a,
+                &[exp.clone()],
+                Some("metrics.acc > 0.95"),
+                &[],
+                None,
+                None,
+            )
+            .await
+            .expect("search");
+        assert!(none.items.is_empty());
+        t.delete_logged_model(&a, &id).await.expect("delete");
+        assert!(t.logged_model(&a, &id, false).await.is_err());
+        assert!(t.logged_model(&a, &id, true).await.is_ok());
+        assert!(t.finalize_logged_model(&a, &id, "DONE").await.is_err());
+    }
+}
+
+#[tokio::test]
+async fn versions_stages_and_aliases_with_rollback() {
+    for db in TestDb::all().await {
+        let (t, gov, a, b) = setup(&db).await;
+        let (run, m1) = logged(&t, &a, "reg").await;
+        t.create_registered_model(&a, "fraud", Some("first"), &[tag("team", "risk")])
+            .await
+            .expect("create");
+        assert!(t
+            .create_registered_model(&a, "fraud", None, &[])
+            .await
+            .is_err());
+        t.create_registered_model(&b, "fraud", None, &[])
+            .await
+            .expect("names are per project");
+        assert_eq!(register(&t, &a, "fraud", &m1).await, "1");
+        let v1 = t.model_version(&a, "fraud", "1").await.expect("v1");
+        assert_eq!(
+            v1.run_id.as_deref(),
+            Some(run.as_str()),
+            "run from the model"
+        );
+        assert_eq!(v1.status, "READY");
+        let (_, m2) = logged(&t, &a, "reg2").await;
+        assert_eq!(register(&t, &a, "fraud", &m2).await, "2");
+
+        // Aliases move atomically and remember where they were.
+        assert_eq!(
+            t.set_alias(&a, "fraud", "champion", "1", "mona", "promote")
+                .await
+                .expect("alias"),
+            None
+        );
+        assert_eq!(
+            t.set_alias(&a, "fraud", "champion", "2", "mona", "promote")
+                .await
+                .expect("alias"),
+            Some("1".into())
+        );
+        assert_eq!(
+            t.version_by_alias(&a, "fraud", "champion")
+                .await
+                .expect("by alias")
+                .version,
+            "2"
+        );
+        let (from, to) = t
+            .rollback_alias(&a, "fraud", "champion", "mona")
+            .await
+            .expect("rollback");
+        assert_eq!((from.as_deref(), to.as_str()), (Some("2"), "1"));
+        let history = t.alias_history(&a, "fraud").await.expect("history");
+        let reasons: Vec<&str> = history.iter().map(|h| h.reason.as_str()).collect();
+        assert_eq!(reasons, ["promote", "promote", "rollback"]);
+        assert!(t
+            .set_alias(&a, "fraud", "latest", "1", "mona", "set")
+            .await
+            .is_err());
+        assert!(t
+            .set_alias(&a, "fraud", "x", "9", "mona", "set")
+            .await
+            .is_err());
+
+        // Stages: archive the others on the way in.
+        t.transition_stage(&a, "fraud", "1", "Production", false)
+            .await
+            .expect("stage");
+        t.transition_stage(&a, "fraud", "2", "production", true)
+            .await
+            .expect("stage");
+        assert_eq!(
+            t.model_version(&a, "fraud", "1")
+                .await
+                .expect("v1")
+                .current_stage,
+            "Archived"
+        );
+        let latest = t
+            .latest_versions(&a, "fraud", &["Production".into()])
+            .await
+            .expect("latest");
+        assert_eq!(latest.len(), 1);
+        assert_eq!(latest[0].version, "2");
+
+        // Search: filters, registry tag semantics (untagged passes !=).
+        let found = t
+            .search_model_versions(
+                &a,
+                Some("name = 'fraud' AND tags.`mlflow.prompt.is_prompt` != 'true'"),
+                &["version_number ASC".into()],
+                None,
+                None,
+            )
+            .await
+            .expect("search");
+        let vs: Vec<&str> = found.items.iter().map(|v| v.version.as_str()).collect();
+        assert_eq!(vs, ["1", "2"]);
+        let models = t
+            .search_registered_models(&a, Some("name LIKE 'fr%'"), &[], None, None)
+            .await
+            .expect("search");
+        assert_eq!(models.items.len(), 1);
+        assert_eq!(models.items[0].tags, vec![tag("team", "risk")]);
+
+        // Sources outside Qanat's storage are refused; runs:/ sources resolve.
+        let outside = t
+            .create_model_version(
+                &a,
+                NewModelVersion {
+                    name: "fraud".into(),
+                    source: "s3://elsewhere/model".into(),
+                    user: "alice".into(),
+                    ..NewModelVersion::default()
+                },
+            )
+            .await;
+        assert!(outside.is_err());
+        let v3 = t
+            .create_model_version(
+                &a,
+                NewModelVersion {
+                    name: "fraud".into(),
+                    source: format!("runs:/{run}/model"),
+                    run_id: Some(run.clone()),
+                    user: "alice".into(),
+                    ..NewModelVersion::default()
+                },
+            )
+            .await
+            .expect("runs source");
+        assert!(t
+            .download_uri(&a, "fraud", &v3.version)
+            .await
+            .expect("uri")
+            .ends_with(&format!("/{run}/artifacts/model")));
+
+        // Lineage: version → logged model → run.
+        let graph = gov
+            .lineage_upstream(&a.id, "model:fraud@1", 5)
+            .await
+            .expect("lineage");
+        let edges: Vec<(String, String)> = graph
+            .edges
+            .iter()
+            .map(|e| (e.child.clone(), e.relation.clone()))
+            .collect();
+        assert!(edges.contains(&("model:fraud@1".into(), "registers".into())));
+        assert!(edges.contains(&(format!("logged_model:{m1}"), "output_of".into())));
+
+        // Rename carries versions, aliases and lineage; deleting a version drops its
+        // aliases and never reuses its number.
+        t.rename_registered_model(&a, "fraud", "fraud-v2")
+            .await
+            .expect("rename");
+        assert!(t.registered_model(&a, "fraud").await.is_err());
+        assert_eq!(
+            t.version_by_alias(&a, "fraud-v2", "champion")
+                .await
+                .expect("alias follows")
+                .version,
+            "1"
+        );
+        assert!(!gov
+            .lineage_upstream(&a.id, "model:fraud-v2@1", 1)
+            .await
+            .expect("lineage")
+            .edges
+            .is_empty());
+        t.delete_model_version(&a, "fraud-v2", "1", "mona")
+            .await
+            .expect("delete");
+        assert!(t
+            .version_by_alias(&a, "fraud-v2", "champion")
+            .await
+            .is_err());
+        assert!(t
+            .rollback_alias(&a, "fraud-v2", "champion", "mona")
+            .await
+            .is_err());
+        assert_eq!(register(&t, &a, "fraud-v2", &m1).await, "4");
+        t.delete_registered_model(&a, "fraud-v2")
+            .await
+            .expect("delete model");
+        assert!(t.registered_model(&a, "fraud-v2").await.is_err());
+    }
+}
