@@ -68,6 +68,45 @@ MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
   QANAT_URL=$QANAT_SERVER_URL QANAT_MAINTAINER_TOKEN=$MONA QANAT_DATASET=iris-train \
   MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
   "$VENV/bin/python" "$ROOT/tests/compat/mlflow_registry.py" || status=1
+
+# The Qanat CLI over the same registry: promote and roll back (maintainers, audited),
+# list runs, walk lineage from a model version to the dataset it was trained on.
+echo "compat: qanat runs / models / lineage CLI" >&2
+cli_check() { # description, expected text, command...
+  local what=$1 want=$2; shift 2
+  local out
+  if out=$("$@" 2>&1) && grep -qF -- "$want" <<<"$out"; then
+    echo "ok   $what"
+  else
+    echo "FAIL $what: wanted '$want', got: $out"
+    status=1
+  fi
+}
+cli_refused() { # description, expected error text, command... (must exit non-zero)
+  local what=$1 want=$2; shift 2
+  local out
+  if ! out=$("$@" 2>&1) && grep -qF -- "$want" <<<"$out"; then
+    echo "ok   $what"
+  else
+    echo "FAIL $what: wanted a refusal with '$want', got: $out"
+    status=1
+  fi
+}
+cli_check "promote moves the alias" "iris-clf@production: → version 3" \
+  env QANAT_TOKEN="$MONA" "$Q" models -p default promote iris-clf 3
+cli_check "promote again" "iris-clf@production: version 3 → 1" \
+  env QANAT_TOKEN="$MONA" "$Q" models -p default promote iris-clf 1
+cli_check "rollback goes back" "iris-clf@production: version 1 → 3" \
+  env QANAT_TOKEN="$MONA" "$Q" models -p default rollback iris-clf
+cli_refused "an editor cannot promote" "PERMISSION_DENIED" \
+  env QANAT_TOKEN="$ALICE" "$Q" models -p default promote iris-clf 1
+cli_check "models show lists the history" "rollback" \
+  env QANAT_TOKEN="$ALICE" "$Q" models -p default show iris-clf
+cli_check "runs ls finds the training runs" "train-3" \
+  env QANAT_TOKEN="$ALICE" "$Q" runs -p default ls -e compat-registry
+cli_check "lineage walks model → run → dataset" "trained_on: dataset:iris-train@1" \
+  env QANAT_TOKEN="$ALICE" "$Q" lineage -p default model:lineage-clf@1
+cli_check "promotions are audited" "model.rollback" "$Q" audit tail -n 200
 if [ "$status" -ne 0 ]; then
   echo "--- server log ---" >&2
   grep -v "status=2" "$WORK/server.err" | tail -40 >&2

@@ -38,6 +38,8 @@ impl Modify for BearerAuth {
         routes::admin::create_token, routes::admin::list_tokens, routes::admin::revoke_token,
         routes::admin::audit, routes::admin::verify_audit, routes::admin::keys,
         routes::admin::rotate_keys,
+        routes::models::list, routes::models::show, routes::models::set_alias,
+        routes::models::delete_alias, routes::models::promote, routes::models::rollback,
     ),
     components(schemas(crate::ErrorBody)),
     modifiers(&BearerAuth)

@@ -688,6 +688,23 @@ impl Tracking {
         Ok(out)
     }
 
+    /// Every live version of a model, newest first.
+    pub async fn versions(&self, project: &Project, name: &str) -> Result<Vec<ModelVersion>> {
+        let row = self.model_row_by_name(project, name).await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {VERSION_COLUMNS} FROM model_versions mv JOIN registered_models rm ON rm.id = mv.registered_model_id \
+             WHERE mv.registered_model_id = $1 AND mv.current_stage <> '{DELETED}' ORDER BY mv.version DESC"
+        ))
+        .bind(&row.id)
+        .fetch_all(self.meta.reader())
+        .await?;
+        let versions = rows
+            .iter()
+            .map(|r| Ok((row.id.clone(), version_from(r)?)))
+            .collect::<Result<Vec<_>>>()?;
+        self.complete_versions(versions).await
+    }
+
     pub async fn update_model_version(
         &self,
         project: &Project,

@@ -250,6 +250,12 @@ pub async fn run(cli: Cli) -> Result<()> {
             reference,
             depth,
         } => crate::data_cmd::lineage(&client()?, fmt, &project, &reference, depth).await,
+        Command::Runs { project, cmd } => {
+            crate::tracking_cmd::runs(&client()?, fmt, &project, cmd).await
+        }
+        Command::Models { project, cmd } => {
+            crate::tracking_cmd::models(&client()?, fmt, &project, cmd).await
+        }
         Command::Data { project, cmd } => {
             crate::data_cmd::run(&client()?, fmt, &project, cmd).await
         }

@@ -7,6 +7,7 @@ mod config;
 mod data_cmd;
 mod output;
 mod server;
+mod tracking_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -83,11 +84,27 @@ enum Command {
         #[command(subcommand)]
         cmd: data_cmd::DataCmd,
     },
-    /// Where an object came from: `qanat lineage dataset:tx@3`.
+    /// Experiment runs (the MLflow tracking store): ls, show, compare.
+    Runs {
+        /// The project (or set QANAT_PROJECT).
+        #[arg(long, short = 'p', env = "QANAT_PROJECT")]
+        project: String,
+        #[command(subcommand)]
+        cmd: tracking_cmd::RunsCmd,
+    },
+    /// The model registry: ls, show, alias, promote, rollback.
+    Models {
+        /// The project (or set QANAT_PROJECT).
+        #[arg(long, short = 'p', env = "QANAT_PROJECT")]
+        project: String,
+        #[command(subcommand)]
+        cmd: tracking_cmd::ModelsCmd,
+    },
+    /// Where an object came from: `qanat lineage dataset:tx@3`, `model:fraud@champion`.
     Lineage {
         #[arg(long, short = 'p', env = "QANAT_PROJECT")]
         project: String,
-        /// kind:name@version, e.g. dataset:tx@3 or dataset:tx@golden.
+        /// dataset:<name>@<version|tag>, model:<name>@<version|alias>, run:<id> or logged_model:<id>.
         reference: String,
         #[arg(long, default_value_t = 10)]
         depth: usize,

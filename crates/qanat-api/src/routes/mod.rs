@@ -4,6 +4,7 @@ pub(crate) mod admin;
 pub(crate) mod datasets;
 pub(crate) mod mlflow;
 pub(crate) mod mlflow_models;
+pub(crate) mod models;
 pub(crate) mod objects;
 pub(crate) mod projects;
 pub(crate) mod system;
@@ -32,6 +33,7 @@ pub(crate) fn table(limits: &ApiLimits) -> RouteTable {
     };
     let table = mlflow_routes(RouteTable::default(), &t);
     let table = mlflow_model_routes(table, &t);
+    let table = model_routes(table, &t);
     table
         .add(
             Method::GET,
@@ -808,4 +810,49 @@ fn mlflow_model_routes(
                 )
                 .add(method, scoped, policy, handler)
         })
+}
+
+/// The native registry API (see `models.rs`): viewers read; moving an alias needs a
+/// maintainer.
+fn model_routes(
+    table: RouteTable,
+    t: &impl Fn(MethodRouter<AppState>) -> MethodRouter<AppState>,
+) -> RouteTable {
+    table
+        .add(
+            Method::GET,
+            "/api/v1/projects/{project}/models",
+            Policy::new("model.list", Project(Viewer)),
+            t(get(models::list)),
+        )
+        .add(
+            Method::GET,
+            "/api/v1/projects/{project}/models/{name}",
+            Policy::new("model.read", Project(Viewer)),
+            t(get(models::show)),
+        )
+        .add(
+            Method::PUT,
+            "/api/v1/projects/{project}/models/{name}/aliases/{alias}",
+            Policy::new("model.alias.set", Project(Maintainer)),
+            t(put(models::set_alias)),
+        )
+        .add(
+            Method::DELETE,
+            "/api/v1/projects/{project}/models/{name}/aliases/{alias}",
+            Policy::new("model.alias.delete", Project(Maintainer)),
+            t(delete(models::delete_alias)),
+        )
+        .add(
+            Method::POST,
+            "/api/v1/projects/{project}/models/{name}/aliases/{alias}/promote",
+            Policy::new("model.promote", Project(Maintainer)),
+            t(post(models::promote)),
+        )
+        .add(
+            Method::POST,
+            "/api/v1/projects/{project}/models/{name}/aliases/{alias}/rollback",
+            Policy::new("model.rollback", Project(Maintainer)),
+            t(post(models::rollback)),
+        )
 }

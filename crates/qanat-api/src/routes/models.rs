@@ -1,0 +1,205 @@
+//! The native model-registry API: list and show registered models, and move aliases
+//! (set, promote, rollback, delete) atomically with a recorded history — what
+//! `qanat models` drives. The same registry is reachable through the MLflow API.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery, Caller};
+use crate::AppState;
+
+fn to_value<T: Serialize>(v: T) -> Result<Value, ApiError> {
+    serde_json::to_value(v).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct ModelList {
+    /// Registered models (MLflow's shape: name, description, aliases, latest_versions…).
+    #[schema(value_type = Vec<Object>)]
+    models: Value,
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+pub(crate) struct ListParams {
+    /// MLflow filter, e.g. `name LIKE 'fraud%'`.
+    filter: Option<String>,
+    /// At most this many (default 100).
+    max_results: Option<i64>,
+}
+
+/// Registered models of a project (viewers).
+#[utoipa::path(get, path = "/api/v1/projects/{project}/models", tag = "models", security(("bearer" = [])),
+    params(("project" = String, Path), ListParams),
+    responses((status = 200, body = ModelList), (status = 400, body = crate::ErrorBody)))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    ApiPath(project): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ListParams>,
+) -> Result<Json<ModelList>, ApiError> {
+    let p = state.gov.project(&project).await?;
+    let page = state
+        .tracking
+        .search_registered_models(&p, q.filter.as_deref(), &[], q.max_results, None)
+        .await?;
+    Ok(Json(ModelList {
+        models: to_value(page.items)?,
+    }))
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct ModelDetail {
+    #[schema(value_type = Object)]
+    model: Value,
+    /// Every version, newest first.
+    #[schema(value_type = Vec<Object>)]
+    versions: Value,
+    /// Every move of every alias, oldest first.
+    #[schema(value_type = Vec<Object>)]
+    alias_history: Value,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ModelPath {
+    project: String,
+    name: String,
+}
+
+/// A registered model with all its versions and its alias history (viewers).
+#[utoipa::path(get, path = "/api/v1/projects/{project}/models/{name}", tag = "models", security(("bearer" = [])),
+    params(("project" = String, Path), ("name" = String, Path)),
+    responses((status = 200, body = ModelDetail), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<ModelPath>,
+) -> Result<Json<ModelDetail>, ApiError> {
+    let p = state.gov.project(&path.project).await?;
+    let model = state.tracking.registered_model(&p, &path.name).await?;
+    let versions = state.tracking.versions(&p, &path.name).await?;
+    let history = state.tracking.alias_history(&p, &path.name).await?;
+    Ok(Json(ModelDetail {
+        model: to_value(model)?,
+        versions: to_value(versions)?,
+        alias_history: to_value(history)?,
+    }))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct AliasPath {
+    project: String,
+    name: String,
+    alias: String,
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AliasTarget {
+    /// The version the alias should point at.
+    version: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct AliasMoved {
+    name: String,
+    alias: String,
+    /// Where the alias points now.
+    version: Option<String>,
+    /// Where it pointed before (None if it was new).
+    previous_version: Option<String>,
+}
+
+async fn move_to(
+    state: &AppState,
+    path: &AliasPath,
+    version: &str,
+    user: &str,
+    reason: &str,
+) -> Result<Json<AliasMoved>, ApiError> {
+    let p = state.gov.project(&path.project).await?;
+    let before = state
+        .tracking
+        .set_alias(&p, &path.name, &path.alias, version, user, reason)
+        .await?;
+    Ok(Json(AliasMoved {
+        name: path.name.clone(),
+        alias: path.alias.clone(),
+        version: Some(
+            state
+                .tracking
+                .model_version(&p, &path.name, version)
+                .await?
+                .version,
+        ),
+        previous_version: before,
+    }))
+}
+
+/// Points an alias at a version (maintainers; audited, kept in the alias history).
+#[utoipa::path(put, path = "/api/v1/projects/{project}/models/{name}/aliases/{alias}", tag = "models", security(("bearer" = [])),
+    params(("project" = String, Path), ("name" = String, Path), ("alias" = String, Path)), request_body = AliasTarget,
+    responses((status = 200, body = AliasMoved), (status = 400, body = crate::ErrorBody), (status = 403, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn set_alias(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiPath(path): ApiPath<AliasPath>,
+    ApiJson(b): ApiJson<AliasTarget>,
+) -> Result<Json<AliasMoved>, ApiError> {
+    move_to(&state, &path, &b.version, &caller.name, "set").await
+}
+
+/// Promotes a version: moves the alias (e.g. `production`) to it in one transaction
+/// (maintainers; audited). `rollback` undoes it.
+#[utoipa::path(post, path = "/api/v1/projects/{project}/models/{name}/aliases/{alias}/promote", tag = "models", security(("bearer" = [])),
+    params(("project" = String, Path), ("name" = String, Path), ("alias" = String, Path)), request_body = AliasTarget,
+    responses((status = 200, body = AliasMoved), (status = 400, body = crate::ErrorBody), (status = 403, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn promote(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiPath(path): ApiPath<AliasPath>,
+    ApiJson(b): ApiJson<AliasTarget>,
+) -> Result<Json<AliasMoved>, ApiError> {
+    move_to(&state, &path, &b.version, &caller.name, "promote").await
+}
+
+/// Moves the alias back to the version it pointed at before its last move
+/// (maintainers; audited).
+#[utoipa::path(post, path = "/api/v1/projects/{project}/models/{name}/aliases/{alias}/rollback", tag = "models", security(("bearer" = [])),
+    params(("project" = String, Path), ("name" = String, Path), ("alias" = String, Path)),
+    responses((status = 200, body = AliasMoved), (status = 400, body = crate::ErrorBody), (status = 403, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn rollback(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiPath(path): ApiPath<AliasPath>,
+) -> Result<Json<AliasMoved>, ApiError> {
+    let p = state.gov.project(&path.project).await?;
+    let (before, now) = state
+        .tracking
+        .rollback_alias(&p, &path.name, &path.alias, &caller.name)
+        .await?;
+    Ok(Json(AliasMoved {
+        name: path.name,
+        alias: path.alias,
+        version: Some(now),
+        previous_version: before,
+    }))
+}
+
+/// Removes an alias (maintainers; audited).
+#[utoipa::path(delete, path = "/api/v1/projects/{project}/models/{name}/aliases/{alias}", tag = "models", security(("bearer" = [])),
+    params(("project" = String, Path), ("name" = String, Path), ("alias" = String, Path)),
+    responses((status = 204), (status = 403, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn delete_alias(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiPath(path): ApiPath<AliasPath>,
+) -> Result<StatusCode, ApiError> {
+    let p = state.gov.project(&path.project).await?;
+    state
+        .tracking
+        .delete_alias(&p, &path.name, &path.alias, &caller.name)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
