@@ -65,6 +65,9 @@ echo "  qanat: $(( $(date +%s) - t0 )) s (REST API, 8 in flight)" >&2
   >"$WORK/mlflow.log" 2>&1 &
 MLFLOW_PID=$!
 wait_http "http://127.0.0.1:$MPORT/health"
+# Its workers answer /health before all of them have started; let them settle so their
+# start-up does not steal CPU from whichever server is measured first.
+sleep "${SETTLE_SECS:-30}"
 
 if [ "$BIG_RUNS" -gt 0 ]; then
   echo "populating $BIG_RUNS runs in qanat..." >&2
