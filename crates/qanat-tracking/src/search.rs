@@ -471,6 +471,29 @@ pub(crate) fn parse_order(t: &Target, order_by: &[String]) -> Result<Vec<OrderKe
         .collect()
 }
 
+/// A metric key, its numeric bounds (`op`, value) and the order direction.
+pub(crate) type Driving = (String, Vec<(String, f64)>, bool);
+
+/// When the first order key is a metric that the filter compares with numbers, that
+/// metric's key, its bounds (`op`, value) and the direction: such a search can be
+/// driven from the metric's (key, value) index, since every matching run has the value.
+pub(crate) fn driving_metric(clauses: &[Clause], order: &[OrderKey]) -> Option<Driving> {
+    let first = order.first()?;
+    let Entity::Metric(key) = &first.entity else {
+        return None;
+    };
+    let bounds: Vec<(String, f64)> = clauses
+        .iter()
+        .filter_map(|c| match (&c.entity, &c.value) {
+            (Entity::Metric(k), Value::Num(v)) if k == key && c.op != "!=" => {
+                Some((c.op.clone(), *v))
+            }
+            _ => None,
+        })
+        .collect();
+    (!bounds.is_empty()).then(|| (key.clone(), bounds, first.ascending))
+}
+
 /// SQL pieces with their parameters, numbered from `first`.
 pub(crate) struct Sql {
     pub text: String,

@@ -207,7 +207,7 @@ pub(crate) fn placeholders(from: usize, n: usize) -> String {
         .join(", ")
 }
 
-const RUN_COLUMNS: &str = "run_id, experiment_id, run_name, user_id, status, start_time, end_time, artifact_uri, lifecycle_stage";
+const RUN_COLUMNS: &str = "runs.run_id, runs.experiment_id, runs.run_name, runs.user_id, runs.status, runs.start_time, runs.end_time, runs.artifact_uri, runs.lifecycle_stage";
 
 impl Tracking {
     pub fn new(meta: MetaStore) -> Self {
@@ -910,17 +910,41 @@ impl Tracking {
             Some(f) => crate::search::parse_filter(&crate::search::RUNS, f)?,
             None => Vec::new(),
         };
-        let order = crate::search::parse_order(&crate::search::RUNS, order_by)?;
+        let mut order = crate::search::parse_order(&crate::search::RUNS, order_by)?;
         let stages = view.stages();
         let mut next = 2 + exps.len() + stages.len();
+        // Ordering by a metric the filter bounds (`metrics.acc > 0.5` ... `metrics.acc
+        // DESC`, the common search) joins that metric once, so the (key, value) index of
+        // latest_metrics can drive the query instead of a walk over every run.
+        let driving = crate::search::driving_metric(&clauses, &order);
+        let mut drive_sql = String::new();
+        let mut drive_params = Vec::new();
+        let mut drive_order = String::new();
+        if let Some((key, bounds, ascending)) = driving {
+            drive_sql.push_str(&format!(" AND d.key = ${next} AND d.is_nan = 0"));
+            drive_params.push(crate::search::Bind::Text(key));
+            next += 1;
+            for (op, v) in bounds {
+                drive_sql.push_str(&format!(" AND d.value {op} ${next}"));
+                drive_params.push(crate::search::Bind::Num(v));
+                next += 1;
+            }
+            drive_order = format!("d.value {}, ", if ascending { "ASC" } else { "DESC" });
+            order.remove(0);
+        }
         let filter_sql =
             crate::search::where_sql(&crate::search::RUNS, &clauses, self.meta.backend(), next);
         next += filter_sql.params.len();
         let order_sql = crate::search::order_sql(&crate::search::RUNS, &order, next);
         next += order_sql.params.len();
         let sql = format!(
-            "SELECT {RUN_COLUMNS} FROM runs WHERE project_id = $1 AND experiment_id IN ({}) AND lifecycle_stage IN ({}){} \
-             ORDER BY {} LIMIT ${} OFFSET ${}",
+            "SELECT {RUN_COLUMNS} FROM runs{} WHERE runs.project_id = $1 AND runs.experiment_id IN ({}) AND runs.lifecycle_stage IN ({}){drive_sql}{} \
+             ORDER BY {drive_order}{} LIMIT ${} OFFSET ${}",
+            if drive_params.is_empty() {
+                ""
+            } else {
+                " JOIN latest_metrics d ON d.run_id = runs.run_id"
+            },
             placeholders(2, exps.len()),
             placeholders(2 + exps.len(), stages.len()),
             filter_sql.text,
@@ -935,7 +959,11 @@ impl Tracking {
         for s in stages {
             q = q.bind(*s);
         }
-        for b in filter_sql.params.iter().chain(order_sql.params.iter()) {
+        for b in drive_params
+            .iter()
+            .chain(filter_sql.params.iter())
+            .chain(order_sql.params.iter())
+        {
             q = match b {
                 crate::search::Bind::Text(t) => q.bind(t.clone()),
                 crate::search::Bind::Num(n) => q.bind(*n),

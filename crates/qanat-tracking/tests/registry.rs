@@ -183,7 +183,7 @@ async fn logged_models_carry_params_tags_metrics_and_outputs() {
         let none = t
             .search_logged_models(
                 &a,
-                &[exp.clone()],
+                std::slice::from_ref(&exp),
                 Some("metrics.acc > 0.95"),
                 &[],
                 None,

@@ -232,3 +232,71 @@ proptest! {
         })?;
     }
 }
+
+#[tokio::test]
+async fn a_search_ordered_by_its_bounded_metric_pages_in_value_order() {
+    for db in TestDb::all().await {
+        let (t, a, _) = setup(&db).await;
+        let exp = t
+            .create_experiment(&a, "driven", None, &[])
+            .await
+            .expect("experiment");
+        let mut want = Vec::new();
+        for i in 0..30 {
+            let run = new_run(&t, &a, &exp).await;
+            // Every third run has no acc, every seventh a NaN: neither may match.
+            let value = match i {
+                _ if i % 3 == 0 => continue,
+                _ if i % 7 == 0 => f64::NAN,
+                _ => ((i * 37) % 30) as f64 / 30.0,
+            };
+            let batch = Batch {
+                metrics: vec![metric("acc", value, 1, 0)],
+                ..Batch::default()
+            };
+            t.log_batch(&a, &run, batch).await.expect("log");
+            if value > 0.3 {
+                want.push((value, run));
+            }
+        }
+        for ascending in [false, true] {
+            let mut expected = want.clone();
+            expected.sort_by(|x, y| x.0.partial_cmp(&y.0).expect("no NaN"));
+            if !ascending {
+                expected.reverse();
+            }
+            let order = vec![format!(
+                "metrics.acc {}",
+                if ascending { "ASC" } else { "DESC" }
+            )];
+            let mut got = Vec::new();
+            let mut token: Option<String> = None;
+            loop {
+                let page = t
+                    .search_runs(
+                        &a,
+                        std::slice::from_ref(&exp),
+                        Some("metrics.acc > 0.3 and metrics.acc <= 1"),
+                        &order,
+                        ViewType::ActiveOnly,
+                        Some(4),
+                        token.as_deref(),
+                    )
+                    .await
+                    .expect("search");
+                got.extend(page.items.into_iter().map(|r| r.info.run_id));
+                match page.next_page_token {
+                    Some(next) => token = Some(next),
+                    None => break,
+                }
+            }
+            let values: Vec<f64> = expected.iter().map(|(v, _)| *v).collect();
+            let got_values: Vec<f64> = got
+                .iter()
+                .map(|id| expected.iter().find(|(_, r)| r == id).expect("a match").0)
+                .collect();
+            assert_eq!(got.len(), expected.len());
+            assert_eq!(got_values, values, "ascending={ascending}");
+        }
+    }
+}
