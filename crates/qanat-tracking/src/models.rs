@@ -501,27 +501,13 @@ impl Tracking {
             next,
             next + 1
         );
-        let mut q = sqlx::query(&sql).bind(&project.id);
-        for e in &exps {
-            q = q.bind(*e);
-        }
-        for b in filter_sql.params.iter().chain(order_sql.params.iter()) {
-            q = match b {
-                Bind::Text(t) => q.bind(t.clone()),
-                Bind::Num(n) => q.bind(*n),
-            };
-        }
-        let rows = q
-            .bind(max + 1)
-            .bind(offset)
-            .fetch_all(self.meta.reader())
-            .await?;
-        let more = rows.len() as i64 > max;
-        let infos = rows
-            .iter()
-            .take(max as usize)
-            .map(info_from)
-            .collect::<Result<Vec<_>>>()?;
+        let binds: Vec<Bind> = std::iter::once(Bind::Text(project.id.clone()))
+            .chain(exps.iter().map(|e| Bind::Int(*e)))
+            .chain(filter_sql.params)
+            .chain(order_sql.params)
+            .collect();
+        let (rows, more) = self.fetch_page(&sql, &binds, max, offset).await?;
+        let infos = rows.iter().map(info_from).collect::<Result<Vec<_>>>()?;
         Ok(Page {
             items: self.complete_models(infos).await?,
             next_page_token: more.then(|| next_page_token(offset + max)),

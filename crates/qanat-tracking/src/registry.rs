@@ -285,22 +285,13 @@ impl Tracking {
             next,
             next + 1
         );
-        let mut q = sqlx::query(&sql).bind(&project.id);
-        for b in filter_sql.params.iter().chain(order_sql.params.iter()) {
-            q = match b {
-                Bind::Text(t) => q.bind(t.clone()),
-                Bind::Num(n) => q.bind(*n),
-            };
-        }
-        let rows = q
-            .bind(max + 1)
-            .bind(offset)
-            .fetch_all(self.meta.reader())
-            .await?;
-        let more = rows.len() as i64 > max;
+        let binds: Vec<Bind> = std::iter::once(Bind::Text(project.id.clone()))
+            .chain(filter_sql.params)
+            .chain(order_sql.params)
+            .collect();
+        let (rows, more) = self.fetch_page(&sql, &binds, max, offset).await?;
         let models = rows
             .iter()
-            .take(max as usize)
             .map(|r| {
                 Ok((
                     r.try_get("id")?,
@@ -797,22 +788,13 @@ impl Tracking {
             next,
             next + 1
         );
-        let mut q = sqlx::query(&sql).bind(&project.id);
-        for b in filter_sql.params.iter().chain(order_sql.params.iter()) {
-            q = match b {
-                Bind::Text(t) => q.bind(t.clone()),
-                Bind::Num(n) => q.bind(*n),
-            };
-        }
-        let rows = q
-            .bind(max + 1)
-            .bind(offset)
-            .fetch_all(self.meta.reader())
-            .await?;
-        let more = rows.len() as i64 > max;
+        let binds: Vec<Bind> = std::iter::once(Bind::Text(project.id.clone()))
+            .chain(filter_sql.params)
+            .chain(order_sql.params)
+            .collect();
+        let (rows, more) = self.fetch_page(&sql, &binds, max, offset).await?;
         let versions = rows
             .iter()
-            .take(max as usize)
             .map(|r| Ok((r.try_get("registered_model_id")?, version_from(r)?)))
             .collect::<Result<Vec<_>>>()?;
         Ok(Page {

@@ -504,6 +504,7 @@ pub(crate) struct Sql {
 pub(crate) enum Bind {
     Text(String),
     Num(f64),
+    Int(i64),
 }
 
 /// `LIKE` is case-sensitive in MLflow; SQLite's is not, so there it becomes GLOB.

@@ -214,6 +214,34 @@ impl Tracking {
         Tracking { meta }
     }
 
+    /// One page of a search: `sql` ends in `LIMIT $n OFFSET $n+1` and its other
+    /// placeholders are `binds`, in order. At most `max` rows, and whether more follow.
+    pub(crate) async fn fetch_page(
+        &self,
+        sql: &str,
+        binds: &[crate::search::Bind],
+        max: i64,
+        offset: i64,
+    ) -> Result<(Vec<AnyRow>, bool)> {
+        use crate::search::Bind;
+        let mut q = sqlx::query(sql);
+        for b in binds {
+            q = match b {
+                Bind::Text(t) => q.bind(t.as_str()),
+                Bind::Num(n) => q.bind(*n),
+                Bind::Int(i) => q.bind(*i),
+            };
+        }
+        let mut rows = q
+            .bind(max + 1)
+            .bind(offset)
+            .fetch_all(self.meta.reader())
+            .await?;
+        let more = rows.len() as i64 > max;
+        rows.truncate(max as usize);
+        Ok((rows, more))
+    }
+
     /// Runs `sql`, whose placeholders $1.. are `ids`, on a reader.
     pub(crate) async fn rows_for(&self, sql: &str, ids: &[String]) -> Result<Vec<AnyRow>> {
         let mut q = sqlx::query(sql);
@@ -952,34 +980,16 @@ impl Tracking {
             next,
             next + 1
         );
-        let mut q = sqlx::query(&sql).bind(&project.id);
-        for e in &exps {
-            q = q.bind(*e);
-        }
-        for s in stages {
-            q = q.bind(*s);
-        }
-        for b in drive_params
-            .iter()
-            .chain(filter_sql.params.iter())
-            .chain(order_sql.params.iter())
-        {
-            q = match b {
-                crate::search::Bind::Text(t) => q.bind(t.clone()),
-                crate::search::Bind::Num(n) => q.bind(*n),
-            };
-        }
-        let rows = q
-            .bind(max + 1)
-            .bind(offset)
-            .fetch_all(self.meta.reader())
-            .await?;
-        let more = rows.len() as i64 > max;
-        let infos = rows
-            .iter()
-            .take(max as usize)
-            .map(run_info_from)
-            .collect::<Result<Vec<_>>>()?;
+        use crate::search::Bind;
+        let binds: Vec<Bind> = std::iter::once(Bind::Text(project.id.clone()))
+            .chain(exps.iter().map(|e| Bind::Int(*e)))
+            .chain(stages.iter().map(|s| Bind::Text(s.to_string())))
+            .chain(drive_params)
+            .chain(filter_sql.params)
+            .chain(order_sql.params)
+            .collect();
+        let (rows, more) = self.fetch_page(&sql, &binds, max, offset).await?;
+        let infos = rows.iter().map(run_info_from).collect::<Result<Vec<_>>>()?;
         let ids: Vec<String> = infos.iter().map(|i| i.run_id.clone()).collect();
         let mut data = self.run_data(&ids).await?;
         let mut io = self.run_io(&ids).await?;
