@@ -2,7 +2,11 @@
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("metadata store: {0}")]
-    Db(#[from] sqlx::Error),
+    Db(sqlx::Error),
+    /// A concurrent writer took the same name, number or slot first; the transaction
+    /// rolled back whole and the call may be retried.
+    #[error("a concurrent change to the same object won; nothing was written, retry")]
+    Conflict,
     #[error("{kind} '{name}' does not exist")]
     NotFound { kind: &'static str, name: String },
     #[error("{kind} '{name}' already exists")]
@@ -23,5 +27,14 @@ impl Error {
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Error::Invalid(message.into())
+    }
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        match &e {
+            sqlx::Error::Database(db) if db.is_unique_violation() => Error::Conflict,
+            _ => Error::Db(e),
+        }
     }
 }

@@ -15,7 +15,7 @@ use crate::model::{
     DatasetInput, LoggedModel, LoggedModelData, LoggedModelInfo, Metric, ModelInput, ModelOutput,
     Param, Registration, RunInputs, RunOutputs, Tag, LOGGED_MODEL_STATUSES,
 };
-use crate::search::{self, Bind, LOGGED_MODELS};
+use crate::search::{Bind, LOGGED_MODELS};
 use crate::store::{
     check_key, check_max_results, metric_from, next_page_token, now_ms, parse_experiment_id,
     parse_page_token, placeholders, stored, Page,
@@ -472,10 +472,6 @@ impl Tracking {
             .iter()
             .map(|e| parse_experiment_id(e))
             .collect::<Result<Vec<_>>>()?;
-        let clauses = match filter.map(str::trim).filter(|f| !f.is_empty()) {
-            Some(f) => search::parse_filter(&LOGGED_MODELS, f)?,
-            None => Vec::new(),
-        };
         let order_text: Vec<String> = order_by
             .iter()
             .map(|o| {
@@ -486,27 +482,24 @@ impl Tracking {
                 )
             })
             .collect();
-        let order = search::parse_order(&LOGGED_MODELS, &order_text)?;
-        let mut next = 2 + exps.len();
-        let filter_sql = search::where_sql(&LOGGED_MODELS, &clauses, self.meta.backend(), next);
-        next += filter_sql.params.len();
-        let order_sql = search::order_sql(&LOGGED_MODELS, &order, next);
-        next += order_sql.params.len();
-        let sql = format!(
-            "SELECT {MODEL_COLUMNS} FROM logged_models lm WHERE lm.project_id = $1 AND lm.experiment_id IN ({}) AND lm.lifecycle_stage = 'active'{} \
-             ORDER BY {} LIMIT ${} OFFSET ${}",
-            placeholders(2, exps.len()),
-            filter_sql.text,
-            order_sql.text,
-            next,
-            next + 1
+        let head = format!(
+            "SELECT {MODEL_COLUMNS} FROM logged_models lm WHERE lm.project_id = $1 AND lm.experiment_id IN ({}) AND lm.lifecycle_stage = 'active'",
+            placeholders(2, exps.len())
         );
-        let binds: Vec<Bind> = std::iter::once(Bind::Text(project.id.clone()))
+        let leading: Vec<Bind> = std::iter::once(Bind::Text(project.id.clone()))
             .chain(exps.iter().map(|e| Bind::Int(*e)))
-            .chain(filter_sql.params)
-            .chain(order_sql.params)
             .collect();
-        let (rows, more) = self.fetch_page(&sql, &binds, max, offset).await?;
+        let (rows, more) = self
+            .search_page(
+                &LOGGED_MODELS,
+                &head,
+                leading,
+                filter,
+                &order_text,
+                max,
+                offset,
+            )
+            .await?;
         let infos = rows.iter().map(info_from).collect::<Result<Vec<_>>>()?;
         Ok(Page {
             items: self.complete_models(infos).await?,

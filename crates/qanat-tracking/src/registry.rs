@@ -14,7 +14,7 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::model::{ModelAlias, ModelVersion, RegisteredModel, Tag, STAGES};
-use crate::search::{self, Bind, MODEL_VERSIONS, REGISTERED_MODELS};
+use crate::search::{Bind, MODEL_VERSIONS, REGISTERED_MODELS};
 use crate::store::{
     check_key, check_max_results, check_run_id, next_page_token, now_ms, parse_page_token,
     placeholders, Page,
@@ -267,29 +267,17 @@ impl Tracking {
     ) -> Result<Page<RegisteredModel>> {
         let max = check_max_results(max_results, 100)?;
         let offset = parse_page_token(page_token)?;
-        let clauses = match filter.map(str::trim).filter(|f| !f.is_empty()) {
-            Some(f) => search::parse_filter(&REGISTERED_MODELS, f)?,
-            None => Vec::new(),
-        };
-        let order = search::parse_order(&REGISTERED_MODELS, order_by)?;
-        let mut next = 2;
-        let filter_sql = search::where_sql(&REGISTERED_MODELS, &clauses, self.meta.backend(), next);
-        next += filter_sql.params.len();
-        let order_sql = search::order_sql(&REGISTERED_MODELS, &order, next);
-        next += order_sql.params.len();
-        let sql = format!(
-            "SELECT rm.id, rm.name, rm.description, rm.creation_time, rm.last_update_time FROM registered_models rm \
-             WHERE rm.project_id = $1{} ORDER BY {} LIMIT ${} OFFSET ${}",
-            filter_sql.text,
-            order_sql.text,
-            next,
-            next + 1
-        );
-        let binds: Vec<Bind> = std::iter::once(Bind::Text(project.id.clone()))
-            .chain(filter_sql.params)
-            .chain(order_sql.params)
-            .collect();
-        let (rows, more) = self.fetch_page(&sql, &binds, max, offset).await?;
+        let (rows, more) = self
+            .search_page(
+                &REGISTERED_MODELS,
+                "SELECT rm.id, rm.name, rm.description, rm.creation_time, rm.last_update_time FROM registered_models rm WHERE rm.project_id = $1",
+                vec![Bind::Text(project.id.clone())],
+                filter,
+                order_by,
+                max,
+                offset,
+            )
+            .await?;
         let models = rows
             .iter()
             .map(|r| {
@@ -770,29 +758,21 @@ impl Tracking {
     ) -> Result<Page<ModelVersion>> {
         let max = check_max_results(max_results, 10_000)?;
         let offset = parse_page_token(page_token)?;
-        let clauses = match filter.map(str::trim).filter(|f| !f.is_empty()) {
-            Some(f) => search::parse_filter(&MODEL_VERSIONS, f)?,
-            None => Vec::new(),
-        };
-        let order = search::parse_order(&MODEL_VERSIONS, order_by)?;
-        let mut next = 2;
-        let filter_sql = search::where_sql(&MODEL_VERSIONS, &clauses, self.meta.backend(), next);
-        next += filter_sql.params.len();
-        let order_sql = search::order_sql(&MODEL_VERSIONS, &order, next);
-        next += order_sql.params.len();
-        let sql = format!(
+        let head = format!(
             "SELECT {VERSION_COLUMNS} FROM model_versions mv JOIN registered_models rm ON rm.id = mv.registered_model_id \
-             WHERE rm.project_id = $1 AND mv.current_stage <> '{DELETED}'{} ORDER BY {} LIMIT ${} OFFSET ${}",
-            filter_sql.text,
-            order_sql.text,
-            next,
-            next + 1
+             WHERE rm.project_id = $1 AND mv.current_stage <> '{DELETED}'"
         );
-        let binds: Vec<Bind> = std::iter::once(Bind::Text(project.id.clone()))
-            .chain(filter_sql.params)
-            .chain(order_sql.params)
-            .collect();
-        let (rows, more) = self.fetch_page(&sql, &binds, max, offset).await?;
+        let (rows, more) = self
+            .search_page(
+                &MODEL_VERSIONS,
+                &head,
+                vec![Bind::Text(project.id.clone())],
+                filter,
+                order_by,
+                max,
+                offset,
+            )
+            .await?;
         let versions = rows
             .iter()
             .map(|r| Ok((r.try_get("registered_model_id")?, version_from(r)?)))
@@ -814,16 +794,16 @@ impl Tracking {
             .iter()
             .map(|s| parse_stage(s))
             .collect::<Result<Vec<_>>>()?;
-        let model = self.registered_model(project, name).await?;
-        let picked: Vec<ModelVersion> = model
-            .latest_versions
+        // Newest first: the first version seen in a stage is that stage's latest.
+        let mut seen = std::collections::BTreeSet::new();
+        let mut out: Vec<ModelVersion> = self
+            .versions(project, name)
+            .await?
             .into_iter()
             .filter(|v| wanted.is_empty() || wanted.contains(&v.current_stage.as_str()))
+            .filter(|v| seen.insert(v.current_stage.clone()))
             .collect();
-        let mut out = Vec::with_capacity(picked.len());
-        for v in picked {
-            out.push(self.model_version(project, name, &v.version).await?);
-        }
+        out.reverse();
         Ok(out)
     }
 

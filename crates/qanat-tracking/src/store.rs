@@ -214,6 +214,45 @@ impl Tracking {
         Tracking { meta }
     }
 
+    /// One page of a search over `t`: `head` is `SELECT … FROM … WHERE <fixed
+    /// conditions>` whose placeholders are `leading`; the filter and order (MLflow's
+    /// syntax) are parsed, appended as bound SQL, and one page is fetched.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn search_page(
+        &self,
+        t: &crate::search::Target,
+        head: &str,
+        leading: Vec<crate::search::Bind>,
+        filter: Option<&str>,
+        order_by: &[String],
+        max: i64,
+        offset: i64,
+    ) -> Result<(Vec<AnyRow>, bool)> {
+        use crate::search;
+        let clauses = match filter.map(str::trim).filter(|f| !f.is_empty()) {
+            Some(f) => search::parse_filter(t, f)?,
+            None => Vec::new(),
+        };
+        let order = search::parse_order(t, order_by)?;
+        let mut next = 1 + leading.len();
+        let filter_sql = search::where_sql(t, &clauses, self.meta.backend(), next);
+        next += filter_sql.params.len();
+        let order_sql = search::order_sql(t, &order, next);
+        next += order_sql.params.len();
+        let sql = format!(
+            "{head}{} ORDER BY {} LIMIT ${next} OFFSET ${}",
+            filter_sql.text,
+            order_sql.text,
+            next + 1
+        );
+        let binds: Vec<_> = leading
+            .into_iter()
+            .chain(filter_sql.params)
+            .chain(order_sql.params)
+            .collect();
+        self.fetch_page(&sql, &binds, max, offset).await
+    }
+
     /// One page of a search: `sql` ends in `LIMIT $n OFFSET $n+1` and its other
     /// placeholders are `binds`, in order. At most `max` rows, and whether more follow.
     pub(crate) async fn fetch_page(

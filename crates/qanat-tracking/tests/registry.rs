@@ -1,31 +1,15 @@
 //! Logged models and the model registry on every metadata backend (SQLite always,
 //! PostgreSQL when `QANAT_TEST_POSTGRES_URL` is set).
 
-use qanat_governance::{Governance, Project};
+mod common;
+
+use common::setup;
+use qanat_governance::Project;
 use qanat_store::testing::TestDb;
 use qanat_tracking::{
     Batch, Metric, MetricValue, ModelOrder, ModelOutput, NewLoggedModel, NewModelVersion, NewRun,
     Param, Tag, Tracking,
 };
-
-async fn setup(db: &TestDb) -> (Tracking, Governance, Project, Project) {
-    let gov = Governance::new(db.store.clone());
-    let token = gov
-        .bootstrap_admin("admin")
-        .await
-        .expect("boot")
-        .expect("token");
-    let admin = gov.authenticate(&token.token).await.expect("auth");
-    let a = gov
-        .create_project("a", "", &["uae-north".into()], &admin)
-        .await
-        .expect("project a");
-    let b = gov
-        .create_project("b", "", &["uae-north".into()], &admin)
-        .await
-        .expect("project b");
-    (Tracking::new(db.store.clone()), gov, a, b)
-}
 
 fn tag(k: &str, v: &str) -> Tag {
     Tag {

@@ -2,27 +2,15 @@
 //! `QANAT_TEST_POSTGRES_URL` is set).
 
 use proptest::prelude::*;
-use qanat_governance::{Governance, Project};
+mod common;
+
+use qanat_governance::Project;
 use qanat_store::testing::TestDb;
 use qanat_tracking::{Batch, Metric, MetricValue, NewRun, Param, Tag, Tracking, ViewType};
 
 async fn setup(db: &TestDb) -> (Tracking, Project, Project) {
-    let gov = Governance::new(db.store.clone());
-    let token = gov
-        .bootstrap_admin("admin")
-        .await
-        .expect("boot")
-        .expect("token");
-    let admin = gov.authenticate(&token.token).await.expect("auth");
-    let a = gov
-        .create_project("a", "", &["uae-north".into()], &admin)
-        .await
-        .expect("project a");
-    let b = gov
-        .create_project("b", "", &["uae-north".into()], &admin)
-        .await
-        .expect("project b");
-    (Tracking::new(db.store.clone()), a, b)
+    let (t, _, a, b) = common::setup(db).await;
+    (t, a, b)
 }
 
 fn metric(key: &str, value: f64, timestamp: i64, step: i64) -> Metric {

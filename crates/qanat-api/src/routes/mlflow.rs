@@ -34,6 +34,7 @@ impl From<qanat_tracking::Error> for ApiError {
             ),
             T::Invalid(m) => ApiError::bad_request(m),
             T::Governance(g) => g.into(),
+            T::Conflict => ApiError::new(StatusCode::CONFLICT, "RESOURCE_CONFLICT", e.to_string()),
             T::Db(db) => ApiError::internal(format!("metadata store error: {db}")),
         }
     }
