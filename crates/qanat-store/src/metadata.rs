@@ -128,10 +128,13 @@ async fn sqlite_pool(url: &str, max: u32) -> Result<AnyPool> {
             Box::pin(async move {
                 // WAL lets readers run beside the writer; FULL makes every acknowledged
                 // commit durable; the busy timeout covers other processes (the CLI, a
-                // second server) holding the lock briefly.
+                // second server) holding the lock briefly. Temporary storage in memory keeps
+                // statement journals (a multi-row INSERT inside a transaction has one) off
+                // disk: on a file they were ~700 extra writes per 1000-metric log-batch.
                 conn.execute("PRAGMA journal_mode = WAL").await?;
                 conn.execute("PRAGMA synchronous = FULL").await?;
                 conn.execute("PRAGMA busy_timeout = 10000").await?;
+                conn.execute("PRAGMA temp_store = MEMORY").await?;
                 conn.execute("PRAGMA foreign_keys = ON").await?;
                 Ok(())
             })
