@@ -13,8 +13,14 @@
 //!
 //! If the audit entry cannot be written the request fails with 500: an action that
 //! cannot be recorded is not reported as done.
+//!
+//! A handler whose change is one metadata-store transaction may take the request's
+//! [`AuditTicket`] and append the success entry inside that transaction: the change and
+//! its record then commit together (one commit, not two), and the middleware appends
+//! nothing more for it. Refusals and failures are still recorded here.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::extract::{MatchedPath, RawPathParams, Request, State};
@@ -70,6 +76,27 @@ impl Policy {
     pub const fn governed_read(mut self) -> Self {
         self.audit_reads = true;
         self
+    }
+}
+
+/// The success entry of an audited write, handed to its handler (as a request
+/// extension) so it can be appended in the handler's own transaction.
+#[derive(Debug, Clone)]
+pub struct AuditTicket {
+    record: AuditRecord,
+    written: Arc<AtomicBool>,
+}
+
+impl AuditTicket {
+    /// The entry to append: outcome success, detail `200`.
+    pub fn record(&self) -> &AuditRecord {
+        &self.record
+    }
+
+    /// Says the entry was committed with the change; call only after the commit, and
+    /// only from a handler that then answers 200.
+    pub fn committed(&self) {
+        self.written.store(true, Ordering::Release);
     }
 }
 
@@ -305,12 +332,24 @@ pub(crate) async fn authorize(
             role,
         });
     }
+    let written = Arc::new(AtomicBool::new(false));
+    if is_mutating(&method) && policy.audit_writes {
+        req.extensions_mut().insert(AuditTicket {
+            record: audit(
+                &actor,
+                AuditOutcome::Success,
+                StatusCode::OK.as_u16().to_string(),
+            ),
+            written: written.clone(),
+        });
+    }
     let resp = next.run(req).await;
     let status = resp.status();
     let must_audit = (is_mutating(&method) && (policy.audit_writes || !status.is_success()))
         || policy.audit_reads
         || status == StatusCode::FORBIDDEN;
-    if !must_audit {
+    let recorded = written.load(Ordering::Acquire) && status == StatusCode::OK;
+    if !must_audit || recorded {
         return resp;
     }
     let outcome = if status.is_success() || status.is_redirection() {

@@ -1,9 +1,10 @@
 //! The audit log: an append-only hash chain.
 //!
 //! Entry `n` stores `hash_n = SHA-256(canonical(n, fields…, hash_{n-1}))`, with
-//! `hash_0` = 64 zeros. Appends happen in one transaction that bumps the single
-//! `audit_head` row first — a row lock on PostgreSQL, the single writer on SQLite — so
-//! sequence numbers are dense and every entry links to the one before it.
+//! `hash_0` = 64 zeros. An append bumps the single `audit_head` row in its transaction
+//! — a row lock on PostgreSQL, the single writer on SQLite — so sequence numbers are
+//! dense and every entry links to the one before it. The transaction is the log's own,
+//! or (with [`append_audit_in`]) the one that makes the change the entry records.
 //!
 //! [`Governance::verify_audit`] recomputes the chain: an edited entry no longer matches
 //! its hash, a deleted one leaves a gap in the sequence (or, at the end, falls short of
@@ -209,65 +210,76 @@ enum Bind {
     Int(i64),
 }
 
+/// Appends `rec` inside the caller's transaction on the metadata store, so the entry
+/// commits, or rolls back, together with the change it records (one commit instead of
+/// two). The head row is bumped here, so call it last, just before the commit: on
+/// PostgreSQL the row stays locked until then.
+pub async fn append_audit_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    rec: &AuditRecord,
+) -> Result<AuditEntry> {
+    let ts = now_micros();
+    let head = sqlx::query("UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash")
+        .fetch_one(&mut **tx)
+        .await?;
+    let seq: i64 = head.try_get("seq")?;
+    let prev_hash: String = head.try_get("hash")?;
+    let outcome = rec.outcome.as_str();
+    let hash = entry_hash(
+        seq,
+        ts,
+        &rec.request_id,
+        &rec.actor,
+        &rec.action,
+        &rec.resource,
+        rec.project.as_deref(),
+        outcome,
+        &rec.detail,
+        &prev_hash,
+    );
+    sqlx::query(
+        "INSERT INTO audit_log (seq, ts, request_id, actor, action, resource, project, outcome, detail, prev_hash, hash) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(seq)
+    .bind(ts)
+    .bind(&rec.request_id)
+    .bind(&rec.actor)
+    .bind(&rec.action)
+    .bind(&rec.resource)
+    .bind(rec.project.as_deref())
+    .bind(outcome)
+    .bind(&rec.detail)
+    .bind(&prev_hash)
+    .bind(&hash)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query("UPDATE audit_head SET hash = $1 WHERE id = 1")
+        .bind(&hash)
+        .execute(&mut **tx)
+        .await?;
+    Ok(AuditEntry {
+        seq,
+        time: rfc3339(ts),
+        request_id: rec.request_id.clone(),
+        actor: rec.actor.clone(),
+        action: rec.action.clone(),
+        resource: rec.resource.clone(),
+        project: rec.project.clone(),
+        outcome: outcome.to_string(),
+        detail: rec.detail.clone(),
+        prev_hash,
+        hash,
+    })
+}
+
 impl Governance {
     /// Appends one entry to the chain. Returns it with its sequence number and hash.
     pub async fn append_audit(&self, rec: &AuditRecord) -> Result<AuditEntry> {
-        let ts = now_micros();
         let mut tx = self.meta.writer().begin().await?;
-        let head =
-            sqlx::query("UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash")
-                .fetch_one(&mut *tx)
-                .await?;
-        let seq: i64 = head.try_get("seq")?;
-        let prev_hash: String = head.try_get("hash")?;
-        let outcome = rec.outcome.as_str();
-        let hash = entry_hash(
-            seq,
-            ts,
-            &rec.request_id,
-            &rec.actor,
-            &rec.action,
-            &rec.resource,
-            rec.project.as_deref(),
-            outcome,
-            &rec.detail,
-            &prev_hash,
-        );
-        sqlx::query(
-            "INSERT INTO audit_log (seq, ts, request_id, actor, action, resource, project, outcome, detail, prev_hash, hash) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        )
-        .bind(seq)
-        .bind(ts)
-        .bind(&rec.request_id)
-        .bind(&rec.actor)
-        .bind(&rec.action)
-        .bind(&rec.resource)
-        .bind(rec.project.as_deref())
-        .bind(outcome)
-        .bind(&rec.detail)
-        .bind(&prev_hash)
-        .bind(&hash)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("UPDATE audit_head SET hash = $1 WHERE id = 1")
-            .bind(&hash)
-            .execute(&mut *tx)
-            .await?;
+        let entry = append_audit_in(&mut tx, rec).await?;
         tx.commit().await?;
-        Ok(AuditEntry {
-            seq,
-            time: rfc3339(ts),
-            request_id: rec.request_id.clone(),
-            actor: rec.actor.clone(),
-            action: rec.action.clone(),
-            resource: rec.resource.clone(),
-            project: rec.project.clone(),
-            outcome: outcome.to_string(),
-            detail: rec.detail.clone(),
-            prev_hash,
-            hash,
-        })
+        Ok(entry)
     }
 
     /// Reads entries matching `q` (see [`AuditQuery`] for the order).

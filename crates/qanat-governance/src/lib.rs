@@ -21,7 +21,8 @@ mod rbac;
 mod residency;
 
 pub use audit::{
-    AuditEntry, AuditOutcome, AuditQuery, AuditRecord, AuditVerification, ChainProblem,
+    append_audit_in, AuditEntry, AuditOutcome, AuditQuery, AuditRecord, AuditVerification,
+    ChainProblem,
 };
 pub use error::Error;
 pub use identity::{NewToken, Principal, TokenInfo, User, UserKind};

@@ -4,7 +4,9 @@
 //! set of SQL serves both engines through `sqlx::Any`. SQLite gets a single writer
 //! connection: writers queue in the pool instead of racing for the file lock, which is
 //! what turns into "database is locked" under load. Readers use their own connections,
-//! which WAL lets run alongside the writer.
+//! which WAL lets run alongside the writer. Committed WAL pages are copied back into
+//! the database file by a background checkpoint, not inside the commit of whichever
+//! request crossed the threshold (see [`CHECKPOINT_EVERY`]).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -16,6 +18,14 @@ use crate::{Error, Result};
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// How often the background task checkpoints the SQLite WAL (PASSIVE: it waits for no
+/// reader or writer). Left to SQLite, a checkpoint runs in the commit that makes the log
+/// reach 1000 pages, with its own fsync, and that request waits for it.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+/// The writer still checkpoints by itself past this many WAL pages (~40 MiB), so the log
+/// stays bounded if the background checkpoints fall behind.
+const WRITER_CHECKPOINT_PAGES: u32 = 10_000;
 
 /// Which database engine a [`MetaStore`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,10 +74,11 @@ impl MetaStore {
                 } else {
                     format!("{url}?mode=rwc")
                 };
-                let writer = sqlite_pool(&url, 1).await?;
+                let writer = sqlite_pool(&url, 1, WRITER_CHECKPOINT_PAGES).await?;
                 // Apply migrations (and switch to WAL) before the readers connect.
                 SQLITE_MIGRATIONS.run(&writer).await?;
-                let reader = sqlite_pool(&url, 4).await?;
+                let reader = sqlite_pool(&url, 4, 0).await?;
+                spawn_checkpointer(reader.clone());
                 MetaStore {
                     writer,
                     reader,
@@ -119,12 +130,38 @@ impl MetaStore {
     }
 }
 
-async fn sqlite_pool(url: &str, max: u32) -> Result<AnyPool> {
+/// Checkpoints the WAL every [`CHECKPOINT_EVERY`] from a reader connection until the
+/// pool closes.
+fn spawn_checkpointer(pool: AnyPool) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if pool.is_closed() {
+                break;
+            }
+            if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                .execute(&pool)
+                .await
+            {
+                if pool.is_closed() {
+                    break;
+                }
+                tracing::warn!(error = %e, "background WAL checkpoint failed; the writer's own checkpoint still bounds the log");
+            }
+        }
+    });
+}
+
+/// A pool on the SQLite file; `autocheckpoint` is the WAL size in pages at which a
+/// committing connection checkpoints by itself (0: never).
+async fn sqlite_pool(url: &str, max: u32, autocheckpoint: u32) -> Result<AnyPool> {
     let pool = AnyPoolOptions::new()
         .max_connections(max)
         .min_connections(1)
         .acquire_timeout(Duration::from_secs(30))
-        .after_connect(|conn, _meta| {
+        .after_connect(move |conn, _meta| {
             Box::pin(async move {
                 // WAL lets readers run beside the writer; FULL makes every acknowledged
                 // commit durable; the busy timeout covers other processes (the CLI, a
@@ -135,6 +172,8 @@ async fn sqlite_pool(url: &str, max: u32) -> Result<AnyPool> {
                 conn.execute("PRAGMA synchronous = FULL").await?;
                 conn.execute("PRAGMA busy_timeout = 10000").await?;
                 conn.execute("PRAGMA temp_store = MEMORY").await?;
+                conn.execute(format!("PRAGMA wal_autocheckpoint = {autocheckpoint}").as_str())
+                    .await?;
                 conn.execute("PRAGMA foreign_keys = ON").await?;
                 Ok(())
             })

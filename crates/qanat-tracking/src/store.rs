@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use base64::Engine;
-use qanat_governance::Project;
+use qanat_governance::{AuditRecord, Project};
 use qanat_store::MetaStore;
 use rand::seq::SliceRandom;
 use sqlx::any::AnyRow;
@@ -834,7 +834,15 @@ impl Tracking {
 
     /// Logs metrics, params and tags in one transaction, all or nothing. A param may be
     /// logged again only with the same value.
-    pub async fn log_batch(&self, project: &Project, run_id: &str, batch: Batch) -> Result<()> {
+    /// Logs metrics, params and tags to a run in one transaction. With `audit`, the
+    /// request's success entry is appended to the audit log in that same transaction.
+    pub async fn log_batch(
+        &self,
+        project: &Project,
+        run_id: &str,
+        batch: Batch,
+        audit: Option<&AuditRecord>,
+    ) -> Result<()> {
         if batch.metrics.len() > MAX_BATCH_METRICS
             || batch.params.len() > MAX_BATCH_PARAMS
             || batch.tags.len() > MAX_BATCH_TAGS
@@ -925,6 +933,9 @@ impl Tracking {
         }
         upsert_tags(&mut tx, &info.run_id, &batch.tags).await?;
         insert_metrics(&mut tx, &info.run_id, &batch.metrics).await?;
+        if let Some(rec) = audit {
+            qanat_governance::append_audit_in(&mut tx, rec).await?;
+        }
         tx.commit().await?;
         Ok(())
     }

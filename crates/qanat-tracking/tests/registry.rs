@@ -108,7 +108,7 @@ async fn logged_models_carry_params_tags_metrics_and_outputs() {
                 }],
                 ..Batch::default()
             };
-            t.log_batch(&a, &run, batch).await.expect("batch");
+            t.log_batch(&a, &run, batch, None).await.expect("batch");
         }
         let history = t
             .metric_history(&a, &run, "acc", None, None)

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 mod common;
 
-use qanat_governance::Project;
+use qanat_governance::{AuditOutcome, AuditQuery, AuditRecord, Project};
 use qanat_store::testing::TestDb;
 use qanat_tracking::{Batch, Metric, MetricValue, NewRun, Param, Tag, Tracking, ViewType};
 
@@ -89,6 +89,7 @@ async fn a_batch_with_a_conflicting_param_stores_nothing() {
                 params: vec![param("0.1")],
                 ..Batch::default()
             },
+            None,
         )
         .await
         .expect("first");
@@ -104,6 +105,7 @@ async fn a_batch_with_a_conflicting_param_stores_nothing() {
                         value: "v".into(),
                     }],
                 },
+                None,
             )
             .await
             .expect_err("conflict");
@@ -120,6 +122,50 @@ async fn a_batch_with_a_conflicting_param_stores_nothing() {
 }
 
 #[tokio::test]
+async fn a_batch_commits_its_audit_entry_with_it_or_not_at_all() {
+    for db in TestDb::all().await {
+        let (t, gov, a, _) = common::setup(&db).await;
+        let run = new_run(&t, &a, "0").await;
+        let record = |request_id: &str| AuditRecord {
+            request_id: request_id.into(),
+            actor: "alice".into(),
+            action: "mlflow.run.log_batch".into(),
+            resource: "/api/2.0/mlflow/runs/log-batch".into(),
+            project: Some("a".into()),
+            outcome: AuditOutcome::Success,
+            detail: "200".into(),
+        };
+        let batch = |lr: &str| Batch {
+            params: vec![Param {
+                key: "lr".into(),
+                value: lr.into(),
+            }],
+            metrics: vec![metric("loss", 0.5, 1, 0)],
+            ..Batch::default()
+        };
+        t.log_batch(&a, &run, batch("0.1"), Some(&record("req-ok")))
+            .await
+            .expect("log");
+        // Refused inside the transaction (params are immutable): no entry either.
+        t.log_batch(&a, &run, batch("0.2"), Some(&record("req-refused")))
+            .await
+            .expect_err("immutable");
+        let entries = gov
+            .query_audit(&AuditQuery {
+                action: Some("mlflow.run.log_batch".into()),
+                ..AuditQuery::default()
+            })
+            .await
+            .expect("query");
+        let ids: Vec<&str> = entries.iter().map(|e| e.request_id.as_str()).collect();
+        assert_eq!(ids, ["req-ok"], "{entries:?}");
+        assert_eq!(entries[0].outcome, "success");
+        let chain = gov.verify_audit().await.expect("verify");
+        assert!(chain.ok, "{:?}", chain.problems);
+    }
+}
+
+#[tokio::test]
 async fn nan_and_infinities_survive_the_round_trip() {
     for db in TestDb::all().await {
         let (t, a, _) = setup(&db).await;
@@ -132,7 +178,7 @@ async fn nan_and_infinities_survive_the_round_trip() {
             ],
             ..Batch::default()
         };
-        t.log_batch(&a, &run, batch).await.expect("log");
+        t.log_batch(&a, &run, batch, None).await.expect("log");
         let got = t.run(&a, &run).await.expect("run");
         let v = |k: &str| {
             got.data
@@ -196,7 +242,7 @@ proptest! {
                     .map(|(k, step, ts, v)| metric(&format!("m{k}"), *v, *ts, *step))
                     .collect();
                 all.extend(metrics.clone());
-                t.log_batch(&a, &run, Batch { metrics, ..Batch::default() }).await.expect("log");
+                t.log_batch(&a, &run, Batch { metrics, ..Batch::default() }, None).await.expect("log");
             }
             let got: std::collections::BTreeMap<String, (i64, i64, u64)> = t
                 .run(&a, &run)
@@ -242,7 +288,7 @@ async fn a_search_ordered_by_its_bounded_metric_pages_in_value_order() {
                 metrics: vec![metric("acc", value, 1, 0)],
                 ..Batch::default()
             };
-            t.log_batch(&a, &run, batch).await.expect("log");
+            t.log_batch(&a, &run, batch, None).await.expect("log");
             if value > 0.3 {
                 want.push((value, run));
             }

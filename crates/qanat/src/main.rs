@@ -14,6 +14,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+/// mimalloc instead of the C library's allocator: request handling allocates and frees
+/// many small buffers (JSON values, bind arguments), where glibc's malloc spent ~18% of
+/// a 1000-metric log-batch.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Qanat: a self-hosted ML platform in one binary.
 #[derive(Parser)]
 #[command(name = "qanat", version, about, propagate_version = true)]

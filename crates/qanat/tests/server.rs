@@ -888,3 +888,79 @@ fn slow_requests_time_out_with_a_json_408() {
         .expect("msg")
         .contains("request_timeout_secs"));
 }
+
+#[test]
+fn mlflow_logging_commits_one_audit_entry_with_its_data() {
+    let q = Qanat::start();
+    let h = q.http();
+    q.create_project("ml", &["uae-north"]);
+    let eddie = q.user_with_role("eddie", "ml", "editor");
+    let api = |path: &str| format!("/mlflow/ml/api/2.0/mlflow/{path}");
+    let (s, v) = h.send(
+        &eddie,
+        "POST",
+        &api("experiments/create"),
+        Some(json!({"name": "audited"})),
+    );
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = h.send(
+        &eddie,
+        "POST",
+        &api("runs/create"),
+        Some(json!({"experiment_id": v["experiment_id"], "start_time": 1})),
+    );
+    assert_eq!(s, 200, "{v}");
+    let run = v["run"]["info"]["run_id"]
+        .as_str()
+        .expect("run id")
+        .to_string();
+    let batch = |lr: &str| {
+        json!({"run_id": run, "params": [{"key": "lr", "value": lr}],
+               "metrics": [{"key": "loss", "value": 0.5, "timestamp": 1, "step": 0}]})
+    };
+    let (s, v) = h.send(&eddie, "POST", &api("runs/log-batch"), Some(batch("0.1")));
+    assert_eq!(s, 200, "{v}");
+    // Params are immutable: refused, nothing stored, and the refusal is recorded.
+    let (s, v) = h.send(&eddie, "POST", &api("runs/log-batch"), Some(batch("0.2")));
+    assert_eq!(s, 400, "{v}");
+    let (s, v) = h.send(
+        &eddie,
+        "POST",
+        &api("runs/log-metric"),
+        Some(json!({"run_id": run, "key": "loss", "value": 0.25, "timestamp": 2, "step": 1})),
+    );
+    assert_eq!(s, 200, "{v}");
+
+    // One entry per request: the successes were appended in the write's own transaction.
+    let entries = audit(&q, "action=mlflow.run.log");
+    let seen: Vec<(&str, &str)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["outcome"].as_str().unwrap_or(""),
+                e["detail"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(seen.len(), 3, "{entries:?}");
+    assert_eq!(seen[0], ("success", "200"));
+    assert_eq!(seen[1].0, "failure");
+    assert!(seen[1].1.starts_with("400 "), "{:?}", seen[1]);
+    assert_eq!(seen[2], ("success", "200"));
+    assert!(entries
+        .iter()
+        .all(|e| e["actor"] == "eddie" && e["project"] == "ml"));
+    let (s, v) = h.send(
+        &eddie,
+        "GET",
+        &format!(
+            "{}?run_id={run}&metric_key=loss",
+            api("metrics/get-history")
+        ),
+        None,
+    );
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["metrics"].as_array().map(Vec::len), Some(2), "{v}");
+    let (_, v) = h.send(&q.admin_token, "GET", "/api/v1/audit/verify", None);
+    assert_eq!(v["ok"], true, "{v}");
+}

@@ -7,7 +7,7 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::Json;
+use axum::{Extension, Json};
 use qanat_governance::Project;
 use qanat_tracking::{
     Batch, Experiment, Metric, MetricValue, NewRun, Param, Run, RunInfo, RunUpdate, Tag, ViewType,
@@ -15,6 +15,7 @@ use qanat_tracking::{
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::authz::AuditTicket;
 use crate::error::ApiError;
 use crate::extract::{Access, ApiJson, ApiQuery, Caller};
 use crate::AppState;
@@ -411,6 +412,7 @@ pub(crate) struct LogParam {
 pub(crate) async fn log_param(
     State(state): State<AppState>,
     access: Access,
+    ticket: Option<Extension<AuditTicket>>,
     ApiJson(b): ApiJson<LogParam>,
 ) -> Reply {
     let p = project(&state, &access).await?;
@@ -423,8 +425,7 @@ pub(crate) async fn log_param(
         }],
         ..Batch::default()
     };
-    state.tracking.log_batch(&p, &id, batch).await?;
-    Ok(Json(json!({})))
+    write_batch(&state, &p, &id, batch, ticket).await
 }
 
 #[derive(Deserialize)]
@@ -441,6 +442,7 @@ pub(crate) struct LogMetric {
 pub(crate) async fn log_metric(
     State(state): State<AppState>,
     access: Access,
+    ticket: Option<Extension<AuditTicket>>,
     ApiJson(b): ApiJson<LogMetric>,
 ) -> Reply {
     let p = project(&state, &access).await?;
@@ -462,8 +464,7 @@ pub(crate) async fn log_metric(
         }],
         ..Batch::default()
     };
-    state.tracking.log_batch(&p, &id, batch).await?;
-    Ok(Json(json!({})))
+    write_batch(&state, &p, &id, batch, ticket).await
 }
 
 #[derive(Deserialize)]
@@ -480,22 +481,32 @@ pub(crate) struct LogBatch {
 pub(crate) async fn log_batch(
     State(state): State<AppState>,
     access: Access,
+    ticket: Option<Extension<AuditTicket>>,
     ApiJson(b): ApiJson<LogBatch>,
 ) -> Reply {
     let p = project(&state, &access).await?;
     let id = required("run_id", &b.run_id)?;
-    state
-        .tracking
-        .log_batch(
-            &p,
-            id,
-            Batch {
-                metrics: b.metrics,
-                params: b.params,
-                tags: b.tags,
-            },
-        )
-        .await?;
+    let batch = Batch {
+        metrics: b.metrics,
+        params: b.params,
+        tags: b.tags,
+    };
+    write_batch(&state, &p, id, batch, ticket).await
+}
+
+/// Logs `batch` with the request's audit entry in the same transaction.
+async fn write_batch(
+    state: &AppState,
+    p: &Project,
+    run_id: &str,
+    batch: Batch,
+    ticket: Option<Extension<AuditTicket>>,
+) -> Reply {
+    let audit = ticket.as_ref().map(|t| t.record());
+    state.tracking.log_batch(p, run_id, batch, audit).await?;
+    if let Some(t) = &ticket {
+        t.committed();
+    }
     Ok(Json(json!({})))
 }
 
@@ -511,6 +522,7 @@ pub(crate) struct SetTag {
 pub(crate) async fn set_tag(
     State(state): State<AppState>,
     access: Access,
+    ticket: Option<Extension<AuditTicket>>,
     ApiJson(b): ApiJson<SetTag>,
 ) -> Reply {
     let p = project(&state, &access).await?;
@@ -523,8 +535,7 @@ pub(crate) async fn set_tag(
         }],
         ..Batch::default()
     };
-    state.tracking.log_batch(&p, &id, batch).await?;
-    Ok(Json(json!({})))
+    write_batch(&state, &p, &id, batch, ticket).await
 }
 
 #[derive(Deserialize)]
