@@ -74,6 +74,9 @@ if [ "$BIG_RUNS" -gt 0 ]; then
   t0=$(date +%s)
   "$PY" "$BENCH" populate-api "$QANAT_SERVER_URL" "big-$BIG_RUNS" "$BIG_RUNS"
   echo "  qanat: $(( $(date +%s) - t0 )) s" >&2
+  # MLflow's store was filled before its server started; let Qanat's background WAL
+  # checkpoint finish the bulk load too, so both are measured settled.
+  sleep 5
   export BIG_URI=$QANAT_SERVER_URL BIG_EXPERIMENT=big-$BIG_RUNS BIG_RUNS
 fi
 

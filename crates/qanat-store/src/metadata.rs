@@ -1,12 +1,14 @@
 //! The metadata store: one `sqlx` pool pair over SQLite or PostgreSQL.
 //!
 //! The queries use `$1`-style placeholders, 64-bit integers, text and blobs only, so one
-//! set of SQL serves both engines through `sqlx::Any`. SQLite gets a single writer
+//! set of SQL serves both engines through `sqlx::Any` (big multi-row inserts are the one
+//! exception: on SQLite they use anonymous `?`, which sqlx binds without a lookup per
+//! placeholder). SQLite gets a single writer
 //! connection: writers queue in the pool instead of racing for the file lock, which is
 //! what turns into "database is locked" under load. Readers use their own connections,
 //! which WAL lets run alongside the writer. Committed WAL pages are copied back into
 //! the database file by a background checkpoint, not inside the commit of whichever
-//! request crossed the threshold (see [`CHECKPOINT_EVERY`]).
+//! request crossed the threshold.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -22,7 +24,7 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migratio
 /// How often the background task checkpoints the SQLite WAL (PASSIVE: it waits for no
 /// reader or writer). Left to SQLite, a checkpoint runs in the commit that makes the log
 /// reach 1000 pages, with its own fsync, and that request waits for it.
-pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 /// The writer still checkpoints by itself past this many WAL pages (~40 MiB), so the log
 /// stays bounded if the background checkpoints fall behind.
 const WRITER_CHECKPOINT_PAGES: u32 = 10_000;

@@ -200,12 +200,16 @@ pub(crate) fn metric_from(row: &AnyRow) -> Result<Metric> {
     })
 }
 
+pub(crate) fn is_sqlite(conn: &sqlx::AnyConnection) -> bool {
+    conn.backend_name().eq_ignore_ascii_case("sqlite")
+}
+
 /// `rows` groups of `cols` placeholders for a multi-row `VALUES` list, bound in order.
 /// SQLite gets anonymous `?`: sqlx resolves each numbered `$N` by walking SQLite's list of
 /// named parameters, which costs O(n²) binds on a statement of a thousand of them (it was
 /// 40% of a 1000-metric log-batch). PostgreSQL only knows `$N`.
 pub(crate) fn values_list(conn: &sqlx::AnyConnection, rows: usize, cols: usize) -> String {
-    let sqlite = conn.backend_name().eq_ignore_ascii_case("sqlite");
+    let sqlite = is_sqlite(conn);
     let mut out = String::with_capacity(rows * cols * 6);
     let mut n = 0;
     for r in 0..rows {
@@ -1178,18 +1182,18 @@ pub(crate) fn stored(m: &Metric) -> (f64, i64) {
     }
 }
 
-/// Inserts metric rows into `table` (`metrics` or `latest_metrics`), many per
-/// statement, with `suffix` (an ON CONFLICT clause) appended.
+/// Inserts metric rows, many per statement: `head` is the `INSERT … INTO <table>` part,
+/// `suffix` an ON CONFLICT clause or nothing.
 async fn insert_metric_rows(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    table: &str,
+    head: &str,
     suffix: &str,
     run_id: &str,
     rows: &[&Metric],
 ) -> Result<()> {
     for chunk in rows.chunks(ROWS_PER_INSERT) {
         let q = format!(
-            "INSERT INTO {table} (run_id, key, value, is_nan, timestamp, step) VALUES {}{suffix}",
+            "{head} (run_id, key, value, is_nan, timestamp, step) VALUES {}{suffix}",
             values_list(tx, chunk.len(), 6)
         );
         let mut query = sqlx::query(&q);
@@ -1220,7 +1224,15 @@ async fn insert_metrics(
     }
     let all: Vec<&Metric> = metrics.iter().collect();
     // The same point again (same key, step, time and value) is kept once, as on MLflow.
-    insert_metric_rows(tx, "metrics", " ON CONFLICT DO NOTHING", run_id, &all).await?;
+    // On SQLite, OR IGNORE (every constraint, not only the unique one) also means that no
+    // row can abort the statement halfway, so SQLite keeps no statement journal for it.
+    // Every bound value is non-null, so only duplicates are ever skipped.
+    let (head, suffix) = if is_sqlite(tx) {
+        ("INSERT OR IGNORE INTO metrics", "")
+    } else {
+        ("INSERT INTO metrics", " ON CONFLICT DO NOTHING")
+    };
+    insert_metric_rows(tx, head, suffix, run_id, &all).await?;
     crate::models::insert_model_metrics(tx, run_id, &all).await?;
     let newer = |a: &Metric, b: &Metric| {
         (a.step, a.timestamp) > (b.step, b.timestamp)
@@ -1238,7 +1250,7 @@ async fn insert_metrics(
     let rows: Vec<&Metric> = latest.into_values().collect();
     insert_metric_rows(
         tx,
-        "latest_metrics",
+        "INSERT INTO latest_metrics",
         " ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value, is_nan = excluded.is_nan, timestamp = excluded.timestamp, step = excluded.step \
          WHERE excluded.step > latest_metrics.step \
             OR (excluded.step = latest_metrics.step AND excluded.timestamp > latest_metrics.timestamp) \
