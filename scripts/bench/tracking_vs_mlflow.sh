@@ -45,7 +45,6 @@ export QANAT_SERVER_BIND=127.0.0.1:$QPORT QANAT_SERVER_URL=http://127.0.0.1:$QPO
 "$Q" server >"$WORK/qanat.out" 2>"$WORK/qanat.err" &
 QANAT_PID=$!
 wait_http "$QANAT_SERVER_URL/health"
-"$Q" projects create default >/dev/null
 "$Q" users create bench >/dev/null
 "$Q" projects grant default bench editor >/dev/null
 export QANAT_TOKEN=$("$Q" tokens create --user bench --output json | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["token"])')

@@ -40,7 +40,6 @@ for _ in $(seq 200); do grep -q listening "$WORK/server.out" 2>/dev/null && brea
 grep -q listening "$WORK/server.out" || { cat "$WORK/server.err" >&2; exit 1; }
 
 json() { "$VENV/bin/python" -c "import json,sys; print(json.load(sys.stdin)$1)"; }
-"$Q" projects create default >/dev/null
 "$Q" projects create other >/dev/null
 "$Q" users create alice >/dev/null
 "$Q" users create victor >/dev/null

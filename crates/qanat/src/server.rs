@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use qanat_api::{ApiLimits, AppState};
-use qanat_governance::{Governance, NewToken};
+use qanat_governance::{AuditOutcome, AuditRecord, Governance, NewToken};
 use qanat_store::{Keyring, MetaStore, ObjectStorage};
 
 use crate::config::Config;
@@ -74,11 +74,40 @@ pub async fn open(cfg: &Config, create: bool) -> Result<Installation> {
     Ok(Installation { meta, storage })
 }
 
-/// Creates the bootstrap admin on a fresh installation; `None` if one exists.
+/// Creates the bootstrap admin on a fresh installation, and the project the root-mounted
+/// MLflow API works in (`tracking.default_project`), so that an MLflow client pointed at
+/// the server's root works from the start. `None` if the installation exists.
 pub async fn bootstrap(cfg: &Config, inst: &Installation) -> Result<Option<NewToken>> {
-    Ok(Governance::new(inst.meta.clone())
-        .bootstrap_admin(&cfg.security.bootstrap_admin)
-        .await?)
+    let gov = Governance::new(inst.meta.clone());
+    let Some(token) = gov.bootstrap_admin(&cfg.security.bootstrap_admin).await? else {
+        return Ok(None);
+    };
+    let admin = gov.authenticate(&token.token).await?;
+    let name = &cfg.tracking.default_project;
+    let region = inst
+        .storage
+        .location(inst.storage.default_location())?
+        .region
+        .to_string();
+    gov.create_project(
+        name,
+        "MLflow clients pointed at the server's root log here",
+        &[region],
+        &admin,
+    )
+    .await
+    .with_context(|| format!("creating the default tracking project '{name}'"))?;
+    gov.append_audit(&AuditRecord {
+        request_id: String::new(),
+        actor: admin.name.clone(),
+        action: "project.create".into(),
+        resource: format!("/api/v1/projects/{name}"),
+        project: Some(name.clone()),
+        outcome: AuditOutcome::Success,
+        detail: "created with the installation, for the root MLflow API".into(),
+    })
+    .await?;
+    Ok(Some(token))
 }
 
 fn load_tls(cfg: &Config) -> Result<Option<Arc<rustls::ServerConfig>>> {

@@ -893,6 +893,17 @@ fn slow_requests_time_out_with_a_json_408() {
 fn mlflow_logging_commits_one_audit_entry_with_its_data() {
     let q = Qanat::start();
     let h = q.http();
+    // The root-mounted MLflow API's project comes with the installation.
+    let (s, v) = h.send(
+        &q.admin_token,
+        "GET",
+        "/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default",
+        None,
+    );
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["experiment"]["experiment_id"], "0", "{v}");
+    let created = audit(&q, "action=project.create&project=default");
+    assert_eq!(created.len(), 1, "{created:?}");
     q.create_project("ml", &["uae-north"]);
     let eddie = q.user_with_role("eddie", "ml", "editor");
     let api = |path: &str| format!("/mlflow/ml/api/2.0/mlflow/{path}");
