@@ -11,8 +11,8 @@
 //! 4. appends an audit entry for every denied request, every mutating request (whatever
 //!    its outcome) and every read the policy marks as governed.
 //!
-//! If the audit entry cannot be written the request fails with 500: an action that
-//! cannot be recorded is not reported as done.
+//! If the audit entry cannot be written the request fails with 503 `AUDIT_UNAVAILABLE`:
+//! an action that cannot be recorded is not reported as done.
 //!
 //! A handler whose change is one metadata-store transaction may take the request's
 //! [`AuditTicket`] and append the success entry inside that transaction: the change and

@@ -18,7 +18,7 @@ use crate::model::{
 use crate::search::{Bind, LOGGED_MODELS};
 use crate::store::{
     check_key, check_max_results, metric_from, next_page_token, now_ms, parse_experiment_id,
-    parse_page_token, placeholders, stored, Page,
+    parse_page_token, placeholders, stored, values_list, Page, ROWS_PER_INSERT,
 };
 use crate::{Error, Result, Tracking};
 
@@ -164,32 +164,44 @@ async fn insert_params(
     Ok(())
 }
 
-/// Records metric points logged for a model (log-batch entries with a `model_id`).
+/// Records metric points logged for a model (log-batch entries with a `model_id`), many
+/// per statement as for runs.
 pub(crate) async fn insert_model_metrics(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     run_id: &str,
     metrics: &[&Metric],
 ) -> Result<()> {
-    for m in metrics {
-        let Some(model_id) = m.model_id.as_deref() else {
-            continue;
-        };
-        let (v, nan) = stored(m);
-        sqlx::query(
+    let rows: Vec<(&Metric, &str)> = metrics
+        .iter()
+        // An empty id means none, as in `check_metric_models`.
+        .filter_map(|m| {
+            m.model_id
+                .as_deref()
+                .filter(|id| !id.is_empty())
+                .map(|id| (*m, id))
+        })
+        .collect();
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        let q = format!(
             "INSERT INTO logged_model_metrics (model_id, key, value, is_nan, timestamp, step, run_id, dataset_name, dataset_digest) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
-        )
-        .bind(model_id)
-        .bind(&m.key)
-        .bind(v)
-        .bind(nan)
-        .bind(m.timestamp)
-        .bind(m.step)
-        .bind(run_id)
-        .bind(m.dataset_name.clone().unwrap_or_default())
-        .bind(m.dataset_digest.clone().unwrap_or_default())
-        .execute(&mut **tx)
-        .await?;
+             VALUES {} ON CONFLICT DO NOTHING",
+            values_list(tx, chunk.len(), 9)
+        );
+        let mut query = sqlx::query(&q);
+        for (m, model_id) in chunk {
+            let (v, nan) = stored(m);
+            query = query
+                .bind(*model_id)
+                .bind(&m.key)
+                .bind(v)
+                .bind(nan)
+                .bind(m.timestamp)
+                .bind(m.step)
+                .bind(run_id)
+                .bind(m.dataset_name.as_deref().unwrap_or_default())
+                .bind(m.dataset_digest.as_deref().unwrap_or_default());
+        }
+        query.execute(&mut **tx).await?;
     }
     Ok(())
 }

@@ -169,18 +169,7 @@ impl Tracking {
         let now = now_ms();
         let id = uuid::Uuid::new_v4().simple().to_string();
         let mut tx = self.meta.writer().begin().await?;
-        let taken =
-            sqlx::query("SELECT 1 FROM registered_models WHERE project_id = $1 AND name = $2")
-                .bind(&project.id)
-                .bind(name)
-                .fetch_optional(&mut *tx)
-                .await?;
-        if taken.is_some() {
-            return Err(Error::AlreadyExists {
-                kind: "registered model",
-                name: name.to_string(),
-            });
-        }
+        name_free(&mut tx, project, name).await?;
         sqlx::query(
             "INSERT INTO registered_models (id, project_id, name, description, creation_time, last_update_time) VALUES ($1, $2, $3, $4, $5, $5)",
         )
@@ -332,18 +321,7 @@ impl Tracking {
             return self.registered_model(project, name).await;
         }
         let mut tx = self.meta.writer().begin().await?;
-        let taken =
-            sqlx::query("SELECT 1 FROM registered_models WHERE project_id = $1 AND name = $2")
-                .bind(&project.id)
-                .bind(new_name)
-                .fetch_optional(&mut *tx)
-                .await?;
-        if taken.is_some() {
-            return Err(Error::AlreadyExists {
-                kind: "registered model",
-                name: new_name.to_string(),
-            });
-        }
+        name_free(&mut tx, project, new_name).await?;
         sqlx::query("UPDATE registered_models SET name = $1, last_update_time = $2 WHERE id = $3")
             .bind(new_name)
             .bind(now_ms())
@@ -1137,6 +1115,27 @@ async fn upsert_version_tag(
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// Refuses a registered-model name the project already uses (checked in the writing
+/// transaction; the unique index still catches a race, as `Conflict`).
+async fn name_free(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    project: &Project,
+    name: &str,
+) -> Result<()> {
+    let taken = sqlx::query("SELECT 1 FROM registered_models WHERE project_id = $1 AND name = $2")
+        .bind(&project.id)
+        .bind(name)
+        .fetch_optional(&mut **tx)
+        .await?;
+    match taken {
+        Some(_) => Err(Error::AlreadyExists {
+            kind: "registered model",
+            name: name.to_string(),
+        }),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ const MAX_PARAM_VALUE: usize = 6000;
 const MAX_TAG_VALUE: usize = 8000;
 const MAX_RESULTS: i64 = 50_000;
 /// Rows per multi-row INSERT (at most 6 binds each, well under every engine's limit).
-const ROWS_PER_INSERT: usize = 200;
+pub(crate) const ROWS_PER_INSERT: usize = 200;
 
 /// Tracking over the metadata store.
 #[derive(Clone, Debug)]

@@ -100,7 +100,8 @@ async fn logged_models_carry_params_tags_metrics_and_outputs() {
             step: 0,
             ..Metric::default()
         };
-        for model_id in [None, Some(id.clone())] {
+        // An empty model id means none: the point is the run's only.
+        for model_id in [None, Some(String::new()), Some(id.clone())] {
             let batch = Batch {
                 metrics: vec![Metric {
                     model_id,

@@ -82,6 +82,26 @@ pub async fn bootstrap(cfg: &Config, inst: &Installation) -> Result<Option<NewTo
     let Some(token) = gov.bootstrap_admin(&cfg.security.bootstrap_admin).await? else {
         return Ok(None);
     };
+    // The admin and its token exist now and the token is shown only once: a project that
+    // cannot be created (say, a bad name in the config) is reported, not fatal.
+    // Printed, not logged: `qanat init` runs without a log subscriber, and this is shown
+    // beside the token, like the rest of the bootstrap announcement.
+    if let Err(e) = create_tracking_project(cfg, inst, &gov, &token).await {
+        eprintln!(
+            "warning: the default tracking project '{}' was not created ({e:#}); \
+             create it with `qanat projects create`",
+            cfg.tracking.default_project
+        );
+    }
+    Ok(Some(token))
+}
+
+async fn create_tracking_project(
+    cfg: &Config,
+    inst: &Installation,
+    gov: &Governance,
+    token: &NewToken,
+) -> Result<()> {
     let admin = gov.authenticate(&token.token).await?;
     let name = &cfg.tracking.default_project;
     let region = inst
@@ -95,8 +115,7 @@ pub async fn bootstrap(cfg: &Config, inst: &Installation) -> Result<Option<NewTo
         &[region],
         &admin,
     )
-    .await
-    .with_context(|| format!("creating the default tracking project '{name}'"))?;
+    .await?;
     gov.append_audit(&AuditRecord {
         request_id: String::new(),
         actor: admin.name.clone(),
@@ -107,7 +126,7 @@ pub async fn bootstrap(cfg: &Config, inst: &Installation) -> Result<Option<NewTo
         detail: "created with the installation, for the root MLflow API".into(),
     })
     .await?;
-    Ok(Some(token))
+    Ok(())
 }
 
 fn load_tls(cfg: &Config) -> Result<Option<Arc<rustls::ServerConfig>>> {
