@@ -45,3 +45,39 @@ fn describe_violations(v: &[crate::SchemaViolation]) -> String {
     }
     s
 }
+
+impl qanat_core::DomainError for Error {
+    fn kind(&self) -> qanat_core::ErrorKind {
+        use qanat_core::ErrorKind as K;
+        match self {
+            Error::Store(s) => s.kind(),
+            Error::Governance(g) => g.kind(),
+            Error::Db(_) | Error::Io(_) => K::Internal,
+            Error::NotFound { .. } => K::NotFound,
+            Error::AlreadyExists { .. } => K::AlreadyExists,
+            Error::Invalid { .. } | Error::MissingChunks { .. } | Error::SchemaViolation(_) => {
+                K::Invalid
+            }
+            Error::Busy(_) => K::Unavailable,
+        }
+    }
+
+    fn code(&self) -> Option<&'static str> {
+        match self {
+            Error::Store(s) => s.code(),
+            Error::Governance(g) => g.code(),
+            Error::SchemaViolation(_) => Some("SCHEMA_VIOLATION"),
+            Error::Busy(_) => Some("TEMPORARILY_UNAVAILABLE"),
+            _ => None,
+        }
+    }
+}
+
+impl From<qanat_core::RefError> for Error {
+    fn from(e: qanat_core::RefError) -> Self {
+        Error::Invalid {
+            what: "version",
+            reason: e.to_string(),
+        }
+    }
+}

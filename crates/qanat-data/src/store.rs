@@ -2,7 +2,6 @@
 //! and the encrypted object storage.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fmt;
 use std::str::FromStr;
 
 use bytes::Bytes;
@@ -118,57 +117,14 @@ pub struct DatasetVersion {
     pub tags: Vec<String>,
 }
 
-/// `latest`, a number (`3` or `v3`), or a tag.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum VersionRef {
-    Latest,
-    Number(i64),
-    Tag(String),
-}
-
-impl FromStr for VersionRef {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        if s.is_empty() || s == "latest" {
-            return Ok(VersionRef::Latest);
-        }
-        let digits = s.strip_prefix('v').unwrap_or(s);
-        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-            return digits
-                .parse()
-                .map(VersionRef::Number)
-                .map_err(|_| Error::invalid("version", format!("'{s}' is too large")));
-        }
-        validate_name("tag", s)?;
-        Ok(VersionRef::Tag(s.to_string()))
-    }
-}
-
-impl fmt::Display for VersionRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            VersionRef::Latest => f.write_str("latest"),
-            VersionRef::Number(n) => write!(f, "{n}"),
-            VersionRef::Tag(t) => f.write_str(t),
-        }
-    }
-}
+/// Which version of a dataset: `latest`, a number (`3` or `v3`) or a tag; parsed by
+/// [`qanat_core::Selector`], the one parser of references.
+pub use qanat_core::Selector as VersionRef;
 
 fn validate_name(what: &'static str, name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 128
-        && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::invalid(
-            what,
-            format!("'{name}': use letters, digits, '.', '_' or '-', starting with a letter"),
-        ))
-    }
+    qanat_core::Name::parse_as(what, name)
+        .map(|_| ())
+        .map_err(|e| Error::invalid(what, e.rule()))
 }
 
 use qanat_store::format_micros as rfc3339;
@@ -537,19 +493,28 @@ impl Datasets {
         })
     }
 
-    /// Turns `dataset:NAME@REF` (a tag, `latest`, `vN` or `N`) into the canonical
+    /// Resolves a dataset reference (a tag, `latest`, `vN` or `N`) to the canonical
     /// `dataset:NAME@N` that lineage records.
-    pub async fn canonical_ref(&self, project: &Project, reference: &str) -> Result<String> {
-        let Some(rest) = reference.strip_prefix("dataset:") else {
+    pub async fn canonical_ref(
+        &self,
+        project: &Project,
+        reference: &qanat_core::ObjectRef,
+    ) -> Result<qanat_core::ObjectRef> {
+        if reference.kind != qanat_core::Kind::Dataset {
             return Err(Error::invalid(
                 "lineage reference",
-                format!("'{reference}': use dataset:<name>@<version|tag>, model:<name>@<version|alias>, run:<id> or logged_model:<id>"),
+                format!(
+                    "'{reference}' is not a dataset reference: use dataset:<name>@<version|tag>"
+                ),
             ));
-        };
-        let (name, version) = rest.split_once('@').unwrap_or((rest, "latest"));
-        let ds = self.get(project, name).await?;
-        let v = self.resolve(&ds, &version.parse()?).await?;
-        Ok(format!("dataset:{}@{}", ds.name, v.version))
+        }
+        let ds = self.get(project, &reference.name).await?;
+        let v = self.resolve(&ds, &reference.selector_or_latest()).await?;
+        Ok(qanat_core::ObjectRef::version(
+            qanat_core::Kind::Dataset,
+            ds.name,
+            v.version,
+        ))
     }
 
     /// Makes a new version visible: every chunk must be stored; the manifest is written
@@ -566,7 +531,8 @@ impl Datasets {
         manifest.normalize()?;
         let mut sources = Vec::with_capacity(derived_from.len());
         for r in derived_from {
-            sources.push(self.canonical_ref(project, r).await?);
+            let r = qanat_core::ObjectRef::parse_of(qanat_core::Kind::Dataset, r)?;
+            sources.push(self.canonical_ref(project, &r).await?.to_string());
         }
         self.check_location(project, ds)?;
         let distinct = manifest.distinct_chunks();
@@ -582,7 +548,7 @@ impl Datasets {
         let parent = ds.latest_version;
         let parent_chunks: HashSet<ChunkId> = match parent {
             Some(p) => {
-                let pv = self.resolve(ds, &VersionRef::Number(p)).await?;
+                let pv = self.resolve(ds, &VersionRef::Version(p)).await?;
                 self.manifest(ds, &pv)
                     .await?
                     .distinct_chunks()
@@ -690,7 +656,7 @@ impl Datasets {
                     )
                     .await?;
                     tx.commit().await?;
-                    return self.resolve(ds, &VersionRef::Number(next)).await;
+                    return self.resolve(ds, &VersionRef::Version(next)).await;
                 }
                 Err(sqlx::Error::Database(e)) if e.is_unique_violation() => continue,
                 Err(e) => return Err(e.into()),
@@ -754,12 +720,12 @@ impl Datasets {
     /// Resolves `latest`, a number or a tag.
     pub async fn resolve(&self, ds: &Dataset, r: &VersionRef) -> Result<DatasetVersion> {
         let number = match r {
-            VersionRef::Number(n) => Some(*n),
+            VersionRef::Version(n) => Some(*n),
             VersionRef::Latest => ds.latest_version,
-            VersionRef::Tag(t) => {
+            VersionRef::Label(t) => {
                 sqlx::query("SELECT version FROM dataset_tags WHERE dataset_id = $1 AND tag = $2")
                     .bind(&ds.id)
-                    .bind(t)
+                    .bind(t.as_str())
                     .fetch_optional(self.meta.reader())
                     .await?
                     .map(|r| r.try_get::<i64, _>("version"))
@@ -834,14 +800,14 @@ impl Datasets {
         validate_name("tag", tag)?;
         if matches!(
             tag.parse::<VersionRef>()?,
-            VersionRef::Number(_) | VersionRef::Latest
+            VersionRef::Version(_) | VersionRef::Latest
         ) {
             return Err(Error::invalid(
                 "tag",
                 format!("'{tag}' would read as a version number"),
             ));
         }
-        self.resolve(ds, &VersionRef::Number(version)).await?;
+        self.resolve(ds, &VersionRef::Version(version)).await?;
         let res = sqlx::query("INSERT INTO dataset_tags (dataset_id, tag, version, created_at) VALUES ($1, $2, $3, $4)")
             .bind(&ds.id)
             .bind(tag)
@@ -850,7 +816,7 @@ impl Datasets {
             .execute(self.meta.writer())
             .await;
         match res {
-            Ok(_) => self.resolve(ds, &VersionRef::Number(version)).await,
+            Ok(_) => self.resolve(ds, &VersionRef::Version(version)).await,
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(Error::AlreadyExists {
                 kind: "tag",
                 name: format!("{}@{tag}", ds.name),

@@ -32,3 +32,35 @@ impl Error {
         }
     }
 }
+
+impl qanat_core::DomainError for Error {
+    fn kind(&self) -> qanat_core::ErrorKind {
+        use qanat_core::ErrorKind as K;
+        match self {
+            Error::Store(s) => s.kind(),
+            Error::Db(_) => K::Internal,
+            Error::NotFound { .. } => K::NotFound,
+            Error::AlreadyExists { .. } => K::AlreadyExists,
+            Error::Invalid { .. } => K::Invalid,
+            Error::Unauthenticated(_) => K::Unauthenticated,
+            Error::Forbidden(_) | Error::Residency { .. } => K::Forbidden,
+        }
+    }
+
+    fn code(&self) -> Option<&'static str> {
+        match self {
+            Error::Store(s) => s.code(),
+            Error::Residency { .. } => Some("RESIDENCY_VIOLATION"),
+            _ => None,
+        }
+    }
+}
+
+impl From<qanat_core::NameError> for Error {
+    fn from(e: qanat_core::NameError) -> Self {
+        Error::Invalid {
+            what: e.what,
+            reason: e.rule(),
+        }
+    }
+}

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use crate::{validate_name, Error, Governance, Result};
+use crate::{Error, Governance, Result};
 
 const TOKEN_PREFIX: &str = "qnt_";
 /// `last_used_at` is refreshed at most this often, to keep reads from becoming writes.
@@ -139,7 +139,7 @@ const TOKEN_COLUMNS: &str =
 impl Governance {
     /// Creates a user or service account.
     pub async fn create_user(&self, name: &str, kind: UserKind, is_admin: bool) -> Result<User> {
-        validate_name("user name", name)?;
+        qanat_core::IdentityName::parse_as("user name", name)?;
         let id = format!("usr_{}", uuid::Uuid::new_v4().simple());
         let now = now_micros();
         let res = sqlx::query(
@@ -230,7 +230,7 @@ impl Governance {
         label: &str,
         expires_at: Option<Micros>,
     ) -> Result<NewToken> {
-        validate_name("token name", label)?;
+        qanat_core::IdentityName::parse_as("token name", label)?;
         let owner = self.user(user).await?;
         let now = now_micros();
         if let Some(exp) = expires_at {

@@ -51,27 +51,3 @@ impl Governance {
         &self.meta
     }
 }
-
-/// Checks a name (user, project, token label): 1–64 characters from letters, digits and
-/// `._@-`, starting with a letter or digit.
-pub(crate) fn validate_name(what: &'static str, name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::Invalid {
-            what,
-            reason: format!(
-                "'{name}': use 1-64 letters, digits, '.', '_', '@' or '-', starting with a letter or digit"
-            ),
-        })
-    }
-}

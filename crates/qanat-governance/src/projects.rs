@@ -6,7 +6,7 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::identity::rfc3339;
-use crate::{validate_name, Error, Governance, Principal, Result, Role};
+use crate::{Error, Governance, Principal, Result, Role};
 
 /// A project: its objects, its members, its residency policy.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -67,7 +67,7 @@ impl Governance {
         allowed_regions: &[String],
         creator: &Principal,
     ) -> Result<Project> {
-        validate_name("project name", name)?;
+        qanat_core::Name::parse_as("project name", name)?;
         let regions = validate_regions(allowed_regions)?;
         let id = format!("prj_{}", uuid::Uuid::new_v4().simple());
         let now = now_micros();
@@ -161,10 +161,16 @@ impl Governance {
         self.project(name).await
     }
 
-    /// The caller's role in `project`; errors if the project does not exist.
-    pub async fn role_in(&self, user_id: &str, project: &str) -> Result<Option<Role>> {
+    /// The project named `project` and `user_id`'s role in it (None for a
+    /// non-member), in one query: what the authorization point resolves once per
+    /// request and hands to the handler. Errors if the project does not exist.
+    pub async fn project_and_role(
+        &self,
+        user_id: &str,
+        project: &str,
+    ) -> Result<(Project, Option<Role>)> {
         let row = sqlx::query(
-            "SELECT p.id, m.role FROM projects p LEFT JOIN members m ON m.project_id = p.id AND m.user_id = $1 WHERE p.name = $2",
+            "SELECT p.*, m.role AS member_role FROM projects p LEFT JOIN members m ON m.project_id = p.id AND m.user_id = $1 WHERE p.name = $2",
         )
         .bind(user_id)
         .bind(project)
@@ -174,10 +180,16 @@ impl Governance {
             kind: "project",
             name: project.into(),
         })?;
-        match row.try_get::<Option<String>, _>("role")? {
-            Some(r) => Ok(Some(r.parse()?)),
-            None => Ok(None),
-        }
+        let role = match row.try_get::<Option<String>, _>("member_role")? {
+            Some(r) => Some(r.parse()?),
+            None => None,
+        };
+        Ok((project_from_row(&row)?, role))
+    }
+
+    /// The caller's role in `project`; errors if the project does not exist.
+    pub async fn role_in(&self, user_id: &str, project: &str) -> Result<Option<Role>> {
+        Ok(self.project_and_role(user_id, project).await?.1)
     }
 
     /// Members of a project.

@@ -56,3 +56,23 @@ impl Error {
         }
     }
 }
+
+impl qanat_core::DomainError for Error {
+    fn kind(&self) -> qanat_core::ErrorKind {
+        use qanat_core::ErrorKind as K;
+        match self {
+            Error::NotFound { .. } => K::NotFound,
+            Error::UnknownLocation(_) | Error::Invalid { .. } | Error::Source(_) => K::Invalid,
+            Error::Integrity { .. } => K::Integrity,
+            Error::Db(_)
+            | Error::Migrate(_)
+            | Error::ObjectStore(_)
+            | Error::Keys(_)
+            | Error::Io { .. } => K::Internal,
+        }
+    }
+
+    fn code(&self) -> Option<&'static str> {
+        matches!(self, Error::Integrity { .. }).then_some("DATA_INTEGRITY_ERROR")
+    }
+}

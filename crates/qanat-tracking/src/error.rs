@@ -38,3 +38,25 @@ impl From<sqlx::Error> for Error {
         }
     }
 }
+
+impl qanat_core::DomainError for Error {
+    fn kind(&self) -> qanat_core::ErrorKind {
+        use qanat_core::ErrorKind as K;
+        match self {
+            Error::Db(_) => K::Internal,
+            Error::Conflict => K::Conflict,
+            Error::NotFound { .. } => K::NotFound,
+            Error::AlreadyExists { .. } => K::AlreadyExists,
+            Error::Invalid(_) => K::Invalid,
+            Error::Governance(g) => g.kind(),
+        }
+    }
+
+    fn code(&self) -> Option<&'static str> {
+        match self {
+            Error::Governance(g) => g.code(),
+            Error::Conflict => Some("RESOURCE_CONFLICT"),
+            _ => None,
+        }
+    }
+}

@@ -27,7 +27,8 @@ async fn load(
 }
 
 fn version_ref(s: &str) -> Result<VersionRef, ApiError> {
-    Ok(s.parse::<VersionRef>()?)
+    s.parse::<VersionRef>()
+        .map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
 /// Create a dataset (editors).
@@ -380,35 +381,57 @@ pub(crate) async fn diff(
     }))
 }
 
-/// A lineage node for `reference`, checked to exist: `dataset:<name>@<version|tag>`,
-/// `model:<name>@<version|alias>`, `run:<run_id>` or `logged_model:<model_id>`.
+/// A lineage node for `reference`, checked to exist and made canonical (a model alias
+/// or dataset tag becomes its version number).
 async fn canonical_ref(
     state: &AppState,
     p: &qanat_governance::Project,
     reference: &str,
 ) -> Result<String, ApiError> {
-    if let Some(rest) = reference.strip_prefix("model:") {
-        let (name, v) = rest.rsplit_once('@').ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "'{reference}': use model:<name>@<version or alias>"
-            ))
-        })?;
-        let version = if v.bytes().all(|b| b.is_ascii_digit()) {
-            state.tracking.model_version(p, name, v).await?.version
-        } else {
-            state.tracking.version_by_alias(p, name, v).await?.version
-        };
-        return Ok(format!("model:{name}@{version}"));
-    }
-    if let Some(run) = reference.strip_prefix("run:") {
-        state.tracking.run(p, run).await?;
-        return Ok(reference.to_string());
-    }
-    if let Some(id) = reference.strip_prefix("logged_model:") {
-        state.tracking.logged_model(p, id, true).await?;
-        return Ok(reference.to_string());
-    }
-    Ok(state.datasets.canonical_ref(p, reference).await?)
+    use qanat_core::{Kind, ObjectRef, Selector};
+    let r: ObjectRef = reference
+        .parse()
+        .map_err(|e: qanat_core::RefError| ApiError::bad_request(e.to_string()))?;
+    let canonical = match r.kind {
+        Kind::Dataset => state.datasets.canonical_ref(p, &r).await?,
+        Kind::Model => {
+            let version = match r.selector_or_latest() {
+                Selector::Version(n) => {
+                    state
+                        .tracking
+                        .model_version(p, &r.name, &n.to_string())
+                        .await?
+                        .version
+                }
+                Selector::Label(alias) => {
+                    state
+                        .tracking
+                        .version_by_alias(p, &r.name, alias.as_str())
+                        .await?
+                        .version
+                }
+                Selector::Latest => {
+                    return Err(ApiError::bad_request(format!(
+                        "'{reference}': name the model version or alias, e.g. model:{}@champion",
+                        r.name
+                    )))
+                }
+            };
+            let version = version.parse().map_err(|_| {
+                ApiError::internal(format!("model version '{version}' is not a number"))
+            })?;
+            ObjectRef::version(Kind::Model, r.name, version)
+        }
+        Kind::Run => {
+            state.tracking.run(p, &r.name).await?;
+            r
+        }
+        Kind::LoggedModel => {
+            state.tracking.logged_model(p, &r.name, true).await?;
+            r
+        }
+    };
+    Ok(canonical.to_string())
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

@@ -344,15 +344,14 @@ async fn resolve_input(
             p.name
         )));
     }
-    let node = state
-        .datasets
-        .canonical_ref(p, &format!("dataset:{reference}"))
-        .await?;
-    let (name, version) = node
-        .trim_start_matches("dataset:")
-        .split_once('@')
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .unwrap_or_default();
+    let reference = qanat_core::ObjectRef::parse_of(qanat_core::Kind::Dataset, reference)
+        .map_err(|e| ApiError::bad_request(format!("dataset source '{uri}': {e}")))?;
+    let node = state.datasets.canonical_ref(p, &reference).await?;
+    let version = match node.selector {
+        Some(qanat_core::Selector::Version(v)) => v.to_string(),
+        _ => String::new(),
+    };
+    let (name, version, node) = (node.name.clone(), version, node.to_string());
     Ok(ResolvedInput {
         input,
         qanat: Some((name, version, node)),

@@ -1,0 +1,30 @@
+//! The bottom of Qanat's crate graph: the vocabulary every other crate shares.
+//!
+//! - [`Name`]: the one rule for the name of every object a user creates (projects,
+//!   datasets, tags, aliases, and the domains still to come), and [`IdentityName`]
+//!   for users and tokens, which may also carry `@` (e-mail style).
+//! - [`ObjectRef`]: the platform's identifier, `kind:name@version`, `kind:name@alias`
+//!   or `kind:name@tag` (ARCHITECTURE.md §5), parsed once at the edge with
+//!   [`FromStr`](std::str::FromStr) and printed back with [`Display`](std::fmt::Display).
+//! - [`ErrorKind`] and [`DomainError`]: each domain error says what kind of failure it
+//!   is; the API turns the kind into a status code in one place.
+//!
+//! ```
+//! use qanat_core::{Kind, ObjectRef, Selector};
+//!
+//! let r: ObjectRef = "dataset:transactions@v3".parse().unwrap();
+//! assert_eq!(r.kind, Kind::Dataset);
+//! assert_eq!(r.name, "transactions");
+//! assert_eq!(r.selector, Some(Selector::Version(3)));
+//! assert_eq!(r.to_string(), "dataset:transactions@3");
+//! ```
+//!
+//! This crate has no I/O and no heavy dependencies, so everything can depend on it.
+
+mod error_kind;
+mod name;
+mod object_ref;
+
+pub use error_kind::{DomainError, ErrorKind};
+pub use name::{IdentityName, Name, NameError};
+pub use object_ref::{Kind, ObjectRef, RefError, Selector};

@@ -1,0 +1,291 @@
+//! `kind:name@selector`: the one way objects are referred to across the platform.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::name::{Name, NameError};
+
+/// The kinds of object a reference can name. Adding a domain whose objects are
+/// referenced (lineage, CLI arguments) adds a variant here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// A dataset version: `dataset:tx@3`, `dataset:tx@golden`, `dataset:tx` (latest).
+    Dataset,
+    /// A registered model version: `model:fraud@2`, `model:fraud@champion`.
+    Model,
+    /// An experiment run, by id: `run:3f2a…`.
+    Run,
+    /// An MLflow logged model, by id: `logged_model:m-3f2a…`.
+    LoggedModel,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 4] = [Kind::Dataset, Kind::Model, Kind::Run, Kind::LoggedModel];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Dataset => "dataset",
+            Kind::Model => "model",
+            Kind::Run => "run",
+            Kind::LoggedModel => "logged_model",
+        }
+    }
+
+    /// Whether references of this kind name an id, which has no versions.
+    fn is_id(self) -> bool {
+        matches!(self, Kind::Run | Kind::LoggedModel)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which version of a versioned object: the newest, a number, or a label (a dataset
+/// tag or a model alias; labels are [`Name`]s and never all digits).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Selector {
+    Latest,
+    Version(i64),
+    Label(Name),
+}
+
+impl FromStr for Selector {
+    type Err = RefError;
+    fn from_str(s: &str) -> Result<Self, RefError> {
+        if s == "latest" {
+            return Ok(Selector::Latest);
+        }
+        let digits = s.strip_prefix('v').unwrap_or(s);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            return match digits.parse::<i64>() {
+                Ok(n) if n >= 1 => Ok(Selector::Version(n)),
+                _ => Err(RefError::Version(s.to_string())),
+            };
+        }
+        Ok(Selector::Label(
+            Name::parse_as("version label", s).map_err(RefError::Name)?,
+        ))
+    }
+}
+
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Selector::Latest => f.write_str("latest"),
+            Selector::Version(n) => write!(f, "{n}"),
+            Selector::Label(l) => f.write_str(l.as_str()),
+        }
+    }
+}
+
+/// A reference that does not parse, saying what the right shape is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RefError {
+    #[error("'{0}' is not a reference: use kind:name[@version|@alias|@tag], where kind is one of dataset, model, run, logged_model")]
+    Shape(String),
+    #[error("unknown kind '{0}' in a reference: use dataset, model, run or logged_model")]
+    Kind(String),
+    #[error("'{0}' is not a valid version: versions are whole numbers from 1 (e.g. 3 or v3)")]
+    Version(String),
+    #[error("'{0}' names a {1} by id, which has no versions: leave out the '@…'")]
+    Unversioned(String, Kind),
+    #[error("the name in '{0}' is empty, too long or holds a control character")]
+    ForeignName(String),
+    #[error(transparent)]
+    Name(NameError),
+}
+
+/// A reference to an object: `kind:name`, optionally `@version`, `@alias` or `@tag`.
+///
+/// Names of kinds Qanat names (datasets) follow [`Name`]. Names MLflow assigns or
+/// accepts (registered models, run ids, logged-model ids) keep MLflow's looser rule:
+/// any text up to 256 bytes without `@` or control characters. Run and logged-model
+/// references take no selector.
+///
+/// ```
+/// use qanat_core::{Kind, ObjectRef, Selector};
+/// let r: ObjectRef = "model:fraud@champion".parse().unwrap();
+/// assert_eq!((r.kind, r.name.as_str()), (Kind::Model, "fraud"));
+/// assert!(matches!(r.selector, Some(Selector::Label(_))));
+/// assert!("run:0a1b@2".parse::<ObjectRef>().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObjectRef {
+    pub kind: Kind,
+    pub name: String,
+    /// None when the reference names no version (the newest, for versioned kinds).
+    pub selector: Option<Selector>,
+}
+
+impl ObjectRef {
+    /// A reference to version `version` of `name`.
+    pub fn version(kind: Kind, name: impl Into<String>, version: i64) -> ObjectRef {
+        ObjectRef {
+            kind,
+            name: name.into(),
+            selector: Some(Selector::Version(version)),
+        }
+    }
+
+    /// A reference to the object with id `id` (runs, logged models).
+    pub fn id(kind: Kind, id: impl Into<String>) -> ObjectRef {
+        ObjectRef {
+            kind,
+            name: id.into(),
+            selector: None,
+        }
+    }
+
+    /// The selector, reading an absent one as [`Selector::Latest`].
+    pub fn selector_or_latest(&self) -> Selector {
+        self.selector.clone().unwrap_or(Selector::Latest)
+    }
+
+    /// Parses `s`, requiring it to be of `kind` (`dataset:` may then be left out).
+    pub fn parse_of(kind: Kind, s: &str) -> Result<ObjectRef, RefError> {
+        let full = if s.contains(':') {
+            s.to_string()
+        } else {
+            format!("{kind}:{s}")
+        };
+        let r: ObjectRef = full.parse()?;
+        if r.kind != kind {
+            return Err(RefError::Kind(r.kind.to_string()));
+        }
+        Ok(r)
+    }
+}
+
+impl FromStr for ObjectRef {
+    type Err = RefError;
+
+    fn from_str(s: &str) -> Result<Self, RefError> {
+        let (kind, rest) = s
+            .split_once(':')
+            .ok_or_else(|| RefError::Shape(s.to_string()))?;
+        let kind = Kind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == kind)
+            .ok_or_else(|| RefError::Kind(kind.to_string()))?;
+        // The selector follows the last '@': names never hold one.
+        let (name, selector) = match rest.rsplit_once('@') {
+            Some((name, sel)) => (name, Some(sel)),
+            None => (rest, None),
+        };
+        if kind == Kind::Dataset {
+            Name::parse_as("dataset name", name).map_err(RefError::Name)?;
+        } else if name.is_empty()
+            || name.len() > 256
+            || name.contains('@')
+            || name.chars().any(char::is_control)
+        {
+            return Err(RefError::ForeignName(s.to_string()));
+        }
+        let selector = match selector {
+            None => None,
+            Some(_) if kind.is_id() => return Err(RefError::Unversioned(s.to_string(), kind)),
+            Some(sel) => Some(sel.parse()?),
+        };
+        Ok(ObjectRef {
+            kind,
+            name: name.to_string(),
+            selector,
+        })
+    }
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.kind, self.name)?;
+        if let Some(sel) = &self.selector {
+            write!(f, "@{sel}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn name() -> impl Strategy<Value = String> {
+        "[a-zA-Z0-9][a-zA-Z0-9._-]{0,40}"
+    }
+
+    fn any_ref() -> impl Strategy<Value = ObjectRef> {
+        let label = "[a-uw-z][a-zA-Z0-9._-]{0,20}".prop_filter_map("a label", |l| {
+            let name: Name = l.parse().ok()?;
+            (l != "latest").then_some(Selector::Label(name))
+        });
+        let selector = prop_oneof![
+            Just(None::<Selector>),
+            Just(Some(Selector::Latest)),
+            (1i64..i64::MAX).prop_map(|n| Some(Selector::Version(n))),
+            label.prop_map(Some),
+        ];
+        let foreign = "[a-zA-Z0-9 ._/-]{0,59}[a-zA-Z0-9]";
+        prop_oneof![
+            (name(), selector.clone()).prop_map(|(n, s)| ObjectRef {
+                kind: Kind::Dataset,
+                name: n,
+                selector: s
+            }),
+            (foreign, selector).prop_map(|(n, s)| ObjectRef {
+                kind: Kind::Model,
+                name: n,
+                selector: s
+            }),
+            "[0-9a-f]{32}".prop_map(|id| ObjectRef::id(Kind::Run, id)),
+            "m-[0-9a-f]{32}".prop_map(|id| ObjectRef::id(Kind::LoggedModel, id)),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn display_then_parse_round_trips(r in any_ref()) {
+            let text = r.to_string();
+            prop_assert_eq!(text.parse::<ObjectRef>(), Ok(r));
+        }
+    }
+
+    #[test]
+    fn versions_and_labels_are_told_apart() {
+        let sel = |s: &str| s.parse::<ObjectRef>().map(|r| r.selector);
+        assert_eq!(sel("dataset:tx@v3"), Ok(Some(Selector::Version(3))));
+        assert_eq!(sel("dataset:tx@3"), Ok(Some(Selector::Version(3))));
+        assert_eq!(sel("dataset:tx@latest"), Ok(Some(Selector::Latest)));
+        assert_eq!(sel("dataset:tx"), Ok(None));
+        assert!(matches!(
+            sel("model:m@champion"),
+            Ok(Some(Selector::Label(_)))
+        ));
+        assert_eq!(sel("dataset:tx@0"), Err(RefError::Version("0".into())));
+    }
+
+    #[test]
+    fn bad_references_say_what_shape_to_use() {
+        for (bad, says) in [
+            ("tx@3", "kind:name"),
+            ("table:tx@3", "unknown kind 'table'"),
+            ("dataset:a b@3", "invalid dataset name"),
+            ("dataset:tx@a b", "invalid version label"),
+            ("run:abc@2", "no versions"),
+            ("model:@2", "empty"),
+        ] {
+            let err = bad.parse::<ObjectRef>().expect_err(bad).to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_kind_can_be_implied() {
+        let r = ObjectRef::parse_of(Kind::Dataset, "tx@2").expect("implied kind");
+        assert_eq!(r.to_string(), "dataset:tx@2");
+        assert!(ObjectRef::parse_of(Kind::Dataset, "model:m@2").is_err());
+    }
+}
