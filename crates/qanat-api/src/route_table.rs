@@ -307,3 +307,62 @@ async fn request_timeout(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ApiLimits;
+
+    /// Only byte transfers run without the request timeout, and each is declared with
+    /// `.streaming(…)`: a new route is bounded unless it says otherwise, and making one
+    /// streaming means changing this list on purpose.
+    #[test]
+    fn streaming_routes_are_exactly_the_byte_transfers() {
+        let table = crate::route_table(&ApiLimits::default());
+        let mut streaming: Vec<String> =
+            table.streaming().map(|(m, p)| format!("{m} {p}")).collect();
+        streaming.sort();
+        let mut expected = vec![
+            "GET /api/v1/projects/{project}/objects/{*key}",
+            "PUT /api/v1/projects/{project}/objects/{*key}",
+            "GET /api/v1/projects/{project}/datasets/{dataset}/versions/{version}/files/{index}",
+            "POST /api/v1/projects/{project}/datasets/{dataset}/copy",
+            "POST /api/v1/projects/{project}/gc",
+            "GET /api/2.0/mlflow-artifacts/artifacts/{*path}",
+            "PUT /api/2.0/mlflow-artifacts/artifacts/{*path}",
+            "GET /mlflow/{project}/api/2.0/mlflow-artifacts/artifacts/{*path}",
+            "PUT /mlflow/{project}/api/2.0/mlflow-artifacts/artifacts/{*path}",
+        ];
+        expected.sort();
+        assert_eq!(streaming, expected);
+    }
+
+    /// Every MLflow route is served at the root and under `/mlflow/{project}`, with the
+    /// same action and requirement.
+    #[test]
+    fn mlflow_routes_are_mounted_twice_from_one_list() {
+        let table = crate::route_table(&ApiLimits::default());
+        let all: std::collections::BTreeMap<(String, String), _> = table
+            .policies()
+            .map(|(m, p, pol)| ((m.to_string(), p.to_string()), *pol))
+            .collect();
+        let mut root = 0;
+        for ((method, path), policy) in &all {
+            if !path.starts_with("/api/2.0/") && !path.starts_with("/api/3.0/") {
+                continue;
+            }
+            root += 1;
+            let scoped = all
+                .get(&(method.clone(), format!("/mlflow/{{project}}{path}")))
+                .unwrap_or_else(|| panic!("{method} {path} has no /mlflow/{{project}} twin"));
+            assert_eq!(scoped.action, policy.action, "{method} {path}");
+            assert_eq!(scoped.requirement, policy.requirement, "{method} {path}");
+            assert!(policy.default_project && !scoped.default_project);
+        }
+        let scoped = all
+            .keys()
+            .filter(|(_, p)| p.starts_with("/mlflow/"))
+            .count();
+        assert_eq!(root, scoped);
+        assert!(root >= 60, "{root}");
+    }
+}

@@ -1,8 +1,31 @@
 //! Test support: a fresh metadata store per test, on SQLite always and on PostgreSQL when
 //! `QANAT_TEST_POSTGRES_URL` names a server (CI sets it; a machine without PostgreSQL
-//! simply runs the SQLite half).
+//! simply runs the SQLite half). Under `CI=true` a missing service variable fails the
+//! test instead (see [`service_var`]): a suite that CI means to run must not pass by
+//! skipping itself.
 
 use crate::{Backend, MetaStore};
+
+/// The value of a variable that names a test service (`QANAT_TEST_POSTGRES_URL`,
+/// `QANAT_TEST_S3_URL`, …): `None` when it is unset on a developer's machine, so the
+/// suite that needs it is skipped with a note on stderr; a panic when it is unset and
+/// `CI` is `true` (or `1`), so CI cannot go green without running the suite.
+pub fn service_var(name: &str) -> Option<String> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => Some(v),
+        _ => {
+            let ci = std::env::var("CI")
+                .map(|v| v.eq_ignore_ascii_case("true") || v == "1")
+                .unwrap_or(false);
+            assert!(
+                !ci,
+                "{name} is not set but CI=true: this suite must run in CI (.ci/run sets it)"
+            );
+            eprintln!("{name} not set: the suite that needs it is skipped here (CI runs it)");
+            None
+        }
+    }
+}
 
 /// A throwaway metadata store. The SQLite file (or PostgreSQL database) is removed on drop.
 pub struct TestDb {
@@ -40,7 +63,7 @@ impl TestDb {
 
     /// A fresh PostgreSQL database, when `QANAT_TEST_POSTGRES_URL` is set.
     pub async fn postgres() -> Option<TestDb> {
-        let admin_url = std::env::var("QANAT_TEST_POSTGRES_URL").ok()?;
+        let admin_url = service_var("QANAT_TEST_POSTGRES_URL")?;
         sqlx::any::install_default_drivers();
         let name = format!("qanat_test_{}", uuid::Uuid::new_v4().simple());
         let admin = sqlx::AnyPool::connect(&admin_url)

@@ -263,11 +263,12 @@ async fn listing_and_deleting() {
 
 #[tokio::test]
 async fn s3_compatible_backend_round_trips() {
-    let Ok(url) = std::env::var("QANAT_TEST_S3_URL") else {
-        eprintln!("QANAT_TEST_S3_URL not set; S3 backend not exercised here (CI runs it)");
+    let (Some(url), Some(endpoint)) = (
+        qanat_store::testing::service_var("QANAT_TEST_S3_URL"),
+        qanat_store::testing::service_var("QANAT_TEST_S3_ENDPOINT"),
+    ) else {
         return;
     };
-    let endpoint = std::env::var("QANAT_TEST_S3_ENDPOINT").expect("QANAT_TEST_S3_ENDPOINT");
     let db = TestDb::sqlite().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let keyring = Keyring::load_or_create(&dir.path().join("master.key")).expect("keyring");

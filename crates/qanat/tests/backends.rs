@@ -1,7 +1,7 @@
 //! The real server on the scale-out backends: PostgreSQL metadata and an S3-compatible
 //! storage location. Each test runs when CI provides the service
 //! (`QANAT_TEST_POSTGRES_URL`, `QANAT_TEST_S3_URL` + `QANAT_TEST_S3_ENDPOINT`) and says
-//! so and returns otherwise.
+//! so and returns otherwise — except under `CI=true`, where a missing variable fails.
 
 mod common;
 
@@ -13,7 +13,6 @@ use serde_json::{json, Value};
 fn server_on_postgres_keeps_rbac_audit_and_data_across_kill_9() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let Some(db) = rt.block_on(TestDb::postgres()) else {
-        eprintln!("QANAT_TEST_POSTGRES_URL not set; PostgreSQL server test skipped (CI runs it)");
         return;
     };
     let mut q = Qanat::start_with(vec![("QANAT_METADATA_URL".into(), db.url.clone())]);
@@ -105,11 +104,10 @@ fn server_on_postgres_keeps_rbac_audit_and_data_across_kill_9() {
 
 #[test]
 fn server_writes_encrypted_objects_to_s3_with_residency() {
-    let (Ok(bucket_url), Ok(endpoint)) = (
-        std::env::var("QANAT_TEST_S3_URL"),
-        std::env::var("QANAT_TEST_S3_ENDPOINT"),
+    let (Some(bucket_url), Some(endpoint)) = (
+        qanat_store::testing::service_var("QANAT_TEST_S3_URL"),
+        qanat_store::testing::service_var("QANAT_TEST_S3_ENDPOINT"),
     ) else {
-        eprintln!("QANAT_TEST_S3_URL not set; S3 server test skipped (CI runs it)");
         return;
     };
     let cfg_dir = tempfile::tempdir().expect("tempdir");
