@@ -1,11 +1,13 @@
 //! The one authorization point, and the audit trail it writes.
 //!
-//! Every route is registered through [`RouteTable::add`] together with its [`Policy`]
+//! Every route is registered in the [`RouteTable`](crate::route_table::RouteTable) together with its [`Policy`]
 //! (action name and [`Requirement`]); a route cannot exist without one. The
 //! [`authorize`] middleware runs after routing for every request:
 //!
 //! 1. resolves the bearer token to a [`Principal`] (none → anonymous);
-//! 2. resolves the caller's role in the `{project}` the path names, if any;
+//! 2. resolves the `{project}` the path names (or the default MLflow project) and the
+//!    caller's role in it, once: handlers receive both through the
+//!    [`Scope`](crate::extract::Scope) extractor and never look the project up again;
 //! 3. asks [`qanat_governance::authorize`] for the decision — 401, 403, or on to the
 //!    handler with the principal in the request extensions;
 //! 4. appends an audit entry for every denied request, every mutating request (whatever
@@ -27,10 +29,10 @@ use axum::extract::{MatchedPath, RawPathParams, Request, State};
 use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::MethodRouter;
 use axum::RequestExt;
-use axum::Router;
-use qanat_governance::{AuditOutcome, AuditRecord, Decision, Principal, Requirement, Role};
+use qanat_governance::{
+    AuditOutcome, AuditRecord, Decision, Principal, Project, Requirement, Role,
+};
 
 use crate::error::{ApiError, ErrorNote};
 use crate::AppState;
@@ -80,7 +82,8 @@ impl Policy {
 }
 
 /// The success entry of an audited write, handed to its handler (as a request
-/// extension) so it can be appended in the handler's own transaction.
+/// extension, or as an extractor) so it can be appended in the handler's own
+/// transaction.
 #[derive(Debug, Clone)]
 pub struct AuditTicket {
     record: AuditRecord,
@@ -94,81 +97,54 @@ impl AuditTicket {
     }
 
     /// Says the entry was committed with the change; call only after the commit, and
-    /// only from a handler that then answers 200.
+    /// only from a handler that then answers with success.
     pub fn committed(&self) {
         self.written.store(true, Ordering::Release);
     }
 }
 
-/// The caller's standing in the project a request names.
+/// Handlers that append their own success entry take the ticket as an argument; a
+/// route whose policy hands out none is a programming error, answered 500.
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for AuditTicket {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<AuditTicket>()
+            .cloned()
+            .ok_or_else(|| ApiError::internal("an audited write is routed without an audit ticket"))
+    }
+}
+
+/// The project a request names and the caller's standing in it, resolved once by the
+/// middleware.
 #[derive(Debug, Clone)]
-pub struct ProjectAccess {
-    pub project: String,
+pub(crate) struct ProjectScope {
+    pub(crate) project: Project,
     /// None for a global admin who is not a member.
-    pub role: Option<Role>,
-}
-
-/// Routes with their policies. Building the router from this table is what makes the
-/// middleware the only way in.
-#[derive(Default)]
-pub struct RouteTable {
-    routes: BTreeMap<&'static str, MethodRouter<AppState>>,
-    policies: BTreeMap<(String, &'static str), Policy>,
-}
-
-impl RouteTable {
-    /// Registers `handler` for `method` on `path` under `policy`.
-    pub fn add(
-        mut self,
-        method: Method,
-        path: &'static str,
-        policy: Policy,
-        handler: MethodRouter<AppState>,
-    ) -> Self {
-        let key = (method.to_string(), path);
-        assert!(
-            self.policies.insert(key, policy).is_none(),
-            "route {method} {path} registered twice"
-        );
-        let merged = match self.routes.remove(path) {
-            Some(existing) => existing.merge(handler),
-            None => handler,
-        };
-        self.routes.insert(path, merged);
-        self
-    }
-
-    /// Every (method, path) with its policy, for the OpenAPI completeness test and docs.
-    pub fn policies(&self) -> impl Iterator<Item = (&str, &str, &Policy)> {
-        self.policies
-            .iter()
-            .map(|((m, p), pol)| (m.as_str(), *p, pol))
-    }
-
-    pub(crate) fn into_parts(self) -> (Router<AppState>, Arc<Policies>) {
-        let mut router = Router::new();
-        for (path, handler) in self.routes {
-            router = router.route(path, handler);
-        }
-        (router, Arc::new(Policies(self.policies)))
-    }
+    pub(crate) role: Option<Role>,
 }
 
 /// The policy lookup used by the middleware.
 #[derive(Debug)]
-pub(crate) struct Policies(BTreeMap<(String, &'static str), Policy>);
+pub(crate) struct Policies(BTreeMap<(String, String), Policy>);
 
 impl Policies {
+    pub(crate) fn new(policies: BTreeMap<(String, String), Policy>) -> Self {
+        Policies(policies)
+    }
+
     fn get(&self, method: &Method, path: &str) -> Option<Policy> {
         let m = if method == Method::HEAD {
             Method::GET
         } else {
             method.clone()
         };
-        self.0
-            .iter()
-            .find(|((pm, pp), _)| *pm == m.as_str() && *pp == path)
-            .map(|(_, p)| *p)
+        self.0.get(&(m.to_string(), path.to_string())).copied()
     }
 }
 
@@ -273,13 +249,20 @@ pub(crate) async fn authorize(
         .map(|p| p.name.clone())
         .unwrap_or_else(|| "anonymous".into());
 
-    // 2. Their role in the project the path names.
+    // 2. The project the path names, and their role in it.
     let mut role = None;
+    let mut scope = None;
     if let (Some(p), Some(name), Requirement::Project(_)) =
         (&principal, &project, policy.requirement)
     {
-        match state.gov.role_in(&p.user_id, name).await {
-            Ok(r) => role = r,
+        match state.gov.project_and_role(&p.user_id, name).await {
+            Ok((found, r)) => {
+                role = r;
+                scope = Some(ProjectScope {
+                    project: found,
+                    role: r,
+                });
+            }
             Err(e) => {
                 let err = ApiError::from(e);
                 let outcome = if err.status == StatusCode::NOT_FOUND {
@@ -326,11 +309,8 @@ pub(crate) async fn authorize(
     if let Some(p) = &principal {
         req.extensions_mut().insert(p.clone());
     }
-    if let Some(name) = &project {
-        req.extensions_mut().insert(ProjectAccess {
-            project: name.clone(),
-            role,
-        });
+    if let Some(scope) = scope {
+        req.extensions_mut().insert(scope);
     }
     let written = Arc::new(AtomicBool::new(false));
     if is_mutating(&method) && policy.audit_writes {
@@ -348,7 +328,7 @@ pub(crate) async fn authorize(
     let must_audit = (is_mutating(&method) && (policy.audit_writes || !status.is_success()))
         || policy.audit_reads
         || status == StatusCode::FORBIDDEN;
-    let recorded = written.load(Ordering::Acquire) && status == StatusCode::OK;
+    let recorded = written.load(Ordering::Acquire) && status.is_success();
     if !must_audit || recorded {
         return resp;
     }

@@ -1,7 +1,15 @@
-//! The JSON error every route returns: `{"error_code": "...", "message": "..."}`.
+//! The JSON error every route returns: `{"error_code": "...", "message": "..."}`, and
+//! the one place where a domain error's [`ErrorKind`] becomes a status code.
+//!
+//! Internal errors never reach the caller: the response says "internal error" and
+//! names the request id; the details go to the log under that id (see
+//! [`hide_internal_errors`]).
 
+use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use qanat_core::{DomainError, ErrorKind};
 use serde::Serialize;
 
 /// An error as the API reports it. Codes follow MLflow's names where MLflow has one.
@@ -23,6 +31,13 @@ pub struct ErrorBody {
 #[derive(Clone, Debug)]
 pub(crate) struct ErrorNote(pub String);
 
+/// Carried on internal-error responses: the detail for the log, never for the caller.
+#[derive(Clone, Debug)]
+struct InternalDetail(String);
+
+/// What the caller is told about an internal error.
+const INTERNAL_MESSAGE: &str = "internal error; the server log has the details";
+
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         ApiError {
@@ -43,92 +58,136 @@ impl ApiError {
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "PERMISSION_DENIED", message)
     }
-    pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR", message)
+    /// A fault inside the server; `detail` is logged, the caller sees a generic message.
+    pub fn internal(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR", detail)
+    }
+
+    /// The status and default code of each kind: the native API's one mapping.
+    pub(crate) fn of_kind(kind: ErrorKind) -> (StatusCode, &'static str) {
+        match kind {
+            ErrorKind::Invalid => (StatusCode::BAD_REQUEST, "INVALID_PARAMETER_VALUE"),
+            ErrorKind::NotFound => (StatusCode::NOT_FOUND, "RESOURCE_DOES_NOT_EXIST"),
+            ErrorKind::AlreadyExists => (StatusCode::CONFLICT, "RESOURCE_ALREADY_EXISTS"),
+            ErrorKind::Conflict => (StatusCode::CONFLICT, "RESOURCE_CONFLICT"),
+            ErrorKind::Unauthenticated => (StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
+            ErrorKind::Forbidden => (StatusCode::FORBIDDEN, "PERMISSION_DENIED"),
+            ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "TEMPORARILY_UNAVAILABLE"),
+            ErrorKind::Integrity => (StatusCode::INTERNAL_SERVER_ERROR, "DATA_INTEGRITY_ERROR"),
+            ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
+        }
+    }
+
+    /// `e` as `status_of` maps its kind, with the domain's own code when it has one.
+    pub(crate) fn from_domain(
+        e: &dyn DomainError,
+        status_of: fn(ErrorKind) -> (StatusCode, &'static str),
+    ) -> Self {
+        let (status, code) = status_of(e.kind());
+        ApiError::new(status, e.code().unwrap_or(code), e.to_string())
+    }
+}
+
+impl<E: DomainError> From<E> for ApiError {
+    fn from(e: E) -> Self {
+        ApiError::from_domain(&e, ApiError::of_kind)
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() {
-            tracing::error!(code = self.code, message = %self.message, "request failed");
-        }
+        let internal = self.code == "INTERNAL_ERROR";
+        let message = if internal {
+            INTERNAL_MESSAGE.to_string()
+        } else {
+            self.message.clone()
+        };
         let body = ErrorBody {
             error_code: self.code.to_string(),
-            message: self.message.clone(),
+            message: message.clone(),
         };
         let mut resp = (self.status, axum::Json(body)).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             resp.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        resp.extensions_mut().insert(ErrorNote(self.message));
+        if internal {
+            resp.extensions_mut().insert(InternalDetail(self.message));
+        } else if self.status.is_server_error() {
+            tracing::error!(code = self.code, message = %self.message, "request failed");
+        }
+        resp.extensions_mut().insert(ErrorNote(message));
         resp
     }
 }
 
-impl From<qanat_governance::Error> for ApiError {
-    fn from(e: qanat_governance::Error) -> Self {
-        use qanat_governance::Error as G;
-        match e {
-            G::Store(s) => s.into(),
-            G::NotFound { .. } => ApiError::not_found(e.to_string()),
-            G::AlreadyExists { .. } => ApiError::new(
-                StatusCode::CONFLICT,
-                "RESOURCE_ALREADY_EXISTS",
-                e.to_string(),
-            ),
-            G::Invalid { .. } => ApiError::bad_request(e.to_string()),
-            G::Unauthenticated(m) => ApiError::unauthenticated(m),
-            G::Forbidden(m) => ApiError::forbidden(m),
-            G::Residency { .. } => {
-                ApiError::new(StatusCode::FORBIDDEN, "RESIDENCY_VIOLATION", e.to_string())
-            }
-            G::Db(db) => ApiError::internal(format!("metadata store error: {db}")),
-        }
+/// Logs the detail of an internal error under the request's id and tells the caller
+/// that id, so an operator can find the one from the other.
+pub(crate) async fn hide_internal_errors(req: Request, next: Next) -> Response {
+    let request_id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let mut resp = next.run(req).await;
+    let Some(InternalDetail(detail)) = resp.extensions_mut().remove::<InternalDetail>() else {
+        return resp;
+    };
+    tracing::error!(request_id = %request_id, detail = %detail, "internal error");
+    let body = ErrorBody {
+        error_code: "INTERNAL_ERROR".into(),
+        message: format!("{INTERNAL_MESSAGE} (request id {request_id})"),
+    };
+    let (mut parts, _) = resp.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    match serde_json::to_vec(&body) {
+        Ok(bytes) => Response::from_parts(parts, axum::body::Body::from(bytes)),
+        Err(_) => Response::from_parts(parts, axum::body::Body::empty()),
     }
 }
 
-impl From<qanat_store::Error> for ApiError {
-    fn from(e: qanat_store::Error) -> Self {
-        use qanat_store::Error as S;
-        match e {
-            S::NotFound { .. } => ApiError::not_found(e.to_string()),
-            S::UnknownLocation(_) | S::Invalid { .. } => ApiError::bad_request(e.to_string()),
-            S::Source(_) => ApiError::bad_request(e.to_string()),
-            S::Integrity { .. } => ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "DATA_INTEGRITY_ERROR",
-                e.to_string(),
-            ),
-            _ => ApiError::internal(e.to_string()),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("metadata store: disk I/O error at /var/lib/qanat/meta.db")]
+    struct Broken;
+
+    impl DomainError for Broken {
+        fn kind(&self) -> ErrorKind {
+            ErrorKind::Internal
         }
     }
-}
 
-impl From<qanat_data::Error> for ApiError {
-    fn from(e: qanat_data::Error) -> Self {
-        use qanat_data::Error as D;
-        match e {
-            D::Store(s) => s.into(),
-            D::Governance(g) => g.into(),
-            D::NotFound { .. } => ApiError::not_found(e.to_string()),
-            D::AlreadyExists { .. } => ApiError::new(
-                StatusCode::CONFLICT,
-                "RESOURCE_ALREADY_EXISTS",
-                e.to_string(),
-            ),
-            D::Invalid { .. } | D::MissingChunks { .. } => ApiError::bad_request(e.to_string()),
-            D::Busy(m) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "TEMPORARILY_UNAVAILABLE",
-                m,
-            ),
-            D::SchemaViolation(_) => {
-                ApiError::new(StatusCode::BAD_REQUEST, "SCHEMA_VIOLATION", e.to_string())
-            }
-            D::Io(_) => ApiError::internal(e.to_string()),
-            D::Db(db) => ApiError::internal(format!("metadata store error: {db}")),
+    #[tokio::test]
+    async fn internal_errors_reach_the_caller_without_their_details() {
+        let resp = ApiError::from(Broken).into_response();
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16)
+            .await
+            .expect("body");
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains("/var/lib"), "{text}");
+        assert!(text.contains("INTERNAL_ERROR"), "{text}");
+    }
+
+    #[test]
+    fn every_kind_maps_to_one_status() {
+        use ErrorKind::*;
+        for (kind, status) in [
+            (Invalid, 400),
+            (NotFound, 404),
+            (AlreadyExists, 409),
+            (Conflict, 409),
+            (Unauthenticated, 401),
+            (Forbidden, 403),
+            (Unavailable, 503),
+            (Integrity, 500),
+            (Internal, 500),
+        ] {
+            assert_eq!(ApiError::of_kind(kind).0.as_u16(), status, "{kind:?}");
         }
     }
 }

@@ -145,18 +145,28 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     }
 }
 
-/// The caller's role in the project named by the path.
-pub struct Access(pub crate::authz::ProjectAccess);
+/// The project the request is about (the `{project}` in its path, or the default
+/// MLflow project) and the caller's standing in it, as the authorization point
+/// resolved them: a handler never looks the project up again.
+pub struct Scope {
+    pub project: qanat_governance::Project,
+    /// None for a global admin who is not a member.
+    pub role: Option<qanat_governance::Role>,
+}
 
-impl<S: Send + Sync> FromRequestParts<S> for Access {
+impl<S: Send + Sync> FromRequestParts<S> for Scope {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         parts
             .extensions
-            .get::<crate::authz::ProjectAccess>()
-            .cloned()
-            .map(Access)
-            .ok_or_else(|| ApiError::forbidden("this route needs a project"))
+            .remove::<crate::authz::ProjectScope>()
+            .map(|s| Scope {
+                project: s.project,
+                role: s.role,
+            })
+            .ok_or_else(|| {
+                ApiError::internal("a project-scoped handler is routed without a project policy")
+            })
     }
 }

@@ -68,6 +68,47 @@ pub struct AuditRecord {
     pub detail: String,
 }
 
+impl AuditRecord {
+    /// The record of an operation the server performs by itself — the scheduler acting
+    /// on a job, the monitor rolling back an alias — with no request behind it. The
+    /// actor is `service:<service>` (no user may take that name: user names cannot
+    /// contain ':'), and the request id is a fresh `svc-<uuid>` that ties together
+    /// whatever the operation records.
+    ///
+    /// Append it with [`append_audit_in`] inside the operation's own transaction, so
+    /// the change and its record commit together, as a request's do.
+    pub fn by_service(
+        service: &str,
+        action: impl Into<String>,
+        resource: impl Into<String>,
+        project: Option<&str>,
+    ) -> Self {
+        AuditRecord {
+            request_id: format!("svc-{}", uuid::Uuid::new_v4()),
+            actor: format!("{SERVICE_ACTOR_PREFIX}{service}"),
+            action: action.into(),
+            resource: resource.into(),
+            project: project.map(str::to_string),
+            outcome: AuditOutcome::Success,
+            detail: String::new(),
+        }
+    }
+
+    /// The same record with `detail` (what was done, in words).
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = detail.into();
+        self
+    }
+
+    /// Whether the actor is one of the server's own services.
+    pub fn is_service(&self) -> bool {
+        self.actor.starts_with(SERVICE_ACTOR_PREFIX)
+    }
+}
+
+/// How a service actor's name starts in the audit log.
+pub const SERVICE_ACTOR_PREFIX: &str = "service:";
+
 /// A stored entry.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct AuditEntry {

@@ -22,7 +22,7 @@ mod residency;
 
 pub use audit::{
     append_audit_in, AuditEntry, AuditOutcome, AuditQuery, AuditRecord, AuditVerification,
-    ChainProblem,
+    ChainProblem, SERVICE_ACTOR_PREFIX,
 };
 pub use error::Error;
 pub use identity::{NewToken, Principal, TokenInfo, User, UserKind};

@@ -141,11 +141,10 @@ impl Governance {
     /// Changes a project's description and/or residency policy.
     pub async fn update_project(
         &self,
-        name: &str,
+        current: &Project,
         description: Option<&str>,
         allowed_regions: Option<&[String]>,
     ) -> Result<Project> {
-        let current = self.project(name).await?;
         let regions = match allowed_regions {
             Some(r) => validate_regions(r)?,
             None => current.allowed_regions.clone(),
@@ -158,7 +157,7 @@ impl Governance {
             .bind(&current.id)
             .execute(self.meta.writer())
             .await?;
-        self.project(name).await
+        self.project(&current.name).await
     }
 
     /// The project named `project` and `user_id`'s role in it (None for a
@@ -193,8 +192,7 @@ impl Governance {
     }
 
     /// Members of a project.
-    pub async fn members(&self, project: &str) -> Result<Vec<Member>> {
-        let p = self.project(project).await?;
+    pub async fn members(&self, p: &Project) -> Result<Vec<Member>> {
         let rows = sqlx::query(
             "SELECT u.name, m.role, m.created_at FROM members m JOIN users u ON u.id = m.user_id WHERE m.project_id = $1 ORDER BY u.name",
         )
@@ -213,8 +211,7 @@ impl Governance {
     }
 
     /// Grants `user` a role in `project` (replacing any earlier role).
-    pub async fn set_member(&self, project: &str, user: &str, role: Role) -> Result<Member> {
-        let p = self.project(project).await?;
+    pub async fn set_member(&self, p: &Project, user: &str, role: Role) -> Result<Member> {
         let u = self.user(user).await?;
         let now = now_micros();
         sqlx::query(
@@ -227,7 +224,7 @@ impl Governance {
         .bind(now)
         .execute(self.meta.writer())
         .await?;
-        self.members(project)
+        self.members(p)
             .await?
             .into_iter()
             .find(|m| m.user == user)
@@ -238,8 +235,7 @@ impl Governance {
     }
 
     /// Removes `user` from `project`.
-    pub async fn remove_member(&self, project: &str, user: &str) -> Result<()> {
-        let p = self.project(project).await?;
+    pub async fn remove_member(&self, p: &Project, user: &str) -> Result<()> {
         let u = self.user(user).await?;
         let res = sqlx::query("DELETE FROM members WHERE project_id = $1 AND user_id = $2")
             .bind(&p.id)
@@ -249,7 +245,7 @@ impl Governance {
         if res.rows_affected() == 0 {
             return Err(Error::NotFound {
                 kind: "member",
-                name: format!("{user} in {project}"),
+                name: format!("{user} in {}", p.name),
             });
         }
         Ok(())

@@ -147,14 +147,14 @@ async fn projects_members_and_roles() {
             .await
             .expect("user");
         assert_eq!(gov.role_in(&viewer.id, "fraud").await.expect("role"), None);
-        gov.set_member("fraud", "vera", Role::Viewer)
+        gov.set_member(&p, "vera", Role::Viewer)
             .await
             .expect("grant");
         assert_eq!(
             gov.role_in(&viewer.id, "fraud").await.expect("role"),
             Some(Role::Viewer)
         );
-        gov.set_member("fraud", "vera", Role::Editor)
+        gov.set_member(&p, "vera", Role::Editor)
             .await
             .expect("regrant");
         assert_eq!(
@@ -169,15 +169,11 @@ async fn projects_members_and_roles() {
         let vera_token = gov.create_token("vera", "t", None).await.expect("token");
         let vera = gov.authenticate(&vera_token.token).await.expect("auth");
         assert_eq!(gov.projects_for(&vera).await.expect("list").len(), 1);
-        gov.remove_member("fraud", "vera").await.expect("remove");
+        gov.remove_member(&p, "vera").await.expect("remove");
         assert!(gov.projects_for(&vera).await.expect("list").is_empty());
 
         let updated = gov
-            .update_project(
-                "fraud",
-                None,
-                Some(&["uae-north".into(), "uae-south".into()]),
-            )
+            .update_project(&p, None, Some(&["uae-north".into(), "uae-south".into()]))
             .await
             .expect("update");
         assert_eq!(updated.allowed_regions.len(), 2);

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use qanat_governance::Project;
+use qanat_governance::{append_audit_in, AuditRecord, Project};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
@@ -879,16 +879,18 @@ impl Tracking {
 
     // ---- aliases ----
 
-    /// Points `alias` at `version` (atomically, recorded in the alias history).
-    /// Returns the version it pointed at before, if any.
+    /// Points `alias` at `version` (atomically, recorded in the alias history and, in
+    /// the same transaction, in the audit log as `audit` — a request's entry or a
+    /// service's, see [`AuditRecord::by_service`]). Returns the version it pointed at
+    /// before, if any.
     pub async fn set_alias(
         &self,
         project: &Project,
         name: &str,
         alias: &str,
         version: &str,
-        user: &str,
         reason: &str,
+        audit: &AuditRecord,
     ) -> Result<Option<String>> {
         check_alias(alias)?;
         let (id, v) = self.version_row(project, name, version).await?;
@@ -898,27 +900,31 @@ impl Tracking {
             &id,
             alias,
             Some(parse_version(&v.version)?),
-            user,
+            &audit.actor,
             reason,
         )
         .await?;
+        append_audit_in(&mut tx, audit).await?;
         tx.commit().await?;
         Ok(before.map(|b| b.to_string()))
     }
 
+    /// Removes `alias`, recorded in its history and in the audit log as `audit`, in
+    /// one transaction.
     pub async fn delete_alias(
         &self,
         project: &Project,
         name: &str,
         alias: &str,
-        user: &str,
+        audit: &AuditRecord,
     ) -> Result<()> {
         let row = self.model_row_by_name(project, name).await?;
         let mut tx = self.meta.writer().begin().await?;
-        let before = move_alias(&mut tx, &row.id, alias, None, user, "delete").await?;
+        let before = move_alias(&mut tx, &row.id, alias, None, &audit.actor, "delete").await?;
         if before.is_none() {
             return Err(Error::not_found("alias", format!("{name}@{alias}")));
         }
+        append_audit_in(&mut tx, audit).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -942,14 +948,17 @@ impl Tracking {
         self.model_version(project, name, &n.to_string()).await
     }
 
-    /// Moves `alias` back to the version it pointed at before its last move. Refused
-    /// when there is nothing to go back to.
+    /// Moves `alias` back to the version it pointed at before its last move, recorded
+    /// in its history and in the audit log as `audit`, in one transaction: what an
+    /// operator does through the API, and what the monitor does by itself with a
+    /// service record. Refused, with nothing recorded, when there is nothing to go
+    /// back to.
     pub async fn rollback_alias(
         &self,
         project: &Project,
         name: &str,
         alias: &str,
-        user: &str,
+        audit: &AuditRecord,
     ) -> Result<(Option<String>, String)> {
         let row = self.model_row_by_name(project, name).await?;
         let mut tx = self.meta.writer().begin().await?;
@@ -979,7 +988,16 @@ impl Tracking {
                 "cannot roll {name}@{alias} back: version {previous} was deleted"
             )));
         }
-        let before = move_alias(&mut tx, &row.id, alias, Some(previous), user, "rollback").await?;
+        let before = move_alias(
+            &mut tx,
+            &row.id,
+            alias,
+            Some(previous),
+            &audit.actor,
+            "rollback",
+        )
+        .await?;
+        append_audit_in(&mut tx, audit).await?;
         tx.commit().await?;
         Ok((before.map(|b| b.to_string()), previous.to_string()))
     }

@@ -4,12 +4,25 @@
 mod common;
 
 use common::setup;
-use qanat_governance::Project;
+use qanat_governance::{AuditOutcome, AuditQuery, AuditRecord, Project};
 use qanat_store::testing::TestDb;
 use qanat_tracking::{
     Batch, Metric, MetricValue, ModelOrder, ModelOutput, NewLoggedModel, NewModelVersion, NewRun,
     Param, Tag, Tracking,
 };
+
+/// A user's audit record, as the API hands one to an alias move.
+fn by(user: &str) -> AuditRecord {
+    AuditRecord {
+        request_id: "req-1".into(),
+        actor: user.into(),
+        action: "model.alias.set".into(),
+        resource: "/test".into(),
+        project: Some("a".into()),
+        outcome: AuditOutcome::Success,
+        detail: "200".into(),
+    }
+}
 
 fn tag(k: &str, v: &str) -> Tag {
     Tag {
@@ -212,13 +225,13 @@ async fn versions_stages_and_aliases_with_rollback() {
 
         // Aliases move atomically and remember where they were.
         assert_eq!(
-            t.set_alias(&a, "fraud", "champion", "1", "mona", "promote")
+            t.set_alias(&a, "fraud", "champion", "1", "promote", &by("mona"))
                 .await
                 .expect("alias"),
             None
         );
         assert_eq!(
-            t.set_alias(&a, "fraud", "champion", "2", "mona", "promote")
+            t.set_alias(&a, "fraud", "champion", "2", "promote", &by("mona"))
                 .await
                 .expect("alias"),
             Some("1".into())
@@ -231,7 +244,7 @@ async fn versions_stages_and_aliases_with_rollback() {
             "2"
         );
         let (from, to) = t
-            .rollback_alias(&a, "fraud", "champion", "mona")
+            .rollback_alias(&a, "fraud", "champion", &by("mona"))
             .await
             .expect("rollback");
         assert_eq!((from.as_deref(), to.as_str()), (Some("2"), "1"));
@@ -239,11 +252,11 @@ async fn versions_stages_and_aliases_with_rollback() {
         let reasons: Vec<&str> = history.iter().map(|h| h.reason.as_str()).collect();
         assert_eq!(reasons, ["promote", "promote", "rollback"]);
         assert!(t
-            .set_alias(&a, "fraud", "latest", "1", "mona", "set")
+            .set_alias(&a, "fraud", "latest", "1", "set", &by("mona"))
             .await
             .is_err());
         assert!(t
-            .set_alias(&a, "fraud", "x", "9", "mona", "set")
+            .set_alias(&a, "fraud", "x", "9", "set", &by("mona"))
             .await
             .is_err());
 
@@ -360,7 +373,7 @@ async fn versions_stages_and_aliases_with_rollback() {
             .await
             .is_err());
         assert!(t
-            .rollback_alias(&a, "fraud-v2", "champion", "mona")
+            .rollback_alias(&a, "fraud-v2", "champion", &by("mona"))
             .await
             .is_err());
         assert_eq!(register(&t, &a, "fraud-v2", &m1).await, "4");
@@ -368,5 +381,74 @@ async fn versions_stages_and_aliases_with_rollback() {
             .await
             .expect("delete model");
         assert!(t.registered_model(&a, "fraud-v2").await.is_err());
+    }
+}
+
+/// The monitor rolls an alias back with no request behind it: the move and its audit
+/// entry (actor `service:monitor`) commit together, the chain still verifies, and a
+/// refused rollback records nothing.
+#[tokio::test]
+async fn a_service_rollback_is_audited_in_its_own_transaction() {
+    for db in TestDb::all().await {
+        let (t, gov, a, _) = setup(&db).await;
+        let (_, m1) = logged(&t, &a, "svc1").await;
+        let (_, m2) = logged(&t, &a, "svc2").await;
+        t.create_registered_model(&a, "churn", None, &[])
+            .await
+            .expect("model");
+        register(&t, &a, "churn", &m1).await;
+        register(&t, &a, "churn", &m2).await;
+        t.set_alias(&a, "churn", "production", "1", "promote", &by("mona"))
+            .await
+            .expect("v1");
+        t.set_alias(&a, "churn", "production", "2", "promote", &by("mona"))
+            .await
+            .expect("v2");
+        let head = gov.verify_audit().await.expect("verify").head_seq;
+
+        let rec = AuditRecord::by_service(
+            "monitor",
+            "model.rollback",
+            "model:churn@production",
+            Some(&a.name),
+        )
+        .with_detail("drift above threshold");
+        assert!(rec.is_service());
+        let (from, to) = t
+            .rollback_alias(&a, "churn", "production", &rec)
+            .await
+            .expect("service rollback");
+        assert_eq!((from.as_deref(), to.as_str()), (Some("2"), "1"));
+
+        let history = t.alias_history(&a, "churn").await.expect("history");
+        let last = history.last().expect("a move");
+        assert_eq!(
+            (last.changed_by.as_str(), last.reason.as_str()),
+            ("service:monitor", "rollback")
+        );
+        let entries = gov
+            .query_audit(&AuditQuery {
+                actor: Some("service:monitor".into()),
+                ..AuditQuery::default()
+            })
+            .await
+            .expect("audit");
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        let e = &entries[0];
+        assert_eq!(e.seq, head + 1);
+        assert_eq!(e.action, "model.rollback");
+        assert_eq!(e.project.as_deref(), Some("a"));
+        assert_eq!(e.outcome, "success");
+        assert_eq!(e.detail, "drift above threshold");
+        assert!(e.request_id.starts_with("svc-"), "{}", e.request_id);
+        let v = gov.verify_audit().await.expect("verify");
+        assert!(v.ok, "{:?}", v.problems);
+
+        // An alias that never moved has nothing to roll back to: refused, and
+        // nothing appended.
+        t.rollback_alias(&a, "churn", "staging", &rec)
+            .await
+            .expect_err("no history");
+        assert_eq!(gov.verify_audit().await.expect("verify").head_seq, head + 1);
     }
 }

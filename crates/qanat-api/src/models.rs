@@ -9,7 +9,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery, Caller};
+use qanat_governance::Requirement::Project as InProject;
+use qanat_governance::Role::{Maintainer, Viewer};
+use utoipa_axum::routes;
+
+use crate::authz::{AuditTicket, Policy};
+use crate::extract::{ApiJson, ApiPath, ApiQuery, Scope};
+use crate::route_table::Fragment;
 use crate::AppState;
 
 fn to_value<T: Serialize>(v: T) -> Result<Value, ApiError> {
@@ -37,10 +43,10 @@ pub(crate) struct ListParams {
     responses((status = 200, body = ModelList), (status = 400, body = crate::ErrorBody)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    ApiPath(project): ApiPath<String>,
+    scope: Scope,
     ApiQuery(q): ApiQuery<ListParams>,
 ) -> Result<Json<ModelList>, ApiError> {
-    let p = state.gov.project(&project).await?;
+    let p = scope.project;
     let page = state
         .tracking
         .search_registered_models(&p, q.filter.as_deref(), &[], q.max_results, None)
@@ -64,7 +70,6 @@ pub(crate) struct ModelDetail {
 
 #[derive(Deserialize)]
 pub(crate) struct ModelPath {
-    project: String,
     name: String,
 }
 
@@ -74,9 +79,10 @@ pub(crate) struct ModelPath {
     responses((status = 200, body = ModelDetail), (status = 404, body = crate::ErrorBody)))]
 pub(crate) async fn show(
     State(state): State<AppState>,
+    scope: Scope,
     ApiPath(path): ApiPath<ModelPath>,
 ) -> Result<Json<ModelDetail>, ApiError> {
-    let p = state.gov.project(&path.project).await?;
+    let p = scope.project;
     let model = state.tracking.registered_model(&p, &path.name).await?;
     let versions = state.tracking.versions(&p, &path.name).await?;
     let history = state.tracking.alias_history(&p, &path.name).await?;
@@ -89,7 +95,6 @@ pub(crate) async fn show(
 
 #[derive(Deserialize)]
 pub(crate) struct AliasPath {
-    project: String,
     name: String,
     alias: String,
 }
@@ -113,23 +118,24 @@ pub(crate) struct AliasMoved {
 
 async fn move_to(
     state: &AppState,
+    p: &qanat_governance::Project,
     path: &AliasPath,
     version: &str,
-    user: &str,
     reason: &str,
+    ticket: &AuditTicket,
 ) -> Result<Json<AliasMoved>, ApiError> {
-    let p = state.gov.project(&path.project).await?;
     let before = state
         .tracking
-        .set_alias(&p, &path.name, &path.alias, version, user, reason)
+        .set_alias(p, &path.name, &path.alias, version, reason, ticket.record())
         .await?;
+    ticket.committed();
     Ok(Json(AliasMoved {
         name: path.name.clone(),
         alias: path.alias.clone(),
         version: Some(
             state
                 .tracking
-                .model_version(&p, &path.name, version)
+                .model_version(p, &path.name, version)
                 .await?
                 .version,
         ),
@@ -143,11 +149,12 @@ async fn move_to(
     responses((status = 200, body = AliasMoved), (status = 400, body = crate::ErrorBody), (status = 403, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
 pub(crate) async fn set_alias(
     State(state): State<AppState>,
-    Caller(caller): Caller,
+    scope: Scope,
+    ticket: AuditTicket,
     ApiPath(path): ApiPath<AliasPath>,
     ApiJson(b): ApiJson<AliasTarget>,
 ) -> Result<Json<AliasMoved>, ApiError> {
-    move_to(&state, &path, &b.version, &caller.name, "set").await
+    move_to(&state, &scope.project, &path, &b.version, "set", &ticket).await
 }
 
 /// Promotes a version: moves the alias (e.g. `production`) to it in one transaction
@@ -157,11 +164,20 @@ pub(crate) async fn set_alias(
     responses((status = 200, body = AliasMoved), (status = 400, body = crate::ErrorBody), (status = 403, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
 pub(crate) async fn promote(
     State(state): State<AppState>,
-    Caller(caller): Caller,
+    scope: Scope,
+    ticket: AuditTicket,
     ApiPath(path): ApiPath<AliasPath>,
     ApiJson(b): ApiJson<AliasTarget>,
 ) -> Result<Json<AliasMoved>, ApiError> {
-    move_to(&state, &path, &b.version, &caller.name, "promote").await
+    move_to(
+        &state,
+        &scope.project,
+        &path,
+        &b.version,
+        "promote",
+        &ticket,
+    )
+    .await
 }
 
 /// Moves the alias back to the version it pointed at before its last move
@@ -171,14 +187,15 @@ pub(crate) async fn promote(
     responses((status = 200, body = AliasMoved), (status = 400, body = crate::ErrorBody), (status = 403, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
 pub(crate) async fn rollback(
     State(state): State<AppState>,
-    Caller(caller): Caller,
+    scope: Scope,
+    ticket: AuditTicket,
     ApiPath(path): ApiPath<AliasPath>,
 ) -> Result<Json<AliasMoved>, ApiError> {
-    let p = state.gov.project(&path.project).await?;
     let (before, now) = state
         .tracking
-        .rollback_alias(&p, &path.name, &path.alias, &caller.name)
+        .rollback_alias(&scope.project, &path.name, &path.alias, ticket.record())
         .await?;
+    ticket.committed();
     Ok(Json(AliasMoved {
         name: path.name,
         alias: path.alias,
@@ -193,13 +210,26 @@ pub(crate) async fn rollback(
     responses((status = 204), (status = 403, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
 pub(crate) async fn delete_alias(
     State(state): State<AppState>,
-    Caller(caller): Caller,
+    scope: Scope,
+    ticket: AuditTicket,
     ApiPath(path): ApiPath<AliasPath>,
 ) -> Result<StatusCode, ApiError> {
-    let p = state.gov.project(&path.project).await?;
     state
         .tracking
-        .delete_alias(&p, &path.name, &path.alias, &caller.name)
+        .delete_alias(&scope.project, &path.name, &path.alias, ticket.record())
         .await?;
+    ticket.committed();
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The native registry: viewers read; moving an alias needs a maintainer.
+pub(crate) fn routes() -> Fragment {
+    let release = |action| Policy::new(action, InProject(Maintainer));
+    Fragment::default()
+        .route(routes!(list), Policy::new("model.list", InProject(Viewer)))
+        .route(routes!(show), Policy::new("model.read", InProject(Viewer)))
+        .route(routes!(set_alias), release("model.alias.set"))
+        .route(routes!(delete_alias), release("model.alias.delete"))
+        .route(routes!(promote), release("model.promote"))
+        .route(routes!(rollback), release("model.rollback"))
 }

@@ -8,8 +8,13 @@ use qanat_governance::{Principal, Project};
 use serde::Serialize;
 use serde_json::json;
 
+use qanat_governance::Requirement::{Authenticated, Public};
+use utoipa_axum::routes;
+
+use crate::authz::Policy;
 use crate::error::ApiError;
 use crate::extract::Caller;
+use crate::route_table::Fragment;
 use crate::AppState;
 
 /// Liveness: the process answers.
@@ -124,4 +129,18 @@ pub(crate) async fn locations(State(state): State<AppState>) -> Json<Vec<Locatio
             })
             .collect(),
     )
+}
+
+/// Probes, metrics, the OpenAPI document, who-am-I and storage locations.
+pub(crate) fn routes() -> Fragment {
+    Fragment::default()
+        .route(routes!(healthz), Policy::new("health", Public))
+        .route(routes!(readyz), Policy::new("ready", Public))
+        .route(routes!(metrics), Policy::new("metrics", Public))
+        .route(routes!(openapi), Policy::new("openapi", Public))
+        .route(routes!(whoami), Policy::new("whoami", Authenticated))
+        .route(
+            routes!(locations),
+            Policy::new("storage.list", Authenticated),
+        )
 }

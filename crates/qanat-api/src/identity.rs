@@ -9,9 +9,13 @@ use qanat_governance::{
 use qanat_store::{KeyringSource, RotationReport};
 use serde::{Deserialize, Serialize};
 
+use crate::authz::Policy;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, Caller};
+use crate::route_table::Fragment;
 use crate::AppState;
+use qanat_governance::Requirement::{Authenticated, GlobalAdmin};
+use utoipa_axum::routes;
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -281,4 +285,40 @@ pub(crate) async fn rotate_keys(
         retired_key_ids: report.retired_key_ids,
         rewrapped_data_keys: report.rewrapped_data_keys,
     }))
+}
+
+/// Identities and tokens, the audit log, and master keys.
+pub(crate) fn routes() -> Fragment {
+    Fragment::default()
+        .route(
+            routes!(create_user),
+            Policy::new("user.create", GlobalAdmin),
+        )
+        .route(routes!(list_users), Policy::new("user.list", GlobalAdmin))
+        .route(
+            routes!(update_user),
+            Policy::new("user.update", GlobalAdmin),
+        )
+        .route(
+            routes!(create_token),
+            Policy::new("token.create", Authenticated),
+        )
+        .route(
+            routes!(list_tokens),
+            Policy::new("token.list", Authenticated),
+        )
+        .route(
+            routes!(revoke_token),
+            Policy::new("token.revoke", Authenticated),
+        )
+        .route(routes!(audit), Policy::new("audit.read", GlobalAdmin))
+        .route(
+            routes!(verify_audit),
+            Policy::new("audit.verify", GlobalAdmin),
+        )
+        .route(routes!(keys), Policy::new("keys.status", GlobalAdmin))
+        .route(
+            routes!(rotate_keys),
+            Policy::new("keys.rotate", GlobalAdmin),
+        )
 }

@@ -12,8 +12,14 @@ use qanat_governance::{check_residency, Project};
 use qanat_store::{ObjectInfo, ObjectKey};
 use serde::{Deserialize, Serialize};
 
+use qanat_governance::Requirement::Project as InProject;
+use qanat_governance::Role::{Editor, Viewer};
+use utoipa_axum::routes;
+
+use crate::authz::Policy;
 use crate::error::ApiError;
-use crate::extract::{ApiPath, ApiQuery};
+use crate::extract::{ApiPath, ApiQuery, Scope};
+use crate::route_table::Fragment;
 use crate::AppState;
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -56,17 +62,19 @@ fn resolve_location(state: &AppState, requested: Option<String>) -> String {
 }
 
 /// Store an object (editors). The body streams straight into encrypted storage.
-#[utoipa::path(put, path = "/api/v1/projects/{project}/objects/{key}", tag = "objects", security(("bearer" = [])),
+#[utoipa::path(put, path = "/api/v1/projects/{project}/objects/{*key}", tag = "objects", security(("bearer" = [])),
     params(("project" = String, Path), ("key" = String, Path), LocationParam),
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses((status = 201, body = ObjectView), (status = 403, body = crate::ErrorBody, description = "forbidden, or residency violation")))]
 pub(crate) async fn put_object(
     State(state): State<AppState>,
-    ApiPath((project, key)): ApiPath<(String, String)>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<LocationParam>,
     body: Body,
 ) -> Result<(StatusCode, Json<ObjectView>), ApiError> {
-    let project = state.gov.project(&project).await?;
+    let (_, key) = path;
+    let project = scope.project;
     let location = resolve_location(&state, q.location);
     let info = state.storage.location(&location)?;
     check_residency(&project, &info)?;
@@ -87,16 +95,18 @@ pub(crate) async fn put_object(
 }
 
 /// Read an object (viewers; audited). The plaintext streams out, each chunk verified.
-#[utoipa::path(get, path = "/api/v1/projects/{project}/objects/{key}", tag = "objects", security(("bearer" = [])),
+#[utoipa::path(get, path = "/api/v1/projects/{project}/objects/{*key}", tag = "objects", security(("bearer" = [])),
     params(("project" = String, Path), ("key" = String, Path), LocationParam),
     responses((status = 200, content_type = "application/octet-stream", description = "the object's bytes"),
               (status = 404, body = crate::ErrorBody)))]
 pub(crate) async fn get_object(
     State(state): State<AppState>,
-    ApiPath((project, key)): ApiPath<(String, String)>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<LocationParam>,
 ) -> Result<Response, ApiError> {
-    let project = state.gov.project(&project).await?;
+    let (_, key) = path;
+    let project = scope.project;
     let location = resolve_location(&state, q.location);
     let skey = storage_key(&project, Some(&key))?;
     verified_download(&state, &location, &skey).await
@@ -133,15 +143,17 @@ pub(crate) async fn verified_download(
 }
 
 /// Delete an object and its data key (editors).
-#[utoipa::path(delete, path = "/api/v1/projects/{project}/objects/{key}", tag = "objects", security(("bearer" = [])),
+#[utoipa::path(delete, path = "/api/v1/projects/{project}/objects/{*key}", tag = "objects", security(("bearer" = [])),
     params(("project" = String, Path), ("key" = String, Path), LocationParam),
     responses((status = 204), (status = 404, body = crate::ErrorBody)))]
 pub(crate) async fn delete_object(
     State(state): State<AppState>,
-    ApiPath((project, key)): ApiPath<(String, String)>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<LocationParam>,
 ) -> Result<StatusCode, ApiError> {
-    let project = state.gov.project(&project).await?;
+    let (_, key) = path;
+    let project = scope.project;
     let location = resolve_location(&state, q.location);
     let skey = storage_key(&project, Some(&key))?;
     state.storage.delete(&location, &skey).await?;
@@ -154,10 +166,10 @@ pub(crate) async fn delete_object(
     responses((status = 200, body = [ObjectView])))]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    ApiPath(project): ApiPath<String>,
+    scope: Scope,
     ApiQuery(q): ApiQuery<ListParams>,
 ) -> Result<Json<Vec<ObjectView>>, ApiError> {
-    let project = state.gov.project(&project).await?;
+    let project = scope.project;
     let location = resolve_location(&state, q.location);
     let info = state.storage.location(&location)?;
     let base = storage_key(&project, None)?;
@@ -176,4 +188,22 @@ pub(crate) async fn list(
             })
             .collect(),
     ))
+}
+
+/// The project's encrypted file area. Transfers stream; listing and deletion do not.
+pub(crate) fn routes() -> Fragment {
+    Fragment::default()
+        .route(routes!(list), Policy::new("object.list", InProject(Viewer)))
+        .streaming(
+            routes!(put_object),
+            Policy::new("object.write", InProject(Editor)),
+        )
+        .streaming(
+            routes!(get_object),
+            Policy::new("object.read", InProject(Viewer)).governed_read(),
+        )
+        .route(
+            routes!(delete_object),
+            Policy::new("object.delete", InProject(Editor)),
+        )
 }

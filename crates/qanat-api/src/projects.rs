@@ -6,8 +6,14 @@ use axum::Json;
 use qanat_governance::{Member, Project, Role};
 use serde::Deserialize;
 
+use qanat_governance::Requirement::{Authenticated, GlobalAdmin, Project as InProject};
+use qanat_governance::Role::{Admin, Maintainer, Viewer};
+use utoipa_axum::routes;
+
+use crate::authz::Policy;
 use crate::error::ApiError;
-use crate::extract::{Access, ApiJson, ApiPath, Caller};
+use crate::extract::{ApiJson, ApiPath, Caller, Scope};
+use crate::route_table::Fragment;
 use crate::AppState;
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -58,11 +64,8 @@ pub(crate) async fn list(
 #[utoipa::path(get, path = "/api/v1/projects/{project}", tag = "projects", security(("bearer" = [])),
     params(("project" = String, Path)),
     responses((status = 200, body = Project), (status = 404, body = crate::ErrorBody)))]
-pub(crate) async fn get_one(
-    State(state): State<AppState>,
-    ApiPath(project): ApiPath<String>,
-) -> Result<Json<Project>, ApiError> {
-    Ok(Json(state.gov.project(&project).await?))
+pub(crate) async fn get_one(scope: Scope) -> Json<Project> {
+    Json(scope.project)
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -78,14 +81,14 @@ pub(crate) struct UpdateProject {
     responses((status = 200, body = Project), (status = 400, body = crate::ErrorBody)))]
 pub(crate) async fn update(
     State(state): State<AppState>,
-    ApiPath(project): ApiPath<String>,
+    scope: Scope,
     ApiJson(body): ApiJson<UpdateProject>,
 ) -> Result<Json<Project>, ApiError> {
     Ok(Json(
         state
             .gov
             .update_project(
-                &project,
+                &scope.project,
                 body.description.as_deref(),
                 body.allowed_regions.as_deref(),
             )
@@ -98,9 +101,9 @@ pub(crate) async fn update(
     params(("project" = String, Path)), responses((status = 200, body = [Member])))]
 pub(crate) async fn members(
     State(state): State<AppState>,
-    ApiPath(project): ApiPath<String>,
+    scope: Scope,
 ) -> Result<Json<Vec<Member>>, ApiError> {
-    Ok(Json(state.gov.members(&project).await?))
+    Ok(Json(state.gov.members(&scope.project).await?))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -116,17 +119,22 @@ pub(crate) struct SetMember {
 pub(crate) async fn set_member(
     State(state): State<AppState>,
     Caller(caller): Caller,
-    Access(access): Access,
-    ApiPath((project, user)): ApiPath<(String, String)>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<SetMember>,
 ) -> Result<Json<Member>, ApiError> {
-    if body.role == Role::Admin && !caller.is_admin && access.role != Some(Role::Admin) {
+    let (_, user) = path;
+    if body.role == Role::Admin && !caller.is_admin && scope.role != Some(Role::Admin) {
         return Err(ApiError::forbidden(format!(
-            "only an admin of project '{project}' may grant the admin role"
+            "only an admin of project '{}' may grant the admin role",
+            scope.project.name
         )));
     }
     Ok(Json(
-        state.gov.set_member(&project, &user, body.role).await?,
+        state
+            .gov
+            .set_member(&scope.project, &user, body.role)
+            .await?,
     ))
 }
 
@@ -137,20 +145,49 @@ pub(crate) async fn set_member(
 pub(crate) async fn remove_member(
     State(state): State<AppState>,
     Caller(caller): Caller,
-    Access(access): Access,
-    ApiPath((project, user)): ApiPath<(String, String)>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
+    let (_, user) = path;
     let target_is_admin = state
         .gov
-        .members(&project)
+        .members(&scope.project)
         .await?
         .iter()
         .any(|m| m.user == user && m.role == Role::Admin);
-    if target_is_admin && !caller.is_admin && access.role != Some(Role::Admin) {
+    if target_is_admin && !caller.is_admin && scope.role != Some(Role::Admin) {
         return Err(ApiError::forbidden(format!(
-            "only an admin of project '{project}' may remove an admin"
+            "only an admin of project '{}' may remove an admin",
+            scope.project.name
         )));
     }
-    state.gov.remove_member(&project, &user).await?;
+    state.gov.remove_member(&scope.project, &user).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Projects and their members.
+pub(crate) fn routes() -> Fragment {
+    Fragment::default()
+        .route(routes!(create), Policy::new("project.create", GlobalAdmin))
+        .route(routes!(list), Policy::new("project.list", Authenticated))
+        .route(
+            routes!(get_one),
+            Policy::new("project.get", InProject(Viewer)),
+        )
+        .route(
+            routes!(update),
+            Policy::new("project.update_policy", InProject(Admin)),
+        )
+        .route(
+            routes!(members),
+            Policy::new("member.list", InProject(Viewer)),
+        )
+        .route(
+            routes!(set_member),
+            Policy::new("member.set", InProject(Maintainer)),
+        )
+        .route(
+            routes!(remove_member),
+            Policy::new("member.remove", InProject(Maintainer)),
+        )
 }

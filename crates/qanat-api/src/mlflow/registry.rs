@@ -12,12 +12,14 @@ use qanat_tracking::{
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::mlflow::{project, required};
+use super::tracking::required;
+use super::MlflowError;
+use crate::authz::AuditTicket;
 use crate::error::ApiError;
-use crate::extract::{Access, ApiJson, ApiPath, ApiQuery, Caller};
+use crate::extract::{ApiJson, ApiPath, ApiQuery, Caller, Scope};
 use crate::AppState;
 
-type Reply = Result<Json<Value>, ApiError>;
+type Reply = Result<Json<Value>, MlflowError>;
 
 /// Every value of a repeated query parameter (`order_by=a&order_by=b`), which the
 /// client sends for list fields of GET requests.
@@ -61,11 +63,11 @@ pub(crate) struct CreateLoggedModel {
 
 pub(crate) async fn create_logged_model(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     Caller(caller): Caller,
     ApiJson(b): ApiJson<CreateLoggedModel>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let experiment_id = required("experiment_id", &b.experiment_id)?.to_string();
     let model = state
         .tracking
@@ -97,11 +99,11 @@ pub(crate) struct AllowDeleted {
 
 pub(crate) async fn get_logged_model(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiPath(path): ApiPath<ModelIdPath>,
     ApiQuery(q): ApiQuery<AllowDeleted>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let allow = q
         .allow_deleted
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
@@ -119,18 +121,18 @@ pub(crate) struct Finalize {
 
 pub(crate) async fn finalize_logged_model(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiPath(path): ApiPath<ModelIdPath>,
     ApiJson(b): ApiJson<Finalize>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let status = match b.status {
         Some(Value::String(s)) => s,
         Some(Value::Number(n)) => n.to_string(),
         _ => {
             return Err(ApiError::bad_request(
                 "missing value for required parameter 'status' (LOGGED_MODEL_READY or LOGGED_MODEL_UPLOAD_FAILED)",
-            ))
+            ).into())
         }
     };
     let model = state
@@ -142,10 +144,10 @@ pub(crate) async fn finalize_logged_model(
 
 pub(crate) async fn delete_logged_model(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiPath(path): ApiPath<ModelIdPath>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     state
         .tracking
         .delete_logged_model(&p, &path.model_id)
@@ -161,11 +163,11 @@ pub(crate) struct ModelTags {
 
 pub(crate) async fn set_logged_model_tags(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiPath(path): ApiPath<ModelIdPath>,
     ApiJson(b): ApiJson<ModelTags>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     state
         .tracking
         .set_logged_model_tags(&p, &path.model_id, &b.tags)
@@ -181,10 +183,10 @@ pub(crate) struct ModelTagPath {
 
 pub(crate) async fn delete_logged_model_tag(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiPath(path): ApiPath<ModelTagPath>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     state
         .tracking
         .delete_logged_model_tag(&p, &path.model_id, &path.tag_key)
@@ -200,11 +202,11 @@ pub(crate) struct ModelParams {
 
 pub(crate) async fn log_logged_model_params(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiPath(path): ApiPath<ModelIdPath>,
     ApiJson(b): ApiJson<ModelParams>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     state
         .tracking
         .log_logged_model_params(&p, &path.model_id, &b.params)
@@ -238,14 +240,15 @@ pub(crate) struct SearchLoggedModels {
 
 pub(crate) async fn search_logged_models(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<SearchLoggedModels>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     if !b.datasets.is_empty() {
         return Err(ApiError::bad_request(
             "searching logged models by dataset is not supported yet; leave 'datasets' out",
-        ));
+        )
+        .into());
     }
     let order =
         b.order_by
@@ -288,10 +291,10 @@ pub(crate) struct LogOutputs {
 
 pub(crate) async fn log_outputs(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<LogOutputs>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = required("run_id", &b.run_id)?;
     state.tracking.log_outputs(&p, id, &b.models).await?;
     Ok(Json(json!({})))
@@ -360,10 +363,10 @@ async fn resolve_input(
 
 pub(crate) async fn log_inputs(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<LogInputs>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = required("run_id", &b.run_id)?.to_string();
     let mut resolved = Vec::with_capacity(b.datasets.len());
     for d in b.datasets {
@@ -388,10 +391,10 @@ pub(crate) struct CreateRegisteredModel {
 
 pub(crate) async fn create_registered_model(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<CreateRegisteredModel>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &b.name)?;
     let m = state
         .tracking
@@ -407,10 +410,10 @@ pub(crate) struct NameQuery {
 
 pub(crate) async fn get_registered_model(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiQuery(q): ApiQuery<NameQuery>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &q.name)?;
     let m = state.tracking.registered_model(&p, name).await?;
     Ok(Json(json!({ "registered_model": m })))
@@ -425,11 +428,11 @@ pub(crate) struct SearchQuery {
 
 pub(crate) async fn search_registered_models(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiQuery(q): ApiQuery<SearchQuery>,
     RawQuery(raw): RawQuery,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let found = state
         .tracking
         .search_registered_models(
@@ -455,10 +458,10 @@ pub(crate) struct UpdateRegisteredModel {
 
 pub(crate) async fn update_registered_model(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<UpdateRegisteredModel>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &b.name)?;
     let m = state
         .tracking
@@ -475,10 +478,10 @@ pub(crate) struct RenameRegisteredModel {
 
 pub(crate) async fn rename_registered_model(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<RenameRegisteredModel>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &b.name)?;
     let new_name = required("new_name", &b.new_name)?;
     let m = state
@@ -495,10 +498,10 @@ pub(crate) struct NameBody {
 
 pub(crate) async fn delete_registered_model(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<NameBody>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &b.name)?;
     state.tracking.delete_registered_model(&p, name).await?;
     Ok(Json(json!({})))
@@ -515,10 +518,10 @@ pub(crate) struct ModelTagBody {
 
 pub(crate) async fn set_registered_model_tag(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<ModelTagBody>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &b.name)?;
     let key = required("key", &b.key)?.to_string();
     state
@@ -537,10 +540,10 @@ pub(crate) async fn set_registered_model_tag(
 
 pub(crate) async fn delete_registered_model_tag(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<ModelTagBody>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &b.name)?;
     let key = required("key", &b.key)?;
     state
@@ -557,8 +560,8 @@ pub(crate) struct LatestVersions {
     stages: Vec<String>,
 }
 
-async fn latest_versions(state: AppState, access: Access, b: LatestVersions) -> Reply {
-    let p = project(&state, &access).await?;
+async fn latest_versions(state: AppState, scope: Scope, b: LatestVersions) -> Reply {
+    let p = scope.project;
     let name = required("name", &b.name)?;
     let versions = state.tracking.latest_versions(&p, name, &b.stages).await?;
     Ok(Json(json!({ "model_versions": versions })))
@@ -566,15 +569,15 @@ async fn latest_versions(state: AppState, access: Access, b: LatestVersions) -> 
 
 pub(crate) async fn latest_versions_post(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<LatestVersions>,
 ) -> Reply {
-    latest_versions(state, access, b).await
+    latest_versions(state, scope, b).await
 }
 
 pub(crate) async fn latest_versions_get(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiQuery(q): ApiQuery<NameQuery>,
     RawQuery(raw): RawQuery,
 ) -> Reply {
@@ -582,7 +585,7 @@ pub(crate) async fn latest_versions_get(
         name: q.name,
         stages: list_param(&raw, "stages"),
     };
-    latest_versions(state, access, b).await
+    latest_versions(state, scope, b).await
 }
 
 // ---- model versions ----
@@ -601,11 +604,11 @@ pub(crate) struct CreateModelVersion {
 
 pub(crate) async fn create_model_version(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     Caller(caller): Caller,
     ApiJson(b): ApiJson<CreateModelVersion>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &b.name)?.to_string();
     let source = required("source", &b.source)?.to_string();
     let v = state
@@ -635,10 +638,10 @@ pub(crate) struct VersionQuery {
 
 pub(crate) async fn get_model_version(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiQuery(q): ApiQuery<VersionQuery>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &q.name)?;
     let version = required("version", &q.version)?;
     let v = state.tracking.model_version(&p, name, version).await?;
@@ -654,10 +657,10 @@ pub(crate) struct UpdateModelVersion {
 
 pub(crate) async fn update_model_version(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<UpdateModelVersion>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &b.name)?;
     let version = required("version", &b.version)?;
     let v = state
@@ -669,11 +672,11 @@ pub(crate) async fn update_model_version(
 
 pub(crate) async fn delete_model_version(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     Caller(caller): Caller,
     ApiJson(b): ApiJson<VersionQuery>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &b.name)?;
     let version = required("version", &b.version)?;
     state
@@ -685,11 +688,11 @@ pub(crate) async fn delete_model_version(
 
 pub(crate) async fn search_model_versions(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiQuery(q): ApiQuery<SearchQuery>,
     RawQuery(raw): RawQuery,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let found = state
         .tracking
         .search_model_versions(
@@ -718,10 +721,10 @@ pub(crate) struct TransitionStage {
 
 pub(crate) async fn transition_stage(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<TransitionStage>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &b.name)?;
     let version = required("version", &b.version)?;
     let stage = required("stage", &b.stage)?;
@@ -734,10 +737,10 @@ pub(crate) async fn transition_stage(
 
 pub(crate) async fn download_uri(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiQuery(q): ApiQuery<VersionQuery>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &q.name)?;
     let version = required("version", &q.version)?;
     let uri = state.tracking.download_uri(&p, name, version).await?;
@@ -746,10 +749,10 @@ pub(crate) async fn download_uri(
 
 pub(crate) async fn set_model_version_tag(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<ModelTagBody>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &b.name)?;
     let version = required("version", &b.version)?;
     let key = required("key", &b.key)?.to_string();
@@ -770,10 +773,10 @@ pub(crate) async fn set_model_version_tag(
 
 pub(crate) async fn delete_model_version_tag(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<ModelTagBody>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &b.name)?;
     let version = required("version", &b.version)?;
     let key = required("key", &b.key)?;
@@ -795,43 +798,43 @@ pub(crate) struct AliasBody {
 
 pub(crate) async fn set_alias(
     State(state): State<AppState>,
-    access: Access,
-    Caller(caller): Caller,
+    scope: Scope,
+    ticket: AuditTicket,
     ApiJson(b): ApiJson<AliasBody>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
     let name = required("name", &b.name)?;
     let alias = required("alias", &b.alias)?;
     let version = required("version", &b.version)?;
     state
         .tracking
-        .set_alias(&p, name, alias, version, &caller.name, "set")
+        .set_alias(&scope.project, name, alias, version, "set", ticket.record())
         .await?;
+    ticket.committed();
     Ok(Json(json!({})))
 }
 
 pub(crate) async fn delete_alias(
     State(state): State<AppState>,
-    access: Access,
-    Caller(caller): Caller,
+    scope: Scope,
+    ticket: AuditTicket,
     ApiJson(b): ApiJson<AliasBody>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
     let name = required("name", &b.name)?;
     let alias = required("alias", &b.alias)?;
     state
         .tracking
-        .delete_alias(&p, name, alias, &caller.name)
+        .delete_alias(&scope.project, name, alias, ticket.record())
         .await?;
+    ticket.committed();
     Ok(Json(json!({})))
 }
 
 pub(crate) async fn get_by_alias(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiQuery(q): ApiQuery<AliasBody>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &q.name)?;
     let alias = required("alias", &q.alias)?;
     let v = state.tracking.version_by_alias(&p, name, alias).await?;

@@ -13,18 +13,14 @@ use qanat_data::{
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, Caller};
-use crate::AppState;
+use qanat_governance::Requirement::Project as InProject;
+use qanat_governance::Role::{Editor, Maintainer, Viewer};
+use utoipa_axum::routes;
 
-async fn load(
-    state: &AppState,
-    project: &str,
-    dataset: &str,
-) -> Result<(qanat_governance::Project, Dataset), ApiError> {
-    let p = state.gov.project(project).await?;
-    let d = state.datasets.get(&p, dataset).await?;
-    Ok((p, d))
-}
+use crate::authz::Policy;
+use crate::extract::{ApiJson, ApiPath, Caller, Scope};
+use crate::route_table::Fragment;
+use crate::AppState;
 
 fn version_ref(s: &str) -> Result<VersionRef, ApiError> {
     s.parse::<VersionRef>()
@@ -38,10 +34,10 @@ fn version_ref(s: &str) -> Result<VersionRef, ApiError> {
 pub(crate) async fn create(
     State(state): State<AppState>,
     Caller(caller): Caller,
-    ApiPath(project): ApiPath<String>,
+    scope: Scope,
     ApiJson(body): ApiJson<NewDataset>,
 ) -> Result<(StatusCode, Json<Dataset>), ApiError> {
-    let p = state.gov.project(&project).await?;
+    let p = scope.project;
     let d = state.datasets.create(&p, body, &caller.name).await?;
     Ok((StatusCode::CREATED, Json(d)))
 }
@@ -51,9 +47,9 @@ pub(crate) async fn create(
     params(("project" = String, Path)), responses((status = 200, body = [Dataset])))]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    ApiPath(project): ApiPath<String>,
+    scope: Scope,
 ) -> Result<Json<Vec<Dataset>>, ApiError> {
-    let p = state.gov.project(&project).await?;
+    let p = scope.project;
     Ok(Json(state.datasets.list(&p).await?))
 }
 
@@ -63,9 +59,11 @@ pub(crate) async fn list(
     responses((status = 200, body = Dataset), (status = 404, body = crate::ErrorBody)))]
 pub(crate) async fn get_one(
     State(state): State<AppState>,
-    ApiPath((project, dataset)): ApiPath<(String, String)>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
 ) -> Result<Json<Dataset>, ApiError> {
-    Ok(Json(load(&state, &project, &dataset).await?.1))
+    let (_, dataset) = path;
+    Ok(Json(state.datasets.get(&scope.project, &dataset).await?))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -87,15 +85,17 @@ pub(crate) struct MissingChunks {
     responses((status = 200, body = MissingChunks)))]
 pub(crate) async fn missing(
     State(state): State<AppState>,
-    ApiPath((project, dataset)): ApiPath<(String, String)>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<ChunkIds>,
 ) -> Result<Json<MissingChunks>, ApiError> {
+    let (_, dataset) = path;
     if body.ids.len() > 10_000 {
         return Err(ApiError::bad_request(
             "ask about at most 10000 chunks at a time",
         ));
     }
-    let (_, d) = load(&state, &project, &dataset).await?;
+    let d = state.datasets.get(&scope.project, &dataset).await?;
     Ok(Json(MissingChunks {
         missing: state.datasets.missing_chunks(&d, &body.ids).await?,
     }))
@@ -115,11 +115,14 @@ pub(crate) struct ChunkStored {
     responses((status = 201, body = ChunkStored), (status = 400, body = crate::ErrorBody), (status = 403, body = crate::ErrorBody)))]
 pub(crate) async fn put_chunk(
     State(state): State<AppState>,
-    ApiPath((project, dataset, chunk)): ApiPath<(String, String, String)>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String, String)>,
     body: Body,
 ) -> Result<(StatusCode, Json<ChunkStored>), ApiError> {
+    let (_, dataset, chunk) = path;
     let id: ChunkId = chunk.parse()?;
-    let (p, d) = load(&state, &project, &dataset).await?;
+    let p = scope.project;
+    let d = state.datasets.get(&p, &dataset).await?;
     let data = read_body(body, MAX_CHUNK as usize, "a chunk").await?;
     let new = state.datasets.put_chunk(&p, &d, id, data).await?;
     Ok((StatusCode::CREATED, Json(ChunkStored { id: chunk, new })))
@@ -137,10 +140,13 @@ static PACK_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(8)
     responses((status = 201, body = qanat_data::PackStored), (status = 400, body = crate::ErrorBody), (status = 403, body = crate::ErrorBody)))]
 pub(crate) async fn put_pack(
     State(state): State<AppState>,
-    ApiPath((project, dataset)): ApiPath<(String, String)>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
     body: Body,
 ) -> Result<(StatusCode, Json<qanat_data::PackStored>), ApiError> {
-    let (p, d) = load(&state, &project, &dataset).await?;
+    let (_, dataset) = path;
+    let p = scope.project;
+    let d = state.datasets.get(&p, &dataset).await?;
     // Packs are held whole in memory (body plus sealed copies): bound how many at once.
     let _slot = PACK_SLOTS.acquire().await.map_err(|_| {
         ApiError::new(
@@ -195,10 +201,13 @@ pub(crate) struct CommitVersion {
 pub(crate) async fn commit(
     State(state): State<AppState>,
     Caller(caller): Caller,
-    ApiPath((project, dataset)): ApiPath<(String, String)>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<CommitVersion>,
 ) -> Result<(StatusCode, Json<DatasetVersion>), ApiError> {
-    let (p, d) = load(&state, &project, &dataset).await?;
+    let (_, dataset) = path;
+    let p = scope.project;
+    let d = state.datasets.get(&p, &dataset).await?;
     let v = state
         .datasets
         .commit(
@@ -219,9 +228,11 @@ pub(crate) async fn commit(
     responses((status = 200, body = [DatasetVersion])))]
 pub(crate) async fn log(
     State(state): State<AppState>,
-    ApiPath((project, dataset)): ApiPath<(String, String)>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
 ) -> Result<Json<Vec<DatasetVersion>>, ApiError> {
-    let (_, d) = load(&state, &project, &dataset).await?;
+    let (_, dataset) = path;
+    let d = state.datasets.get(&scope.project, &dataset).await?;
     Ok(Json(state.datasets.versions(&d).await?))
 }
 
@@ -240,9 +251,11 @@ pub(crate) struct VersionWithManifest {
     responses((status = 200, body = VersionWithManifest), (status = 404, body = crate::ErrorBody)))]
 pub(crate) async fn show(
     State(state): State<AppState>,
-    ApiPath((project, dataset, version)): ApiPath<(String, String, String)>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String, String)>,
 ) -> Result<Json<VersionWithManifest>, ApiError> {
-    let (_, d) = load(&state, &project, &dataset).await?;
+    let (_, dataset, version) = path;
+    let d = state.datasets.get(&scope.project, &dataset).await?;
     let v = state.datasets.resolve(&d, &version_ref(&version)?).await?;
     let manifest = state.datasets.manifest(&d, &v).await?;
     let profiles = state.datasets.profiles(&d, &v).await?;
@@ -259,9 +272,11 @@ pub(crate) async fn show(
     responses((status = 200, content_type = "application/octet-stream", description = "the file's bytes"), (status = 404, body = crate::ErrorBody)))]
 pub(crate) async fn file(
     State(state): State<AppState>,
-    ApiPath((project, dataset, version, index)): ApiPath<(String, String, String, usize)>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String, String, usize)>,
 ) -> Result<Response, ApiError> {
-    let (_, d) = load(&state, &project, &dataset).await?;
+    let (_, dataset, version, index) = path;
+    let d = state.datasets.get(&scope.project, &dataset).await?;
     let v = state.datasets.resolve(&d, &version_ref(&version)?).await?;
     let manifest = state.datasets.manifest(&d, &v).await?;
     let entry = manifest.files.get(index).cloned().ok_or_else(|| {
@@ -306,10 +321,12 @@ pub(crate) struct TagBody {
     responses((status = 200, body = DatasetVersion), (status = 409, body = crate::ErrorBody)))]
 pub(crate) async fn tag(
     State(state): State<AppState>,
-    ApiPath((project, dataset, tag)): ApiPath<(String, String, String)>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String, String)>,
     ApiJson(body): ApiJson<TagBody>,
 ) -> Result<Json<DatasetVersion>, ApiError> {
-    let (_, d) = load(&state, &project, &dataset).await?;
+    let (_, dataset, tag) = path;
+    let d = state.datasets.get(&scope.project, &dataset).await?;
     let v = state
         .datasets
         .resolve(&d, &version_ref(&body.version)?)
@@ -331,10 +348,10 @@ pub(crate) struct GcBody {
     responses((status = 200, body = qanat_data::GcReport)))]
 pub(crate) async fn gc(
     State(state): State<AppState>,
-    ApiPath(project): ApiPath<String>,
+    scope: Scope,
     ApiJson(body): ApiJson<GcBody>,
 ) -> Result<Json<qanat_data::GcReport>, ApiError> {
-    let p = state.gov.project(&project).await?;
+    let p = scope.project;
     let grace = std::time::Duration::from_secs(body.grace_seconds.unwrap_or(3600));
     Ok(Json(state.datasets.gc(&p, grace).await?))
 }
@@ -363,10 +380,12 @@ pub(crate) struct DiffView {
     responses((status = 200, body = DiffView), (status = 404, body = crate::ErrorBody)))]
 pub(crate) async fn diff(
     State(state): State<AppState>,
-    ApiPath((project, dataset)): ApiPath<(String, String)>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
     crate::extract::ApiQuery(q): crate::extract::ApiQuery<DiffParams>,
 ) -> Result<Json<DiffView>, ApiError> {
-    let (_, d) = load(&state, &project, &dataset).await?;
+    let (_, dataset) = path;
+    let d = state.datasets.get(&scope.project, &dataset).await?;
     let a = state.datasets.resolve(&d, &version_ref(&q.from)?).await?;
     let b = state.datasets.resolve(&d, &version_ref(&q.to)?).await?;
     let ma = state.datasets.manifest(&d, &a).await?;
@@ -450,10 +469,10 @@ pub(crate) struct LineageParams {
     responses((status = 200, body = qanat_governance::LineageGraph), (status = 404, body = crate::ErrorBody)))]
 pub(crate) async fn lineage(
     State(state): State<AppState>,
-    ApiPath(project): ApiPath<String>,
+    scope: Scope,
     crate::extract::ApiQuery(q): crate::extract::ApiQuery<LineageParams>,
 ) -> Result<Json<qanat_governance::LineageGraph>, ApiError> {
-    let p = state.gov.project(&project).await?;
+    let p = scope.project;
     let root = canonical_ref(&state, &p, &q.reference).await?;
     let depth = q.depth.unwrap_or(10).min(100);
     Ok(Json(state.gov.lineage_upstream(&p.id, &root, depth).await?))
@@ -478,10 +497,13 @@ pub(crate) struct CopyBody {
 pub(crate) async fn copy(
     State(state): State<AppState>,
     Caller(caller): Caller,
-    ApiPath((project, dataset)): ApiPath<(String, String)>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<CopyBody>,
 ) -> Result<(StatusCode, Json<DatasetVersion>), ApiError> {
-    let (p, src) = load(&state, &project, &dataset).await?;
+    let (_, dataset) = path;
+    let p = scope.project;
+    let src = state.datasets.get(&p, &dataset).await?;
     let dst = state.datasets.get(&p, &body.to).await?;
     let version = version_ref(body.version.as_deref().unwrap_or("latest"))?;
     let v = state
@@ -489,4 +511,34 @@ pub(crate) async fn copy(
         .copy_version(&p, &src, &version, &dst, &body.message, &caller.name)
         .await?;
     Ok((StatusCode::CREATED, Json(v)))
+}
+
+/// A version's manifest may list many files; its JSON gets a larger limit.
+const MAX_MANIFEST_BYTES: usize = 256 << 20;
+
+/// Datasets and lineage. Chunk uploads are staging writes (audited when the commit
+/// makes them visible); file reads, copies and gc stream.
+pub(crate) fn routes() -> Fragment {
+    let read = |action| Policy::new(action, InProject(Viewer)).governed_read();
+    let write = |action| Policy::new(action, InProject(Editor));
+    Fragment::default()
+        .route(routes!(create), write("dataset.create"))
+        .route(routes!(list), read("dataset.list"))
+        .route(routes!(get_one), read("dataset.get"))
+        .route(routes!(missing), write("dataset.push.check").staging())
+        .route(routes!(put_pack), write("dataset.push.chunks").staging())
+        .route(routes!(put_chunk), write("dataset.push.chunk").staging())
+        .route(routes!(commit), write("dataset.push"))
+        .body_limit(MAX_MANIFEST_BYTES)
+        .route(routes!(log), read("dataset.log"))
+        .route(routes!(show), read("dataset.pull"))
+        .streaming(routes!(file), read("dataset.read"))
+        .streaming(routes!(copy), write("dataset.copy"))
+        .route(routes!(diff), read("dataset.diff"))
+        .route(routes!(tag), write("dataset.tag"))
+        .streaming(
+            routes!(gc),
+            Policy::new("dataset.gc", InProject(Maintainer)),
+        )
+        .route(routes!(lineage), read("lineage.read"))
 }

@@ -6,7 +6,6 @@
 //! fields are ignored, as MLflow's server does.
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::{Extension, Json};
 use qanat_governance::Project;
 use qanat_tracking::{
@@ -15,35 +14,13 @@ use qanat_tracking::{
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::MlflowError;
 use crate::authz::AuditTicket;
 use crate::error::ApiError;
-use crate::extract::{Access, ApiJson, ApiQuery, Caller};
+use crate::extract::{ApiJson, ApiQuery, Caller, Scope};
 use crate::AppState;
 
-type Reply = Result<Json<Value>, ApiError>;
-
-impl From<qanat_tracking::Error> for ApiError {
-    fn from(e: qanat_tracking::Error) -> Self {
-        use qanat_tracking::Error as T;
-        match e {
-            T::NotFound { .. } => ApiError::not_found(e.to_string()),
-            // MLflow answers an existing name with 400 RESOURCE_ALREADY_EXISTS.
-            T::AlreadyExists { .. } => ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "RESOURCE_ALREADY_EXISTS",
-                e.to_string(),
-            ),
-            T::Invalid(m) => ApiError::bad_request(m),
-            T::Governance(g) => g.into(),
-            T::Conflict => ApiError::new(StatusCode::CONFLICT, "RESOURCE_CONFLICT", e.to_string()),
-            T::Db(db) => ApiError::internal(format!("metadata store error: {db}")),
-        }
-    }
-}
-
-pub(super) async fn project(state: &AppState, access: &Access) -> Result<Project, ApiError> {
-    Ok(state.gov.project(&access.0.project).await?)
-}
+type Reply = Result<Json<Value>, MlflowError>;
 
 pub(super) fn required<'a>(field: &str, v: &'a Option<String>) -> Result<&'a str, ApiError> {
     v.as_deref().filter(|s| !s.is_empty()).ok_or_else(|| {
@@ -107,10 +84,10 @@ pub(crate) struct CreateExperiment {
 
 pub(crate) async fn create_experiment(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<CreateExperiment>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("name", &b.name)?;
     if b.artifact_location
         .as_deref()
@@ -118,7 +95,7 @@ pub(crate) async fn create_experiment(
     {
         return Err(ApiError::bad_request(
             "artifact_location is chosen by Qanat (its encrypted, residency-checked storage); leave it out",
-        ));
+        ).into());
     }
     let id = state
         .tracking
@@ -134,10 +111,10 @@ pub(crate) struct ExperimentIdQuery {
 
 pub(crate) async fn get_experiment(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiQuery(q): ApiQuery<ExperimentIdQuery>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = required("experiment_id", &q.experiment_id)?;
     Ok(Json(experiment_json(
         state.tracking.experiment(&p, id).await?,
@@ -151,10 +128,10 @@ pub(crate) struct ExperimentNameQuery {
 
 pub(crate) async fn get_experiment_by_name(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiQuery(q): ApiQuery<ExperimentNameQuery>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let name = required("experiment_name", &q.experiment_name)?;
     Ok(Json(experiment_json(
         state.tracking.experiment_by_name(&p, name).await?,
@@ -169,8 +146,8 @@ pub(crate) struct SearchExperiments {
     view_type: Option<String>,
 }
 
-async fn search_experiments(state: AppState, access: Access, b: SearchExperiments) -> Reply {
-    let p = project(&state, &access).await?;
+async fn search_experiments(state: AppState, scope: Scope, b: SearchExperiments) -> Reply {
+    let p = scope.project;
     let page = state
         .tracking
         .search_experiments(
@@ -190,18 +167,18 @@ async fn search_experiments(state: AppState, access: Access, b: SearchExperiment
 
 pub(crate) async fn search_experiments_post(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<SearchExperiments>,
 ) -> Reply {
-    search_experiments(state, access, b).await
+    search_experiments(state, scope, b).await
 }
 
 pub(crate) async fn search_experiments_get(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiQuery(b): ApiQuery<SearchExperiments>,
 ) -> Reply {
-    search_experiments(state, access, b).await
+    search_experiments(state, scope, b).await
 }
 
 #[derive(Deserialize)]
@@ -212,10 +189,10 @@ pub(crate) struct UpdateExperiment {
 
 pub(crate) async fn update_experiment(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<UpdateExperiment>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = required("experiment_id", &b.experiment_id)?;
     if let Some(name) = b.new_name.as_deref().filter(|n| !n.is_empty()) {
         state.tracking.rename_experiment(&p, id, name).await?;
@@ -230,10 +207,10 @@ pub(crate) struct ExperimentIdBody {
 
 pub(crate) async fn delete_experiment(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<ExperimentIdBody>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = required("experiment_id", &b.experiment_id)?;
     state.tracking.set_experiment_stage(&p, id, true).await?;
     Ok(Json(json!({})))
@@ -241,10 +218,10 @@ pub(crate) async fn delete_experiment(
 
 pub(crate) async fn restore_experiment(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<ExperimentIdBody>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = required("experiment_id", &b.experiment_id)?;
     state.tracking.set_experiment_stage(&p, id, false).await?;
     Ok(Json(json!({})))
@@ -260,10 +237,10 @@ pub(crate) struct ExperimentTag {
 
 pub(crate) async fn set_experiment_tag(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<ExperimentTag>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = required("experiment_id", &b.experiment_id)?;
     let key = required("key", &b.key)?;
     state
@@ -282,10 +259,10 @@ pub(crate) async fn set_experiment_tag(
 
 pub(crate) async fn delete_experiment_tag(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<ExperimentTag>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = required("experiment_id", &b.experiment_id)?;
     let key = required("key", &b.key)?;
     state.tracking.delete_experiment_tag(&p, id, key).await?;
@@ -305,11 +282,11 @@ pub(crate) struct CreateRun {
 
 pub(crate) async fn create_run(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     Caller(caller): Caller,
     ApiJson(b): ApiJson<CreateRun>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let run = state
         .tracking
         .create_run(
@@ -335,10 +312,10 @@ pub(crate) struct RunIdQuery {
 
 pub(crate) async fn get_run(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiQuery(q): ApiQuery<RunIdQuery>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = run_id(&q.run_id, &q.run_uuid)?;
     Ok(Json(json!({ "run": state.tracking.run(&p, &id).await? })))
 }
@@ -354,10 +331,10 @@ pub(crate) struct UpdateRun {
 
 pub(crate) async fn update_run(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<UpdateRun>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = run_id(&b.run_id, &b.run_uuid)?;
     let info: RunInfo = state
         .tracking
@@ -381,10 +358,10 @@ pub(crate) struct RunIdBody {
 
 pub(crate) async fn delete_run(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<RunIdBody>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = required("run_id", &b.run_id)?;
     state.tracking.set_run_stage(&p, id, true).await?;
     Ok(Json(json!({})))
@@ -392,10 +369,10 @@ pub(crate) async fn delete_run(
 
 pub(crate) async fn restore_run(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<RunIdBody>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = required("run_id", &b.run_id)?;
     state.tracking.set_run_stage(&p, id, false).await?;
     Ok(Json(json!({})))
@@ -411,11 +388,11 @@ pub(crate) struct LogParam {
 
 pub(crate) async fn log_param(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ticket: Option<Extension<AuditTicket>>,
     ApiJson(b): ApiJson<LogParam>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = run_id(&b.run_id, &b.run_uuid)?;
     let key = required("key", &b.key)?.to_string();
     let batch = Batch {
@@ -441,11 +418,11 @@ pub(crate) struct LogMetric {
 
 pub(crate) async fn log_metric(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ticket: Option<Extension<AuditTicket>>,
     ApiJson(b): ApiJson<LogMetric>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = run_id(&b.run_id, &b.run_uuid)?;
     let key = required("key", &b.key)?.to_string();
     let value = b
@@ -480,11 +457,11 @@ pub(crate) struct LogBatch {
 
 pub(crate) async fn log_batch(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ticket: Option<Extension<AuditTicket>>,
     ApiJson(b): ApiJson<LogBatch>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = required("run_id", &b.run_id)?;
     let batch = Batch {
         metrics: b.metrics,
@@ -521,11 +498,11 @@ pub(crate) struct SetTag {
 
 pub(crate) async fn set_tag(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ticket: Option<Extension<AuditTicket>>,
     ApiJson(b): ApiJson<SetTag>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = run_id(&b.run_id, &b.run_uuid)?;
     let key = required("key", &b.key)?.to_string();
     let batch = Batch {
@@ -546,10 +523,10 @@ pub(crate) struct DeleteTag {
 
 pub(crate) async fn delete_tag(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<DeleteTag>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = required("run_id", &b.run_id)?;
     let key = required("key", &b.key)?;
     state.tracking.delete_tag(&p, id, key).await?;
@@ -578,10 +555,10 @@ struct RunsPage {
 
 pub(crate) async fn search_runs(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiJson(b): ApiJson<SearchRuns>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let page = state
         .tracking
         .search_runs(
@@ -614,10 +591,10 @@ pub(crate) struct HistoryQuery {
 
 pub(crate) async fn metric_history(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiQuery(q): ApiQuery<HistoryQuery>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = run_id(&q.run_id, &q.run_uuid)?;
     let key = required("metric_key", &q.metric_key)?;
     let page = state
@@ -667,12 +644,12 @@ pub(crate) struct ArtifactPath {
 
 pub(crate) async fn put_artifact(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     crate::extract::ApiPath(a): crate::extract::ApiPath<ArtifactPath>,
     body: axum::body::Body,
 ) -> Reply {
     use futures::TryStreamExt;
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let location = artifacts_location(&state, &p)?;
     let key = artifact_key(&state, &p, &a.path).await?;
     let reader =
@@ -683,21 +660,21 @@ pub(crate) async fn put_artifact(
 
 pub(crate) async fn get_artifact(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     crate::extract::ApiPath(a): crate::extract::ApiPath<ArtifactPath>,
 ) -> Result<axum::response::Response, ApiError> {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let location = artifacts_location(&state, &p)?;
     let key = artifact_key(&state, &p, &a.path).await?;
-    super::objects::verified_download(&state, &location, &key).await
+    crate::objects::verified_download(&state, &location, &key).await
 }
 
 pub(crate) async fn delete_artifact(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     crate::extract::ApiPath(a): crate::extract::ApiPath<ArtifactPath>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let location = artifacts_location(&state, &p)?;
     let key = artifact_key(&state, &p, &a.path).await?;
     // Deleting a directory deletes what is under it, as MLflow's server does.
@@ -763,10 +740,10 @@ pub(crate) struct ListQuery {
 /// `GET /api/2.0/mlflow-artifacts/artifacts?path=<dir>`: basenames.
 pub(crate) async fn list_artifacts_proxy(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let entries = list_dir(&state, &p, q.path.as_deref().unwrap_or("")).await?;
     let files: Vec<FileInfo> = entries
         .into_iter()
@@ -789,10 +766,10 @@ pub(crate) struct RunArtifactsQuery {
 /// `GET /api/2.0/mlflow/artifacts/list`: a run's artifacts, paths relative to its root.
 pub(crate) async fn list_run_artifacts(
     State(state): State<AppState>,
-    access: Access,
+    scope: Scope,
     ApiQuery(q): ApiQuery<RunArtifactsQuery>,
 ) -> Reply {
-    let p = project(&state, &access).await?;
+    let p = scope.project;
     let id = run_id(&q.run_id, &q.run_uuid)?;
     let run = state.tracking.run(&p, &id).await?;
     let root = run

@@ -1,0 +1,149 @@
+//! The MLflow REST API over `qanat-tracking`, so the `mlflow` client works unchanged:
+//! tracking (experiments, runs, metrics, artifacts) in [`tracking`], logged models and
+//! the model registry in [`registry`].
+//!
+//! Every endpoint is listed once in [`routes`] and mounted twice: at the root, for the
+//! server's default MLflow project, and under `/mlflow/{project}` (set
+//! `MLFLOW_TRACKING_URI=https://qanat/mlflow/<project>`). Errors keep MLflow's codes
+//! through [`MlflowError`], a thin mapping over the native one.
+
+pub(crate) mod registry;
+pub(crate) mod tracking;
+
+use axum::http::{Method as M, StatusCode};
+use axum::response::{IntoResponse, Response};
+use qanat_core::{DomainError, ErrorKind};
+use qanat_governance::Requirement::{Project, Public};
+use qanat_governance::Role::{Editor, Maintainer, Viewer};
+
+use crate::authz::Policy;
+use crate::error::ApiError;
+use crate::route_table::Fragment;
+use crate::route_table::Transfer::{Bounded, Streaming};
+
+/// An error on an MLflow route: the native mapping, except where MLflow answers with
+/// another status (an existing name is 400 `RESOURCE_ALREADY_EXISTS` in MLflow, 409
+/// in Qanat's own API).
+pub(crate) struct MlflowError(ApiError);
+
+fn mlflow_kind(kind: ErrorKind) -> (StatusCode, &'static str) {
+    match kind {
+        ErrorKind::AlreadyExists => (StatusCode::BAD_REQUEST, "RESOURCE_ALREADY_EXISTS"),
+        other => ApiError::of_kind(other),
+    }
+}
+
+impl<E: DomainError> From<E> for MlflowError {
+    fn from(e: E) -> Self {
+        MlflowError(ApiError::from_domain(&e, mlflow_kind))
+    }
+}
+
+impl From<ApiError> for MlflowError {
+    fn from(e: ApiError) -> Self {
+        MlflowError(e)
+    }
+}
+
+impl IntoResponse for MlflowError {
+    fn into_response(self) -> Response {
+        self.0.into_response()
+    }
+}
+
+/// Every MLflow endpoint: reads need viewers, writes editors; moving an alias or a
+/// stage (what serving follows) and deleting registry entries need maintainers.
+/// Artifact bytes stream for as long as they keep flowing.
+pub(crate) fn routes() -> Fragment {
+    let read = |action| Policy::new(action, Project(Viewer));
+    let write = |action| Policy::new(action, Project(Editor));
+    let release = |action| Policy::new(action, Project(Maintainer));
+    let f = Fragment::default()
+        .foreign(
+            M::GET,
+            "/health",
+            Policy::new("health", Public),
+            Bounded,
+            tracking::health,
+        )
+        .foreign(
+            M::GET,
+            "/version",
+            Policy::new("version", Public),
+            Bounded,
+            tracking::version,
+        )
+        .mlflow(
+            M::GET,
+            "/api/3.0/mlflow/server-info",
+            Policy::new("mlflow.server_info", Public),
+            Bounded,
+            tracking::server_info,
+        );
+    macro_rules! mount {
+        ($f:expr; $(($method:expr, $path:literal, $policy:expr, $transfer:expr, $handler:expr),)*) => {
+            $f$(.mlflow($method, $path, $policy, $transfer, $handler))*
+        };
+    }
+    mount!(f;
+        (M::POST, "/api/2.0/mlflow/experiments/create", write("mlflow.experiment.create"), Bounded, tracking::create_experiment),
+        (M::GET, "/api/2.0/mlflow/experiments/get", read("mlflow.experiment.get"), Bounded, tracking::get_experiment),
+        (M::GET, "/api/2.0/mlflow/experiments/get-by-name", read("mlflow.experiment.get"), Bounded, tracking::get_experiment_by_name),
+        (M::POST, "/api/2.0/mlflow/experiments/search", read("mlflow.experiment.search"), Bounded, tracking::search_experiments_post),
+        (M::GET, "/api/2.0/mlflow/experiments/search", read("mlflow.experiment.search"), Bounded, tracking::search_experiments_get),
+        (M::POST, "/api/2.0/mlflow/experiments/update", write("mlflow.experiment.update"), Bounded, tracking::update_experiment),
+        (M::POST, "/api/2.0/mlflow/experiments/delete", write("mlflow.experiment.delete"), Bounded, tracking::delete_experiment),
+        (M::POST, "/api/2.0/mlflow/experiments/restore", write("mlflow.experiment.restore"), Bounded, tracking::restore_experiment),
+        (M::POST, "/api/2.0/mlflow/experiments/set-experiment-tag", write("mlflow.experiment.tag"), Bounded, tracking::set_experiment_tag),
+        (M::POST, "/api/2.0/mlflow/experiments/delete-experiment-tag", write("mlflow.experiment.untag"), Bounded, tracking::delete_experiment_tag),
+        (M::POST, "/api/2.0/mlflow/runs/create", write("mlflow.run.create"), Bounded, tracking::create_run),
+        (M::GET, "/api/2.0/mlflow/runs/get", read("mlflow.run.get"), Bounded, tracking::get_run),
+        (M::POST, "/api/2.0/mlflow/runs/update", write("mlflow.run.update"), Bounded, tracking::update_run),
+        (M::POST, "/api/2.0/mlflow/runs/delete", write("mlflow.run.delete"), Bounded, tracking::delete_run),
+        (M::POST, "/api/2.0/mlflow/runs/restore", write("mlflow.run.restore"), Bounded, tracking::restore_run),
+        (M::POST, "/api/2.0/mlflow/runs/log-parameter", write("mlflow.run.log"), Bounded, tracking::log_param),
+        (M::POST, "/api/2.0/mlflow/runs/log-metric", write("mlflow.run.log"), Bounded, tracking::log_metric),
+        (M::POST, "/api/2.0/mlflow/runs/log-batch", write("mlflow.run.log"), Bounded, tracking::log_batch),
+        (M::POST, "/api/2.0/mlflow/runs/set-tag", write("mlflow.run.tag"), Bounded, tracking::set_tag),
+        (M::POST, "/api/2.0/mlflow/runs/delete-tag", write("mlflow.run.untag"), Bounded, tracking::delete_tag),
+        (M::POST, "/api/2.0/mlflow/runs/search", read("mlflow.run.search"), Bounded, tracking::search_runs),
+        (M::GET, "/api/2.0/mlflow/metrics/get-history", read("mlflow.metric.history"), Bounded, tracking::metric_history),
+        (M::GET, "/api/2.0/mlflow/artifacts/list", read("mlflow.artifact.list"), Bounded, tracking::list_run_artifacts),
+        (M::GET, "/api/2.0/mlflow-artifacts/artifacts", read("mlflow.artifact.list"), Bounded, tracking::list_artifacts_proxy),
+        (M::PUT, "/api/2.0/mlflow-artifacts/artifacts/{*path}", write("mlflow.artifact.put"), Streaming, tracking::put_artifact),
+        (M::GET, "/api/2.0/mlflow-artifacts/artifacts/{*path}", read("mlflow.artifact.get").governed_read(), Streaming, tracking::get_artifact),
+        (M::DELETE, "/api/2.0/mlflow-artifacts/artifacts/{*path}", write("mlflow.artifact.delete"), Bounded, tracking::delete_artifact),
+        (M::POST, "/api/2.0/mlflow/logged-models", write("mlflow.logged_model.create"), Bounded, registry::create_logged_model),
+        (M::POST, "/api/2.0/mlflow/logged-models/search", read("mlflow.logged_model.search"), Bounded, registry::search_logged_models),
+        (M::GET, "/api/2.0/mlflow/logged-models/{model_id}", read("mlflow.logged_model.get"), Bounded, registry::get_logged_model),
+        (M::PATCH, "/api/2.0/mlflow/logged-models/{model_id}", write("mlflow.logged_model.finalize"), Bounded, registry::finalize_logged_model),
+        (M::DELETE, "/api/2.0/mlflow/logged-models/{model_id}", write("mlflow.logged_model.delete"), Bounded, registry::delete_logged_model),
+        (M::PATCH, "/api/2.0/mlflow/logged-models/{model_id}/tags", write("mlflow.logged_model.tag"), Bounded, registry::set_logged_model_tags),
+        (M::DELETE, "/api/2.0/mlflow/logged-models/{model_id}/tags/{tag_key}", write("mlflow.logged_model.untag"), Bounded, registry::delete_logged_model_tag),
+        (M::POST, "/api/2.0/mlflow/logged-models/{model_id}/params", write("mlflow.logged_model.params"), Bounded, registry::log_logged_model_params),
+        (M::POST, "/api/2.0/mlflow/runs/outputs", write("mlflow.run.outputs"), Bounded, registry::log_outputs),
+        (M::POST, "/api/2.0/mlflow/runs/log-inputs", write("mlflow.run.inputs"), Bounded, registry::log_inputs),
+        (M::POST, "/api/2.0/mlflow/registered-models/create", write("mlflow.registered_model.create"), Bounded, registry::create_registered_model),
+        (M::GET, "/api/2.0/mlflow/registered-models/get", read("mlflow.registered_model.get"), Bounded, registry::get_registered_model),
+        (M::GET, "/api/2.0/mlflow/registered-models/search", read("mlflow.registered_model.search"), Bounded, registry::search_registered_models),
+        (M::PATCH, "/api/2.0/mlflow/registered-models/update", write("mlflow.registered_model.update"), Bounded, registry::update_registered_model),
+        (M::POST, "/api/2.0/mlflow/registered-models/rename", write("mlflow.registered_model.rename"), Bounded, registry::rename_registered_model),
+        (M::DELETE, "/api/2.0/mlflow/registered-models/delete", release("mlflow.registered_model.delete"), Bounded, registry::delete_registered_model),
+        (M::POST, "/api/2.0/mlflow/registered-models/set-tag", write("mlflow.registered_model.tag"), Bounded, registry::set_registered_model_tag),
+        (M::DELETE, "/api/2.0/mlflow/registered-models/delete-tag", write("mlflow.registered_model.untag"), Bounded, registry::delete_registered_model_tag),
+        (M::POST, "/api/2.0/mlflow/registered-models/get-latest-versions", read("mlflow.registered_model.latest"), Bounded, registry::latest_versions_post),
+        (M::GET, "/api/2.0/mlflow/registered-models/get-latest-versions", read("mlflow.registered_model.latest"), Bounded, registry::latest_versions_get),
+        (M::POST, "/api/2.0/mlflow/registered-models/alias", release("mlflow.model_alias.set"), Bounded, registry::set_alias),
+        (M::DELETE, "/api/2.0/mlflow/registered-models/alias", release("mlflow.model_alias.delete"), Bounded, registry::delete_alias),
+        (M::GET, "/api/2.0/mlflow/registered-models/alias", read("mlflow.model_alias.get"), Bounded, registry::get_by_alias),
+        (M::POST, "/api/2.0/mlflow/model-versions/create", write("mlflow.model_version.create"), Bounded, registry::create_model_version),
+        (M::GET, "/api/2.0/mlflow/model-versions/get", read("mlflow.model_version.get"), Bounded, registry::get_model_version),
+        (M::PATCH, "/api/2.0/mlflow/model-versions/update", write("mlflow.model_version.update"), Bounded, registry::update_model_version),
+        (M::DELETE, "/api/2.0/mlflow/model-versions/delete", release("mlflow.model_version.delete"), Bounded, registry::delete_model_version),
+        (M::GET, "/api/2.0/mlflow/model-versions/search", read("mlflow.model_version.search"), Bounded, registry::search_model_versions),
+        (M::POST, "/api/2.0/mlflow/model-versions/transition-stage", release("mlflow.model_version.stage"), Bounded, registry::transition_stage),
+        (M::GET, "/api/2.0/mlflow/model-versions/get-download-uri", read("mlflow.model_version.download_uri"), Bounded, registry::download_uri),
+        (M::POST, "/api/2.0/mlflow/model-versions/set-tag", write("mlflow.model_version.tag"), Bounded, registry::set_model_version_tag),
+        (M::DELETE, "/api/2.0/mlflow/model-versions/delete-tag", write("mlflow.model_version.untag"), Bounded, registry::delete_model_version_tag),
+    )
+}
