@@ -560,9 +560,15 @@ pub(crate) fn where_sql(t: &Target, clauses: &[Clause], backend: Backend, first:
             (Entity::Metric(k), Value::Num(v)) => {
                 let key = next(Bind::Text(k.clone()), &mut params);
                 let val = next(Bind::Num(*v), &mut params);
-                let op = if c.op == "!=" { "<>" } else { c.op.as_str() };
                 let table = t.metrics.unwrap_or("latest_metrics");
-                format!("EXISTS (SELECT 1 FROM {table} f WHERE {link} AND f.key = {key} AND f.is_nan = 0 AND f.value {op} {val})")
+                // NaN compares as IEEE (and MLflow) say: unequal to every number, and
+                // neither below nor above any.
+                let cmp = if c.op == "!=" {
+                    format!("(f.is_nan = 1 OR f.value <> {val})")
+                } else {
+                    format!("f.is_nan = 0 AND f.value {} {val}", c.op)
+                };
+                format!("EXISTS (SELECT 1 FROM {table} f WHERE {link} AND f.key = {key} AND {cmp})")
             }
             (Entity::Param(k) | Entity::Tag(k), v) => {
                 let table = if matches!(c.entity, Entity::Param(_)) {
@@ -617,8 +623,8 @@ pub(crate) fn where_sql(t: &Target, clauses: &[Clause], backend: Backend, first:
     Sql { text, params }
 }
 
-/// ORDER BY terms: rows without the value sort last either way; ties fall back to the
-/// target's order (for runs: newest start time, then run id).
+/// ORDER BY terms: rows without the value sort last either way (after NaN metrics);
+/// ties fall back to the target's order (for runs: newest start time, then run id).
 pub(crate) fn order_sql(t: &Target, keys: &[OrderKey], first: usize) -> Sql {
     let link = t.link.replace("{a}", "o");
     let mut terms = Vec::new();
@@ -626,29 +632,44 @@ pub(crate) fn order_sql(t: &Target, keys: &[OrderKey], first: usize) -> Sql {
     let mut n = first;
     for k in keys {
         let dir = if k.ascending { "ASC" } else { "DESC" };
-        let expr = match &k.entity {
-            Entity::Attribute(col) => col.to_string(),
-            Entity::Metric(key) | Entity::Param(key) | Entity::Tag(key) => {
-                let (table, agg) = match k.entity {
-                    // A logged model may have several points per key: order by the best.
-                    Entity::Metric(_) => (
-                        t.metrics.unwrap_or("latest_metrics"),
-                        if k.ascending { "MIN" } else { "MAX" },
-                    ),
-                    Entity::Param(_) => (t.params.unwrap_or("run_params"), "MAX"),
-                    _ => (t.tags.unwrap_or("run_tags"), "MAX"),
+        let term = match &k.entity {
+            Entity::Attribute(col) => {
+                format!("CASE WHEN {col} IS NULL THEN 1 ELSE 0 END, {col} {dir}")
+            }
+            Entity::Metric(key) => {
+                let table = t.metrics.unwrap_or("latest_metrics");
+                // A logged model may have several points per key: order by the best.
+                let agg = if k.ascending { "MIN" } else { "MAX" };
+                params.push(Bind::Text(key.clone()));
+                n += 1;
+                let key = format!("${}", n - 1);
+                // As on MLflow, NaN sorts after every number and before no value at
+                // all, whichever the direction.
+                let value = format!(
+                    "(SELECT {agg}(o.value) FROM {table} o WHERE {link} AND o.key = {key} AND o.is_nan = 0)"
+                );
+                format!(
+                    "CASE WHEN {value} IS NOT NULL THEN 0 \
+                     WHEN EXISTS (SELECT 1 FROM {table} o WHERE {link} AND o.key = {key}) THEN 1 \
+                     ELSE 2 END, {value} {dir}"
+                )
+            }
+            Entity::Param(key) | Entity::Tag(key) => {
+                let table = if matches!(k.entity, Entity::Param(_)) {
+                    t.params.unwrap_or("run_params")
+                } else {
+                    t.tags.unwrap_or("run_tags")
                 };
                 params.push(Bind::Text(key.clone()));
                 n += 1;
-                format!(
-                    "(SELECT {agg}(o.value) FROM {table} o WHERE {link} AND o.key = ${})",
+                let value = format!(
+                    "(SELECT MAX(o.value) FROM {table} o WHERE {link} AND o.key = ${})",
                     n - 1
-                )
+                );
+                format!("CASE WHEN {value} IS NULL THEN 1 ELSE 0 END, {value} {dir}")
             }
         };
-        terms.push(format!(
-            "CASE WHEN {expr} IS NULL THEN 1 ELSE 0 END, {expr} {dir}"
-        ));
+        terms.push(term);
     }
     // The same key bound twice above (NULL test and value) reuses one parameter.
     terms.push(t.tie_break.into());

@@ -7,6 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::cases::{run_cases, Call, Case, Check, Expect};
 use common::Qanat;
 use serde_json::{json, Value};
 
@@ -322,126 +323,25 @@ fn a_killed_push_leaves_no_version_and_the_rerun_completes() {
 #[test]
 fn residency_and_bad_input_are_refused_clearly() {
     let q = Qanat::start();
+    // The only location is in uae-north: a dataset in an eu-west project is refused.
     q.create_project("eu", &["eu-west"]);
-    // The only location is in uae-north: a dataset there is refused, and audited.
-    let (ok, _, err) = qdata(&q, "eu", &["create", "people"]);
-    assert!(!ok);
-    assert!(err.contains("RESIDENCY_VIOLATION"), "{err}");
-    let (_, denied) = q.http().send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/audit?action=dataset.create&outcome=denied",
-        None,
-    );
-    assert_eq!(denied.as_array().expect("list").len(), 1);
-
     setup(&q, "ok", "d");
-    // Regions a dataset names must be inside its project's.
-    let (ok, _, err) = qdata(&q, "ok", &["create", "wide", "--regions", "us-east"]);
-    assert!(!ok && err.contains("not allowed by project"), "{err}");
-    // Missing path: clear error, nothing pushed.
-    let (ok, _, err) = qdata(&q, "ok", &["push", "d", "/definitely/not/here"]);
-    assert!(!ok && err.contains("/definitely/not/here"), "{err}");
-    // A symlink loop.
+    let viewer = q.user_with_role("vic", "ok", "viewer");
     let looped = q.dir.path().join("loop");
     std::fs::create_dir_all(&looped).expect("mkdir");
     std::os::unix::fs::symlink(&looped, looped.join("again")).expect("symlink");
     std::fs::write(looped.join("f"), b"x").expect("write");
-    let (ok, _, err) = qdata(&q, "ok", &["push", "d", looped.to_str().expect("utf8")]);
-    assert!(!ok && err.contains("symlink loop"), "{err}");
-    let (_, v) = q.http().send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/projects/ok/datasets/d/versions",
-        None,
-    );
-    assert_eq!(v.as_array().expect("list").len(), 0);
+    let looped = looped.to_str().expect("utf8");
 
-    // A chunk whose bytes do not match its id; a manifest naming chunks never uploaded.
-    let h = q.http();
     let fake = "0".repeat(64);
-    let resp = h
-        .raw(
-            &q.admin_token,
-            "PUT",
-            &format!("/api/v1/projects/ok/datasets/d/chunks/{fake}"),
-        )
-        .body("hello")
-        .send()
-        .expect("send");
-    assert_eq!(resp.status().as_u16(), 400);
+    let chunk = |id: &str| format!("/api/v1/projects/ok/datasets/d/chunks/{id}");
+    let versions = "/api/v1/projects/ok/datasets/d/versions";
+    let pack = "/api/v1/projects/ok/datasets/d/chunks";
     let manifest = json!({"files": [{"path": "a", "size": 5, "mode": 420, "blake3": fake, "chunks": [{"id": fake, "size": 5}]}]});
-    let (s, v) = h.send(
-        &q.admin_token,
-        "POST",
-        "/api/v1/projects/ok/datasets/d/versions",
-        Some(json!({"manifest": manifest})),
-    );
-    assert_eq!(s, 400);
-    assert!(
-        v["message"].as_str().expect("msg").contains("not stored"),
-        "{v}"
-    );
-    // A chunk larger than any the chunker makes.
-    let resp = h
-        .raw(
-            &q.admin_token,
-            "PUT",
-            &format!("/api/v1/projects/ok/datasets/d/chunks/{fake}"),
-        )
-        .body(vec![0u8; 5 << 20])
-        .send()
-        .expect("send");
-    assert_eq!(resp.status().as_u16(), 413);
-    // A real chunk listed with a size it does not have.
     let one = blake3::hash(b"x").to_hex().to_string();
-    let resp = h
-        .raw(
-            &q.admin_token,
-            "PUT",
-            &format!("/api/v1/projects/ok/datasets/d/chunks/{one}"),
-        )
-        .body("x")
-        .send()
-        .expect("send");
-    assert_eq!(resp.status().as_u16(), 201);
     let lying = json!({"files": [{"path": "a", "size": 5, "mode": 420, "blake3": one, "chunks": [{"id": one, "size": 5}]}]});
-    let (s, v) = h.send(
-        &q.admin_token,
-        "POST",
-        "/api/v1/projects/ok/datasets/d/versions",
-        Some(json!({"manifest": lying})),
-    );
-    assert_eq!(s, 400, "{v}");
-    assert!(
-        v["message"].as_str().expect("msg").contains("1 bytes"),
-        "{v}"
-    );
-    let bad = json!({"files": [{"path": "../escape", "size": 0, "mode": 420, "blake3": fake, "chunks": []}]});
-    let (s, _) = h.send(
-        &q.admin_token,
-        "POST",
-        "/api/v1/projects/ok/datasets/d/versions",
-        Some(json!({"manifest": bad})),
-    );
-    assert_eq!(s, 400);
-    let (s, _) = h.send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/projects/ok/datasets/d/versions/7",
-        None,
-    );
-    assert_eq!(s, 404);
-    let (s, _) = h.send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/projects/ok/datasets/nope",
-        None,
-    );
-    assert_eq!(s, 404);
-
-    // Packs: a frame whose bytes do not match its id refuses the whole pack (the good
-    // chunk before it is not stored); a cut-short pack is refused; a good one stores.
+    let escaping = json!({"files": [{"path": "../escape", "size": 0, "mode": 420, "blake3": fake, "chunks": []}]});
+    // Packs: frames of a chunk's id, its length and its bytes.
     let frame = |id: &[u8; 32], data: &[u8]| {
         let mut f = id.to_vec();
         f.extend_from_slice(&(data.len() as u32).to_be_bytes());
@@ -449,60 +349,149 @@ fn residency_and_bad_input_are_refused_clearly() {
         f
     };
     let good = *blake3::hash(b"packed").as_bytes();
-    let post_pack = |body: Vec<u8>| {
-        h.raw(
-            &q.admin_token,
-            "POST",
-            "/api/v1/projects/ok/datasets/d/chunks",
-        )
-        .body(body)
-        .send()
-        .expect("send")
-    };
+    let good_hex = blake3::Hash::from_bytes(good).to_hex().to_string();
     let mut mixed = frame(&good, b"packed");
     mixed.extend(frame(&[0u8; 32], b"liar"));
-    let resp = post_pack(mixed);
-    assert_eq!(resp.status().as_u16(), 400);
-    let text = resp.text().expect("body");
-    assert!(text.contains("do not hash"), "{text}");
-    let good_hex = blake3::Hash::from_bytes(good).to_hex().to_string();
-    let (_, m) = h.send(
-        &q.admin_token,
-        "POST",
-        "/api/v1/projects/ok/datasets/d/chunks/missing",
-        Some(json!({"ids": [good_hex]})),
-    );
-    assert_eq!(m["missing"].as_array().expect("list").len(), 1, "{m}");
-    let resp = post_pack(frame(&good, b"packed")[..20].to_vec());
-    assert_eq!(resp.status().as_u16(), 400);
-    let resp = post_pack(frame(&good, b"packed"));
-    assert_eq!(resp.status().as_u16(), 201);
-    let stored: serde_json::Value = resp.json().expect("json");
-    assert_eq!(stored["new_chunks"], 1, "{stored}");
-    let resp = post_pack(frame(&good, b"packed"));
-    let stored: serde_json::Value = resp.json().expect("json");
-    assert_eq!(stored["new_chunks"], 0, "{stored}");
 
-    // A viewer can pull but not push.
-    let viewer = q.user_with_role("vic", "ok", "viewer");
-    let resp = post_pack(Vec::new());
-    assert_eq!(resp.status().as_u16(), 400, "an empty pack says so");
-    let resp = h
-        .raw(
-            &viewer,
-            "PUT",
-            &format!("/api/v1/projects/ok/datasets/d/chunks/{one}"),
-        )
-        .body("x")
-        .send()
-        .expect("send");
-    assert_eq!(resp.status().as_u16(), 403);
-    let resp = h
-        .raw(&viewer, "POST", "/api/v1/projects/ok/datasets/d/chunks")
-        .body(frame(&good, b"packed"))
-        .send()
-        .expect("send");
-    assert_eq!(resp.status().as_u16(), 403);
+    let status = |name, call, status| Case {
+        name,
+        call,
+        expect: Expect::Status(status),
+        ..Case::default()
+    };
+    let fails = |name, args: &[&str], message| Case {
+        name,
+        call: Call::cli(args),
+        expect: Expect::Fails,
+        message,
+        ..Case::default()
+    };
+    run_cases(
+        &q,
+        vec![
+            fails(
+                "a dataset outside the project's regions",
+                &["data", "-p", "eu", "create", "people"],
+                "RESIDENCY_VIOLATION",
+            ),
+            Case {
+                name: "the residency refusal is audited",
+                call: Call::get("/api/v1/audit?action=dataset.create&outcome=denied"),
+                checks: vec![Check::Len("", 1)],
+                ..Case::default()
+            },
+            fails(
+                "dataset regions outside the project's",
+                &["data", "-p", "ok", "create", "wide", "--regions", "us-east"],
+                "not allowed by project",
+            ),
+            fails(
+                "pushing a path that is not there",
+                &["data", "-p", "ok", "push", "d", "/definitely/not/here"],
+                "/definitely/not/here",
+            ),
+            fails(
+                "pushing a symlink loop",
+                &["data", "-p", "ok", "push", "d", looped],
+                "symlink loop",
+            ),
+            Case {
+                name: "failed pushes leave no version",
+                call: Call::get(versions),
+                checks: vec![Check::Len("", 0)],
+                ..Case::default()
+            },
+            status(
+                "a chunk whose bytes do not match its id",
+                Call::put(chunk(&fake)).bytes("hello"),
+                400,
+            ),
+            Case {
+                name: "a manifest naming chunks never uploaded",
+                call: Call::post(versions).json(json!({"manifest": manifest})),
+                expect: Expect::Status(400),
+                message: "not stored",
+                ..Case::default()
+            },
+            status(
+                "a chunk larger than any the chunker makes",
+                Call::put(chunk(&fake)).bytes(vec![0u8; 5 << 20]),
+                413,
+            ),
+            status(
+                "a chunk that matches its id",
+                Call::put(chunk(&one)).bytes("x"),
+                201,
+            ),
+            Case {
+                name: "a manifest giving a stored chunk a size it does not have",
+                call: Call::post(versions).json(json!({"manifest": lying})),
+                expect: Expect::Status(400),
+                message: "1 bytes",
+                ..Case::default()
+            },
+            status(
+                "a manifest path escaping the dataset",
+                Call::post(versions).json(json!({"manifest": escaping})),
+                400,
+            ),
+            status(
+                "an unknown version",
+                Call::get(format!("{versions}/7")),
+                404,
+            ),
+            status(
+                "an unknown dataset",
+                Call::get("/api/v1/projects/ok/datasets/nope"),
+                404,
+            ),
+            Case {
+                name: "a pack with a frame that does not hash to its id",
+                call: Call::post(pack).bytes(mixed),
+                expect: Expect::Status(400),
+                message: "do not hash",
+                ..Case::default()
+            },
+            Case {
+                name: "a refused pack stores none of its chunks",
+                call: Call::post(format!("{pack}/missing")).json(json!({"ids": [good_hex]})),
+                checks: vec![Check::Len("/missing", 1)],
+                ..Case::default()
+            },
+            status(
+                "a cut-short pack",
+                Call::post(pack).bytes(frame(&good, b"packed")[..20].to_vec()),
+                400,
+            ),
+            Case {
+                name: "a good pack",
+                call: Call::post(pack).bytes(frame(&good, b"packed")),
+                expect: Expect::Status(201),
+                checks: vec![Check::Eq("/new_chunks", json!(1))],
+                ..Case::default()
+            },
+            Case {
+                name: "the same pack again stores nothing new",
+                call: Call::post(pack).bytes(frame(&good, b"packed")),
+                expect: Expect::Status(201),
+                checks: vec![Check::Eq("/new_chunks", json!(0))],
+                ..Case::default()
+            },
+            status("an empty pack", Call::post(pack).bytes(Vec::new()), 400),
+            status(
+                "a viewer uploading a chunk",
+                Call::put(chunk(&one)).token(&viewer).bytes("x"),
+                403,
+            ),
+            status(
+                "a viewer uploading a pack",
+                Call::post(pack)
+                    .token(&viewer)
+                    .bytes(frame(&good, b"packed")),
+                403,
+            ),
+        ],
+    );
 }
 
 #[test]

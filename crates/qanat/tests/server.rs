@@ -6,6 +6,7 @@ mod common;
 use std::io::Read;
 use std::time::Duration;
 
+use common::cases::{run_cases, Call, Case, Expect};
 use common::Qanat;
 use serde_json::{json, Value};
 
@@ -264,199 +265,140 @@ fn kill_9_loses_nothing_acknowledged() {
     assert!(audit(&q, "action=object.write&outcome=success").len() == 1);
 }
 
-#[track_caller]
-fn check(resp: reqwest::blocking::Response, status: u16, code: &str) {
-    assert_eq!(resp.status().as_u16(), status);
-    let v: Value = resp.json().expect("error bodies are JSON");
-    assert_eq!(v["error_code"], code, "{v}");
-    assert!(!v["message"].as_str().unwrap_or("").is_empty());
-}
-
 #[test]
 fn bad_input_gets_a_clear_4xx() {
     let q = Qanat::start();
-    let h = q.http();
     q.create_project("p", &["uae-north"]);
-    let t = &q.admin_token;
-
-    // Malformed JSON.
-    check(
-        h.raw(t, "POST", "/api/v1/projects")
-            .header("content-type", "application/json")
-            .body("{\"name\": ")
-            .send()
-            .expect("send"),
-        400,
-        "MALFORMED_REQUEST",
-    );
-    // Wrong types and unknown fields.
-    check(
-        h.raw(t, "POST", "/api/v1/projects")
-            .json(&json!({"name": 42}))
-            .send()
-            .expect("send"),
-        400,
-        "INVALID_PARAMETER_VALUE",
-    );
-    check(
-        h.raw(t, "POST", "/api/v1/projects")
-            .json(&json!({"name": "x", "colour": 1}))
-            .send()
-            .expect("send"),
-        400,
-        "INVALID_PARAMETER_VALUE",
-    );
-    check(
-        h.raw(t, "POST", "/api/v1/projects")
-            .json(&json!({"name": "Bad Name!"}))
-            .send()
-            .expect("send"),
-        400,
-        "INVALID_PARAMETER_VALUE",
-    );
-    check(
-        h.raw(t, "POST", "/api/v1/projects")
-            .json(&json!({"name": "x", "allowed_regions": ["UAE North"]}))
-            .send()
-            .expect("send"),
-        400,
-        "INVALID_PARAMETER_VALUE",
-    );
-    // Not JSON at all.
-    check(
-        h.raw(t, "POST", "/api/v1/projects")
-            .body("name=x")
-            .send()
-            .expect("send"),
-        415,
-        "UNSUPPORTED_MEDIA_TYPE",
-    );
-    // Oversized body (limit 1 MiB).
-    let big = format!(
-        "{{\"name\": \"x\", \"description\": \"{}\"}}",
-        "a".repeat(2 << 20)
-    );
-    check(
-        h.raw(t, "POST", "/api/v1/projects")
-            .header("content-type", "application/json")
-            .body(big)
-            .send()
-            .expect("send"),
-        413,
-        "REQUEST_TOO_LARGE",
-    );
-    // Unknown project, user, token, route, method.
-    check(
-        h.raw(t, "GET", "/api/v1/projects/nope")
-            .send()
-            .expect("send"),
-        404,
-        "RESOURCE_DOES_NOT_EXIST",
-    );
-    check(
-        h.raw(t, "PUT", "/api/v1/projects/nope/objects/a")
-            .body("x")
-            .send()
-            .expect("send"),
-        404,
-        "RESOURCE_DOES_NOT_EXIST",
-    );
-    check(
-        h.raw(t, "PATCH", "/api/v1/users/ghost")
-            .json(&json!({"disabled": true}))
-            .send()
-            .expect("send"),
-        404,
-        "RESOURCE_DOES_NOT_EXIST",
-    );
-    check(
-        h.raw(t, "DELETE", "/api/v1/tokens/tok_missing")
-            .send()
-            .expect("send"),
-        404,
-        "RESOURCE_DOES_NOT_EXIST",
-    );
-    check(
-        h.raw(t, "GET", "/api/v1/nothing-here")
-            .send()
-            .expect("send"),
-        404,
-        "RESOURCE_DOES_NOT_EXIST",
-    );
-    check(
-        h.raw(t, "DELETE", "/api/v1/projects").send().expect("send"),
-        405,
-        "METHOD_NOT_ALLOWED",
-    );
-    // Path traversal in an object key.
-    check(
-        h.raw(t, "PUT", "/api/v1/projects/p/objects/a%2F..%2Fb")
-            .body("x")
-            .send()
-            .expect("send"),
-        400,
-        "INVALID_PARAMETER_VALUE",
-    );
-    check(
-        h.raw(t, "GET", "/api/v1/projects/p/objects/missing.bin")
-            .send()
-            .expect("send"),
-        404,
-        "RESOURCE_DOES_NOT_EXIST",
-    );
-    // Bad query values.
-    check(
-        h.raw(t, "GET", "/api/v1/audit?limit=abc")
-            .send()
-            .expect("send"),
-        400,
-        "INVALID_PARAMETER_VALUE",
-    );
-    check(
-        h.raw(t, "GET", "/api/v1/audit?since=yesterday")
-            .send()
-            .expect("send"),
-        400,
-        "INVALID_PARAMETER_VALUE",
-    );
-    // A malformed Authorization header, and an expired token.
-    check(
-        h.raw("", "GET", "/api/v1/whoami")
-            .header("authorization", "Basic abc")
-            .send()
-            .expect("send"),
-        401,
-        "UNAUTHENTICATED",
-    );
-    let (s, tok) = h.send(
-        t,
+    let (s, tok) = q.http().send(
+        &q.admin_token,
         "POST",
         "/api/v1/tokens",
         Some(json!({"name": "brief", "expires_in_seconds": 1})),
     );
-    assert_eq!(s, 201);
+    assert_eq!(s, 201, "{tok}");
+    let expired = tok["token"].as_str().expect("token").to_string();
     std::thread::sleep(Duration::from_millis(1500));
-    let resp = h
-        .raw(
-            tok["token"].as_str().expect("token"),
-            "GET",
-            "/api/v1/whoami",
-        )
-        .send()
-        .expect("send");
-    assert_eq!(resp.status().as_u16(), 401);
-    let v: Value = resp.json().expect("json");
-    assert!(
-        v["message"].as_str().expect("msg").contains("expired"),
-        "{v}"
+    let big = format!(
+        "{{\"name\": \"x\", \"description\": \"{}\"}}",
+        "a".repeat(2 << 20)
     );
-    check(
-        h.raw(t, "POST", "/api/v1/tokens")
-            .json(&json!({"name": "x", "expires_in_seconds": -5}))
-            .send()
-            .expect("send"),
-        400,
-        "INVALID_PARAMETER_VALUE",
+    let invalid = |name, call| Case {
+        name,
+        call,
+        expect: Expect::Status(400),
+        code: "INVALID_PARAMETER_VALUE",
+        ..Case::default()
+    };
+    let missing = |name, call| Case {
+        name,
+        call,
+        expect: Expect::Status(404),
+        code: "RESOURCE_DOES_NOT_EXIST",
+        ..Case::default()
+    };
+    run_cases(
+        &q,
+        vec![
+            Case {
+                name: "malformed JSON",
+                call: Call::post("/api/v1/projects")
+                    .header("content-type", "application/json")
+                    .bytes("{\"name\": "),
+                expect: Expect::Status(400),
+                code: "MALFORMED_REQUEST",
+                ..Case::default()
+            },
+            invalid(
+                "a field of the wrong type",
+                Call::post("/api/v1/projects").json(json!({"name": 42})),
+            ),
+            invalid(
+                "an unknown field",
+                Call::post("/api/v1/projects").json(json!({"name": "x", "colour": 1})),
+            ),
+            invalid(
+                "an invalid project name",
+                Call::post("/api/v1/projects").json(json!({"name": "Bad Name!"})),
+            ),
+            invalid(
+                "an invalid region name",
+                Call::post("/api/v1/projects")
+                    .json(json!({"name": "x", "allowed_regions": ["UAE North"]})),
+            ),
+            Case {
+                name: "a body that is not JSON",
+                call: Call::post("/api/v1/projects").bytes("name=x"),
+                expect: Expect::Status(415),
+                code: "UNSUPPORTED_MEDIA_TYPE",
+                ..Case::default()
+            },
+            Case {
+                name: "a body over the 1 MiB limit",
+                call: Call::post("/api/v1/projects")
+                    .header("content-type", "application/json")
+                    .bytes(big),
+                expect: Expect::Status(413),
+                code: "REQUEST_TOO_LARGE",
+                ..Case::default()
+            },
+            missing("an unknown project", Call::get("/api/v1/projects/nope")),
+            missing(
+                "an object in an unknown project",
+                Call::put("/api/v1/projects/nope/objects/a").bytes("x"),
+            ),
+            missing(
+                "an unknown user",
+                Call::patch("/api/v1/users/ghost").json(json!({"disabled": true})),
+            ),
+            missing(
+                "an unknown token",
+                Call::delete("/api/v1/tokens/tok_missing"),
+            ),
+            missing("an unknown route", Call::get("/api/v1/nothing-here")),
+            Case {
+                name: "a method the route does not take",
+                call: Call::delete("/api/v1/projects"),
+                expect: Expect::Status(405),
+                code: "METHOD_NOT_ALLOWED",
+                ..Case::default()
+            },
+            invalid(
+                "path traversal in an object key",
+                Call::put("/api/v1/projects/p/objects/a%2F..%2Fb").bytes("x"),
+            ),
+            missing(
+                "an object that is not there",
+                Call::get("/api/v1/projects/p/objects/missing.bin"),
+            ),
+            invalid(
+                "a limit that is not a number",
+                Call::get("/api/v1/audit?limit=abc"),
+            ),
+            invalid(
+                "a since that is not a time",
+                Call::get("/api/v1/audit?since=yesterday"),
+            ),
+            Case {
+                name: "a malformed Authorization header",
+                call: Call::get("/api/v1/whoami")
+                    .token("")
+                    .header("authorization", "Basic abc"),
+                expect: Expect::Status(401),
+                code: "UNAUTHENTICATED",
+                ..Case::default()
+            },
+            Case {
+                name: "an expired token",
+                call: Call::get("/api/v1/whoami").token(expired),
+                expect: Expect::Status(401),
+                message: "expired",
+                ..Case::default()
+            },
+            invalid(
+                "a token with a negative lifetime",
+                Call::post("/api/v1/tokens").json(json!({"name": "x", "expires_in_seconds": -5})),
+            ),
+        ],
     );
 }
 

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod cases;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
