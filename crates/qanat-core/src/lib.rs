@@ -8,6 +8,7 @@
 //!   [`FromStr`](std::str::FromStr) and printed back with [`Display`](std::fmt::Display).
 //! - [`ErrorKind`] and [`DomainError`]: each domain error says what kind of failure it
 //!   is; the API turns the kind into a status code in one place.
+//! - Id newtypes for the ids that cross crates ([`ProjectId`], [`UserId`]).
 //!
 //! ```
 //! use qanat_core::{Kind, ObjectRef, Selector};
@@ -22,9 +23,11 @@
 //! This crate has no I/O and no heavy dependencies, so everything can depend on it.
 
 mod error_kind;
+mod ids;
 mod name;
 mod object_ref;
 
 pub use error_kind::{DomainError, ErrorKind};
+pub use ids::{ProjectId, UserId};
 pub use name::{IdentityName, Name, NameError};
 pub use object_ref::{Kind, ObjectRef, RefError, Selector};

@@ -6,6 +6,7 @@ use std::str::FromStr;
 
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
+use qanat_core::ProjectId;
 use qanat_governance::{check_residency, Project};
 use qanat_store::{now_micros, LocationInfo, MetaStore, ObjectKey, ObjectStorage};
 use serde::{Deserialize, Serialize};
@@ -84,7 +85,7 @@ pub struct NewDataset {
 pub struct Dataset {
     pub id: String,
     #[serde(skip)]
-    pub project_id: String,
+    pub project_id: ProjectId,
     pub name: String,
     pub description: String,
     pub owner: String,
@@ -156,20 +157,24 @@ async fn hold_chunks(
     Ok(held)
 }
 
-pub(crate) fn chunk_key(project_id: &str, id: &ChunkId) -> Result<ObjectKey> {
+pub(crate) fn chunk_key(project_id: &ProjectId, id: &ChunkId) -> Result<ObjectKey> {
     let hex = id.to_hex();
     Ok(format!("projects/{project_id}/chunks/{}/{hex}", &hex[..2]).parse()?)
 }
 
-fn manifest_key(project_id: &str, manifest_id: &str) -> Result<ObjectKey> {
+fn manifest_key(project_id: &ProjectId, manifest_id: &str) -> Result<ObjectKey> {
     Ok(format!("projects/{project_id}/manifests/{manifest_id}").parse()?)
 }
 
-fn table_profile_key(project_id: &str, blake3: &str, format: TableFormat) -> Result<ObjectKey> {
+fn table_profile_key(
+    project_id: &ProjectId,
+    blake3: &str,
+    format: TableFormat,
+) -> Result<ObjectKey> {
     Ok(format!("projects/{project_id}/table-profiles/{blake3}.{format:?}").parse()?)
 }
 
-fn profiles_key(project_id: &str, manifest_id: &str) -> Result<ObjectKey> {
+fn profiles_key(project_id: &ProjectId, manifest_id: &str) -> Result<ObjectKey> {
     Ok(format!("projects/{project_id}/profiles/{manifest_id}").parse()?)
 }
 

@@ -14,7 +14,7 @@ use crate::{ChunkId, FileEntry};
 pub(crate) struct StoredFile {
     storage: ObjectStorage,
     location: String,
-    project_id: String,
+    project_id: qanat_core::ProjectId,
     /// (start offset, id, size) of each chunk.
     chunks: Vec<(u64, ChunkId, u64)>,
     size: u64,
@@ -31,7 +31,7 @@ impl StoredFileHandle {
     pub(crate) fn new(
         storage: ObjectStorage,
         location: &str,
-        project_id: &str,
+        project_id: &qanat_core::ProjectId,
         entry: &FileEntry,
         rt: tokio::runtime::Handle,
     ) -> Self {
@@ -48,7 +48,7 @@ impl StoredFileHandle {
         StoredFileHandle(Arc::new(StoredFile {
             storage,
             location: location.to_string(),
-            project_id: project_id.to_string(),
+            project_id: project_id.clone(),
             chunks,
             size: entry.size,
             rt,

@@ -8,6 +8,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use base64::Engine as _;
+use qanat_core::UserId;
 use qanat_store::{now_micros, Micros};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
@@ -55,7 +56,8 @@ impl FromStr for UserKind {
 /// An identity.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct User {
-    pub id: String,
+    #[schema(value_type = String)]
+    pub id: UserId,
     pub name: String,
     pub kind: UserKind,
     pub is_admin: bool,
@@ -67,7 +69,8 @@ pub struct User {
 /// The authenticated caller of a request.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Principal {
-    pub user_id: String,
+    #[schema(value_type = String)]
+    pub user_id: UserId,
     pub name: String,
     pub kind: UserKind,
     pub is_admin: bool,

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
+use qanat_core::ProjectId;
 use qanat_store::now_micros;
 use serde::Serialize;
 use sqlx::Row;
@@ -32,7 +33,7 @@ pub struct LineageGraph {
 /// Records `child`'s parents on an open connection or transaction.
 pub async fn record_edges(
     conn: &mut sqlx::AnyConnection,
-    project_id: &str,
+    project_id: &ProjectId,
     child: &str,
     parents: &[(String, &str)],
 ) -> Result<()> {
@@ -57,7 +58,7 @@ impl Governance {
     /// Walks from `root` to its ancestors, breadth first, at most `depth` levels.
     pub async fn lineage_upstream(
         &self,
-        project_id: &str,
+        project_id: &ProjectId,
         root: &str,
         depth: usize,
     ) -> Result<LineageGraph> {

@@ -1,5 +1,6 @@
 //! Projects (the unit of isolation) and their members.
 
+use qanat_core::{ProjectId, UserId};
 use qanat_store::{now_micros, Region};
 use serde::Serialize;
 use sqlx::any::AnyRow;
@@ -11,7 +12,8 @@ use crate::{Error, Governance, Principal, Result, Role};
 /// A project: its objects, its members, its residency policy.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Project {
-    pub id: String,
+    #[schema(value_type = String)]
+    pub id: ProjectId,
     pub name: String,
     pub description: String,
     /// Regions this project's bytes may be stored in.
@@ -165,7 +167,7 @@ impl Governance {
     /// request and hands to the handler. Errors if the project does not exist.
     pub async fn project_and_role(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         project: &str,
     ) -> Result<(Project, Option<Role>)> {
         let row = sqlx::query(
@@ -187,7 +189,7 @@ impl Governance {
     }
 
     /// The caller's role in `project`; errors if the project does not exist.
-    pub async fn role_in(&self, user_id: &str, project: &str) -> Result<Option<Role>> {
+    pub async fn role_in(&self, user_id: &UserId, project: &str) -> Result<Option<Role>> {
         Ok(self.project_and_role(user_id, project).await?.1)
     }
 

@@ -498,7 +498,7 @@ impl Tracking {
             "SELECT {MODEL_COLUMNS} FROM logged_models lm WHERE lm.project_id = $1 AND lm.experiment_id IN ({}) AND lm.lifecycle_stage = 'active'",
             placeholders(2, exps.len())
         );
-        let leading: Vec<Bind> = std::iter::once(Bind::Text(project.id.clone()))
+        let leading: Vec<Bind> = std::iter::once(Bind::Text(project.id.to_string()))
             .chain(exps.iter().map(|e| Bind::Int(*e)))
             .collect();
         let (rows, more) = self

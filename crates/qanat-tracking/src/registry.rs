@@ -260,7 +260,7 @@ impl Tracking {
             .search_page(
                 &REGISTERED_MODELS,
                 "SELECT rm.id, rm.name, rm.description, rm.creation_time, rm.last_update_time FROM registered_models rm WHERE rm.project_id = $1",
-                vec![Bind::Text(project.id.clone())],
+                vec![Bind::Text(project.id.to_string())],
                 filter,
                 order_by,
                 max,
@@ -744,7 +744,7 @@ impl Tracking {
             .search_page(
                 &MODEL_VERSIONS,
                 &head,
-                vec![Bind::Text(project.id.clone())],
+                vec![Bind::Text(project.id.to_string())],
                 filter,
                 order_by,
                 max,

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use base64::Engine;
+use qanat_core::ProjectId;
 use qanat_governance::{AuditRecord, Project};
 use qanat_store::MetaStore;
 use rand::seq::SliceRandom;
@@ -1062,7 +1063,7 @@ impl Tracking {
             next + 1
         );
         use crate::search::Bind;
-        let binds: Vec<Bind> = std::iter::once(Bind::Text(project.id.clone()))
+        let binds: Vec<Bind> = std::iter::once(Bind::Text(project.id.to_string()))
             .chain(exps.iter().map(|e| Bind::Int(*e)))
             .chain(stages.iter().map(|s| Bind::Text(s.to_string())))
             .chain(drive_params)
@@ -1131,7 +1132,7 @@ fn parse_name_filter(f: &str) -> Result<(&'static str, String)> {
 
 async fn upsert_experiment_tag(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    project_id: &str,
+    project_id: &ProjectId,
     experiment_id: i64,
     t: &Tag,
 ) -> Result<()> {
