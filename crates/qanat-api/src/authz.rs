@@ -195,12 +195,7 @@ pub(crate) async fn authorize(
         return next.run(req).await;
     }
 
-    let request_id = req
-        .headers()
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
+    let request_id = crate::request_id(req.headers()).to_string();
     let project = match req.extract_parts::<RawPathParams>().await {
         Ok(params) => params
             .iter()

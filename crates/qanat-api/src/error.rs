@@ -124,12 +124,7 @@ impl IntoResponse for ApiError {
 /// Logs the detail of an internal error under the request's id and tells the caller
 /// that id, so an operator can find the one from the other.
 pub(crate) async fn hide_internal_errors(req: Request, next: Next) -> Response {
-    let request_id = req
-        .headers()
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
+    let request_id = crate::request_id(req.headers()).to_string();
     let mut resp = next.run(req).await;
     let Some(InternalDetail(detail)) = resp.extensions_mut().remove::<InternalDetail>() else {
         return resp;

@@ -1,7 +1,7 @@
 //! Extractors whose rejections are JSON errors with a message that says what to fix.
 
 use axum::body::Bytes;
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -89,45 +89,47 @@ fn json_rejection(rej: JsonRejection) -> ApiError {
     }
 }
 
-/// `Query<T>` with JSON errors.
-pub struct ApiQuery<T>(pub T);
+/// Declares a wrapper around one of axum's parts extractors whose rejection is a JSON
+/// 400 that says which part of the request was wrong.
+macro_rules! with_json_errors {
+    ($(#[$doc:meta])* $name:ident, $inner:ident, $what:literal) => {
+        $(#[$doc])*
+        pub struct $name<T>(pub T);
 
-impl<S, T> FromRequestParts<S> for ApiQuery<T>
-where
-    T: DeserializeOwned,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
+        impl<S, T> FromRequestParts<S> for $name<T>
+        where
+            T: DeserializeOwned + Send,
+            S: Send + Sync,
+        {
+            type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        axum::extract::Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|q| ApiQuery(q.0))
-            .map_err(|e: QueryRejection| {
-                ApiError::bad_request(format!("bad query string: {}", e.body_text()))
-            })
-    }
+            async fn from_request_parts(
+                parts: &mut Parts,
+                state: &S,
+            ) -> Result<Self, Self::Rejection> {
+                axum::extract::$inner::<T>::from_request_parts(parts, state)
+                    .await
+                    .map(|v| $name(v.0))
+                    .map_err(|e| {
+                        ApiError::bad_request(format!(concat!("bad ", $what, ": {}"), e.body_text()))
+                    })
+            }
+        }
+    };
 }
 
-/// `Path<T>` with JSON errors.
-pub struct ApiPath<T>(pub T);
-
-impl<S, T> FromRequestParts<S> for ApiPath<T>
-where
-    T: DeserializeOwned + Send,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        axum::extract::Path::<T>::from_request_parts(parts, state)
-            .await
-            .map(|p| ApiPath(p.0))
-            .map_err(|e: PathRejection| {
-                ApiError::bad_request(format!("bad path: {}", e.body_text()))
-            })
-    }
-}
+with_json_errors!(
+    /// `Query<T>` with JSON errors.
+    ApiQuery,
+    Query,
+    "query string"
+);
+with_json_errors!(
+    /// `Path<T>` with JSON errors.
+    ApiPath,
+    Path,
+    "path"
+);
 
 /// The authenticated caller; present on every route whose policy is not public.
 pub struct Caller(pub qanat_governance::Principal);

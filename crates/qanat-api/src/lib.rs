@@ -101,10 +101,21 @@ pub fn route_table(limits: &ApiLimits) -> route_table::RouteTable {
     )
 }
 
+/// The header that carries a request's id (the client's, or one the server sets).
+const REQUEST_ID: &str = "x-request-id";
+
+/// The request's id, as the request-id layer set it ("" before that layer runs).
+pub(crate) fn request_id(headers: &axum::http::HeaderMap) -> &str {
+    headers
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
 /// The complete application: routes, authorization, metrics, request ids, tracing.
 pub fn router(state: AppState) -> Router {
     let (routes, policies) = route_table(&state.limits).into_parts();
-    let x_request_id = HeaderName::from_static("x-request-id");
+    let x_request_id = HeaderName::from_static(REQUEST_ID);
     routes
         .fallback(|| async {
             ApiError::not_found("no such endpoint; see /api/v1/openapi.json").into_response()
@@ -129,11 +140,7 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(error::hide_internal_errors))
         .layer(
             TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
-                let id = req
-                    .headers()
-                    .get("x-request-id")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("");
+                let id = request_id(req.headers());
                 tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
             }),
         )
