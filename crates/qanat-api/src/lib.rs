@@ -84,6 +84,19 @@ impl AppState {
     }
 }
 
+/// The tables of every domain, in the order their migrations were written: adding a
+/// domain adds its line here (as in [`route_table`]).
+pub static SCHEMA: &[&qanat_store::migrations::DomainMigrations] = &[
+    &qanat_governance::MIGRATIONS,
+    &qanat_data::MIGRATIONS,
+    &qanat_tracking::MIGRATIONS,
+];
+
+/// [`SCHEMA`], checked: what the server opens its metadata store with.
+pub fn schema() -> Result<qanat_store::migrations::Schema, qanat_store::Error> {
+    qanat_store::migrations::Schema::new(SCHEMA)
+}
+
 /// Every route with its policy, from each domain's fragment. Adding a domain adds its
 /// line here.
 pub fn route_table(limits: &ApiLimits) -> route_table::RouteTable {
@@ -147,4 +160,30 @@ pub fn router(state: AppState) -> Router {
         .layer(PropagateRequestIdLayer::new(x_request_id.clone()))
         .layer(SetRequestIdLayer::new(x_request_id, MakeRequestUuid))
         .with_state(state)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The server's schema holds every domain's migrations, each version once, and the
+    /// releases' migrations keep their numbers (databases record them by number).
+    #[test]
+    fn the_schema_applies_every_domain_in_version_order() {
+        let versions = crate::schema().expect("no clashes").versions();
+        assert_eq!(
+            &versions[..4],
+            [
+                (1, "governance"),
+                (2, "datasets"),
+                (3, "tracking"),
+                (4, "tracking")
+            ]
+        );
+        for d in crate::SCHEMA {
+            assert!(
+                versions.iter().any(|(_, owner)| *owner == d.domain),
+                "{} has no migrations",
+                d.domain
+            );
+        }
+    }
 }

@@ -42,7 +42,7 @@ struct World {
 }
 
 async fn world() -> World {
-    let db = TestDb::sqlite().await;
+    let db = TestDb::sqlite(&[&qanat_governance::MIGRATIONS, &qanat_data::MIGRATIONS]).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let keyring = Keyring::load_or_create(&dir.path().join("master.key")).expect("keyring");
     let loc = LocationConfig::local("local", dir.path().join("objects"), "uae-north").expect("loc");

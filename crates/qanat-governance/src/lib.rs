@@ -31,6 +31,15 @@ pub use projects::{Member, Project};
 pub use rbac::{authorize, Decision, Requirement, Role};
 pub use residency::check_residency;
 
+/// This domain's tables: identities and tokens, projects and members, the audit chain, and the data keys of encryption at rest (0001).
+/// A schema that lists it applies them (see `qanat_store::migrations`).
+pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
+    qanat_store::migrations::DomainMigrations {
+        domain: "governance",
+        sqlite: sqlx::migrate!("./migrations/sqlite"),
+        postgres: sqlx::migrate!("./migrations/postgres"),
+    };
+
 use qanat_store::MetaStore;
 
 /// The result type of this crate.

@@ -45,7 +45,7 @@ async fn swap(db: &TestDb, a: i64, b: i64) {
 
 #[tokio::test]
 async fn tokens_authenticate_until_revoked_or_expired() {
-    for db in TestDb::all().await {
+    for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
         let gov = Governance::new(db.store.clone());
         let boot = gov
             .bootstrap_admin("admin")
@@ -114,7 +114,7 @@ async fn tokens_authenticate_until_revoked_or_expired() {
 
 #[tokio::test]
 async fn projects_members_and_roles() {
-    for db in TestDb::all().await {
+    for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
         let gov = Governance::new(db.store.clone());
         let boot = gov
             .bootstrap_admin("admin")
@@ -183,7 +183,7 @@ async fn projects_members_and_roles() {
 
 #[tokio::test]
 async fn audit_chain_detects_changed_deleted_and_reordered_entries() {
-    for db in TestDb::all().await {
+    for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
         let gov = Governance::new(db.store.clone());
         for i in 0..10 {
             gov.append_audit(&record(i, AuditOutcome::Success))
@@ -236,7 +236,7 @@ async fn audit_chain_detects_changed_deleted_and_reordered_entries() {
 
 #[tokio::test]
 async fn concurrent_appends_form_one_dense_chain() {
-    for db in TestDb::all().await {
+    for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
         let gov = Governance::new(db.store.clone());
         let mut tasks = Vec::new();
         for t in 0..16 {

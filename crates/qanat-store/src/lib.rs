@@ -4,7 +4,8 @@
 //!   keys, and later runs, models, features and jobs). It speaks SQLite by default
 //!   (`sqlite://…`, WAL, one writer connection so concurrent writers queue instead of
 //!   failing with "database is locked") and PostgreSQL when the URL says `postgres://`.
-//!   The same SQL runs on both; migrations for each are embedded and applied on connect.
+//!   The same SQL runs on both. Each domain crate ships its own migrations for both; the
+//!   store applies the [`migrations::Schema`] it is given on connect.
 //! * [`ObjectStorage`] puts bytes into named storage locations (a local directory, or any
 //!   S3-compatible bucket through `object_store`), each tagged with a [`Region`]. Every
 //!   byte written through it is encrypted with AES-256-GCM under a fresh per-object data
@@ -15,7 +16,10 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), qanat_store::Error> {
 //! use qanat_store::{Keyring, LocationConfig, MetaStore, ObjectKey, ObjectStorage};
-//! let meta = MetaStore::connect("sqlite:///tmp/qanat.db").await?;
+//! use qanat_store::migrations::Schema;
+//! // The tables of governance (identities, projects, audit, data keys).
+//! let schema = Schema::new(&[&qanat_governance::MIGRATIONS])?;
+//! let meta = MetaStore::connect("sqlite:///tmp/qanat.db", &schema).await?;
 //! let keyring = Keyring::load_or_create(std::path::Path::new("/tmp/master.key"))?;
 //! let storage = ObjectStorage::open(
 //!     &[LocationConfig::local("local", "/tmp/objects", "uae-north")?],
@@ -35,6 +39,7 @@ mod error;
 mod keyring;
 mod localfs;
 mod metadata;
+pub mod migrations;
 mod objects;
 mod time;
 

@@ -16,10 +16,8 @@ use std::time::Duration;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor};
 
+use crate::migrations::Schema;
 use crate::{Error, Result};
-
-static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
-static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
 /// How often the background task checkpoints the SQLite WAL (PASSIVE: it waits for no
 /// reader or writer). Left to SQLite, a checkpoint runs in the commit that makes the log
@@ -65,8 +63,9 @@ pub struct MetaStore {
 
 impl MetaStore {
     /// Connects to `url` (`sqlite://path` or `postgres://…`), creating a SQLite file if
-    /// needed, and applies the embedded migrations.
-    pub async fn connect(url: &str) -> Result<Self> {
+    /// needed, and applies the migrations of every domain in `schema` that have not run
+    /// yet.
+    pub async fn connect(url: &str, schema: &Schema) -> Result<Self> {
         sqlx::any::install_default_drivers();
         let backend: Backend = url.parse()?;
         let store = match backend {
@@ -78,7 +77,7 @@ impl MetaStore {
                 };
                 let writer = sqlite_pool(&url, 1, WRITER_CHECKPOINT_PAGES).await?;
                 // Apply migrations (and switch to WAL) before the readers connect.
-                SQLITE_MIGRATIONS.run(&writer).await?;
+                schema.migrator(backend).run(&writer).await?;
                 let reader = sqlite_pool(&url, 4, 0).await?;
                 spawn_checkpointer(reader.clone());
                 MetaStore {
@@ -93,7 +92,7 @@ impl MetaStore {
                     .acquire_timeout(Duration::from_secs(10))
                     .connect(url)
                     .await?;
-                POSTGRES_MIGRATIONS.run(&pool).await?;
+                schema.migrator(backend).run(&pool).await?;
                 MetaStore {
                     writer: pool.clone(),
                     reader: pool,

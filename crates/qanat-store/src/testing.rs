@@ -4,7 +4,13 @@
 //! test instead (see [`service_var`]): a suite that CI means to run must not pass by
 //! skipping itself.
 
+use crate::migrations::{DomainMigrations, Schema};
 use crate::{Backend, MetaStore};
+
+/// The schema of `domains` (a test lists the domains whose tables it uses).
+fn schema(domains: &[&'static DomainMigrations]) -> Schema {
+    Schema::new(domains).expect("the domains' migrations do not clash")
+}
 
 /// The value of a variable that names a test service (`QANAT_TEST_POSTGRES_URL`,
 /// `QANAT_TEST_S3_URL`, …): `None` when it is unset on a developer's machine, so the
@@ -47,12 +53,14 @@ mod tempfile_dir {
 }
 
 impl TestDb {
-    /// A fresh SQLite store in a temporary directory.
-    pub async fn sqlite() -> TestDb {
+    /// A fresh SQLite store in a temporary directory, with the tables of `domains`.
+    pub async fn sqlite(domains: &[&'static DomainMigrations]) -> TestDb {
         let dir = std::env::temp_dir().join(format!("qanat-test-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("create temp dir");
         let url = format!("sqlite://{}/meta.db", dir.display());
-        let store = MetaStore::connect(&url).await.expect("connect sqlite");
+        let store = MetaStore::connect(&url, &schema(domains))
+            .await
+            .expect("connect sqlite");
         TestDb {
             store,
             url,
@@ -61,8 +69,9 @@ impl TestDb {
         }
     }
 
-    /// A fresh PostgreSQL database, when `QANAT_TEST_POSTGRES_URL` is set.
-    pub async fn postgres() -> Option<TestDb> {
+    /// A fresh PostgreSQL database with the tables of `domains`, when
+    /// `QANAT_TEST_POSTGRES_URL` is set.
+    pub async fn postgres(domains: &[&'static DomainMigrations]) -> Option<TestDb> {
         let admin_url = service_var("QANAT_TEST_POSTGRES_URL")?;
         sqlx::any::install_default_drivers();
         let name = format!("qanat_test_{}", uuid::Uuid::new_v4().simple());
@@ -76,7 +85,7 @@ impl TestDb {
         admin.close().await;
         let mut url = url::Url::parse(&admin_url).expect("QANAT_TEST_POSTGRES_URL is a URL");
         url.set_path(&name);
-        let store = MetaStore::connect(url.as_str())
+        let store = MetaStore::connect(url.as_str(), &schema(domains))
             .await
             .expect("connect test database");
         assert_eq!(store.backend(), Backend::Postgres);
@@ -88,10 +97,11 @@ impl TestDb {
         })
     }
 
-    /// Every backend available here: SQLite, plus PostgreSQL when configured.
-    pub async fn all() -> Vec<TestDb> {
-        let mut out = vec![TestDb::sqlite().await];
-        out.extend(TestDb::postgres().await);
+    /// Every backend available here, with the tables of `domains`: SQLite, plus
+    /// PostgreSQL when configured.
+    pub async fn all(domains: &[&'static DomainMigrations]) -> Vec<TestDb> {
+        let mut out = vec![TestDb::sqlite(domains).await];
+        out.extend(TestDb::postgres(domains).await);
         out
     }
 }

@@ -49,7 +49,7 @@ fn peak_rss_mib() -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_gib_object_round_trips_in_bounded_memory() {
-    let db = TestDb::sqlite().await;
+    let db = TestDb::sqlite(&[&qanat_governance::MIGRATIONS]).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let keyring = Keyring::load_or_create(&dir.path().join("master.key")).expect("keyring");
     let loc = LocationConfig::local("local", dir.path().join("objects"), "uae-north").expect("loc");

@@ -65,7 +65,7 @@ fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 #[tokio::test]
 async fn objects_round_trip_at_every_size_boundary() {
-    for db in TestDb::all().await {
+    for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
         let f = local_fixture(db).await;
         let mib = 1 << 20;
         for (i, len) in [0, 1, 1000, mib - 1, mib, mib + 1, 2 * mib, 3 * mib + 12345]
@@ -93,7 +93,7 @@ async fn objects_round_trip_at_every_size_boundary() {
 
 #[tokio::test]
 async fn plaintext_never_reaches_the_disk() {
-    for db in TestDb::all().await {
+    for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
         let f = local_fixture(db).await;
         let secret = b"TOP-SECRET-CUSTOMER-RECORD-0123456789".repeat(100_000);
         f.storage
@@ -120,7 +120,7 @@ async fn plaintext_never_reaches_the_disk() {
 
 #[tokio::test]
 async fn a_flipped_byte_fails_the_read() {
-    let f = local_fixture(TestDb::sqlite().await).await;
+    let f = local_fixture(TestDb::sqlite(&[&qanat_governance::MIGRATIONS]).await).await;
     let data = pattern(3 << 20, 9);
     let k = key("tamper/me.bin");
     f.storage
@@ -153,7 +153,7 @@ async fn a_flipped_byte_fails_the_read() {
 
 #[tokio::test]
 async fn objects_stay_readable_after_key_rotation() {
-    for db in TestDb::all().await {
+    for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
         let f = local_fixture(db).await;
         let mut written = BTreeMap::new();
         for i in 0..20 {
@@ -206,7 +206,7 @@ async fn objects_stay_readable_after_key_rotation() {
 
 #[tokio::test]
 async fn a_failed_upload_leaves_no_object() {
-    let f = local_fixture(TestDb::sqlite().await).await;
+    let f = local_fixture(TestDb::sqlite(&[&qanat_governance::MIGRATIONS]).await).await;
     // A source that yields 3 MiB and then fails.
     let good = futures::stream::iter(
         (0..3).map(|i| Ok::<_, std::io::Error>(Bytes::from(pattern(1 << 20, i)))),
@@ -230,7 +230,7 @@ async fn a_failed_upload_leaves_no_object() {
 
 #[tokio::test]
 async fn listing_and_deleting() {
-    let f = local_fixture(TestDb::sqlite().await).await;
+    let f = local_fixture(TestDb::sqlite(&[&qanat_governance::MIGRATIONS]).await).await;
     for name in ["a/1", "a/2", "b/1", "c/a b#%é.txt"] {
         f.storage
             .put_bytes("local", &key(name), Bytes::from_static(b"xyz"))
@@ -269,7 +269,7 @@ async fn s3_compatible_backend_round_trips() {
     ) else {
         return;
     };
-    let db = TestDb::sqlite().await;
+    let db = TestDb::sqlite(&[&qanat_governance::MIGRATIONS]).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let keyring = Keyring::load_or_create(&dir.path().join("master.key")).expect("keyring");
     let options: BTreeMap<String, String> = [

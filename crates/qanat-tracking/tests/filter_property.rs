@@ -848,7 +848,7 @@ async fn check(
 #[test]
 fn run_search_answers_as_mlflow_does() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    for db in rt.block_on(TestDb::all()) {
+    for db in rt.block_on(TestDb::all(common::SCHEMA)) {
         let (t, _, p, _) = rt.block_on(common::setup(&db));
         let mut runner = TestRunner::new(Config {
             failure_persistence: None,

@@ -100,7 +100,7 @@ async fn register(t: &Tracking, p: &Project, name: &str, model_id: &str) -> Stri
 
 #[tokio::test]
 async fn logged_models_carry_params_tags_metrics_and_outputs() {
-    for db in TestDb::all().await {
+    for db in TestDb::all(common::SCHEMA).await {
         let (t, _, a, b) = setup(&db).await;
         let (run, id) = logged(&t, &a, "lm").await;
         assert!(t.logged_model(&b, &id, false).await.is_err(), "per project");
@@ -199,7 +199,7 @@ async fn logged_models_carry_params_tags_metrics_and_outputs() {
 
 #[tokio::test]
 async fn versions_stages_and_aliases_with_rollback() {
-    for db in TestDb::all().await {
+    for db in TestDb::all(common::SCHEMA).await {
         let (t, gov, a, b) = setup(&db).await;
         let (run, m1) = logged(&t, &a, "reg").await;
         t.create_registered_model(&a, "fraud", Some("first"), &[tag("team", "risk")])
@@ -389,7 +389,7 @@ async fn versions_stages_and_aliases_with_rollback() {
 /// refused rollback records nothing.
 #[tokio::test]
 async fn a_service_rollback_is_audited_in_its_own_transaction() {
-    for db in TestDb::all().await {
+    for db in TestDb::all(common::SCHEMA).await {
         let (t, gov, a, _) = setup(&db).await;
         let (_, m1) = logged(&t, &a, "svc1").await;
         let (_, m2) = logged(&t, &a, "svc2").await;

@@ -40,7 +40,7 @@ async fn new_run(t: &Tracking, p: &Project, exp: &str) -> String {
 
 #[tokio::test]
 async fn experiments_are_per_project_and_each_has_a_default() {
-    for db in TestDb::all().await {
+    for db in TestDb::all(common::SCHEMA).await {
         let (t, a, b) = setup(&db).await;
         assert_eq!(
             t.experiment(&a, "0").await.expect("default").name,
@@ -75,7 +75,7 @@ async fn experiments_are_per_project_and_each_has_a_default() {
 
 #[tokio::test]
 async fn a_batch_with_a_conflicting_param_stores_nothing() {
-    for db in TestDb::all().await {
+    for db in TestDb::all(common::SCHEMA).await {
         let (t, a, _) = setup(&db).await;
         let run = new_run(&t, &a, "0").await;
         let param = |v: &str| Param {
@@ -123,7 +123,7 @@ async fn a_batch_with_a_conflicting_param_stores_nothing() {
 
 #[tokio::test]
 async fn a_batch_commits_its_audit_entry_with_it_or_not_at_all() {
-    for db in TestDb::all().await {
+    for db in TestDb::all(common::SCHEMA).await {
         let (t, gov, a, _) = common::setup(&db).await;
         let run = new_run(&t, &a, "0").await;
         let record = |request_id: &str| AuditRecord {
@@ -167,7 +167,7 @@ async fn a_batch_commits_its_audit_entry_with_it_or_not_at_all() {
 
 #[tokio::test]
 async fn nan_and_infinities_survive_the_round_trip() {
-    for db in TestDb::all().await {
+    for db in TestDb::all(common::SCHEMA).await {
         let (t, a, _) = setup(&db).await;
         let run = new_run(&t, &a, "0").await;
         let batch = Batch {
@@ -232,7 +232,7 @@ proptest! {
     ) {
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         rt.block_on(async {
-            let db = TestDb::sqlite().await;
+            let db = TestDb::sqlite(common::SCHEMA).await;
             let (t, a, _) = setup(&db).await;
             let run = new_run(&t, &a, "0").await;
             let mut all = Vec::new();
@@ -269,7 +269,7 @@ proptest! {
 
 #[tokio::test]
 async fn a_search_ordered_by_its_bounded_metric_pages_in_value_order() {
-    for db in TestDb::all().await {
+    for db in TestDb::all(common::SCHEMA).await {
         let (t, a, _) = setup(&db).await;
         let exp = t
             .create_experiment(&a, "driven", None, &[])

@@ -55,7 +55,8 @@ pub async fn open(cfg: &Config, create: bool) -> Result<Installation> {
         create_home(cfg)?;
     }
     let keys = keyring(cfg, create)?;
-    let meta = MetaStore::connect(cfg.metadata_url())
+    let schema = qanat_api::schema().context("the domains' migrations")?;
+    let meta = MetaStore::connect(cfg.metadata_url(), &schema)
         .await
         .with_context(|| {
             format!(

@@ -4,6 +4,14 @@ use qanat_governance::{Governance, Project};
 use qanat_store::testing::TestDb;
 use qanat_tracking::Tracking;
 
+/// The tables tracking's tests use: governance's, datasets' (the lineage edges) and
+/// tracking's own.
+pub static SCHEMA: &[&qanat_store::migrations::DomainMigrations] = &[
+    &qanat_governance::MIGRATIONS,
+    &qanat_data::MIGRATIONS,
+    &qanat_tracking::MIGRATIONS,
+];
+
 /// The store over `db` with two projects, `a` and `b`, created by the bootstrap admin.
 pub async fn setup(db: &TestDb) -> (Tracking, Governance, Project, Project) {
     let gov = Governance::new(db.store.clone());
