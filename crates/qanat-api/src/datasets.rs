@@ -7,10 +7,12 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::{StreamExt, TryStreamExt};
-use qanat_data::{
-    pack, ChunkId, Dataset, DatasetVersion, Manifest, NewDataset, VersionRef, MAX_CHUNK,
+use qanat_data::wire::{
+    ChunkIds, ChunkStored, CommitVersion, CopyBody, DiffParams, DiffView, GcBody, MissingChunks,
+    TagBody, VersionWithManifest,
 };
-use serde::{Deserialize, Serialize};
+use qanat_data::{pack, ChunkId, Dataset, DatasetVersion, NewDataset, VersionRef, MAX_CHUNK};
+use qanat_governance::wire::LineageParams;
 
 use crate::error::ApiError;
 use qanat_governance::Requirement::Project as InProject;
@@ -66,19 +68,6 @@ pub(crate) async fn get_one(
     Ok(Json(state.datasets.get(&scope.project, &dataset).await?))
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ChunkIds {
-    #[schema(value_type = Vec<String>)]
-    ids: Vec<ChunkId>,
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct MissingChunks {
-    #[schema(value_type = Vec<String>)]
-    missing: Vec<ChunkId>,
-}
-
 /// Which of these chunks still need uploading (editors; part of a push).
 #[utoipa::path(post, path = "/api/v1/projects/{project}/datasets/{dataset}/chunks/missing", tag = "datasets", security(("bearer" = [])),
     params(("project" = String, Path), ("dataset" = String, Path)), request_body = ChunkIds,
@@ -99,13 +88,6 @@ pub(crate) async fn missing(
     Ok(Json(MissingChunks {
         missing: state.datasets.missing_chunks(&d, &body.ids).await?,
     }))
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct ChunkStored {
-    id: String,
-    /// False when the chunk was already stored (nothing written).
-    new: bool,
 }
 
 /// Upload one chunk (editors; part of a push). The body must hash to the id.
@@ -183,17 +165,6 @@ async fn read_body(body: Body, limit: usize, what: &str) -> Result<bytes::Bytes,
     })
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CommitVersion {
-    manifest: Manifest,
-    #[serde(default)]
-    message: String,
-    /// Versions this one was derived from, e.g. `dataset:raw@3`.
-    #[serde(default)]
-    derived_from: Vec<String>,
-}
-
 /// Commit a version from uploaded chunks (editors). Atomic: all or nothing.
 #[utoipa::path(post, path = "/api/v1/projects/{project}/datasets/{dataset}/versions", tag = "datasets", security(("bearer" = [])),
     params(("project" = String, Path), ("dataset" = String, Path)), request_body = CommitVersion,
@@ -234,15 +205,6 @@ pub(crate) async fn log(
     let (_, dataset) = path;
     let d = state.datasets.get(&scope.project, &dataset).await?;
     Ok(Json(state.datasets.versions(&d).await?))
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct VersionWithManifest {
-    #[serde(flatten)]
-    version: DatasetVersion,
-    manifest: Manifest,
-    /// Schema, row count and column profile of each CSV/Parquet file.
-    profiles: Vec<qanat_data::FileProfile>,
 }
 
 /// One version with its manifest (viewers; audited as the start of a pull).
@@ -308,13 +270,6 @@ pub(crate) async fn file(
         .into_response())
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct TagBody {
-    /// Version number, v<number>, another tag, or latest.
-    version: String,
-}
-
 /// Name a version (editors). Tags are immutable.
 #[utoipa::path(put, path = "/api/v1/projects/{project}/datasets/{dataset}/tags/{tag}", tag = "datasets", security(("bearer" = [])),
     params(("project" = String, Path), ("dataset" = String, Path), ("tag" = String, Path)), request_body = TagBody,
@@ -334,13 +289,6 @@ pub(crate) async fn tag(
     Ok(Json(state.datasets.tag(&d, &tag, v.version).await?))
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct GcBody {
-    /// Keep chunks a push used within this many seconds (default 3600).
-    grace_seconds: Option<u64>,
-}
-
 /// Delete dataset chunks that no version references (maintainers). Safe to run while
 /// pushes are in progress.
 #[utoipa::path(post, path = "/api/v1/projects/{project}/gc", tag = "datasets", security(("bearer" = [])),
@@ -354,24 +302,6 @@ pub(crate) async fn gc(
     let p = scope.project;
     let grace = std::time::Duration::from_secs(body.grace_seconds.unwrap_or(3600));
     Ok(Json(state.datasets.gc(&p, grace).await?))
-}
-
-#[derive(Deserialize, utoipa::IntoParams)]
-pub(crate) struct DiffParams {
-    /// The older version (number, v<number>, tag or latest).
-    from: String,
-    /// The newer version.
-    to: String,
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct DiffView {
-    from: i64,
-    to: i64,
-    #[serde(flatten)]
-    diff: qanat_data::ManifestDiff,
-    /// Schema and profile changes of tabular files present in both versions.
-    tables: Vec<qanat_data::TableDelta>,
 }
 
 /// Files added, removed and changed between two versions (viewers; audited).
@@ -453,16 +383,6 @@ async fn canonical_ref(
     Ok(canonical.to_string())
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-pub(crate) struct LineageParams {
-    /// What to start from, e.g. `dataset:tx@3`, `dataset:tx@golden`, `model:fraud@champion`,
-    /// `run:<run_id>` or `logged_model:<model_id>`.
-    #[serde(rename = "ref")]
-    reference: String,
-    /// Levels to walk up (default 10, at most 100).
-    depth: Option<usize>,
-}
-
 /// Where an object came from: its upstream lineage graph (viewers).
 #[utoipa::path(get, path = "/api/v1/projects/{project}/lineage", tag = "lineage", security(("bearer" = [])),
     params(("project" = String, Path), LineageParams),
@@ -476,17 +396,6 @@ pub(crate) async fn lineage(
     let root = canonical_ref(&state, &p, &q.reference).await?;
     let depth = q.depth.unwrap_or(10).min(100);
     Ok(Json(state.gov.lineage_upstream(&p.id, &root, depth).await?))
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CopyBody {
-    /// The dataset (same project) that receives the new version.
-    to: String,
-    /// Version of the source to copy (number, v<number>, tag or latest; default latest).
-    version: Option<String>,
-    #[serde(default)]
-    message: String,
 }
 
 /// Copy a version into another dataset, possibly in another storage location

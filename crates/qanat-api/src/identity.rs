@@ -3,11 +3,12 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use qanat_governance::wire::{AuditFilter, CreateToken, CreateUser, TokenFilter, UpdateUser};
 use qanat_governance::{
     AuditEntry, AuditQuery, AuditVerification, NewToken, TokenInfo, User, UserKind,
 };
+use qanat_store::wire::{KeyStatus, RotationView};
 use qanat_store::{KeyringSource, RotationReport};
-use serde::{Deserialize, Serialize};
 
 use crate::authz::Policy;
 use crate::error::ApiError;
@@ -16,17 +17,6 @@ use crate::route_table::Fragment;
 use crate::AppState;
 use qanat_governance::Requirement::{Authenticated, GlobalAdmin};
 use utoipa_axum::routes;
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CreateUser {
-    name: String,
-    /// `user` (default) or `service`.
-    kind: Option<UserKind>,
-    /// Global administrator.
-    #[serde(default)]
-    admin: bool,
-}
 
 /// Create a user or service account (global admins).
 #[utoipa::path(post, path = "/api/v1/users", tag = "identity", security(("bearer" = [])),
@@ -47,13 +37,6 @@ pub(crate) async fn create_user(
     responses((status = 200, body = [User])))]
 pub(crate) async fn list_users(State(state): State<AppState>) -> Result<Json<Vec<User>>, ApiError> {
     Ok(Json(state.gov.users().await?))
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct UpdateUser {
-    admin: Option<bool>,
-    disabled: Option<bool>,
 }
 
 /// Grant or remove global admin, disable or re-enable (global admins).
@@ -77,17 +60,6 @@ pub(crate) async fn update_user(
             .update_user(&user, body.admin, body.disabled)
             .await?,
     ))
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CreateToken {
-    /// A label, e.g. `laptop` or `ci`.
-    name: String,
-    /// Whose token; default the caller. Only global admins may name someone else.
-    user: Option<String>,
-    /// Lifetime in seconds; default: no expiry.
-    expires_in_seconds: Option<i64>,
 }
 
 /// Create an API token. The secret is in the response and nowhere else.
@@ -120,12 +92,6 @@ pub(crate) async fn create_token(
         .create_token(&owner, &body.name, expires_at)
         .await?;
     Ok((StatusCode::CREATED, Json(token)))
-}
-
-#[derive(Deserialize, utoipa::IntoParams)]
-pub(crate) struct TokenFilter {
-    /// Global admins: one user's tokens, or everyone's when omitted.
-    user: Option<String>,
 }
 
 /// List tokens: your own, or (global admins) anyone's.
@@ -164,23 +130,6 @@ pub(crate) async fn revoke_token(
     Ok(Json(state.gov.revoke_token(&id).await?))
 }
 
-#[derive(Deserialize, utoipa::IntoParams)]
-pub(crate) struct AuditParams {
-    actor: Option<String>,
-    action: Option<String>,
-    project: Option<String>,
-    /// `success`, `denied` or `failure`.
-    outcome: Option<String>,
-    /// RFC 3339 time; entries at or after it.
-    since: Option<String>,
-    /// RFC 3339 time; entries before it.
-    until: Option<String>,
-    /// Entries after this sequence number, oldest first (for following the log).
-    after_seq: Option<i64>,
-    /// 1-1000, default 100.
-    limit: Option<i64>,
-}
-
 fn parse_time(field: &str, v: Option<String>) -> Result<Option<i64>, ApiError> {
     v.map(|s| {
         chrono::DateTime::parse_from_rfc3339(&s)
@@ -194,10 +143,10 @@ fn parse_time(field: &str, v: Option<String>) -> Result<Option<i64>, ApiError> {
 
 /// Read the audit log with filters (global admins).
 #[utoipa::path(get, path = "/api/v1/audit", tag = "audit", security(("bearer" = [])),
-    params(AuditParams), responses((status = 200, body = [AuditEntry])))]
+    params(AuditFilter), responses((status = 200, body = [AuditEntry])))]
 pub(crate) async fn audit(
     State(state): State<AppState>,
-    ApiQuery(p): ApiQuery<AuditParams>,
+    ApiQuery(p): ApiQuery<AuditFilter>,
 ) -> Result<Json<Vec<AuditEntry>>, ApiError> {
     if let Some(o) = &p.outcome {
         if !matches!(o.as_str(), "success" | "denied" | "failure") {
@@ -231,14 +180,6 @@ pub(crate) async fn verify_audit(
     Ok(Json(state.gov.verify_audit().await?))
 }
 
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct KeyStatus {
-    active_key_id: String,
-    key_ids: Vec<String>,
-    /// `file` or `env`.
-    source: String,
-}
-
 /// Master key status (ids only, never keys).
 #[utoipa::path(get, path = "/api/v1/admin/keys", tag = "keys", security(("bearer" = [])),
     responses((status = 200, body = KeyStatus)))]
@@ -252,13 +193,6 @@ pub(crate) async fn keys(State(state): State<AppState>) -> Json<KeyStatus> {
             KeyringSource::Env => "env".into(),
         },
     })
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct RotationView {
-    new_key_id: String,
-    retired_key_ids: Vec<String>,
-    rewrapped_data_keys: u64,
 }
 
 /// Rotate the master key: re-wrap every data key under a new master key; objects are

@@ -5,8 +5,8 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use qanat_tracking::wire::{AliasMoved, AliasTarget, ModelDetail, ModelList, ModelListParams};
+use serde::Deserialize;
 
 use crate::error::ApiError;
 use qanat_governance::Requirement::Project as InProject;
@@ -18,54 +18,21 @@ use crate::extract::{ApiJson, ApiPath, ApiQuery, Scope};
 use crate::route_table::Fragment;
 use crate::AppState;
 
-fn to_value<T: Serialize>(v: T) -> Result<Value, ApiError> {
-    serde_json::to_value(v).map_err(|e| ApiError::internal(e.to_string()))
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct ModelList {
-    /// Registered models (MLflow's shape: name, description, aliases, latest_versions…).
-    #[schema(value_type = Vec<Object>)]
-    models: Value,
-}
-
-#[derive(Deserialize, utoipa::IntoParams)]
-pub(crate) struct ListParams {
-    /// MLflow filter, e.g. `name LIKE 'fraud%'`.
-    filter: Option<String>,
-    /// At most this many (default 100).
-    max_results: Option<i64>,
-}
-
 /// Registered models of a project (viewers).
 #[utoipa::path(get, path = "/api/v1/projects/{project}/models", tag = "models", security(("bearer" = [])),
-    params(("project" = String, Path), ListParams),
+    params(("project" = String, Path), ModelListParams),
     responses((status = 200, body = ModelList), (status = 400, body = crate::ErrorBody)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     scope: Scope,
-    ApiQuery(q): ApiQuery<ListParams>,
+    ApiQuery(q): ApiQuery<ModelListParams>,
 ) -> Result<Json<ModelList>, ApiError> {
     let p = scope.project;
     let page = state
         .tracking
         .search_registered_models(&p, q.filter.as_deref(), &[], q.max_results, None)
         .await?;
-    Ok(Json(ModelList {
-        models: to_value(page.items)?,
-    }))
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct ModelDetail {
-    #[schema(value_type = Object)]
-    model: Value,
-    /// Every version, newest first.
-    #[schema(value_type = Vec<Object>)]
-    versions: Value,
-    /// Every move of every alias, oldest first.
-    #[schema(value_type = Vec<Object>)]
-    alias_history: Value,
+    Ok(Json(ModelList { models: page.items }))
 }
 
 #[derive(Deserialize)]
@@ -87,9 +54,9 @@ pub(crate) async fn show(
     let versions = state.tracking.versions(&p, &path.name).await?;
     let history = state.tracking.alias_history(&p, &path.name).await?;
     Ok(Json(ModelDetail {
-        model: to_value(model)?,
-        versions: to_value(versions)?,
-        alias_history: to_value(history)?,
+        model,
+        versions,
+        alias_history: history,
     }))
 }
 
@@ -97,23 +64,6 @@ pub(crate) async fn show(
 pub(crate) struct AliasPath {
     name: String,
     alias: String,
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct AliasTarget {
-    /// The version the alias should point at.
-    version: String,
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct AliasMoved {
-    name: String,
-    alias: String,
-    /// Where the alias points now.
-    version: Option<String>,
-    /// Where it pointed before (None if it was new).
-    previous_version: Option<String>,
 }
 
 async fn move_to(

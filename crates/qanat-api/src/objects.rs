@@ -9,8 +9,8 @@ use axum::Json;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use qanat_governance::{check_residency, Project};
+use qanat_store::wire::{LocationParam, ObjectListParams, ObjectView};
 use qanat_store::{ObjectInfo, ObjectKey};
-use serde::{Deserialize, Serialize};
 
 use qanat_governance::Requirement::Project as InProject;
 use qanat_governance::Role::{Editor, Viewer};
@@ -21,28 +21,6 @@ use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery, Scope};
 use crate::route_table::Fragment;
 use crate::AppState;
-
-#[derive(Deserialize, utoipa::IntoParams)]
-pub(crate) struct LocationParam {
-    /// Storage location name; default: the server's default location.
-    location: Option<String>,
-}
-
-#[derive(Deserialize, utoipa::IntoParams)]
-pub(crate) struct ListParams {
-    location: Option<String>,
-    /// Only keys under this prefix (a directory).
-    prefix: Option<String>,
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct ObjectView {
-    key: String,
-    location: String,
-    region: String,
-    size: u64,
-    last_modified: Option<String>,
-}
 
 /// Where a project's object lives in storage: under the project's stable id, so names
 /// can change without moving bytes.
@@ -162,12 +140,12 @@ pub(crate) async fn delete_object(
 
 /// List a project's objects.
 #[utoipa::path(get, path = "/api/v1/projects/{project}/objects", tag = "objects", security(("bearer" = [])),
-    params(("project" = String, Path), ListParams),
+    params(("project" = String, Path), ObjectListParams),
     responses((status = 200, body = [ObjectView])))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     scope: Scope,
-    ApiQuery(q): ApiQuery<ListParams>,
+    ApiQuery(q): ApiQuery<ObjectListParams>,
 ) -> Result<Json<Vec<ObjectView>>, ApiError> {
     let project = scope.project;
     let location = resolve_location(&state, q.location);

@@ -3,8 +3,8 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use qanat_governance::wire::{CreateProject, SetMember, UpdateProject};
 use qanat_governance::{Member, Project, Role};
-use serde::Deserialize;
 
 use qanat_governance::Requirement::{Authenticated, GlobalAdmin, Project as InProject};
 use qanat_governance::Role::{Admin, Maintainer, Viewer};
@@ -15,16 +15,6 @@ use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, Caller, Scope};
 use crate::route_table::Fragment;
 use crate::AppState;
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CreateProject {
-    name: String,
-    #[serde(default)]
-    description: String,
-    /// Regions the project's bytes may live in. Default: the default location's region.
-    allowed_regions: Option<Vec<String>>,
-}
 
 /// Create a project (global admins). The creator becomes its admin.
 #[utoipa::path(post, path = "/api/v1/projects", tag = "projects", security(("bearer" = [])),
@@ -68,13 +58,6 @@ pub(crate) async fn get_one(scope: Scope) -> Json<Project> {
     Json(scope.project)
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct UpdateProject {
-    description: Option<String>,
-    allowed_regions: Option<Vec<String>>,
-}
-
 /// Change a project's description or residency policy (project admins).
 #[utoipa::path(patch, path = "/api/v1/projects/{project}", tag = "projects", security(("bearer" = [])),
     params(("project" = String, Path)), request_body = UpdateProject,
@@ -104,12 +87,6 @@ pub(crate) async fn members(
     scope: Scope,
 ) -> Result<Json<Vec<Member>>, ApiError> {
     Ok(Json(state.gov.members(&scope.project).await?))
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct SetMember {
-    role: Role,
 }
 
 /// Grant a user a role (maintainers; only admins may grant admin).

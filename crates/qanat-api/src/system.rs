@@ -4,8 +4,9 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use qanat_governance::{Principal, Project};
-use serde::Serialize;
+use qanat_governance::wire::{ProjectRole, WhoAmI};
+use qanat_governance::Project;
+use qanat_store::wire::LocationView;
 use serde_json::json;
 
 use qanat_governance::Requirement::{Authenticated, Public};
@@ -68,19 +69,6 @@ pub(crate) async fn openapi() -> Response {
         .into_response()
 }
 
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct WhoAmI {
-    #[serde(flatten)]
-    principal: Principal,
-    projects: Vec<ProjectRole>,
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct ProjectRole {
-    project: String,
-    role: Option<String>,
-}
-
 /// The caller's identity and projects.
 #[utoipa::path(get, path = "/api/v1/whoami", tag = "identity", security(("bearer" = [])),
     responses((status = 200, body = WhoAmI), (status = 401, body = crate::ErrorBody)))]
@@ -94,21 +82,13 @@ pub(crate) async fn whoami(
         let role = state.gov.role_in(&p.user_id, &proj.name).await?;
         out.push(ProjectRole {
             project: proj.name,
-            role: role.map(|r| r.to_string()),
+            role,
         });
     }
     Ok(Json(WhoAmI {
         principal: p,
         projects: out,
     }))
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct LocationView {
-    name: String,
-    region: String,
-    kind: String,
-    default: bool,
 }
 
 /// Configured storage locations and their regions (never their credentials).

@@ -2,19 +2,19 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{FileEntry, FileProfile, Manifest, Result};
 
 /// A file as a diff shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FileSummary {
     pub path: String,
     pub size: u64,
 }
 
 /// A file present in both versions with different content or mode.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FileChange {
     pub path: String,
     pub old_size: u64,
@@ -26,7 +26,7 @@ pub struct FileChange {
 }
 
 /// Files added, removed and changed from one version to another.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ManifestDiff {
     pub added: Vec<FileSummary>,
     pub removed: Vec<FileSummary>,
@@ -35,7 +35,7 @@ pub struct ManifestDiff {
 }
 
 /// How a column's profile moved between versions.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ColumnDelta {
     pub name: String,
     pub null_fraction_before: f64,
@@ -47,7 +47,7 @@ pub struct ColumnDelta {
 }
 
 /// Schema, row-count and profile changes of one tabular file.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TableDelta {
     pub path: String,
     pub rows_before: u64,

@@ -60,7 +60,7 @@ impl FromStr for Classification {
 }
 
 /// What to create.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewDataset {
     pub name: String,
@@ -81,9 +81,10 @@ pub struct NewDataset {
 }
 
 /// A dataset.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Dataset {
     pub id: String,
+    /// Not sent: clients name a dataset's project by name.
     #[serde(skip)]
     pub project_id: ProjectId,
     pub name: String,
@@ -100,7 +101,7 @@ pub struct Dataset {
 }
 
 /// One immutable version.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DatasetVersion {
     pub dataset: String,
     pub version: i64,
@@ -1054,7 +1055,7 @@ impl Datasets {
 }
 
 /// What storing a pack of chunks did.
-#[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PackStored {
     /// Chunks in the pack.
     pub chunks: usize,
@@ -1065,7 +1066,7 @@ pub struct PackStored {
 }
 
 /// What a gc did.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GcReport {
     pub versions_scanned: u64,
     pub chunks_referenced: u64,

@@ -54,7 +54,7 @@ impl FromStr for UserKind {
 }
 
 /// An identity.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct User {
     #[schema(value_type = String)]
     pub id: UserId,
@@ -67,7 +67,7 @@ pub struct User {
 }
 
 /// The authenticated caller of a request.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Principal {
     #[schema(value_type = String)]
     pub user_id: UserId,
@@ -78,7 +78,7 @@ pub struct Principal {
 }
 
 /// A token as listed: never the secret.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TokenInfo {
     pub id: String,
     pub user: String,
@@ -90,7 +90,7 @@ pub struct TokenInfo {
 }
 
 /// A freshly created token: the only time the secret exists outside the caller.
-#[derive(Clone, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NewToken {
     #[serde(flatten)]
     pub info: TokenInfo,

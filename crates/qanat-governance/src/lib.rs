@@ -19,6 +19,7 @@ pub mod lineage;
 mod projects;
 mod rbac;
 mod residency;
+pub mod wire;
 
 pub use audit::{
     append_audit_in, AuditEntry, AuditOutcome, AuditQuery, AuditRecord, AuditVerification,

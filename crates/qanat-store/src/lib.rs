@@ -42,6 +42,7 @@ mod metadata;
 pub mod migrations;
 mod objects;
 mod time;
+pub mod wire;
 
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -14,6 +14,7 @@ mod models;
 mod registry;
 mod search;
 mod store;
+pub mod wire;
 
 pub use error::Error;
 pub use model::{

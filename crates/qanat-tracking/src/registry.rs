@@ -35,7 +35,7 @@ pub struct NewModelVersion {
 }
 
 /// One move of an alias.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct AliasMove {
     pub alias: String,
     pub version: Option<String>,

@@ -8,8 +8,9 @@
 use axum::extract::State;
 use axum::{Extension, Json};
 use qanat_governance::Project;
+use qanat_tracking::wire::mlflow::{ExperimentsPage, RunsPage, SearchExperiments, SearchRuns};
 use qanat_tracking::{
-    Batch, Experiment, Metric, MetricValue, NewRun, Param, Run, RunInfo, RunUpdate, Tag, ViewType,
+    Batch, Experiment, Metric, MetricValue, NewRun, Param, RunInfo, RunUpdate, Tag, ViewType,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -138,14 +139,6 @@ pub(crate) async fn get_experiment_by_name(
     )))
 }
 
-#[derive(Deserialize, Default)]
-pub(crate) struct SearchExperiments {
-    max_results: Option<i64>,
-    page_token: Option<String>,
-    filter: Option<String>,
-    view_type: Option<String>,
-}
-
 async fn search_experiments(state: AppState, scope: Scope, b: SearchExperiments) -> Reply {
     let p = scope.project;
     let page = state
@@ -158,11 +151,13 @@ async fn search_experiments(state: AppState, scope: Scope, b: SearchExperiments)
             b.filter.as_deref(),
         )
         .await?;
-    let mut out = json!({ "experiments": page.items });
-    if let Some(t) = page.next_page_token {
-        out["next_page_token"] = json!(t);
-    }
-    Ok(Json(out))
+    Ok(Json(
+        serde_json::to_value(ExperimentsPage {
+            experiments: page.items,
+            next_page_token: page.next_page_token,
+        })
+        .map_err(|e| ApiError::internal(e.to_string()))?,
+    ))
 }
 
 pub(crate) async fn search_experiments_post(
@@ -531,26 +526,6 @@ pub(crate) async fn delete_tag(
     let key = required("key", &b.key)?;
     state.tracking.delete_tag(&p, id, key).await?;
     Ok(Json(json!({})))
-}
-
-#[derive(Deserialize)]
-pub(crate) struct SearchRuns {
-    #[serde(default)]
-    experiment_ids: Vec<String>,
-    filter: Option<String>,
-    run_view_type: Option<String>,
-    max_results: Option<i64>,
-    #[serde(default)]
-    order_by: Vec<String>,
-    page_token: Option<String>,
-}
-
-#[derive(Serialize)]
-struct RunsPage {
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    runs: Vec<Run>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    next_page_token: Option<String>,
 }
 
 pub(crate) async fn search_runs(

@@ -1,0 +1,210 @@
+//! Datasets: create and list them; push (which chunks are missing, upload them, commit a
+//! manifest); pull (a version's manifest, then its files); log, tags, diff, copy, gc;
+//! and the lineage graph every domain records into.
+
+use bytes::Bytes;
+use qanat_core::ObjectRef;
+use qanat_data::wire::{
+    ChunkIds, ChunkStored, CommitVersion, CopyBody, DiffParams, DiffView, GcBody, MissingChunks,
+    TagBody, VersionWithManifest,
+};
+use qanat_data::{
+    pack, ChunkId, Dataset, DatasetVersion, GcReport, NewDataset, PackStored, VersionRef,
+};
+use qanat_governance::wire::LineageParams;
+use qanat_governance::LineageGraph;
+use reqwest::Method;
+
+use crate::{project_path, seg, Body, ByteStream, Client, Result};
+
+fn dataset_path(project: &str, dataset: &str) -> String {
+    format!("{}/datasets/{}", project_path(project), seg(dataset))
+}
+
+impl Client {
+    /// Creates a dataset (editors).
+    pub async fn create_dataset(&self, project: &str, dataset: &NewDataset) -> Result<Dataset> {
+        let path = format!("{}/datasets", project_path(project));
+        self.with_body(Method::POST, &path, dataset).await
+    }
+
+    /// A project's datasets.
+    pub async fn datasets(&self, project: &str) -> Result<Vec<Dataset>> {
+        self.get(&format!("{}/datasets", project_path(project)))
+            .await
+    }
+
+    /// One dataset.
+    pub async fn dataset(&self, project: &str, dataset: &str) -> Result<Dataset> {
+        self.get(&dataset_path(project, dataset)).await
+    }
+
+    /// Which of `ids` the server does not store yet (part of a push; at most 10000).
+    pub async fn missing_chunks(
+        &self,
+        project: &str,
+        dataset: &str,
+        ids: &[ChunkId],
+    ) -> Result<Vec<ChunkId>> {
+        let path = format!("{}/chunks/missing", dataset_path(project, dataset));
+        let body = ChunkIds { ids: ids.to_vec() };
+        let answer: MissingChunks = self.with_body(Method::POST, &path, &body).await?;
+        Ok(answer.missing)
+    }
+
+    /// Uploads one chunk; its bytes must hash to `id`.
+    pub async fn put_chunk(
+        &self,
+        project: &str,
+        dataset: &str,
+        id: &ChunkId,
+        data: Bytes,
+    ) -> Result<ChunkStored> {
+        let path = format!("{}/chunks/{}", dataset_path(project, dataset), id.to_hex());
+        let rb = self
+            .request(Method::PUT, &path)
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(data);
+        self.json(rb, &path).await
+    }
+
+    /// Uploads chunks as one pack (see [`qanat_data::pack`]); the bytes stream without
+    /// being copied. Every chunk must hash to its id, or nothing is stored. A 503 means
+    /// a concurrent gc still holds one of them: retry shortly.
+    pub async fn put_pack(
+        &self,
+        project: &str,
+        dataset: &str,
+        chunks: &[(ChunkId, Bytes)],
+    ) -> Result<PackStored> {
+        let path = format!("{}/chunks", dataset_path(project, dataset));
+        let frames: Vec<Bytes> = chunks
+            .iter()
+            .flat_map(|(id, data)| {
+                [
+                    Bytes::copy_from_slice(&pack::frame_header(id, data.len())),
+                    data.clone(),
+                ]
+            })
+            .collect();
+        let len: usize = frames.iter().map(Bytes::len).sum();
+        let body = futures::stream::iter(frames.into_iter().map(Ok::<_, std::io::Error>));
+        let rb = self
+            .request(Method::POST, &path)
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .header(reqwest::header::CONTENT_LENGTH, len)
+            .body(Body::wrap_stream(body));
+        self.json(rb, &path).await
+    }
+
+    /// Commits a version from uploaded chunks (editors): all or nothing.
+    pub async fn commit_version(
+        &self,
+        project: &str,
+        dataset: &str,
+        version: &CommitVersion,
+    ) -> Result<DatasetVersion> {
+        let path = format!("{}/versions", dataset_path(project, dataset));
+        self.with_body(Method::POST, &path, version).await
+    }
+
+    /// A dataset's versions, newest first.
+    pub async fn versions(&self, project: &str, dataset: &str) -> Result<Vec<DatasetVersion>> {
+        self.get(&format!("{}/versions", dataset_path(project, dataset)))
+            .await
+    }
+
+    /// One version with its manifest and profiles (audited as the start of a pull).
+    pub async fn version(
+        &self,
+        project: &str,
+        dataset: &str,
+        version: &VersionRef,
+    ) -> Result<VersionWithManifest> {
+        self.get(&format!(
+            "{}/versions/{}",
+            dataset_path(project, dataset),
+            seg(&version.to_string())
+        ))
+        .await
+    }
+
+    /// The bytes of file `index` (its position in the manifest) of a version.
+    pub async fn version_file(
+        &self,
+        project: &str,
+        dataset: &str,
+        version: &VersionRef,
+        index: usize,
+    ) -> Result<ByteStream> {
+        let path = format!(
+            "{}/versions/{}/files/{index}",
+            dataset_path(project, dataset),
+            seg(&version.to_string())
+        );
+        self.download(self.request(Method::GET, &path)).await
+    }
+
+    /// Names `version` with `tag` (editors; tags are immutable).
+    pub async fn tag_version(
+        &self,
+        project: &str,
+        dataset: &str,
+        tag: &str,
+        version: &VersionRef,
+    ) -> Result<DatasetVersion> {
+        let path = format!("{}/tags/{}", dataset_path(project, dataset), seg(tag));
+        let body = TagBody {
+            version: version.to_string(),
+        };
+        self.with_body(Method::PUT, &path, &body).await
+    }
+
+    /// What changed from version `from` to version `to`.
+    pub async fn diff(
+        &self,
+        project: &str,
+        dataset: &str,
+        from: &VersionRef,
+        to: &VersionRef,
+    ) -> Result<DiffView> {
+        let path = format!("{}/diff", dataset_path(project, dataset));
+        let q = DiffParams {
+            from: from.to_string(),
+            to: to.to_string(),
+        };
+        self.get_query(&path, &q).await
+    }
+
+    /// Copies a version of `dataset` into another dataset of the project (editors).
+    pub async fn copy_version(
+        &self,
+        project: &str,
+        dataset: &str,
+        copy: &CopyBody,
+    ) -> Result<DatasetVersion> {
+        let path = format!("{}/copy", dataset_path(project, dataset));
+        self.with_body(Method::POST, &path, copy).await
+    }
+
+    /// Deletes chunks no version references (maintainers).
+    pub async fn gc(&self, project: &str, options: &GcBody) -> Result<GcReport> {
+        let path = format!("{}/gc", project_path(project));
+        self.with_body(Method::POST, &path, options).await
+    }
+
+    /// Where `reference` came from: its upstream graph, `depth` levels up.
+    pub async fn lineage(
+        &self,
+        project: &str,
+        reference: &ObjectRef,
+        depth: Option<usize>,
+    ) -> Result<LineageGraph> {
+        let path = format!("{}/lineage", project_path(project));
+        let q = LineageParams {
+            reference: reference.to_string(),
+            depth,
+        };
+        self.get_query(&path, &q).await
+    }
+}

@@ -1,0 +1,46 @@
+//! The MLflow tracking API of a project (`/mlflow/{project}/api/2.0/mlflow/...`), for
+//! what the native API does not cover: experiments and runs.
+
+use qanat_tracking::wire::mlflow::{
+    ExperimentReply, ExperimentsPage, RunReply, RunsPage, SearchExperiments, SearchRuns,
+};
+use qanat_tracking::{Experiment, Run};
+use reqwest::Method;
+
+use crate::{seg, Client, Result};
+
+fn mlflow_path(project: &str, endpoint: &str) -> String {
+    format!("/mlflow/{}/api/2.0/mlflow/{endpoint}", seg(project))
+}
+
+impl Client {
+    /// One page of a project's experiments.
+    pub async fn search_experiments(
+        &self,
+        project: &str,
+        search: &SearchExperiments,
+    ) -> Result<ExperimentsPage> {
+        let path = mlflow_path(project, "experiments/search");
+        self.with_body(Method::POST, &path, search).await
+    }
+
+    /// An experiment by name.
+    pub async fn experiment_by_name(&self, project: &str, name: &str) -> Result<Experiment> {
+        let path = mlflow_path(project, "experiments/get-by-name");
+        let reply: ExperimentReply = self.get_query(&path, &[("experiment_name", name)]).await?;
+        Ok(reply.experiment)
+    }
+
+    /// One page of runs of some experiments.
+    pub async fn search_runs(&self, project: &str, search: &SearchRuns) -> Result<RunsPage> {
+        let path = mlflow_path(project, "runs/search");
+        self.with_body(Method::POST, &path, search).await
+    }
+
+    /// One run: info, params, latest metrics, tags, inputs and outputs.
+    pub async fn run(&self, project: &str, run_id: &str) -> Result<Run> {
+        let path = mlflow_path(project, "runs/get");
+        let reply: RunReply = self.get_query(&path, &[("run_id", run_id)]).await?;
+        Ok(reply.run)
+    }
+}

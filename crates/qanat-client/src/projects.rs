@@ -1,0 +1,49 @@
+//! Projects, their residency policy, and their members.
+
+use qanat_governance::wire::{CreateProject, SetMember, UpdateProject};
+use qanat_governance::{Member, Project};
+use reqwest::Method;
+
+use crate::{project_path, seg, Client, Result};
+
+impl Client {
+    /// Creates a project (global admins); the caller becomes its admin.
+    pub async fn create_project(&self, project: &CreateProject) -> Result<Project> {
+        self.with_body(Method::POST, "/api/v1/projects", project)
+            .await
+    }
+
+    /// The projects the caller can see.
+    pub async fn projects(&self) -> Result<Vec<Project>> {
+        self.get("/api/v1/projects").await
+    }
+
+    /// One project.
+    pub async fn project(&self, name: &str) -> Result<Project> {
+        self.get(&project_path(name)).await
+    }
+
+    /// Changes a project's description or allowed regions (project admins).
+    pub async fn update_project(&self, name: &str, change: &UpdateProject) -> Result<Project> {
+        self.with_body(Method::PATCH, &project_path(name), change)
+            .await
+    }
+
+    /// A project's members.
+    pub async fn members(&self, project: &str) -> Result<Vec<Member>> {
+        self.get(&format!("{}/members", project_path(project)))
+            .await
+    }
+
+    /// Gives a user a role in a project (maintainers; admins for the admin role).
+    pub async fn set_member(&self, project: &str, user: &str, role: &SetMember) -> Result<Member> {
+        let path = format!("{}/members/{}", project_path(project), seg(user));
+        self.with_body(Method::PUT, &path, role).await
+    }
+
+    /// Removes a user from a project (maintainers).
+    pub async fn remove_member(&self, project: &str, user: &str) -> Result<()> {
+        let path = format!("{}/members/{}", project_path(project), seg(user));
+        self.no_content(Method::DELETE, &path).await
+    }
+}
