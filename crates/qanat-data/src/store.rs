@@ -43,6 +43,12 @@ impl Classification {
     }
 }
 
+impl std::fmt::Display for Classification {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl FromStr for Classification {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {

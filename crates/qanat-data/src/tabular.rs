@@ -39,6 +39,15 @@ pub enum TableFormat {
     Parquet,
 }
 
+impl std::fmt::Display for TableFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TableFormat::Csv => "csv",
+            TableFormat::Parquet => "parquet",
+        })
+    }
+}
+
 impl TableFormat {
     pub fn of(path: &str) -> Option<TableFormat> {
         let lower = path.to_ascii_lowercase();

@@ -39,6 +39,12 @@ impl UserKind {
     }
 }
 
+impl fmt::Display for UserKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl FromStr for UserKind {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {

@@ -136,6 +136,38 @@ impl Default for SecurityConfig {
     }
 }
 
+/// Settings given on the command line, which win over the file and the environment.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--home`.
+    pub home: Option<PathBuf>,
+    /// `qanat server --bind`.
+    pub bind: Option<String>,
+    /// `qanat server --port`: replaces the port of the address, keeping its host.
+    pub port: Option<u16>,
+}
+
+impl Overrides {
+    fn apply(&self, cfg: &mut Config) -> Result<()> {
+        if let Some(home) = &self.home {
+            cfg.home = home.clone();
+        }
+        if let Some(bind) = &self.bind {
+            cfg.server.bind = bind.clone();
+        }
+        if let Some(port) = self.port {
+            let Some((host, _)) = cfg.server.bind.rsplit_once(':') else {
+                bail!(
+                    "server.bind = '{}' is not an address like 127.0.0.1:8080, so --port has no host to keep; use --bind",
+                    cfg.server.bind
+                );
+            };
+            cfg.server.bind = format!("{host}:{port}");
+        }
+        Ok(())
+    }
+}
+
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
@@ -154,8 +186,9 @@ where
 
 impl Config {
     /// Loads `path` (or `$QANAT_CONFIG`, or `./qanat.toml` if present), applies the
-    /// environment, fills defaults that depend on `home`, and validates.
-    pub fn load(path: Option<&Path>) -> Result<Config> {
+    /// environment and then the command line's `overrides`, fills defaults that depend
+    /// on `home`, and validates.
+    pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Config> {
         let explicit = path
             .map(Path::to_path_buf)
             .or_else(|| env("QANAT_CONFIG").map(PathBuf::from));
@@ -173,6 +206,7 @@ impl Config {
             None => Config::default(),
         };
         cfg.apply_env()?;
+        overrides.apply(&mut cfg)?;
         cfg.finish()?;
         Ok(cfg)
     }
@@ -335,6 +369,31 @@ mod tests {
         assert!(!text.contains("hunter2"));
         assert!(!text.contains("s3cr3t"));
         assert!(text.contains("me-central-1"));
+    }
+
+    #[test]
+    fn port_keeps_the_configured_host_and_bind_replaces_both() {
+        let mut cfg = Config::default();
+        cfg.server.bind = "0.0.0.0:8080".into();
+        let port = Overrides {
+            port: Some(9000),
+            ..Overrides::default()
+        };
+        port.apply(&mut cfg).expect("port");
+        assert_eq!(cfg.server.bind, "0.0.0.0:9000");
+        let both = Overrides {
+            bind: Some("[::1]:7000".into()),
+            port: Some(7001),
+            ..Overrides::default()
+        };
+        both.apply(&mut cfg).expect("bind and port");
+        assert_eq!(cfg.server.bind, "[::1]:7001");
+        let home = Overrides {
+            home: Some("/srv/qanat".into()),
+            ..Overrides::default()
+        };
+        home.apply(&mut cfg).expect("home");
+        assert_eq!(cfg.home, PathBuf::from("/srv/qanat"));
     }
 
     #[test]

@@ -1,49 +1,139 @@
-//! Human tables by default, JSON with `--output json`.
+//! Human tables by default, JSON with `--output json`. Commands print the domain types
+//! through [`list`] and [`record`]; a type says how it looks as a table row ([`Row`]) or
+//! as field/value lines ([`Record`]) in the command group that shows it.
 
+use std::fmt::Display;
+
+use anyhow::Result;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use serde_json::Value;
+use serde::Serialize;
 
-use crate::Format;
+use crate::cli::Format;
 
-fn cell(v: &Value) -> String {
-    match v {
-        Value::Null => "-".into(),
-        Value::String(s) => s.clone(),
-        Value::Array(a) => a.iter().map(cell).collect::<Vec<_>>().join(","),
-        other => other.to_string(),
-    }
+/// A type listed one per table row.
+pub trait Row {
+    /// The column headers, in the order of [`Row::cells`].
+    const HEADERS: &'static [&'static str];
+    fn cells(&self) -> Vec<String>;
 }
 
-/// Prints a list: a table of `columns` (header, JSON field), or the JSON itself.
-pub fn list(format: Format, items: &Value, columns: &[(&str, &str)]) {
+/// A type shown alone, as field/value lines.
+pub trait Record {
+    fn fields(&self) -> Vec<(&'static str, String)>;
+}
+
+/// Prints `v` as indented JSON.
+pub fn json<T: Serialize + ?Sized>(v: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+/// A table with our style, for commands whose columns depend on the data.
+pub fn table<H: Display>(headers: impl IntoIterator<Item = H>) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(headers.into_iter().map(|h| h.to_string()));
+    t
+}
+
+/// Prints a list: a table of its rows, or the JSON array.
+pub fn list<T: Row + Serialize>(format: Format, items: &[T]) -> Result<()> {
     if format == Format::Json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(items).unwrap_or_default()
-        );
-        return;
+        return json(items);
+    }
+    let mut t = table(T::HEADERS);
+    for item in items {
+        t.add_row(item.cells());
+    }
+    println!("{t}");
+    Ok(())
+}
+
+/// Prints one item: its field/value lines, or the JSON object.
+pub fn record<T: Record + Serialize>(format: Format, item: &T) -> Result<()> {
+    if format == Format::Json {
+        return json(item);
     }
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(columns.iter().map(|(h, _)| *h));
-    for item in items.as_array().map(Vec::as_slice).unwrap_or_default() {
-        t.add_row(columns.iter().map(|(_, k)| cell(&item[*k])));
+    for (field, value) in item.fields() {
+        t.add_row(vec![field.to_string(), value]);
     }
     println!("{t}");
+    Ok(())
 }
 
-/// Prints one object as field/value rows, or the JSON itself.
-pub fn object(format: Format, item: &Value) {
-    if format == Format::Json {
-        println!("{}", serde_json::to_string_pretty(item).unwrap_or_default());
-        return;
+/// A value, or `-` when there is none.
+pub fn opt<T: Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+/// Items joined with commas (`-` for none).
+pub fn joined<T: Display>(items: &[T]) -> String {
+    if items.is_empty() {
+        return "-".into();
     }
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    if let Some(map) = item.as_object() {
-        for (k, v) in map {
-            t.add_row(vec![k.clone(), cell(v)]);
-        }
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Bytes in binary units: `512 B`, `1.5 KiB`, `3.2 GiB`.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
     }
-    println!("{t}");
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// A byte progress bar with throughput, on stderr (drawn only on a terminal).
+pub fn progress(total: u64, verb: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(total);
+    let style = indicatif::ProgressStyle::with_template(&format!(
+        "{verb} [{{bar:30}}] {{bytes}}/{{total_bytes}} {{bytes_per_sec}} {{msg}}"
+    ))
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+    .progress_chars("=> ");
+    bar.set_style(style);
+    bar
+}
+
+/// Epoch milliseconds (MLflow's times) as `YYYY-MM-DD HH:MM:SS` UTC, `-` for none.
+pub fn millis(ms: Option<i64>) -> String {
+    ms.and_then(chrono::DateTime::from_timestamp_millis)
+        .map_or_else(
+            || "-".to_string(),
+            |t| t.format("%Y-%m-%d %H:%M:%S").to_string(),
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_in_binary_units() {
+        assert_eq!(human(512), "512 B");
+        assert_eq!(human(1536), "1.5 KiB");
+        assert_eq!(human(5 << 30), "5.0 GiB");
+    }
+
+    #[test]
+    fn missing_values_show_as_a_dash() {
+        assert_eq!(opt(None::<i64>), "-");
+        assert_eq!(joined::<String>(&[]), "-");
+        assert_eq!(joined(&["a", "b"]), "a,b");
+        assert_eq!(millis(None), "-");
+        assert_eq!(millis(Some(0)), "1970-01-01 00:00:00");
+    }
 }

@@ -161,7 +161,7 @@ fn load_tls(cfg: &Config) -> Result<Option<Arc<rustls::ServerConfig>>> {
 pub async fn serve(cfg: Config) -> Result<()> {
     let inst = open(&cfg, true).await?;
     if let Some(token) = bootstrap(&cfg, &inst).await? {
-        crate::commands::announce_bootstrap(&cfg, &token)?;
+        crate::commands::init::announce_bootstrap(&cfg, &token)?;
     }
     let tls = load_tls(&cfg)?;
     let addr: SocketAddr = cfg.server.bind.parse().with_context(|| {

@@ -1,0 +1,183 @@
+//! The command line, as clap definitions only: each command group's arguments in its own
+//! file, the code that runs them in `crate::commands`. The doc comments here are the
+//! `--help` text.
+
+mod audit;
+mod certs;
+mod config;
+mod data;
+mod keys;
+mod lineage;
+mod models;
+mod objects;
+mod projects;
+mod runs;
+mod server;
+mod tokens;
+mod users;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+pub use audit::AuditCmd;
+pub use certs::CertsCmd;
+pub use config::ConfigCmd;
+pub use data::DataCmd;
+pub use keys::KeysCmd;
+pub use lineage::LineageArgs;
+pub use models::ModelsCmd;
+pub use objects::ObjectsCmd;
+pub use projects::ProjectsCmd;
+pub use runs::RunsCmd;
+pub use server::ServerArgs;
+pub use tokens::TokensCmd;
+pub use users::UsersCmd;
+
+/// Qanat: a self-hosted ML platform in one binary.
+#[derive(Parser)]
+#[command(name = "qanat", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Config file (default: $QANAT_CONFIG, else ./qanat.toml if present).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Data directory of `init`, `server`, `config` and `certs` (overrides `home` in the
+    /// config file).
+    #[arg(long, global = true, value_name = "DIR", env = "QANAT_HOME")]
+    pub home: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, short = 'o', global = true, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+    /// Server URL for client commands (default: your login, else http://127.0.0.1:8080).
+    #[arg(long, global = true, value_name = "URL", env = "QANAT_SERVER_URL")]
+    pub server: Option<String>,
+    /// API token for client commands, used instead of the one `qanat login` stored.
+    #[arg(
+        long,
+        global = true,
+        value_name = "TOKEN",
+        env = "QANAT_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How results are printed.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Human-readable tables.
+    Table,
+    /// JSON, for scripts.
+    Json,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Create the data directory, master key, metadata store and the bootstrap admin.
+    Init,
+    /// Run the API server.
+    Server(ServerArgs),
+    /// Show configuration.
+    Config {
+        #[command(subcommand)]
+        cmd: ConfigCmd,
+    },
+    /// Store a token for the CLI (in a 0600 file): `qanat login --token <token>`.
+    Login {
+        /// CA certificate to trust (for a self-signed server certificate).
+        #[arg(long, value_name = "PEM")]
+        ca_cert: Option<PathBuf>,
+    },
+    /// Forget the stored token.
+    Logout,
+    /// Show who the CLI is logged in as.
+    Whoami,
+    /// Projects, their residency policy and members.
+    Projects {
+        #[command(subcommand)]
+        cmd: ProjectsCmd,
+    },
+    /// Users and service accounts.
+    Users {
+        #[command(subcommand)]
+        cmd: UsersCmd,
+    },
+    /// API tokens.
+    Tokens {
+        #[command(subcommand)]
+        cmd: TokensCmd,
+    },
+    /// Datasets: immutable, content-addressed versions.
+    Data {
+        /// The project.
+        #[arg(long, short = 'p', env = "QANAT_PROJECT")]
+        project: String,
+        #[command(subcommand)]
+        cmd: DataCmd,
+    },
+    /// Experiment runs (the MLflow tracking store): ls, show, compare.
+    Runs {
+        /// The project.
+        #[arg(long, short = 'p', env = "QANAT_PROJECT")]
+        project: String,
+        #[command(subcommand)]
+        cmd: RunsCmd,
+    },
+    /// The model registry: ls, show, alias, promote, rollback.
+    Models {
+        /// The project.
+        #[arg(long, short = 'p', env = "QANAT_PROJECT")]
+        project: String,
+        #[command(subcommand)]
+        cmd: ModelsCmd,
+    },
+    /// Where an object came from: `qanat lineage dataset:tx@3`, `model:fraud@champion`.
+    Lineage(LineageArgs),
+    /// A project's encrypted object area.
+    Objects {
+        #[command(subcommand)]
+        cmd: ObjectsCmd,
+    },
+    /// The audit log.
+    Audit {
+        #[command(subcommand)]
+        cmd: AuditCmd,
+    },
+    /// Master keys.
+    Keys {
+        #[command(subcommand)]
+        cmd: KeysCmd,
+    },
+    /// TLS certificates.
+    Certs {
+        #[command(subcommand)]
+        cmd: CertsCmd,
+    },
+}
+
+/// `key=value`, as `--tag` takes it.
+pub(crate) fn parse_kv(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("'{s}': use key=value"))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn login_still_takes_its_token_after_the_subcommand() {
+        let cli = Cli::try_parse_from(["qanat", "login", "--token", "qnt_x"]).expect("parses");
+        assert_eq!(cli.token.as_deref(), Some("qnt_x"));
+    }
+}

@@ -1,0 +1,85 @@
+//! `qanat audit`: read and follow the log, verify its hash chain (global admins).
+
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use qanat_governance::wire::AuditFilter;
+use qanat_governance::AuditEntry;
+
+use super::Ctx;
+use crate::cli::{AuditCmd, Format};
+use crate::output::{self, Row};
+
+pub async fn run(ctx: &Ctx, cmd: AuditCmd) -> Result<()> {
+    let (c, format) = (&ctx.client, ctx.format);
+    match cmd {
+        AuditCmd::Tail {
+            lines,
+            follow,
+            actor,
+            action,
+            project,
+            outcome,
+            since,
+        } => {
+            let mut filter = AuditFilter {
+                actor,
+                action,
+                project,
+                outcome,
+                since,
+                limit: Some(lines.clamp(1, 1000)),
+                ..AuditFilter::default()
+            };
+            let entries = c.audit(&filter).await?;
+            output::list(format, &entries)?;
+            if !follow {
+                return Ok(());
+            }
+            filter.after_seq = Some(entries.last().map_or(0, |e| e.seq));
+            filter.limit = Some(1000);
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let more = c.audit(&filter).await?;
+                if let Some(last) = more.last() {
+                    filter.after_seq = Some(last.seq);
+                    output::list(format, &more)?;
+                }
+            }
+        }
+        AuditCmd::Verify => {
+            let v = c.verify_audit().await?;
+            if format == Format::Json {
+                output::json(&v)?;
+            } else if v.ok {
+                println!("audit chain intact: {} entries verified", v.entries_checked);
+            } else {
+                println!("AUDIT CHAIN BROKEN:");
+                for p in &v.problems {
+                    println!("  entry {}: {} — {}", p.seq, p.kind, p.message);
+                }
+            }
+            if !v.ok {
+                bail!("the audit log has been tampered with");
+            }
+            Ok(())
+        }
+    }
+}
+
+impl Row for AuditEntry {
+    const HEADERS: &'static [&'static str] = &[
+        "seq", "time", "actor", "action", "outcome", "resource", "detail",
+    ];
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.seq.to_string(),
+            self.time.clone(),
+            self.actor.clone(),
+            self.action.clone(),
+            self.outcome.clone(),
+            self.resource.clone(),
+            self.detail.clone(),
+        ]
+    }
+}

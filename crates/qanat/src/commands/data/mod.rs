@@ -1,0 +1,221 @@
+//! `qanat data`: datasets and their versions. Push and pull move bytes (`push.rs`,
+//! `pull.rs`); `show.rs` and `diff.rs` render a version and a comparison; the small
+//! commands are here.
+
+mod diff;
+mod pull;
+mod push;
+mod show;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use qanat_data::wire::{CopyBody, GcBody};
+use qanat_data::{Dataset, DatasetSchema, DatasetVersion, NewDataset, VersionRef};
+
+use super::Ctx;
+use crate::cli::{DataCmd, Format};
+use crate::output::{self, Record, Row};
+
+pub async fn run(ctx: &Ctx, project: &str, cmd: DataCmd) -> Result<()> {
+    let (c, format) = (&ctx.client, ctx.format);
+    match cmd {
+        DataCmd::Create {
+            name,
+            description,
+            classification,
+            regions,
+            location,
+            tags,
+            schema,
+        } => {
+            let new = NewDataset {
+                name,
+                description,
+                owner: None,
+                classification: Some(classification),
+                allowed_regions: regions,
+                tags: tags.into_iter().collect::<BTreeMap<_, _>>(),
+                location,
+                schema: schema.as_deref().map(read_schema).transpose()?,
+            };
+            output::record(format, &c.create_dataset(project, &new).await?)
+        }
+        DataCmd::Ls => output::list(format, &c.datasets(project).await?),
+        DataCmd::Push {
+            dataset,
+            paths,
+            message,
+            tag,
+            derived_from,
+        } => {
+            let v = push::push(c, project, &dataset, &paths, &message, &derived_from).await?;
+            let v = match tag {
+                Some(t) => {
+                    c.tag_version(project, &dataset, &t, &VersionRef::Version(v.version))
+                        .await?
+                }
+                None => v,
+            };
+            output::record(format, &v)
+        }
+        DataCmd::Pull { reference, dir } => pull::pull(c, project, &reference, &dir).await,
+        DataCmd::Log { dataset } => output::list(format, &c.versions(project, &dataset).await?),
+        DataCmd::Show { reference } => show::show(ctx, project, &reference).await,
+        DataCmd::Diff { dataset, from, to } => {
+            let d = c.diff(project, &dataset, &from, &to).await?;
+            diff::print(format, &dataset, &d)
+        }
+        DataCmd::Copy {
+            reference,
+            to,
+            message,
+        } => {
+            let copy = CopyBody {
+                to,
+                version: Some(reference.selector_or_latest().to_string()),
+                message,
+            };
+            let v = c.copy_version(project, &reference.name, &copy).await?;
+            output::record(format, &v)
+        }
+        DataCmd::Tag { reference, tag } => {
+            let version = reference.selector_or_latest();
+            let v = c
+                .tag_version(project, &reference.name, &tag, &version)
+                .await?;
+            output::record(format, &v)
+        }
+        DataCmd::Gc { grace } => {
+            let options = GcBody {
+                grace_seconds: Some(std::time::Duration::from(grace).as_secs()),
+            };
+            let r = c.gc(project, &options).await?;
+            if format == Format::Json {
+                return output::json(&r);
+            }
+            println!(
+                "gc: {} versions scanned, {} chunks referenced, {} chunks deleted, {} freed",
+                r.versions_scanned,
+                r.chunks_referenced,
+                r.chunks_deleted,
+                output::human(r.bytes_freed)
+            );
+            Ok(())
+        }
+    }
+}
+
+/// The `--schema` file, checked here so a typo is reported with the file's name.
+fn read_schema(path: &Path) -> Result<DatasetSchema> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading schema {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a dataset schema", path.display()))
+}
+
+/// A byte count as the tables show it: exact, with the binary size beside it.
+fn size(bytes: i64) -> String {
+    match u64::try_from(bytes) {
+        Ok(b) if b >= 1024 => format!("{b} ({})", output::human(b)),
+        _ => bytes.to_string(),
+    }
+}
+
+impl Row for Dataset {
+    const HEADERS: &'static [&'static str] = &[
+        "name",
+        "latest",
+        "classification",
+        "location",
+        "owner",
+        "description",
+    ];
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.name.clone(),
+            output::opt(self.latest_version),
+            self.classification.to_string(),
+            self.location.clone(),
+            self.owner.clone(),
+            self.description.clone(),
+        ]
+    }
+}
+
+impl Record for Dataset {
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        let tags: Vec<String> = self.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        vec![
+            ("name", self.name.clone()),
+            ("id", self.id.clone()),
+            ("description", self.description.clone()),
+            ("owner", self.owner.clone()),
+            ("classification", self.classification.to_string()),
+            (
+                "regions",
+                self.allowed_regions
+                    .as_deref()
+                    .map_or_else(|| "(the project's)".into(), output::joined),
+            ),
+            ("location", self.location.clone()),
+            ("tags", output::joined(&tags)),
+            (
+                "schema",
+                self.schema
+                    .as_ref()
+                    .map_or_else(|| "-".into(), |s| format!("{} columns", s.columns.len())),
+            ),
+            ("latest version", output::opt(self.latest_version)),
+            ("created", self.created_at.clone()),
+            ("created by", self.created_by.clone()),
+        ]
+    }
+}
+
+impl Row for DatasetVersion {
+    const HEADERS: &'static [&'static str] = &[
+        "version",
+        "tags",
+        "files",
+        "size",
+        "new bytes",
+        "parent",
+        "author",
+        "time",
+        "message",
+    ];
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.version.to_string(),
+            output::joined(&self.tags),
+            self.file_count.to_string(),
+            size(self.total_size),
+            size(self.new_bytes),
+            output::opt(self.parent),
+            self.author.clone(),
+            self.created_at.clone(),
+            self.message.clone(),
+        ]
+    }
+}
+
+impl Record for DatasetVersion {
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("dataset", self.dataset.clone()),
+            ("version", self.version.to_string()),
+            ("tags", output::joined(&self.tags)),
+            ("files", self.file_count.to_string()),
+            ("size", size(self.total_size)),
+            ("new bytes", size(self.new_bytes)),
+            ("parent", output::opt(self.parent)),
+            ("manifest", self.manifest_id.clone()),
+            ("author", self.author.clone()),
+            ("producer", self.producer.clone()),
+            ("time", self.created_at.clone()),
+            ("message", self.message.clone()),
+        ]
+    }
+}

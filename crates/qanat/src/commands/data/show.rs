@@ -1,0 +1,113 @@
+//! `qanat data show`: a dataset, or one version with its files and the profiles of its
+//! tables.
+
+use anyhow::Result;
+use qanat_core::ObjectRef;
+use qanat_data::tabular::ColumnProfile;
+use qanat_data::wire::VersionWithManifest;
+use qanat_data::FileEntry;
+
+use crate::cli::Format;
+use crate::commands::Ctx;
+use crate::output::{self, Row};
+
+pub async fn show(ctx: &Ctx, project: &str, reference: &ObjectRef) -> Result<()> {
+    let (c, format) = (&ctx.client, ctx.format);
+    let Some(selector) = &reference.selector else {
+        return output::record(format, &c.dataset(project, &reference.name).await?);
+    };
+    let v = c.version(project, &reference.name, selector).await?;
+    if format == Format::Json {
+        return output::json(&v);
+    }
+    print_version(&v);
+    Ok(())
+}
+
+fn print_version(v: &VersionWithManifest) {
+    let version = &v.version;
+    println!(
+        "version {} of {} ({} files, {}): {}",
+        version.version,
+        version.dataset,
+        version.file_count,
+        output::human(u64::try_from(version.total_size).unwrap_or_default()),
+        version.message
+    );
+    for p in &v.profiles {
+        match (&p.profile, &p.error) {
+            (Some(profile), _) => {
+                println!("{} ({}, {} rows):", p.path, profile.format, profile.rows);
+                let mut t = output::table(ColumnProfile::HEADERS);
+                for col in &profile.columns {
+                    t.add_row(col.cells());
+                }
+                println!("{t}");
+            }
+            (None, error) => println!(
+                "{}: not profiled ({})",
+                p.path,
+                error.as_deref().unwrap_or("no reason given")
+            ),
+        }
+    }
+    let mut t = output::table(FileEntry::HEADERS);
+    for f in &v.manifest.files {
+        t.add_row(f.cells());
+    }
+    println!("{t}");
+}
+
+/// A statistic with at most four decimals, trailing zeros dropped.
+fn stat(v: f64) -> String {
+    let s = format!("{v:.4}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.to_string()
+    }
+}
+
+impl Row for ColumnProfile {
+    const HEADERS: &'static [&'static str] = &[
+        "column", "type", "nulls", "min", "max", "mean", "std", "distinct",
+    ];
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.name.clone(),
+            self.data_type.clone(),
+            stat(self.null_fraction),
+            output::opt(self.min.as_ref()),
+            output::opt(self.max.as_ref()),
+            output::opt(self.mean.map(stat)),
+            output::opt(self.std.map(stat)),
+            self.distinct_estimate.to_string(),
+        ]
+    }
+}
+
+impl Row for FileEntry {
+    const HEADERS: &'static [&'static str] = &["path", "size", "blake3"];
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.path.clone(),
+            self.size.to_string(),
+            self.blake3.clone(),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stat;
+
+    #[test]
+    fn statistics_are_short() {
+        assert_eq!(stat(0.0), "0");
+        assert_eq!(stat(0.25), "0.25");
+        assert_eq!(stat(10.0 / 3.0), "3.3333");
+        assert_eq!(stat(-0.00001), "0");
+        assert_eq!(stat(1500.0), "1500");
+    }
+}

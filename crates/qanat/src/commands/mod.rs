@@ -1,0 +1,81 @@
+//! The code behind each command. Local commands (`init`, `server`, `config`, `certs`)
+//! work on the data directory; the others are clients of a running server through
+//! `qanat-client`, printing through [`crate::output`].
+
+mod audit;
+mod certs;
+mod config;
+mod data;
+pub mod init;
+mod keys;
+mod lineage;
+mod models;
+mod objects;
+mod projects;
+mod runs;
+mod server;
+mod session;
+mod tokens;
+mod users;
+
+use anyhow::Result;
+use qanat_client::Client;
+
+use crate::cli::{Cli, Command, Format};
+use crate::config::{Config, Overrides};
+use crate::credentials::Target;
+
+/// What every client command gets: the client and the output format.
+pub struct Ctx {
+    pub client: Client,
+    pub format: Format,
+}
+
+pub async fn run(cli: Cli) -> Result<()> {
+    let format = cli.output;
+    let overrides = Overrides {
+        home: cli.home.clone(),
+        ..Overrides::default()
+    };
+    let load = |o: &Overrides| Config::load(cli.config.as_deref(), o);
+    let ctx = || -> Result<Ctx> {
+        let target = Target::resolve(cli.server.as_deref(), cli.token.as_deref(), None)?;
+        Ok(Ctx {
+            client: target.client()?,
+            format,
+        })
+    };
+    match cli.command {
+        Command::Init => init::run(&load(&overrides)?, format).await,
+        Command::Server(args) => {
+            let cfg = load(&Overrides {
+                bind: args.bind,
+                port: args.port,
+                ..overrides
+            })?;
+            server::run(cfg).await
+        }
+        Command::Config { cmd } => config::run(&load(&overrides)?, format, cmd),
+        Command::Certs { cmd } => certs::run(&load(&overrides)?, cmd),
+        Command::Login { ca_cert } => {
+            session::login(
+                cli.server.as_deref(),
+                cli.token.as_deref(),
+                ca_cert.as_deref(),
+            )
+            .await
+        }
+        Command::Logout => session::logout(),
+        Command::Whoami => session::whoami(&ctx()?).await,
+        Command::Projects { cmd } => projects::run(&ctx()?, cmd).await,
+        Command::Users { cmd } => users::run(&ctx()?, cmd).await,
+        Command::Tokens { cmd } => tokens::run(&ctx()?, cmd).await,
+        Command::Objects { cmd } => objects::run(&ctx()?, cmd).await,
+        Command::Data { project, cmd } => data::run(&ctx()?, &project, cmd).await,
+        Command::Runs { project, cmd } => runs::run(&ctx()?, &project, cmd).await,
+        Command::Models { project, cmd } => models::run(&ctx()?, &project, cmd).await,
+        Command::Lineage(args) => lineage::run(&ctx()?, args).await,
+        Command::Audit { cmd } => audit::run(&ctx()?, cmd).await,
+        Command::Keys { cmd } => keys::run(&ctx()?, cmd).await,
+    }
+}

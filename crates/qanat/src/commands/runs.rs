@@ -1,0 +1,225 @@
+//! `qanat runs`: the tracking store, read through the project's MLflow API.
+
+use std::collections::BTreeSet;
+
+use anyhow::{bail, Result};
+use qanat_client::Client;
+use qanat_tracking::wire::mlflow::{SearchExperiments, SearchRuns};
+use qanat_tracking::{MetricValue, Run};
+
+use super::Ctx;
+use crate::cli::{Format, RunsCmd};
+use crate::output::{self, millis};
+
+pub async fn run(ctx: &Ctx, project: &str, cmd: RunsCmd) -> Result<()> {
+    let (c, format) = (&ctx.client, ctx.format);
+    match cmd {
+        RunsCmd::Ls {
+            experiment,
+            filter,
+            order_by,
+            max,
+        } => {
+            let ids = experiment_ids(c, project, &experiment).await?;
+            if ids.is_empty() {
+                bail!("project '{project}' has no experiments");
+            }
+            let search = SearchRuns {
+                experiment_ids: ids,
+                filter,
+                order_by,
+                max_results: Some(max),
+                ..SearchRuns::default()
+            };
+            let runs = c.search_runs(project, &search).await?.runs;
+            if format == Format::Json {
+                return output::json(&runs);
+            }
+            let mut t =
+                output::table(["RUN", "NAME", "EXPERIMENT", "STATUS", "STARTED", "METRICS"]);
+            for r in &runs {
+                let metrics: Vec<String> = r
+                    .data
+                    .metrics
+                    .iter()
+                    .map(|m| format!("{}={}", m.key, metric(m.value)))
+                    .collect();
+                t.add_row(vec![
+                    r.info.run_id.clone(),
+                    r.info.run_name.clone(),
+                    r.info.experiment_id.clone(),
+                    r.info.status.clone(),
+                    millis(r.info.start_time),
+                    metrics.join(" "),
+                ]);
+            }
+            println!("{t}");
+            Ok(())
+        }
+        RunsCmd::Show { run_id } => {
+            let r = c.run(project, &run_id).await?;
+            if format == Format::Json {
+                return output::json(&r);
+            }
+            let mut t = output::table(["FIELD", "VALUE"]);
+            for (k, v) in run_fields(&r) {
+                t.add_row(vec![k, v]);
+            }
+            println!("{t}");
+            Ok(())
+        }
+        RunsCmd::Compare { run_ids } => {
+            let mut runs = Vec::with_capacity(run_ids.len());
+            for id in &run_ids {
+                runs.push(c.run(project, id).await?);
+            }
+            if format == Format::Json {
+                return output::json(&runs);
+            }
+            compare(&runs);
+            Ok(())
+        }
+    }
+}
+
+/// Experiment ids for names or ids; all active experiments when none is given.
+async fn experiment_ids(c: &Client, project: &str, wanted: &[String]) -> Result<Vec<String>> {
+    if wanted.is_empty() {
+        let search = SearchExperiments {
+            max_results: Some(1000),
+            ..SearchExperiments::default()
+        };
+        let page = c.search_experiments(project, &search).await?;
+        return Ok(page
+            .experiments
+            .into_iter()
+            .map(|e| e.experiment_id)
+            .collect());
+    }
+    let mut ids = Vec::with_capacity(wanted.len());
+    for w in wanted {
+        if w.bytes().all(|b| b.is_ascii_digit()) {
+            ids.push(w.clone());
+        } else {
+            ids.push(c.experiment_by_name(project, w).await?.experiment_id);
+        }
+    }
+    Ok(ids)
+}
+
+/// A metric as MLflow writes it: a number, or NaN and the infinities by name.
+fn metric(v: MetricValue) -> String {
+    let x = v.0;
+    if x.is_nan() {
+        "NaN".into()
+    } else if x.is_infinite() {
+        if x > 0.0 { "Infinity" } else { "-Infinity" }.into()
+    } else {
+        x.to_string()
+    }
+}
+
+/// A run's attributes, then `param.*`, `metric.*`, `tag.*`, `input.*`, `output.*`.
+fn run_fields(r: &Run) -> Vec<(String, String)> {
+    let i = &r.info;
+    let mut out: Vec<(String, String)> = [
+        ("run_id", i.run_id.clone()),
+        ("run_name", i.run_name.clone()),
+        ("experiment_id", i.experiment_id.clone()),
+        ("user_id", i.user_id.clone()),
+        ("status", i.status.clone()),
+        ("lifecycle_stage", i.lifecycle_stage.clone()),
+        ("artifact_uri", i.artifact_uri.clone()),
+        ("started", millis(i.start_time)),
+        ("ended", millis(i.end_time)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    out.extend(
+        r.data
+            .params
+            .iter()
+            .map(|p| (format!("param.{}", p.key), p.value.clone())),
+    );
+    out.extend(
+        r.data
+            .metrics
+            .iter()
+            .map(|m| (format!("metric.{}", m.key), metric(m.value))),
+    );
+    out.extend(
+        r.data
+            .tags
+            .iter()
+            .map(|t| (format!("tag.{}", t.key), t.value.clone())),
+    );
+    out.extend(r.inputs.dataset_inputs.iter().map(|d| {
+        (
+            format!("input.{}", d.dataset.name),
+            format!("{} (digest {})", d.dataset.source, d.dataset.digest),
+        )
+    }));
+    out.extend(
+        r.outputs
+            .model_outputs
+            .iter()
+            .map(|m| (format!("output.{}", m.model_id), format!("step {}", m.step))),
+    );
+    out
+}
+
+/// Every param and latest metric of `runs`, one column per run.
+fn compare(runs: &[Run]) {
+    let params = |r: &Run| -> Vec<(String, String)> {
+        r.data
+            .params
+            .iter()
+            .map(|p| (format!("param.{}", p.key), p.value.clone()))
+            .collect()
+    };
+    let metrics = |r: &Run| -> Vec<(String, String)> {
+        r.data
+            .metrics
+            .iter()
+            .map(|m| (format!("metric.{}", m.key), metric(m.value)))
+            .collect()
+    };
+    let values: Vec<Vec<(String, String)>> = runs
+        .iter()
+        .map(|r| {
+            let mut v = params(r);
+            v.extend(metrics(r));
+            v
+        })
+        .collect();
+    let keys: BTreeSet<&String> = values.iter().flatten().map(|(k, _)| k).collect();
+    let mut headers = vec!["KEY".to_string()];
+    headers.extend(runs.iter().map(|r| {
+        let id = &r.info.run_id;
+        format!("{} ({})", r.info.run_name, id.get(..8).unwrap_or(id))
+    }));
+    let mut t = output::table(headers);
+    for key in keys {
+        let mut row = vec![key.clone()];
+        row.extend(
+            values
+                .iter()
+                .map(|v| output::opt(v.iter().find(|(k, _)| k == key).map(|(_, value)| value))),
+        );
+        t.add_row(row);
+    }
+    println!("{t}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_print_as_mlflow_writes_them() {
+        assert_eq!(metric(MetricValue(0.5)), "0.5");
+        assert_eq!(metric(MetricValue(f64::NAN)), "NaN");
+        assert_eq!(metric(MetricValue(f64::NEG_INFINITY)), "-Infinity");
+    }
+}
