@@ -80,6 +80,16 @@ pub fn joined<T: Display>(items: &[T]) -> String {
         .join(",")
 }
 
+/// `1 file`, `2 files`.
+pub fn count(n: impl Into<i64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// Bytes in binary units: `512 B`, `1.5 KiB`, `3.2 GiB`.
 pub fn human(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -135,5 +145,7 @@ mod tests {
         assert_eq!(joined(&["a", "b"]), "a,b");
         assert_eq!(millis(None), "-");
         assert_eq!(millis(Some(0)), "1970-01-01 00:00:00");
+        assert_eq!(count(1, "file"), "1 file");
+        assert_eq!(count(0, "file"), "0 files");
     }
 }

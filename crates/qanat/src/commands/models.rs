@@ -56,7 +56,11 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: ModelsCmd) -> Result<()> {
 }
 
 fn show(d: &ModelDetail) -> Result<()> {
-    println!("{}: {}", d.model.name, d.model.description);
+    if d.model.description.is_empty() {
+        println!("{}", d.model.name);
+    } else {
+        println!("{}: {}", d.model.name, d.model.description);
+    }
     output::list(Format::Table, &d.versions)?;
     if !d.alias_history.is_empty() {
         println!("alias history:");

@@ -63,7 +63,7 @@ impl Record for WhoAmI {
             ("kind", p.kind.to_string()),
             ("admin", p.is_admin.to_string()),
             ("token", p.token_id.clone()),
-            ("projects", output::joined(&projects)),
+            ("projects", projects.join(", ")),
         ]
     }
 }

@@ -18,7 +18,7 @@ use qanat_data::chunking::{self, Chunk};
 use qanat_data::wire::CommitVersion;
 use qanat_data::{ChunkId, ChunkRef, DatasetVersion, FileEntry, Manifest};
 
-use crate::output::{human, progress};
+use crate::output::{count, human, progress};
 
 /// Chunks asked about and uploaded together, as one pack (see `qanat_data::pack`).
 const BATCH: usize = 32;
@@ -97,10 +97,10 @@ pub async fn push(
     let v = c.commit_version(project, dataset, &commit).await?;
     let secs = start.elapsed().as_secs_f64().max(1e-6);
     eprintln!(
-        "pushed version {}: {} in {} files, {} new ({:.1} MB/s)",
+        "pushed version {}: {} in {}, {} new ({:.1} MB/s)",
         v.version,
         human(seen),
-        v.file_count,
+        count(v.file_count, "file"),
         human(uploaded),
         seen as f64 / secs / 1e6
     );

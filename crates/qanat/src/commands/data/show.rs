@@ -27,10 +27,10 @@ pub async fn show(ctx: &Ctx, project: &str, reference: &ObjectRef) -> Result<()>
 fn print_version(v: &VersionWithManifest) {
     let version = &v.version;
     println!(
-        "version {} of {} ({} files, {}): {}",
+        "version {} of {} ({}, {}): {}",
         version.version,
         version.dataset,
-        version.file_count,
+        output::count(version.file_count, "file"),
         output::human(u64::try_from(version.total_size).unwrap_or_default()),
         version.message
     );

@@ -1,0 +1,221 @@
+//! What users read, pinned: the real binary's `--help` texts, tables and messages, as
+//! insta snapshots (in `tests/snapshots/`). Ids, timestamps, ports, rates and temporary
+//! paths are redacted; everything else must match.
+//!
+//! A changed output fails the test and leaves a `.snap.new` beside the snapshot;
+//! `INSTA_UPDATE=always cargo test -p qanat --test cli` rewrites them, for review in
+//! the diff. Under `CI=true` nothing is written and a mismatch fails.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{Qanat, BIN};
+use serde_json::json;
+
+/// The redactions every snapshot shares, plus `dir` (a test's temporary directory).
+fn settings(dir: Option<&Path>) -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.set_prepend_module_to_snapshot(false);
+    if let Some(dir) = dir {
+        // A server test: its directory and port change with every run.
+        s.add_filter(&regex_escape(&dir.display().to_string()), "[TMP]");
+        s.add_filter(r"127\.0\.0\.1:\d+", "127.0.0.1:[port]");
+    }
+    // Placeholders as wide as what they replace, so tables keep their alignment.
+    s.add_filter(
+        r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z",
+        "YYYY-MM-DDTHH:MM:SS.ffffffZ",
+    );
+    s.add_filter(
+        r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}",
+        "YYYY-MM-DD HH:MM:SS",
+    );
+    s.add_filter(
+        r"\b(prj|ds|usr)_[0-9a-f]{32}\b",
+        format!("${{1}}_{}", "x".repeat(32)),
+    );
+    s.add_filter(r"\btok_[0-9a-f]{16}\b", format!("tok_{}", "x".repeat(16)));
+    s.add_filter(r"\b[0-9a-f]{32}\b", "x".repeat(32));
+    s.add_filter(r"\(\d+\.\d MB/s\)", "([rate])");
+    s
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$".contains(c);
+            special.then_some('\\').into_iter().chain([c])
+        })
+        .collect()
+}
+
+/// A command's outcome as one text: its status, stdout and stderr.
+fn outcome(ok: bool, stdout: &str, stderr: &str) -> String {
+    format!("success: {ok}\n----- stdout -----\n{stdout}----- stderr -----\n{stderr}")
+}
+
+fn run(q: &Qanat, args: &[&str]) -> String {
+    let (ok, out, err) = q.cli(args);
+    outcome(ok, &out, &err)
+}
+
+/// The binary with no `QANAT_*` variable set (help texts show the variables' values).
+fn bare(args: &[&str]) -> String {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = Command::new(BIN)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .args(args)
+        .output()
+        .expect("run qanat");
+    outcome(
+        status.success(),
+        &String::from_utf8_lossy(&stdout),
+        &String::from_utf8_lossy(&stderr),
+    )
+}
+
+#[test]
+fn help_texts() {
+    let _guard = settings(None).bind_to_scope();
+    insta::assert_snapshot!("help", bare(&["--help"]));
+    insta::assert_snapshot!("data_help", bare(&["data", "--help"]));
+    insta::assert_snapshot!("server_help", bare(&["server", "--help"]));
+}
+
+/// Writes a file with mode 0644 whatever the umask: the mode is part of the manifest, and
+/// so of the version's content address the snapshots show.
+fn write(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("write");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+}
+
+/// A project with a dataset of two versions (the second adds a file and tags it).
+fn with_dataset() -> Qanat {
+    let q = Qanat::start();
+    let (ok, _, err) = q.cli(&[
+        "projects",
+        "create",
+        "demo",
+        "--regions",
+        "uae-north",
+        "--description",
+        "card fraud",
+    ]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = q.cli(&["data", "-p", "demo", "create", "tx", "--tag", "team=risk"]);
+    assert!(ok, "{err}");
+    let src = q.dir.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    write(&src.join("tx.csv"), "id,amount\n1,10.5\n2,3.25\n3,7\n");
+    let (ok, _, err) = q.cli(&["data", "-p", "demo", "push", "tx", "src", "-m", "first"]);
+    assert!(ok, "{err}");
+    write(&src.join("README"), "card transactions\n");
+    q
+}
+
+#[test]
+fn project_and_dataset_tables() {
+    let q = with_dataset();
+    let _guard = settings(Some(q.dir.path())).bind_to_scope();
+    insta::assert_snapshot!("whoami", run(&q, &["whoami"]));
+    insta::assert_snapshot!("projects_ls", run(&q, &["projects", "ls"]));
+    insta::assert_snapshot!(
+        "data_push",
+        run(
+            &q,
+            &["data", "-p", "demo", "push", "tx", "src", "-m", "readme", "--tag", "golden"]
+        )
+    );
+    insta::assert_snapshot!("data_ls", run(&q, &["data", "-p", "demo", "ls"]));
+    insta::assert_snapshot!("data_log", run(&q, &["data", "-p", "demo", "log", "tx"]));
+    insta::assert_snapshot!(
+        "data_show_version",
+        run(&q, &["data", "-p", "demo", "show", "tx@1"])
+    );
+    insta::assert_snapshot!(
+        "data_diff",
+        run(&q, &["data", "-p", "demo", "diff", "tx", "1", "golden"])
+    );
+    insta::assert_snapshot!(
+        "lineage",
+        run(&q, &["lineage", "-p", "demo", "dataset:tx@golden"])
+    );
+    insta::assert_snapshot!("audit_verify", run(&q, &["audit", "verify"]));
+}
+
+#[test]
+fn models_and_runs_tables() {
+    let q = Qanat::start();
+    q.create_project("ml", &["uae-north"]);
+    let h = q.http();
+    let mlflow = |endpoint: &str, body: serde_json::Value| {
+        let (s, v) = h.send(
+            &q.admin_token,
+            "POST",
+            &format!("/mlflow/ml/api/2.0/mlflow/{endpoint}"),
+            Some(body),
+        );
+        assert_eq!(s, 200, "{endpoint}: {v}");
+        v
+    };
+    let created = mlflow(
+        "runs/create",
+        json!({"experiment_id": "0", "run_name": "train-1", "start_time": 1_767_225_600_000_i64}),
+    );
+    let run_id = created["run"]["info"]["run_id"].as_str().expect("run id");
+    mlflow(
+        "runs/log-metric",
+        json!({"run_id": run_id, "key": "auc", "value": 0.91, "timestamp": 1_767_225_600_000_i64}),
+    );
+    mlflow(
+        "runs/log-parameter",
+        json!({"run_id": run_id, "key": "depth", "value": "6"}),
+    );
+    mlflow("registered-models/create", json!({"name": "fraud"}));
+    for _ in 0..2 {
+        mlflow(
+            "model-versions/create",
+            json!({"name": "fraud", "source": format!("runs:/{run_id}/model"), "run_id": run_id}),
+        );
+    }
+    let _guard = settings(Some(q.dir.path())).bind_to_scope();
+    insta::assert_snapshot!("runs_ls", run(&q, &["runs", "-p", "ml", "ls"]));
+    insta::assert_snapshot!(
+        "models_promote",
+        run(&q, &["models", "-p", "ml", "promote", "fraud", "2"])
+    );
+    insta::assert_snapshot!("models_ls", run(&q, &["models", "-p", "ml", "ls"]));
+    insta::assert_snapshot!(
+        "models_show",
+        run(&q, &["models", "-p", "ml", "show", "fraud"])
+    );
+}
+
+#[test]
+fn errors_say_what_is_wrong() {
+    let q = with_dataset();
+    let _guard = settings(Some(q.dir.path())).bind_to_scope();
+    insta::assert_snapshot!(
+        "error_bad_reference",
+        run(&q, &["lineage", "-p", "demo", "tx@1"])
+    );
+    insta::assert_snapshot!(
+        "error_bad_version",
+        run(&q, &["data", "-p", "demo", "pull", "tx@0", "out"])
+    );
+    insta::assert_snapshot!(
+        "error_missing_version",
+        run(&q, &["data", "-p", "demo", "pull", "tx@9", "out"])
+    );
+    insta::assert_snapshot!(
+        "error_unknown_project",
+        run(&q, &["data", "-p", "nope", "ls"])
+    );
+}
