@@ -214,8 +214,80 @@ fn errors_say_what_is_wrong() {
         "error_missing_version",
         run(&q, &["data", "-p", "demo", "pull", "tx@9", "out"])
     );
+    // --token wins over QANAT_TOKEN (which holds the admin's token here).
+    insta::assert_snapshot!(
+        "error_bad_token",
+        run(&q, &["whoami", "--token", "qnt_not-a-token"])
+    );
     insta::assert_snapshot!(
         "error_unknown_project",
         run(&q, &["data", "-p", "nope", "ls"])
     );
+}
+
+/// Starts `qanat <args>` (a server), returns the address it says it listens on, and
+/// stops it.
+fn listening_address(dir: &Path, env: &[(String, String)], args: &[&str]) -> String {
+    use std::io::{BufRead, BufReader};
+    let mut child = common::base_cmd(dir, env)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn qanat server");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(url) = line.strip_prefix("qanat server listening on ") {
+                let _ = tx.send(url.to_string());
+            }
+        }
+    });
+    let url = rx.recv_timeout(std::time::Duration::from_secs(60));
+    let _ = child.kill();
+    let _ = child.wait();
+    url.expect("the server did not start")
+}
+
+#[test]
+fn home_bind_and_port_flags_win_over_the_environment() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("elsewhere");
+    let home_arg = home.to_str().expect("utf8");
+    let out = common::base_cmd(dir.path(), &[])
+        .args(["--home", home_arg, "init", "--output", "json"])
+        .output()
+        .expect("run qanat init");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        home.join("master.key").exists(),
+        "--home is where init writes"
+    );
+    assert!(!dir.path().join("home").exists(), "not QANAT_HOME");
+
+    // An environment address the server could not use: only the flags make it start.
+    let bad_bind = vec![(
+        "QANAT_SERVER_BIND".to_string(),
+        "127.0.0.1:not-a-port".to_string(),
+    )];
+    let url = listening_address(
+        dir.path(),
+        &bad_bind,
+        &["--home", home_arg, "server", "--port", "0"],
+    );
+    assert!(
+        url.starts_with("http://127.0.0.1:"),
+        "--port keeps the host: {url}"
+    );
+    let url = listening_address(
+        dir.path(),
+        &bad_bind,
+        &["--home", home_arg, "server", "--bind", "127.0.0.1:0"],
+    );
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
 }
