@@ -3,9 +3,9 @@
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde_json::Value;
 
-use crate::Format;
+use crate::cli::Format;
 
-fn cell(v: &Value) -> String {
+pub(super) fn cell(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),
         Value::String(s) => s.clone(),
@@ -15,7 +15,7 @@ fn cell(v: &Value) -> String {
 }
 
 /// Prints a list: a table of `columns` (header, JSON field), or the JSON itself.
-pub fn list(format: Format, items: &Value, columns: &[(&str, &str)]) {
+pub(crate) fn list(format: Format, items: &Value, columns: &[(&str, &str)]) {
     if format == Format::Json {
         println!(
             "{}",
@@ -33,7 +33,7 @@ pub fn list(format: Format, items: &Value, columns: &[(&str, &str)]) {
 }
 
 /// Prints one object as field/value rows, or the JSON itself.
-pub fn object(format: Format, item: &Value) {
+pub(crate) fn object(format: Format, item: &Value) {
     if format == Format::Json {
         println!("{}", serde_json::to_string_pretty(item).unwrap_or_default());
         return;
