@@ -88,11 +88,11 @@ pub(crate) async fn models(c: &Client, fmt: Format, project: &str, cmd: ModelsCm
                 fmt,
                 &Value::Array(rows),
                 &[
-                    ("NAME", "name"),
-                    ("LATEST", "latest"),
-                    ("ALIASES", "aliases"),
-                    ("UPDATED", "updated"),
-                    ("DESCRIPTION", "description"),
+                    ("name", "name"),
+                    ("latest", "latest"),
+                    ("aliases", "aliases"),
+                    ("updated", "updated"),
+                    ("description", "description"),
                 ],
             );
             Ok(())
@@ -123,13 +123,13 @@ pub(crate) async fn models(c: &Client, fmt: Format, project: &str, cmd: ModelsCm
                 fmt,
                 &Value::Array(versions),
                 &[
-                    ("VERSION", "version"),
-                    ("ALIASES", "aliases"),
-                    ("STAGE", "current_stage"),
-                    ("RUN", "run_id"),
-                    ("SOURCE", "source"),
-                    ("BY", "user_id"),
-                    ("CREATED", "created"),
+                    ("version", "version"),
+                    ("aliases", "aliases"),
+                    ("stage", "current_stage"),
+                    ("run", "run_id"),
+                    ("source", "source"),
+                    ("by", "user_id"),
+                    ("created", "created"),
                 ],
             );
             let history: Vec<Value> = v["alias_history"]
@@ -148,12 +148,12 @@ pub(crate) async fn models(c: &Client, fmt: Format, project: &str, cmd: ModelsCm
                     fmt,
                     &Value::Array(history),
                     &[
-                        ("ALIAS", "alias"),
-                        ("FROM", "previous_version"),
-                        ("TO", "version"),
-                        ("HOW", "reason"),
-                        ("BY", "changed_by"),
-                        ("WHEN", "when"),
+                        ("alias", "alias"),
+                        ("from", "previous_version"),
+                        ("to", "version"),
+                        ("how", "reason"),
+                        ("by", "changed_by"),
+                        ("when", "when"),
                     ],
                 );
             }

@@ -149,12 +149,12 @@ pub(crate) async fn runs(c: &Client, fmt: Format, project: &str, cmd: RunsCmd) -
                 fmt,
                 &Value::Array(rows),
                 &[
-                    ("RUN", "run_id"),
-                    ("NAME", "name"),
-                    ("EXPERIMENT", "experiment"),
-                    ("STATUS", "status"),
-                    ("STARTED", "started"),
-                    ("METRICS", "metrics"),
+                    ("run", "run_id"),
+                    ("name", "name"),
+                    ("experiment", "experiment"),
+                    ("status", "status"),
+                    ("started", "started"),
+                    ("metrics", "metrics"),
                 ],
             );
             Ok(())

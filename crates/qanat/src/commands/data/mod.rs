@@ -123,12 +123,12 @@ pub(crate) async fn run(c: &Client, fmt: Format, project: &str, cmd: DataCmd) ->
             };
             match version {
                 None => {
-                    let d: Value = c.get(&format!("{base}/{}", seg(&dataset))).await?;
+                    let d: Value = c.get(&format!("{base}/{}", seg(dataset))).await?;
                     output::object(fmt, &d);
                 }
                 Some(v) => {
                     let v: Value = c
-                        .get(&format!("{base}/{}/versions/{}", seg(&dataset), seg(v)))
+                        .get(&format!("{base}/{}/versions/{}", seg(dataset), seg(v)))
                         .await?;
                     if fmt == Format::Json {
                         println!("{}", serde_json::to_string_pretty(&v)?);
