@@ -70,30 +70,18 @@ pub(super) async fn audit(c: &Client, fmt: Format, cmd: AuditCmd) -> Result<()> 
             }
         }
         AuditCmd::Verify => {
-            let v: Value = c.get("/api/v1/audit/verify").await?;
+            let v = c.verify_audit().await?;
             if fmt == Format::Json {
                 println!("{}", serde_json::to_string_pretty(&v)?);
-            } else if v["ok"].as_bool() == Some(true) {
-                println!(
-                    "audit chain intact: {} entries verified",
-                    v["entries_checked"]
-                );
+            } else if v.ok {
+                println!("audit chain intact: {} entries verified", v.entries_checked);
             } else {
                 println!("AUDIT CHAIN BROKEN:");
-                for p in v["problems"]
-                    .as_array()
-                    .map(Vec::as_slice)
-                    .unwrap_or_default()
-                {
-                    println!(
-                        "  entry {}: {} — {}",
-                        p["seq"],
-                        p["kind"].as_str().unwrap_or(""),
-                        p["message"].as_str().unwrap_or("")
-                    );
+                for p in &v.problems {
+                    println!("  entry {}: {} — {}", p.seq, p.kind, p.message);
                 }
             }
-            if v["ok"].as_bool() != Some(true) {
+            if !v.ok {
                 bail!("the audit log has been tampered with");
             }
         }

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use crate::cli::admin::{CertsCmd, ConfigCmd};
 use crate::cli::{Cli, Command, Format};
-use crate::client::{self, Client, Credentials};
+use crate::client::{self, Credentials};
 use crate::config::Config;
 use crate::output;
 use crate::server;
@@ -23,7 +23,7 @@ mod runs;
 
 pub async fn run(cli: Cli) -> Result<()> {
     let fmt = cli.output;
-    let client = || Client::from_env(cli.server.as_deref(), cli.token.as_deref(), None);
+    let client = || client::from_env(cli.server.as_deref(), cli.token.as_deref(), None);
     let config = || Config::load(cli.config.as_deref(), cli.home.as_deref());
     match cli.command {
         Command::Init => init(config()?, fmt).await,
@@ -51,7 +51,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                     "give the token to store: `qanat login --token <token>` (or set QANAT_TOKEN)"
                 );
             };
-            let c = Client::from_env(cli.server.as_deref(), Some(&token), ca_cert.as_deref())?;
+            let c = client::from_env(cli.server.as_deref(), Some(&token), ca_cert.as_deref())?;
             let me: Value = c.get("/api/v1/whoami").await?;
             let path = client::save_credentials(&Credentials {
                 server: c.base().to_string(),

@@ -10,12 +10,6 @@ use crate::client::{seg, Client};
 use crate::output;
 
 pub(super) async fn projects(c: &Client, fmt: Format, cmd: ProjectsCmd) -> Result<()> {
-    let cols = [
-        ("name", "name"),
-        ("regions", "allowed_regions"),
-        ("description", "description"),
-        ("created", "created_at"),
-    ];
     match cmd {
         ProjectsCmd::Create {
             name,
@@ -32,8 +26,20 @@ pub(super) async fn projects(c: &Client, fmt: Format, cmd: ProjectsCmd) -> Resul
             output::object(fmt, &p);
         }
         ProjectsCmd::Ls => {
-            let ps: Value = c.get("/api/v1/projects").await?;
-            output::list(fmt, &ps, &cols);
+            let ps = c.projects().await?;
+            output::table(
+                fmt,
+                &ps,
+                &["name", "regions", "description", "created"],
+                |p| {
+                    vec![
+                        p.name.clone(),
+                        p.allowed_regions.join(","),
+                        p.description.clone(),
+                        p.created_at.clone(),
+                    ]
+                },
+            );
         }
         ProjectsCmd::Show { name } => {
             let p: Value = c.get(&format!("/api/v1/projects/{}", seg(&name))).await?;

@@ -23,11 +23,11 @@ pub(super) async fn mlflow_post(
     path: &str,
     body: Value,
 ) -> Result<Value> {
-    c.json(
+    Ok(c.json(
         c.request(Method::POST, &mlflow_path(project, path))
             .json(&body),
     )
-    .await
+    .await?)
 }
 
 /// Experiment ids for names or ids; all active experiments when none is given.

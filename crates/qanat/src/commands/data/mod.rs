@@ -53,18 +53,28 @@ pub(crate) async fn run(c: &Client, fmt: Format, project: &str, cmd: DataCmd) ->
             output::object(fmt, &d);
         }
         DataCmd::Ls => {
-            let ds: Value = c.get(&base).await?;
-            output::list(
+            let ds = c.datasets(project).await?;
+            output::table(
                 fmt,
                 &ds,
                 &[
-                    ("name", "name"),
-                    ("latest", "latest_version"),
-                    ("classification", "classification"),
-                    ("location", "location"),
-                    ("owner", "owner"),
-                    ("description", "description"),
+                    "name",
+                    "latest",
+                    "classification",
+                    "location",
+                    "owner",
+                    "description",
                 ],
+                |d| {
+                    vec![
+                        d.name.clone(),
+                        output::opt(&d.latest_version),
+                        d.classification.as_str().to_string(),
+                        d.location.clone(),
+                        d.owner.clone(),
+                        d.description.clone(),
+                    ]
+                },
             );
         }
         DataCmd::Push {
@@ -99,29 +109,41 @@ pub(crate) async fn run(c: &Client, fmt: Format, project: &str, cmd: DataCmd) ->
             pull::pull(c, &format!("{base}/{}", seg(&dataset)), &version, &dir).await?;
         }
         DataCmd::Log { dataset } => {
-            let vs: Value = c.get(&format!("{base}/{}/versions", seg(&dataset))).await?;
-            output::list(
+            let vs = c.dataset_versions(project, &dataset).await?;
+            output::table(
                 fmt,
                 &vs,
                 &[
-                    ("version", "version"),
-                    ("tags", "tags"),
-                    ("files", "file_count"),
-                    ("size", "total_size"),
-                    ("new bytes", "new_bytes"),
-                    ("parent", "parent"),
-                    ("author", "author"),
-                    ("time", "created_at"),
-                    ("message", "message"),
+                    "version",
+                    "tags",
+                    "files",
+                    "size",
+                    "new bytes",
+                    "parent",
+                    "author",
+                    "time",
+                    "message",
                 ],
+                |v| {
+                    vec![
+                        v.version.to_string(),
+                        v.tags.join(","),
+                        v.file_count.to_string(),
+                        v.total_size.to_string(),
+                        v.new_bytes.to_string(),
+                        output::opt(&v.parent),
+                        v.author.clone(),
+                        v.created_at.clone(),
+                        v.message.clone(),
+                    ]
+                },
             );
         }
         DataCmd::Show { reference } => {
-            let (dataset, version) = match reference.split_once('@') {
-                Some((d, v)) => (d, Some(v)),
-                None => (reference.as_str(), None),
-            };
-            match version {
+            let r = ObjectRef::parse_of(Kind::Dataset, &reference)?;
+            let dataset = r.name.as_str();
+            let version = r.selector.as_ref().map(ToString::to_string);
+            match version.as_deref() {
                 None => {
                     let d: Value = c.get(&format!("{base}/{}", seg(dataset))).await?;
                     output::object(fmt, &d);

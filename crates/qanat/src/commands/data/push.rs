@@ -267,7 +267,10 @@ async fn upload_pack(c: &Client, ds: &str, chunks: &[Ready]) -> Result<()> {
             delay *= 2;
             continue;
         }
-        return c.check(resp).await.map(|_| ());
+        return qanat_client::check(resp)
+            .await
+            .map(|_| ())
+            .map_err(Into::into);
     }
     bail!("a chunk of this push stayed unavailable; retry the push")
 }
