@@ -33,7 +33,7 @@ pub enum Classification {
 }
 
 impl Classification {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Classification::Public => "public",
             Classification::Internal => "internal",

@@ -207,6 +207,10 @@ fn errors_say_what_is_wrong() {
         run(&q, &["lineage", "-p", "demo", "tx@1"])
     );
     insta::assert_snapshot!(
+        "error_wrong_kind",
+        run(&q, &["data", "-p", "demo", "pull", "model:tx@1", "out"])
+    );
+    insta::assert_snapshot!(
         "error_bad_version",
         run(&q, &["data", "-p", "demo", "pull", "tx@0", "out"])
     );

@@ -84,7 +84,7 @@ fn moved(format: Format, m: &AliasMoved) -> Result<()> {
 
 impl Row for RegisteredModel {
     const HEADERS: &'static [&'static str] =
-        &["NAME", "LATEST", "ALIASES", "UPDATED", "DESCRIPTION"];
+        &["name", "latest", "aliases", "updated", "description"];
     fn cells(&self) -> Vec<String> {
         let aliases: Vec<String> = self
             .aliases
@@ -108,7 +108,7 @@ impl Row for RegisteredModel {
 
 impl Row for ModelVersion {
     const HEADERS: &'static [&'static str] = &[
-        "VERSION", "ALIASES", "STAGE", "RUN", "SOURCE", "BY", "CREATED",
+        "version", "aliases", "stage", "run", "source", "by", "created",
     ];
     fn cells(&self) -> Vec<String> {
         vec![
@@ -124,7 +124,7 @@ impl Row for ModelVersion {
 }
 
 impl Row for AliasMove {
-    const HEADERS: &'static [&'static str] = &["ALIAS", "FROM", "TO", "HOW", "BY", "WHEN"];
+    const HEADERS: &'static [&'static str] = &["alias", "from", "to", "how", "by", "when"];
     fn cells(&self) -> Vec<String> {
         vec![
             self.alias.clone(),

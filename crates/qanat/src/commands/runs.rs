@@ -36,7 +36,7 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: RunsCmd) -> Result<()> {
                 return output::json(&runs);
             }
             let mut t =
-                output::table(["RUN", "NAME", "EXPERIMENT", "STATUS", "STARTED", "METRICS"]);
+                output::table(["run", "name", "experiment", "status", "started", "metrics"]);
             for r in &runs {
                 let metrics: Vec<String> = r
                     .data
@@ -61,7 +61,7 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: RunsCmd) -> Result<()> {
             if format == Format::Json {
                 return output::json(&r);
             }
-            let mut t = output::table(["FIELD", "VALUE"]);
+            let mut t = output::table(["field", "value"]);
             for (k, v) in run_fields(&r) {
                 t.add_row(vec![k, v]);
             }
@@ -194,7 +194,7 @@ fn compare(runs: &[Run]) {
         })
         .collect();
     let keys: BTreeSet<&String> = values.iter().flatten().map(|(k, _)| k).collect();
-    let mut headers = vec!["KEY".to_string()];
+    let mut headers = vec!["key".to_string()];
     headers.extend(runs.iter().map(|r| {
         let id = &r.info.run_id;
         format!("{} ({})", r.info.run_name, id.get(..8).unwrap_or(id))
