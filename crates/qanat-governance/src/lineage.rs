@@ -5,13 +5,15 @@ use std::collections::{BTreeSet, VecDeque};
 
 use qanat_core::ProjectId;
 use qanat_store::now_micros;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
 use crate::{Governance, Result};
 
 /// One edge: `child` came from `parent` by `relation`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 pub struct LineageEdge {
     pub child: String,
     pub parent: String,
@@ -22,7 +24,7 @@ pub struct LineageEdge {
 }
 
 /// The upstream graph of one object.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LineageGraph {
     pub root: String,
     pub edges: Vec<LineageEdge>,

@@ -16,20 +16,11 @@ pub(super) fn cell(v: &Value) -> String {
 
 /// Prints a list: a table of `columns` (header, JSON field), or the JSON itself.
 pub(crate) fn list(format: Format, items: &Value, columns: &[(&str, &str)]) {
-    if format == Format::Json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(items).unwrap_or_default()
-        );
-        return;
-    }
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(columns.iter().map(|(h, _)| *h));
-    for item in items.as_array().map(Vec::as_slice).unwrap_or_default() {
-        t.add_row(columns.iter().map(|(_, k)| cell(&item[*k])));
-    }
-    println!("{t}");
+    let items = items.as_array().map(Vec::as_slice).unwrap_or_default();
+    let header: Vec<&str> = columns.iter().map(|(h, _)| *h).collect();
+    table(format, items, &header, |item| {
+        columns.iter().map(|(_, k)| cell(&item[*k])).collect()
+    });
 }
 
 /// Prints typed `items` as a table under `header`, one row of cells per item, or as

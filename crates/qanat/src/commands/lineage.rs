@@ -1,10 +1,9 @@
 //! `qanat lineage REF`: where an object came from.
 
 use anyhow::Result;
-use serde_json::Value;
 
 use crate::cli::Format;
-use crate::client::{seg, Client};
+use crate::client::Client;
 
 /// `qanat lineage REF`: the upstream graph as a tree.
 pub(crate) async fn lineage(
@@ -14,26 +13,15 @@ pub(crate) async fn lineage(
     reference: &str,
     depth: usize,
 ) -> Result<()> {
-    let g: Value = c
-        .get(&format!(
-            "/api/v1/projects/{}/lineage?ref={}&depth={depth}",
-            seg(project),
-            seg(reference)
-        ))
-        .await?;
+    let g = c.lineage(project, reference, depth).await?;
     if fmt == Format::Json {
         println!("{}", serde_json::to_string_pretty(&g)?);
         return Ok(());
     }
-    let edges: Vec<(String, String, String)> = g["edges"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .map(|e| {
-            let s = |k: &str| e[k].as_str().unwrap_or("").to_string();
-            (s("child"), s("relation"), s("parent"))
-        })
+    let edges: Vec<(String, String, String)> = g
+        .edges
+        .into_iter()
+        .map(|e| (e.child, e.relation, e.parent))
         .collect();
     fn walk(node: &str, edges: &[(String, String, String)], prefix: &str, seen: &mut Vec<String>) {
         let kids: Vec<_> = edges.iter().filter(|(c, _, _)| c == node).collect();
@@ -50,10 +38,10 @@ pub(crate) async fn lineage(
             }
         }
     }
-    let root = g["root"].as_str().unwrap_or(reference);
+    let root = g.root.as_str();
     println!("{root}");
     walk(root, &edges, "", &mut vec![root.to_string()]);
-    if g["truncated"].as_bool() == Some(true) {
+    if g.truncated {
         println!("(more above; raise --depth)");
     }
     Ok(())
