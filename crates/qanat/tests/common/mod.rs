@@ -69,6 +69,24 @@ impl Qanat {
         q
     }
 
+    /// `qanat server` on a directory the test prepared (its data directory in
+    /// `<dir>/home`, e.g. copied from a fixture), whose admin token is `admin_token`.
+    pub fn open(
+        dir: tempfile::TempDir,
+        admin_token: String,
+        extra_env: Vec<(String, String)>,
+    ) -> Qanat {
+        let mut q = Qanat {
+            dir,
+            url: String::new(),
+            admin_token,
+            child: None,
+            extra_env,
+        };
+        q.spawn_server();
+        q
+    }
+
     pub fn home(&self) -> PathBuf {
         self.dir.path().join("home")
     }
@@ -88,6 +106,9 @@ impl Qanat {
             .spawn()
             .expect("spawn qanat server");
         let stdout = child.stdout.take().expect("stdout");
+        // Held before waiting, so that a server that never says it listens is killed
+        // on drop.
+        self.child = Some(child);
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -96,10 +117,14 @@ impl Qanat {
                 }
             }
         });
-        self.url = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("server did not start within 60 s");
-        self.child = Some(child);
+        self.url = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(url) => url,
+            // Exited (a refused migration, a bad key file…) or hung: show why.
+            Err(e) => panic!(
+                "server did not start ({e}); its log:\n{}",
+                std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+            ),
+        };
     }
 
     /// SIGKILL: no shutdown hooks, no flushing.
