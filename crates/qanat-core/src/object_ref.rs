@@ -88,6 +88,12 @@ pub enum RefError {
     Shape(String),
     #[error("unknown kind '{0}' in a reference: use dataset, model, run or logged_model")]
     Kind(String),
+    #[error("'{given}' is a {got} reference; this needs a {expected} (e.g. {expected}:name@3)")]
+    WrongKind {
+        given: String,
+        expected: Kind,
+        got: Kind,
+    },
     #[error("'{0}' is not a valid version: versions are whole numbers from 1 (e.g. 3 or v3)")]
     Version(String),
     #[error("'{0}' names a {1} by id, which has no versions: leave out the '@…'")]
@@ -153,7 +159,11 @@ impl ObjectRef {
         };
         let r: ObjectRef = full.parse()?;
         if r.kind != kind {
-            return Err(RefError::Kind(r.kind.to_string()));
+            return Err(RefError::WrongKind {
+                given: s.to_string(),
+                expected: kind,
+                got: r.kind,
+            });
         }
         Ok(r)
     }

@@ -33,7 +33,7 @@ pub enum Classification {
 }
 
 impl Classification {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Classification::Public => "public",
             Classification::Internal => "internal",
@@ -81,7 +81,7 @@ pub struct NewDataset {
 }
 
 /// A dataset.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Dataset {
     pub id: String,
     #[serde(skip)]
@@ -100,7 +100,7 @@ pub struct Dataset {
 }
 
 /// One immutable version.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DatasetVersion {
     pub dataset: String,
     pub version: i64,

@@ -145,7 +145,7 @@ pub struct AuditQuery {
 }
 
 /// One thing wrong with the chain.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ChainProblem {
     pub seq: i64,
     /// `changed`, `missing`, `broken_link` or `truncated`.
@@ -154,7 +154,7 @@ pub struct ChainProblem {
 }
 
 /// The result of checking the whole chain.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AuditVerification {
     pub ok: bool,
     pub entries_checked: u64,

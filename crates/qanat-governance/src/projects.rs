@@ -2,7 +2,7 @@
 
 use qanat_core::{ProjectId, UserId};
 use qanat_store::{now_micros, Region};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
@@ -10,7 +10,7 @@ use crate::identity::rfc3339;
 use crate::{Error, Governance, Principal, Result, Role};
 
 /// A project: its objects, its members, its residency policy.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Project {
     #[schema(value_type = String)]
     pub id: ProjectId,

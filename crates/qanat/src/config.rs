@@ -154,8 +154,9 @@ where
 
 impl Config {
     /// Loads `path` (or `$QANAT_CONFIG`, or `./qanat.toml` if present), applies the
-    /// environment, fills defaults that depend on `home`, and validates.
-    pub fn load(path: Option<&Path>) -> Result<Config> {
+    /// environment and then `home` (the `--home` flag), fills defaults that depend on
+    /// `home`, and validates.
+    pub fn load(path: Option<&Path>, home: Option<&Path>) -> Result<Config> {
         let explicit = path
             .map(Path::to_path_buf)
             .or_else(|| env("QANAT_CONFIG").map(PathBuf::from));
@@ -173,6 +174,9 @@ impl Config {
             None => Config::default(),
         };
         cfg.apply_env()?;
+        if let Some(h) = home {
+            cfg.home = h.to_path_buf();
+        }
         cfg.finish()?;
         Ok(cfg)
     }
@@ -271,6 +275,31 @@ impl Config {
         if self.server.max_request_bytes < 1024 {
             bail!("server.max_request_bytes must be at least 1024");
         }
+        Ok(())
+    }
+
+    /// Applies `qanat server --bind ADDR` and `--port N` (the port replaces the one in
+    /// the configured or given address).
+    pub fn listen_on(&mut self, bind: Option<String>, port: Option<u16>) -> Result<()> {
+        if let Some(b) = bind {
+            self.server.bind = b;
+        }
+        if let Some(p) = port {
+            let host = match self.server.bind.rsplit_once(':') {
+                Some((host, _)) => host.to_string(),
+                None => self.server.bind.clone(),
+            };
+            self.server.bind = format!("{host}:{p}");
+        }
+        self.server
+            .bind
+            .parse::<std::net::SocketAddr>()
+            .with_context(|| {
+                format!(
+                    "'{}' is not an address to listen on; give HOST:PORT, e.g. 0.0.0.0:8080",
+                    self.server.bind
+                )
+            })?;
         Ok(())
     }
 

@@ -3,9 +3,9 @@
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use serde_json::Value;
 
-use crate::Format;
+use crate::cli::Format;
 
-fn cell(v: &Value) -> String {
+pub(super) fn cell(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),
         Value::String(s) => s.clone(),
@@ -15,7 +15,7 @@ fn cell(v: &Value) -> String {
 }
 
 /// Prints a list: a table of `columns` (header, JSON field), or the JSON itself.
-pub fn list(format: Format, items: &Value, columns: &[(&str, &str)]) {
+pub(crate) fn list(format: Format, items: &Value, columns: &[(&str, &str)]) {
     if format == Format::Json {
         println!(
             "{}",
@@ -32,8 +32,37 @@ pub fn list(format: Format, items: &Value, columns: &[(&str, &str)]) {
     println!("{t}");
 }
 
+/// Prints typed `items` as a table under `header`, one row of cells per item, or as
+/// JSON with `--output json`.
+pub(crate) fn table<T: serde::Serialize>(
+    format: Format,
+    items: &[T],
+    header: &[&str],
+    row: impl Fn(&T) -> Vec<String>,
+) {
+    if format == Format::Json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(items).unwrap_or_default()
+        );
+        return;
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(header.iter().copied());
+    for item in items {
+        t.add_row(row(item));
+    }
+    println!("{t}");
+}
+
+/// A cell for an optional value: `-` when absent.
+pub(crate) fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
+    v.as_ref().map_or_else(|| "-".into(), T::to_string)
+}
+
 /// Prints one object as field/value rows, or the JSON itself.
-pub fn object(format: Format, item: &Value) {
+pub(crate) fn object(format: Format, item: &Value) {
     if format == Format::Json {
         println!("{}", serde_json::to_string_pretty(item).unwrap_or_default());
         return;

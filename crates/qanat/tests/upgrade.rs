@@ -38,19 +38,6 @@ fn fixtures() -> Vec<PathBuf> {
     out
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read fixture") {
-        let entry = entry.expect("fixture entry");
-        let dest = to.join(entry.file_name());
-        if entry.file_type().expect("file type").is_dir() {
-            copy_tree(&entry.path(), &dest);
-        } else {
-            std::fs::copy(entry.path(), &dest).expect("copy fixture file");
-        }
-    }
-}
-
 /// Every file under `dir` with its bytes, by relative path.
 fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
@@ -70,34 +57,19 @@ fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
-/// A temporary directory holding a copy of the fixture's data directory, ready for
-/// [`Qanat::open`], and what the release recorded about it.
-fn installation(backend: &Path) -> (tempfile::TempDir, Value) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    copy_tree(&backend.join("home"), &dir.path().join("home"));
-    // Git does not keep the key file's 0600, and the keyring refuses a readable key.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(
-            dir.path().join("home/master.key"),
-            std::fs::Permissions::from_mode(0o600),
-        )
-        .expect("chmod master.key");
-    }
-    let expected: Value = serde_json::from_slice(
-        &std::fs::read(backend.join("expected.json")).expect("expected.json"),
-    )
-    .expect("expected.json is JSON");
-    (dir, expected)
+/// What the release recorded about the installation it wrote (`expected.json`).
+fn expected(backend: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(backend.join("expected.json")).expect("expected.json"))
+        .expect("expected.json is JSON")
 }
 
 #[test]
 fn sqlite_installations_of_earlier_releases_open_with_their_data() {
     for fixture in fixtures() {
-        let (dir, expected) = installation(&fixture.join("sqlite"));
+        let backend = fixture.join("sqlite");
+        let expected = expected(&backend);
         let admin = expected["admin_token"].as_str().expect("admin_token");
-        let q = Qanat::open(dir, admin.to_string(), vec![]);
+        let q = Qanat::open_copy_of(&backend.join("home"), admin, vec![]);
         reads_back_and_accepts_writes(q, &fixture, &expected);
     }
 }
@@ -110,11 +82,11 @@ fn postgres_installations_of_earlier_releases_open_with_their_data() {
         let Some(db) = rt.block_on(restore(&backend.join("postgres.sql"))) else {
             return;
         };
-        let (dir, expected) = installation(&backend);
+        let expected = expected(&backend);
         let admin = expected["admin_token"].as_str().expect("admin_token");
-        let q = Qanat::open(
-            dir,
-            admin.to_string(),
+        let q = Qanat::open_copy_of(
+            &backend.join("home"),
+            admin,
             vec![("QANAT_METADATA_URL".into(), db.url.clone())],
         );
         reads_back_and_accepts_writes(q, &fixture, &expected);
@@ -378,7 +350,7 @@ fn reads_back_and_accepts_writes(mut q: Qanat, fixture: &Path, expected: &Value)
     );
 
     let src = q.dir.path().join("v3");
-    copy_tree(&fixture.join("source/v2"), &src);
+    common::copy_dir(&fixture.join("source/v2"), &src);
     std::fs::write(
         src.join("after-upgrade.txt"),
         b"written by the new binary\n",

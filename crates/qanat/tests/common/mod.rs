@@ -69,17 +69,24 @@ impl Qanat {
         q
     }
 
-    /// `qanat server` on a directory the test prepared (its data directory in
-    /// `<dir>/home`, e.g. copied from a fixture), whose admin token is `admin_token`.
-    pub fn open(
-        dir: tempfile::TempDir,
-        admin_token: String,
-        extra_env: Vec<(String, String)>,
-    ) -> Qanat {
+    /// A server on an existing data directory: `home` is copied into a fresh temporary
+    /// directory (the original is left as it is) and served with `admin_token`, plus
+    /// `extra_env` (e.g. `QANAT_METADATA_URL`).
+    pub fn open_copy_of(home: &Path, admin_token: &str, extra_env: Vec<(String, String)>) -> Qanat {
+        let dir = tempfile::tempdir().expect("tempdir");
+        copy_dir(home, &dir.path().join("home"));
+        // git does not keep a key file's 0600, which the server insists on; an operator
+        // restoring a backup sets it back the same way.
+        let key = dir.path().join("home/master.key");
+        if key.exists() {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+                .expect("chmod 600 master.key");
+        }
         let mut q = Qanat {
             dir,
             url: String::new(),
-            admin_token,
+            admin_token: admin_token.to_string(),
             child: None,
             extra_env,
         };
@@ -233,6 +240,20 @@ impl Http {
             rb
         } else {
             rb.bearer_auth(token)
+        }
+    }
+}
+
+/// Copies a directory tree (files and directories only).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create dir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy file");
         }
     }
 }
