@@ -7,9 +7,8 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::{StreamExt, TryStreamExt};
-use qanat_data::{
-    pack, ChunkId, Dataset, DatasetVersion, Manifest, NewDataset, VersionRef, MAX_CHUNK,
-};
+use qanat_data::wire::{ChunkIds, CommitVersion, MissingChunks, VersionWithManifest};
+use qanat_data::{pack, ChunkId, Dataset, DatasetVersion, NewDataset, VersionRef, MAX_CHUNK};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
@@ -64,19 +63,6 @@ pub(crate) async fn get_one(
 ) -> Result<Json<Dataset>, ApiError> {
     let (_, dataset) = path;
     Ok(Json(state.datasets.get(&scope.project, &dataset).await?))
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ChunkIds {
-    #[schema(value_type = Vec<String>)]
-    ids: Vec<ChunkId>,
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct MissingChunks {
-    #[schema(value_type = Vec<String>)]
-    missing: Vec<ChunkId>,
 }
 
 /// Which of these chunks still need uploading (editors; part of a push).
@@ -183,17 +169,6 @@ async fn read_body(body: Body, limit: usize, what: &str) -> Result<bytes::Bytes,
     })
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CommitVersion {
-    manifest: Manifest,
-    #[serde(default)]
-    message: String,
-    /// Versions this one was derived from, e.g. `dataset:raw@3`.
-    #[serde(default)]
-    derived_from: Vec<String>,
-}
-
 /// Commit a version from uploaded chunks (editors). Atomic: all or nothing.
 #[utoipa::path(post, path = "/api/v1/projects/{project}/datasets/{dataset}/versions", tag = "datasets", security(("bearer" = [])),
     params(("project" = String, Path), ("dataset" = String, Path)), request_body = CommitVersion,
@@ -234,15 +209,6 @@ pub(crate) async fn log(
     let (_, dataset) = path;
     let d = state.datasets.get(&scope.project, &dataset).await?;
     Ok(Json(state.datasets.versions(&d).await?))
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct VersionWithManifest {
-    #[serde(flatten)]
-    version: DatasetVersion,
-    manifest: Manifest,
-    /// Schema, row count and column profile of each CSV/Parquet file.
-    profiles: Vec<qanat_data::FileProfile>,
 }
 
 /// One version with its manifest (viewers; audited as the start of a pull).

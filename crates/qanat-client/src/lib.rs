@@ -21,6 +21,8 @@
 mod datasets;
 mod governance;
 
+pub use datasets::DatasetApi;
+
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use reqwest::Method;
 use serde::de::DeserializeOwned;

@@ -20,6 +20,7 @@ pub mod pack;
 mod store;
 mod stored_file;
 pub mod tabular;
+pub mod wire;
 
 pub use chunking::{ChunkId, MAX_CHUNK, MIN_CHUNK};
 pub use diff::{

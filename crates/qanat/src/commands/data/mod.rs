@@ -86,7 +86,7 @@ pub(crate) async fn run(c: &Client, fmt: Format, project: &str, cmd: DataCmd) ->
         } => {
             let v = push::push(
                 c,
-                &format!("{base}/{}", seg(&dataset)),
+                &c.dataset(project, &dataset),
                 &paths,
                 &message,
                 &derived_from,
@@ -98,18 +98,18 @@ pub(crate) async fn run(c: &Client, fmt: Format, project: &str, cmd: DataCmd) ->
                         Method::PUT,
                         &format!("{base}/{}/tags/{}", seg(&dataset), seg(&t)),
                     )
-                    .json(&json!({"version": v["version"].to_string()})),
+                    .json(&json!({"version": v.version.to_string()})),
                 )
                 .await?;
             }
-            output::object(fmt, &v);
+            output::object(fmt, &serde_json::to_value(&v)?);
         }
         DataCmd::Pull { reference, dir } => {
             let (dataset, version) = split_ref(&reference)?;
-            pull::pull(c, &format!("{base}/{}", seg(&dataset)), &version, &dir).await?;
+            pull::pull(c, &c.dataset(project, &dataset), &version, &dir).await?;
         }
         DataCmd::Log { dataset } => {
-            let vs = c.dataset_versions(project, &dataset).await?;
+            let vs = c.dataset(project, &dataset).versions().await?;
             output::table(
                 fmt,
                 &vs,

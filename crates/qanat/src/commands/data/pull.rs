@@ -6,23 +6,28 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use futures::{StreamExt, TryStreamExt};
-use qanat_data::{FileEntry, Manifest};
+use qanat_client::DatasetApi;
+use qanat_data::FileEntry;
 use reqwest::Method;
-use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
-use crate::client::{seg, Client};
+use crate::client::Client;
 
 use super::{human, progress};
 
 /// File downloads in flight during a pull.
 const IN_FLIGHT: usize = 4;
 
-pub(super) async fn pull(c: &Client, ds: &str, version: &str, dir: &Path) -> Result<()> {
-    let v: Value = c.get(&format!("{ds}/versions/{}", seg(version))).await?;
-    let manifest: Manifest = serde_json::from_value(v["manifest"].clone())
-        .context("the server sent a malformed manifest")?;
-    let n = v["version"].as_i64().unwrap_or_default();
+pub(super) async fn pull(
+    c: &Client,
+    api: &DatasetApi<'_>,
+    version: &str,
+    dir: &Path,
+) -> Result<()> {
+    let v = api.version(version).await?;
+    let manifest = v.manifest;
+    let n = v.version.version;
+    let ds = api.path();
     tokio::fs::create_dir_all(dir)
         .await
         .with_context(|| format!("creating {}", dir.display()))?;

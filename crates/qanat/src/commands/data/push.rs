@@ -6,10 +6,12 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use futures::StreamExt;
+use qanat_client::DatasetApi;
 use qanat_data::chunking::{self, Chunk};
+use qanat_data::wire::CommitVersion;
+use qanat_data::DatasetVersion;
 use qanat_data::{pack, ChunkId, ChunkRef, FileEntry, Manifest};
 use reqwest::Method;
-use serde_json::{json, Value};
 
 use crate::client::Client;
 
@@ -153,13 +155,14 @@ fn chunk_files(sources: Vec<Source>, tx: tokio::sync::mpsc::Sender<Result<Piece>
 
 pub(super) async fn push(
     c: &Client,
-    ds: &str,
+    api: &DatasetApi<'_>,
     paths: &[PathBuf],
     message: &str,
     derived_from: &[String],
-) -> Result<Value> {
+) -> Result<DatasetVersion> {
     // Fail fast on an unknown dataset or a missing path, before reading anything.
-    let _: Value = c.get(ds).await?;
+    api.get().await?;
+    let _ds = api.path();
     let sources = collect(paths)?;
     let total: u64 = sources
         .iter()
@@ -187,7 +190,7 @@ pub(super) async fn push(
                         done(r?);
                     }
                 }
-                in_flight.push(send_batch(c, ds, batch));
+                in_flight.push(send_batch(c, api, batch));
             }
         }
     }
@@ -196,18 +199,19 @@ pub(super) async fn push(
     }
     worker.await.context("the chunking thread failed")?;
     bar.finish_and_clear();
-    let v: Value = c
-        .json(
-            c.request(Method::POST, &format!("{ds}/versions"))
-                .json(&json!({"manifest": Manifest { files }, "message": message, "derived_from": derived_from})),
-        )
+    let v = api
+        .commit(&CommitVersion {
+            manifest: Manifest { files },
+            message: message.to_string(),
+            derived_from: derived_from.to_vec(),
+        })
         .await?;
     let secs = start.elapsed().as_secs_f64().max(1e-6);
     eprintln!(
         "pushed version {}: {} in {} files, {} new ({:.1} MB/s)",
-        v["version"],
+        v.version,
         human(seen),
-        v["file_count"],
+        v.file_count,
         human(uploaded),
         seen as f64 / secs / 1e6
     );
@@ -216,16 +220,10 @@ pub(super) async fn push(
 
 /// Asks which chunks of a batch the server lacks and uploads those as one pack.
 /// Returns the batch's bytes and the bytes uploaded.
-async fn send_batch(c: &Client, ds: &str, batch: Vec<Ready>) -> Result<(u64, u64)> {
+async fn send_batch(c: &Client, api: &DatasetApi<'_>, batch: Vec<Ready>) -> Result<(u64, u64)> {
     let batch_bytes: u64 = batch.iter().map(|r| r.data.len() as u64).sum();
-    let ids: Vec<String> = batch.iter().map(|r| r.id.to_hex()).collect();
-    let missing: Value = c
-        .json(
-            c.request(Method::POST, &format!("{ds}/chunks/missing"))
-                .json(&json!({"ids": ids})),
-        )
-        .await?;
-    let missing: Vec<ChunkId> = serde_json::from_value(missing["missing"].clone())?;
+    let ids: Vec<ChunkId> = batch.iter().map(|r| r.id).collect();
+    let missing = api.missing_chunks(&ids).await?;
     let todo: Vec<Ready> = batch
         .into_iter()
         .filter(|r| missing.contains(&r.id))
@@ -234,7 +232,7 @@ async fn send_batch(c: &Client, ds: &str, batch: Vec<Ready>) -> Result<(u64, u64
         return Ok((batch_bytes, 0));
     }
     let new_bytes = todo.iter().map(|r| r.data.len() as u64).sum();
-    upload_pack(c, ds, &todo).await?;
+    upload_pack(c, api.path(), &todo).await?;
     Ok((batch_bytes, new_bytes))
 }
 
