@@ -9,6 +9,11 @@
 //! Invariants, checked when a schema is built:
 //! - a version number belongs to one migration of one domain (numbers are global:
 //!   a new migration takes the next free number, whichever domain it belongs to);
+//! - domains are listed in the order they came into being: each one's first migration
+//!   has a higher number than the first migration of every domain before it, so a
+//!   domain's tables are created after those of the domains it may refer to, and the
+//!   list reads as the history of the schema. A new domain goes at the end of the list
+//!   and its first migration takes the next free number;
 //! - both dialects of a domain have the same versions, so SQLite and PostgreSQL
 //!   databases always have the same shape.
 //!
@@ -47,9 +52,26 @@ pub struct Schema {
 }
 
 impl Schema {
-    /// A schema of `domains` (a domain whose tables refer to another's comes after it).
+    /// A schema of `domains`, listed in the order of their first migrations (a domain
+    /// whose tables refer to another's comes after it).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), qanat_store::Error> {
+    /// use qanat_store::migrations::{DomainMigrations, Schema};
+    /// use sqlx::migrate::Migrator;
+    ///
+    /// static NONE: DomainMigrations = DomainMigrations {
+    ///     domain: "empty",
+    ///     sqlite: Migrator::DEFAULT,
+    ///     postgres: Migrator::DEFAULT,
+    /// };
+    /// assert!(Schema::new(&[&NONE])?.versions().is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new(domains: &[&'static DomainMigrations]) -> Result<Schema> {
         let mut owner: BTreeMap<i64, &str> = BTreeMap::new();
+        let mut newest_first: Option<(i64, &str)> = None;
         for d in domains {
             let sqlite: Vec<i64> = d.sqlite.iter().map(|m| m.version).collect();
             let postgres: Vec<i64> = d.postgres.iter().map(|m| m.version).collect();
@@ -61,6 +83,18 @@ impl Schema {
                         d.domain
                     ),
                 ));
+            }
+            if let Some(first) = sqlite.iter().copied().min() {
+                if let Some((earlier, by)) = newest_first.filter(|(v, _)| first < *v) {
+                    return Err(Error::invalid(
+                        "schema",
+                        format!(
+                            "domain '{}' (first migration {first}) is listed after '{by}' (first migration {earlier}); list domains in the order of their first migrations",
+                            d.domain
+                        ),
+                    ));
+                }
+                newest_first = Some((first, d.domain));
             }
             for v in sqlite {
                 if let Some(other) = owner.insert(v, d.domain) {
@@ -157,6 +191,28 @@ mod tests {
             err.to_string().contains("PostgreSQL migrations [1]"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_domain_listed_before_an_older_one_is_refused() {
+        let err = Schema::new(&[domain("b", &[2], &[2]), domain("a", &[1, 3], &[1, 3])])
+            .expect_err("order");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("'a' (first migration 1) is listed after 'b' (first migration 2)"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_domain_without_migrations_fits_anywhere() {
+        let s = Schema::new(&[
+            domain("a", &[1], &[1]),
+            domain("none", &[], &[]),
+            domain("b", &[2], &[2]),
+        ])
+        .expect("schema");
+        assert_eq!(s.versions(), [(1, "a"), (2, "b")]);
     }
 
     #[test]

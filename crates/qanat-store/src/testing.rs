@@ -39,7 +39,41 @@ pub struct TestDb {
     /// The URL the store was opened with.
     pub url: String,
     _dir: Option<tempfile_dir::Dir>,
-    pg: Option<(String, String)>,
+    // Declared after `store`, so the pool is dropped before the database.
+    _pg: Option<ScratchPostgres>,
+}
+
+/// An empty PostgreSQL database (no migrations run), dropped on drop: for a test that
+/// fills it itself, e.g. with the dump of an older release's database.
+pub struct ScratchPostgres {
+    /// The database's URL.
+    pub url: String,
+    admin_url: String,
+    name: String,
+}
+
+impl ScratchPostgres {
+    /// A fresh database on the server of `QANAT_TEST_POSTGRES_URL`, when it is set.
+    pub async fn create() -> Option<ScratchPostgres> {
+        let admin_url = service_var("QANAT_TEST_POSTGRES_URL")?;
+        sqlx::any::install_default_drivers();
+        let name = format!("qanat_test_{}", uuid::Uuid::new_v4().simple());
+        let admin = sqlx::AnyPool::connect(&admin_url)
+            .await
+            .expect("connect to QANAT_TEST_POSTGRES_URL");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&admin)
+            .await
+            .expect("create test database");
+        admin.close().await;
+        let mut url = url::Url::parse(&admin_url).expect("QANAT_TEST_POSTGRES_URL is a URL");
+        url.set_path(&name);
+        Some(ScratchPostgres {
+            url: url.to_string(),
+            admin_url,
+            name,
+        })
+    }
 }
 
 mod tempfile_dir {
@@ -65,35 +99,23 @@ impl TestDb {
             store,
             url,
             _dir: Some(tempfile_dir::Dir(dir)),
-            pg: None,
+            _pg: None,
         }
     }
 
     /// A fresh PostgreSQL database with the tables of `domains`, when
     /// `QANAT_TEST_POSTGRES_URL` is set.
     pub async fn postgres(domains: &[&'static DomainMigrations]) -> Option<TestDb> {
-        let admin_url = service_var("QANAT_TEST_POSTGRES_URL")?;
-        sqlx::any::install_default_drivers();
-        let name = format!("qanat_test_{}", uuid::Uuid::new_v4().simple());
-        let admin = sqlx::AnyPool::connect(&admin_url)
-            .await
-            .expect("connect to QANAT_TEST_POSTGRES_URL");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&admin)
-            .await
-            .expect("create test database");
-        admin.close().await;
-        let mut url = url::Url::parse(&admin_url).expect("QANAT_TEST_POSTGRES_URL is a URL");
-        url.set_path(&name);
-        let store = MetaStore::connect(url.as_str(), &schema(domains))
+        let pg = ScratchPostgres::create().await?;
+        let store = MetaStore::connect(&pg.url, &schema(domains))
             .await
             .expect("connect test database");
         assert_eq!(store.backend(), Backend::Postgres);
         Some(TestDb {
             store,
-            url: url.to_string(),
+            url: pg.url.clone(),
             _dir: None,
-            pg: Some((admin_url, name)),
+            _pg: Some(pg),
         })
     }
 
@@ -106,29 +128,28 @@ impl TestDb {
     }
 }
 
-impl Drop for TestDb {
+impl Drop for ScratchPostgres {
     fn drop(&mut self) {
-        if let Some((admin_url, name)) = self.pg.take() {
-            // Drop the database from a separate thread with its own runtime: Drop cannot
-            // await, and the test's runtime (blocked here) must not be needed. FORCE ends
-            // the pool's connections, which live on the test's runtime.
-            let _ = std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build();
-                if let Ok(rt) = rt {
-                    rt.block_on(async move {
-                        if let Ok(admin) = sqlx::AnyPool::connect(&admin_url).await {
-                            let _ = sqlx::query(&format!(
-                                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-                            ))
-                            .execute(&admin)
-                            .await;
-                        }
-                    });
-                }
-            })
-            .join();
-        }
+        let admin_url = std::mem::take(&mut self.admin_url);
+        let name = std::mem::take(&mut self.name);
+        // Drop the database from a separate thread with its own runtime: Drop cannot
+        // await, and the test's runtime (blocked here) must not be needed. FORCE ends
+        // the pool's connections, which live on the test's runtime.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            if let Ok(rt) = rt {
+                rt.block_on(async move {
+                    if let Ok(admin) = sqlx::AnyPool::connect(&admin_url).await {
+                        let _ =
+                            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                                .execute(&admin)
+                                .await;
+                    }
+                });
+            }
+        })
+        .join();
     }
 }

@@ -70,8 +70,9 @@ impl Qanat {
     }
 
     /// A server on an existing data directory: `home` is copied into a fresh temporary
-    /// directory (the original is left as it is) and served with `admin_token`.
-    pub fn open_copy_of(home: &Path, admin_token: &str) -> Qanat {
+    /// directory (the original is left as it is) and served with `admin_token`, plus
+    /// `extra_env` (e.g. `QANAT_METADATA_URL`).
+    pub fn open_copy_of(home: &Path, admin_token: &str, extra_env: Vec<(String, String)>) -> Qanat {
         let dir = tempfile::tempdir().expect("tempdir");
         copy_dir(home, &dir.path().join("home"));
         // git does not keep a key file's 0600, which the server insists on; an operator
@@ -87,7 +88,7 @@ impl Qanat {
             url: String::new(),
             admin_token: admin_token.to_string(),
             child: None,
-            extra_env: vec![],
+            extra_env,
         };
         q.spawn_server();
         q
@@ -112,6 +113,9 @@ impl Qanat {
             .spawn()
             .expect("spawn qanat server");
         let stdout = child.stdout.take().expect("stdout");
+        // Held before waiting, so that a server that never says it listens is killed
+        // on drop.
+        self.child = Some(child);
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -120,10 +124,14 @@ impl Qanat {
                 }
             }
         });
-        self.url = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("server did not start within 60 s");
-        self.child = Some(child);
+        self.url = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(url) => url,
+            // Exited (a refused migration, a bad key file…) or hung: show why.
+            Err(e) => panic!(
+                "server did not start ({e}); its log:\n{}",
+                std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+            ),
+        };
     }
 
     /// SIGKILL: no shutdown hooks, no flushing.
