@@ -159,10 +159,8 @@ fn load_tls(cfg: &Config) -> Result<Option<Arc<rustls::ServerConfig>>> {
 
 /// Runs the API server until SIGINT/SIGTERM, then finishes in-flight requests.
 pub async fn serve(cfg: Config) -> Result<()> {
-    let inst = open(&cfg, true).await?;
-    if let Some(token) = bootstrap(&cfg, &inst).await? {
-        crate::commands::init::announce_bootstrap(&cfg, &token)?;
-    }
+    // Settings a user can get wrong are checked before the data directory is created
+    // or touched: a typo in --bind must not leave a freshly initialised home behind.
     let tls = load_tls(&cfg)?;
     let addr: SocketAddr = cfg.server.bind.parse().with_context(|| {
         format!(
@@ -170,6 +168,10 @@ pub async fn serve(cfg: Config) -> Result<()> {
             cfg.server.bind
         )
     })?;
+    let inst = open(&cfg, true).await?;
+    if let Some(token) = bootstrap(&cfg, &inst).await? {
+        crate::commands::init::announce_bootstrap(&cfg, &token)?;
+    }
     let listener = std::net::TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
     listener.set_nonblocking(true)?;
     let local = listener.local_addr()?;

@@ -917,3 +917,21 @@ fn mlflow_logging_commits_one_audit_entry_with_its_data() {
     let (_, v) = h.send(&q.admin_token, "GET", "/api/v1/audit/verify", None);
     assert_eq!(v["ok"], true, "{v}");
 }
+
+/// A bad listen address is refused before anything is written: no data directory,
+/// no bootstrap admin left behind by the failed start.
+#[test]
+fn a_bad_bind_address_is_refused_before_the_home_is_created() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = common::base_cmd(dir.path(), &[])
+        .args(["server", "--bind", "nonsense"])
+        .output()
+        .expect("run qanat server");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("'nonsense' is not an address"), "{err}");
+    assert!(
+        !dir.path().join("home").exists(),
+        "the home was created: {err}"
+    );
+}
