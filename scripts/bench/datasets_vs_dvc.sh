@@ -52,13 +52,8 @@ cat "$REPO"/data/* > /dev/null   # warm the page cache
 
 t=$(now); cat "$REPO"/data/* > /dev/null; raw=$(elapsed "$t")
 
-export QANAT_HOME=$WORK/qanat-home QANAT_CREDENTIALS=$WORK/credentials.json
-export QANAT_SERVER_BIND=127.0.0.1:$PORT QANAT_LOG_LEVEL=warn QANAT_SERVER_URL=http://127.0.0.1:$PORT
-"$Q" init >/dev/null 2>&1
-"$Q" server >"$WORK/server.out" 2>"$WORK/server.err" &
-SERVER_PID=$!
-for _ in $(seq 100); do grep -q listening "$WORK/server.out" 2>/dev/null && break; sleep 0.1; done
-"$Q" projects create bench >/dev/null
+source "$ROOT/scripts/bench/qanat_server.sh"
+qanat_server
 "$Q" data -p bench create data >/dev/null
 t=$(now); "$Q" data -p bench push data "$REPO/data" >/dev/null 2>&1; qanat=$(elapsed "$t")
 

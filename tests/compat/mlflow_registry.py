@@ -9,7 +9,6 @@ project with a version 1).
 
 import json
 import os
-import sys
 
 import mlflow
 import numpy as np
@@ -17,16 +16,11 @@ import requests
 from mlflow import MlflowClient
 from mlflow.entities import Dataset, DatasetInput, InputTag
 from mlflow.exceptions import MlflowException
+from runner import main, test
 from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 
-TESTS = []
 MODEL = "iris-clf"
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
 
 
 def expect_error(code, fn, *args, **kwargs):
@@ -218,23 +212,6 @@ def dataset_inputs_link_runs_models_and_qanat_datasets():
     assert ("model:lineage-clf@1", f"logged_model:{info.model_id}", "registers") in edges, edges
     assert ("model:lineage-clf@1", run_node, "output_of") in edges, edges
     assert (run_node, f"dataset:{ds_name}@1", "trained_on") in edges, edges
-
-
-def main():
-    failed = 0
-    for fn in TESTS:
-        try:
-            fn()
-            print(f"ok   {fn.__name__}")
-        except Exception as e:  # noqa: BLE001 - report every failure, then exit non-zero
-            failed += 1
-            print(f"FAIL {fn.__name__}: {type(e).__name__}: {e}")
-            if os.environ.get("COMPAT_TRACEBACK"):
-                import traceback
-
-                traceback.print_exc()
-    print(f"{len(TESTS) - failed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ QANAT_OTHER_PROJECT (a second project the editor may write to).
 
 import math
 import os
-import sys
 import time
 
 import mlflow
@@ -15,13 +14,7 @@ import requests
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
-
-TESTS = []
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
+from runner import main, test
 
 
 def error_code(exc):
@@ -253,23 +246,6 @@ def a_project_uri_keeps_experiments_apart():
     assert MlflowClient().get_experiment_by_name("only-in-other") is None
     names = [e.name for e in MlflowClient().search_experiments(view_type=3)]
     assert "only-in-other" not in names, names
-
-
-def main():
-    failed = 0
-    for fn in TESTS:
-        try:
-            fn()
-            print(f"ok   {fn.__name__}")
-        except Exception as e:  # noqa: BLE001 - report every failure, then exit non-zero
-            failed += 1
-            print(f"FAIL {fn.__name__}: {type(e).__name__}: {e}")
-            if os.environ.get("COMPAT_TRACEBACK"):
-                import traceback
-
-                traceback.print_exc()
-    print(f"{len(TESTS) - failed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@
 //! - [`ErrorKind`] and [`DomainError`]: each domain error says what kind of failure it
 //!   is; the API turns the kind into a status code in one place.
 //! - Id newtypes for the ids that cross crates ([`ProjectId`], [`UserId`]).
+//! - [`word_enum!`]: enums stored and shown as one word (roles, states), with the
+//!   accepted words named when one is refused ([`UnknownWord`]).
 //!
 //! ```
 //! use qanat_core::{Kind, ObjectRef, Selector};
@@ -26,8 +28,10 @@ mod error_kind;
 mod ids;
 mod name;
 mod object_ref;
+mod words;
 
 pub use error_kind::{DomainError, ErrorKind};
 pub use ids::{ProjectId, UserId};
 pub use name::{IdentityName, Name, NameError};
 pub use object_ref::{Kind, ObjectRef, RefError, Selector};
+pub use words::UnknownWord;

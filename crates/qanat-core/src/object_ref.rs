@@ -5,41 +5,26 @@ use std::str::FromStr;
 
 use crate::name::{Name, NameError};
 
-/// The kinds of object a reference can name. Adding a domain whose objects are
-/// referenced (lineage, CLI arguments) adds a variant here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    /// A dataset version: `dataset:tx@3`, `dataset:tx@golden`, `dataset:tx` (latest).
-    Dataset,
-    /// A registered model version: `model:fraud@2`, `model:fraud@champion`.
-    Model,
-    /// An experiment run, by id: `run:3f2a…`.
-    Run,
-    /// An MLflow logged model, by id: `logged_model:m-3f2a…`.
-    LoggedModel,
+crate::word_enum! {
+    /// The kinds of object a reference can name. Adding a domain whose objects are
+    /// referenced (lineage, CLI arguments) adds a variant here.
+    #[derive(PartialOrd, Ord)]
+    pub enum Kind as "object kind" {
+        /// A dataset version: `dataset:tx@3`, `dataset:tx@golden`, `dataset:tx` (latest).
+        Dataset = "dataset",
+        /// A registered model version: `model:fraud@2`, `model:fraud@champion`.
+        Model = "model",
+        /// An experiment run, by id: `run:3f2a…`.
+        Run = "run",
+        /// An MLflow logged model, by id: `logged_model:m-3f2a…`.
+        LoggedModel = "logged_model",
+    }
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::Dataset, Kind::Model, Kind::Run, Kind::LoggedModel];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Dataset => "dataset",
-            Kind::Model => "model",
-            Kind::Run => "run",
-            Kind::LoggedModel => "logged_model",
-        }
-    }
-
     /// Whether references of this kind name an id, which has no versions.
     fn is_id(self) -> bool {
         matches!(self, Kind::Run | Kind::LoggedModel)
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -176,10 +161,7 @@ impl FromStr for ObjectRef {
         let (kind, rest) = s
             .split_once(':')
             .ok_or_else(|| RefError::Shape(s.to_string()))?;
-        let kind = Kind::ALL
-            .into_iter()
-            .find(|k| k.as_str() == kind)
-            .ok_or_else(|| RefError::Kind(kind.to_string()))?;
+        let kind: Kind = kind.parse().map_err(|_| RefError::Kind(kind.to_string()))?;
         // The selector follows the last '@': names never hold one.
         let (name, selector) = match rest.rsplit_once('@') {
             Some((name, sel)) => (name, Some(sel)),

@@ -155,18 +155,7 @@ impl<R: Read> Iterator for Chunks<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn data(len: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    }
+    use qanat_store::testing::noise as data;
 
     #[test]
     fn chunks_reassemble_and_respect_bounds() {

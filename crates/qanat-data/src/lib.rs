@@ -36,11 +36,7 @@ pub use tabular::{ColumnSpec, DatasetSchema, FileProfile, SchemaViolation, Table
 /// This domain's tables: datasets, versions, tags, chunks, and the lineage edges (0002).
 /// A schema that lists it applies them (see `qanat_store::migrations`).
 pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
-    qanat_store::migrations::DomainMigrations {
-        domain: "datasets",
-        sqlite: sqlx::migrate!("./migrations/sqlite"),
-        postgres: sqlx::migrate!("./migrations/postgres"),
-    };
+    qanat_store::domain_migrations!("datasets");
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

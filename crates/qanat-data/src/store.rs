@@ -2,7 +2,6 @@
 //! and the encrypted object storage.
 
 use std::collections::{BTreeMap, HashSet};
-use std::str::FromStr;
 
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
@@ -22,46 +21,14 @@ use crate::{
 
 const IN_BATCH: usize = 500;
 
-/// How sensitive a dataset is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Classification {
-    Public,
-    Internal,
-    Confidential,
-    Restricted,
-}
-
-impl Classification {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Classification::Public => "public",
-            Classification::Internal => "internal",
-            Classification::Confidential => "confidential",
-            Classification::Restricted => "restricted",
-        }
-    }
-}
-
-impl std::fmt::Display for Classification {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Classification {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "public" => Ok(Classification::Public),
-            "internal" => Ok(Classification::Internal),
-            "confidential" => Ok(Classification::Confidential),
-            "restricted" => Ok(Classification::Restricted),
-            other => Err(Error::invalid(
-                "classification",
-                format!("'{other}': use public, internal, confidential or restricted"),
-            )),
-        }
+qanat_core::word_enum! {
+    /// How sensitive a dataset is.
+    #[derive(utoipa::ToSchema)]
+    pub enum Classification as "classification" {
+        Public = "public",
+        Internal = "internal",
+        Confidential = "confidential",
+        Restricted = "restricted",
     }
 }
 
@@ -333,10 +300,7 @@ impl Datasets {
         .bind(name)
         .fetch_optional(self.meta.reader())
         .await?
-        .ok_or_else(|| Error::NotFound {
-            kind: "dataset",
-            name: format!("{}/{name}", project.name),
-        })?;
+        .ok_or_else(|| Error::not_found("dataset", format!("{}/{name}", project.name)))?;
         Self::from_row(&row)
     }
 
@@ -744,10 +708,7 @@ impl Datasets {
                     .transpose()?
             }
         };
-        let not_found = || Error::NotFound {
-            kind: "dataset version",
-            name: format!("{}@{r}", ds.name),
-        };
+        let not_found = || Error::not_found("dataset version", format!("{}@{r}", ds.name));
         let n = number.ok_or_else(not_found)?;
         let row =
             sqlx::query("SELECT * FROM dataset_versions WHERE dataset_id = $1 AND version = $2")

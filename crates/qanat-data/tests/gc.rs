@@ -8,9 +8,8 @@ use bytes::Bytes;
 use futures::TryStreamExt;
 use proptest::prelude::*;
 use qanat_data::{ChunkId, ChunkRef, Dataset, Datasets, Error, FileEntry, Manifest, NewDataset};
-use qanat_governance::{Governance, Project};
+use qanat_governance::{testing, Governance, Project};
 use qanat_store::testing::TestDb;
-use qanat_store::{Keyring, LocationConfig, ObjectStorage};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -43,23 +42,8 @@ struct World {
 
 async fn world() -> World {
     let db = TestDb::sqlite(&[&qanat_governance::MIGRATIONS, &qanat_data::MIGRATIONS]).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let keyring = Keyring::load_or_create(&dir.path().join("master.key")).expect("keyring");
-    let loc = LocationConfig::local("local", dir.path().join("objects"), "uae-north").expect("loc");
-    let storage = ObjectStorage::open(&[loc], "local", keyring, db.store.clone())
-        .await
-        .expect("storage");
-    let gov = Governance::new(db.store.clone());
-    let token = gov
-        .bootstrap_admin("admin")
-        .await
-        .expect("boot")
-        .expect("token");
-    let admin = gov.authenticate(&token.token).await.expect("auth");
-    let project = gov
-        .create_project("p", "", &["uae-north".into()], &admin)
-        .await
-        .expect("project");
+    let (storage, dir) = qanat_store::testing::local_storage(&db).await;
+    let [project] = testing::projects(&Governance::new(db.store.clone()), ["p"]).await;
     let datasets = Datasets::new(db.store.clone(), storage);
     World {
         datasets,

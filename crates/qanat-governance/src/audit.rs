@@ -10,8 +10,6 @@
 //! its hash, a deleted one leaves a gap in the sequence (or, at the end, falls short of
 //! the head), and a moved one no longer links to its predecessor.
 
-use std::fmt;
-
 use qanat_store::{now_micros, Micros};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -25,30 +23,15 @@ const GENESIS: &str = "000000000000000000000000000000000000000000000000000000000
 const VERIFY_PAGE: i64 = 1000;
 const MAX_PROBLEMS: usize = 100;
 
-/// How an audited request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum AuditOutcome {
-    Success,
-    /// Refused for lack of identity or permission (401/403), residency included.
-    Denied,
-    /// Failed for another reason (bad input, missing object, server error).
-    Failure,
-}
-
-impl AuditOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuditOutcome::Success => "success",
-            AuditOutcome::Denied => "denied",
-            AuditOutcome::Failure => "failure",
-        }
-    }
-}
-
-impl fmt::Display for AuditOutcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+qanat_core::word_enum! {
+    /// How an audited request ended.
+    #[derive(utoipa::ToSchema)]
+    pub enum AuditOutcome as "outcome" {
+        Success = "success",
+        /// Refused for lack of identity or permission (401/403), residency included.
+        Denied = "denied",
+        /// Failed for another reason (bad input, missing object, server error).
+        Failure = "failure",
     }
 }
 

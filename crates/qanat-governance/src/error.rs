@@ -25,6 +25,13 @@ pub enum Error {
 }
 
 impl Error {
+    pub(crate) fn not_found(kind: &'static str, name: impl Into<String>) -> Self {
+        Error::NotFound {
+            kind,
+            name: name.into(),
+        }
+    }
+
     pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
         Error::Invalid {
             what,
@@ -61,6 +68,15 @@ impl From<qanat_core::NameError> for Error {
         Error::Invalid {
             what: e.what,
             reason: e.rule(),
+        }
+    }
+}
+
+impl From<qanat_core::UnknownWord> for Error {
+    fn from(e: qanat_core::UnknownWord) -> Self {
+        Error::Invalid {
+            what: e.what,
+            reason: e.reason(),
         }
     }
 }

@@ -5,7 +5,6 @@
 //! plain hash lets a request find its token with one indexed lookup.
 
 use std::fmt;
-use std::str::FromStr;
 
 use base64::Engine as _;
 use qanat_core::UserId;
@@ -22,40 +21,12 @@ const TOKEN_PREFIX: &str = "qnt_";
 /// `last_used_at` is refreshed at most this often, to keep reads from becoming writes.
 const LAST_USED_GRANULARITY: Micros = 60_000_000;
 
-/// A human user or a service account (for pipelines and jobs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum UserKind {
-    User,
-    Service,
-}
-
-impl UserKind {
-    fn as_str(self) -> &'static str {
-        match self {
-            UserKind::User => "user",
-            UserKind::Service => "service",
-        }
-    }
-}
-
-impl fmt::Display for UserKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for UserKind {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "user" => Ok(UserKind::User),
-            "service" => Ok(UserKind::Service),
-            other => Err(Error::invalid(
-                "user kind",
-                format!("'{other}': use user or service"),
-            )),
-        }
+qanat_core::word_enum! {
+    /// A human user or a service account (for pipelines and jobs).
+    #[derive(utoipa::ToSchema)]
+    pub enum UserKind as "user kind" {
+        User = "user",
+        Service = "service",
     }
 }
 
@@ -180,10 +151,7 @@ impl Governance {
             .bind(name)
             .fetch_optional(self.meta.reader())
             .await?
-            .ok_or_else(|| Error::NotFound {
-                kind: "user",
-                name: name.into(),
-            })?;
+            .ok_or_else(|| Error::not_found("user", name))?;
         user_from_row(&row)
     }
 
@@ -279,10 +247,7 @@ impl Governance {
         .bind(id)
         .fetch_optional(self.meta.reader())
         .await?
-        .ok_or_else(|| Error::NotFound {
-            kind: "token",
-            name: id.into(),
-        })?;
+        .ok_or_else(|| Error::not_found("token", id))?;
         token_from_row(&row)
     }
 
@@ -318,10 +283,7 @@ impl Governance {
                 .await?;
         let info = self.token(id).await?;
         if res.rows_affected() == 0 && info.revoked_at.is_none() {
-            return Err(Error::NotFound {
-                kind: "token",
-                name: id.into(),
-            });
+            return Err(Error::not_found("token", id));
         }
         Ok(info)
     }

@@ -21,6 +21,9 @@ mod rbac;
 mod residency;
 pub mod wire;
 
+#[cfg(feature = "testing")]
+pub mod testing;
+
 pub use audit::{
     append_audit_in, AuditEntry, AuditOutcome, AuditQuery, AuditRecord, AuditVerification,
     ChainProblem, SERVICE_ACTOR_PREFIX,
@@ -35,11 +38,7 @@ pub use residency::check_residency;
 /// This domain's tables: identities and tokens, projects and members, the audit chain, and the data keys of encryption at rest (0001).
 /// A schema that lists it applies them (see `qanat_store::migrations`).
 pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
-    qanat_store::migrations::DomainMigrations {
-        domain: "governance",
-        sqlite: sqlx::migrate!("./migrations/sqlite"),
-        postgres: sqlx::migrate!("./migrations/postgres"),
-    };
+    qanat_store::domain_migrations!("governance");
 
 use qanat_store::MetaStore;
 

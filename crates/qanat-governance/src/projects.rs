@@ -116,10 +116,7 @@ impl Governance {
             .bind(name)
             .fetch_optional(self.meta.reader())
             .await?
-            .ok_or_else(|| Error::NotFound {
-                kind: "project",
-                name: name.into(),
-            })?;
+            .ok_or_else(|| Error::not_found("project", name))?;
         project_from_row(&row)
     }
 
@@ -177,10 +174,7 @@ impl Governance {
         .bind(project)
         .fetch_optional(self.meta.reader())
         .await?
-        .ok_or_else(|| Error::NotFound {
-            kind: "project",
-            name: project.into(),
-        })?;
+        .ok_or_else(|| Error::not_found("project", project))?;
         let role = match row.try_get::<Option<String>, _>("member_role")? {
             Some(r) => Some(r.parse()?),
             None => None,
@@ -230,10 +224,7 @@ impl Governance {
             .await?
             .into_iter()
             .find(|m| m.user == user)
-            .ok_or_else(|| Error::NotFound {
-                kind: "member",
-                name: user.into(),
-            })
+            .ok_or_else(|| Error::not_found("member", user))
     }
 
     /// Removes `user` from `project`.
@@ -245,10 +236,7 @@ impl Governance {
             .execute(self.meta.writer())
             .await?;
         if res.rows_affected() == 0 {
-            return Err(Error::NotFound {
-                kind: "member",
-                name: format!("{user} in {}", p.name),
-            });
+            return Err(Error::not_found("member", format!("{user} in {}", p.name)));
         }
         Ok(())
     }

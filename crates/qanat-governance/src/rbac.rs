@@ -1,58 +1,19 @@
 //! Roles and the single authorization decision.
 
-use std::fmt;
-use std::str::FromStr;
+use crate::Principal;
 
-use serde::{Deserialize, Serialize};
-
-use crate::{Error, Principal};
-
-/// A member's role in a project. Each role includes the ones below it.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Reads everything in the project.
-    Viewer,
-    /// Writes objects: datasets, runs, artifacts, features.
-    Editor,
-    /// Manages deployments, aliases and members.
-    Maintainer,
-    /// Everything, including the project's policies (regions, PII rules).
-    Admin,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Viewer => "viewer",
-            Role::Editor => "editor",
-            Role::Maintainer => "maintainer",
-            Role::Admin => "admin",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Role {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "viewer" => Ok(Role::Viewer),
-            "editor" => Ok(Role::Editor),
-            "maintainer" => Ok(Role::Maintainer),
-            "admin" => Ok(Role::Admin),
-            other => Err(Error::invalid(
-                "role",
-                format!("'{other}': use viewer, editor, maintainer or admin"),
-            )),
-        }
+qanat_core::word_enum! {
+    /// A member's role in a project. Each role includes the ones below it.
+    #[derive(PartialOrd, Ord, utoipa::ToSchema)]
+    pub enum Role as "role" {
+        /// Reads everything in the project.
+        Viewer = "viewer",
+        /// Writes objects: datasets, runs, artifacts, features.
+        Editor = "editor",
+        /// Manages deployments, aliases and members.
+        Maintainer = "maintainer",
+        /// Everything, including the project's policies (regions, PII rules).
+        Admin = "admin",
     }
 }
 

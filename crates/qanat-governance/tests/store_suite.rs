@@ -116,12 +116,7 @@ async fn tokens_authenticate_until_revoked_or_expired() {
 async fn projects_members_and_roles() {
     for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
         let gov = Governance::new(db.store.clone());
-        let boot = gov
-            .bootstrap_admin("admin")
-            .await
-            .expect("boot")
-            .expect("token");
-        let admin = gov.authenticate(&boot.token).await.expect("auth");
+        let admin = qanat_governance::testing::admin(&gov).await;
         let p = gov
             .create_project("fraud", "fraud models", &["uae-north".into()], &admin)
             .await

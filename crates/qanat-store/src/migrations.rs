@@ -36,6 +36,20 @@ pub struct DomainMigrations {
     pub postgres: Migrator,
 }
 
+/// A domain crate's migrations, from its `migrations/sqlite` and
+/// `migrations/postgres` folders (embedded at build time):
+/// `pub static MIGRATIONS: DomainMigrations = qanat_store::domain_migrations!("datasets");`
+#[macro_export]
+macro_rules! domain_migrations {
+    ($domain:literal) => {
+        $crate::migrations::DomainMigrations {
+            domain: $domain,
+            sqlite: ::sqlx::migrate!("./migrations/sqlite"),
+            postgres: ::sqlx::migrate!("./migrations/postgres"),
+        }
+    };
+}
+
 impl DomainMigrations {
     fn of(&self, backend: Backend) -> &Migrator {
         match backend {

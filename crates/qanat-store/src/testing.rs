@@ -153,3 +153,32 @@ impl Drop for ScratchPostgres {
         .join();
     }
 }
+
+/// Encrypted storage with one local location, `local` in region `uae-north`, in a fresh
+/// temporary directory (removed when the returned handle drops) that also holds the
+/// master key.
+pub async fn local_storage(db: &TestDb) -> (crate::ObjectStorage, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keyring =
+        crate::Keyring::load_or_create(&dir.path().join("master.key")).expect("master key");
+    let loc = crate::LocationConfig::local("local", dir.path().join("objects"), "uae-north")
+        .expect("local location");
+    let storage = crate::ObjectStorage::open(&[loc], "local", keyring, db.store.clone())
+        .await
+        .expect("open storage");
+    (storage, dir)
+}
+
+/// `len` bytes of deterministic noise from `seed` (xorshift): test data that does not
+/// compress or deduplicate by accident.
+pub fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as u8
+        })
+        .collect()
+}

@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 
 use futures::StreamExt;
 use qanat_store::testing::TestDb;
-use qanat_store::{Keyring, LocationConfig, ObjectKey, ObjectStorage};
+use qanat_store::ObjectKey;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, ReadBuf};
 
@@ -50,12 +50,7 @@ fn peak_rss_mib() -> Option<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_gib_object_round_trips_in_bounded_memory() {
     let db = TestDb::sqlite(&[&qanat_governance::MIGRATIONS]).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let keyring = Keyring::load_or_create(&dir.path().join("master.key")).expect("keyring");
-    let loc = LocationConfig::local("local", dir.path().join("objects"), "uae-north").expect("loc");
-    let storage = ObjectStorage::open(&[loc], "local", keyring, db.store.clone())
-        .await
-        .expect("open");
+    let (storage, _dir) = qanat_store::testing::local_storage(&db).await;
     let key: ObjectKey = "big/one-gib.bin".parse().expect("key");
 
     let mut block = vec![0u8; 64 << 10];

@@ -15,12 +15,7 @@ struct Fixture {
 }
 
 async fn local_fixture(db: TestDb) -> Fixture {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let keyring = Keyring::load_or_create(&dir.path().join("master.key")).expect("keyring");
-    let loc = LocationConfig::local("local", dir.path().join("objects"), "uae-north").expect("loc");
-    let storage = ObjectStorage::open(&[loc], "local", keyring, db.store.clone())
-        .await
-        .expect("open storage");
+    let (storage, dir) = qanat_store::testing::local_storage(&db).await;
     Fixture {
         storage,
         dir,
@@ -34,17 +29,7 @@ fn key(s: &str) -> ObjectKey {
 
 /// Deterministic, incompressible-looking test data.
 fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    qanat_store::testing::noise(len, seed.wrapping_mul(6364136223846793005))
 }
 
 fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {

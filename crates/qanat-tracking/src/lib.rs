@@ -29,11 +29,7 @@ pub use store::{Batch, NewRun, Page, RunUpdate, Tracking};
 /// This domain's tables: experiments, runs, metrics (0003); logged models, the model registry, aliases and their history (0004).
 /// A schema that lists it applies them (see `qanat_store::migrations`).
 pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
-    qanat_store::migrations::DomainMigrations {
-        domain: "tracking",
-        sqlite: sqlx::migrate!("./migrations/sqlite"),
-        postgres: sqlx::migrate!("./migrations/postgres"),
-    };
+    qanat_store::domain_migrations!("tracking");
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

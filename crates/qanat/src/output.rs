@@ -22,6 +22,43 @@ pub trait Record {
     fn fields(&self) -> Vec<(&'static str, String)>;
 }
 
+/// Implements [`Row`] from one list of `"header" => cell` pairs, so a column's header
+/// and its cell are written side by side: `columns!(Member, |m| { "user" => m.user.clone(), })`.
+macro_rules! columns {
+    ($ty:ty, |$it:ident| { $($header:literal => $cell:expr,)+ }) => {
+        impl $crate::output::Row for $ty {
+            const HEADERS: &'static [&'static str] = &[$($header),+];
+            fn cells(&self) -> Vec<String> {
+                let $it = self;
+                vec![$($cell),+]
+            }
+        }
+    };
+}
+
+/// Implements [`Record`] from one list of `"field" => value` pairs, or as the type's
+/// [`Row`] read down instead of across (`fields!(Member = Row)`).
+macro_rules! fields {
+    ($ty:ty = Row) => {
+        impl $crate::output::Record for $ty {
+            fn fields(&self) -> Vec<(&'static str, String)> {
+                use $crate::output::Row;
+                Self::HEADERS.iter().copied().zip(self.cells()).collect()
+            }
+        }
+    };
+    ($ty:ty, |$it:ident| { $($field:literal => $value:expr,)+ }) => {
+        impl $crate::output::Record for $ty {
+            fn fields(&self) -> Vec<(&'static str, String)> {
+                let $it = self;
+                vec![$(($field, $value)),+]
+            }
+        }
+    };
+}
+
+pub(crate) use {columns, fields};
+
 /// Prints `v` as indented JSON.
 pub fn json<T: Serialize + ?Sized>(v: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);

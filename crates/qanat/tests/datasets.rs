@@ -9,19 +9,8 @@ use std::time::Duration;
 
 use common::cases::{run_cases, Call, Case, Check, Expect};
 use common::Qanat;
+use qanat_store::testing::noise as data;
 use serde_json::{json, Value};
-
-fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 11) as u8
-        })
-        .collect()
-}
 
 /// CSV rows with varied content, `rows` long.
 fn csv_rows(start: usize, rows: usize) -> String {

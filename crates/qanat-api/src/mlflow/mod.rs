@@ -10,16 +10,22 @@
 pub(crate) mod registry;
 pub(crate) mod tracking;
 
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::{Method as M, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Json;
 use qanat_core::{DomainError, ErrorKind};
 use qanat_governance::Requirement::{Project, Public};
 use qanat_governance::Role::{Editor, Maintainer, Viewer};
+use serde_json::{json, Value};
 
 use crate::authz::Policy;
 use crate::error::ApiError;
+use crate::extract::Scope;
 use crate::route_table::Fragment;
 use crate::route_table::Transfer::{Bounded, Streaming};
+use crate::AppState;
 
 /// An error on an MLflow route: the native mapping, except where MLflow answers with
 /// another status (an existing name is 400 `RESOURCE_ALREADY_EXISTS` in MLflow, 409
@@ -49,6 +55,45 @@ impl IntoResponse for MlflowError {
     fn into_response(self) -> Response {
         self.0.into_response()
     }
+}
+
+/// What an MLflow handler works on: the server's state and the project the
+/// authorization point resolved for the request.
+pub(crate) struct Ml {
+    pub state: AppState,
+    pub p: qanat_governance::Project,
+}
+
+impl Ml {
+    pub fn tracking(&self) -> &qanat_tracking::Tracking {
+        &self.state.tracking
+    }
+}
+
+impl FromRequestParts<AppState> for Ml {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let scope = Scope::from_request_parts(parts, state).await?;
+        Ok(Ml {
+            state: state.clone(),
+            p: scope.project,
+        })
+    }
+}
+
+/// An MLflow answer: a JSON object, or an error with MLflow's codes.
+pub(crate) type Reply = Result<Json<Value>, MlflowError>;
+
+/// `{ key: value }`.
+pub(crate) fn reply(key: &str, value: impl serde::Serialize) -> Reply {
+    let value = serde_json::to_value(value).map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(Json(json!({ key: value })))
+}
+
+/// `{}`: what MLflow answers to a write that returns nothing.
+pub(crate) fn done() -> Reply {
+    Ok(Json(json!({})))
 }
 
 /// Every MLflow endpoint: reads need viewers, writes editors; moving an alias or a

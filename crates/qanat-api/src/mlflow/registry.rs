@@ -2,24 +2,19 @@
 //! `qanat-tracking` (the rest of the MLflow API is in `mlflow.rs`). Shapes follow
 //! MLflow's `service.proto` and `model_registry.proto` as the 3.x client uses them.
 
-use axum::extract::{RawQuery, State};
-use axum::Json;
-use qanat_governance::Project;
+use axum::extract::RawQuery;
 use qanat_tracking::{
-    DatasetInput, ModelInput, ModelOrder, ModelOutput, NewLoggedModel, NewModelVersion, Param,
-    ResolvedInput, Tag,
+    DatasetInput, ModelInput, ModelOrder, ModelOutput, NewLoggedModel, NewModelVersion, Page,
+    Param, ResolvedInput, Tag,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::tracking::required;
-use super::MlflowError;
+use super::{done, reply, Ml, Reply};
 use crate::authz::AuditTicket;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery, Caller, Scope};
-use crate::AppState;
-
-type Reply = Result<Json<Value>, MlflowError>;
+use crate::extract::{ApiJson, ApiPath, ApiQuery, Caller};
 
 /// Every value of a repeated query parameter (`order_by=a&order_by=b`), which the
 /// client sends for list fields of GET requests.
@@ -35,16 +30,13 @@ fn list_param(raw: &Option<String>, key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn page(key: &str, items: Value, next: Option<String>) -> Json<Value> {
-    let mut out = json!({ key: items });
-    if let Some(t) = next {
+/// `{ key: [items], next_page_token }`, the token left out on the last page.
+fn page<T: serde::Serialize>(key: &str, found: Page<T>) -> Reply {
+    let mut out = reply(key, found.items)?;
+    if let Some(t) = found.next_page_token {
         out["next_page_token"] = json!(t);
     }
-    Json(out)
-}
-
-fn to_value<T: serde::Serialize>(v: T) -> Result<Value, ApiError> {
-    serde_json::to_value(v).map_err(|e| ApiError::internal(e.to_string()))
+    Ok(out)
 }
 
 // ---- logged models ----
@@ -62,17 +54,15 @@ pub(crate) struct CreateLoggedModel {
 }
 
 pub(crate) async fn create_logged_model(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     Caller(caller): Caller,
     ApiJson(b): ApiJson<CreateLoggedModel>,
 ) -> Reply {
-    let p = scope.project;
     let experiment_id = required("experiment_id", &b.experiment_id)?.to_string();
-    let model = state
-        .tracking
+    let model = ml
+        .tracking()
         .create_logged_model(
-            &p,
+            &ml.p,
             NewLoggedModel {
                 experiment_id,
                 name: b.name,
@@ -84,7 +74,7 @@ pub(crate) async fn create_logged_model(
             },
         )
         .await?;
-    Ok(Json(json!({ "model": model })))
+    reply("model", model)
 }
 
 #[derive(Deserialize)]
@@ -98,20 +88,18 @@ pub(crate) struct AllowDeleted {
 }
 
 pub(crate) async fn get_logged_model(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ApiPath(path): ApiPath<ModelIdPath>,
     ApiQuery(q): ApiQuery<AllowDeleted>,
 ) -> Reply {
-    let p = scope.project;
     let allow = q
         .allow_deleted
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let model = state
-        .tracking
-        .logged_model(&p, &path.model_id, allow)
+    let model = ml
+        .tracking()
+        .logged_model(&ml.p, &path.model_id, allow)
         .await?;
-    Ok(Json(json!({ "model": model })))
+    reply("model", model)
 }
 
 #[derive(Deserialize)]
@@ -120,12 +108,10 @@ pub(crate) struct Finalize {
 }
 
 pub(crate) async fn finalize_logged_model(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ApiPath(path): ApiPath<ModelIdPath>,
     ApiJson(b): ApiJson<Finalize>,
 ) -> Reply {
-    let p = scope.project;
     let status = match b.status {
         Some(Value::String(s)) => s,
         Some(Value::Number(n)) => n.to_string(),
@@ -135,24 +121,18 @@ pub(crate) async fn finalize_logged_model(
             ).into())
         }
     };
-    let model = state
-        .tracking
-        .finalize_logged_model(&p, &path.model_id, &status)
+    let model = ml
+        .tracking()
+        .finalize_logged_model(&ml.p, &path.model_id, &status)
         .await?;
-    Ok(Json(json!({ "model": model })))
+    reply("model", model)
 }
 
-pub(crate) async fn delete_logged_model(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiPath(path): ApiPath<ModelIdPath>,
-) -> Reply {
-    let p = scope.project;
-    state
-        .tracking
-        .delete_logged_model(&p, &path.model_id)
+pub(crate) async fn delete_logged_model(ml: Ml, ApiPath(path): ApiPath<ModelIdPath>) -> Reply {
+    ml.tracking()
+        .delete_logged_model(&ml.p, &path.model_id)
         .await?;
-    Ok(Json(json!({})))
+    done()
 }
 
 #[derive(Deserialize)]
@@ -162,17 +142,14 @@ pub(crate) struct ModelTags {
 }
 
 pub(crate) async fn set_logged_model_tags(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ApiPath(path): ApiPath<ModelIdPath>,
     ApiJson(b): ApiJson<ModelTags>,
 ) -> Reply {
-    let p = scope.project;
-    state
-        .tracking
-        .set_logged_model_tags(&p, &path.model_id, &b.tags)
+    ml.tracking()
+        .set_logged_model_tags(&ml.p, &path.model_id, &b.tags)
         .await?;
-    Ok(Json(json!({})))
+    done()
 }
 
 #[derive(Deserialize)]
@@ -181,17 +158,11 @@ pub(crate) struct ModelTagPath {
     tag_key: String,
 }
 
-pub(crate) async fn delete_logged_model_tag(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiPath(path): ApiPath<ModelTagPath>,
-) -> Reply {
-    let p = scope.project;
-    state
-        .tracking
-        .delete_logged_model_tag(&p, &path.model_id, &path.tag_key)
+pub(crate) async fn delete_logged_model_tag(ml: Ml, ApiPath(path): ApiPath<ModelTagPath>) -> Reply {
+    ml.tracking()
+        .delete_logged_model_tag(&ml.p, &path.model_id, &path.tag_key)
         .await?;
-    Ok(Json(json!({})))
+    done()
 }
 
 #[derive(Deserialize)]
@@ -201,17 +172,14 @@ pub(crate) struct ModelParams {
 }
 
 pub(crate) async fn log_logged_model_params(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ApiPath(path): ApiPath<ModelIdPath>,
     ApiJson(b): ApiJson<ModelParams>,
 ) -> Reply {
-    let p = scope.project;
-    state
-        .tracking
-        .log_logged_model_params(&p, &path.model_id, &b.params)
+    ml.tracking()
+        .log_logged_model_params(&ml.p, &path.model_id, &b.params)
         .await?;
-    Ok(Json(json!({})))
+    done()
 }
 
 #[derive(Deserialize)]
@@ -238,12 +206,7 @@ pub(crate) struct SearchLoggedModels {
     datasets: Vec<Value>,
 }
 
-pub(crate) async fn search_logged_models(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<SearchLoggedModels>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn search_logged_models(ml: Ml, ApiJson(b): ApiJson<SearchLoggedModels>) -> Reply {
     if !b.datasets.is_empty() {
         return Err(ApiError::bad_request(
             "searching logged models by dataset is not supported yet; leave 'datasets' out",
@@ -262,10 +225,10 @@ pub(crate) async fn search_logged_models(
                 })
             })
             .collect::<Result<Vec<_>, ApiError>>()?;
-    let found = state
-        .tracking
+    let found = ml
+        .tracking()
         .search_logged_models(
-            &p,
+            &ml.p,
             &b.experiment_ids,
             b.filter.as_deref(),
             &order,
@@ -273,11 +236,7 @@ pub(crate) async fn search_logged_models(
             b.page_token.as_deref(),
         )
         .await?;
-    Ok(page(
-        "models",
-        to_value(found.items)?,
-        found.next_page_token,
-    ))
+    page("models", found)
 }
 
 // ---- run inputs and outputs ----
@@ -289,15 +248,10 @@ pub(crate) struct LogOutputs {
     models: Vec<ModelOutput>,
 }
 
-pub(crate) async fn log_outputs(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<LogOutputs>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn log_outputs(ml: Ml, ApiJson(b): ApiJson<LogOutputs>) -> Reply {
     let id = required("run_id", &b.run_id)?;
-    state.tracking.log_outputs(&p, id, &b.models).await?;
-    Ok(Json(json!({})))
+    ml.tracking().log_outputs(&ml.p, id, &b.models).await?;
+    done()
 }
 
 #[derive(Deserialize)]
@@ -327,11 +281,8 @@ fn qanat_uri(source: &str) -> Option<String> {
 }
 
 /// Links a dataset input to its Qanat dataset version when its source is one.
-async fn resolve_input(
-    state: &AppState,
-    p: &Project,
-    input: DatasetInput,
-) -> Result<ResolvedInput, ApiError> {
+async fn resolve_input(ml: &Ml, input: DatasetInput) -> Result<ResolvedInput, ApiError> {
+    let (state, p) = (&ml.state, &ml.p);
     let Some(uri) = qanat_uri(&input.dataset.source) else {
         return Ok(ResolvedInput { input, qanat: None });
     };
@@ -361,22 +312,16 @@ async fn resolve_input(
     })
 }
 
-pub(crate) async fn log_inputs(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<LogInputs>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn log_inputs(ml: Ml, ApiJson(b): ApiJson<LogInputs>) -> Reply {
     let id = required("run_id", &b.run_id)?.to_string();
     let mut resolved = Vec::with_capacity(b.datasets.len());
     for d in b.datasets {
-        resolved.push(resolve_input(&state, &p, d).await?);
+        resolved.push(resolve_input(&ml, d).await?);
     }
-    state
-        .tracking
-        .log_inputs(&p, &id, &resolved, &b.models)
+    ml.tracking()
+        .log_inputs(&ml.p, &id, &resolved, &b.models)
         .await?;
-    Ok(Json(json!({})))
+    done()
 }
 
 // ---- registered models ----
@@ -390,17 +335,15 @@ pub(crate) struct CreateRegisteredModel {
 }
 
 pub(crate) async fn create_registered_model(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ApiJson(b): ApiJson<CreateRegisteredModel>,
 ) -> Reply {
-    let p = scope.project;
     let name = required("name", &b.name)?;
-    let m = state
-        .tracking
-        .create_registered_model(&p, name, b.description.as_deref(), &b.tags)
+    let m = ml
+        .tracking()
+        .create_registered_model(&ml.p, name, b.description.as_deref(), &b.tags)
         .await?;
-    Ok(Json(json!({ "registered_model": m })))
+    reply("registered_model", m)
 }
 
 #[derive(Deserialize)]
@@ -408,15 +351,10 @@ pub(crate) struct NameQuery {
     name: Option<String>,
 }
 
-pub(crate) async fn get_registered_model(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiQuery(q): ApiQuery<NameQuery>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn get_registered_model(ml: Ml, ApiQuery(q): ApiQuery<NameQuery>) -> Reply {
     let name = required("name", &q.name)?;
-    let m = state.tracking.registered_model(&p, name).await?;
-    Ok(Json(json!({ "registered_model": m })))
+    let m = ml.tracking().registered_model(&ml.p, name).await?;
+    reply("registered_model", m)
 }
 
 #[derive(Deserialize)]
@@ -426,28 +364,28 @@ pub(crate) struct SearchQuery {
     page_token: Option<String>,
 }
 
+impl SearchQuery {
+    /// The filter, the page size and the page token.
+    fn args(&self) -> (Option<&str>, Option<i64>, Option<&str>) {
+        (
+            self.filter.as_deref(),
+            self.max_results,
+            self.page_token.as_deref(),
+        )
+    }
+}
+
 pub(crate) async fn search_registered_models(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ApiQuery(q): ApiQuery<SearchQuery>,
     RawQuery(raw): RawQuery,
 ) -> Reply {
-    let p = scope.project;
-    let found = state
-        .tracking
-        .search_registered_models(
-            &p,
-            q.filter.as_deref(),
-            &list_param(&raw, "order_by"),
-            q.max_results,
-            q.page_token.as_deref(),
-        )
-        .await?;
-    Ok(page(
-        "registered_models",
-        to_value(found.items)?,
-        found.next_page_token,
-    ))
+    let order = list_param(&raw, "order_by");
+    let (filter, max, token) = q.args();
+    let found = ml
+        .tracking()
+        .search_registered_models(&ml.p, filter, &order, max, token);
+    page("registered_models", found.await?)
 }
 
 #[derive(Deserialize)]
@@ -457,17 +395,15 @@ pub(crate) struct UpdateRegisteredModel {
 }
 
 pub(crate) async fn update_registered_model(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ApiJson(b): ApiJson<UpdateRegisteredModel>,
 ) -> Reply {
-    let p = scope.project;
     let name = required("name", &b.name)?;
-    let m = state
-        .tracking
-        .update_registered_model(&p, name, b.description.as_deref())
+    let m = ml
+        .tracking()
+        .update_registered_model(&ml.p, name, b.description.as_deref())
         .await?;
-    Ok(Json(json!({ "registered_model": m })))
+    reply("registered_model", m)
 }
 
 #[derive(Deserialize)]
@@ -477,18 +413,16 @@ pub(crate) struct RenameRegisteredModel {
 }
 
 pub(crate) async fn rename_registered_model(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ApiJson(b): ApiJson<RenameRegisteredModel>,
 ) -> Reply {
-    let p = scope.project;
     let name = required("name", &b.name)?;
     let new_name = required("new_name", &b.new_name)?;
-    let m = state
-        .tracking
-        .rename_registered_model(&p, name, new_name)
+    let m = ml
+        .tracking()
+        .rename_registered_model(&ml.p, name, new_name)
         .await?;
-    Ok(Json(json!({ "registered_model": m })))
+    reply("registered_model", m)
 }
 
 #[derive(Deserialize)]
@@ -496,15 +430,10 @@ pub(crate) struct NameBody {
     name: Option<String>,
 }
 
-pub(crate) async fn delete_registered_model(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<NameBody>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn delete_registered_model(ml: Ml, ApiJson(b): ApiJson<NameBody>) -> Reply {
     let name = required("name", &b.name)?;
-    state.tracking.delete_registered_model(&p, name).await?;
-    Ok(Json(json!({})))
+    ml.tracking().delete_registered_model(&ml.p, name).await?;
+    done()
 }
 
 #[derive(Deserialize)]
@@ -516,18 +445,12 @@ pub(crate) struct ModelTagBody {
     value: String,
 }
 
-pub(crate) async fn set_registered_model_tag(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<ModelTagBody>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn set_registered_model_tag(ml: Ml, ApiJson(b): ApiJson<ModelTagBody>) -> Reply {
     let name = required("name", &b.name)?;
     let key = required("key", &b.key)?.to_string();
-    state
-        .tracking
+    ml.tracking()
         .set_registered_model_tag(
-            &p,
+            &ml.p,
             name,
             &Tag {
                 key,
@@ -535,22 +458,19 @@ pub(crate) async fn set_registered_model_tag(
             },
         )
         .await?;
-    Ok(Json(json!({})))
+    done()
 }
 
 pub(crate) async fn delete_registered_model_tag(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ApiJson(b): ApiJson<ModelTagBody>,
 ) -> Reply {
-    let p = scope.project;
     let name = required("name", &b.name)?;
     let key = required("key", &b.key)?;
-    state
-        .tracking
-        .delete_registered_model_tag(&p, name, key)
+    ml.tracking()
+        .delete_registered_model_tag(&ml.p, name, key)
         .await?;
-    Ok(Json(json!({})))
+    done()
 }
 
 #[derive(Deserialize)]
@@ -560,24 +480,21 @@ pub(crate) struct LatestVersions {
     stages: Vec<String>,
 }
 
-async fn latest_versions(state: AppState, scope: Scope, b: LatestVersions) -> Reply {
-    let p = scope.project;
+async fn latest_versions(ml: Ml, b: LatestVersions) -> Reply {
     let name = required("name", &b.name)?;
-    let versions = state.tracking.latest_versions(&p, name, &b.stages).await?;
-    Ok(Json(json!({ "model_versions": versions })))
+    let versions = ml
+        .tracking()
+        .latest_versions(&ml.p, name, &b.stages)
+        .await?;
+    reply("model_versions", versions)
 }
 
-pub(crate) async fn latest_versions_post(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<LatestVersions>,
-) -> Reply {
-    latest_versions(state, scope, b).await
+pub(crate) async fn latest_versions_post(ml: Ml, ApiJson(b): ApiJson<LatestVersions>) -> Reply {
+    latest_versions(ml, b).await
 }
 
 pub(crate) async fn latest_versions_get(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ApiQuery(q): ApiQuery<NameQuery>,
     RawQuery(raw): RawQuery,
 ) -> Reply {
@@ -585,7 +502,7 @@ pub(crate) async fn latest_versions_get(
         name: q.name,
         stages: list_param(&raw, "stages"),
     };
-    latest_versions(state, scope, b).await
+    latest_versions(ml, b).await
 }
 
 // ---- model versions ----
@@ -603,18 +520,16 @@ pub(crate) struct CreateModelVersion {
 }
 
 pub(crate) async fn create_model_version(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     Caller(caller): Caller,
     ApiJson(b): ApiJson<CreateModelVersion>,
 ) -> Reply {
-    let p = scope.project;
     let name = required("name", &b.name)?.to_string();
     let source = required("source", &b.source)?.to_string();
-    let v = state
-        .tracking
+    let v = ml
+        .tracking()
         .create_model_version(
-            &p,
+            &ml.p,
             NewModelVersion {
                 name,
                 source,
@@ -627,7 +542,7 @@ pub(crate) async fn create_model_version(
             },
         )
         .await?;
-    Ok(Json(json!({ "model_version": v })))
+    reply("model_version", v)
 }
 
 #[derive(Deserialize)]
@@ -636,16 +551,11 @@ pub(crate) struct VersionQuery {
     version: Option<String>,
 }
 
-pub(crate) async fn get_model_version(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiQuery(q): ApiQuery<VersionQuery>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn get_model_version(ml: Ml, ApiQuery(q): ApiQuery<VersionQuery>) -> Reply {
     let name = required("name", &q.name)?;
     let version = required("version", &q.version)?;
-    let v = state.tracking.model_version(&p, name, version).await?;
-    Ok(Json(json!({ "model_version": v })))
+    let v = ml.tracking().model_version(&ml.p, name, version).await?;
+    reply("model_version", v)
 }
 
 #[derive(Deserialize)]
@@ -655,59 +565,42 @@ pub(crate) struct UpdateModelVersion {
     description: Option<String>,
 }
 
-pub(crate) async fn update_model_version(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<UpdateModelVersion>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn update_model_version(ml: Ml, ApiJson(b): ApiJson<UpdateModelVersion>) -> Reply {
     let name = required("name", &b.name)?;
     let version = required("version", &b.version)?;
-    let v = state
-        .tracking
-        .update_model_version(&p, name, version, b.description.as_deref())
+    let v = ml
+        .tracking()
+        .update_model_version(&ml.p, name, version, b.description.as_deref())
         .await?;
-    Ok(Json(json!({ "model_version": v })))
+    reply("model_version", v)
 }
 
 pub(crate) async fn delete_model_version(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     Caller(caller): Caller,
     ApiJson(b): ApiJson<VersionQuery>,
 ) -> Reply {
-    let p = scope.project;
     let name = required("name", &b.name)?;
     let version = required("version", &b.version)?;
-    state
-        .tracking
-        .delete_model_version(&p, name, version, &caller.name)
+    ml.tracking()
+        .delete_model_version(&ml.p, name, version, &caller.name)
         .await?;
-    Ok(Json(json!({})))
+    done()
 }
 
 pub(crate) async fn search_model_versions(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ApiQuery(q): ApiQuery<SearchQuery>,
     RawQuery(raw): RawQuery,
 ) -> Reply {
-    let p = scope.project;
-    let found = state
-        .tracking
-        .search_model_versions(
-            &p,
-            q.filter.as_deref(),
-            &list_param(&raw, "order_by"),
-            q.max_results,
-            q.page_token.as_deref(),
-        )
-        .await?;
-    Ok(page(
+    let order = list_param(&raw, "order_by");
+    let (filter, max, token) = q.args();
+    page(
         "model_versions",
-        to_value(found.items)?,
-        found.next_page_token,
-    ))
+        ml.tracking()
+            .search_model_versions(&ml.p, filter, &order, max, token)
+            .await?,
+    )
 }
 
 #[derive(Deserialize)]
@@ -719,47 +612,31 @@ pub(crate) struct TransitionStage {
     archive_existing_versions: bool,
 }
 
-pub(crate) async fn transition_stage(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<TransitionStage>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn transition_stage(ml: Ml, ApiJson(b): ApiJson<TransitionStage>) -> Reply {
     let name = required("name", &b.name)?;
     let version = required("version", &b.version)?;
     let stage = required("stage", &b.stage)?;
-    let v = state
-        .tracking
-        .transition_stage(&p, name, version, stage, b.archive_existing_versions)
+    let v = ml
+        .tracking()
+        .transition_stage(&ml.p, name, version, stage, b.archive_existing_versions)
         .await?;
-    Ok(Json(json!({ "model_version": v })))
+    reply("model_version", v)
 }
 
-pub(crate) async fn download_uri(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiQuery(q): ApiQuery<VersionQuery>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn download_uri(ml: Ml, ApiQuery(q): ApiQuery<VersionQuery>) -> Reply {
     let name = required("name", &q.name)?;
     let version = required("version", &q.version)?;
-    let uri = state.tracking.download_uri(&p, name, version).await?;
-    Ok(Json(json!({ "artifact_uri": uri })))
+    let uri = ml.tracking().download_uri(&ml.p, name, version).await?;
+    reply("artifact_uri", uri)
 }
 
-pub(crate) async fn set_model_version_tag(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<ModelTagBody>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn set_model_version_tag(ml: Ml, ApiJson(b): ApiJson<ModelTagBody>) -> Reply {
     let name = required("name", &b.name)?;
     let version = required("version", &b.version)?;
     let key = required("key", &b.key)?.to_string();
-    state
-        .tracking
+    ml.tracking()
         .set_model_version_tag(
-            &p,
+            &ml.p,
             name,
             version,
             &Tag {
@@ -768,23 +645,17 @@ pub(crate) async fn set_model_version_tag(
             },
         )
         .await?;
-    Ok(Json(json!({})))
+    done()
 }
 
-pub(crate) async fn delete_model_version_tag(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<ModelTagBody>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn delete_model_version_tag(ml: Ml, ApiJson(b): ApiJson<ModelTagBody>) -> Reply {
     let name = required("name", &b.name)?;
     let version = required("version", &b.version)?;
     let key = required("key", &b.key)?;
-    state
-        .tracking
-        .delete_model_version_tag(&p, name, version, key)
+    ml.tracking()
+        .delete_model_version_tag(&ml.p, name, version, key)
         .await?;
-    Ok(Json(json!({})))
+    done()
 }
 
 // ---- aliases ----
@@ -797,48 +668,39 @@ pub(crate) struct AliasBody {
 }
 
 pub(crate) async fn set_alias(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ticket: AuditTicket,
     ApiJson(b): ApiJson<AliasBody>,
 ) -> Reply {
     let name = required("name", &b.name)?;
     let alias = required("alias", &b.alias)?;
     let version = required("version", &b.version)?;
-    state
-        .tracking
-        .set_alias(&scope.project, name, alias, version, "set", ticket.record())
+    ml.tracking()
+        .set_alias(&ml.p, name, alias, version, "set", ticket.record())
         .await?;
     ticket.committed();
-    Ok(Json(json!({})))
+    done()
 }
 
 pub(crate) async fn delete_alias(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ticket: AuditTicket,
     ApiJson(b): ApiJson<AliasBody>,
 ) -> Reply {
     let name = required("name", &b.name)?;
     let alias = required("alias", &b.alias)?;
-    state
-        .tracking
-        .delete_alias(&scope.project, name, alias, ticket.record())
+    ml.tracking()
+        .delete_alias(&ml.p, name, alias, ticket.record())
         .await?;
     ticket.committed();
-    Ok(Json(json!({})))
+    done()
 }
 
-pub(crate) async fn get_by_alias(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiQuery(q): ApiQuery<AliasBody>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn get_by_alias(ml: Ml, ApiQuery(q): ApiQuery<AliasBody>) -> Reply {
     let name = required("name", &q.name)?;
     let alias = required("alias", &q.alias)?;
-    let v = state.tracking.version_by_alias(&p, name, alias).await?;
-    Ok(Json(json!({ "model_version": v })))
+    let v = ml.tracking().version_by_alias(&ml.p, name, alias).await?;
+    reply("model_version", v)
 }
 
 #[cfg(test)]

@@ -5,9 +5,7 @@
 //! follow MLflow's protos as the 3.x client sends and reads them; unknown request
 //! fields are ignored, as MLflow's server does.
 
-use axum::extract::State;
 use axum::{Extension, Json};
-use qanat_governance::Project;
 use qanat_tracking::wire::mlflow::{ExperimentsPage, RunsPage, SearchExperiments, SearchRuns};
 use qanat_tracking::{
     Batch, Experiment, Metric, MetricValue, NewRun, Param, RunInfo, RunUpdate, Tag, ViewType,
@@ -15,13 +13,10 @@ use qanat_tracking::{
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::MlflowError;
+use super::{done, reply, Ml, Reply};
 use crate::authz::AuditTicket;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiQuery, Caller, Scope};
-use crate::AppState;
-
-type Reply = Result<Json<Value>, MlflowError>;
+use crate::extract::{ApiJson, ApiQuery, Caller};
 
 pub(super) fn required<'a>(field: &str, v: &'a Option<String>) -> Result<&'a str, ApiError> {
     v.as_deref().filter(|s| !s.is_empty()).ok_or_else(|| {
@@ -83,12 +78,7 @@ pub(crate) struct CreateExperiment {
     tags: Vec<Tag>,
 }
 
-pub(crate) async fn create_experiment(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<CreateExperiment>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn create_experiment(ml: Ml, ApiJson(b): ApiJson<CreateExperiment>) -> Reply {
     let name = required("name", &b.name)?;
     if b.artifact_location
         .as_deref()
@@ -98,11 +88,11 @@ pub(crate) async fn create_experiment(
             "artifact_location is chosen by Qanat (its encrypted, residency-checked storage); leave it out",
         ).into());
     }
-    let id = state
-        .tracking
-        .create_experiment(&p, name, None, &b.tags)
+    let id = ml
+        .tracking()
+        .create_experiment(&ml.p, name, None, &b.tags)
         .await?;
-    Ok(Json(json!({ "experiment_id": id })))
+    reply("experiment_id", id)
 }
 
 #[derive(Deserialize)]
@@ -110,15 +100,10 @@ pub(crate) struct ExperimentIdQuery {
     experiment_id: Option<String>,
 }
 
-pub(crate) async fn get_experiment(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiQuery(q): ApiQuery<ExperimentIdQuery>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn get_experiment(ml: Ml, ApiQuery(q): ApiQuery<ExperimentIdQuery>) -> Reply {
     let id = required("experiment_id", &q.experiment_id)?;
     Ok(Json(experiment_json(
-        state.tracking.experiment(&p, id).await?,
+        ml.tracking().experiment(&ml.p, id).await?,
     )))
 }
 
@@ -128,23 +113,20 @@ pub(crate) struct ExperimentNameQuery {
 }
 
 pub(crate) async fn get_experiment_by_name(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ApiQuery(q): ApiQuery<ExperimentNameQuery>,
 ) -> Reply {
-    let p = scope.project;
     let name = required("experiment_name", &q.experiment_name)?;
     Ok(Json(experiment_json(
-        state.tracking.experiment_by_name(&p, name).await?,
+        ml.tracking().experiment_by_name(&ml.p, name).await?,
     )))
 }
 
-async fn search_experiments(state: AppState, scope: Scope, b: SearchExperiments) -> Reply {
-    let p = scope.project;
-    let page = state
-        .tracking
+async fn search_experiments(ml: Ml, b: SearchExperiments) -> Reply {
+    let page = ml
+        .tracking()
         .search_experiments(
-            &p,
+            &ml.p,
             view_type(&b.view_type)?,
             b.max_results,
             b.page_token.as_deref(),
@@ -161,19 +143,17 @@ async fn search_experiments(state: AppState, scope: Scope, b: SearchExperiments)
 }
 
 pub(crate) async fn search_experiments_post(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ApiJson(b): ApiJson<SearchExperiments>,
 ) -> Reply {
-    search_experiments(state, scope, b).await
+    search_experiments(ml, b).await
 }
 
 pub(crate) async fn search_experiments_get(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ApiQuery(b): ApiQuery<SearchExperiments>,
 ) -> Reply {
-    search_experiments(state, scope, b).await
+    search_experiments(ml, b).await
 }
 
 #[derive(Deserialize)]
@@ -182,17 +162,12 @@ pub(crate) struct UpdateExperiment {
     new_name: Option<String>,
 }
 
-pub(crate) async fn update_experiment(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<UpdateExperiment>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn update_experiment(ml: Ml, ApiJson(b): ApiJson<UpdateExperiment>) -> Reply {
     let id = required("experiment_id", &b.experiment_id)?;
     if let Some(name) = b.new_name.as_deref().filter(|n| !n.is_empty()) {
-        state.tracking.rename_experiment(&p, id, name).await?;
+        ml.tracking().rename_experiment(&ml.p, id, name).await?;
     }
-    Ok(Json(json!({})))
+    done()
 }
 
 #[derive(Deserialize)]
@@ -200,26 +175,16 @@ pub(crate) struct ExperimentIdBody {
     experiment_id: Option<String>,
 }
 
-pub(crate) async fn delete_experiment(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<ExperimentIdBody>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn delete_experiment(ml: Ml, ApiJson(b): ApiJson<ExperimentIdBody>) -> Reply {
     let id = required("experiment_id", &b.experiment_id)?;
-    state.tracking.set_experiment_stage(&p, id, true).await?;
-    Ok(Json(json!({})))
+    ml.tracking().set_experiment_stage(&ml.p, id, true).await?;
+    done()
 }
 
-pub(crate) async fn restore_experiment(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<ExperimentIdBody>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn restore_experiment(ml: Ml, ApiJson(b): ApiJson<ExperimentIdBody>) -> Reply {
     let id = required("experiment_id", &b.experiment_id)?;
-    state.tracking.set_experiment_stage(&p, id, false).await?;
-    Ok(Json(json!({})))
+    ml.tracking().set_experiment_stage(&ml.p, id, false).await?;
+    done()
 }
 
 #[derive(Deserialize)]
@@ -230,18 +195,12 @@ pub(crate) struct ExperimentTag {
     value: String,
 }
 
-pub(crate) async fn set_experiment_tag(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<ExperimentTag>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn set_experiment_tag(ml: Ml, ApiJson(b): ApiJson<ExperimentTag>) -> Reply {
     let id = required("experiment_id", &b.experiment_id)?;
     let key = required("key", &b.key)?;
-    state
-        .tracking
+    ml.tracking()
         .set_experiment_tag(
-            &p,
+            &ml.p,
             id,
             &Tag {
                 key: key.to_string(),
@@ -249,19 +208,14 @@ pub(crate) async fn set_experiment_tag(
             },
         )
         .await?;
-    Ok(Json(json!({})))
+    done()
 }
 
-pub(crate) async fn delete_experiment_tag(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<ExperimentTag>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn delete_experiment_tag(ml: Ml, ApiJson(b): ApiJson<ExperimentTag>) -> Reply {
     let id = required("experiment_id", &b.experiment_id)?;
     let key = required("key", &b.key)?;
-    state.tracking.delete_experiment_tag(&p, id, key).await?;
-    Ok(Json(json!({})))
+    ml.tracking().delete_experiment_tag(&ml.p, id, key).await?;
+    done()
 }
 
 // ---- runs ----
@@ -276,16 +230,14 @@ pub(crate) struct CreateRun {
 }
 
 pub(crate) async fn create_run(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     Caller(caller): Caller,
     ApiJson(b): ApiJson<CreateRun>,
 ) -> Reply {
-    let p = scope.project;
-    let run = state
-        .tracking
+    let run = ml
+        .tracking()
         .create_run(
-            &p,
+            &ml.p,
             NewRun {
                 experiment_id: b.experiment_id.unwrap_or_else(|| "0".into()),
                 // The authenticated caller, not whatever user_id the client claims.
@@ -296,7 +248,7 @@ pub(crate) async fn create_run(
             },
         )
         .await?;
-    Ok(Json(json!({ "run": run })))
+    reply("run", run)
 }
 
 #[derive(Deserialize)]
@@ -305,14 +257,9 @@ pub(crate) struct RunIdQuery {
     run_uuid: Option<String>,
 }
 
-pub(crate) async fn get_run(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiQuery(q): ApiQuery<RunIdQuery>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn get_run(ml: Ml, ApiQuery(q): ApiQuery<RunIdQuery>) -> Reply {
     let id = run_id(&q.run_id, &q.run_uuid)?;
-    Ok(Json(json!({ "run": state.tracking.run(&p, &id).await? })))
+    Ok(Json(json!({ "run": ml.tracking().run(&ml.p, &id).await? })))
 }
 
 #[derive(Deserialize)]
@@ -324,17 +271,12 @@ pub(crate) struct UpdateRun {
     run_name: Option<String>,
 }
 
-pub(crate) async fn update_run(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<UpdateRun>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn update_run(ml: Ml, ApiJson(b): ApiJson<UpdateRun>) -> Reply {
     let id = run_id(&b.run_id, &b.run_uuid)?;
-    let info: RunInfo = state
-        .tracking
+    let info: RunInfo = ml
+        .tracking()
         .update_run(
-            &p,
+            &ml.p,
             &id,
             RunUpdate {
                 status: b.status,
@@ -343,7 +285,7 @@ pub(crate) async fn update_run(
             },
         )
         .await?;
-    Ok(Json(json!({ "run_info": info })))
+    reply("run_info", info)
 }
 
 #[derive(Deserialize)]
@@ -351,26 +293,16 @@ pub(crate) struct RunIdBody {
     run_id: Option<String>,
 }
 
-pub(crate) async fn delete_run(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<RunIdBody>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn delete_run(ml: Ml, ApiJson(b): ApiJson<RunIdBody>) -> Reply {
     let id = required("run_id", &b.run_id)?;
-    state.tracking.set_run_stage(&p, id, true).await?;
-    Ok(Json(json!({})))
+    ml.tracking().set_run_stage(&ml.p, id, true).await?;
+    done()
 }
 
-pub(crate) async fn restore_run(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<RunIdBody>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn restore_run(ml: Ml, ApiJson(b): ApiJson<RunIdBody>) -> Reply {
     let id = required("run_id", &b.run_id)?;
-    state.tracking.set_run_stage(&p, id, false).await?;
-    Ok(Json(json!({})))
+    ml.tracking().set_run_stage(&ml.p, id, false).await?;
+    done()
 }
 
 #[derive(Deserialize)]
@@ -382,12 +314,10 @@ pub(crate) struct LogParam {
 }
 
 pub(crate) async fn log_param(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ticket: Option<Extension<AuditTicket>>,
     ApiJson(b): ApiJson<LogParam>,
 ) -> Reply {
-    let p = scope.project;
     let id = run_id(&b.run_id, &b.run_uuid)?;
     let key = required("key", &b.key)?.to_string();
     let batch = Batch {
@@ -397,7 +327,7 @@ pub(crate) async fn log_param(
         }],
         ..Batch::default()
     };
-    write_batch(&state, &p, &id, batch, ticket).await
+    write_batch(&ml, &id, batch, ticket).await
 }
 
 #[derive(Deserialize)]
@@ -412,12 +342,10 @@ pub(crate) struct LogMetric {
 }
 
 pub(crate) async fn log_metric(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ticket: Option<Extension<AuditTicket>>,
     ApiJson(b): ApiJson<LogMetric>,
 ) -> Reply {
-    let p = scope.project;
     let id = run_id(&b.run_id, &b.run_uuid)?;
     let key = required("key", &b.key)?.to_string();
     let value = b
@@ -436,7 +364,7 @@ pub(crate) async fn log_metric(
         }],
         ..Batch::default()
     };
-    write_batch(&state, &p, &id, batch, ticket).await
+    write_batch(&ml, &id, batch, ticket).await
 }
 
 #[derive(Deserialize)]
@@ -451,35 +379,33 @@ pub(crate) struct LogBatch {
 }
 
 pub(crate) async fn log_batch(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ticket: Option<Extension<AuditTicket>>,
     ApiJson(b): ApiJson<LogBatch>,
 ) -> Reply {
-    let p = scope.project;
     let id = required("run_id", &b.run_id)?;
     let batch = Batch {
         metrics: b.metrics,
         params: b.params,
         tags: b.tags,
     };
-    write_batch(&state, &p, id, batch, ticket).await
+    write_batch(&ml, id, batch, ticket).await
 }
 
 /// Logs `batch` with the request's audit entry in the same transaction.
 async fn write_batch(
-    state: &AppState,
-    p: &Project,
+    ml: &Ml,
     run_id: &str,
     batch: Batch,
     ticket: Option<Extension<AuditTicket>>,
 ) -> Reply {
+    let p = &ml.p;
     let audit = ticket.as_ref().map(|t| t.record());
-    state.tracking.log_batch(p, run_id, batch, audit).await?;
+    ml.tracking().log_batch(p, run_id, batch, audit).await?;
     if let Some(t) = &ticket {
         t.committed();
     }
-    Ok(Json(json!({})))
+    done()
 }
 
 #[derive(Deserialize)]
@@ -492,12 +418,10 @@ pub(crate) struct SetTag {
 }
 
 pub(crate) async fn set_tag(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     ticket: Option<Extension<AuditTicket>>,
     ApiJson(b): ApiJson<SetTag>,
 ) -> Reply {
-    let p = scope.project;
     let id = run_id(&b.run_id, &b.run_uuid)?;
     let key = required("key", &b.key)?.to_string();
     let batch = Batch {
@@ -507,7 +431,7 @@ pub(crate) async fn set_tag(
         }],
         ..Batch::default()
     };
-    write_batch(&state, &p, &id, batch, ticket).await
+    write_batch(&ml, &id, batch, ticket).await
 }
 
 #[derive(Deserialize)]
@@ -516,28 +440,18 @@ pub(crate) struct DeleteTag {
     key: Option<String>,
 }
 
-pub(crate) async fn delete_tag(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<DeleteTag>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn delete_tag(ml: Ml, ApiJson(b): ApiJson<DeleteTag>) -> Reply {
     let id = required("run_id", &b.run_id)?;
     let key = required("key", &b.key)?;
-    state.tracking.delete_tag(&p, id, key).await?;
-    Ok(Json(json!({})))
+    ml.tracking().delete_tag(&ml.p, id, key).await?;
+    done()
 }
 
-pub(crate) async fn search_runs(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(b): ApiJson<SearchRuns>,
-) -> Reply {
-    let p = scope.project;
-    let page = state
-        .tracking
+pub(crate) async fn search_runs(ml: Ml, ApiJson(b): ApiJson<SearchRuns>) -> Reply {
+    let page = ml
+        .tracking()
         .search_runs(
-            &p,
+            &ml.p,
             &b.experiment_ids,
             b.filter.as_deref(),
             &b.order_by,
@@ -564,17 +478,12 @@ pub(crate) struct HistoryQuery {
     page_token: Option<String>,
 }
 
-pub(crate) async fn metric_history(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiQuery(q): ApiQuery<HistoryQuery>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn metric_history(ml: Ml, ApiQuery(q): ApiQuery<HistoryQuery>) -> Reply {
     let id = run_id(&q.run_id, &q.run_uuid)?;
     let key = required("metric_key", &q.metric_key)?;
-    let page = state
-        .tracking
-        .metric_history(&p, &id, key, q.max_results, q.page_token.as_deref())
+    let page = ml
+        .tracking()
+        .metric_history(&ml.p, &id, key, q.max_results, q.page_token.as_deref())
         .await?;
     let mut out = json!({ "metrics": page.items });
     if let Some(t) = page.next_page_token {
@@ -587,16 +496,13 @@ pub(crate) async fn metric_history(
 
 /// The storage key of an artifact path. The path must be relative with no `.`/`..`
 /// segment (after percent-decoding), and start with an experiment of this project.
-async fn artifact_key(
-    state: &AppState,
-    p: &Project,
-    path: &str,
-) -> Result<qanat_store::ObjectKey, ApiError> {
+async fn artifact_key(ml: &Ml, path: &str) -> Result<qanat_store::ObjectKey, ApiError> {
+    let p = &ml.p;
     let user: qanat_store::ObjectKey = path.parse().map_err(|e: qanat_store::Error| {
         ApiError::bad_request(format!("invalid artifact path: {e}"))
     })?;
     let experiment = user.as_str().split('/').next().unwrap_or_default();
-    if state.tracking.experiment(p, experiment).await.is_err() {
+    if ml.tracking().experiment(p, experiment).await.is_err() {
         return Err(ApiError::not_found(format!(
             "artifact path '{path}' does not start with an experiment of project '{}'",
             p.name
@@ -605,10 +511,10 @@ async fn artifact_key(
     Ok(format!("projects/{}/mlflow-artifacts/{user}", p.id).parse()?)
 }
 
-fn artifacts_location(state: &AppState, p: &Project) -> Result<String, ApiError> {
-    let location = state.storage.default_location().to_string();
-    let info = state.storage.location(&location)?;
-    qanat_governance::check_residency(p, &info)?;
+fn artifacts_location(ml: &Ml) -> Result<String, ApiError> {
+    let location = ml.state.storage.default_location().to_string();
+    let info = ml.state.storage.location(&location)?;
+    qanat_governance::check_residency(&ml.p, &info)?;
     Ok(location)
 }
 
@@ -618,52 +524,46 @@ pub(crate) struct ArtifactPath {
 }
 
 pub(crate) async fn put_artifact(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     crate::extract::ApiPath(a): crate::extract::ApiPath<ArtifactPath>,
     body: axum::body::Body,
 ) -> Reply {
     use futures::TryStreamExt;
-    let p = scope.project;
-    let location = artifacts_location(&state, &p)?;
-    let key = artifact_key(&state, &p, &a.path).await?;
+    let location = artifacts_location(&ml)?;
+    let key = artifact_key(&ml, &a.path).await?;
     let reader =
         tokio_util::io::StreamReader::new(body.into_data_stream().map_err(std::io::Error::other));
-    state.storage.put_reader(&location, &key, reader).await?;
-    Ok(Json(json!({})))
+    ml.state.storage.put_reader(&location, &key, reader).await?;
+    done()
 }
 
 pub(crate) async fn get_artifact(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     crate::extract::ApiPath(a): crate::extract::ApiPath<ArtifactPath>,
 ) -> Result<axum::response::Response, ApiError> {
-    let p = scope.project;
-    let location = artifacts_location(&state, &p)?;
-    let key = artifact_key(&state, &p, &a.path).await?;
-    crate::objects::verified_download(&state, &location, &key).await
+    let location = artifacts_location(&ml)?;
+    let key = artifact_key(&ml, &a.path).await?;
+    crate::objects::verified_download(&ml.state, &location, &key).await
 }
 
 pub(crate) async fn delete_artifact(
-    State(state): State<AppState>,
-    scope: Scope,
+    ml: Ml,
     crate::extract::ApiPath(a): crate::extract::ApiPath<ArtifactPath>,
 ) -> Reply {
-    let p = scope.project;
-    let location = artifacts_location(&state, &p)?;
-    let key = artifact_key(&state, &p, &a.path).await?;
+    let location = artifacts_location(&ml)?;
+    let key = artifact_key(&ml, &a.path).await?;
     // Deleting a directory deletes what is under it, as MLflow's server does.
     let under: qanat_store::ObjectKey = key.clone();
     let mut gone = 0;
-    for o in state.storage.list(&location, Some(&under)).await? {
+    for o in ml.state.storage.list(&location, Some(&under)).await? {
         let k: qanat_store::ObjectKey = o.key.parse()?;
-        state.storage.delete(&location, &k).await?;
+        ml.state.storage.delete(&location, &k).await?;
         gone += 1;
     }
     if gone == 0 {
-        state.storage.delete(&location, &key).await?;
+        ml.state.storage.delete(&location, &key).await?;
     }
-    Ok(Json(json!({})))
+    done()
 }
 
 #[derive(Serialize)]
@@ -676,22 +576,18 @@ struct FileInfo {
 
 /// The entries directly under `dir` (an artifact path, or "" for none): files with
 /// their sizes, and sub-directories. Names are relative to `dir`.
-async fn list_dir(
-    state: &AppState,
-    p: &Project,
-    dir: &str,
-) -> Result<Vec<(String, bool, u64)>, ApiError> {
+async fn list_dir(ml: &Ml, dir: &str) -> Result<Vec<(String, bool, u64)>, ApiError> {
     let dir = dir.trim_matches('/');
     if dir.is_empty() {
         return Err(ApiError::bad_request(
             "list a path under an experiment, e.g. path=1/<run_id>/artifacts",
         ));
     }
-    let location = artifacts_location(state, p)?;
-    let key = artifact_key(state, p, dir).await?;
+    let location = artifacts_location(ml)?;
+    let key = artifact_key(ml, dir).await?;
     let base = format!("{key}/");
     let mut out: std::collections::BTreeMap<String, (bool, u64)> = Default::default();
-    for o in state.storage.list(&location, Some(&key)).await? {
+    for o in ml.state.storage.list(&location, Some(&key)).await? {
         let Some(rest) = o.key.strip_prefix(&base) else {
             continue;
         };
@@ -713,13 +609,8 @@ pub(crate) struct ListQuery {
 }
 
 /// `GET /api/2.0/mlflow-artifacts/artifacts?path=<dir>`: basenames.
-pub(crate) async fn list_artifacts_proxy(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiQuery(q): ApiQuery<ListQuery>,
-) -> Reply {
-    let p = scope.project;
-    let entries = list_dir(&state, &p, q.path.as_deref().unwrap_or("")).await?;
+pub(crate) async fn list_artifacts_proxy(ml: Ml, ApiQuery(q): ApiQuery<ListQuery>) -> Reply {
+    let entries = list_dir(&ml, q.path.as_deref().unwrap_or("")).await?;
     let files: Vec<FileInfo> = entries
         .into_iter()
         .map(|(name, is_dir, size)| FileInfo {
@@ -728,7 +619,7 @@ pub(crate) async fn list_artifacts_proxy(
             file_size: (!is_dir).then_some(size),
         })
         .collect();
-    Ok(Json(json!({ "files": files })))
+    reply("files", files)
 }
 
 #[derive(Deserialize)]
@@ -739,14 +630,9 @@ pub(crate) struct RunArtifactsQuery {
 }
 
 /// `GET /api/2.0/mlflow/artifacts/list`: a run's artifacts, paths relative to its root.
-pub(crate) async fn list_run_artifacts(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiQuery(q): ApiQuery<RunArtifactsQuery>,
-) -> Reply {
-    let p = scope.project;
+pub(crate) async fn list_run_artifacts(ml: Ml, ApiQuery(q): ApiQuery<RunArtifactsQuery>) -> Reply {
     let id = run_id(&q.run_id, &q.run_uuid)?;
-    let run = state.tracking.run(&p, &id).await?;
+    let run = ml.tracking().run(&ml.p, &id).await?;
     let root = run
         .info
         .artifact_uri
@@ -760,7 +646,7 @@ pub(crate) async fn list_run_artifacts(
     } else {
         format!("{root}/{sub}")
     };
-    let entries = list_dir(&state, &p, &dir).await?;
+    let entries = list_dir(&ml, &dir).await?;
     let files: Vec<FileInfo> = entries
         .into_iter()
         .map(|(name, is_dir, size)| FileInfo {

@@ -1,6 +1,6 @@
 //! Shared set-up of the tracking store tests.
 
-use qanat_governance::{Governance, Project};
+use qanat_governance::{testing, Governance, Project};
 use qanat_store::testing::TestDb;
 use qanat_tracking::Tracking;
 
@@ -15,19 +15,6 @@ pub static SCHEMA: &[&qanat_store::migrations::DomainMigrations] = &[
 /// The store over `db` with two projects, `a` and `b`, created by the bootstrap admin.
 pub async fn setup(db: &TestDb) -> (Tracking, Governance, Project, Project) {
     let gov = Governance::new(db.store.clone());
-    let token = gov
-        .bootstrap_admin("admin")
-        .await
-        .expect("boot")
-        .expect("token");
-    let admin = gov.authenticate(&token.token).await.expect("auth");
-    let a = gov
-        .create_project("a", "", &["uae-north".into()], &admin)
-        .await
-        .expect("project a");
-    let b = gov
-        .create_project("b", "", &["uae-north".into()], &admin)
-        .await
-        .expect("project b");
+    let [a, b] = testing::projects(&gov, ["a", "b"]).await;
     (Tracking::new(db.store.clone()), gov, a, b)
 }

@@ -8,7 +8,7 @@ use qanat_governance::AuditEntry;
 
 use super::Ctx;
 use crate::cli::{AuditCmd, Format};
-use crate::output::{self, Row};
+use crate::output;
 
 pub async fn run(ctx: &Ctx, cmd: AuditCmd) -> Result<()> {
     let (c, format) = (&ctx.client, ctx.format);
@@ -67,19 +67,12 @@ pub async fn run(ctx: &Ctx, cmd: AuditCmd) -> Result<()> {
     }
 }
 
-impl Row for AuditEntry {
-    const HEADERS: &'static [&'static str] = &[
-        "seq", "time", "actor", "action", "outcome", "resource", "detail",
-    ];
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.seq.to_string(),
-            self.time.clone(),
-            self.actor.clone(),
-            self.action.clone(),
-            self.outcome.clone(),
-            self.resource.clone(),
-            self.detail.clone(),
-        ]
-    }
-}
+output::columns!(AuditEntry, |x| {
+    "seq" => x.seq.to_string(),
+    "time" => x.time.clone(),
+    "actor" => x.actor.clone(),
+    "action" => x.action.clone(),
+    "outcome" => x.outcome.clone(),
+    "resource" => x.resource.clone(),
+    "detail" => x.detail.clone(),
+});

@@ -5,7 +5,7 @@ use qanat_store::wire::{KeyStatus, RotationView};
 
 use super::Ctx;
 use crate::cli::KeysCmd;
-use crate::output::{self, Record};
+use crate::output;
 
 pub async fn run(ctx: &Ctx, cmd: KeysCmd) -> Result<()> {
     match cmd {
@@ -14,22 +14,14 @@ pub async fn run(ctx: &Ctx, cmd: KeysCmd) -> Result<()> {
     }
 }
 
-impl Record for KeyStatus {
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("active key", self.active_key_id.clone()),
-            ("keys", output::joined(&self.key_ids)),
-            ("source", self.source.clone()),
-        ]
-    }
-}
+output::fields!(KeyStatus, |x| {
+    "active key" => x.active_key_id.clone(),
+    "keys" => output::joined(&x.key_ids),
+    "source" => x.source.clone(),
+});
 
-impl Record for RotationView {
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("new key", self.new_key_id.clone()),
-            ("retired keys", output::joined(&self.retired_key_ids)),
-            ("re-wrapped data keys", self.rewrapped_data_keys.to_string()),
-        ]
-    }
-}
+output::fields!(RotationView, |x| {
+    "new key" => x.new_key_id.clone(),
+    "retired keys" => output::joined(&x.retired_key_ids),
+    "re-wrapped data keys" => x.rewrapped_data_keys.to_string(),
+});

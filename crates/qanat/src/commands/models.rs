@@ -7,7 +7,7 @@ use qanat_tracking::{AliasMove, ModelVersion, RegisteredModel};
 
 use super::Ctx;
 use crate::cli::{Format, ModelsCmd};
-use crate::output::{self, millis, Row};
+use crate::output::{self, millis};
 
 pub async fn run(ctx: &Ctx, project: &str, cmd: ModelsCmd) -> Result<()> {
     let (c, format) = (&ctx.client, ctx.format);
@@ -82,57 +82,29 @@ fn moved(format: Format, m: &AliasMoved) -> Result<()> {
     Ok(())
 }
 
-impl Row for RegisteredModel {
-    const HEADERS: &'static [&'static str] =
-        &["name", "latest", "aliases", "updated", "description"];
-    fn cells(&self) -> Vec<String> {
-        let aliases: Vec<String> = self
-            .aliases
-            .iter()
-            .map(|a| format!("{}→{}", a.alias, a.version))
-            .collect();
-        let latest = self
-            .latest_versions
-            .iter()
-            .filter_map(|v| v.version.parse::<i64>().ok())
-            .max();
-        vec![
-            self.name.clone(),
-            output::opt(latest),
-            aliases.join(" "),
-            millis(Some(self.last_updated_timestamp)),
-            self.description.clone(),
-        ]
-    }
-}
+output::columns!(RegisteredModel, |x| {
+    "name" => x.name.clone(),
+    "latest" => output::opt(x.latest_versions.iter().filter_map(|v| v.version.parse::<i64>().ok()).max()),
+    "aliases" => x.aliases.iter().map(|a| format!("{}→{}", a.alias, a.version)).collect::<Vec<_>>().join(" "),
+    "updated" => millis(Some(x.last_updated_timestamp)),
+    "description" => x.description.clone(),
+});
 
-impl Row for ModelVersion {
-    const HEADERS: &'static [&'static str] = &[
-        "version", "aliases", "stage", "run", "source", "by", "created",
-    ];
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.version.clone(),
-            output::joined(&self.aliases),
-            self.current_stage.clone(),
-            output::opt(self.run_id.as_ref()),
-            self.source.clone(),
-            self.user_id.clone(),
-            millis(Some(self.creation_timestamp)),
-        ]
-    }
-}
+output::columns!(ModelVersion, |x| {
+    "version" => x.version.clone(),
+    "aliases" => output::joined(&x.aliases),
+    "stage" => x.current_stage.clone(),
+    "run" => output::opt(x.run_id.as_ref()),
+    "source" => x.source.clone(),
+    "by" => x.user_id.clone(),
+    "created" => millis(Some(x.creation_timestamp)),
+});
 
-impl Row for AliasMove {
-    const HEADERS: &'static [&'static str] = &["alias", "from", "to", "how", "by", "when"];
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.alias.clone(),
-            output::opt(self.previous_version.as_ref()),
-            output::opt(self.version.as_ref()),
-            self.reason.clone(),
-            self.changed_by.clone(),
-            millis(Some(self.changed_time)),
-        ]
-    }
-}
+output::columns!(AliasMove, |x| {
+    "alias" => x.alias.clone(),
+    "from" => output::opt(x.previous_version.as_ref()),
+    "to" => output::opt(x.version.as_ref()),
+    "how" => x.reason.clone(),
+    "by" => x.changed_by.clone(),
+    "when" => millis(Some(x.changed_time)),
+});

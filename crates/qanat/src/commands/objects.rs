@@ -11,7 +11,7 @@ use tokio_util::io::ReaderStream;
 
 use super::Ctx;
 use crate::cli::ObjectsCmd;
-use crate::output::{self, Record, Row};
+use crate::output;
 
 pub async fn run(ctx: &Ctx, cmd: ObjectsCmd) -> Result<()> {
     let (c, format) = (&ctx.client, ctx.format);
@@ -104,33 +104,19 @@ async fn to_file(mut bytes: ByteStream, out: &Path) -> Result<()> {
         .with_context(|| format!("moving into {}", out.display()))
 }
 
-impl Row for ObjectView {
-    const HEADERS: &'static [&'static str] = &["key", "size", "location", "region", "modified"];
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.key.clone(),
-            self.size.to_string(),
-            self.location.clone(),
-            self.region.clone(),
-            output::opt(self.last_modified.as_ref()),
-        ]
-    }
-}
+output::columns!(ObjectView, |x| {
+    "key" => x.key.clone(),
+    "size" => x.size.to_string(),
+    "location" => x.location.clone(),
+    "region" => x.region.clone(),
+    "modified" => output::opt(x.last_modified.as_ref()),
+});
 
-impl Record for ObjectView {
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        Self::HEADERS.iter().copied().zip(self.cells()).collect()
-    }
-}
+output::fields!(ObjectView = Row);
 
-impl Row for LocationView {
-    const HEADERS: &'static [&'static str] = &["name", "region", "kind", "default"];
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.name.clone(),
-            self.region.clone(),
-            self.kind.clone(),
-            self.default.to_string(),
-        ]
-    }
-}
+output::columns!(LocationView, |x| {
+    "name" => x.name.clone(),
+    "region" => x.region.clone(),
+    "kind" => x.kind.clone(),
+    "default" => x.default.to_string(),
+});

@@ -6,7 +6,7 @@ use qanat_governance::{Member, Project};
 
 use super::Ctx;
 use crate::cli::ProjectsCmd;
-use crate::output::{self, Record, Row};
+use crate::output;
 
 pub async fn run(ctx: &Ctx, cmd: ProjectsCmd) -> Result<()> {
     let (c, format) = (&ctx.client, ctx.format);
@@ -49,48 +49,26 @@ pub async fn run(ctx: &Ctx, cmd: ProjectsCmd) -> Result<()> {
     }
 }
 
-impl Row for Project {
-    const HEADERS: &'static [&'static str] = &["name", "regions", "description", "created"];
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.name.clone(),
-            output::joined(&self.allowed_regions),
-            self.description.clone(),
-            self.created_at.clone(),
-        ]
-    }
-}
+output::columns!(Project, |x| {
+    "name" => x.name.clone(),
+    "regions" => output::joined(&x.allowed_regions),
+    "description" => x.description.clone(),
+    "created" => x.created_at.clone(),
+});
 
-impl Record for Project {
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("name", self.name.clone()),
-            ("id", self.id.to_string()),
-            ("description", self.description.clone()),
-            ("regions", output::joined(&self.allowed_regions)),
-            ("created", self.created_at.clone()),
-            ("created by", self.created_by.clone()),
-        ]
-    }
-}
+output::fields!(Project, |x| {
+    "name" => x.name.clone(),
+    "id" => x.id.to_string(),
+    "description" => x.description.clone(),
+    "regions" => output::joined(&x.allowed_regions),
+    "created" => x.created_at.clone(),
+    "created by" => x.created_by.clone(),
+});
 
-impl Row for Member {
-    const HEADERS: &'static [&'static str] = &["user", "role", "since"];
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.user.clone(),
-            self.role.to_string(),
-            self.created_at.clone(),
-        ]
-    }
-}
+output::columns!(Member, |x| {
+    "user" => x.user.clone(),
+    "role" => x.role.to_string(),
+    "since" => x.created_at.clone(),
+});
 
-impl Record for Member {
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("user", self.user.clone()),
-            ("role", self.role.to_string()),
-            ("since", self.created_at.clone()),
-        ]
-    }
-}
+output::fields!(Member = Row);

@@ -7,7 +7,7 @@ use qanat_governance::wire::WhoAmI;
 
 use super::Ctx;
 use crate::credentials::{self, Credentials, Target};
-use crate::output::{self, Record};
+use crate::output;
 
 /// Checks the token against the server, then stores it.
 pub async fn login(
@@ -47,23 +47,13 @@ pub async fn whoami(ctx: &Ctx) -> Result<()> {
     output::record(ctx.format, &ctx.client.whoami().await?)
 }
 
-impl Record for WhoAmI {
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        let p = &self.principal;
-        let projects: Vec<String> = self
-            .projects
-            .iter()
-            .map(|r| match r.role {
-                Some(role) => format!("{} ({role})", r.project),
-                None => r.project.clone(),
-            })
-            .collect();
-        vec![
-            ("name", p.name.clone()),
-            ("kind", p.kind.to_string()),
-            ("admin", p.is_admin.to_string()),
-            ("token", p.token_id.clone()),
-            ("projects", projects.join(", ")),
-        ]
-    }
-}
+output::fields!(WhoAmI, |x| {
+    "name" => x.principal.name.clone(),
+    "kind" => x.principal.kind.to_string(),
+    "admin" => x.principal.is_admin.to_string(),
+    "token" => x.principal.token_id.clone(),
+    "projects" => x.projects.iter().map(|r| match r.role {
+        Some(role) => format!("{} ({role})", r.project),
+        None => r.project.clone(),
+    }).collect::<Vec<_>>().join(", "),
+});

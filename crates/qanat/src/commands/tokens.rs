@@ -8,7 +8,7 @@ use qanat_governance::TokenInfo;
 
 use super::Ctx;
 use crate::cli::{Format, TokensCmd};
-use crate::output::{self, Record, Row};
+use crate::output;
 
 pub async fn run(ctx: &Ctx, cmd: TokensCmd) -> Result<()> {
     let (c, format) = (&ctx.client, ctx.format);
@@ -41,31 +41,14 @@ pub async fn run(ctx: &Ctx, cmd: TokensCmd) -> Result<()> {
     }
 }
 
-impl Row for TokenInfo {
-    const HEADERS: &'static [&'static str] = &[
-        "id",
-        "user",
-        "name",
-        "created",
-        "expires",
-        "revoked",
-        "last used",
-    ];
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.id.clone(),
-            self.user.clone(),
-            self.name.clone(),
-            self.created_at.clone(),
-            output::opt(self.expires_at.as_ref()),
-            output::opt(self.revoked_at.as_ref()),
-            output::opt(self.last_used_at.as_ref()),
-        ]
-    }
-}
+output::columns!(TokenInfo, |x| {
+    "id" => x.id.clone(),
+    "user" => x.user.clone(),
+    "name" => x.name.clone(),
+    "created" => x.created_at.clone(),
+    "expires" => output::opt(x.expires_at.as_ref()),
+    "revoked" => output::opt(x.revoked_at.as_ref()),
+    "last used" => output::opt(x.last_used_at.as_ref()),
+});
 
-impl Record for TokenInfo {
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        Self::HEADERS.iter().copied().zip(self.cells()).collect()
-    }
-}
+output::fields!(TokenInfo = Row);

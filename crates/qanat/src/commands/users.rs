@@ -6,7 +6,7 @@ use qanat_governance::{User, UserKind};
 
 use super::Ctx;
 use crate::cli::UsersCmd;
-use crate::output::{self, Record, Row};
+use crate::output;
 
 pub async fn run(ctx: &Ctx, cmd: UsersCmd) -> Result<()> {
     let (c, format) = (&ctx.client, ctx.format);
@@ -39,28 +39,19 @@ pub async fn run(ctx: &Ctx, cmd: UsersCmd) -> Result<()> {
     output::record(format, &user)
 }
 
-impl Row for User {
-    const HEADERS: &'static [&'static str] = &["name", "kind", "admin", "disabled", "created"];
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.name.clone(),
-            self.kind.to_string(),
-            self.is_admin.to_string(),
-            self.disabled.to_string(),
-            self.created_at.clone(),
-        ]
-    }
-}
+output::columns!(User, |x| {
+    "name" => x.name.clone(),
+    "kind" => x.kind.to_string(),
+    "admin" => x.is_admin.to_string(),
+    "disabled" => x.disabled.to_string(),
+    "created" => x.created_at.clone(),
+});
 
-impl Record for User {
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("name", self.name.clone()),
-            ("id", self.id.to_string()),
-            ("kind", self.kind.to_string()),
-            ("admin", self.is_admin.to_string()),
-            ("disabled", self.disabled.to_string()),
-            ("created", self.created_at.clone()),
-        ]
-    }
-}
+output::fields!(User, |x| {
+    "name" => x.name.clone(),
+    "id" => x.id.to_string(),
+    "kind" => x.kind.to_string(),
+    "admin" => x.is_admin.to_string(),
+    "disabled" => x.disabled.to_string(),
+    "created" => x.created_at.clone(),
+});

@@ -16,7 +16,7 @@ use qanat_data::{Dataset, DatasetSchema, DatasetVersion, NewDataset, VersionRef}
 
 use super::Ctx;
 use crate::cli::{DataCmd, Format};
-use crate::output::{self, Record, Row};
+use crate::output;
 
 pub async fn run(ctx: &Ctx, project: &str, cmd: DataCmd) -> Result<()> {
     let (c, format) = (&ctx.client, ctx.format);
@@ -123,99 +123,53 @@ fn size(bytes: i64) -> String {
     }
 }
 
-impl Row for Dataset {
-    const HEADERS: &'static [&'static str] = &[
-        "name",
-        "latest",
-        "classification",
-        "location",
-        "owner",
-        "description",
-    ];
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.name.clone(),
-            output::opt(self.latest_version),
-            self.classification.to_string(),
-            self.location.clone(),
-            self.owner.clone(),
-            self.description.clone(),
-        ]
-    }
-}
+output::columns!(Dataset, |x| {
+    "name" => x.name.clone(),
+    "latest" => output::opt(x.latest_version),
+    "classification" => x.classification.to_string(),
+    "location" => x.location.clone(),
+    "owner" => x.owner.clone(),
+    "description" => x.description.clone(),
+});
 
-impl Record for Dataset {
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        let tags: Vec<String> = self.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        vec![
-            ("name", self.name.clone()),
-            ("id", self.id.clone()),
-            ("description", self.description.clone()),
-            ("owner", self.owner.clone()),
-            ("classification", self.classification.to_string()),
-            (
-                "regions",
-                self.allowed_regions
-                    .as_deref()
-                    .map_or_else(|| "(the project's)".into(), output::joined),
-            ),
-            ("location", self.location.clone()),
-            ("tags", output::joined(&tags)),
-            (
-                "schema",
-                self.schema
-                    .as_ref()
-                    .map_or_else(|| "-".into(), |s| format!("{} columns", s.columns.len())),
-            ),
-            ("latest version", output::opt(self.latest_version)),
-            ("created", self.created_at.clone()),
-            ("created by", self.created_by.clone()),
-        ]
-    }
-}
+output::fields!(Dataset, |x| {
+    "name" => x.name.clone(),
+    "id" => x.id.clone(),
+    "description" => x.description.clone(),
+    "owner" => x.owner.clone(),
+    "classification" => x.classification.to_string(),
+    "regions" => x.allowed_regions.as_deref().map_or_else(|| "(the project's)".into(), output::joined),
+    "location" => x.location.clone(),
+    "tags" => output::joined(&x.tags.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>()),
+    "schema" => x.schema.as_ref().map_or_else(|| "-".into(), |s| format!("{} columns", s.columns.len())),
+    "latest version" => output::opt(x.latest_version),
+    "created" => x.created_at.clone(),
+    "created by" => x.created_by.clone(),
+});
 
-impl Row for DatasetVersion {
-    const HEADERS: &'static [&'static str] = &[
-        "version",
-        "tags",
-        "files",
-        "size",
-        "new bytes",
-        "parent",
-        "author",
-        "time",
-        "message",
-    ];
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.version.to_string(),
-            output::joined(&self.tags),
-            self.file_count.to_string(),
-            size(self.total_size),
-            size(self.new_bytes),
-            output::opt(self.parent),
-            self.author.clone(),
-            self.created_at.clone(),
-            self.message.clone(),
-        ]
-    }
-}
+output::columns!(DatasetVersion, |x| {
+    "version" => x.version.to_string(),
+    "tags" => output::joined(&x.tags),
+    "files" => x.file_count.to_string(),
+    "size" => size(x.total_size),
+    "new bytes" => size(x.new_bytes),
+    "parent" => output::opt(x.parent),
+    "author" => x.author.clone(),
+    "time" => x.created_at.clone(),
+    "message" => x.message.clone(),
+});
 
-impl Record for DatasetVersion {
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("dataset", self.dataset.clone()),
-            ("version", self.version.to_string()),
-            ("tags", output::joined(&self.tags)),
-            ("files", self.file_count.to_string()),
-            ("size", size(self.total_size)),
-            ("new bytes", size(self.new_bytes)),
-            ("parent", output::opt(self.parent)),
-            ("manifest", self.manifest_id.clone()),
-            ("author", self.author.clone()),
-            ("producer", self.producer.clone()),
-            ("time", self.created_at.clone()),
-            ("message", self.message.clone()),
-        ]
-    }
-}
+output::fields!(DatasetVersion, |x| {
+    "dataset" => x.dataset.clone(),
+    "version" => x.version.to_string(),
+    "tags" => output::joined(&x.tags),
+    "files" => x.file_count.to_string(),
+    "size" => size(x.total_size),
+    "new bytes" => size(x.new_bytes),
+    "parent" => output::opt(x.parent),
+    "manifest" => x.manifest_id.clone(),
+    "author" => x.author.clone(),
+    "producer" => x.producer.clone(),
+    "time" => x.created_at.clone(),
+    "message" => x.message.clone(),
+});

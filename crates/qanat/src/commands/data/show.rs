@@ -69,34 +69,22 @@ fn stat(v: f64) -> String {
     }
 }
 
-impl Row for ColumnProfile {
-    const HEADERS: &'static [&'static str] = &[
-        "column", "type", "nulls", "min", "max", "mean", "std", "distinct",
-    ];
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.name.clone(),
-            self.data_type.clone(),
-            stat(self.null_fraction),
-            output::opt(self.min.as_ref()),
-            output::opt(self.max.as_ref()),
-            output::opt(self.mean.map(stat)),
-            output::opt(self.std.map(stat)),
-            self.distinct_estimate.to_string(),
-        ]
-    }
-}
+output::columns!(ColumnProfile, |x| {
+    "column" => x.name.clone(),
+    "type" => x.data_type.clone(),
+    "nulls" => stat(x.null_fraction),
+    "min" => output::opt(x.min.as_ref()),
+    "max" => output::opt(x.max.as_ref()),
+    "mean" => output::opt(x.mean.map(stat)),
+    "std" => output::opt(x.std.map(stat)),
+    "distinct" => x.distinct_estimate.to_string(),
+});
 
-impl Row for FileEntry {
-    const HEADERS: &'static [&'static str] = &["path", "size", "blake3"];
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.path.clone(),
-            self.size.to_string(),
-            self.blake3.clone(),
-        ]
-    }
-}
+output::columns!(FileEntry, |x| {
+    "path" => x.path.clone(),
+    "size" => x.size.to_string(),
+    "blake3" => x.blake3.clone(),
+});
 
 #[cfg(test)]
 mod tests {

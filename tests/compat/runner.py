@@ -1,0 +1,28 @@
+"""The compat suites' runner: `@test` registers a check; `main()` runs every one,
+reports each, and exits non-zero if any failed (COMPAT_TRACEBACK=1 prints tracebacks)."""
+
+import os
+import sys
+import traceback
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def main():
+    failed = 0
+    for fn in TESTS:
+        try:
+            fn()
+            print(f"ok   {fn.__name__}")
+        except Exception as e:  # noqa: BLE001 - report every failure, then exit non-zero
+            failed += 1
+            print(f"FAIL {fn.__name__}: {type(e).__name__}: {e}")
+            if os.environ.get("COMPAT_TRACEBACK"):
+                traceback.print_exc()
+    print(f"{len(TESTS) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
