@@ -4,7 +4,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use qanat_governance::wire::{CreateProject, SetMember, UpdateProject};
-use qanat_governance::{Member, Project, Role};
+use qanat_governance::{Member, Project};
 
 use qanat_governance::Requirement::{Authenticated, GlobalAdmin, Project as InProject};
 use qanat_governance::Role::{Admin, Maintainer, Viewer};
@@ -101,18 +101,11 @@ pub(crate) async fn set_member(
     ApiJson(body): ApiJson<SetMember>,
 ) -> Result<Json<Member>, ApiError> {
     let (_, user) = path;
-    if body.role == Role::Admin && !caller.is_admin && scope.role != Some(Role::Admin) {
-        return Err(ApiError::forbidden(format!(
-            "only an admin of project '{}' may grant the admin role",
-            scope.project.name
-        )));
-    }
-    Ok(Json(
-        state
-            .gov
-            .set_member(&scope.project, &user, body.role)
-            .await?,
-    ))
+    let gov = &state.gov;
+    let member = gov
+        .set_member(&scope.project, &user, body.role, &caller, scope.role)
+        .await?;
+    Ok(Json(member))
 }
 
 /// Remove a user from a project (maintainers).
@@ -126,19 +119,9 @@ pub(crate) async fn remove_member(
     ApiPath(path): ApiPath<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let (_, user) = path;
-    let target_is_admin = state
-        .gov
-        .members(&scope.project)
-        .await?
-        .iter()
-        .any(|m| m.user == user && m.role == Role::Admin);
-    if target_is_admin && !caller.is_admin && scope.role != Some(Role::Admin) {
-        return Err(ApiError::forbidden(format!(
-            "only an admin of project '{}' may remove an admin",
-            scope.project.name
-        )));
-    }
-    state.gov.remove_member(&scope.project, &user).await?;
+    let gov = &state.gov;
+    gov.remove_member(&scope.project, &user, &caller, scope.role)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -206,10 +206,32 @@ impl Governance {
             .collect()
     }
 
-    /// Grants `user` a role in `project` (replacing any earlier role).
-    pub async fn set_member(&self, p: &Project, user: &str, role: Role) -> Result<Member> {
+    /// Grants `user` a role in `p` (replacing any earlier role), acting as `by`, who has
+    /// `by_role` in the project (a global admin acts as a project admin). Nobody grants
+    /// a role above their own or changes a member ranked above them, and the project
+    /// keeps at least one admin.
+    pub async fn set_member(
+        &self,
+        p: &Project,
+        user: &str,
+        role: Role,
+        by: &Principal,
+        by_role: Option<Role>,
+    ) -> Result<Member> {
+        let rank = standing(p, by, by_role)?;
+        if role > rank {
+            return Err(Error::Forbidden(format!(
+                "you are {rank} of project '{}' and may grant roles up to {rank}, not {role}",
+                p.name
+            )));
+        }
         let u = self.user(user).await?;
-        let now = now_micros();
+        let mut tx = self.lock_members(p).await?;
+        let current = member_role(&mut tx, p, &u.id).await?;
+        check_rank(p, user, current, rank)?;
+        if current == Some(Role::Admin) && role != Role::Admin {
+            keeps_an_admin(&mut tx, p, user).await?;
+        }
         sqlx::query(
             "INSERT INTO members (project_id, user_id, role, created_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (project_id, user_id) DO UPDATE SET role = excluded.role",
@@ -217,9 +239,10 @@ impl Governance {
         .bind(&p.id)
         .bind(&u.id)
         .bind(role.as_str())
-        .bind(now)
-        .execute(self.meta.writer())
+        .bind(now_micros())
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         self.members(p)
             .await?
             .into_iter()
@@ -227,17 +250,101 @@ impl Governance {
             .ok_or_else(|| Error::not_found("member", user))
     }
 
-    /// Removes `user` from `project`.
-    pub async fn remove_member(&self, p: &Project, user: &str) -> Result<()> {
+    /// Removes `user` from `p`, acting as `by` (the rules of [`Governance::set_member`]).
+    pub async fn remove_member(
+        &self,
+        p: &Project,
+        user: &str,
+        by: &Principal,
+        by_role: Option<Role>,
+    ) -> Result<()> {
+        let rank = standing(p, by, by_role)?;
         let u = self.user(user).await?;
-        let res = sqlx::query("DELETE FROM members WHERE project_id = $1 AND user_id = $2")
+        let mut tx = self.lock_members(p).await?;
+        let Some(current) = member_role(&mut tx, p, &u.id).await? else {
+            return Err(Error::not_found("member", format!("{user} in {}", p.name)));
+        };
+        check_rank(p, user, Some(current), rank)?;
+        if current == Role::Admin {
+            keeps_an_admin(&mut tx, p, user).await?;
+        }
+        sqlx::query("DELETE FROM members WHERE project_id = $1 AND user_id = $2")
             .bind(&p.id)
             .bind(&u.id)
-            .execute(self.meta.writer())
+            .execute(&mut *tx)
             .await?;
-        if res.rows_affected() == 0 {
-            return Err(Error::not_found("member", format!("{user} in {}", p.name)));
-        }
+        tx.commit().await?;
         Ok(())
     }
+
+    /// A transaction in which no other membership change of `p` runs: it holds the
+    /// project's row (PostgreSQL locks it; SQLite has one writer).
+    async fn lock_members(&self, p: &Project) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        let mut tx = self.meta.writer().begin().await?;
+        sqlx::query("UPDATE projects SET name = name WHERE id = $1")
+            .bind(&p.id)
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
+}
+
+/// The role `by` acts with in `p`: a global admin acts as a project admin.
+fn standing(p: &Project, by: &Principal, by_role: Option<Role>) -> Result<Role> {
+    if by.is_admin {
+        return Ok(Role::Admin);
+    }
+    by_role.ok_or_else(|| {
+        Error::Forbidden(format!(
+            "'{}' is not a member of project '{}'",
+            by.name, p.name
+        ))
+    })
+}
+
+fn check_rank(p: &Project, user: &str, current: Option<Role>, rank: Role) -> Result<()> {
+    match current {
+        Some(r) if r > rank => Err(Error::Forbidden(format!(
+            "'{user}' is {r} of project '{}', above your role ({rank}): only a member ranked {r} or higher may change or remove them",
+            p.name
+        ))),
+        _ => Ok(()),
+    }
+}
+
+async fn member_role(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    p: &Project,
+    user_id: &UserId,
+) -> Result<Option<Role>> {
+    let row = sqlx::query("SELECT role FROM members WHERE project_id = $1 AND user_id = $2")
+        .bind(&p.id)
+        .bind(user_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    match row {
+        Some(r) => Ok(Some(r.try_get::<String, _>("role")?.parse()?)),
+        None => Ok(None),
+    }
+}
+
+/// Refuses to take the admin role from `user` when they are the project's last admin.
+async fn keeps_an_admin(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    p: &Project,
+    user: &str,
+) -> Result<()> {
+    let admins: i64 =
+        sqlx::query("SELECT COUNT(*) AS n FROM members WHERE project_id = $1 AND role = 'admin'")
+            .bind(&p.id)
+            .fetch_one(&mut **tx)
+            .await?
+            .try_get("n")?;
+    if admins <= 1 {
+        return Err(Error::Forbidden(format!(
+            "'{user}' is the last admin of project '{}': a project keeps at least one admin; make another member admin first",
+            p.name
+        )));
+    }
+    Ok(())
 }

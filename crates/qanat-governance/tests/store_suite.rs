@@ -142,14 +142,14 @@ async fn projects_members_and_roles() {
             .await
             .expect("user");
         assert_eq!(gov.role_in(&viewer.id, "fraud").await.expect("role"), None);
-        gov.set_member(&p, "vera", Role::Viewer)
+        gov.set_member(&p, "vera", Role::Viewer, &admin, None)
             .await
             .expect("grant");
         assert_eq!(
             gov.role_in(&viewer.id, "fraud").await.expect("role"),
             Some(Role::Viewer)
         );
-        gov.set_member(&p, "vera", Role::Editor)
+        gov.set_member(&p, "vera", Role::Editor, &admin, None)
             .await
             .expect("regrant");
         assert_eq!(
@@ -164,7 +164,9 @@ async fn projects_members_and_roles() {
         let vera_token = gov.create_token("vera", "t", None).await.expect("token");
         let vera = gov.authenticate(&vera_token.token).await.expect("auth");
         assert_eq!(gov.projects_for(&vera).await.expect("list").len(), 1);
-        gov.remove_member(&p, "vera").await.expect("remove");
+        gov.remove_member(&p, "vera", &admin, None)
+            .await
+            .expect("remove");
         assert!(gov.projects_for(&vera).await.expect("list").is_empty());
 
         let updated = gov
@@ -275,6 +277,108 @@ async fn concurrent_appends_form_one_dense_chain() {
         assert_eq!(
             after.iter().map(|e| e.seq).collect::<Vec<_>>(),
             vec![11, 12, 13]
+        );
+    }
+}
+
+/// The principal of a fresh token of `user`.
+async fn as_user(gov: &Governance, user: &str) -> qanat_governance::Principal {
+    let token = gov.create_token(user, "t", None).await.expect("token");
+    gov.authenticate(&token.token).await.expect("auth")
+}
+
+#[tokio::test]
+async fn members_cannot_outrank_themselves_and_a_project_keeps_an_admin() {
+    for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
+        let gov = Governance::new(db.store.clone());
+        let root = qanat_governance::testing::admin(&gov).await;
+        let p = gov
+            .create_project("p", "", &["uae-north".into()], &root)
+            .await
+            .expect("project");
+        for (name, role) in [
+            ("ann", Role::Admin),
+            ("max", Role::Maintainer),
+            ("ed", Role::Editor),
+        ] {
+            gov.create_user(name, UserKind::User, false)
+                .await
+                .expect("user");
+            gov.set_member(&p, name, role, &root, None)
+                .await
+                .expect("grant");
+        }
+        let max = as_user(&gov, "max").await;
+        let by_max = Some(Role::Maintainer);
+        let forbidden = |r: qanat_governance::Result<_>, what: &str| match r {
+            Err(Error::Forbidden(m)) => m,
+            other => panic!("{what}: expected a refusal, got {other:?}"),
+        };
+
+        // A maintainer can neither demote nor remove an admin, nor make anyone admin.
+        let m = forbidden(
+            gov.set_member(&p, "ann", Role::Viewer, &max, by_max)
+                .await
+                .map(|_| ()),
+            "demote an admin",
+        );
+        assert!(m.contains("above your role"), "{m}");
+        forbidden(
+            gov.remove_member(&p, "ann", &max, by_max).await,
+            "remove an admin",
+        );
+        let m = forbidden(
+            gov.set_member(&p, "ed", Role::Admin, &max, by_max)
+                .await
+                .map(|_| ()),
+            "grant admin",
+        );
+        assert!(m.contains("up to maintainer"), "{m}");
+        // ... but manages the members at or below their own rank.
+        gov.set_member(&p, "ed", Role::Maintainer, &max, by_max)
+            .await
+            .expect("promote to own rank");
+        gov.set_member(&p, "ed", Role::Viewer, &max, by_max)
+            .await
+            .expect("demote");
+        gov.remove_member(&p, "ed", &max, by_max)
+            .await
+            .expect("remove");
+        let roles: Vec<_> = gov
+            .members(&p)
+            .await
+            .expect("members")
+            .into_iter()
+            .map(|m| (m.user, m.role))
+            .collect();
+        assert_eq!(
+            roles,
+            vec![
+                ("admin".to_string(), Role::Admin),
+                ("ann".to_string(), Role::Admin),
+                ("max".to_string(), Role::Maintainer),
+            ]
+        );
+
+        // The project keeps an admin, whoever asks.
+        gov.set_member(&p, "admin", Role::Viewer, &root, None)
+            .await
+            .expect("demote one of two admins");
+        let ann = as_user(&gov, "ann").await;
+        let m = forbidden(
+            gov.set_member(&p, "ann", Role::Maintainer, &ann, Some(Role::Admin))
+                .await
+                .map(|_| ()),
+            "demote the last admin",
+        );
+        assert!(m.contains("last admin"), "{m}");
+        forbidden(
+            gov.remove_member(&p, "ann", &root, None).await,
+            "remove the last admin",
+        );
+        assert_eq!(
+            gov.role_in(&ann.user_id, "p").await.expect("role"),
+            Some(Role::Admin)
         );
     }
 }

@@ -266,6 +266,66 @@ fn kill_9_loses_nothing_acknowledged() {
 }
 
 #[test]
+fn members_cannot_outrank_the_one_who_manages_them() {
+    let q = Qanat::start();
+    q.create_project("team", &["uae-north"]);
+    q.create_project("solo", &["uae-north"]);
+    let mia = q.user_with_role("mia", "team", "maintainer");
+    q.user_with_role("ada", "team", "admin");
+    q.user_with_role("eve", "team", "editor");
+    let refused = |name, call, message| Case {
+        name,
+        call,
+        expect: Expect::Status(403),
+        code: "PERMISSION_DENIED",
+        message,
+        ..Case::default()
+    };
+    run_cases(
+        &q,
+        vec![
+            refused(
+                "a maintainer demotes an admin",
+                Call::put("/api/v1/projects/team/members/ada")
+                    .token(&mia)
+                    .json(json!({"role": "viewer"})),
+                "above your role",
+            ),
+            refused(
+                "a maintainer removes an admin",
+                Call::delete("/api/v1/projects/team/members/ada").token(&mia),
+                "above your role",
+            ),
+            refused(
+                "a maintainer grants admin",
+                Call::put("/api/v1/projects/team/members/eve")
+                    .token(&mia)
+                    .json(json!({"role": "admin"})),
+                "up to maintainer",
+            ),
+            refused(
+                "the last admin is removed",
+                Call::delete("/api/v1/projects/solo/members/admin"),
+                "last admin",
+            ),
+            refused(
+                "the last admin is demoted",
+                Call::put("/api/v1/projects/solo/members/admin").json(json!({"role": "editor"})),
+                "last admin",
+            ),
+            Case {
+                name: "a maintainer demotes an editor",
+                call: Call::put("/api/v1/projects/team/members/eve")
+                    .token(&mia)
+                    .json(json!({"role": "viewer"})),
+                expect: Expect::Status(200),
+                ..Case::default()
+            },
+        ],
+    );
+}
+
+#[test]
 fn bad_input_gets_a_clear_4xx() {
     let q = Qanat::start();
     q.create_project("p", &["uae-north"]);
