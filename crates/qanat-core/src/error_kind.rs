@@ -51,3 +51,97 @@ pub trait DomainError: std::error::Error + Send + Sync + 'static {
         None
     }
 }
+
+/// The refusals every domain shares, with one wording across the platform: a missing
+/// object, a name already taken, input that breaks a rule. A domain error wraps it
+/// (`#[error(transparent)] Refused(#[from] Refusal)`) next to its own variants.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("{kind} '{name}' does not exist")]
+    NotFound { kind: &'static str, name: String },
+    #[error("{kind} '{name}' already exists")]
+    AlreadyExists { kind: &'static str, name: String },
+    #[error("invalid {what}: {reason}")]
+    Invalid { what: &'static str, reason: String },
+}
+
+impl Refusal {
+    pub fn not_found(kind: &'static str, name: impl Into<String>) -> Self {
+        Refusal::NotFound {
+            kind,
+            name: name.into(),
+        }
+    }
+
+    pub fn already_exists(kind: &'static str, name: impl Into<String>) -> Self {
+        Refusal::AlreadyExists {
+            kind,
+            name: name.into(),
+        }
+    }
+
+    pub fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
+        Refusal::Invalid {
+            what,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl DomainError for Refusal {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Refusal::NotFound { .. } => ErrorKind::NotFound,
+            Refusal::AlreadyExists { .. } => ErrorKind::AlreadyExists,
+            Refusal::Invalid { .. } => ErrorKind::Invalid,
+        }
+    }
+}
+
+impl From<crate::NameError> for Refusal {
+    fn from(e: crate::NameError) -> Self {
+        Refusal::invalid(e.what, e.rule())
+    }
+}
+
+impl From<crate::UnknownWord> for Refusal {
+    fn from(e: crate::UnknownWord) -> Self {
+        Refusal::invalid(e.what, e.reason())
+    }
+}
+
+/// Gives a domain error whose `Refused` variant wraps a [`Refusal`] the constructors
+/// `not_found(kind, name)`, `already_exists(kind, name)` and `invalid(what, reason)`,
+/// and `From` for [`NameError`](crate::NameError) and
+/// [`UnknownWord`](crate::UnknownWord), so `?` turns a broken name rule into a 400.
+#[macro_export]
+macro_rules! refusals {
+    ($err:ident) => {
+        #[allow(dead_code)]
+        impl $err {
+            pub(crate) fn not_found(kind: &'static str, name: impl Into<String>) -> Self {
+                $err::Refused($crate::Refusal::not_found(kind, name))
+            }
+
+            pub(crate) fn already_exists(kind: &'static str, name: impl Into<String>) -> Self {
+                $err::Refused($crate::Refusal::already_exists(kind, name))
+            }
+
+            pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
+                $err::Refused($crate::Refusal::invalid(what, reason))
+            }
+        }
+
+        impl From<$crate::NameError> for $err {
+            fn from(e: $crate::NameError) -> Self {
+                $err::Refused(e.into())
+            }
+        }
+
+        impl From<$crate::UnknownWord> for $err {
+            fn from(e: $crate::UnknownWord) -> Self {
+                $err::Refused(e.into())
+            }
+        }
+    };
+}

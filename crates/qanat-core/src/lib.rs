@@ -30,7 +30,7 @@ mod name;
 mod object_ref;
 mod words;
 
-pub use error_kind::{DomainError, ErrorKind};
+pub use error_kind::{DomainError, ErrorKind, Refusal};
 pub use ids::{ProjectId, UserId};
 pub use name::{IdentityName, Name, NameError};
 pub use object_ref::{Kind, ObjectRef, RefError, Selector};

@@ -7,12 +7,8 @@ pub enum Error {
     Governance(#[from] qanat_governance::Error),
     #[error("metadata store: {0}")]
     Db(#[from] sqlx::Error),
-    #[error("{kind} '{name}' does not exist")]
-    NotFound { kind: &'static str, name: String },
-    #[error("{kind} '{name}' already exists")]
-    AlreadyExists { kind: &'static str, name: String },
-    #[error("invalid {what}: {reason}")]
-    Invalid { what: &'static str, reason: String },
+    #[error(transparent)]
+    Refused(#[from] qanat_core::Refusal),
     #[error("{0}")]
     Busy(String),
     #[error("reading a stored file failed: {0}")]
@@ -23,21 +19,7 @@ pub enum Error {
     MissingChunks { count: usize, example: String },
 }
 
-impl Error {
-    pub(crate) fn not_found(kind: &'static str, name: impl Into<String>) -> Self {
-        Error::NotFound {
-            kind,
-            name: name.into(),
-        }
-    }
-
-    pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
-        Error::Invalid {
-            what,
-            reason: reason.into(),
-        }
-    }
-}
+qanat_core::refusals!(Error);
 
 fn describe_violations(v: &[crate::SchemaViolation]) -> String {
     let mut s = format!("the push breaks the dataset's declared schema ({} problem(s)); nothing was stored as a version:", v.len());
@@ -60,11 +42,8 @@ impl qanat_core::DomainError for Error {
             Error::Store(s) => s.kind(),
             Error::Governance(g) => g.kind(),
             Error::Db(_) | Error::Io(_) => K::Internal,
-            Error::NotFound { .. } => K::NotFound,
-            Error::AlreadyExists { .. } => K::AlreadyExists,
-            Error::Invalid { .. } | Error::MissingChunks { .. } | Error::SchemaViolation(_) => {
-                K::Invalid
-            }
+            Error::Refused(r) => r.kind(),
+            Error::MissingChunks { .. } | Error::SchemaViolation(_) => K::Invalid,
             Error::Busy(_) => K::Unavailable,
         }
     }
@@ -82,18 +61,6 @@ impl qanat_core::DomainError for Error {
 
 impl From<qanat_core::RefError> for Error {
     fn from(e: qanat_core::RefError) -> Self {
-        Error::Invalid {
-            what: "version",
-            reason: e.to_string(),
-        }
-    }
-}
-
-impl From<qanat_core::UnknownWord> for Error {
-    fn from(e: qanat_core::UnknownWord) -> Self {
-        Error::Invalid {
-            what: e.what,
-            reason: e.reason(),
-        }
+        Error::invalid("version", e.to_string())
     }
 }

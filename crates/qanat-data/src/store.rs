@@ -250,10 +250,7 @@ impl Datasets {
         match res {
             Ok(_) => {}
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                return Err(Error::AlreadyExists {
-                    kind: "dataset",
-                    name: new.name,
-                })
+                return Err(Error::already_exists("dataset", new.name))
             }
             Err(e) => return Err(e.into()),
         }
@@ -790,10 +787,9 @@ impl Datasets {
             .await;
         match res {
             Ok(_) => self.resolve(ds, &VersionRef::Version(version)).await,
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(Error::AlreadyExists {
-                kind: "tag",
-                name: format!("{}@{tag}", ds.name),
-            }),
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                Err(Error::already_exists("tag", format!("{}@{tag}", ds.name)))
+            }
             Err(e) => Err(e.into()),
         }
     }

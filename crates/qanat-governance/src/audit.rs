@@ -17,7 +17,8 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::identity::rfc3339;
-use crate::{Governance, Result};
+use crate::wire::AuditFilter;
+use crate::{Error, Governance, Result};
 
 const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 const VERIFY_PAGE: i64 = 1000;
@@ -107,24 +108,6 @@ pub struct AuditEntry {
     pub detail: String,
     pub prev_hash: String,
     pub hash: String,
-}
-
-/// Filters for reading the log. Without `after_seq`, the newest `limit` matching entries
-/// are returned; with it, the oldest `limit` entries after that sequence number. Either
-/// way the result is in ascending order.
-#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
-pub struct AuditQuery {
-    pub actor: Option<String>,
-    pub action: Option<String>,
-    pub project: Option<String>,
-    pub outcome: Option<String>,
-    /// Only entries at or after this time (micros since the epoch).
-    pub since: Option<Micros>,
-    /// Only entries before this time (micros since the epoch).
-    pub until: Option<Micros>,
-    pub after_seq: Option<i64>,
-    /// 1–1000, default 100.
-    pub limit: Option<i64>,
 }
 
 /// One thing wrong with the chain.
@@ -306,9 +289,24 @@ impl Governance {
         Ok(entry)
     }
 
-    /// Reads entries matching `q` (see [`AuditQuery`] for the order).
-    pub async fn query_audit(&self, q: &AuditQuery) -> Result<Vec<AuditEntry>> {
-        let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    /// Reads entries matching `q`. Without `after_seq`, the newest `limit` matching
+    /// entries; with it, the oldest `limit` entries after that sequence number. Either
+    /// way the result is in ascending order.
+    pub async fn query_audit(&self, q: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        if let Some(o) = &q.outcome {
+            o.parse::<AuditOutcome>()?;
+        }
+        let limit = match q.limit {
+            None => 100,
+            Some(l) if (1..=1000).contains(&l) => l,
+            Some(_) => return Err(Error::invalid("limit", "use 1 to 1000")),
+        };
+        let time = |field: &'static str, v: &Option<String>| {
+            v.as_deref()
+                .map(|s| qanat_store::parse_micros(s).map_err(|e| Error::invalid(field, e)))
+                .transpose()
+        };
+        let (since, until) = (time("since", &q.since)?, time("until", &q.until)?);
         let mut clauses: Vec<String> = Vec::new();
         let mut binds: Vec<Bind> = Vec::new();
         let mut add = |clause: &str, bind: Bind| {
@@ -327,10 +325,10 @@ impl Governance {
         if let Some(v) = &q.outcome {
             add("outcome = ?", Bind::Text(v.clone()));
         }
-        if let Some(v) = q.since {
+        if let Some(v) = since {
             add("ts >= ?", Bind::Int(v));
         }
-        if let Some(v) = q.until {
+        if let Some(v) = until {
             add("ts < ?", Bind::Int(v));
         }
         if let Some(v) = q.after_seq {

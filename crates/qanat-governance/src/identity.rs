@@ -135,10 +135,7 @@ impl Governance {
         match res {
             Ok(_) => {}
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                return Err(Error::AlreadyExists {
-                    kind: "user",
-                    name: name.into(),
-                })
+                return Err(Error::already_exists("user", name))
             }
             Err(e) => return Err(e.into()),
         }

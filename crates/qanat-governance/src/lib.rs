@@ -25,8 +25,8 @@ pub mod wire;
 pub mod testing;
 
 pub use audit::{
-    append_audit_in, AuditEntry, AuditOutcome, AuditQuery, AuditRecord, AuditVerification,
-    ChainProblem, SERVICE_ACTOR_PREFIX,
+    append_audit_in, AuditEntry, AuditOutcome, AuditRecord, AuditVerification, ChainProblem,
+    SERVICE_ACTOR_PREFIX,
 };
 pub use error::Error;
 pub use identity::{NewToken, Principal, TokenInfo, User, UserKind};

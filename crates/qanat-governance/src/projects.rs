@@ -90,10 +90,7 @@ impl Governance {
         match res {
             Ok(_) => {}
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                return Err(Error::AlreadyExists {
-                    kind: "project",
-                    name: name.into(),
-                })
+                return Err(Error::already_exists("project", name))
             }
             Err(e) => return Err(e.into()),
         }

@@ -1,7 +1,9 @@
 //! The shared store suite: every test runs against SQLite, and against PostgreSQL when
 //! `QANAT_TEST_POSTGRES_URL` is set (CI sets it).
 
-use qanat_governance::{AuditOutcome, AuditQuery, AuditRecord, Error, Governance, Role, UserKind};
+use qanat_core::Refusal;
+use qanat_governance::wire::AuditFilter;
+use qanat_governance::{AuditOutcome, AuditRecord, Error, Governance, Role, UserKind};
 use qanat_store::now_micros;
 use qanat_store::testing::TestDb;
 
@@ -125,16 +127,16 @@ async fn projects_members_and_roles() {
         assert!(matches!(
             gov.create_project("fraud", "", &["uae-north".into()], &admin)
                 .await,
-            Err(Error::AlreadyExists { .. })
+            Err(Error::Refused(Refusal::AlreadyExists { .. }))
         ));
         assert!(matches!(
             gov.create_project("Bad Name", "", &["uae-north".into()], &admin)
                 .await,
-            Err(Error::Invalid { .. })
+            Err(Error::Refused(Refusal::Invalid { .. }))
         ));
         assert!(matches!(
             gov.create_project("x", "", &[], &admin).await,
-            Err(Error::Invalid { .. })
+            Err(Error::Refused(Refusal::Invalid { .. }))
         ));
 
         let viewer = gov
@@ -158,7 +160,7 @@ async fn projects_members_and_roles() {
         );
         assert!(matches!(
             gov.role_in(&viewer.id, "nope").await,
-            Err(Error::NotFound { .. })
+            Err(Error::Refused(Refusal::NotFound { .. }))
         ));
 
         let vera_token = gov.create_token("vera", "t", None).await.expect("token");
@@ -255,7 +257,7 @@ async fn concurrent_appends_form_one_dense_chain() {
         assert_eq!(v.head_seq, 400);
 
         let q = gov
-            .query_audit(&AuditQuery {
+            .query_audit(&AuditFilter {
                 outcome: Some("denied".into()),
                 limit: Some(5),
                 ..Default::default()
@@ -267,7 +269,7 @@ async fn concurrent_appends_form_one_dense_chain() {
             vec![396, 397, 398, 399, 400]
         );
         let after = gov
-            .query_audit(&AuditQuery {
+            .query_audit(&AuditFilter {
                 after_seq: Some(10),
                 limit: Some(3),
                 ..Default::default()

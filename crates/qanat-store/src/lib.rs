@@ -54,7 +54,7 @@ pub use metadata::{redact_url, Backend, MetaStore};
 pub use objects::{
     LocationConfig, LocationInfo, ObjectInfo, ObjectKey, ObjectStorage, PlainStream, Region,
 };
-pub use time::{format_micros, now_micros, Micros};
+pub use time::{format_micros, now_micros, parse_micros, Micros};
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

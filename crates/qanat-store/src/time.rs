@@ -8,6 +8,14 @@ pub fn now_micros() -> Micros {
     chrono::Utc::now().timestamp_micros()
 }
 
+/// Parses an RFC 3339 time (any offset) into microseconds since the epoch; the error
+/// says what a valid time looks like.
+pub fn parse_micros(s: &str) -> Result<Micros, String> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| t.timestamp_micros())
+        .map_err(|e| format!("'{s}' is not an RFC 3339 time, e.g. 2026-01-31T12:00:00Z ({e})"))
+}
+
 /// Formats stored microseconds as RFC 3339 (UTC, microsecond precision).
 pub fn format_micros(micros: Micros) -> String {
     chrono::DateTime::from_timestamp_micros(micros)

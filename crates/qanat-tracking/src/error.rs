@@ -7,10 +7,10 @@ pub enum Error {
     /// rolled back whole and the call may be retried.
     #[error("a concurrent change to the same object won; nothing was written, retry")]
     Conflict,
-    #[error("{kind} '{name}' does not exist")]
-    NotFound { kind: &'static str, name: String },
-    #[error("{kind} '{name}' already exists")]
-    AlreadyExists { kind: &'static str, name: String },
+    /// A missing object or a taken name (invalid input is [`Error::Invalid`], whose
+    /// message is MLflow's wording as is).
+    #[error(transparent)]
+    Refused(#[from] qanat_core::Refusal),
     #[error("{0}")]
     Invalid(String),
     #[error(transparent)]
@@ -19,10 +19,11 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn not_found(kind: &'static str, name: impl Into<String>) -> Self {
-        Error::NotFound {
-            kind,
-            name: name.into(),
-        }
+        Error::Refused(qanat_core::Refusal::not_found(kind, name))
+    }
+
+    pub(crate) fn already_exists(kind: &'static str, name: impl Into<String>) -> Self {
+        Error::Refused(qanat_core::Refusal::already_exists(kind, name))
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
@@ -45,8 +46,7 @@ impl qanat_core::DomainError for Error {
         match self {
             Error::Db(_) => K::Internal,
             Error::Conflict => K::Conflict,
-            Error::NotFound { .. } => K::NotFound,
-            Error::AlreadyExists { .. } => K::AlreadyExists,
+            Error::Refused(r) => r.kind(),
             Error::Invalid(_) => K::Invalid,
             Error::Governance(g) => g.kind(),
         }

@@ -1148,10 +1148,7 @@ async fn name_free(
         .fetch_optional(&mut **tx)
         .await?;
     match taken {
-        Some(_) => Err(Error::AlreadyExists {
-            kind: "registered model",
-            name: name.to_string(),
-        }),
+        Some(_) => Err(Error::already_exists("registered model", name)),
         None => Ok(()),
     }
 }

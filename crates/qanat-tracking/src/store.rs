@@ -374,14 +374,12 @@ impl Tracking {
         .await?;
         if let Some(row) = taken {
             let stage: String = row.try_get("lifecycle_stage")?;
-            return Err(Error::AlreadyExists {
-                kind: if stage == "deleted" {
-                    "deleted experiment (restore it, or choose another name)"
-                } else {
-                    "experiment"
-                },
-                name: name.to_string(),
-            });
+            let kind = if stage == "deleted" {
+                "deleted experiment (restore it, or choose another name)"
+            } else {
+                "experiment"
+            };
+            return Err(Error::already_exists(kind, name));
         }
         let next: i64 = sqlx::query(
             "SELECT COALESCE(MAX(experiment_id), 0) + 1 AS next FROM experiments WHERE project_id = $1",
@@ -532,10 +530,7 @@ impl Tracking {
             return Ok(());
         }
         if self.experiment_by_name(project, new_name).await.is_ok() {
-            return Err(Error::AlreadyExists {
-                kind: "experiment",
-                name: new_name.to_string(),
-            });
+            return Err(Error::already_exists("experiment", new_name));
         }
         sqlx::query("UPDATE experiments SET name = $1, last_update_time = $2 WHERE project_id = $3 AND experiment_id = $4")
             .bind(new_name)

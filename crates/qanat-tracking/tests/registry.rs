@@ -4,7 +4,8 @@
 mod common;
 
 use common::setup;
-use qanat_governance::{AuditOutcome, AuditQuery, AuditRecord, Project};
+use qanat_governance::wire::AuditFilter;
+use qanat_governance::{AuditOutcome, AuditRecord, Project};
 use qanat_store::testing::TestDb;
 use qanat_tracking::{
     Batch, Metric, MetricValue, ModelOrder, ModelOutput, NewLoggedModel, NewModelVersion, NewRun,
@@ -427,9 +428,9 @@ async fn a_service_rollback_is_audited_in_its_own_transaction() {
             ("service:monitor", "rollback")
         );
         let entries = gov
-            .query_audit(&AuditQuery {
+            .query_audit(&AuditFilter {
                 actor: Some("service:monitor".into()),
-                ..AuditQuery::default()
+                ..AuditFilter::default()
             })
             .await
             .expect("audit");

@@ -4,7 +4,8 @@
 use proptest::prelude::*;
 mod common;
 
-use qanat_governance::{AuditOutcome, AuditQuery, AuditRecord, Project};
+use qanat_governance::wire::AuditFilter;
+use qanat_governance::{AuditOutcome, AuditRecord, Project};
 use qanat_store::testing::TestDb;
 use qanat_tracking::{Batch, Metric, MetricValue, NewRun, Param, Tag, Tracking, ViewType};
 
@@ -151,9 +152,9 @@ async fn a_batch_commits_its_audit_entry_with_it_or_not_at_all() {
             .await
             .expect_err("immutable");
         let entries = gov
-            .query_audit(&AuditQuery {
+            .query_audit(&AuditFilter {
                 action: Some("mlflow.run.log_batch".into()),
-                ..AuditQuery::default()
+                ..AuditFilter::default()
             })
             .await
             .expect("query");

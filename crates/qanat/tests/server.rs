@@ -376,6 +376,24 @@ fn bad_input_gets_a_clear_4xx() {
                 "an unknown field",
                 Call::post("/api/v1/projects").json(json!({"name": "x", "colour": 1})),
             ),
+            Case {
+                message: "use success, denied or failure",
+                ..invalid(
+                    "an unknown audit outcome",
+                    Call::get("/api/v1/audit?outcome=maybe"),
+                )
+            },
+            Case {
+                message: "use 1 to 1000",
+                ..invalid("an audit limit of 0", Call::get("/api/v1/audit?limit=0"))
+            },
+            Case {
+                message: "not an RFC 3339 time",
+                ..invalid(
+                    "an audit time that is not RFC 3339",
+                    Call::get("/api/v1/audit?since=yesterday"),
+                )
+            },
             invalid(
                 "an invalid project name",
                 Call::post("/api/v1/projects").json(json!({"name": "Bad Name!"})),
