@@ -65,6 +65,26 @@ impl Policy {
         }
     }
 
+    /// No identity needed.
+    pub const fn public(action: &'static str) -> Self {
+        Policy::new(action, Requirement::Public)
+    }
+
+    /// Any valid identity.
+    pub const fn authenticated(action: &'static str) -> Self {
+        Policy::new(action, Requirement::Authenticated)
+    }
+
+    /// A global administrator.
+    pub const fn global_admin(action: &'static str) -> Self {
+        Policy::new(action, Requirement::GlobalAdmin)
+    }
+
+    /// At least `role` in the project the request names.
+    pub const fn in_project(action: &'static str, role: qanat_governance::Role) -> Self {
+        Policy::new(action, Requirement::Project(role))
+    }
+
     pub const fn default_project(mut self) -> Self {
         self.default_project = true;
         self

@@ -15,7 +15,6 @@ use qanat_data::{pack, ChunkId, Dataset, DatasetVersion, NewDataset, VersionRef,
 use qanat_governance::wire::LineageParams;
 
 use crate::error::ApiError;
-use qanat_governance::Requirement::Project as InProject;
 use qanat_governance::Role::{Editor, Maintainer, Viewer};
 use utoipa_axum::routes;
 
@@ -428,8 +427,8 @@ const MAX_MANIFEST_BYTES: usize = 256 << 20;
 /// Datasets and lineage. Chunk uploads are staging writes (audited when the commit
 /// makes them visible); file reads, copies and gc stream.
 pub(crate) fn routes() -> Fragment {
-    let read = |action| Policy::new(action, InProject(Viewer)).governed_read();
-    let write = |action| Policy::new(action, InProject(Editor));
+    let read = |action| Policy::in_project(action, Viewer).governed_read();
+    let write = |action| Policy::in_project(action, Editor);
     Fragment::default()
         .route(routes!(create), write("dataset.create"))
         .route(routes!(list), read("dataset.list"))
@@ -445,9 +444,6 @@ pub(crate) fn routes() -> Fragment {
         .streaming(routes!(copy), write("dataset.copy"))
         .route(routes!(diff), read("dataset.diff"))
         .route(routes!(tag), write("dataset.tag"))
-        .streaming(
-            routes!(gc),
-            Policy::new("dataset.gc", InProject(Maintainer)),
-        )
+        .streaming(routes!(gc), Policy::in_project("dataset.gc", Maintainer))
         .route(routes!(lineage), read("lineage.read"))
 }

@@ -13,7 +13,6 @@ use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, Caller};
 use crate::route_table::Fragment;
 use crate::AppState;
-use qanat_governance::Requirement::{Authenticated, GlobalAdmin};
 use utoipa_axum::routes;
 
 /// Create a user or service account (global admins).
@@ -191,35 +190,14 @@ pub(crate) async fn rotate_keys(
 /// Identities and tokens, the audit log, and master keys.
 pub(crate) fn routes() -> Fragment {
     Fragment::default()
-        .route(
-            routes!(create_user),
-            Policy::new("user.create", GlobalAdmin),
-        )
-        .route(routes!(list_users), Policy::new("user.list", GlobalAdmin))
-        .route(
-            routes!(update_user),
-            Policy::new("user.update", GlobalAdmin),
-        )
-        .route(
-            routes!(create_token),
-            Policy::new("token.create", Authenticated),
-        )
-        .route(
-            routes!(list_tokens),
-            Policy::new("token.list", Authenticated),
-        )
-        .route(
-            routes!(revoke_token),
-            Policy::new("token.revoke", Authenticated),
-        )
-        .route(routes!(audit), Policy::new("audit.read", GlobalAdmin))
-        .route(
-            routes!(verify_audit),
-            Policy::new("audit.verify", GlobalAdmin),
-        )
-        .route(routes!(keys), Policy::new("keys.status", GlobalAdmin))
-        .route(
-            routes!(rotate_keys),
-            Policy::new("keys.rotate", GlobalAdmin),
-        )
+        .route(routes!(create_user), Policy::global_admin("user.create"))
+        .route(routes!(list_users), Policy::global_admin("user.list"))
+        .route(routes!(update_user), Policy::global_admin("user.update"))
+        .route(routes!(create_token), Policy::authenticated("token.create"))
+        .route(routes!(list_tokens), Policy::authenticated("token.list"))
+        .route(routes!(revoke_token), Policy::authenticated("token.revoke"))
+        .route(routes!(audit), Policy::global_admin("audit.read"))
+        .route(routes!(verify_audit), Policy::global_admin("audit.verify"))
+        .route(routes!(keys), Policy::global_admin("keys.status"))
+        .route(routes!(rotate_keys), Policy::global_admin("keys.rotate"))
 }

@@ -9,7 +9,6 @@ use qanat_tracking::wire::{AliasMoved, AliasTarget, ModelDetail, ModelList, Mode
 use serde::Deserialize;
 
 use crate::error::ApiError;
-use qanat_governance::Requirement::Project as InProject;
 use qanat_governance::Role::{Maintainer, Viewer};
 use utoipa_axum::routes;
 
@@ -174,10 +173,10 @@ pub(crate) async fn delete_alias(
 
 /// The native registry: viewers read; moving an alias needs a maintainer.
 pub(crate) fn routes() -> Fragment {
-    let release = |action| Policy::new(action, InProject(Maintainer));
+    let release = |action| Policy::in_project(action, Maintainer);
     Fragment::default()
-        .route(routes!(list), Policy::new("model.list", InProject(Viewer)))
-        .route(routes!(show), Policy::new("model.read", InProject(Viewer)))
+        .route(routes!(list), Policy::in_project("model.list", Viewer))
+        .route(routes!(show), Policy::in_project("model.read", Viewer))
         .route(routes!(set_alias), release("model.alias.set"))
         .route(routes!(delete_alias), release("model.alias.delete"))
         .route(routes!(promote), release("model.promote"))

@@ -12,7 +12,6 @@ use qanat_governance::{check_residency, Project};
 use qanat_store::wire::{LocationParam, ObjectListParams, ObjectView};
 use qanat_store::{ObjectInfo, ObjectKey};
 
-use qanat_governance::Requirement::Project as InProject;
 use qanat_governance::Role::{Editor, Viewer};
 use utoipa_axum::routes;
 
@@ -171,17 +170,17 @@ pub(crate) async fn list(
 /// The project's encrypted file area. Transfers stream; listing and deletion do not.
 pub(crate) fn routes() -> Fragment {
     Fragment::default()
-        .route(routes!(list), Policy::new("object.list", InProject(Viewer)))
+        .route(routes!(list), Policy::in_project("object.list", Viewer))
         .streaming(
             routes!(put_object),
-            Policy::new("object.write", InProject(Editor)),
+            Policy::in_project("object.write", Editor),
         )
         .streaming(
             routes!(get_object),
-            Policy::new("object.read", InProject(Viewer)).governed_read(),
+            Policy::in_project("object.read", Viewer).governed_read(),
         )
         .route(
             routes!(delete_object),
-            Policy::new("object.delete", InProject(Editor)),
+            Policy::in_project("object.delete", Editor),
         )
 }

@@ -6,7 +6,6 @@ use axum::Json;
 use qanat_governance::wire::{CreateProject, SetMember, UpdateProject};
 use qanat_governance::{Member, Project};
 
-use qanat_governance::Requirement::{Authenticated, GlobalAdmin, Project as InProject};
 use qanat_governance::Role::{Admin, Maintainer, Viewer};
 use utoipa_axum::routes;
 
@@ -128,26 +127,20 @@ pub(crate) async fn remove_member(
 /// Projects and their members.
 pub(crate) fn routes() -> Fragment {
     Fragment::default()
-        .route(routes!(create), Policy::new("project.create", GlobalAdmin))
-        .route(routes!(list), Policy::new("project.list", Authenticated))
-        .route(
-            routes!(get_one),
-            Policy::new("project.get", InProject(Viewer)),
-        )
+        .route(routes!(create), Policy::global_admin("project.create"))
+        .route(routes!(list), Policy::authenticated("project.list"))
+        .route(routes!(get_one), Policy::in_project("project.get", Viewer))
         .route(
             routes!(update),
-            Policy::new("project.update_policy", InProject(Admin)),
+            Policy::in_project("project.update_policy", Admin),
         )
-        .route(
-            routes!(members),
-            Policy::new("member.list", InProject(Viewer)),
-        )
+        .route(routes!(members), Policy::in_project("member.list", Viewer))
         .route(
             routes!(set_member),
-            Policy::new("member.set", InProject(Maintainer)),
+            Policy::in_project("member.set", Maintainer),
         )
         .route(
             routes!(remove_member),
-            Policy::new("member.remove", InProject(Maintainer)),
+            Policy::in_project("member.remove", Maintainer),
         )
 }

@@ -9,7 +9,6 @@ use qanat_governance::Project;
 use qanat_store::wire::LocationView;
 use serde_json::json;
 
-use qanat_governance::Requirement::{Authenticated, Public};
 use utoipa_axum::routes;
 
 use crate::authz::Policy;
@@ -114,13 +113,10 @@ pub(crate) async fn locations(State(state): State<AppState>) -> Json<Vec<Locatio
 /// Probes, metrics, the OpenAPI document, who-am-I and storage locations.
 pub(crate) fn routes() -> Fragment {
     Fragment::default()
-        .route(routes!(healthz), Policy::new("health", Public))
-        .route(routes!(readyz), Policy::new("ready", Public))
-        .route(routes!(metrics), Policy::new("metrics", Public))
-        .route(routes!(openapi), Policy::new("openapi", Public))
-        .route(routes!(whoami), Policy::new("whoami", Authenticated))
-        .route(
-            routes!(locations),
-            Policy::new("storage.list", Authenticated),
-        )
+        .route(routes!(healthz), Policy::public("health"))
+        .route(routes!(readyz), Policy::public("ready"))
+        .route(routes!(metrics), Policy::public("metrics"))
+        .route(routes!(openapi), Policy::public("openapi"))
+        .route(routes!(whoami), Policy::authenticated("whoami"))
+        .route(routes!(locations), Policy::authenticated("storage.list"))
 }

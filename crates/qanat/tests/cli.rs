@@ -259,14 +259,8 @@ fn home_bind_and_port_flags_win_over_the_environment() {
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("elsewhere");
     let home_arg = home.to_str().expect("utf8");
-    let out = common::base_cmd(dir.path(), &[])
-        .args(["--home", home_arg, "init", "--output", "json"])
-        .output()
-        .expect("run qanat init");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::run_ok(
+        common::base_cmd(dir.path(), &[]).args(["--home", home_arg, "init", "--output", "json"]),
     );
     assert!(
         home.join("master.key").exists(),

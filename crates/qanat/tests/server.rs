@@ -647,15 +647,12 @@ fn cli_login_whoami_and_tables() {
 fn tls_1_3_only_with_dev_certificate() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tls_dir = dir.path().join("tls");
-    let out = common::base_cmd(dir.path(), &[])
-        .args(["certs", "dev", "--out", tls_dir.to_str().expect("utf8")])
-        .output()
-        .expect("certs dev");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::run_ok(common::base_cmd(dir.path(), &[]).args([
+        "certs",
+        "dev",
+        "--out",
+        tls_dir.to_str().expect("utf8"),
+    ]));
     let cert = tls_dir.join("dev-cert.pem");
     let key = tls_dir.join("dev-key.pem");
     let q = Qanat::start_with(vec![

@@ -16,7 +16,6 @@ use axum::http::{Method as M, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use qanat_core::{DomainError, ErrorKind};
-use qanat_governance::Requirement::{Project, Public};
 use qanat_governance::Role::{Editor, Maintainer, Viewer};
 use serde_json::{json, Value};
 
@@ -100,28 +99,28 @@ pub(crate) fn done() -> Reply {
 /// stage (what serving follows) and deleting registry entries need maintainers.
 /// Artifact bytes stream for as long as they keep flowing.
 pub(crate) fn routes() -> Fragment {
-    let read = |action| Policy::new(action, Project(Viewer));
-    let write = |action| Policy::new(action, Project(Editor));
-    let release = |action| Policy::new(action, Project(Maintainer));
+    let read = |action| Policy::in_project(action, Viewer);
+    let write = |action| Policy::in_project(action, Editor);
+    let release = |action| Policy::in_project(action, Maintainer);
     let f = Fragment::default()
         .foreign(
             M::GET,
             "/health",
-            Policy::new("health", Public),
+            Policy::public("health"),
             Bounded,
             tracking::health,
         )
         .foreign(
             M::GET,
             "/version",
-            Policy::new("version", Public),
+            Policy::public("version"),
             Bounded,
             tracking::version,
         )
         .mlflow(
             M::GET,
             "/api/3.0/mlflow/server-info",
-            Policy::new("mlflow.server_info", Public),
+            Policy::public("mlflow.server_info"),
             Bounded,
             tracking::server_info,
         );

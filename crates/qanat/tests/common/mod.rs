@@ -39,6 +39,18 @@ pub fn base_cmd(dir: &Path, extra_env: &[(String, String)]) -> Command {
     cmd
 }
 
+/// Runs `cmd` to completion and returns its output, panicking with its stderr when it
+/// fails.
+pub fn run_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().expect("run qanat");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 impl Qanat {
     /// `qanat init` in a fresh directory, then `qanat server`.
     pub fn start() -> Qanat {
@@ -47,15 +59,7 @@ impl Qanat {
 
     pub fn start_with(extra_env: Vec<(String, String)>) -> Qanat {
         let dir = tempfile::tempdir().expect("tempdir");
-        let out = base_cmd(dir.path(), &extra_env)
-            .args(["init", "--output", "json"])
-            .output()
-            .expect("run qanat init");
-        assert!(
-            out.status.success(),
-            "init failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = run_ok(base_cmd(dir.path(), &extra_env).args(["init", "--output", "json"]));
         let v: Value = serde_json::from_slice(&out.stdout).expect("init prints JSON");
         let admin_token = v["token"].as_str().expect("token").to_string();
         let mut q = Qanat {
