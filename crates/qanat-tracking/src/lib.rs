@@ -24,7 +24,7 @@ pub use model::{
 };
 pub use models::{ModelOrder, NewLoggedModel, ResolvedInput};
 pub use registry::{AliasMove, NewModelVersion};
-pub use store::{Batch, NewRun, Page, RunUpdate, Tracking};
+pub use store::{Batch, NewRun, Page, RunLimits, RunUpdate, Tracking};
 
 /// This domain's tables: experiments, runs, metrics (0003); logged models, the model registry, aliases and their history (0004).
 /// A schema that lists it applies them (see `qanat_store::migrations`).

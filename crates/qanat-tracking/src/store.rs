@@ -21,6 +21,8 @@ pub const MAX_BATCH_PARAMS: usize = 100;
 pub const MAX_BATCH_TAGS: usize = 100;
 pub const MAX_BATCH_ITEMS: usize = 1000;
 const MAX_KEY: usize = 250;
+/// The run tag naming its user: always the authenticated caller, never the client's word.
+const USER_TAG: &str = "mlflow.user";
 const MAX_PARAM_VALUE: usize = 6000;
 const MAX_TAG_VALUE: usize = 8000;
 const MAX_RESULTS: i64 = 50_000;
@@ -31,6 +33,25 @@ pub(crate) const ROWS_PER_INSERT: usize = 200;
 #[derive(Clone, Debug)]
 pub struct Tracking {
     pub(crate) meta: MetaStore,
+    pub(crate) limits: RunLimits,
+}
+
+/// How much one run may hold, so that no run grows without bound (a run with 32k
+/// params once made `runs/get` answer 16 MB). Exceeding a cap is refused with MLflow's
+/// `INVALID_PARAMETER_VALUE`, like its per-request batch limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunLimits {
+    pub max_params: i64,
+    pub max_tags: i64,
+}
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        RunLimits {
+            max_params: 1000,
+            max_tags: 1000,
+        }
+    }
 }
 
 /// What a run is created with.
@@ -246,7 +267,46 @@ const RUN_COLUMNS: &str = "runs.run_id, runs.experiment_id, runs.run_name, runs.
 
 impl Tracking {
     pub fn new(meta: MetaStore) -> Self {
-        Tracking { meta }
+        Tracking {
+            meta,
+            limits: RunLimits::default(),
+        }
+    }
+
+    /// The same store with other per-run caps.
+    pub fn with_limits(mut self, limits: RunLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Refuses, inside `tx` (so nothing is written), a run that now holds more params
+    /// or tags than [`RunLimits`] allow.
+    async fn check_run_caps(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        run_id: &str,
+        params: bool,
+        tags: bool,
+    ) -> Result<()> {
+        let checks = [
+            (params, "run_params", "params", self.limits.max_params),
+            (tags, "run_tags", "tags", self.limits.max_tags),
+        ];
+        for (_, table, what, cap) in checks.into_iter().filter(|c| c.0) {
+            let n: i64 = sqlx::query(&format!(
+                "SELECT COUNT(*) AS n FROM {table} WHERE run_id = $1"
+            ))
+            .bind(run_id)
+            .fetch_one(&mut **tx)
+            .await?
+            .try_get("n")?;
+            if n > cap {
+                return Err(Error::invalid(format!(
+                    "run {run_id} would hold {n} {what}; a run holds at most {cap} (tracking.max_{what}_per_run)"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// One page of a search over `t`: `head` is `SELECT … FROM … WHERE <fixed
@@ -663,19 +723,19 @@ impl Tracking {
         .bind(&artifact_uri)
         .execute(&mut *tx)
         .await?;
+        // The user is the authenticated caller, whatever `mlflow.user` the client sent.
         let mut tags = new.tags;
-        tags.retain(|t| t.key != "mlflow.runName");
+        tags.retain(|t| t.key != "mlflow.runName" && t.key != USER_TAG);
         tags.push(Tag {
             key: "mlflow.runName".into(),
             value: run_name,
         });
-        if !tags.iter().any(|t| t.key == "mlflow.user") {
-            tags.push(Tag {
-                key: "mlflow.user".into(),
-                value: new.user_id.clone(),
-            });
-        }
+        tags.push(Tag {
+            key: USER_TAG.into(),
+            value: new.user_id.clone(),
+        });
         upsert_tags(&mut tx, &run_id, &tags).await?;
+        self.check_run_caps(&mut tx, &run_id, false, true).await?;
         tx.commit().await?;
         self.run(project, &run_id).await
     }
@@ -870,6 +930,11 @@ impl Tracking {
         }
         for t in &batch.tags {
             check_key("tag", &t.key)?;
+            if t.key == USER_TAG {
+                return Err(Error::invalid(format!(
+                    "tag '{USER_TAG}' is set by the server from the authenticated user; leave it out"
+                )));
+            }
             if t.value.len() > MAX_TAG_VALUE {
                 return Err(Error::invalid(format!(
                     "tag '{}' has a value of {} characters; the limit is {MAX_TAG_VALUE}",
@@ -932,6 +997,9 @@ impl Tracking {
             }
         }
         upsert_tags(&mut tx, &info.run_id, &batch.tags).await?;
+        let (params, tags) = (!batch.params.is_empty(), !batch.tags.is_empty());
+        self.check_run_caps(&mut tx, &info.run_id, params, tags)
+            .await?;
         insert_metrics(&mut tx, &info.run_id, &batch.metrics).await?;
         if let Some(rec) = audit {
             qanat_governance::append_audit_in(&mut tx, rec).await?;

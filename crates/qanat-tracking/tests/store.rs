@@ -335,3 +335,101 @@ async fn a_search_ordered_by_its_bounded_metric_pages_in_value_order() {
         }
     }
 }
+
+fn params(keys: &[&str]) -> Batch {
+    Batch {
+        params: keys
+            .iter()
+            .map(|k| Param {
+                key: (*k).into(),
+                value: "v".into(),
+            })
+            .collect(),
+        ..Batch::default()
+    }
+}
+
+#[tokio::test]
+async fn a_run_holds_at_most_its_caps_and_its_user_is_the_callers() {
+    for db in TestDb::all(common::SCHEMA).await {
+        let (t, a, _) = setup(&db).await;
+        let t = t.with_limits(qanat_tracking::RunLimits {
+            max_params: 3,
+            max_tags: 4,
+        });
+        // The client's mlflow.user is replaced by the authenticated caller.
+        let run = t
+            .create_run(
+                &a,
+                NewRun {
+                    experiment_id: "0".into(),
+                    user_id: "alice".into(),
+                    tags: vec![Tag {
+                        key: "mlflow.user".into(),
+                        value: "mallory".into(),
+                    }],
+                    ..NewRun::default()
+                },
+            )
+            .await
+            .expect("run");
+        let id = run.info.run_id.clone();
+        let user = |r: &qanat_tracking::Run| {
+            r.data
+                .tags
+                .iter()
+                .find(|t| t.key == "mlflow.user")
+                .map(|t| t.value.clone())
+        };
+        assert_eq!(user(&run).as_deref(), Some("alice"));
+        let forged = Batch {
+            tags: vec![Tag {
+                key: "mlflow.user".into(),
+                value: "mallory".into(),
+            }],
+            ..Batch::default()
+        };
+        let e = t
+            .log_batch(&a, &id, forged, None)
+            .await
+            .expect_err("mlflow.user is the server's");
+        assert!(e.to_string().contains("set by the server"), "{e}");
+
+        t.log_batch(&a, &id, params(&["a", "b"]), None)
+            .await
+            .expect("two params");
+        let e = t
+            .log_batch(&a, &id, params(&["c", "d"]), None)
+            .await
+            .expect_err("a fourth param");
+        assert!(e.to_string().contains("at most 3"), "{e}");
+        // Refused whole: neither c nor d was stored; the cap still admits one more.
+        let got = t.run(&a, &id).await.expect("run");
+        assert_eq!(got.data.params.len(), 2, "{:?}", got.data.params);
+        t.log_batch(&a, &id, params(&["c", "a"]), None)
+            .await
+            .expect("a third param, and a repeat");
+        let tags = |keys: &[&str]| Batch {
+            tags: keys
+                .iter()
+                .map(|k| Tag {
+                    key: (*k).into(),
+                    value: "v".into(),
+                })
+                .collect(),
+            ..Batch::default()
+        };
+        t.log_batch(&a, &id, tags(&["x", "y"]), None)
+            .await
+            .expect("name, user and two tags");
+        let e = t
+            .log_batch(&a, &id, tags(&["z"]), None)
+            .await
+            .expect_err("a fifth tag");
+        assert!(e.to_string().contains("at most 4"), "{e}");
+        assert_eq!(
+            user(&t.run(&a, &id).await.expect("run")).as_deref(),
+            Some("alice")
+        );
+    }
+}

@@ -29,12 +29,19 @@ pub struct TrackingConfig {
     /// The project the root-mounted MLflow API (`MLFLOW_TRACKING_URI=http://host:port`)
     /// works in; `/mlflow/<project>` reaches any other.
     pub default_project: String,
+    /// Most params one run may hold (a batch that would exceed it is refused whole).
+    pub max_params_per_run: i64,
+    /// Most tags one run may hold.
+    pub max_tags_per_run: i64,
 }
 
 impl Default for TrackingConfig {
     fn default() -> Self {
+        let limits = qanat_tracking::RunLimits::default();
         TrackingConfig {
             default_project: "default".into(),
+            max_params_per_run: limits.max_params,
+            max_tags_per_run: limits.max_tags,
         }
     }
 }
@@ -257,6 +264,14 @@ impl Config {
         if let Some(v) = env("QANAT_TRACKING_DEFAULT_PROJECT") {
             self.tracking.default_project = v;
         }
+        env_parse(
+            "QANAT_TRACKING_MAX_PARAMS_PER_RUN",
+            &mut self.tracking.max_params_per_run,
+        )?;
+        env_parse(
+            "QANAT_TRACKING_MAX_TAGS_PER_RUN",
+            &mut self.tracking.max_tags_per_run,
+        )?;
         Ok(())
     }
 
@@ -295,6 +310,9 @@ impl Config {
             }
         } else {
             bail!("storage.default_location = '{default}' names no entry in [[storage.locations]]");
+        }
+        if self.tracking.max_params_per_run < 1 || self.tracking.max_tags_per_run < 3 {
+            bail!("tracking.max_params_per_run must be at least 1 and tracking.max_tags_per_run at least 3 (a run's name, user and one more)");
         }
         if !matches!(self.log.format.as_str(), "text" | "json") {
             bail!("log.format = '{}': use text or json", self.log.format);

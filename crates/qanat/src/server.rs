@@ -188,6 +188,10 @@ pub async fn serve(cfg: Config) -> Result<()> {
     };
     let mut state = AppState::new(inst.meta.clone(), inst.storage.clone(), limits);
     state.mlflow_project = cfg.tracking.default_project.clone();
+    state.tracking = state.tracking.with_limits(qanat_tracking::RunLimits {
+        max_params: cfg.tracking.max_params_per_run,
+        max_tags: cfg.tracking.max_tags_per_run,
+    });
     let app = qanat_api::router(state);
 
     let handle = axum_server::Handle::new();

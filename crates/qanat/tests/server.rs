@@ -6,7 +6,7 @@ mod common;
 use std::io::Read;
 use std::time::Duration;
 
-use common::cases::{run_cases, Call, Case, Expect};
+use common::cases::{run_cases, Call, Case, Check, Expect};
 use common::Qanat;
 use serde_json::{json, Value};
 
@@ -319,6 +319,47 @@ fn members_cannot_outrank_the_one_who_manages_them() {
                     .token(&mia)
                     .json(json!({"role": "viewer"})),
                 expect: Expect::Status(200),
+                ..Case::default()
+            },
+        ],
+    );
+}
+
+#[test]
+fn renaming_a_registered_model_needs_a_maintainer() {
+    let q = Qanat::start();
+    q.create_project("reg", &["uae-north"]);
+    let ed = q.user_with_role("ed", "reg", "editor");
+    let mia = q.user_with_role("mia", "reg", "maintainer");
+    let api = |path: &str| format!("/mlflow/reg/api/2.0/mlflow/registered-models/{path}");
+    let rename = |to: &str| json!({"name": "fraud", "new_name": to});
+    run_cases(
+        &q,
+        vec![
+            Case {
+                name: "an editor registers a model",
+                call: Call::post(api("create"))
+                    .token(&ed)
+                    .json(json!({"name": "fraud"})),
+                expect: Expect::Status(200),
+                ..Case::default()
+            },
+            Case {
+                name: "an editor renames it",
+                call: Call::post(api("rename"))
+                    .token(&ed)
+                    .json(rename("taken-over")),
+                expect: Expect::Status(403),
+                code: "PERMISSION_DENIED",
+                ..Case::default()
+            },
+            Case {
+                name: "a maintainer renames it",
+                call: Call::post(api("rename"))
+                    .token(&mia)
+                    .json(rename("fraud-v2")),
+                expect: Expect::Status(200),
+                checks: vec![Check::Eq("/registered_model/name", json!("fraud-v2"))],
                 ..Case::default()
             },
         ],

@@ -96,7 +96,8 @@ pub(crate) fn done() -> Reply {
 }
 
 /// Every MLflow endpoint: reads need viewers, writes editors; moving an alias or a
-/// stage (what serving follows) and deleting registry entries need maintainers.
+/// stage (what serving follows), renaming a registered model (which carries its
+/// aliases to the new name) and deleting registry entries need maintainers.
 /// Artifact bytes stream for as long as they keep flowing.
 pub(crate) fn routes() -> Fragment {
     let read = |action| Policy::in_project(action, Viewer);
@@ -171,7 +172,7 @@ pub(crate) fn routes() -> Fragment {
         (M::GET, "/api/2.0/mlflow/registered-models/get", read("mlflow.registered_model.get"), Bounded, registry::get_registered_model),
         (M::GET, "/api/2.0/mlflow/registered-models/search", read("mlflow.registered_model.search"), Bounded, registry::search_registered_models),
         (M::PATCH, "/api/2.0/mlflow/registered-models/update", write("mlflow.registered_model.update"), Bounded, registry::update_registered_model),
-        (M::POST, "/api/2.0/mlflow/registered-models/rename", write("mlflow.registered_model.rename"), Bounded, registry::rename_registered_model),
+        (M::POST, "/api/2.0/mlflow/registered-models/rename", release("mlflow.registered_model.rename"), Bounded, registry::rename_registered_model),
         (M::DELETE, "/api/2.0/mlflow/registered-models/delete", release("mlflow.registered_model.delete"), Bounded, registry::delete_registered_model),
         (M::POST, "/api/2.0/mlflow/registered-models/set-tag", write("mlflow.registered_model.tag"), Bounded, registry::set_registered_model_tag),
         (M::DELETE, "/api/2.0/mlflow/registered-models/delete-tag", write("mlflow.registered_model.untag"), Bounded, registry::delete_registered_model_tag),
