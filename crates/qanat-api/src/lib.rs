@@ -44,6 +44,8 @@ pub struct ApiLimits {
     pub max_request_bytes: usize,
     /// Time allowed for a non-streaming request.
     pub request_timeout: Duration,
+    /// Longest pause between two pieces of a request body.
+    pub body_read_timeout: Duration,
 }
 
 impl Default for ApiLimits {
@@ -51,6 +53,7 @@ impl Default for ApiLimits {
         ApiLimits {
             max_request_bytes: 1 << 20,
             request_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -150,6 +153,9 @@ pub fn router(state: AppState) -> Router {
             metrics::record,
         ))
         .layer(DefaultBodyLimit::max(state.limits.max_request_bytes))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            state.limits.body_read_timeout,
+        ))
         .layer(axum::middleware::from_fn(error::hide_internal_errors))
         .layer(
             TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {

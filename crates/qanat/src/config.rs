@@ -55,6 +55,18 @@ pub struct ServerConfig {
     pub max_request_bytes: usize,
     pub request_timeout_secs: u64,
     pub shutdown_grace_secs: u64,
+    /// A client must send a request's headers within this long (and, on a kept-alive
+    /// connection, start its next request within it), or the connection is closed.
+    pub header_read_timeout_secs: u64,
+    /// Longest pause between two pieces of a request body (uploads stream for as long
+    /// as they keep flowing).
+    pub body_read_timeout_secs: u64,
+    /// A connection on which no byte moves either way for this long is closed; longer
+    /// than `request_timeout_secs`.
+    pub idle_timeout_secs: u64,
+    /// Most connections open at once; more are closed at accept. Lowered at start-up to
+    /// leave file descriptors for the server itself.
+    pub max_connections: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -112,6 +124,10 @@ impl Default for ServerConfig {
             max_request_bytes: 1 << 20,
             request_timeout_secs: 60,
             shutdown_grace_secs: 30,
+            header_read_timeout_secs: 10,
+            body_read_timeout_secs: 30,
+            idle_timeout_secs: 75,
+            max_connections: 10_000,
         }
     }
 }
@@ -243,6 +259,22 @@ impl Config {
             "QANAT_SERVER_SHUTDOWN_GRACE_SECS",
             &mut self.server.shutdown_grace_secs,
         )?;
+        env_parse(
+            "QANAT_SERVER_HEADER_READ_TIMEOUT_SECS",
+            &mut self.server.header_read_timeout_secs,
+        )?;
+        env_parse(
+            "QANAT_SERVER_BODY_READ_TIMEOUT_SECS",
+            &mut self.server.body_read_timeout_secs,
+        )?;
+        env_parse(
+            "QANAT_SERVER_IDLE_TIMEOUT_SECS",
+            &mut self.server.idle_timeout_secs,
+        )?;
+        env_parse(
+            "QANAT_SERVER_MAX_CONNECTIONS",
+            &mut self.server.max_connections,
+        )?;
         if let Some(v) = env("QANAT_LOG_FORMAT") {
             self.log.format = v;
         }
@@ -310,6 +342,20 @@ impl Config {
             }
         } else {
             bail!("storage.default_location = '{default}' names no entry in [[storage.locations]]");
+        }
+        let s = &self.server;
+        if s.header_read_timeout_secs == 0 || s.body_read_timeout_secs == 0 {
+            bail!("server.header_read_timeout_secs and server.body_read_timeout_secs must be at least 1");
+        }
+        if s.idle_timeout_secs <= s.request_timeout_secs {
+            bail!(
+                "server.idle_timeout_secs ({}) must be longer than server.request_timeout_secs ({}): a request may be silent while it runs",
+                s.idle_timeout_secs,
+                s.request_timeout_secs
+            );
+        }
+        if s.max_connections == 0 {
+            bail!("server.max_connections must be at least 1");
         }
         if self.tracking.max_params_per_run < 1 || self.tracking.max_tags_per_run < 3 {
             bail!("tracking.max_params_per_run must be at least 1 and tracking.max_tags_per_run at least 3 (a run's name, user and one more)");

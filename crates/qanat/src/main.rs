@@ -10,6 +10,7 @@
 mod cli;
 mod commands;
 mod config;
+mod connections;
 mod credentials;
 mod output;
 mod server;

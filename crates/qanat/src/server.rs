@@ -185,6 +185,7 @@ pub async fn serve(cfg: Config) -> Result<()> {
     let limits = ApiLimits {
         max_request_bytes: cfg.server.max_request_bytes,
         request_timeout: Duration::from_secs(cfg.server.request_timeout_secs),
+        body_read_timeout: Duration::from_secs(cfg.server.body_read_timeout_secs),
     };
     let mut state = AppState::new(inst.meta.clone(), inst.storage.clone(), limits);
     state.mlflow_project = cfg.tracking.default_project.clone();
@@ -210,24 +211,56 @@ pub async fn serve(cfg: Config) -> Result<()> {
     // A line on stdout that scripts (and the tests) wait for.
     println!("qanat server listening on {scheme}://{local}");
     let service = app.into_make_service();
+    let fd_limit = crate::connections::raise_fd_limit();
+    let cap = crate::connections::effective_cap(cfg.server.max_connections, fd_limit);
+    tracing::info!(
+        max_connections = cap,
+        fd_limit = fd_limit.unwrap_or(0),
+        "connection limits"
+    );
+    let guard = crate::connections::Guard::new(
+        axum_server::accept::DefaultAcceptor,
+        cap,
+        Duration::from_secs(cfg.server.idle_timeout_secs),
+    );
+    let header_timeout = Duration::from_secs(cfg.server.header_read_timeout_secs);
     match tls {
         Some(tls) => {
             let config = axum_server::tls_rustls::RustlsConfig::from_config(tls);
-            axum_server::from_tcp_rustls(listener, config)
-                .handle(handle)
-                .serve(service)
-                .await?
+            let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(config)
+                .handshake_timeout(header_timeout)
+                .acceptor(guard);
+            let mut server = axum_server::from_tcp(listener).acceptor(acceptor);
+            http_timeouts(server.http_builder(), header_timeout);
+            server.handle(handle).serve(service).await?
         }
         None => {
-            axum_server::from_tcp(listener)
-                .handle(handle)
-                .serve(service)
-                .await?
+            let mut server = axum_server::from_tcp(listener).acceptor(guard);
+            http_timeouts(server.http_builder(), header_timeout);
+            server.handle(handle).serve(service).await?
         }
     }
     inst.meta.close().await;
     tracing::info!("qanat server stopped");
     Ok(())
+}
+
+/// Headers must arrive within `header` (HTTP/1: also the wait for a kept-alive
+/// connection's next request); HTTP/2 connections are pinged and closed when the peer
+/// stops answering.
+fn http_timeouts(
+    builder: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+    header: Duration,
+) {
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header);
+    builder
+        .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .keep_alive_interval(header)
+        .keep_alive_timeout(header);
 }
 
 async fn shutdown_signal() {
