@@ -216,14 +216,20 @@ pub(crate) async fn authorize(
     }
 
     let request_id = crate::request_id(req.headers()).to_string();
-    let project = match req.extract_parts::<RawPathParams>().await {
-        Ok(params) => params
-            .iter()
-            .find(|(k, _)| *k == "project")
-            .map(|(_, v)| v.to_string()),
-        Err(_) => None,
-    }
-    .or_else(|| policy.default_project.then(|| state.mlflow_project.clone()));
+    let project =
+        match req.extract_parts::<RawPathParams>().await {
+            Ok(params) => params
+                .iter()
+                .find(|(k, _)| *k == "project")
+                .map(|(_, v)| v.to_string()),
+            // A segment that is not UTF-8 once percent-decoded names nothing: the caller's
+            // mistake, refused before anything is looked up.
+            Err(_) => return ApiError::bad_request(
+                "the request path is not valid UTF-8 once percent-decoded; encode names as UTF-8",
+            )
+            .into_response(),
+        }
+        .or_else(|| policy.default_project.then(|| state.mlflow_project.clone()));
     let resource = req.uri().path().to_string();
     let audit = |actor: &str, outcome: AuditOutcome, detail: String| AuditRecord {
         request_id: request_id.clone(),
@@ -263,6 +269,9 @@ pub(crate) async fn authorize(
         .as_ref()
         .map(|p| p.name.clone())
         .unwrap_or_else(|| "anonymous".into());
+    if let Some(note) = req.extensions().get::<crate::access::AccessNote>() {
+        note.set(&actor, project.as_deref());
+    }
 
     // 2. The project the path names, and their role in it.
     let mut role = None;
@@ -308,6 +317,10 @@ pub(crate) async fn authorize(
                 err,
             )
             .await;
+        }
+        Decision::Hidden { reply, reason } => {
+            let err = ApiError::not_found(reply);
+            return refuse(&state, audit(&actor, AuditOutcome::Denied, reason), err).await;
         }
         Decision::Deny(reason) => {
             let err = ApiError::forbidden(reason);

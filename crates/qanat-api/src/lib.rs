@@ -5,6 +5,7 @@
 //! Domain crates know nothing of HTTP; this crate maps their types and errors onto
 //! requests and responses. The binary builds an [`AppState`] and serves [`router`].
 
+mod access;
 pub mod authz;
 mod error;
 mod extract;
@@ -157,10 +158,13 @@ pub fn router(state: AppState) -> Router {
             state.limits.body_read_timeout,
         ))
         .layer(axum::middleware::from_fn(error::hide_internal_errors))
+        .layer(axum::middleware::from_fn(access::log))
         .layer(
             TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
                 let id = request_id(req.headers());
-                tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+                // No raw path: object keys and names are user data. The access line
+                // names the route template.
+                tracing::info_span!("request", method = %req.method(), request_id = %id)
             }),
         )
         .layer(PropagateRequestIdLayer::new(x_request_id.clone()))

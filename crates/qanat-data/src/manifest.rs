@@ -92,6 +92,12 @@ fn validate_path(p: &[u8]) -> std::result::Result<(), String> {
     if p.contains(&0) {
         return Err("NUL byte in path".into());
     }
+    if p.iter().any(|b| *b < 0x20 || *b == 0x7f) {
+        return Err("control character in path".into());
+    }
+    if p.contains(&b'\\') {
+        return Err("backslash in path (separate directories with '/')".into());
+    }
     for seg in p.split(|b| *b == b'/') {
         if seg.is_empty() || seg == b"." || seg == b".." {
             return Err("empty, '.' or '..' path segment".into());
@@ -133,6 +139,15 @@ impl Manifest {
                 return Err(Error::invalid(
                     "manifest",
                     format!("file '{}': chunk sizes must be 1..={MAX_CHUNK}", f.path),
+                ));
+            }
+            if f.mode > 0o777 {
+                return Err(Error::invalid(
+                    "manifest",
+                    format!(
+                        "file '{}': mode {:o} is beyond 0o777 (permission bits only)",
+                        f.path, f.mode
+                    ),
                 ));
             }
             if blake3::Hash::from_hex(&f.blake3).is_err() {

@@ -38,6 +38,13 @@ pub enum Decision {
     Unauthenticated,
     /// An identity without the permission: 403, with the reason.
     Deny(String),
+    /// A project the caller is not a member of: answered exactly as a project that does
+    /// not exist (404, `reply`), so that outsiders cannot learn which projects exist;
+    /// `reason` is for the audit log.
+    Hidden {
+        reply: String,
+        reason: String,
+    },
 }
 
 /// The one authorization decision. `project_role` is the caller's role in the project
@@ -69,10 +76,13 @@ pub fn authorize(
                 "'{}' is {role} in project '{project}'; this action needs {needed} or higher",
                 p.name
             )),
-            (Some(project), None) => Decision::Deny(format!(
-                "'{}' is not a member of project '{project}'; this action needs {needed} or higher",
-                p.name
-            )),
+            (Some(project), None) => Decision::Hidden {
+                reply: crate::Error::not_found("project", project).to_string(),
+                reason: format!(
+                    "'{}' is not a member of project '{project}' (answered as not found)",
+                    p.name
+                ),
+            },
             (None, _) => Decision::Deny("this action needs a project".into()),
         },
     }
@@ -141,7 +151,7 @@ mod tests {
                 Some("x"),
                 None
             ),
-            Decision::Deny(_)
+            Decision::Hidden { reply, .. } if reply == "project 'x' does not exist"
         ));
         assert!(matches!(
             authorize(Some(&p), Requirement::GlobalAdmin, None, None),

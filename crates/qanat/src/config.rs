@@ -72,7 +72,7 @@ pub struct ServerConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
-    /// `text` or `json`.
+    /// `auto` (JSON unless stderr is a terminal), `text` or `json`.
     pub format: String,
     /// A tracing filter, e.g. `info` or `qanat=debug,info`.
     pub level: String,
@@ -135,7 +135,7 @@ impl Default for ServerConfig {
 impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
-            format: "text".into(),
+            format: "auto".into(),
             level: "info".into(),
         }
     }
@@ -360,8 +360,8 @@ impl Config {
         if self.tracking.max_params_per_run < 1 || self.tracking.max_tags_per_run < 3 {
             bail!("tracking.max_params_per_run must be at least 1 and tracking.max_tags_per_run at least 3 (a run's name, user and one more)");
         }
-        if !matches!(self.log.format.as_str(), "text" | "json") {
-            bail!("log.format = '{}': use text or json", self.log.format);
+        if !matches!(self.log.format.as_str(), "auto" | "text" | "json") {
+            bail!("log.format = '{}': use auto, text or json", self.log.format);
         }
         if self.server.tls_cert.is_some() != self.server.tls_key.is_some() {
             bail!("server.tls_cert and server.tls_key must be set together");

@@ -48,12 +48,46 @@ fn create_home(cfg: &Config) -> Result<()> {
     Ok(())
 }
 
+/// Tightens what an older release (or another umask) left readable by others: the data
+/// directory and the storage roots in it 0700, the SQLite database and its journal
+/// files 0600. Files created from now on are private by the umask.
+fn restrict_existing(cfg: &Config) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let restrict = |path: &std::path::Path, mode: u32| -> Result<()> {
+        match std::fs::metadata(path) {
+            Ok(m) if m.permissions().mode() & 0o077 != 0 => {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                    .with_context(|| format!("restricting {}", path.display()))
+            }
+            _ => Ok(()),
+        }
+    };
+    restrict(&cfg.home, 0o700)?;
+    if let Some(db) = cfg.metadata_url().strip_prefix("sqlite://") {
+        let db = db.split('?').next().unwrap_or(db);
+        for suffix in ["", "-wal", "-shm"] {
+            restrict(std::path::Path::new(&format!("{db}{suffix}")), 0o600)?;
+        }
+    }
+    for loc in &cfg.storage.locations {
+        let root = std::path::Path::new(loc.url.strip_prefix("file://").unwrap_or(&loc.url));
+        if root.starts_with(&cfg.home) {
+            restrict(root, 0o700)?;
+        }
+    }
+    Ok(())
+}
+
 /// Opens (creating when `create`) the data directory, master key, metadata store and
 /// storage locations.
 pub async fn open(cfg: &Config, create: bool) -> Result<Installation> {
+    // What the server writes is its own: files 0600, directories 0700 (the database,
+    // its journal, stored objects), whatever the umask it was started with.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     if create {
         create_home(cfg)?;
     }
+    restrict_existing(cfg)?;
     let keys = keyring(cfg, create)?;
     let schema = qanat_api::schema().context("the domains' migrations")?;
     let meta = MetaStore::connect(cfg.metadata_url(), &schema)

@@ -321,6 +321,10 @@ fn residency_and_bad_input_are_refused_clearly() {
     std::os::unix::fs::symlink(&looped, looped.join("again")).expect("symlink");
     std::fs::write(looped.join("f"), b"x").expect("write");
     let looped = looped.to_str().expect("utf8");
+    let odd = q.dir.path().join("odd");
+    std::fs::create_dir_all(&odd).expect("mkdir");
+    std::fs::write(odd.join("a\\b.csv"), b"x").expect("write");
+    let odd = odd.to_str().expect("utf8");
 
     let fake = "0".repeat(64);
     let chunk = |id: &str| format!("/api/v1/projects/ok/datasets/d/chunks/{id}");
@@ -384,6 +388,11 @@ fn residency_and_bad_input_are_refused_clearly() {
                 &["data", "-p", "ok", "push", "d", looped],
                 "symlink loop",
             ),
+            fails(
+                "pushing a file whose name holds a backslash",
+                &["data", "-p", "ok", "push", "d", odd],
+                "backslash",
+            ),
             Case {
                 name: "failed pushes leave no version",
                 call: Call::get(versions),
@@ -424,6 +433,31 @@ fn residency_and_bad_input_are_refused_clearly() {
                 Call::post(versions).json(json!({"manifest": escaping})),
                 400,
             ),
+            Case {
+                name: "a manifest path with a backslash",
+                call:
+                    Call::post(versions).json(json!({"manifest": {"files": [
+                    {"path": "..\\..\\x", "size": 0, "mode": 420, "blake3": fake, "chunks": []}]}})),
+                expect: Expect::Status(400),
+                message: "backslash in path",
+                ..Case::default()
+            },
+            Case {
+                name: "a manifest path with a control character",
+                call: Call::post(versions).json(json!({"manifest": {"files": [
+                    {"path": "a\nb", "size": 0, "mode": 420, "blake3": fake, "chunks": []}]}})),
+                expect: Expect::Status(400),
+                message: "control character in path",
+                ..Case::default()
+            },
+            Case {
+                name: "a manifest file mode beyond 0o777",
+                call: Call::post(versions).json(json!({"manifest": {"files": [
+                    {"path": "a", "size": 0, "mode": 0o104_755, "blake3": fake, "chunks": []}]}})),
+                expect: Expect::Status(400),
+                message: "beyond 0o777",
+                ..Case::default()
+            },
             status(
                 "an unknown version",
                 Call::get(format!("{versions}/7")),

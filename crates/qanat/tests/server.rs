@@ -326,6 +326,100 @@ fn members_cannot_outrank_the_one_who_manages_them() {
 }
 
 #[test]
+fn outsiders_cannot_tell_which_projects_exist() {
+    let q = Qanat::start();
+    q.create_project("secret", &["uae-north"]);
+    q.create_project("mine", &["uae-north"]);
+    let ann = q.user_with_role("ann", "mine", "viewer");
+    let hidden = |name, path: &str, message| Case {
+        name,
+        call: Call::get(path).token(&ann),
+        expect: Expect::Status(404),
+        code: "RESOURCE_DOES_NOT_EXIST",
+        message,
+        ..Case::default()
+    };
+    run_cases(
+        &q,
+        vec![
+            hidden(
+                "a project that exists",
+                "/api/v1/projects/secret",
+                "project 'secret' does not exist",
+            ),
+            hidden(
+                "a project that does not",
+                "/api/v1/projects/ghost",
+                "project 'ghost' does not exist",
+            ),
+            hidden(
+                "datasets of a project that exists",
+                "/api/v1/projects/secret/datasets",
+                "project 'secret' does not exist",
+            ),
+            hidden(
+                "MLflow under a project that exists",
+                "/mlflow/secret/api/2.0/mlflow/experiments/get?experiment_id=0",
+                "project 'secret' does not exist",
+            ),
+            Case {
+                name: "a member short of the role still hears why",
+                call: Call::post("/api/v1/projects/mine/datasets")
+                    .token(&ann)
+                    .json(json!({"name": "d"})),
+                expect: Expect::Status(403),
+                code: "PERMISSION_DENIED",
+                message: "needs editor",
+                ..Case::default()
+            },
+        ],
+    );
+    // The audit log keeps the real reason.
+    let denied = audit(&q, "actor=ann&outcome=denied");
+    assert!(
+        denied.iter().any(|e| e["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not a member of project 'secret'")),
+        "{denied:?}"
+    );
+}
+
+/// One JSON access line per request in the server's log file, no colour codes.
+#[test]
+fn every_request_leaves_one_access_line() {
+    let q = Qanat::start_with(vec![("QANAT_LOG_LEVEL".into(), "info".into())]);
+    q.create_project("acc", &["uae-north"]);
+    let (s, _) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/projects/acc/datasets?probe=1",
+        None,
+    );
+    assert_eq!(s, 200);
+    let log = std::fs::read_to_string(q.dir.path().join("server.log")).expect("log");
+    assert!(!log.contains('\u{1b}'), "ANSI escapes in a log file");
+    let lines: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["target"] == "qanat::access")
+        .filter(|v| v["fields"]["route"] == "/api/v1/projects/{project}/datasets")
+        .collect();
+    assert_eq!(lines.len(), 1, "{log}");
+    let f = &lines[0]["fields"];
+    assert_eq!(f["actor"], "admin");
+    assert_eq!(f["project"], "acc");
+    assert_eq!(f["method"], "GET");
+    assert_eq!(f["status"], 200);
+    assert!(f["request_id"].as_str().is_some_and(|id| !id.is_empty()));
+    assert!(f["latency_ms"].as_f64().is_some());
+    assert!(
+        !log.contains("probe=1") && !log.contains("/projects/acc/datasets"),
+        "raw paths and queries stay out of the log"
+    );
+}
+
+#[test]
 fn renaming_a_registered_model_needs_a_maintainer() {
     let q = Qanat::start();
     q.create_project("reg", &["uae-north"]);
@@ -364,6 +458,47 @@ fn renaming_a_registered_model_needs_a_maintainer() {
             },
         ],
     );
+}
+
+/// Everything under the data directory is the server's alone, also when an older
+/// release (or a loose umask) left it readable.
+#[test]
+fn the_data_directory_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut q = Qanat::start();
+    q.create_project("p", &["uae-north"]);
+    let (s, _) = q.http().send(
+        &q.admin_token,
+        "PUT",
+        "/api/v1/projects/p/objects/x.bin",
+        None,
+    );
+    assert_eq!(s, 201);
+    let home = q.home();
+    let mode = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let mut loose = Vec::new();
+    for entry in walkdir::WalkDir::new(&home) {
+        let entry = entry.expect("walk");
+        let m = mode(entry.path());
+        if m & 0o077 != 0 {
+            loose.push(format!("{:o} {}", m, entry.path().display()));
+        }
+    }
+    assert!(loose.is_empty(), "readable by others: {loose:#?}");
+    // An installation left world-readable is tightened when the server opens it.
+    let db = home.join("qanat.db");
+    q.kill_hard();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    q.spawn_server();
+    assert_eq!(mode(&db), 0o600);
+    assert_eq!(mode(&home), 0o700);
 }
 
 #[test]
@@ -417,6 +552,20 @@ fn bad_input_gets_a_clear_4xx() {
                 "an unknown field",
                 Call::post("/api/v1/projects").json(json!({"name": "x", "colour": 1})),
             ),
+            Case {
+                message: "not valid UTF-8",
+                ..invalid(
+                    "an object key that is not UTF-8",
+                    Call::get("/api/v1/projects/p/objects/a%FFb"),
+                )
+            },
+            Case {
+                message: "not valid UTF-8",
+                ..invalid(
+                    "a project name that is not UTF-8",
+                    Call::get("/api/v1/projects/%FF/datasets"),
+                )
+            },
             Case {
                 message: "use success, denied or failure",
                 ..invalid(

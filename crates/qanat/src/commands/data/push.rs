@@ -157,6 +157,16 @@ fn collect(paths: &[PathBuf]) -> Result<Vec<Source>> {
             });
         }
     }
+    // Refused here, before any byte is sent, rather than at the commit.
+    if let Some(bad) = out
+        .iter()
+        .find(|s| s.rel.iter().any(|b| *b < 0x20 || *b == 0x7f || *b == b'\\'))
+    {
+        bail!(
+            "{}: a dataset path may not hold a backslash or a control character; rename the file",
+            bad.abs.display()
+        );
+    }
     out.sort_by(|a, b| a.rel.cmp(&b.rel));
     for pair in out.windows(2) {
         if pair[0].rel == pair[1].rel {
