@@ -300,8 +300,20 @@ fn is_numeric(t: &Target, e: &Entity) -> bool {
         || matches!(e, Entity::Attribute(c) if t.numeric_attrs.iter().any(|(_, col)| col == c))
 }
 
+/// The most comparisons one filter may join with AND: each becomes a subquery, and
+/// the SQL engines bound expression depth (SQLite at 1,000).
+pub(crate) const MAX_FILTER_CLAUSES: usize = 100;
+/// The longest filter accepted, in bytes.
+pub(crate) const MAX_FILTER_BYTES: usize = 16 * 1024;
+
 /// Parses a filter into AND-ed clauses.
 pub(crate) fn parse_filter(t: &Target, filter: &str) -> Result<Vec<Clause>> {
+    if filter.len() > MAX_FILTER_BYTES {
+        return Err(bad(format!(
+            "a filter is at most {MAX_FILTER_BYTES} bytes; this one is {}",
+            filter.len()
+        )));
+    }
     let toks = tokenize(filter)?;
     let mut i = 0;
     let mut out = Vec::new();
@@ -393,6 +405,11 @@ pub(crate) fn parse_filter(t: &Target, filter: &str) -> Result<Vec<Clause>> {
             }
         };
         check_clause(t, &ent, &op, &value, name)?;
+        if out.len() == MAX_FILTER_CLAUSES {
+            return Err(bad(format!(
+                "a filter joins at most {MAX_FILTER_CLAUSES} comparisons with AND; split the search"
+            )));
+        }
         out.push(Clause {
             entity: ent,
             op,
@@ -731,5 +748,26 @@ mod tests {
     #[test]
     fn like_becomes_an_exact_glob() {
         assert_eq!(like_to_glob("a%b_c*"), "a*b?c[*]");
+    }
+
+    #[test]
+    fn filters_are_bounded() {
+        let terms = |n: usize| {
+            (0..n)
+                .map(|i| format!("metrics.m{i} > 0"))
+                .collect::<Vec<_>>()
+                .join(" AND ")
+        };
+        assert_eq!(
+            parse_filter(&RUNS, &terms(MAX_FILTER_CLAUSES))
+                .expect("at the limit")
+                .len(),
+            MAX_FILTER_CLAUSES
+        );
+        let e = parse_filter(&RUNS, &terms(150)).expect_err("150 terms");
+        assert!(e.to_string().contains("at most 100 comparisons"), "{e}");
+        let long = format!("params.p = '{}'", "x".repeat(MAX_FILTER_BYTES));
+        let e = parse_filter(&RUNS, &long).expect_err("too long");
+        assert!(e.to_string().contains("at most 16384 bytes"), "{e}");
     }
 }

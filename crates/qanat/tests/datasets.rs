@@ -969,3 +969,42 @@ fn copy_between_locations_checks_residency_at_the_destination() {
     let (ok, out, _) = q.cli(&["lineage", "-p", "cp", "dataset:cold@1"]);
     assert!(ok && out.contains("derived_from: dataset:raw@1"), "{out}");
 }
+
+/// What a new user trips on at their first push is refused before any byte is sent,
+/// and leaves no version behind.
+#[test]
+fn pushes_that_cannot_succeed_are_refused_before_uploading() {
+    let q = Qanat::start();
+    q.create_project("first", &["uae-north"]);
+    let (ok, _, err) = q.cli(&["data", "-p", "first", "create", "d"]);
+    assert!(ok, "{err}");
+    let viewer = q.user_with_role("val", "first", "viewer");
+    let dir = q.dir.path().join("in");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("big.bin"), data(8 << 20, 9)).expect("write");
+    let empty = q.dir.path().join("empty");
+    std::fs::create_dir_all(&empty).expect("mkdir");
+    let (dir, empty) = (dir.to_str().expect("utf8"), empty.to_str().expect("utf8"));
+
+    let (ok, _, err) = q.cli_as(&viewer, &["data", "-p", "first", "push", "d", dir]);
+    assert!(!ok && err.contains("PERMISSION_DENIED"), "{err}");
+    let (ok, _, err) = q.cli(&["data", "-p", "first", "push", "d", dir, "--tag", "v3"]);
+    assert!(
+        !ok && err.contains("would read as a version number"),
+        "{err}"
+    );
+    let (ok, _, err) = q.cli(&["data", "-p", "first", "push", "d", empty]);
+    assert!(!ok && err.contains("--allow-empty"), "{err}");
+    let (s, v) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/projects/first/datasets/d/versions",
+        None,
+    );
+    assert_eq!((s, v), (200, json!([])), "no version from refused pushes");
+
+    let (ok, _, err) = q.cli(&["data", "-p", "first", "push", "d", dir, "--tag", "2026-11"]);
+    assert!(ok, "a date-like tag is a tag: {err}");
+    let (ok, _, err) = q.cli(&["data", "-p", "first", "push", "d", empty, "--allow-empty"]);
+    assert!(ok, "{err}");
+}

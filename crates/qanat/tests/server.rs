@@ -553,6 +553,19 @@ fn bad_input_gets_a_clear_4xx() {
                 Call::post("/api/v1/projects").json(json!({"name": "x", "colour": 1})),
             ),
             Case {
+                message: "a filter is at most",
+                ..invalid(
+                    "a run search filter of 1,000 AND terms",
+                    Call::post("/api/2.0/mlflow/runs/search").json(json!({
+                        "experiment_ids": ["0"],
+                        "filter": (0..1000)
+                            .map(|i| format!("metrics.m{i} > 0"))
+                            .collect::<Vec<_>>()
+                            .join(" AND "),
+                    })),
+                )
+            },
+            Case {
                 message: "not valid UTF-8",
                 ..invalid(
                     "an object key that is not UTF-8",

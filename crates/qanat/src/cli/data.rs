@@ -13,6 +13,18 @@ fn dataset_ref(s: &str) -> Result<ObjectRef, RefError> {
     ObjectRef::parse_of(Kind::Dataset, s)
 }
 
+/// A tag for a version: a name that does not read as a version number (`3`, `v3`,
+/// `latest`), checked before anything is sent.
+fn tag_label(s: &str) -> Result<String, String> {
+    match s.parse::<VersionRef>() {
+        Ok(VersionRef::Label(name)) => Ok(name.to_string()),
+        Ok(_) => Err(format!(
+            "'{s}' would read as a version number; a tag needs a letter or a '-', e.g. golden or 2026-11"
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 #[derive(Subcommand)]
 pub enum DataCmd {
     /// Create a dataset.
@@ -46,9 +58,12 @@ pub enum DataCmd {
         paths: Vec<PathBuf>,
         #[arg(short, long, default_value = "")]
         message: String,
-        /// Tag the new version.
-        #[arg(long)]
+        /// Tag the new version (checked before anything is sent).
+        #[arg(long, value_parser = tag_label)]
         tag: Option<String>,
+        /// Push even when the paths hold no file (an empty version).
+        #[arg(long)]
+        allow_empty: bool,
         /// Record what this version was derived from (repeatable), e.g. dataset:raw@3.
         #[arg(long = "derived-from")]
         derived_from: Vec<ObjectRef>,
@@ -85,6 +100,7 @@ pub enum DataCmd {
     Tag {
         #[arg(value_parser = dataset_ref)]
         reference: ObjectRef,
+        #[arg(value_parser = tag_label)]
         tag: String,
     },
     /// Delete chunks no version of the project references (maintainers).

@@ -148,9 +148,14 @@ impl Qanat {
 
     /// Runs a CLI command against this server; returns (success, stdout, stderr).
     pub fn cli(&self, args: &[&str]) -> (bool, String, String) {
+        self.cli_as(&self.admin_token, args)
+    }
+
+    /// Runs a CLI command as the holder of `token`.
+    pub fn cli_as(&self, token: &str, args: &[&str]) -> (bool, String, String) {
         let out = base_cmd(self.dir.path(), &self.extra_env)
             .env("QANAT_SERVER_URL", &self.url)
-            .env("QANAT_TOKEN", &self.admin_token)
+            .env("QANAT_TOKEN", token)
             .args(args)
             .output()
             .expect("run qanat");

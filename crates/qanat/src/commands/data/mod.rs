@@ -48,9 +48,15 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: DataCmd) -> Result<()> {
             paths,
             message,
             tag,
+            allow_empty,
             derived_from,
         } => {
-            let v = push::push(c, project, &dataset, &paths, &message, &derived_from).await?;
+            let opts = push::Options {
+                message: &message,
+                derived_from: &derived_from,
+                allow_empty,
+            };
+            let v = push::push(c, project, &dataset, &paths, &opts).await?;
             let v = match tag {
                 Some(t) => {
                     c.tag_version(project, &dataset, &t, &VersionRef::Version(v.version))

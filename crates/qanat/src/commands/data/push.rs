@@ -42,18 +42,38 @@ enum Piece {
     File(FileEntry),
 }
 
+/// How a push is recorded.
+pub struct Options<'a> {
+    pub message: &'a str,
+    pub derived_from: &'a [ObjectRef],
+    /// Whether paths with no file make an empty version rather than an error.
+    pub allow_empty: bool,
+}
+
 /// Pushes `paths` as a new version of `dataset` and returns it.
 pub async fn push(
     c: &Client,
     project: &str,
     dataset: &str,
     paths: &[PathBuf],
-    message: &str,
-    derived_from: &[ObjectRef],
+    opts: &Options<'_>,
 ) -> Result<DatasetVersion> {
-    // Fail fast on an unknown dataset or a missing path, before reading anything.
+    // Fail fast, before reading anything: an unknown dataset, a caller who may not
+    // write to it (asking which of no chunks are missing needs the writer's role), a
+    // missing path, nothing to push.
     c.dataset(project, dataset).await?;
+    c.missing_chunks(project, dataset, &[]).await?;
     let sources = collect(paths)?;
+    if sources.is_empty() && !opts.allow_empty {
+        bail!(
+            "{} holds no file; pass --allow-empty to record an empty version",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let total: u64 = sources
         .iter()
         .map(|s| std::fs::metadata(&s.abs).map(|m| m.len()).unwrap_or(0))
@@ -91,8 +111,8 @@ pub async fn push(
     bar.finish_and_clear();
     let commit = CommitVersion {
         manifest: Manifest { files },
-        message: message.to_string(),
-        derived_from: derived_from.iter().map(ToString::to_string).collect(),
+        message: opts.message.to_string(),
+        derived_from: opts.derived_from.iter().map(ToString::to_string).collect(),
     };
     let v = c.commit_version(project, dataset, &commit).await?;
     let secs = start.elapsed().as_secs_f64().max(1e-6);
