@@ -27,6 +27,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    let json = cli.output == cli::Format::Json;
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -40,8 +41,28 @@ fn main() -> ExitCode {
     match runtime.block_on(commands::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            report(&e, json);
             ExitCode::FAILURE
         }
     }
+}
+
+/// Prints a failed command's error on stderr: a line for people, or with `-o json` an
+/// object with the server's `error_code` (`CLIENT_ERROR` for a failure on this side).
+fn report(e: &anyhow::Error, json: bool) {
+    if !json {
+        eprintln!("error: {e:#}");
+        return;
+    }
+    let api = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<qanat_client::Error>());
+    let (code, message) = match api {
+        Some(qanat_client::Error::Api { code, message, .. }) => (code.clone(), message.clone()),
+        _ => ("CLIENT_ERROR".to_string(), format!("{e:#}")),
+    };
+    eprintln!(
+        "{}",
+        serde_json::json!({ "error_code": code, "message": message })
+    );
 }

@@ -1008,3 +1008,46 @@ fn pushes_that_cannot_succeed_are_refused_before_uploading() {
     let (ok, _, err) = q.cli(&["data", "-p", "first", "push", "d", empty, "--allow-empty"]);
     assert!(ok, "{err}");
 }
+
+/// `pull` into a directory with files refuses unless told; `--delete` mirrors the
+/// version like `rsync --delete`; `-o json` prints what was written.
+#[test]
+fn pull_respects_what_is_already_in_the_directory() {
+    let q = Qanat::start();
+    q.create_project("pl", &["uae-north"]);
+    let (ok, _, err) = q.cli(&["data", "-p", "pl", "create", "d"]);
+    assert!(ok, "{err}");
+    let src = q.dir.path().join("src");
+    std::fs::create_dir_all(src.join("sub")).expect("mkdir");
+    std::fs::write(src.join("a.txt"), b"a").expect("write");
+    std::fs::write(src.join("sub/b.txt"), b"b").expect("write");
+    let (ok, _, err) = q.cli(&["data", "-p", "pl", "push", "d", src.to_str().expect("utf8")]);
+    assert!(ok, "{err}");
+    let dst = q.dir.path().join("dst");
+    std::fs::create_dir_all(dst.join("old")).expect("mkdir");
+    std::fs::write(dst.join("old/stale.txt"), b"stale").expect("write");
+    std::fs::write(dst.join("a.txt"), b"mine").expect("write");
+    let dst_s = dst.to_str().expect("utf8");
+
+    let (ok, _, err) = q.cli(&["data", "-p", "pl", "pull", "d", dst_s]);
+    assert!(!ok && err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read(dst.join("a.txt")).expect("read"), b"mine");
+
+    let (ok, out, err) = q.cli(&[
+        "data", "pull", "d", dst_s, "--delete", "-p", "pl", "-o", "json",
+    ]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("JSON on stdout");
+    assert_eq!(v["files"], 2);
+    assert_eq!(v["deleted"], json!(["old/stale.txt"]));
+    assert_eq!(std::fs::read(dst.join("a.txt")).expect("read"), b"a");
+    assert!(!dst.join("old").exists(), "emptied directories go too");
+
+    // Errors are JSON too, with the server's code.
+    let (ok, _, err) = q.cli(&[
+        "data", "-p", "pl", "pull", "d@9", dst_s, "--force", "-o", "json",
+    ]);
+    assert!(!ok);
+    let e: Value = serde_json::from_str(err.trim()).expect("JSON error on stderr");
+    assert_eq!(e["error_code"], "RESOURCE_DOES_NOT_EXIST", "{e}");
+}

@@ -73,6 +73,12 @@ pub enum DataCmd {
         #[arg(value_parser = dataset_ref)]
         reference: ObjectRef,
         dir: PathBuf,
+        /// Write into a directory that is not empty (same-named files are replaced).
+        #[arg(long)]
+        force: bool,
+        /// Remove the files the version does not have (implies --force).
+        #[arg(long)]
+        delete: bool,
     },
     /// Versions of a dataset, newest first.
     Log { dataset: String },

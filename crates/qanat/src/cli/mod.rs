@@ -111,25 +111,25 @@ pub enum Command {
     },
     /// Datasets: immutable, content-addressed versions.
     Data {
-        /// The project.
-        #[arg(long, short = 'p', env = "QANAT_PROJECT")]
-        project: String,
+        /// The project (anywhere on the command line).
+        #[arg(long, short = 'p', env = "QANAT_PROJECT", global = true)]
+        project: Option<String>,
         #[command(subcommand)]
         cmd: DataCmd,
     },
     /// Experiment runs (the MLflow tracking store): ls, show, compare.
     Runs {
-        /// The project.
-        #[arg(long, short = 'p', env = "QANAT_PROJECT")]
-        project: String,
+        /// The project (anywhere on the command line).
+        #[arg(long, short = 'p', env = "QANAT_PROJECT", global = true)]
+        project: Option<String>,
         #[command(subcommand)]
         cmd: RunsCmd,
     },
     /// The model registry: ls, show, alias, promote, rollback.
     Models {
-        /// The project.
-        #[arg(long, short = 'p', env = "QANAT_PROJECT")]
-        project: String,
+        /// The project (anywhere on the command line).
+        #[arg(long, short = 'p', env = "QANAT_PROJECT", global = true)]
+        project: Option<String>,
         #[command(subcommand)]
         cmd: ModelsCmd,
     },

@@ -71,11 +71,18 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Users { cmd } => users::run(&ctx()?, cmd).await,
         Command::Tokens { cmd } => tokens::run(&ctx()?, cmd).await,
         Command::Objects { cmd } => objects::run(&ctx()?, cmd).await,
-        Command::Data { project, cmd } => data::run(&ctx()?, &project, cmd).await,
-        Command::Runs { project, cmd } => runs::run(&ctx()?, &project, cmd).await,
-        Command::Models { project, cmd } => models::run(&ctx()?, &project, cmd).await,
+        Command::Data { project, cmd } => data::run(&ctx()?, &which(project)?, cmd).await,
+        Command::Runs { project, cmd } => runs::run(&ctx()?, &which(project)?, cmd).await,
+        Command::Models { project, cmd } => models::run(&ctx()?, &which(project)?, cmd).await,
         Command::Lineage(args) => lineage::run(&ctx()?, args).await,
         Command::Audit { cmd } => audit::run(&ctx()?, cmd).await,
         Command::Keys { cmd } => keys::run(&ctx()?, cmd).await,
     }
+}
+
+/// The project a project-scoped command works in.
+fn which(project: Option<String>) -> Result<String> {
+    project.ok_or_else(|| {
+        anyhow::anyhow!("which project? pass -p/--project NAME or set QANAT_PROJECT")
+    })
 }

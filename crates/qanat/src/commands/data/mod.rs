@@ -66,7 +66,16 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: DataCmd) -> Result<()> {
             };
             output::record(format, &v)
         }
-        DataCmd::Pull { reference, dir } => pull::pull(c, project, &reference, &dir).await,
+        DataCmd::Pull {
+            reference,
+            dir,
+            force,
+            delete,
+        } => {
+            let opts = pull::Options { force, delete };
+            let pulled = pull::pull(c, project, &reference, &dir, &opts).await?;
+            output::record(format, &pulled)
+        }
         DataCmd::Log { dataset } => output::list(format, &c.versions(project, &dataset).await?),
         DataCmd::Show { reference } => show::show(ctx, project, &reference).await,
         DataCmd::Diff { dataset, from, to } => {

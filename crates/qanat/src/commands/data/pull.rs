@@ -17,8 +17,48 @@ use crate::output::{human, progress};
 /// File downloads in flight during a pull.
 const IN_FLIGHT: usize = 4;
 
-pub async fn pull(c: &Client, project: &str, reference: &ObjectRef, dir: &Path) -> Result<()> {
+/// What a pull may do to a directory that already holds files.
+pub struct Options {
+    /// Write into a non-empty directory (the version's files replace same-named ones).
+    pub force: bool,
+    /// Remove the files the version does not have, as `rsync --delete` does.
+    pub delete: bool,
+}
+
+/// What a pull wrote.
+#[derive(serde::Serialize)]
+pub struct Pulled {
+    pub dataset: String,
+    pub version: i64,
+    pub files: usize,
+    pub bytes: u64,
+    /// Files removed by `--delete`, relative to the directory.
+    pub deleted: Vec<String>,
+}
+
+crate::output::fields!(Pulled, |x| {
+    "dataset" => x.dataset.clone(),
+    "version" => x.version.to_string(),
+    "files" => x.files.to_string(),
+    "size" => human(x.bytes),
+    "deleted" => crate::output::count(x.deleted.len() as i64, "file"),
+});
+
+pub async fn pull(
+    c: &Client,
+    project: &str,
+    reference: &ObjectRef,
+    dir: &Path,
+    opts: &Options,
+) -> Result<Pulled> {
     let dataset = &reference.name;
+    let occupied = std::fs::read_dir(dir).map(|mut d| d.next().is_some());
+    if matches!(occupied, Ok(true)) && !opts.force && !opts.delete {
+        bail!(
+            "{} is not empty: pass --force to write the version into it (its files replace those of the same name), and --delete as well to remove the files the version does not have",
+            dir.display()
+        );
+    }
     let v = c
         .version(project, dataset, &reference.selector_or_latest())
         .await?;
@@ -35,6 +75,16 @@ pub async fn pull(c: &Client, project: &str, reference: &ObjectRef, dir: &Path) 
         .with_context(|| format!("creating {}", dir.display()))?;
     let start = Instant::now();
     let total = v.manifest.total_size();
+    let keep: std::collections::HashSet<PathBuf> = v
+        .manifest
+        .files
+        .iter()
+        .map(|f| {
+            f.path_bytes()
+                .map(|b| PathBuf::from(std::ffi::OsStr::from_bytes(&b)))
+        })
+        .collect::<Result<_, _>>()?;
+    let files = v.manifest.files.len();
     let bar = progress(total, "pulling");
     let (bar_ref, origin) = (&bar, &origin);
     futures::stream::iter(v.manifest.files.into_iter().enumerate())
@@ -43,13 +93,53 @@ pub async fn pull(c: &Client, project: &str, reference: &ObjectRef, dir: &Path) 
         .try_collect::<Vec<()>>()
         .await?;
     bar.finish_and_clear();
+    let deleted = if opts.delete {
+        delete_others(dir, &keep)?
+    } else {
+        Vec::new()
+    };
     eprintln!(
         "pulled version {}: {} verified ({:.1} MB/s)",
         v.version.version,
         human(total),
         total as f64 / start.elapsed().as_secs_f64().max(1e-6) / 1e6
     );
-    Ok(())
+    Ok(Pulled {
+        dataset: dataset.to_string(),
+        version: v.version.version,
+        files,
+        bytes: total,
+        deleted,
+    })
+}
+
+/// Removes every file under `dir` whose path is not in `keep`, then the directories
+/// left empty; returns the removed files' paths.
+fn delete_others(dir: &Path, keep: &std::collections::HashSet<PathBuf>) -> Result<Vec<String>> {
+    let mut removed = Vec::new();
+    let mut dirs = Vec::new();
+    for entry in walkdir::WalkDir::new(dir).min_depth(1) {
+        let entry = entry.with_context(|| format!("walking {}", dir.display()))?;
+        let rel = entry
+            .path()
+            .strip_prefix(dir)
+            .context("walking")?
+            .to_path_buf();
+        if entry.file_type().is_dir() {
+            dirs.push(entry.path().to_path_buf());
+        } else if !keep.contains(&rel) {
+            std::fs::remove_file(entry.path())
+                .with_context(|| format!("removing {}", entry.path().display()))?;
+            removed.push(rel.to_string_lossy().into_owned());
+        }
+    }
+    // Deepest first, so a directory is empty by the time it is tried.
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    for d in dirs {
+        let _ = std::fs::remove_dir(&d);
+    }
+    removed.sort();
+    Ok(removed)
 }
 
 /// Where a version's files come from.
