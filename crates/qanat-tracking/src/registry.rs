@@ -962,16 +962,32 @@ impl Tracking {
     ) -> Result<(Option<String>, String)> {
         let row = self.model_row_by_name(project, name).await?;
         let mut tx = self.meta.writer().begin().await?;
-        let last = sqlx::query(
-            "SELECT version, previous_version FROM model_alias_history WHERE registered_model_id = $1 AND alias = $2 ORDER BY seq DESC LIMIT 1",
+        let moves = sqlx::query(
+            "SELECT previous_version, reason FROM model_alias_history WHERE registered_model_id = $1 AND alias = $2 ORDER BY seq DESC",
         )
         .bind(&row.id)
         .bind(alias)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or_else(|| Error::not_found("alias history", format!("{name}@{alias}")))?;
-        let previous: Option<i64> = last.try_get("previous_version")?;
-        let Some(previous) = previous else {
+        .fetch_all(&mut *tx)
+        .await?;
+        if moves.is_empty() {
+            return Err(Error::not_found("alias history", format!("{name}@{alias}")));
+        }
+        // Each rollback undoes the newest move not undone yet, so repeated rollbacks
+        // walk back along the history instead of flipping between two versions.
+        let mut undone = 0usize;
+        let mut target = None;
+        for m in &moves {
+            let reason: String = m.try_get("reason")?;
+            if reason == "rollback" {
+                undone += 1;
+            } else if undone > 0 {
+                undone -= 1;
+            } else {
+                target = Some(m.try_get::<Option<i64>, _>("previous_version")?);
+                break;
+            }
+        }
+        let Some(previous) = target.flatten() else {
             return Err(Error::invalid(format!(
                 "{name}@{alias} has no earlier version to roll back to"
             )));

@@ -453,3 +453,40 @@ async fn a_service_rollback_is_audited_in_its_own_transaction() {
         assert_eq!(gov.verify_audit().await.expect("verify").head_seq, head + 1);
     }
 }
+
+/// Each rollback goes one step further back along the alias's history; a promotion
+/// after rollbacks starts a new step to undo.
+#[tokio::test]
+async fn rollbacks_walk_back_along_the_history() {
+    for db in TestDb::all(common::SCHEMA).await {
+        let (t, _, a, _) = setup(&db).await;
+        t.create_registered_model(&a, "walk", None, &[])
+            .await
+            .expect("create");
+        for i in 1..=3 {
+            let (_, m) = logged(&t, &a, &format!("walk{i}")).await;
+            assert_eq!(register(&t, &a, "walk", &m).await, i.to_string());
+            t.set_alias(&a, "walk", "prod", &i.to_string(), "promote", &by("mona"))
+                .await
+                .expect("promote");
+        }
+        let back = |t: &Tracking| {
+            let t = t.clone();
+            let a = a.clone();
+            async move { t.rollback_alias(&a, "walk", "prod", &by("mona")).await }
+        };
+        let step = |r: qanat_tracking::Result<(Option<String>, String)>| {
+            let (from, to) = r.expect("rollback");
+            (from.unwrap_or_default(), to)
+        };
+        assert_eq!(step(back(&t).await), ("3".into(), "2".into()));
+        assert_eq!(step(back(&t).await), ("2".into(), "1".into()));
+        let e = back(&t).await.expect_err("nothing before 1");
+        assert!(e.to_string().contains("no earlier version"), "{e}");
+        // A promotion after rollbacks is the next move to undo.
+        t.set_alias(&a, "walk", "prod", "3", "promote", &by("mona"))
+            .await
+            .expect("promote again");
+        assert_eq!(step(back(&t).await), ("3".into(), "1".into()));
+    }
+}

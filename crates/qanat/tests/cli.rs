@@ -196,6 +196,28 @@ fn models_and_runs_tables() {
         "models_show",
         run(&q, &["models", "-p", "ml", "show", "fraud"])
     );
+    // Rollbacks walk back along the history, then say when there is nothing left.
+    run(&q, &["models", "-p", "ml", "promote", "fraud", "1"]);
+    run(&q, &["models", "-p", "ml", "rollback", "fraud"]);
+    insta::assert_snapshot!(
+        "models_rollback_again",
+        run(&q, &["models", "-p", "ml", "rollback", "fraud"])
+    );
+    insta::assert_snapshot!(
+        "models_history",
+        run(
+            &q,
+            &[
+                "models",
+                "history",
+                "fraud",
+                "-p",
+                "ml",
+                "--alias",
+                "production"
+            ]
+        )
+    );
 }
 
 #[test]

@@ -30,10 +30,17 @@ pub enum ModelsCmd {
         #[arg(long, default_value = "production")]
         alias: String,
     },
-    /// Moves an alias back to where it pointed before its last move.
+    /// Moves an alias one step back along its history (each rollback goes one step
+    /// further; `history` shows the chain).
     Rollback {
         name: String,
         #[arg(long, default_value = "production")]
         alias: String,
+    },
+    /// Every move of a model's aliases (or of one, with --alias), oldest first.
+    History {
+        name: String,
+        #[arg(long)]
+        alias: Option<String>,
     },
 }

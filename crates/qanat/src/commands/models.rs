@@ -20,6 +20,11 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: ModelsCmd) -> Result<()> {
             let models = c.models(project, &params).await?.models;
             output::list(format, &models)
         }
+        ModelsCmd::History { name, alias } => {
+            let mut moves = c.model(project, &name).await?.alias_history;
+            moves.retain(|m| alias.as_ref().is_none_or(|a| &m.alias == a));
+            output::list(format, &moves)
+        }
         ModelsCmd::Show { name } => {
             let detail = c.model(project, &name).await?;
             if format == Format::Json {
