@@ -207,6 +207,22 @@ where
     Ok(())
 }
 
+/// [`env_parse`] for a key that is unset by default.
+fn env_some<T: std::str::FromStr>(name: &str, into: &mut Option<T>) -> Result<()>
+where
+    T::Err: std::fmt::Display,
+{
+    if env(name).is_some() {
+        let mut v = String::new();
+        env_parse(name, &mut v)?;
+        *into = Some(
+            v.parse()
+                .map_err(|e| anyhow::anyhow!("{name}='{v}' is not valid: {e}"))?,
+        );
+    }
+    Ok(())
+}
+
 impl Config {
     /// Loads `path` (or `$QANAT_CONFIG`, or `./qanat.toml` if present), applies the
     /// environment and then the command line's `overrides`, fills defaults that depend
@@ -234,76 +250,47 @@ impl Config {
         Ok(cfg)
     }
 
+    /// `QANAT_<SECTION>_<KEY>` variables, each over its config key.
     fn apply_env(&mut self) -> Result<()> {
-        if let Some(v) = env("QANAT_HOME") {
-            self.home = PathBuf::from(v);
-        }
-        if let Some(v) = env("QANAT_SERVER_BIND") {
-            self.server.bind = v;
-        }
-        if let Some(v) = env("QANAT_SERVER_TLS_CERT") {
-            self.server.tls_cert = Some(PathBuf::from(v));
-        }
-        if let Some(v) = env("QANAT_SERVER_TLS_KEY") {
-            self.server.tls_key = Some(PathBuf::from(v));
-        }
-        env_parse(
-            "QANAT_SERVER_MAX_REQUEST_BYTES",
-            &mut self.server.max_request_bytes,
-        )?;
+        env_parse("QANAT_HOME", &mut self.home)?;
+        let s = &mut self.server;
+        env_parse("QANAT_SERVER_BIND", &mut s.bind)?;
+        env_some("QANAT_SERVER_TLS_CERT", &mut s.tls_cert)?;
+        env_some("QANAT_SERVER_TLS_KEY", &mut s.tls_key)?;
+        env_parse("QANAT_SERVER_MAX_REQUEST_BYTES", &mut s.max_request_bytes)?;
         env_parse(
             "QANAT_SERVER_REQUEST_TIMEOUT_SECS",
-            &mut self.server.request_timeout_secs,
+            &mut s.request_timeout_secs,
         )?;
         env_parse(
             "QANAT_SERVER_SHUTDOWN_GRACE_SECS",
-            &mut self.server.shutdown_grace_secs,
+            &mut s.shutdown_grace_secs,
         )?;
         env_parse(
             "QANAT_SERVER_HEADER_READ_TIMEOUT_SECS",
-            &mut self.server.header_read_timeout_secs,
+            &mut s.header_read_timeout_secs,
         )?;
         env_parse(
             "QANAT_SERVER_BODY_READ_TIMEOUT_SECS",
-            &mut self.server.body_read_timeout_secs,
+            &mut s.body_read_timeout_secs,
         )?;
-        env_parse(
-            "QANAT_SERVER_IDLE_TIMEOUT_SECS",
-            &mut self.server.idle_timeout_secs,
-        )?;
-        env_parse(
-            "QANAT_SERVER_MAX_CONNECTIONS",
-            &mut self.server.max_connections,
-        )?;
-        if let Some(v) = env("QANAT_LOG_FORMAT") {
-            self.log.format = v;
-        }
-        if let Some(v) = env("QANAT_LOG_LEVEL") {
-            self.log.level = v;
-        }
-        if let Some(v) = env("QANAT_METADATA_URL") {
-            self.metadata.url = Some(v);
-        }
-        if let Some(v) = env("QANAT_STORAGE_DEFAULT_LOCATION") {
-            self.storage.default_location = v;
-        }
-        if let Some(v) = env("QANAT_SECURITY_MASTER_KEY_FILE") {
-            self.security.master_key_file = Some(PathBuf::from(v));
-        }
-        if let Some(v) = env("QANAT_SECURITY_BOOTSTRAP_ADMIN") {
-            self.security.bootstrap_admin = v;
-        }
-        if let Some(v) = env("QANAT_TRACKING_DEFAULT_PROJECT") {
-            self.tracking.default_project = v;
-        }
+        env_parse("QANAT_SERVER_IDLE_TIMEOUT_SECS", &mut s.idle_timeout_secs)?;
+        env_parse("QANAT_SERVER_MAX_CONNECTIONS", &mut s.max_connections)?;
+        env_parse("QANAT_LOG_FORMAT", &mut self.log.format)?;
+        env_parse("QANAT_LOG_LEVEL", &mut self.log.level)?;
+        env_some("QANAT_METADATA_URL", &mut self.metadata.url)?;
+        let st = &mut self.storage.default_location;
+        env_parse("QANAT_STORAGE_DEFAULT_LOCATION", st)?;
+        let sec = &mut self.security;
+        env_some("QANAT_SECURITY_MASTER_KEY_FILE", &mut sec.master_key_file)?;
+        env_parse("QANAT_SECURITY_BOOTSTRAP_ADMIN", &mut sec.bootstrap_admin)?;
+        let t = &mut self.tracking;
+        env_parse("QANAT_TRACKING_DEFAULT_PROJECT", &mut t.default_project)?;
         env_parse(
             "QANAT_TRACKING_MAX_PARAMS_PER_RUN",
-            &mut self.tracking.max_params_per_run,
+            &mut t.max_params_per_run,
         )?;
-        env_parse(
-            "QANAT_TRACKING_MAX_TAGS_PER_RUN",
-            &mut self.tracking.max_tags_per_run,
-        )?;
+        env_parse("QANAT_TRACKING_MAX_TAGS_PER_RUN", &mut t.max_tags_per_run)?;
         Ok(())
     }
 

@@ -106,6 +106,25 @@ impl<I> Guarded<I> {
         self.deadline.as_mut().reset(Instant::now() + self.idle);
     }
 
+    /// A write's outcome: bytes written count as activity; a pending write is checked
+    /// against the idle timeout.
+    fn wrote(
+        &mut self,
+        cx: &mut Context<'_>,
+        r: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match r {
+            Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    self.active();
+                }
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => self.idle_check(cx).map(Err),
+        }
+    }
+
     /// `Pending` from the inner stream, unless the connection has been idle too long.
     fn idle_check(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
         match self.deadline.as_mut().poll(cx) {
@@ -143,16 +162,8 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Guarded<I> {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write(cx, data) {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    self.active();
-                }
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => self.idle_check(cx).map(Err),
-        }
+        let r = Pin::new(&mut self.inner).poll_write(cx, data);
+        self.wrote(cx, r)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -168,16 +179,8 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Guarded<I> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    self.active();
-                }
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => self.idle_check(cx).map(Err),
-        }
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.wrote(cx, r)
     }
 
     fn is_write_vectored(&self) -> bool {

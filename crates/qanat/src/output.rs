@@ -47,6 +47,19 @@ macro_rules! fields {
             }
         }
     };
+    // The row's columns between fields of the record's own.
+    ($ty:ty, |$it:ident| { $($before:literal => $b:expr,)* } + Row + { $($after:literal => $a:expr,)* }) => {
+        impl $crate::output::Record for $ty {
+            fn fields(&self) -> Vec<(&'static str, String)> {
+                use $crate::output::Row;
+                let $it = self;
+                let mut out = vec![$(($before, $b)),*];
+                out.extend(Self::HEADERS.iter().copied().zip(self.cells()));
+                out.extend([$(($after, $a)),*]);
+                out
+            }
+        }
+    };
     ($ty:ty, |$it:ident| { $($field:literal => $value:expr,)+ }) => {
         impl $crate::output::Record for $ty {
             fn fields(&self) -> Vec<(&'static str, String)> {

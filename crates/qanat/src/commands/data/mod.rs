@@ -176,15 +176,7 @@ output::columns!(DatasetVersion, |x| {
 
 output::fields!(DatasetVersion, |x| {
     "dataset" => x.dataset.clone(),
-    "version" => x.version.to_string(),
-    "tags" => output::joined(&x.tags),
-    "files" => x.file_count.to_string(),
-    "size" => size(x.total_size),
-    "new bytes" => size(x.new_bytes),
-    "parent" => output::opt(x.parent),
+} + Row + {
     "manifest" => x.manifest_id.clone(),
-    "author" => x.author.clone(),
     "producer" => x.producer.clone(),
-    "time" => x.created_at.clone(),
-    "message" => x.message.clone(),
 });
