@@ -24,6 +24,13 @@ impl Client {
         self.with_body(Method::POST, &path, search).await
     }
 
+    /// An experiment by id.
+    pub async fn experiment(&self, project: &str, id: &str) -> Result<Experiment> {
+        let path = mlflow_path(project, "experiments/get");
+        let reply: ExperimentReply = self.get_query(&path, &[("experiment_id", id)]).await?;
+        Ok(reply.experiment)
+    }
+
     /// An experiment by name.
     pub async fn experiment_by_name(&self, project: &str, name: &str) -> Result<Experiment> {
         let path = mlflow_path(project, "experiments/get-by-name");

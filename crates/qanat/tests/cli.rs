@@ -196,6 +196,16 @@ fn models_and_runs_tables() {
         "models_show",
         run(&q, &["models", "-p", "ml", "show", "fraud"])
     );
+    insta::assert_snapshot!(
+        "experiments_ls",
+        run(&q, &["experiments", "ls", "-p", "ml"])
+    );
+    // A unique prefix names a run, as in git.
+    let (ok, out, err) = q.cli(&["runs", "-p", "ml", "show", &run_id[..6], "-o", "json"]);
+    assert!(ok, "{err}");
+    assert!(out.contains(run_id), "{out}");
+    let (ok, _, err) = q.cli(&["runs", "-p", "ml", "show", "abc"]);
+    assert!(!ok && err.contains("at least 4"), "{err}");
     // Rollbacks walk back along the history, then say when there is nothing left.
     run(&q, &["models", "-p", "ml", "promote", "fraud", "1"]);
     run(&q, &["models", "-p", "ml", "rollback", "fraud"]);

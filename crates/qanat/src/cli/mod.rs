@@ -6,6 +6,7 @@ mod audit;
 mod certs;
 mod config;
 mod data;
+mod experiments;
 mod keys;
 mod lineage;
 mod models;
@@ -24,6 +25,7 @@ pub use audit::AuditCmd;
 pub use certs::CertsCmd;
 pub use config::ConfigCmd;
 pub use data::DataCmd;
+pub use experiments::ExperimentsCmd;
 pub use keys::KeysCmd;
 pub use lineage::LineageArgs;
 pub use models::ModelsCmd;
@@ -116,6 +118,14 @@ pub enum Command {
         project: Option<String>,
         #[command(subcommand)]
         cmd: DataCmd,
+    },
+    /// Experiments (the MLflow tracking store): ls, show.
+    Experiments {
+        /// The project (anywhere on the command line).
+        #[arg(long, short = 'p', env = "QANAT_PROJECT", global = true)]
+        project: Option<String>,
+        #[command(subcommand)]
+        cmd: ExperimentsCmd,
     },
     /// Experiment runs (the MLflow tracking store): ls, show, compare.
     Runs {

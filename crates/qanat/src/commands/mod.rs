@@ -6,6 +6,7 @@ mod audit;
 mod certs;
 mod config;
 mod data;
+mod experiments;
 pub mod init;
 mod keys;
 mod lineage;
@@ -40,6 +41,12 @@ pub async fn run(cli: Cli) -> Result<()> {
     let load = |o: &Overrides| Config::load(cli.config.as_deref(), o);
     let ctx = || -> Result<Ctx> {
         let target = Target::resolve(cli.server.as_deref(), cli.token.as_deref(), None)?;
+        if target.token.is_none() {
+            anyhow::bail!(
+                "not logged in: run `qanat login --server {} --token <TOKEN>` (the admin's token is the one `qanat init` printed), or set QANAT_TOKEN",
+                target.server
+            );
+        }
         Ok(Ctx {
             client: target.client()?,
             format,
@@ -72,6 +79,9 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Tokens { cmd } => tokens::run(&ctx()?, cmd).await,
         Command::Objects { cmd } => objects::run(&ctx()?, cmd).await,
         Command::Data { project, cmd } => data::run(&ctx()?, &which(project)?, cmd).await,
+        Command::Experiments { project, cmd } => {
+            experiments::run(&ctx()?, &which(project)?, cmd).await
+        }
         Command::Runs { project, cmd } => runs::run(&ctx()?, &which(project)?, cmd).await,
         Command::Models { project, cmd } => models::run(&ctx()?, &which(project)?, cmd).await,
         Command::Lineage(args) => lineage::run(&ctx()?, args).await,

@@ -57,6 +57,7 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: RunsCmd) -> Result<()> {
             Ok(())
         }
         RunsCmd::Show { run_id } => {
+            let run_id = full_run_id(c, project, &run_id).await?;
             let r = c.run(project, &run_id).await?;
             if format == Format::Json {
                 return output::json(&r);
@@ -71,7 +72,8 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: RunsCmd) -> Result<()> {
         RunsCmd::Compare { run_ids } => {
             let mut runs = Vec::with_capacity(run_ids.len());
             for id in &run_ids {
-                runs.push(c.run(project, id).await?);
+                let id = full_run_id(c, project, id).await?;
+                runs.push(c.run(project, &id).await?);
             }
             if format == Format::Json {
                 return output::json(&runs);
@@ -83,6 +85,44 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: RunsCmd) -> Result<()> {
 }
 
 /// Experiment ids for names or ids; all active experiments when none is given.
+/// A run id, or a unique prefix of one (at least 4 hex characters), as git takes
+/// commit ids.
+async fn full_run_id(c: &Client, project: &str, id: &str) -> Result<String> {
+    let hex = !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit());
+    if id.len() == 32 || !hex {
+        return Ok(id.to_string());
+    }
+    if id.len() < 4 {
+        bail!("'{id}': give a run id or a unique prefix of at least 4 characters");
+    }
+    let search = SearchRuns {
+        experiment_ids: experiment_ids(c, project, &[]).await?,
+        filter: Some(format!(
+            "attributes.run_id LIKE '{}%'",
+            id.to_ascii_lowercase()
+        )),
+        run_view_type: Some("ALL".into()),
+        max_results: Some(10),
+        ..SearchRuns::default()
+    };
+    let found: Vec<String> = c
+        .search_runs(project, &search)
+        .await?
+        .runs
+        .into_iter()
+        .map(|r| r.info.run_id)
+        .collect();
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => bail!("no run of project '{project}' has an id starting with '{id}'"),
+        many => bail!(
+            "'{id}' is the start of {} run ids ({}); give more characters",
+            many.len(),
+            many.join(", ")
+        ),
+    }
+}
+
 async fn experiment_ids(c: &Client, project: &str, wanted: &[String]) -> Result<Vec<String>> {
     if wanted.is_empty() {
         let search = SearchExperiments {
