@@ -12,8 +12,10 @@ import os
 
 import mlflow
 import numpy as np
+import pandas as pd
 import requests
 from mlflow import MlflowClient
+from mlflow.data.http_dataset_source import HTTPDatasetSource
 from mlflow.entities import Dataset, DatasetInput, InputTag
 from mlflow.exceptions import MlflowException
 from runner import main, test
@@ -181,6 +183,23 @@ def rename_and_delete_keep_aliases_consistent():
     with mlflow.start_run(run_name="train-3"):
         info = mlflow.sklearn.log_model(model, name="model", registered_model_name=MODEL)
     assert str(info.registered_model_version) == "3", info.registered_model_version
+
+
+@test
+def pandas_datasets_with_a_qanat_source_link_runs_to_qanat():
+    ds_name = os.environ["QANAT_DATASET"]
+    mlflow.set_experiment("compat-pandas")
+    frame = pd.DataFrame({"amount": [1.0, 2.5], "label": ["ok", "fraud"]})
+    source = HTTPDatasetSource(f"qanat://default/{ds_name}@1")
+    data = mlflow.data.from_pandas(frame, source=source, name=ds_name)
+    with mlflow.start_run() as run:
+        mlflow.log_input(data, context="training")
+    url = f"{os.environ['QANAT_URL']}/api/v1/projects/default/lineage"
+    headers = {"Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"}
+    resp = requests.get(url, params={"ref": f"run:{run.info.run_id}"}, headers=headers, timeout=10)
+    assert resp.status_code == 200, resp.text
+    edges = {(e["child"], e["parent"], e["relation"]) for e in resp.json()["edges"]}
+    assert (f"run:{run.info.run_id}", f"dataset:{ds_name}@1", "trained_on") in edges, edges
 
 
 @test
