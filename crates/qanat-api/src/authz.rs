@@ -333,6 +333,16 @@ pub(crate) async fn authorize(
         }
     }
 
+    // A write that could not reach a required audit sink is not done at all.
+    if is_mutating(&method) && !state.audit_sinks_ok.load(Ordering::Acquire) {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "AUDIT_UNAVAILABLE",
+            "a required audit sink cannot be written, so writes are refused until it can (audit.required); reads go on",
+        )
+        .into_response();
+    }
+
     // 4. Run, then record.
     if let Some(p) = &principal {
         req.extensions_mut().insert(p.clone());

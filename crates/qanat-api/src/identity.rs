@@ -4,7 +4,10 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use qanat_governance::wire::{AuditFilter, CreateToken, CreateUser, TokenFilter, UpdateUser};
-use qanat_governance::{AuditEntry, AuditVerification, NewToken, TokenInfo, User, UserKind};
+use qanat_governance::{
+    AuditCheckpoint, AuditEntry, AuditVerification, CheckpointVerification, NewToken, TokenInfo,
+    User, UserKind,
+};
 use qanat_store::wire::{KeyStatus, RotationView};
 use qanat_store::{KeyringSource, RotationReport};
 
@@ -146,6 +149,21 @@ pub(crate) async fn verify_audit(
     Ok(Json(state.gov.verify_audit().await?))
 }
 
+/// Check checkpoints kept outside the database (the lines `{"checkpoint": …}` of an
+/// audit sink) against the chain: a log truncated or rewritten below any of them is
+/// reported.
+#[utoipa::path(post, path = "/api/v1/audit/verify-checkpoints", tag = "audit", security(("bearer" = [])),
+    request_body = [AuditCheckpoint], responses((status = 200, body = CheckpointVerification)))]
+pub(crate) async fn verify_checkpoints(
+    State(state): State<AppState>,
+    ApiJson(checkpoints): ApiJson<Vec<AuditCheckpoint>>,
+) -> Result<Json<CheckpointVerification>, ApiError> {
+    let keys = state.storage.keyring();
+    Ok(Json(
+        state.gov.verify_checkpoints(keys, &checkpoints).await?,
+    ))
+}
+
 /// Master key status (ids only, never keys).
 #[utoipa::path(get, path = "/api/v1/admin/keys", tag = "keys", security(("bearer" = [])),
     responses((status = 200, body = KeyStatus)))]
@@ -198,6 +216,10 @@ pub(crate) fn routes() -> Fragment {
         .route(routes!(revoke_token), Policy::authenticated("token.revoke"))
         .route(routes!(audit), Policy::global_admin("audit.read"))
         .route(routes!(verify_audit), Policy::global_admin("audit.verify"))
+        .route(
+            routes!(verify_checkpoints),
+            Policy::global_admin("audit.verify_checkpoints"),
+        )
         .route(routes!(keys), Policy::global_admin("keys.status"))
         .route(routes!(rotate_keys), Policy::global_admin("keys.rotate"))
 }

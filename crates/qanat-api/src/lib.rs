@@ -71,6 +71,9 @@ pub struct AppState {
     pub limits: ApiLimits,
     /// The project the root-mounted MLflow API (`/api/2.0/mlflow/...`) works in.
     pub mlflow_project: String,
+    /// False while a required audit sink cannot be written: writes are then refused
+    /// (fail closed), reads go on.
+    pub audit_sinks_ok: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl AppState {
@@ -80,6 +83,7 @@ impl AppState {
             datasets: qanat_data::Datasets::new(meta.clone(), storage.clone()),
             tracking: qanat_tracking::Tracking::new(meta.clone()),
             mlflow_project: "default".into(),
+            audit_sinks_ok: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             meta,
             storage,
             metrics: Arc::new(Metrics::default()),

@@ -3,7 +3,10 @@
 use qanat_governance::wire::{
     AuditFilter, CreateToken, CreateUser, TokenFilter, UpdateUser, WhoAmI,
 };
-use qanat_governance::{AuditEntry, AuditVerification, NewToken, TokenInfo, User};
+use qanat_governance::{
+    AuditCheckpoint, AuditEntry, AuditVerification, CheckpointVerification, NewToken, TokenInfo,
+    User,
+};
 use qanat_store::wire::{KeyStatus, RotationView};
 use reqwest::Method;
 
@@ -55,6 +58,19 @@ impl Client {
     /// Recomputes the audit hash chain (global admins).
     pub async fn verify_audit(&self) -> Result<AuditVerification> {
         self.get("/api/v1/audit/verify").await
+    }
+
+    /// Checks checkpoints kept outside the database against the chain (global admins).
+    pub async fn verify_checkpoints(
+        &self,
+        checkpoints: &[AuditCheckpoint],
+    ) -> Result<CheckpointVerification> {
+        self.with_body(
+            Method::POST,
+            "/api/v1/audit/verify-checkpoints",
+            &checkpoints,
+        )
+        .await
     }
 
     /// Master key ids and where they come from (global admins).

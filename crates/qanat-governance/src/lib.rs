@@ -13,6 +13,7 @@
 //! Nothing here knows about HTTP; `qanat-api` maps these decisions onto requests.
 
 mod audit;
+mod checkpoint;
 mod error;
 mod identity;
 pub mod lineage;
@@ -28,6 +29,7 @@ pub use audit::{
     append_audit_in, AuditEntry, AuditOutcome, AuditRecord, AuditVerification, ChainProblem,
     SERVICE_ACTOR_PREFIX,
 };
+pub use checkpoint::{AuditCheckpoint, CheckpointVerification};
 pub use error::Error;
 pub use identity::{NewToken, Principal, TokenInfo, User, UserKind};
 pub use lineage::{LineageEdge, LineageGraph};

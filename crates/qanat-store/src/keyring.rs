@@ -95,6 +95,17 @@ fn key_id(key: &[u8; 32]) -> String {
     hex::encode(&h.finalize()[..8])
 }
 
+/// An HMAC-SHA256 key for `purpose`: the HMAC of the purpose under the master key, so
+/// a MAC key is never the master key itself.
+fn derived_key(master: &[u8; 32], purpose: &str) -> ring::hmac::Key {
+    use ring::hmac;
+    let derived = hmac::sign(
+        &hmac::Key::new(hmac::HMAC_SHA256, master),
+        format!("qanat-derived-key:{purpose}").as_bytes(),
+    );
+    hmac::Key::new(hmac::HMAC_SHA256, derived.as_ref())
+}
+
 fn random_key() -> [u8; 32] {
     let mut k = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut k);
@@ -187,6 +198,23 @@ impl Keyring {
     /// The ids of every key in the ring.
     pub fn key_ids(&self) -> Vec<String> {
         self.read().keys.keys().cloned().collect()
+    }
+
+    /// A MAC of `data` for `purpose` under a key derived from the active master key:
+    /// `(key id, hex MAC)`. Whoever lacks the master key cannot forge one.
+    pub fn mac(&self, purpose: &str, data: &[u8]) -> (String, String) {
+        let held = self.read();
+        let key = held.keys.get(&held.active).map(|k| k.0).unwrap_or_default();
+        let mac = ring::hmac::sign(&derived_key(&key, purpose), data);
+        (held.active.clone(), hex::encode(mac.as_ref()))
+    }
+
+    /// Whether `mac` is [`Keyring::mac`]'s for `data` under master key `key_id`; `None`
+    /// when the ring no longer holds that key (it was rotated out).
+    pub fn verify_mac(&self, key_id: &str, purpose: &str, data: &[u8], mac: &str) -> Option<bool> {
+        let key = self.read().keys.get(key_id)?.0;
+        let given = hex::decode(mac).unwrap_or_default();
+        Some(ring::hmac::verify(&derived_key(&key, purpose), data, &given).is_ok())
     }
 
     /// Where the keys come from.

@@ -21,6 +21,32 @@ pub struct Config {
     pub storage: StorageConfig,
     pub security: SecurityConfig,
     pub tracking: TrackingConfig,
+    pub audit: AuditConfig,
+}
+
+/// Where audit entries go besides the database.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// An append-only JSON-lines file that receives every entry and the checkpoints.
+    pub file: Option<PathBuf>,
+    /// A signed checkpoint after this many entries…
+    pub checkpoint_every: u64,
+    /// …or this many seconds after the last, when entries came since.
+    pub checkpoint_secs: u64,
+    /// Refuse writes while the file cannot be written (fail closed).
+    pub required: bool,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            file: None,
+            checkpoint_every: 100,
+            checkpoint_secs: 60,
+            required: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -111,6 +137,7 @@ impl Default for Config {
             storage: StorageConfig::default(),
             security: SecurityConfig::default(),
             tracking: TrackingConfig::default(),
+            audit: AuditConfig::default(),
         }
     }
 }
@@ -291,6 +318,11 @@ impl Config {
             &mut t.max_params_per_run,
         )?;
         env_parse("QANAT_TRACKING_MAX_TAGS_PER_RUN", &mut t.max_tags_per_run)?;
+        let a = &mut self.audit;
+        env_some("QANAT_AUDIT_FILE", &mut a.file)?;
+        env_parse("QANAT_AUDIT_CHECKPOINT_EVERY", &mut a.checkpoint_every)?;
+        env_parse("QANAT_AUDIT_CHECKPOINT_SECS", &mut a.checkpoint_secs)?;
+        env_parse("QANAT_AUDIT_REQUIRED", &mut a.required)?;
         Ok(())
     }
 
@@ -329,6 +361,9 @@ impl Config {
             }
         } else {
             bail!("storage.default_location = '{default}' names no entry in [[storage.locations]]");
+        }
+        if self.audit.checkpoint_every == 0 || self.audit.checkpoint_secs == 0 {
+            bail!("audit.checkpoint_every and audit.checkpoint_secs must be at least 1");
         }
         let s = &self.server;
         if s.header_read_timeout_secs == 0 || s.body_read_timeout_secs == 0 {

@@ -7,6 +7,7 @@
 //! - `output.rs`: tables and JSON; `credentials.rs`: the stored login;
 //! - `config.rs` and `server.rs`: configuration, and the wiring of `qanat server`.
 
+mod audit_sink;
 mod cli;
 mod commands;
 mod config;

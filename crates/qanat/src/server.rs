@@ -227,6 +227,20 @@ pub async fn serve(cfg: Config) -> Result<()> {
         max_params: cfg.tracking.max_params_per_run,
         max_tags: cfg.tracking.max_tags_per_run,
     });
+    if let Some(path) = &cfg.audit.file {
+        let sink = crate::audit_sink::FileSink {
+            path: path.clone(),
+            checkpoint_every: cfg.audit.checkpoint_every,
+            checkpoint_secs: cfg.audit.checkpoint_secs,
+            required: cfg.audit.required,
+        };
+        let ok = state.audit_sinks_ok.clone();
+        if cfg.audit.required {
+            ok.store(false, std::sync::atomic::Ordering::Release);
+        }
+        let keys = state.storage.keyring().clone();
+        sink.start(state.gov.clone(), keys, ok).await;
+    }
     let app = qanat_api::router(state);
 
     let handle = axum_server::Handle::new();

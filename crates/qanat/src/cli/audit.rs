@@ -24,5 +24,10 @@ pub enum AuditCmd {
         since: Option<String>,
     },
     /// Recompute the hash chain; exits non-zero if any entry was changed, deleted or moved.
-    Verify,
+    /// With --checkpoint, also check the signed checkpoints of an audit sink file
+    /// (`audit.file`), which catches a log truncated below any of them.
+    Verify {
+        #[arg(long, value_name = "FILE")]
+        checkpoint: Option<std::path::PathBuf>,
+    },
 }

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use qanat_governance::wire::AuditFilter;
-use qanat_governance::AuditEntry;
+use qanat_governance::{AuditCheckpoint, AuditEntry};
 
 use super::Ctx;
 use crate::cli::{AuditCmd, Format};
@@ -47,7 +47,39 @@ pub async fn run(ctx: &Ctx, cmd: AuditCmd) -> Result<()> {
                 }
             }
         }
-        AuditCmd::Verify => {
+        AuditCmd::Verify {
+            checkpoint: Some(file),
+        } => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let checkpoints: Vec<AuditCheckpoint> = text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .filter_map(|v| serde_json::from_value(v["checkpoint"].clone()).ok())
+                .collect();
+            if checkpoints.is_empty() {
+                bail!("{} holds no checkpoint", file.display());
+            }
+            let v = c.verify_checkpoints(&checkpoints).await?;
+            if format == Format::Json {
+                output::json(&v)?;
+            } else if v.ok {
+                println!(
+                    "audit log consistent with {} checkpoint(s); head at entry {}",
+                    v.checkpoints_checked, v.head_seq
+                );
+            } else {
+                println!("AUDIT LOG DOES NOT MATCH ITS CHECKPOINTS:");
+                for p in &v.problems {
+                    println!("  {p}");
+                }
+            }
+            if !v.ok {
+                bail!("the audit log was truncated or rewritten");
+            }
+            Ok(())
+        }
+        AuditCmd::Verify { checkpoint: None } => {
             let v = c.verify_audit().await?;
             if format == Format::Json {
                 output::json(&v)?;
