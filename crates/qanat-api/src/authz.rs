@@ -335,12 +335,9 @@ pub(crate) async fn authorize(
 
     // A write that could not reach a required audit sink is not done at all.
     if is_mutating(&method) && !state.audit_sinks_ok.load(Ordering::Acquire) {
-        return ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "AUDIT_UNAVAILABLE",
+        return audit_refusal(
             "a required audit sink cannot be written, so writes are refused until it can (audit.required); reads go on",
-        )
-        .into_response();
+        );
     }
 
     // 4. Run, then record.
@@ -401,10 +398,17 @@ async fn refuse(state: &AppState, mut record: AuditRecord, err: ApiError) -> Res
 
 fn audit_unavailable(e: qanat_governance::Error) -> Response {
     tracing::error!(error = %e, "audit log append failed");
+    audit_refusal(
+        "the audit log could not be written, so the request is not confirmed; retry later",
+    )
+}
+
+/// 503 `AUDIT_UNAVAILABLE`: what could not be recorded is not done.
+fn audit_refusal(message: &'static str) -> Response {
     ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "AUDIT_UNAVAILABLE",
-        "the audit log could not be written, so the request is not confirmed; retry later",
+        message,
     )
     .into_response()
 }

@@ -158,6 +158,11 @@ pub(crate) async fn verify_checkpoints(
     State(state): State<AppState>,
     ApiJson(checkpoints): ApiJson<Vec<AuditCheckpoint>>,
 ) -> Result<Json<CheckpointVerification>, ApiError> {
+    if checkpoints.is_empty() {
+        return Err(ApiError::bad_request(
+            "send at least one checkpoint (the {\"checkpoint\": …} lines of an audit sink)",
+        ));
+    }
     let keys = state.storage.keyring();
     Ok(Json(
         state.gov.verify_checkpoints(keys, &checkpoints).await?,

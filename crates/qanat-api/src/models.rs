@@ -129,8 +129,8 @@ pub(crate) async fn promote(
     .await
 }
 
-/// Moves the alias back to the version it pointed at before its last move
-/// (maintainers; audited).
+/// Moves the alias one step back along its history; each rollback goes one step
+/// further (maintainers; audited).
 #[utoipa::path(post, path = "/api/v1/projects/{project}/models/{name}/aliases/{alias}/rollback", tag = "models", security(("bearer" = [])),
     params(("project" = String, Path), ("name" = String, Path), ("alias" = String, Path)),
     responses((status = 200, body = AliasMoved), (status = 400, body = crate::ErrorBody), (status = 403, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]

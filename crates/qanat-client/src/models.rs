@@ -64,7 +64,8 @@ impl Client {
         self.with_body(Method::POST, &path, &body).await
     }
 
-    /// Moves `alias` back to where it pointed before its last move (maintainers).
+    /// Moves `alias` one step back along its history; each call goes one step further
+    /// (maintainers).
     pub async fn rollback(&self, project: &str, model: &str, alias: &str) -> Result<AliasMoved> {
         let path = format!("{}/rollback", alias_path(project, model, alias));
         self.json(self.request(Method::POST, &path), &path).await

@@ -948,7 +948,8 @@ impl Tracking {
         self.model_version(project, name, &n.to_string()).await
     }
 
-    /// Moves `alias` back to the version it pointed at before its last move, recorded
+    /// Undoes the newest move of `alias` not undone yet (so repeated rollbacks walk back
+    /// along its history), recorded
     /// in its history and in the audit log as `audit`, in one transaction: what an
     /// operator does through the API, and what the monitor does by itself with a
     /// service record. Refused, with nothing recorded, when there is nothing to go

@@ -962,6 +962,8 @@ impl Tracking {
         }
         self.check_metric_models(project, &batch.metrics).await?;
         let mut tx = self.meta.writer().begin().await?;
+        // Only a batch that adds params can take a run past its cap (a repeat is not new).
+        let mut params_added = false;
         if !seen.is_empty() {
             let keys: Vec<&str> = seen.keys().copied().collect();
             let q = format!(
@@ -984,6 +986,7 @@ impl Tracking {
                 }
                 new.retain(|(k, _)| *k != key);
             }
+            params_added = !new.is_empty();
             for rows in new.chunks(ROWS_PER_INSERT) {
                 let q = format!(
                     "INSERT INTO run_params (run_id, key, value) VALUES {}",
@@ -997,8 +1000,8 @@ impl Tracking {
             }
         }
         upsert_tags(&mut tx, &info.run_id, &batch.tags).await?;
-        let (params, tags) = (!batch.params.is_empty(), !batch.tags.is_empty());
-        self.check_run_caps(&mut tx, &info.run_id, params, tags)
+        let tags = !batch.tags.is_empty();
+        self.check_run_caps(&mut tx, &info.run_id, params_added, tags)
             .await?;
         insert_metrics(&mut tx, &info.run_id, &batch.metrics).await?;
         if let Some(rec) = audit {

@@ -5,7 +5,7 @@
 //! catches a truncated log that the chain alone cannot. While a required sink cannot be
 //! written, writes through the API are refused (fail closed).
 
-use std::io::{BufRead, Seek, Write};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,24 +26,36 @@ pub struct FileSink {
     pub required: bool,
 }
 
-/// The sequence number of the last entry or checkpoint in `path` (0 for a new file):
-/// where shipping resumes after a restart.
+/// How much of the file's end is read to find where shipping resumes.
+const TAIL: u64 = 256 * 1024;
+
+/// The sequence number of the last entry in `path` (0 for a new file): where shipping
+/// resumes after a restart. Only the file's tail is read; the whole file only when the
+/// tail holds no complete entry line.
 fn resume_from(path: &Path) -> Result<i64> {
-    let Ok(file) = std::fs::File::open(path) else {
+    let Ok(mut file) = std::fs::File::open(path) else {
         return Ok(0);
     };
-    let mut last = 0;
-    for line in std::io::BufReader::new(file).lines() {
-        let line = line.with_context(|| format!("reading {}", path.display()))?;
-        let v: serde_json::Value = match serde_json::from_str(&line) {
-            Ok(v) => v,
-            Err(_) => continue,
-        };
-        if let Some(seq) = v["entry"]["seq"].as_i64() {
-            last = seq;
-        }
+    let len = file.metadata()?.len();
+    let last_in = |text: &str| {
+        text.lines()
+            .rev()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find_map(|v| v["entry"]["seq"].as_i64())
+    };
+    let start = len.saturating_sub(TAIL);
+    file.seek(std::io::SeekFrom::Start(start))?;
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail)
+        .with_context(|| format!("reading {}", path.display()))?;
+    if let Some(seq) = last_in(&String::from_utf8_lossy(&tail)) {
+        return Ok(seq);
     }
-    Ok(last)
+    if start == 0 {
+        return Ok(0);
+    }
+    let whole = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(last_in(&String::from_utf8_lossy(&whole)).unwrap_or(0))
 }
 
 /// Where shipping stands between rounds.
@@ -115,7 +127,6 @@ impl FileSink {
             .append(true)
             .open(&self.path)
             .with_context(|| format!("opening audit sink {}", self.path.display()))?;
-        file.seek(std::io::SeekFrom::End(0))?;
         let mut at = from;
         loop {
             let entries = gov
@@ -151,5 +162,32 @@ impl FileSink {
             .with_context(|| format!("syncing audit sink {}", self.path.display()))?;
         *cursor = Some(at);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipping_resumes_after_the_last_complete_entry() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        assert_eq!(resume_from(&path).expect("missing file"), 0);
+        // More than the tail that is read, then a checkpoint and a torn last line.
+        let mut text = String::new();
+        for seq in 1..=3000 {
+            text.push_str(&format!(
+                "{{\"entry\":{{\"seq\":{seq},\"detail\":\"{}\"}}}}\n",
+                "x".repeat(100)
+            ));
+        }
+        text.push_str("{\"checkpoint\":{\"seq\":3000}}\n{\"entry\":{\"seq\":30");
+        std::fs::write(&path, &text).expect("write");
+        assert_eq!(resume_from(&path).expect("resume"), 3000);
+        // A tail of one long line with no entry falls back to the whole file.
+        text.push_str(&format!("\n{{\"note\":\"{}\"}}\n", "y".repeat(300 * 1024)));
+        std::fs::write(&path, &text).expect("write");
+        assert_eq!(resume_from(&path).expect("resume"), 3000);
     }
 }

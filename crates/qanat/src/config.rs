@@ -227,9 +227,7 @@ where
     T::Err: std::fmt::Display,
 {
     if let Some(v) = env(name) {
-        *into = v
-            .parse()
-            .map_err(|e| anyhow::anyhow!("{name}='{v}' is not valid: {e}"))?;
+        *into = parse_env(name, &v)?;
     }
     Ok(())
 }
@@ -239,15 +237,18 @@ fn env_some<T: std::str::FromStr>(name: &str, into: &mut Option<T>) -> Result<()
 where
     T::Err: std::fmt::Display,
 {
-    if env(name).is_some() {
-        let mut v = String::new();
-        env_parse(name, &mut v)?;
-        *into = Some(
-            v.parse()
-                .map_err(|e| anyhow::anyhow!("{name}='{v}' is not valid: {e}"))?,
-        );
+    if let Some(v) = env(name) {
+        *into = Some(parse_env(name, &v)?);
     }
     Ok(())
+}
+
+fn parse_env<T: std::str::FromStr>(name: &str, v: &str) -> Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    v.parse()
+        .map_err(|e| anyhow::anyhow!("{name}='{v}' is not valid: {e}"))
 }
 
 impl Config {

@@ -587,6 +587,17 @@ fn bad_input_gets_a_clear_4xx() {
                 )
             },
             Case {
+                message: "at least one checkpoint",
+                ..invalid(
+                    "no checkpoint to verify",
+                    Call::post("/api/v1/audit/verify-checkpoints").json(json!([])),
+                )
+            },
+            invalid(
+                "a checkpoint without its MAC",
+                Call::post("/api/v1/audit/verify-checkpoints").json(json!([{"seq": 1}])),
+            ),
+            Case {
                 message: "use 1 to 1000",
                 ..invalid("an audit limit of 0", Call::get("/api/v1/audit?limit=0"))
             },
