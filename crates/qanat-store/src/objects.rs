@@ -17,7 +17,8 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::envelope::{self, ChunkCipher, Header, CHUNK_SIZE, HEADER_LEN};
-use crate::{localfs, Error, Keyring, MetaStore, Result};
+use crate::{localfs, now_micros, Error, Keyring, MetaStore, Result};
+use sqlx::Row;
 
 /// Multipart part size: S3 wants ≥ 5 MiB parts; 8 MiB keeps memory small.
 const PART_SIZE: usize = 8 << 20;
@@ -89,10 +90,6 @@ impl ObjectKey {
     /// The key `self/child` (child is validated too).
     pub fn join(&self, child: &str) -> Result<ObjectKey> {
         format!("{}/{}", self.0, child).parse()
-    }
-
-    fn store_path(&self) -> StorePath {
-        StorePath::from_iter(self.0.split('/'))
     }
 }
 
@@ -191,6 +188,8 @@ pub struct ObjectStorage {
     default_location: String,
     keyring: Keyring,
     meta: MetaStore,
+    /// Names objects on their backend: see [`ObjectStorage::backend_name`].
+    namer: ring::hmac::Key,
 }
 
 impl fmt::Debug for ObjectStorage {
@@ -276,12 +275,128 @@ impl ObjectStorage {
         if !locations.contains_key(default_location) {
             return Err(Error::UnknownLocation(default_location.to_string()));
         }
-        Ok(ObjectStorage {
+        let namer = naming_key(&keyring, &meta).await?;
+        let storage = ObjectStorage {
             locations: Arc::new(locations),
             default_location: default_location.to_string(),
             keyring,
             meta,
-        })
+            namer,
+        };
+        for name in storage.locations.keys() {
+            storage.adopt_legacy_layout(name).await?;
+        }
+        Ok(storage)
+    }
+
+    /// Where `key` lives on its backend: `k1/<2 hex>/<62 hex>`, the HMAC-SHA256 of the
+    /// key under a secret data key of this installation. Keys are user data (they can
+    /// name people), so the backend's listing reveals none of them; and any valid key
+    /// fits (no file-name length limit, and `a` and `a/b` can both be objects).
+    pub fn backend_name(&self, key: &ObjectKey) -> String {
+        let tag = ring::hmac::sign(&self.namer, key.as_str().as_bytes());
+        let h = hex::encode(tag.as_ref());
+        format!("{LAYOUT_DIR}/{}/{}", &h[..2], &h[2..])
+    }
+
+    /// The file that holds `key` when `location` is a local directory (for operators
+    /// and tests; the API never shows it).
+    pub fn local_path(&self, location: &str, key: &ObjectKey) -> Option<PathBuf> {
+        let loc = self.loc(location).ok()?;
+        loc.local
+            .as_ref()?
+            .path_to_filesystem(&self.store_path(key))
+            .ok()
+    }
+
+    fn store_path(&self, key: &ObjectKey) -> StorePath {
+        StorePath::from(self.backend_name(key))
+    }
+
+    /// Records objects just written (after their bytes are durable, so the index never
+    /// names an object that is not there).
+    async fn record(&self, location: &str, written: &[(&ObjectKey, u64)]) -> Result<()> {
+        let now = now_micros();
+        let mut tx = self.meta.writer().begin().await?;
+        for (key, size) in written {
+            sqlx::query(
+                "INSERT INTO stored_objects (location, object_key, size, stored_size, modified_at) \
+                 VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (location, object_key) DO UPDATE SET \
+                 size = excluded.size, stored_size = excluded.stored_size, modified_at = excluded.modified_at",
+            )
+            .bind(location)
+            .bind(key.as_str())
+            .bind(*size as i64)
+            .bind(sealed_len(*size) as i64)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Moves the objects of a location written under the earlier layout (the key as the
+    /// path) to their derived names and indexes them, once per location. Re-running an
+    /// interrupted move finishes it: objects already moved are recognised by their names.
+    async fn adopt_legacy_layout(&self, location: &str) -> Result<()> {
+        let marker = format!("layout:{location}");
+        if setting(&self.meta, &marker).await?.as_deref() == Some(LAYOUT_DIR) {
+            return Ok(());
+        }
+        let loc = self.loc(location)?;
+        let indexed: std::collections::HashSet<StorePath> =
+            sqlx::query("SELECT object_key FROM stored_objects WHERE location = $1")
+                .bind(location)
+                .fetch_all(self.meta.reader())
+                .await?
+                .iter()
+                .filter_map(|r| r.try_get::<String, _>("object_key").ok()?.parse().ok())
+                .map(|k: ObjectKey| self.store_path(&k))
+                .collect();
+        let found: Vec<object_store::ObjectMeta> = loc.store.list(None).try_collect().await?;
+        let mut moved = 0u64;
+        for m in found {
+            if indexed.contains(&m.location) {
+                continue;
+            }
+            let Ok(key) = decoded_key(&m.location).parse::<ObjectKey>() else {
+                tracing::warn!(
+                    location,
+                    "left an object whose name is not a valid key where it is"
+                );
+                continue;
+            };
+            let to = self.store_path(&key);
+            loc.store.rename(&m.location, &to).await?;
+            let size = envelope::plaintext_len(m.size, CHUNK_SIZE).unwrap_or(0);
+            self.record(location, &[(&key, size)]).await?;
+            moved += 1;
+        }
+        if let Some(local) = &loc.local {
+            // The new names are durable before the move is marked done.
+            let root = local.path_to_filesystem(&StorePath::from(LAYOUT_DIR)).ok();
+            if let Some(root) = root.filter(|r| r.is_dir()) {
+                let mut dirs = vec![root.clone()];
+                for e in std::fs::read_dir(&root).map_err(|e| Error::io(&root, e))? {
+                    dirs.push(e.map_err(|e| Error::io(&root, e))?.path());
+                }
+                sync_dirs(dirs).await?;
+            }
+        }
+        if moved > 0 {
+            tracing::info!(location, moved, "moved objects to the keyed layout");
+        }
+        sqlx::query(
+            "INSERT INTO storage_settings (name, value) VALUES ($1, $2) \
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        )
+        .bind(&marker)
+        .bind(LAYOUT_DIR)
+        .execute(self.meta.writer())
+        .await?;
+        Ok(())
     }
 
     /// The location used when a request names none.
@@ -351,6 +466,7 @@ impl ObjectStorage {
             mut cipher,
         } = obj;
         let name = key.to_string();
+        let path = self.store_path(key);
         let mut seal_all = move |out: &mut Vec<u8>| -> Result<()> {
             out.extend_from_slice(&header.encode());
             for i in 0..pieces {
@@ -366,7 +482,7 @@ impl ObjectStorage {
         };
         let written = match &loc.local {
             Some(local) => {
-                let path = local.path_to_filesystem(&key.store_path());
+                let path = local.path_to_filesystem(&path);
                 tokio::task::spawn_blocking(move || {
                     let path = path?;
                     let mut body = localfs::AlignedBuf::with_capacity(sealed_len);
@@ -383,7 +499,7 @@ impl ObjectStorage {
                 match seal_all(&mut body) {
                     Ok(()) => loc
                         .store
-                        .put(&key.store_path(), PutPayload::from(body))
+                        .put(&path, PutPayload::from(body))
                         .await
                         .map(|_| None)
                         .map_err(Error::from),
@@ -408,6 +524,7 @@ impl ObjectStorage {
         let len = data.len() as u64;
         let dir = self.put_whole(obj, data).await?;
         sync_dirs(dir.into_iter().collect()).await?;
+        self.record(location, &[(key, len)]).await?;
         Ok(len)
     }
 
@@ -457,7 +574,10 @@ impl ObjectStorage {
             .flatten()
             .collect::<std::collections::BTreeSet<_>>();
         sync_dirs(dirs.into_iter().collect()).await?;
-        Ok(items.iter().map(|(_, d)| d.len() as u64).sum())
+        let written: Vec<(&ObjectKey, u64)> =
+            items.iter().map(|(k, d)| (k, d.len() as u64)).collect();
+        self.record(location, &written).await?;
+        Ok(written.iter().map(|(_, n)| n).sum())
     }
 
     /// Streams `reader` into an encrypted object at `key` and returns the plaintext size.
@@ -467,11 +587,22 @@ impl ObjectStorage {
         &self,
         location: &str,
         key: &ObjectKey,
+        reader: R,
+    ) -> Result<u64> {
+        let total = self.stream_in(location, key, reader).await?;
+        self.record(location, &[(key, total)]).await?;
+        Ok(total)
+    }
+
+    async fn stream_in<R: AsyncRead + Unpin + Send>(
+        &self,
+        location: &str,
+        key: &ObjectKey,
         mut reader: R,
     ) -> Result<u64> {
         let mut obj = self.begin(location, key).await?;
         let chunk = CHUNK_SIZE as usize;
-        let path = key.store_path();
+        let path = self.store_path(key);
 
         let mut current = Vec::with_capacity(chunk);
         let mut next = Vec::with_capacity(chunk);
@@ -550,7 +681,7 @@ impl ObjectStorage {
         let loc = self.loc(location)?;
         let got = loc
             .store
-            .get(&key.store_path())
+            .get(&self.store_path(key))
             .await
             .map_err(|e| self.not_found(location, key, e))?;
         let mut inner: BoxStream<'static, object_store::Result<Bytes>> = got.into_stream();
@@ -587,49 +718,86 @@ impl ObjectStorage {
 
     /// Size and time of an object, without reading its body.
     pub async fn head(&self, location: &str, key: &ObjectKey) -> Result<ObjectInfo> {
-        let loc = self.loc(location)?;
-        let meta = loc
-            .store
-            .head(&key.store_path())
-            .await
-            .map_err(|e| self.not_found(location, key, e))?;
-        Ok(object_info(key.to_string(), meta.size, meta.last_modified))
+        self.loc(location)?;
+        let row = sqlx::query(
+            "SELECT object_key, size, stored_size, modified_at FROM stored_objects \
+             WHERE location = $1 AND object_key = $2",
+        )
+        .bind(location)
+        .bind(key.as_str())
+        .fetch_optional(self.meta.reader())
+        .await?
+        .ok_or_else(|| Error::NotFound {
+            location: location.to_string(),
+            key: key.to_string(),
+        })?;
+        indexed_info(&row)
     }
 
     /// Deletes the object and its data key.
     pub async fn delete(&self, location: &str, key: &ObjectKey) -> Result<()> {
         let loc = self.loc(location)?;
-        let path = key.store_path();
-        let head = loc
-            .store
-            .get_range(&path, 0..HEADER_LEN as u64)
-            .await
-            .map_err(|e| self.not_found(location, key, e))?;
-        let header = Header::decode(&head).ok();
-        loc.store
-            .delete(&path)
-            .await
-            .map_err(|e| self.not_found(location, key, e))?;
+        let path = self.store_path(key);
+        let header = match loc.store.get_range(&path, 0..HEADER_LEN as u64).await {
+            Ok(head) => Header::decode(&head).ok(),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        // Out of the index first: a crash half-way leaves an unlisted object behind,
+        // never a listed one that is gone.
+        let unlisted =
+            sqlx::query("DELETE FROM stored_objects WHERE location = $1 AND object_key = $2")
+                .bind(location)
+                .bind(key.as_str())
+                .execute(self.meta.writer())
+                .await?
+                .rows_affected();
+        if header.is_none() && unlisted == 0 {
+            return Err(Error::NotFound {
+                location: location.to_string(),
+                key: key.to_string(),
+            });
+        }
+        match loc.store.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
         if let Some(h) = header {
             self.keyring.forget_data_key(&self.meta, &h.key_ref).await?;
         }
         Ok(())
     }
 
-    /// Lists objects under `prefix` (every object when `None`), sorted by key.
+    /// Lists objects under `prefix` (every object when `None`), sorted by key. A prefix
+    /// is whole segments: `a` lists `a/b` and `a/c/d`, not `a` itself nor `ab`.
     pub async fn list(
         &self,
         location: &str,
         prefix: Option<&ObjectKey>,
     ) -> Result<Vec<ObjectInfo>> {
-        let loc = self.loc(location)?;
-        let prefix = prefix.map(|p| p.store_path());
-        let metas: Vec<object_store::ObjectMeta> =
-            loc.store.list(prefix.as_ref()).try_collect().await?;
-        let mut out: Vec<ObjectInfo> = metas
-            .into_iter()
-            .map(|m| object_info(decoded_key(&m.location), m.size, m.last_modified))
-            .collect();
+        self.loc(location)?;
+        let select = "SELECT object_key, size, stored_size, modified_at FROM stored_objects WHERE location = $1";
+        let rows = match prefix {
+            // Keys under `p/` sort between `p/` and `p0` ('0' follows '/'), bytewise.
+            Some(p) => {
+                let sql =
+                    format!("{select} AND object_key > $2 AND object_key < $3 ORDER BY object_key");
+                sqlx::query(&sql)
+                    .bind(location)
+                    .bind(format!("{p}/"))
+                    .bind(format!("{p}0"))
+                    .fetch_all(self.meta.reader())
+                    .await?
+            }
+            None => {
+                let sql = format!("{select} ORDER BY object_key");
+                sqlx::query(&sql)
+                    .bind(location)
+                    .fetch_all(self.meta.reader())
+                    .await?
+            }
+        };
+        let mut out = rows.iter().map(indexed_info).collect::<Result<Vec<_>>>()?;
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
     }
@@ -656,17 +824,72 @@ fn decoded_key(path: &StorePath) -> String {
         .join("/")
 }
 
-fn object_info(
-    key: String,
-    stored: u64,
-    last_modified: chrono::DateTime<chrono::Utc>,
-) -> ObjectInfo {
-    ObjectInfo {
-        key,
-        size: envelope::plaintext_len(stored, CHUNK_SIZE).unwrap_or(0),
-        stored_size: stored,
-        last_modified,
-    }
+fn indexed_info(row: &sqlx::any::AnyRow) -> Result<ObjectInfo> {
+    let modified: i64 = row.try_get("modified_at")?;
+    Ok(ObjectInfo {
+        key: row.try_get("object_key")?,
+        size: row.try_get::<i64, _>("size")? as u64,
+        stored_size: row.try_get::<i64, _>("stored_size")? as u64,
+        last_modified: chrono::DateTime::from_timestamp_micros(modified).unwrap_or_default(),
+    })
+}
+
+/// Bytes on the backend of an object of `plain` bytes: the header, and one tag per
+/// chunk (an empty object has one, empty, chunk).
+fn sealed_len(plain: u64) -> u64 {
+    let pieces = plain.div_ceil(u64::from(CHUNK_SIZE)).max(1);
+    HEADER_LEN as u64 + plain + pieces * envelope::TAG_LEN as u64
+}
+
+/// The top directory of the keyed layout (its version).
+const LAYOUT_DIR: &str = "k1";
+
+async fn setting(meta: &MetaStore, name: &str) -> Result<Option<String>> {
+    Ok(
+        sqlx::query("SELECT value FROM storage_settings WHERE name = $1")
+            .bind(name)
+            .fetch_optional(meta.writer())
+            .await?
+            .map(|r| r.try_get::<String, _>("value"))
+            .transpose()?,
+    )
+}
+
+/// The secret that names objects: a data key like any other (wrapped by the master key,
+/// so rotation re-wraps it and never changes a name), created on first use.
+async fn naming_key(keyring: &Keyring, meta: &MetaStore) -> Result<ring::hmac::Key> {
+    const NAME: &str = "object_name_key";
+    let key_ref = match setting(meta, NAME).await? {
+        Some(r) => r,
+        None => {
+            let (fresh, _) = keyring.new_data_key(meta).await?;
+            sqlx::query(
+                "INSERT INTO storage_settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+            )
+            .bind(NAME)
+            .bind(hex::encode(fresh))
+            .execute(meta.writer())
+            .await?;
+            let chosen = setting(meta, NAME)
+                .await?
+                .ok_or_else(|| Error::Keys("the object naming key was not recorded".into()))?;
+            if chosen != hex::encode(fresh) {
+                // Another process created it first.
+                keyring.forget_data_key(meta, &fresh).await?;
+            }
+            chosen
+        }
+    };
+    let key_ref: [u8; 16] = hex::decode(&key_ref)
+        .ok()
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| {
+            Error::Keys(format!(
+                "the object naming key ref '{key_ref}' is not 16 hex bytes"
+            ))
+        })?;
+    let key = keyring.data_key(meta, &key_ref).await?;
+    Ok(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key.0))
 }
 
 /// An object being written.

@@ -112,7 +112,7 @@ async fn a_flipped_byte_fails_the_read() {
         .put_reader("local", &k, &data[..])
         .await
         .expect("put");
-    let path = f.dir.path().join("objects/tamper/me.bin");
+    let path = f.storage.local_path("local", &k).expect("local file");
     let original = std::fs::read(&path).expect("read");
     for offset in [5usize, 40, (2 << 20) + 77, original.len() - 1] {
         let mut bytes = original.clone();
@@ -155,7 +155,7 @@ async fn objects_stay_readable_after_key_rotation() {
         let old_id = f.storage.keyring().active_key_id();
         let object_bytes_before: Vec<Vec<u8>> = written
             .keys()
-            .map(|k| std::fs::read(f.dir.path().join("objects").join(k.as_str())).expect("read"))
+            .map(|k| std::fs::read(f.storage.local_path("local", k).expect("path")).expect("read"))
             .collect();
 
         let report = f
@@ -164,7 +164,8 @@ async fn objects_stay_readable_after_key_rotation() {
             .rotate(&f.storage_meta())
             .await
             .expect("rotate");
-        assert_eq!(report.rewrapped_data_keys, 20);
+        // The twenty objects' keys, and the key that names objects on the backend.
+        assert_eq!(report.rewrapped_data_keys, 21);
         assert_eq!(report.retired_key_ids, vec![old_id.clone()]);
         assert_ne!(report.new_key_id, old_id);
         assert_ne!(std::fs::read(&key_file).expect("read"), before_file);
@@ -172,7 +173,7 @@ async fn objects_stay_readable_after_key_rotation() {
         // The objects themselves were not rewritten...
         let object_bytes_after: Vec<Vec<u8>> = written
             .keys()
-            .map(|k| std::fs::read(f.dir.path().join("objects").join(k.as_str())).expect("read"))
+            .map(|k| std::fs::read(f.storage.local_path("local", k).expect("path")).expect("read"))
             .collect();
         assert_eq!(object_bytes_before, object_bytes_after);
         // ...and read back through a keyring loaded fresh from the rotated file.
@@ -247,6 +248,123 @@ async fn listing_and_deleting() {
 }
 
 #[tokio::test]
+async fn any_valid_key_is_stored_and_the_backend_names_reveal_none() {
+    for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
+        let f = local_fixture(db).await;
+        // A 300-byte segment (over any file system's name limit), a key that is both an
+        // object and a prefix of others, and a name that is personal data.
+        let long = format!("x/{}", "y".repeat(300));
+        let names = [
+            "a",
+            "a/b",
+            "a/b/c",
+            long.as_str(),
+            "patients/Fatima Al Mansoori.csv",
+        ];
+        for (i, name) in names.iter().enumerate() {
+            f.storage
+                .put_bytes(
+                    "local",
+                    &key(name),
+                    Bytes::from(vec![b'0' + i as u8; i + 1]),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("put {name}: {e}"));
+        }
+        for (i, name) in names.iter().enumerate() {
+            let got = f.storage.get_bytes("local", &key(name)).await.expect("get");
+            assert_eq!(got.len(), i + 1, "{name}");
+            assert_eq!(
+                f.storage
+                    .head("local", &key(name))
+                    .await
+                    .expect("head")
+                    .size,
+                i as u64 + 1
+            );
+        }
+        let under_a: Vec<String> = f
+            .storage
+            .list("local", Some(&key("a")))
+            .await
+            .expect("list")
+            .into_iter()
+            .map(|o| o.key)
+            .collect();
+        assert_eq!(under_a, ["a/b", "a/b/c"]);
+        // On disk: only derived names, none longer than 62 bytes, no key in any path.
+        for path in files_under(&f.dir.path().join("objects")) {
+            let rel = path
+                .strip_prefix(f.dir.path().join("objects"))
+                .expect("under")
+                .to_string_lossy()
+                .into_owned();
+            assert!(rel.starts_with("k1/"), "{rel}");
+            assert!(rel.split('/').all(|seg| seg.len() <= 62), "{rel}");
+            for name in ["patients", "Fatima", "yyyy"] {
+                assert!(!rel.contains(name), "{rel} reveals {name}");
+            }
+        }
+        // Deleting `a` leaves `a/b`.
+        f.storage
+            .delete("local", &key("a"))
+            .await
+            .expect("delete a");
+        assert!(f.storage.get_bytes("local", &key("a/b")).await.is_ok());
+        assert!(matches!(
+            f.storage.head("local", &key("a")).await,
+            Err(Error::NotFound { .. })
+        ));
+    }
+}
+
+#[tokio::test]
+async fn objects_in_the_earlier_layout_are_adopted_on_open() {
+    let db = TestDb::sqlite(&[&qanat_governance::MIGRATIONS]).await;
+    let f = local_fixture(db).await;
+    let data = pattern((1 << 20) + 3, 4);
+    for name in ["old/one.bin", "old/two.bin"] {
+        f.storage
+            .put_bytes("local", &key(name), Bytes::from(data.clone()))
+            .await
+            .expect("put");
+    }
+    // Put the objects back where the earlier layout kept them (the key as the path),
+    // and forget that the location was moved: as a database from before the change.
+    let root = f.dir.path().join("objects");
+    for name in ["old/one.bin", "old/two.bin"] {
+        let from = f.storage.local_path("local", &key(name)).expect("path");
+        let to = root.join(name);
+        std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
+        std::fs::rename(from, to).expect("move back");
+    }
+    let meta = f.storage_meta();
+    for sql in [
+        "DELETE FROM stored_objects",
+        "DELETE FROM storage_settings WHERE name LIKE 'layout:%'",
+    ] {
+        sqlx::query(sql).execute(meta.writer()).await.expect(sql);
+    }
+    let keyring = f.storage.keyring().clone();
+    let loc = LocationConfig::local("local", &root, "uae-north").expect("loc");
+    let reopened = ObjectStorage::open(&[loc], "local", keyring, meta)
+        .await
+        .expect("reopen");
+    let listed: Vec<String> = reopened
+        .list("local", None)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    assert_eq!(listed, ["old/one.bin", "old/two.bin"]);
+    for name in ["old/one.bin", "old/two.bin"] {
+        assert!(reopened.get_bytes("local", &key(name)).await.expect("get")[..] == data[..]);
+        assert!(!root.join(name).exists(), "{name} left at its old path");
+    }
+}
+
+#[tokio::test]
 async fn s3_compatible_backend_round_trips() {
     let (Some(url), Some(endpoint)) = (
         qanat_store::testing::service_var("QANAT_TEST_S3_URL"),
@@ -297,7 +415,8 @@ async fn s3_compatible_backend_round_trips() {
         assert!(got.concat() == data, "s3 round trip {len}");
     }
     let report = storage.keyring().rotate(&db.store).await.expect("rotate");
-    assert_eq!(report.rewrapped_data_keys, 4);
+    // Four objects' keys and the key that names objects.
+    assert_eq!(report.rewrapped_data_keys, 5);
     assert_eq!(
         storage
             .get_bytes("s3", &key("s3/10"))

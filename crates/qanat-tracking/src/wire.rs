@@ -109,6 +109,26 @@ pub mod mlflow {
         pub page_token: Option<String>,
     }
 
+    /// One entry of an artifact listing: a file with its size, or a directory.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct ArtifactFile {
+        /// Relative to the run's artifact root (`artifacts/list`) or to the listed
+        /// directory (`mlflow-artifacts/artifacts`).
+        pub path: String,
+        pub is_dir: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub file_size: Option<u64>,
+    }
+
+    /// `artifacts/list` (and, without `root_uri`, `mlflow-artifacts/artifacts`).
+    #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+    pub struct ArtifactList {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub root_uri: Option<String>,
+        #[serde(default)]
+        pub files: Vec<ArtifactFile>,
+    }
+
     /// One page of runs (MLflow leaves an empty list out).
     #[derive(Debug, Clone, Default, Serialize, Deserialize)]
     pub struct RunsPage {

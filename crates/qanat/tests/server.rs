@@ -715,7 +715,8 @@ fn keys_rotate_and_objects_stay_readable() {
     let (ok, out, err) = q.cli(&["keys", "rotate", "--output", "json"]);
     assert!(ok, "{err}");
     let report: Value = serde_json::from_str(&out).expect("json");
-    assert_eq!(report["rewrapped_data_keys"], 3);
+    // Three objects' keys, and the key that names objects on disk.
+    assert_eq!(report["rewrapped_data_keys"], 4);
     assert_ne!(
         std::fs::read(q.home().join("master.key")).expect("key file"),
         key_file_before
@@ -732,6 +733,94 @@ fn keys_rotate_and_objects_stay_readable() {
         assert_eq!(got.text().expect("text"), format!("content {i}"));
     }
     assert_eq!(audit(&q, "action=keys.rotate").len(), 1);
+}
+
+#[test]
+fn keys_a_file_system_could_not_hold_are_stored_and_no_reply_names_a_server_path() {
+    let q = Qanat::start();
+    q.create_project("ks", &["uae-north"]);
+    let h = q.http();
+    let long = format!("deep/{}", "n".repeat(300));
+    let put = |path: &str, body: &str| {
+        h.raw(&q.admin_token, "PUT", path)
+            .body(body.to_string())
+            .send()
+            .expect("send")
+    };
+    // Objects: a 300-byte segment (ENAMETOOLONG before), `a` and `a/b` side by side
+    // ("Not a directory" before), in either order.
+    for (key, body) in [
+        (long.as_str(), "long"),
+        ("a", "file a"),
+        ("a/b", "file a/b"),
+        ("c/d", "cd"),
+        ("c", "c"),
+    ] {
+        let resp = put(&format!("/api/v1/projects/ks/objects/{key}"), body);
+        let status = resp.status().as_u16();
+        let text = resp.text().expect("text");
+        assert_eq!(status, 201, "{key}: {text}");
+        let got = h
+            .raw(
+                &q.admin_token,
+                "GET",
+                &format!("/api/v1/projects/ks/objects/{key}"),
+            )
+            .send()
+            .expect("send")
+            .text()
+            .expect("text");
+        assert_eq!(got, body, "{key}");
+    }
+    // MLflow artifacts: a path that is a file and a directory at once.
+    for (path, body) in [
+        ("0/x/artifacts/model", "file"),
+        ("0/x/artifacts/model/weights", "w"),
+    ] {
+        let resp = put(
+            &format!("/mlflow/ks/api/2.0/mlflow-artifacts/artifacts/{path}"),
+            body,
+        );
+        assert_eq!(
+            resp.status().as_u16(),
+            200,
+            "{path}: {}",
+            resp.text().unwrap_or_default()
+        );
+    }
+    let (s, listed) = h.send(
+        &q.admin_token,
+        "GET",
+        "/mlflow/ks/api/2.0/mlflow-artifacts/artifacts?path=0/x/artifacts",
+        None,
+    );
+    assert_eq!(s, 200, "{listed}");
+    let mut names: Vec<(String, bool)> = listed["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().expect("path").to_string(),
+                f["is_dir"] == true,
+            )
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [("model".to_string(), false), ("model".to_string(), true)]
+    );
+
+    // No reply anywhere above or on failure carries the server's directory.
+    let home = q.home().display().to_string();
+    let resp = put(
+        &format!("/api/v1/projects/ks/objects/{}", "z".repeat(1100)),
+        "x",
+    );
+    assert_eq!(resp.status().as_u16(), 400);
+    let text = resp.text().expect("text");
+    assert!(!text.contains(&home), "{text}");
 }
 
 #[test]
@@ -981,16 +1070,19 @@ fn tampered_objects_fail_with_a_clear_error() {
         .send()
         .expect("send");
     assert_eq!(resp.status().as_u16(), 201);
-    let (_, project) = h.send(&q.admin_token, "GET", "/api/v1/projects/t", None);
-    let path = q
-        .home()
-        .join("objects/projects")
-        .join(project["id"].as_str().expect("id"))
-        .join("files/small.txt");
-    let mut bytes = std::fs::read(&path).expect("stored object");
+    // The only object stored (its name on disk is a keyed hash of its key).
+    let stored: Vec<_> = walkdir::WalkDir::new(q.home().join("objects"))
+        .into_iter()
+        .map(|e| e.expect("walk"))
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.into_path())
+        .collect();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    let path = &stored[0];
+    let mut bytes = std::fs::read(path).expect("stored object");
     let last = bytes.len() - 1;
     bytes[last] ^= 0x80;
-    std::fs::write(&path, &bytes).expect("tamper");
+    std::fs::write(path, &bytes).expect("tamper");
     let resp = h
         .raw(
             &q.admin_token,

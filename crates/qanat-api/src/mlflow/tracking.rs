@@ -6,11 +6,13 @@
 //! fields are ignored, as MLflow's server does.
 
 use axum::{Extension, Json};
-use qanat_tracking::wire::mlflow::{ExperimentsPage, RunsPage, SearchExperiments, SearchRuns};
+use qanat_tracking::wire::mlflow::{
+    ArtifactFile, ArtifactList, ExperimentsPage, RunsPage, SearchExperiments, SearchRuns,
+};
 use qanat_tracking::{
     Batch, Experiment, Metric, MetricValue, NewRun, Param, RunInfo, RunUpdate, Tag, ViewType,
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{done, reply, Ml, Reply};
@@ -566,14 +568,6 @@ pub(crate) async fn delete_artifact(
     done()
 }
 
-#[derive(Serialize)]
-struct FileInfo {
-    path: String,
-    is_dir: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    file_size: Option<u64>,
-}
-
 /// The entries directly under `dir` (an artifact path, or "" for none): files with
 /// their sizes, and sub-directories. Names are relative to `dir`.
 async fn list_dir(ml: &Ml, dir: &str) -> Result<Vec<(String, bool, u64)>, ApiError> {
@@ -586,21 +580,23 @@ async fn list_dir(ml: &Ml, dir: &str) -> Result<Vec<(String, bool, u64)>, ApiErr
     let location = artifacts_location(ml)?;
     let key = artifact_key(ml, dir).await?;
     let base = format!("{key}/");
-    let mut out: std::collections::BTreeMap<String, (bool, u64)> = Default::default();
+    // A name can be a file and a directory at once (`model` and `model/weights`), as
+    // in S3: both are listed.
+    let mut out: std::collections::BTreeMap<(String, bool), u64> = Default::default();
     for o in ml.state.storage.list(&location, Some(&key)).await? {
         let Some(rest) = o.key.strip_prefix(&base) else {
             continue;
         };
         match rest.split_once('/') {
             Some((sub, _)) => {
-                out.insert(sub.to_string(), (true, 0));
+                out.insert((sub.to_string(), true), 0);
             }
             None => {
-                out.insert(rest.to_string(), (false, o.size));
+                out.insert((rest.to_string(), false), o.size);
             }
         }
     }
-    Ok(out.into_iter().map(|(n, (d, s))| (n, d, s)).collect())
+    Ok(out.into_iter().map(|((n, d), s)| (n, d, s)).collect())
 }
 
 #[derive(Deserialize)]
@@ -611,9 +607,9 @@ pub(crate) struct ListQuery {
 /// `GET /api/2.0/mlflow-artifacts/artifacts?path=<dir>`: basenames.
 pub(crate) async fn list_artifacts_proxy(ml: Ml, ApiQuery(q): ApiQuery<ListQuery>) -> Reply {
     let entries = list_dir(&ml, q.path.as_deref().unwrap_or("")).await?;
-    let files: Vec<FileInfo> = entries
+    let files: Vec<ArtifactFile> = entries
         .into_iter()
-        .map(|(name, is_dir, size)| FileInfo {
+        .map(|(name, is_dir, size)| ArtifactFile {
             path: name,
             is_dir,
             file_size: (!is_dir).then_some(size),
@@ -647,9 +643,9 @@ pub(crate) async fn list_run_artifacts(ml: Ml, ApiQuery(q): ApiQuery<RunArtifact
         format!("{root}/{sub}")
     };
     let entries = list_dir(&ml, &dir).await?;
-    let files: Vec<FileInfo> = entries
+    let files: Vec<ArtifactFile> = entries
         .into_iter()
-        .map(|(name, is_dir, size)| FileInfo {
+        .map(|(name, is_dir, size)| ArtifactFile {
             path: if sub.is_empty() {
                 name
             } else {
@@ -659,7 +655,11 @@ pub(crate) async fn list_run_artifacts(ml: Ml, ApiQuery(q): ApiQuery<RunArtifact
             file_size: (!is_dir).then_some(size),
         })
         .collect();
+    let list = ArtifactList {
+        root_uri: Some(run.info.artifact_uri),
+        files,
+    };
     Ok(Json(
-        json!({ "root_uri": run.info.artifact_uri, "files": files }),
+        serde_json::to_value(list).map_err(|e| ApiError::internal(e.to_string()))?,
     ))
 }
