@@ -2,12 +2,13 @@
 //! what the native API does not cover: experiments and runs.
 
 use qanat_tracking::wire::mlflow::{
-    ExperimentReply, ExperimentsPage, RunReply, RunsPage, SearchExperiments, SearchRuns,
+    ArtifactList, ExperimentReply, ExperimentsPage, RunReply, RunsPage, SearchExperiments,
+    SearchRuns,
 };
 use qanat_tracking::{Experiment, Run};
 use reqwest::Method;
 
-use crate::{seg, Client, Result};
+use crate::{key_path, seg, ByteStream, Client, Result};
 
 fn mlflow_path(project: &str, endpoint: &str) -> String {
     format!("/mlflow/{}/api/2.0/mlflow/{endpoint}", seg(project))
@@ -49,5 +50,32 @@ impl Client {
         let path = mlflow_path(project, "runs/get");
         let reply: RunReply = self.get_query(&path, &[("run_id", run_id)]).await?;
         Ok(reply.run)
+    }
+
+    /// A run's artifacts directly under `path` (its artifact root when `None`); paths
+    /// in the answer are relative to the root.
+    pub async fn run_artifacts(
+        &self,
+        project: &str,
+        run_id: &str,
+        path: Option<&str>,
+    ) -> Result<ArtifactList> {
+        let endpoint = mlflow_path(project, "artifacts/list");
+        let mut query = vec![("run_id", run_id)];
+        if let Some(p) = path {
+            query.push(("path", p));
+        }
+        self.get_query(&endpoint, &query).await
+    }
+
+    /// An artifact's bytes by its full path (`<experiment>/<run>/artifacts/...`, the
+    /// run's artifact root without `mlflow-artifacts:/`), verified as they stream.
+    pub async fn artifact(&self, project: &str, path: &str) -> Result<ByteStream> {
+        let endpoint = format!(
+            "/mlflow/{}/api/2.0/mlflow-artifacts/artifacts/{}",
+            seg(project),
+            key_path(path)
+        );
+        self.download(self.request(Method::GET, &endpoint)).await
     }
 }

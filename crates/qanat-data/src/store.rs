@@ -496,10 +496,28 @@ impl Datasets {
         &self,
         project: &Project,
         ds: &Dataset,
+        manifest: Manifest,
+        message: &str,
+        author: &str,
+        derived_from: &[String],
+    ) -> Result<DatasetVersion> {
+        self.commit_counted(project, ds, manifest, message, author, derived_from, None)
+            .await
+    }
+
+    /// [`Self::commit`], with the bytes this version stored first when the caller
+    /// knows them (a copy knows exactly which chunks it wrote); otherwise they are the
+    /// bytes of chunks that the parent version does not have.
+    #[allow(clippy::too_many_arguments)]
+    async fn commit_counted(
+        &self,
+        project: &Project,
+        ds: &Dataset,
         mut manifest: Manifest,
         message: &str,
         author: &str,
         derived_from: &[String],
+        stored: Option<u64>,
     ) -> Result<DatasetVersion> {
         manifest.normalize()?;
         let mut sources = Vec::with_capacity(derived_from.len());
@@ -531,11 +549,13 @@ impl Datasets {
             }
             None => HashSet::new(),
         };
-        let new_bytes: u64 = distinct
-            .iter()
-            .filter(|c| !parent_chunks.contains(&c.id))
-            .map(|c| c.size)
-            .sum();
+        let new_bytes: u64 = stored.unwrap_or_else(|| {
+            distinct
+                .iter()
+                .filter(|c| !parent_chunks.contains(&c.id))
+                .map(|c| c.size)
+                .sum()
+        });
         let manifest_id = manifest.id();
         let profiles = self.profile_files(ds, &manifest).await?;
         if let Some(schema) = &ds.schema {
@@ -928,16 +948,30 @@ impl Datasets {
         let v = self.resolve(src, version).await?;
         let manifest = self.manifest(src, &v).await?;
         let ids: Vec<ChunkId> = manifest.distinct_chunks().iter().map(|c| c.id).collect();
+        // Chunks are shared within a project and location: only those the destination's
+        // location lacks are written, and the version reports exactly those bytes.
+        let mut added = 0u64;
         for id in self.missing_chunks(dst, &ids).await? {
             let data = self
                 .storage
                 .get_bytes(&src.location, &chunk_key(&src.project_id, &id)?)
                 .await?;
-            self.put_chunk(project, dst, id, data).await?;
+            let len = data.len() as u64;
+            if self.put_chunk(project, dst, id, data).await? {
+                added += len;
+            }
         }
         let source = format!("dataset:{}@{}", src.name, v.version);
-        self.commit(project, dst, manifest, message, author, &[source])
-            .await
+        self.commit_counted(
+            project,
+            dst,
+            manifest,
+            message,
+            author,
+            &[source],
+            Some(added),
+        )
+        .await
     }
 
     /// Profiles every CSV and Parquet file of `manifest` (schema, rows, column stats),

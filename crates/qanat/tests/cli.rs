@@ -206,6 +206,92 @@ fn models_and_runs_tables() {
     assert!(out.contains(run_id), "{out}");
     let (ok, _, err) = q.cli(&["runs", "-p", "ml", "show", "abc"]);
     assert!(!ok && err.contains("at least 4"), "{err}");
+    // A run's artifacts: listed (one level or all), and downloaded, a file or a tree.
+    for (path, body) in [
+        ("model/MLmodel", "flavors: {}\n"),
+        ("model/data/weights.bin", "0123456789"),
+        ("metrics.json", "{}"),
+    ] {
+        let resp = h
+            .raw(
+                &q.admin_token,
+                "PUT",
+                &format!(
+                    "/mlflow/ml/api/2.0/mlflow-artifacts/artifacts/0/{run_id}/artifacts/{path}"
+                ),
+            )
+            .body(body)
+            .send()
+            .expect("send");
+        assert_eq!(resp.status().as_u16(), 200, "{path}");
+    }
+    insta::assert_snapshot!(
+        "runs_artifacts_ls",
+        run(
+            &q,
+            &["runs", "-p", "ml", "artifacts", "ls", &run_id[..8], "-r"]
+        )
+    );
+    let (ok, out, err) = q.cli(&[
+        "runs",
+        "-p",
+        "ml",
+        "artifacts",
+        "ls",
+        run_id,
+        "model",
+        "-o",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let listed: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        listed,
+        json!([{"path": "model/MLmodel", "is_dir": false, "file_size": 12}, {"path": "model/data", "is_dir": true}])
+    );
+    let dest = q.dir.path().join("got");
+    let dest_s = dest.to_str().expect("utf8");
+    let (ok, _, err) = q.cli(&[
+        "runs",
+        "-p",
+        "ml",
+        "artifacts",
+        "get",
+        run_id,
+        "model",
+        dest_s,
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        std::fs::read(dest.join("model/data/weights.bin")).expect("file"),
+        b"0123456789"
+    );
+    assert_eq!(
+        std::fs::read(dest.join("model/MLmodel")).expect("file"),
+        b"flavors: {}\n"
+    );
+    let (ok, out, err) = q.cli(&[
+        "runs",
+        "-p",
+        "ml",
+        "artifacts",
+        "get",
+        run_id,
+        "metrics.json",
+        "-",
+    ]);
+    assert!(ok && out == "{}", "{out} {err}");
+    let (ok, _, err) = q.cli(&[
+        "runs",
+        "-p",
+        "ml",
+        "artifacts",
+        "get",
+        run_id,
+        "../x",
+        dest_s,
+    ]);
+    assert!(!ok && err.contains("relative to the run's root"), "{err}");
     // Rollbacks walk back along the history, then say when there is nothing left.
     run(&q, &["models", "-p", "ml", "promote", "fraud", "1"]);
     run(&q, &["models", "-p", "ml", "rollback", "fraud"]);

@@ -77,17 +77,10 @@ fn setup(q: &Qanat, project: &str, dataset: &str) {
     assert!(ok, "{err}");
 }
 
-fn chunks_dir(q: &Qanat, project: &str) -> PathBuf {
-    let (_, p) = q.http().send(
-        &q.admin_token,
-        "GET",
-        &format!("/api/v1/projects/{project}"),
-        None,
-    );
-    q.home()
-        .join("objects/projects")
-        .join(p["id"].as_str().expect("id"))
-        .join("chunks")
+/// Everything the server stored (objects are named by keyed hashes, so a project's
+/// chunks have no folder of their own; each test here has one project).
+fn objects_dir(q: &Qanat) -> PathBuf {
+    q.home().join("objects")
 }
 
 #[test]
@@ -191,7 +184,7 @@ fn appending_one_percent_stores_only_the_new_chunks() {
     std::fs::write(src.join("tx.csv"), &base).expect("write");
     let (ok, _, err) = qdata(&q, "dd", &["push", "tx", src.to_str().expect("utf8")]);
     assert!(ok, "{err}");
-    let before = stored_bytes(&chunks_dir(&q, "dd"));
+    let before = stored_bytes(&objects_dir(&q));
     assert!(
         before as usize >= base.len(),
         "first version stores everything"
@@ -213,7 +206,7 @@ fn appending_one_percent_stores_only_the_new_chunks() {
     );
     assert!(ok, "{err}");
     let v: Value = serde_json::from_str(&out).expect("json");
-    let after = stored_bytes(&chunks_dir(&q, "dd"));
+    let after = stored_bytes(&objects_dir(&q));
     let new = after - before;
     let ratio = new as f64 / appended.len() as f64;
     eprintln!(
@@ -237,7 +230,7 @@ fn appending_one_percent_stores_only_the_new_chunks() {
     // Pushing the same content again stores nothing.
     let (ok, _, err) = qdata(&q, "dd", &["push", "tx", src.to_str().expect("utf8")]);
     assert!(ok, "{err}");
-    assert_eq!(stored_bytes(&chunks_dir(&q, "dd")), after);
+    assert_eq!(stored_bytes(&objects_dir(&q)), after);
 }
 
 #[test]
@@ -249,7 +242,7 @@ fn a_killed_push_leaves_no_version_and_the_rerun_completes() {
     for i in 0..6 {
         std::fs::write(src.join(format!("part-{i}.bin")), data(8 << 20, 10 + i)).expect("write");
     }
-    let chunks = chunks_dir(&q, "kp");
+    let chunks = objects_dir(&q);
     let mut push = common::base_cmd(q.dir.path(), &q.extra_env)
         .env("QANAT_SERVER_URL", &q.url)
         .env("QANAT_TOKEN", &q.admin_token)
@@ -526,8 +519,12 @@ fn a_tampered_chunk_fails_the_pull_and_leaves_no_file() {
     std::fs::write(src.join("f.bin"), data(3 << 20, 77)).expect("write");
     let (ok, _, err) = qdata(&q, "tp", &["push", "d", src.to_str().expect("utf8")]);
     assert!(ok, "{err}");
-    let chunk_files = walk(&chunks_dir(&q, "tp"));
-    let victim = &chunk_files[chunk_files.len() / 2];
+    // The largest object is a chunk of f.bin (manifests and profiles are small).
+    let victim = walk(&objects_dir(&q))
+        .into_iter()
+        .max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .expect("a stored chunk");
+    let victim = &victim;
     let mut bytes = std::fs::read(victim).expect("read");
     let mid = bytes.len() / 2;
     bytes[mid] ^= 1;
@@ -961,7 +958,19 @@ fn copy_between_locations_checks_residency_at_the_destination() {
     assert!(ok, "{err}");
     let v: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["version"], 1);
+    assert_eq!(
+        v["new_bytes"],
+        3 << 20,
+        "every byte was new to the archive: {v}"
+    );
     assert!(stored_bytes(&cfg_dir.path().join("archive")) > 3 << 20);
+    // A copy into the same location stores nothing and says so.
+    let (ok, _, err) = qdata(&q, "cp", &["create", "raw-copy"]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = qdata(&q, "cp", &["copy", "raw@1", "raw-copy", "--output", "json"]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["new_bytes"], 0, "{v}");
     let dst = q.dir.path().join("dst");
     let (ok, _, err) = qdata(&q, "cp", &["pull", "cold", dst.to_str().expect("utf8")]);
     assert!(ok, "{err}");

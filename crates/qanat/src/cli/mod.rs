@@ -31,7 +31,7 @@ pub use lineage::LineageArgs;
 pub use models::ModelsCmd;
 pub use objects::ObjectsCmd;
 pub use projects::ProjectsCmd;
-pub use runs::RunsCmd;
+pub use runs::{ArtifactsCmd, RunsCmd};
 pub use server::ServerArgs;
 pub use tokens::TokensCmd;
 pub use users::UsersCmd;

@@ -25,4 +25,29 @@ pub enum RunsCmd {
         #[arg(required = true, num_args = 2..)]
         run_ids: Vec<String>,
     },
+    /// A run's artifacts: list them, or download a file or a whole directory.
+    Artifacts {
+        #[command(subcommand)]
+        cmd: ArtifactsCmd,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ArtifactsCmd {
+    /// Files (with sizes) and directories under PATH, the run's root when none.
+    Ls {
+        run_id: String,
+        path: Option<String>,
+        /// Everything below, not only the first level.
+        #[arg(long, short = 'r')]
+        recursive: bool,
+    },
+    /// Downloads PATH, a file or a directory with everything under it, into DEST as
+    /// DEST/<last part of PATH> (`-` writes a file to stdout).
+    Get {
+        run_id: String,
+        path: String,
+        #[arg(default_value = ".")]
+        dest: std::path::PathBuf,
+    },
 }

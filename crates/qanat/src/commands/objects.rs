@@ -69,7 +69,7 @@ pub async fn run(ctx: &Ctx, cmd: ObjectsCmd) -> Result<()> {
     }
 }
 
-async fn to_stdout(mut bytes: ByteStream) -> Result<()> {
+pub(crate) async fn to_stdout(mut bytes: ByteStream) -> Result<()> {
     let mut stdout = tokio::io::stdout();
     while let Some(chunk) = bytes.next().await {
         stdout
@@ -82,7 +82,7 @@ async fn to_stdout(mut bytes: ByteStream) -> Result<()> {
 
 /// Writes beside the target and renames, so a failed download leaves no partial file
 /// under the requested name.
-async fn to_file(mut bytes: ByteStream, out: &Path) -> Result<()> {
+pub(crate) async fn to_file(mut bytes: ByteStream, out: &Path) -> Result<()> {
     let tmp = out.with_extension("qanat-partial");
     let mut f = tokio::fs::File::create(&tmp)
         .await

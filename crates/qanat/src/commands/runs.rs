@@ -4,11 +4,11 @@ use std::collections::BTreeSet;
 
 use anyhow::{bail, Result};
 use qanat_client::Client;
-use qanat_tracking::wire::mlflow::{SearchExperiments, SearchRuns};
+use qanat_tracking::wire::mlflow::{ArtifactFile, SearchExperiments, SearchRuns};
 use qanat_tracking::{MetricValue, Run};
 
 use super::Ctx;
-use crate::cli::{Format, RunsCmd};
+use crate::cli::{ArtifactsCmd, Format, RunsCmd};
 use crate::output::{self, millis};
 
 pub async fn run(ctx: &Ctx, project: &str, cmd: RunsCmd) -> Result<()> {
@@ -81,7 +81,124 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: RunsCmd) -> Result<()> {
             compare(&runs);
             Ok(())
         }
+        RunsCmd::Artifacts { cmd } => artifacts(ctx, project, cmd).await,
     }
+}
+
+async fn artifacts(ctx: &Ctx, project: &str, cmd: ArtifactsCmd) -> Result<()> {
+    let (c, format) = (&ctx.client, ctx.format);
+    match cmd {
+        ArtifactsCmd::Ls {
+            run_id,
+            path,
+            recursive,
+        } => {
+            let run_id = full_run_id(c, project, &run_id).await?;
+            let path = path.as_deref().map(|p| p.trim_matches('/'));
+            let files = if recursive {
+                artifact_tree(c, project, &run_id, path).await?
+            } else {
+                c.run_artifacts(project, &run_id, path).await?.files
+            };
+            if format == Format::Json {
+                return output::json(&files);
+            }
+            let mut t = output::table(["path", "size"]);
+            for f in &files {
+                let size = match f.file_size {
+                    _ if f.is_dir => "dir".to_string(),
+                    Some(n) => output::human(n),
+                    None => String::new(),
+                };
+                t.add_row(vec![f.path.clone(), size]);
+            }
+            println!("{t}");
+            Ok(())
+        }
+        ArtifactsCmd::Get { run_id, path, dest } => {
+            let run_id = full_run_id(c, project, &run_id).await?;
+            let run = c.run(project, &run_id).await?;
+            let root = run
+                .info
+                .artifact_uri
+                .strip_prefix("mlflow-artifacts:/")
+                .unwrap_or(&run.info.artifact_uri)
+                .trim_matches('/')
+                .to_string();
+            let path = path.trim_matches('/').to_string();
+            let name = path.rsplit('/').next().unwrap_or_default().to_string();
+            if path.is_empty() || !safe_relative(&path) {
+                bail!("'{path}': give an artifact path relative to the run's root, e.g. model/weights.bin");
+            }
+            let under = artifact_tree(c, project, &run_id, Some(&path)).await?;
+            let mut got: Vec<(String, u64)> = Vec::new();
+            if under.is_empty() {
+                // A file.
+                let bytes = c.artifact(project, &format!("{root}/{path}")).await?;
+                if dest.as_os_str() == "-" {
+                    return super::objects::to_stdout(bytes).await;
+                }
+                tokio::fs::create_dir_all(&dest).await?;
+                super::objects::to_file(bytes, &dest.join(&name)).await?;
+                got.push((name, 0));
+            } else {
+                if dest.as_os_str() == "-" {
+                    bail!("'{path}' is a directory; give a destination directory instead of -");
+                }
+                for f in under.iter().filter(|f| !f.is_dir) {
+                    let rel = f.path.strip_prefix(&format!("{path}/")).unwrap_or(&f.path);
+                    if !safe_relative(rel) {
+                        bail!("the server named an artifact '{}' outside '{path}'", f.path);
+                    }
+                    let target = dest.join(&name).join(rel);
+                    if let Some(parent) = target.parent() {
+                        tokio::fs::create_dir_all(parent).await?;
+                    }
+                    let bytes = c.artifact(project, &format!("{root}/{}", f.path)).await?;
+                    super::objects::to_file(bytes, &target).await?;
+                    got.push((format!("{name}/{rel}"), f.file_size.unwrap_or(0)));
+                }
+            }
+            if format == Format::Json {
+                let files: Vec<_> = got.iter().map(|(p, _)| dest.join(p)).collect();
+                return output::json(&serde_json::json!({ "downloaded": files }));
+            }
+            eprintln!("downloaded {} file(s) into {}", got.len(), dest.display());
+            Ok(())
+        }
+    }
+}
+
+/// Every artifact below `path` (the run's root when `None`), files and directories,
+/// depth first.
+async fn artifact_tree(
+    c: &Client,
+    project: &str,
+    run_id: &str,
+    path: Option<&str>,
+) -> Result<Vec<ArtifactFile>> {
+    let mut out = Vec::new();
+    let mut pending = vec![path.map(str::to_string)];
+    while let Some(dir) = pending.pop() {
+        let listed = c
+            .run_artifacts(project, run_id, dir.as_deref())
+            .await?
+            .files;
+        for f in listed.into_iter().rev() {
+            if f.is_dir {
+                pending.push(Some(f.path.clone()));
+            }
+            out.push(f);
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// A relative path with no `.`, `..` or empty segment (nothing the server names can
+/// land outside the destination).
+fn safe_relative(p: &str) -> bool {
+    !p.starts_with('/') && p.split('/').all(|s| !s.is_empty() && s != "." && s != "..")
 }
 
 /// Experiment ids for names or ids; all active experiments when none is given.
