@@ -32,11 +32,36 @@ pub(crate) async fn create(
             vec![default.region.to_string()]
         }
     };
+    regions_have_storage(&state, &regions)?;
     let p = state
         .gov
         .create_project(&body.name, &body.description, &regions, &caller)
         .await?;
     Ok((StatusCode::CREATED, Json(p)))
+}
+
+/// A residency policy may only allow regions that some configured storage location is
+/// in: a region with nowhere to put bytes is a typo or a missing location, and would
+/// only surface later as a refused write.
+fn regions_have_storage(state: &AppState, regions: &[String]) -> Result<(), ApiError> {
+    let stored: std::collections::BTreeSet<String> = state
+        .storage
+        .locations()
+        .into_iter()
+        .map(|l| l.region.to_string())
+        .collect();
+    for r in regions {
+        // A malformed name gets the format error.
+        r.parse::<qanat_store::Region>()?;
+        if !stored.contains(r) {
+            let known: Vec<&str> = stored.iter().map(String::as_str).collect();
+            return Err(ApiError::bad_request(format!(
+                "region '{r}' has no storage location; configured regions: {} (add a [[storage.locations]] entry in that region first)",
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Projects the caller can see.
@@ -66,6 +91,9 @@ pub(crate) async fn update(
     scope: Scope,
     ApiJson(body): ApiJson<UpdateProject>,
 ) -> Result<Json<Project>, ApiError> {
+    if let Some(regions) = &body.allowed_regions {
+        regions_have_storage(&state, regions)?;
+    }
     Ok(Json(
         state
             .gov

@@ -304,8 +304,9 @@ fn a_killed_push_leaves_no_version_and_the_rerun_completes() {
 
 #[test]
 fn residency_and_bad_input_are_refused_clearly() {
-    let q = Qanat::start();
-    // The only location is in uae-north: a dataset in an eu-west project is refused.
+    let q = Qanat::start_with_locations(&[("frankfurt", "eu-west")]);
+    // The default location is in uae-north: a dataset there in an eu-west project is
+    // refused.
     q.create_project("eu", &["eu-west"]);
     setup(&q, "ok", "d");
     let viewer = q.user_with_role("vic", "ok", "viewer");

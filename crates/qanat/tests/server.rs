@@ -159,9 +159,29 @@ fn anonymous_viewer_editor_and_the_audit_chain() {
 
 #[test]
 fn residency_refusals_are_403_and_audited() {
-    let q = Qanat::start();
+    let q = Qanat::start_with_locations(&[("frankfurt", "eu-west")]);
     let h = q.http();
+    // A region no storage location is in cannot be allowed.
+    let (s, v) = h.send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/projects",
+        Some(json!({"name": "nowhere", "allowed_regions": ["mars-1"]})),
+    );
+    assert_eq!(s, 400, "{v}");
+    let msg = v["message"].as_str().expect("message");
+    assert!(
+        msg.contains("'mars-1' has no storage location") && msg.contains("eu-west, uae-north"),
+        "{msg}"
+    );
     q.create_project("eu-only", &["eu-west"]);
+    let (s, v) = h.send(
+        &q.admin_token,
+        "PATCH",
+        "/api/v1/projects/eu-only",
+        Some(json!({"allowed_regions": ["eu-west", "mars-1"]})),
+    );
+    assert_eq!(s, 400, "{v}");
     let resp = h
         .raw(
             &q.admin_token,

@@ -21,6 +21,8 @@ pub struct Qanat {
     pub admin_token: String,
     pub child: Option<Child>,
     pub extra_env: Vec<(String, String)>,
+    /// Directories the server's configuration points into.
+    pub keep: Vec<tempfile::TempDir>,
 }
 
 pub fn base_cmd(dir: &Path, extra_env: &[(String, String)]) -> Command {
@@ -57,6 +59,27 @@ impl Qanat {
         Self::start_with(vec![])
     }
 
+    /// A server whose default location `local` (uae-north) is joined by local
+    /// locations `(name, region)`: a project may only allow regions that have one.
+    pub fn start_with_locations(extra: &[(&str, &str)]) -> Qanat {
+        let cfg = tempfile::tempdir().expect("tempdir");
+        let mut toml = String::from("[storage]\ndefault_location = \"local\"\n");
+        let all = [("local", "uae-north")]
+            .into_iter()
+            .chain(extra.iter().copied());
+        for (name, region) in all {
+            toml.push_str(&format!(
+                "\n[[storage.locations]]\nname = \"{name}\"\nurl = \"{}\"\nregion = \"{region}\"\n",
+                cfg.path().join(name).display()
+            ));
+        }
+        let path = cfg.path().join("qanat.toml");
+        std::fs::write(&path, toml).expect("config");
+        let mut q = Self::start_with(vec![("QANAT_CONFIG".into(), path.display().to_string())]);
+        q.keep.push(cfg);
+        q
+    }
+
     pub fn start_with(extra_env: Vec<(String, String)>) -> Qanat {
         let dir = tempfile::tempdir().expect("tempdir");
         let out = run_ok(base_cmd(dir.path(), &extra_env).args(["init", "--output", "json"]));
@@ -68,6 +91,7 @@ impl Qanat {
             admin_token,
             child: None,
             extra_env,
+            keep: Vec::new(),
         };
         q.spawn_server();
         q
@@ -93,6 +117,7 @@ impl Qanat {
             admin_token: admin_token.to_string(),
             child: None,
             extra_env,
+            keep: Vec::new(),
         };
         q.spawn_server();
         q
