@@ -8,14 +8,14 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::{StreamExt, TryStreamExt};
 use qanat_data::wire::{
-    ChunkIds, ChunkStored, CommitVersion, CopyBody, DiffParams, DiffView, GcBody, MissingChunks,
-    TagBody, VersionWithManifest,
+    ChunkIds, ChunkStored, CommitVersion, CopyBody, DiffParams, DiffView, ListDatasets,
+    MissingChunks, TagBody, VersionWithManifest,
 };
 use qanat_data::{pack, ChunkId, Dataset, DatasetVersion, NewDataset, VersionRef, MAX_CHUNK};
 use qanat_governance::wire::LineageParams;
 
 use crate::error::ApiError;
-use qanat_governance::Role::{Editor, Maintainer, Viewer};
+use qanat_governance::Role::{Admin, Editor, Viewer};
 use utoipa_axum::routes;
 
 use crate::authz::Policy;
@@ -43,15 +43,55 @@ pub(crate) async fn create(
     Ok((StatusCode::CREATED, Json(d)))
 }
 
-/// A project's datasets.
+/// A project's datasets (with `deleted=true`: the deleted ones not purged yet).
 #[utoipa::path(get, path = "/api/v1/projects/{project}/datasets", tag = "datasets", security(("bearer" = [])),
-    params(("project" = String, Path)), responses((status = 200, body = [Dataset])))]
+    params(("project" = String, Path), ListDatasets), responses((status = 200, body = [Dataset])))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     scope: Scope,
+    crate::extract::ApiQuery(q): crate::extract::ApiQuery<ListDatasets>,
 ) -> Result<Json<Vec<Dataset>>, ApiError> {
     let p = scope.project;
-    Ok(Json(state.datasets.list(&p).await?))
+    Ok(Json(if q.deleted {
+        state.datasets.list_deleted(&p).await?
+    } else {
+        state.datasets.list(&p).await?
+    }))
+}
+
+/// Delete a dataset (project admins): hidden at once, restorable, and purged with its
+/// bytes by `gc` after the retention period (`retention.deleted_days`).
+#[utoipa::path(delete, path = "/api/v1/projects/{project}/datasets/{dataset}", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path), ("dataset" = String, Path)),
+    responses((status = 200, body = Dataset), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn delete_one(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
+) -> Result<Json<Dataset>, ApiError> {
+    let (_, dataset) = path;
+    Ok(Json(
+        state
+            .datasets
+            .delete(&scope.project, &dataset, &caller.name)
+            .await?,
+    ))
+}
+
+/// Bring back a deleted dataset that `gc` has not purged yet (project admins).
+#[utoipa::path(post, path = "/api/v1/projects/{project}/datasets/{dataset}/restore", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path), ("dataset" = String, Path)),
+    responses((status = 200, body = Dataset), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn restore(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
+) -> Result<Json<Dataset>, ApiError> {
+    let (_, dataset) = path;
+    Ok(Json(
+        state.datasets.restore(&scope.project, &dataset).await?,
+    ))
 }
 
 /// One dataset.
@@ -288,21 +328,6 @@ pub(crate) async fn tag(
     Ok(Json(state.datasets.tag(&d, &tag, v.version).await?))
 }
 
-/// Delete dataset chunks that no version references (maintainers). Safe to run while
-/// pushes are in progress.
-#[utoipa::path(post, path = "/api/v1/projects/{project}/gc", tag = "datasets", security(("bearer" = [])),
-    params(("project" = String, Path)), request_body = GcBody,
-    responses((status = 200, body = qanat_data::GcReport)))]
-pub(crate) async fn gc(
-    State(state): State<AppState>,
-    scope: Scope,
-    ApiJson(body): ApiJson<GcBody>,
-) -> Result<Json<qanat_data::GcReport>, ApiError> {
-    let p = scope.project;
-    let grace = std::time::Duration::from_secs(body.grace_seconds.unwrap_or(3600));
-    Ok(Json(state.datasets.gc(&p, grace).await?))
-}
-
 /// Files added, removed and changed between two versions (viewers; audited).
 #[utoipa::path(get, path = "/api/v1/projects/{project}/datasets/{dataset}/diff", tag = "datasets", security(("bearer" = [])),
     params(("project" = String, Path), ("dataset" = String, Path), DiffParams),
@@ -433,6 +458,14 @@ pub(crate) fn routes() -> Fragment {
         .route(routes!(create), write("dataset.create"))
         .route(routes!(list), read("dataset.list"))
         .route(routes!(get_one), read("dataset.get"))
+        .route(
+            routes!(delete_one),
+            Policy::in_project("dataset.delete", Admin),
+        )
+        .route(
+            routes!(restore),
+            Policy::in_project("dataset.restore", Admin),
+        )
         .route(routes!(missing), write("dataset.push.check").staging())
         .route(routes!(put_pack), write("dataset.push.chunks").staging())
         .route(routes!(put_chunk), write("dataset.push.chunk").staging())
@@ -444,6 +477,5 @@ pub(crate) fn routes() -> Fragment {
         .streaming(routes!(copy), write("dataset.copy"))
         .route(routes!(diff), read("dataset.diff"))
         .route(routes!(tag), write("dataset.tag"))
-        .streaming(routes!(gc), Policy::in_project("dataset.gc", Maintainer))
         .route(routes!(lineage), read("lineage.read"))
 }

@@ -15,6 +15,7 @@ pub mod route_table;
 
 // One module per domain, each returning its fragment of the route table.
 mod datasets;
+mod gc;
 mod identity;
 mod mlflow;
 mod models;
@@ -74,6 +75,9 @@ pub struct AppState {
     /// False while a required audit sink cannot be written: writes are then refused
     /// (fail closed), reads go on.
     pub audit_sinks_ok: Arc<std::sync::atomic::AtomicBool>,
+    /// How long deleted datasets, experiments and projects are kept (restorable)
+    /// before `gc` purges them.
+    pub retention: Duration,
 }
 
 impl AppState {
@@ -84,6 +88,7 @@ impl AppState {
             tracking: qanat_tracking::Tracking::new(meta.clone()),
             mlflow_project: "default".into(),
             audit_sinks_ok: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            retention: Duration::from_secs(30 * 86_400),
             meta,
             storage,
             metrics: Arc::new(Metrics::default()),
@@ -116,6 +121,7 @@ pub fn route_table(limits: &ApiLimits) -> route_table::RouteTable {
             projects::routes(),
             objects::routes(),
             datasets::routes(),
+            gc::routes(),
             models::routes(),
             mlflow::routes(),
         ],

@@ -106,6 +106,40 @@ pub(crate) async fn update(
     ))
 }
 
+/// Delete a project (its admins): every request naming it gets 404 at once, its data
+/// stays until `gc` purges it after the retention period, and a global admin can
+/// restore it until then.
+#[utoipa::path(delete, path = "/api/v1/projects/{project}", tag = "projects", security(("bearer" = [])),
+    params(("project" = String, Path)),
+    responses((status = 200, body = Project), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn delete_one(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    scope: Scope,
+) -> Result<Json<Project>, ApiError> {
+    Ok(Json(
+        state.gov.delete_project(&scope.project, &caller).await?,
+    ))
+}
+
+/// Bring back a deleted project that `gc` has not purged yet (global admins).
+#[utoipa::path(post, path = "/api/v1/projects/{project}/restore", tag = "projects", security(("bearer" = [])),
+    params(("project" = String, Path)),
+    responses((status = 200, body = Project), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn restore(
+    State(state): State<AppState>,
+    ApiPath(project): ApiPath<String>,
+) -> Result<Json<Project>, ApiError> {
+    Ok(Json(state.gov.restore_project(&project).await?))
+}
+
+/// Deleted projects that `gc` has not purged yet (global admins).
+#[utoipa::path(get, path = "/api/v1/deleted-projects", tag = "projects", security(("bearer" = [])),
+    responses((status = 200, body = [Project])))]
+pub(crate) async fn deleted(State(state): State<AppState>) -> Result<Json<Vec<Project>>, ApiError> {
+    Ok(Json(state.gov.deleted_projects().await?))
+}
+
 /// Members of a project.
 #[utoipa::path(get, path = "/api/v1/projects/{project}/members", tag = "projects", security(("bearer" = [])),
     params(("project" = String, Path)), responses((status = 200, body = [Member])))]
@@ -161,6 +195,15 @@ pub(crate) fn routes() -> Fragment {
         .route(
             routes!(update),
             Policy::in_project("project.update_policy", Admin),
+        )
+        .route(
+            routes!(delete_one),
+            Policy::in_project("project.delete", Admin),
+        )
+        .route(routes!(restore), Policy::global_admin("project.restore"))
+        .route(
+            routes!(deleted),
+            Policy::global_admin("project.list_deleted"),
         )
         .route(routes!(members), Policy::in_project("member.list", Viewer))
         .route(

@@ -327,6 +327,7 @@ mod tests {
             "GET /api/v1/projects/{project}/datasets/{dataset}/versions/{version}/files/{index}",
             "POST /api/v1/projects/{project}/datasets/{dataset}/copy",
             "POST /api/v1/projects/{project}/gc",
+            "POST /api/v1/gc",
             "GET /api/2.0/mlflow-artifacts/artifacts/{*path}",
             "PUT /api/2.0/mlflow-artifacts/artifacts/{*path}",
             "GET /mlflow/{project}/api/2.0/mlflow-artifacts/artifacts/{*path}",

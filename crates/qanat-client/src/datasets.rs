@@ -5,8 +5,8 @@
 use bytes::Bytes;
 use qanat_core::ObjectRef;
 use qanat_data::wire::{
-    ChunkIds, ChunkStored, CommitVersion, CopyBody, DiffParams, DiffView, GcBody, MissingChunks,
-    TagBody, VersionWithManifest,
+    ChunkIds, ChunkStored, CommitVersion, CopyBody, DiffParams, DiffView, GcBody, ListDatasets,
+    MissingChunks, TagBody, VersionWithManifest,
 };
 use qanat_data::{
     pack, ChunkId, Dataset, DatasetVersion, GcReport, NewDataset, PackStored, VersionRef,
@@ -32,6 +32,24 @@ impl Client {
     pub async fn datasets(&self, project: &str) -> Result<Vec<Dataset>> {
         self.get(&format!("{}/datasets", project_path(project)))
             .await
+    }
+
+    /// A project's deleted datasets that `gc` has not purged yet.
+    pub async fn deleted_datasets(&self, project: &str) -> Result<Vec<Dataset>> {
+        let path = format!("{}/datasets", project_path(project));
+        self.get_query(&path, &ListDatasets { deleted: true }).await
+    }
+
+    /// Deletes a dataset (project admins); `gc` purges it after the retention period.
+    pub async fn delete_dataset(&self, project: &str, dataset: &str) -> Result<Dataset> {
+        let path = dataset_path(project, dataset);
+        self.json(self.request(Method::DELETE, &path), &path).await
+    }
+
+    /// Brings back a deleted dataset (project admins).
+    pub async fn restore_dataset(&self, project: &str, dataset: &str) -> Result<Dataset> {
+        let path = format!("{}/restore", dataset_path(project, dataset));
+        self.json(self.request(Method::POST, &path), &path).await
     }
 
     /// One dataset.

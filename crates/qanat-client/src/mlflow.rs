@@ -39,6 +39,26 @@ impl Client {
         Ok(reply.experiment)
     }
 
+    /// Deletes an experiment and its runs (project admins); restorable until `gc`
+    /// purges it after the retention period.
+    pub async fn delete_experiment(&self, project: &str, id: &str) -> Result<()> {
+        self.experiment_stage(project, "experiments/delete", id)
+            .await
+    }
+
+    /// Brings back a deleted experiment and its runs (project admins).
+    pub async fn restore_experiment(&self, project: &str, id: &str) -> Result<()> {
+        self.experiment_stage(project, "experiments/restore", id)
+            .await
+    }
+
+    async fn experiment_stage(&self, project: &str, endpoint: &str, id: &str) -> Result<()> {
+        let path = mlflow_path(project, endpoint);
+        let body = serde_json::json!({ "experiment_id": id });
+        let _: serde_json::Value = self.with_body(Method::POST, &path, &body).await?;
+        Ok(())
+    }
+
     /// One page of runs of some experiments.
     pub async fn search_runs(&self, project: &str, search: &SearchRuns) -> Result<RunsPage> {
         let path = mlflow_path(project, "runs/search");

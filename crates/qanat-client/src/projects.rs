@@ -29,6 +29,32 @@ impl Client {
             .await
     }
 
+    /// Deletes a project (its admins); `gc` purges it after the retention period.
+    pub async fn delete_project(&self, name: &str) -> Result<Project> {
+        let path = project_path(name);
+        self.json(self.request(Method::DELETE, &path), &path).await
+    }
+
+    /// Brings back a deleted project (global admins).
+    pub async fn restore_project(&self, name: &str) -> Result<Project> {
+        let path = format!("{}/restore", project_path(name));
+        self.json(self.request(Method::POST, &path), &path).await
+    }
+
+    /// Deleted projects not purged yet (global admins).
+    pub async fn deleted_projects(&self) -> Result<Vec<Project>> {
+        self.get("/api/v1/deleted-projects").await
+    }
+
+    /// Purges what outlived its retention in every project, and deleted projects
+    /// (global admins).
+    pub async fn gc_all(
+        &self,
+        options: &qanat_data::wire::GcBody,
+    ) -> Result<qanat_data::InstallationGc> {
+        self.with_body(Method::POST, "/api/v1/gc", options).await
+    }
+
     /// A project's members.
     pub async fn members(&self, project: &str) -> Result<Vec<Member>> {
         self.get(&format!("{}/members", project_path(project)))

@@ -29,7 +29,8 @@ pub use diff::{
 pub use error::Error;
 pub use manifest::{ChunkRef, FileEntry, Manifest};
 pub use store::{
-    Classification, Dataset, DatasetVersion, Datasets, GcReport, NewDataset, PackStored, VersionRef,
+    Classification, Dataset, DatasetVersion, Datasets, GcReport, InstallationGc, NewDataset,
+    PackStored, VersionRef,
 };
 pub use tabular::{ColumnSpec, DatasetSchema, FileProfile, SchemaViolation, TableProfile};
 

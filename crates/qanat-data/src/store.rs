@@ -71,6 +71,9 @@ pub struct Dataset {
     pub created_at: String,
     pub created_by: String,
     pub latest_version: Option<i64>,
+    /// When it was deleted (deleted datasets are listed only on request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_at: Option<String>,
 }
 
 /// One immutable version.
@@ -226,6 +229,7 @@ impl Datasets {
             created_at: String::new(),
             created_by: String::new(),
             latest_version: None,
+            deleted_at: None,
         };
         self.check_location(project, &probe)?;
         let id = format!("ds_{}", uuid::Uuid::new_v4().simple());
@@ -250,7 +254,16 @@ impl Datasets {
         match res {
             Ok(_) => {}
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                return Err(Error::already_exists("dataset", new.name))
+                if self.find(project, &new.name, Some(true)).await.is_ok() {
+                    return Err(Error::already_exists(
+                        "dataset",
+                        format!(
+                            "{} (deleted: the name stays taken until gc purges it after the retention period; `qanat data restore {}` brings it back)",
+                            new.name, new.name
+                        ),
+                    ));
+                }
+                return Err(Error::already_exists("dataset", new.name));
             }
             Err(e) => return Err(e.into()),
         }
@@ -282,6 +295,7 @@ impl Datasets {
             created_at: rfc3339(row.try_get("created_at")?),
             created_by: row.try_get("created_by")?,
             latest_version: row.try_get("latest_version")?,
+            deleted_at: row.try_get::<Option<i64>, _>("deleted_at")?.map(rfc3339),
         })
     }
 
@@ -289,28 +303,166 @@ impl Datasets {
 
     /// One dataset of a project.
     pub async fn get(&self, project: &Project, name: &str) -> Result<Dataset> {
+        self.find(project, name, Some(false)).await
+    }
+
+    /// A dataset by name: live (`Some(false)`), deleted (`Some(true)`) or either.
+    async fn find(&self, project: &Project, name: &str, deleted: Option<bool>) -> Result<Dataset> {
+        let state = match deleted {
+            Some(false) => " AND d.deleted_at IS NULL",
+            Some(true) => " AND d.deleted_at IS NOT NULL",
+            None => "",
+        };
         let row = sqlx::query(&format!(
-            "{} WHERE d.project_id = $1 AND d.name = $2",
+            "{} WHERE d.project_id = $1 AND d.name = $2{state}",
             Self::SELECT
         ))
         .bind(&project.id)
         .bind(name)
         .fetch_optional(self.meta.reader())
         .await?
-        .ok_or_else(|| Error::not_found("dataset", format!("{}/{name}", project.name)))?;
+        .ok_or_else(|| {
+            let what = if deleted == Some(true) {
+                "deleted dataset"
+            } else {
+                "dataset"
+            };
+            Error::not_found(what, format!("{}/{name}", project.name))
+        })?;
         Self::from_row(&row)
     }
 
     /// Every dataset of a project.
     pub async fn list(&self, project: &Project) -> Result<Vec<Dataset>> {
+        self.list_where(project, " AND d.deleted_at IS NULL").await
+    }
+
+    /// The deleted datasets of a project that `gc` has not purged yet.
+    pub async fn list_deleted(&self, project: &Project) -> Result<Vec<Dataset>> {
+        self.list_where(project, " AND d.deleted_at IS NOT NULL")
+            .await
+    }
+
+    async fn list_where(&self, project: &Project, state: &str) -> Result<Vec<Dataset>> {
         let rows = sqlx::query(&format!(
-            "{} WHERE d.project_id = $1 ORDER BY d.name",
+            "{} WHERE d.project_id = $1{state} ORDER BY d.name",
             Self::SELECT
         ))
         .bind(&project.id)
         .fetch_all(self.meta.reader())
         .await?;
         rows.iter().map(Self::from_row).collect()
+    }
+
+    /// Deletes a dataset: it disappears from every listing and read at once, while its
+    /// versions and bytes stay until `gc` purges them after the retention period
+    /// (until then [`Self::restore`] brings it back, and its name stays taken).
+    pub async fn delete(&self, project: &Project, name: &str, by: &str) -> Result<Dataset> {
+        self.set_deleted(project, name, Some(by)).await?;
+        self.find(project, name, Some(true)).await
+    }
+
+    /// Brings back a deleted dataset that `gc` has not purged yet.
+    pub async fn restore(&self, project: &Project, name: &str) -> Result<Dataset> {
+        self.set_deleted(project, name, None).await?;
+        self.get(project, name).await
+    }
+
+    /// Marks a live dataset deleted by `by`, or (`None`) a deleted one live again.
+    async fn set_deleted(&self, project: &Project, name: &str, by: Option<&str>) -> Result<()> {
+        let (from, what) = match by {
+            Some(_) => ("IS NULL", "dataset"),
+            None => ("IS NOT NULL", "deleted dataset"),
+        };
+        let done = sqlx::query(&format!(
+            "UPDATE datasets SET deleted_at = $1, deleted_by = $2 WHERE project_id = $3 AND name = $4 AND deleted_at {from}"
+        ))
+        .bind(by.map(|_| now_micros()))
+        .bind(by)
+        .bind(&project.id)
+        .bind(name)
+        .execute(self.meta.writer())
+        .await?
+        .rows_affected();
+        if done == 0 {
+            return Err(Error::not_found(what, format!("{}/{name}", project.name)));
+        }
+        Ok(())
+    }
+
+    /// Removes every dataset row of a project being purged: datasets, versions, tags,
+    /// the chunk registry and lineage. Its objects are deleted by the caller.
+    pub async fn purge_project(&self, project_id: &str) -> Result<()> {
+        let mut tx = self.meta.writer().begin().await?;
+        for sql in [
+            "DELETE FROM dataset_tags WHERE dataset_id IN (SELECT id FROM datasets WHERE project_id = $1)",
+            "DELETE FROM dataset_versions WHERE dataset_id IN (SELECT id FROM datasets WHERE project_id = $1)",
+            "DELETE FROM datasets WHERE project_id = $1",
+            "DELETE FROM dataset_chunks WHERE project_id = $1",
+            "DELETE FROM lineage_edges WHERE project_id = $1",
+        ] {
+            sqlx::query(sql).bind(project_id).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Removes a deleted dataset for good: its versions, tags, lineage as a child, and
+    /// the manifests and profiles no other version uses. Its chunks are left to the
+    /// chunk sweep of [`Self::gc`], which frees those nothing references any more.
+    async fn purge(&self, project: &Project, ds: &Dataset) -> Result<()> {
+        let manifests: Vec<String> =
+            sqlx::query("SELECT DISTINCT manifest_id FROM dataset_versions WHERE dataset_id = $1")
+                .bind(&ds.id)
+                .fetch_all(self.meta.reader())
+                .await?
+                .iter()
+                .map(|r| r.try_get("manifest_id"))
+                .collect::<std::result::Result<_, _>>()?;
+        let child = format!("dataset:{}@", ds.name);
+        let mut tx = self.meta.writer().begin().await?;
+        sqlx::query(
+            "DELETE FROM lineage_edges WHERE project_id = $1 AND substr(child, 1, CAST($2 AS INTEGER)) = $3",
+        )
+        .bind(&project.id)
+        .bind(child.chars().count() as i64)
+        .bind(&child)
+        .execute(&mut *tx)
+        .await?;
+        for table in ["dataset_tags", "dataset_versions"] {
+            sqlx::query(&format!("DELETE FROM {table} WHERE dataset_id = $1"))
+                .bind(&ds.id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query("DELETE FROM datasets WHERE id = $1 AND deleted_at IS NOT NULL")
+            .bind(&ds.id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        for m in manifests {
+            let still_used = sqlx::query(
+                "SELECT 1 FROM dataset_versions v JOIN datasets d ON d.id = v.dataset_id WHERE d.project_id = $1 AND v.manifest_id = $2 LIMIT 1",
+            )
+            .bind(&project.id)
+            .bind(&m)
+            .fetch_optional(self.meta.reader())
+            .await?
+            .is_some();
+            if still_used {
+                continue;
+            }
+            for key in [
+                manifest_key(&project.id, &m)?,
+                profiles_key(&project.id, &m)?,
+            ] {
+                match self.storage.delete(&ds.location, &key).await {
+                    Ok(()) | Err(qanat_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Which of `ids` are not stored yet for this dataset's project and location. The
@@ -818,12 +970,34 @@ impl Datasets {
     /// for `grace`. Safe against concurrent pushes (see the `dataset_chunks` comment in
     /// the migration): a chunk is claimed only if unused since the cutoff, a commit
     /// holds its chunks in its own transaction, and a claimed chunk counts as missing.
-    pub async fn gc(&self, project: &Project, grace: std::time::Duration) -> Result<GcReport> {
-        let cutoff = now_micros() - i64::try_from(grace.as_micros()).unwrap_or(i64::MAX);
-        // 1. What is referenced, per location.
+    pub async fn gc(
+        &self,
+        project: &Project,
+        grace: std::time::Duration,
+        retention: std::time::Duration,
+    ) -> Result<GcReport> {
+        let now = now_micros();
+        let cutoff = now - i64::try_from(grace.as_micros()).unwrap_or(i64::MAX);
+        // 0. Datasets deleted longer ago than the retention period go for good.
+        let purge_before = now - i64::try_from(retention.as_micros()).unwrap_or(i64::MAX);
+        let mut datasets_purged = 0;
+        for ds in self.list_deleted(project).await? {
+            let deleted = ds
+                .deleted_at
+                .as_deref()
+                .and_then(|t| qanat_store::parse_micros(t).ok())
+                .unwrap_or(now);
+            if deleted <= purge_before {
+                self.purge(project, &ds).await?;
+                datasets_purged += 1;
+            }
+        }
+        // 1. What is referenced, per location (deleted datasets not purged yet too:
+        // they can still be restored).
         let mut referenced: HashSet<(String, ChunkId)> = HashSet::new();
         let mut versions = 0u64;
-        for ds in self.list(project).await? {
+        let live = self.list(project).await?;
+        for ds in live.into_iter().chain(self.list_deleted(project).await?) {
             for v in self.versions(&ds).await? {
                 versions += 1;
                 for c in self.manifest(&ds, &v).await?.distinct_chunks() {
@@ -840,10 +1014,10 @@ impl Datasets {
         .fetch_all(self.meta.reader())
         .await?;
         let mut report = GcReport {
+            datasets_purged,
             versions_scanned: versions,
             chunks_referenced: referenced.len() as u64,
-            chunks_deleted: 0,
-            bytes_freed: 0,
+            ..GcReport::default()
         };
         for row in rows {
             let location: String = row.try_get("location")?;
@@ -1062,12 +1236,37 @@ pub struct PackStored {
     pub new_bytes: u64,
 }
 
-/// What a gc did.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+/// What a project's gc did. The dataset part is filled by [`Datasets::gc`]; the
+/// tracking part by the project gc that also purges experiments and runs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GcReport {
+    /// Deleted datasets removed for good (their retention period was over).
+    pub datasets_purged: u64,
     pub versions_scanned: u64,
     pub chunks_referenced: u64,
     pub chunks_deleted: u64,
     /// Plaintext bytes of the deleted chunks.
     pub bytes_freed: u64,
+    /// Deleted experiments removed with their runs, logged models and artifacts.
+    #[serde(default)]
+    pub experiments_purged: u64,
+    /// Runs removed (those of purged experiments included).
+    #[serde(default)]
+    pub runs_purged: u64,
+    /// Deleted experiments or runs past retention kept because a registered model
+    /// version comes from them (delete the version to let them go).
+    #[serde(default)]
+    pub kept_for_registry: u64,
+    /// Artifact objects deleted with the purged experiments and runs.
+    #[serde(default)]
+    pub artifacts_deleted: u64,
+}
+
+/// What an installation-wide gc did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct InstallationGc {
+    /// Deleted projects removed for good, with everything they held.
+    pub projects_purged: Vec<String>,
+    /// Each remaining project's gc.
+    pub projects: BTreeMap<String, GcReport>,
 }

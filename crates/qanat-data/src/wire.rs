@@ -67,6 +67,14 @@ pub struct GcBody {
     pub grace_seconds: Option<u64>,
 }
 
+/// Which datasets a listing shows.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::IntoParams)]
+pub struct ListDatasets {
+    /// `true`: the deleted datasets `gc` has not purged yet (restorable) instead.
+    #[serde(default)]
+    pub deleted: bool,
+}
+
 /// The two versions a diff compares.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::IntoParams)]
 pub struct DiffParams {

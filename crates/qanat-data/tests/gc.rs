@@ -155,7 +155,10 @@ fn run(ops: Vec<Op>) {
         };
         let lane_b = async {
             for _ in &gcs {
-                w.datasets.gc(&w.project, Duration::ZERO).await.expect("gc");
+                w.datasets
+                    .gc(&w.project, Duration::ZERO, Duration::from_secs(30 * 86_400))
+                    .await
+                    .expect("gc");
                 tokio::task::yield_now().await;
             }
         };
@@ -163,7 +166,11 @@ fn run(ops: Vec<Op>) {
         check_every_version_readable(&w).await;
 
         // Quiet now: one more gc leaves exactly the referenced chunks.
-        let report = w.datasets.gc(&w.project, Duration::ZERO).await.expect("gc");
+        let report = w
+            .datasets
+            .gc(&w.project, Duration::ZERO, Duration::from_secs(30 * 86_400))
+            .await
+            .expect("gc");
         check_every_version_readable(&w).await;
         let ds = dataset(&w).await;
         let mut referenced = HashSet::new();

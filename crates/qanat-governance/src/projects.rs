@@ -20,6 +20,9 @@ pub struct Project {
     pub allowed_regions: Vec<String>,
     pub created_at: String,
     pub created_by: String,
+    /// When it was deleted (only deleted projects, listed by global admins, have it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_at: Option<String>,
 }
 
 /// A project member and their role.
@@ -40,6 +43,7 @@ fn project_from_row(row: &AnyRow) -> Result<Project> {
             .map_err(|e| Error::invalid("stored regions", e.to_string()))?,
         created_at: rfc3339(row.try_get("created_at")?),
         created_by: row.try_get("created_by")?,
+        deleted_at: row.try_get::<Option<i64>, _>("deleted_at")?.map(rfc3339),
     })
 }
 
@@ -90,7 +94,20 @@ impl Governance {
         match res {
             Ok(_) => {}
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                return Err(Error::already_exists("project", name))
+                let deleted = sqlx::query(
+                    "SELECT 1 FROM projects WHERE name = $1 AND deleted_at IS NOT NULL",
+                )
+                .bind(name)
+                .fetch_optional(self.meta.reader())
+                .await?
+                .is_some();
+                if deleted {
+                    return Err(Error::already_exists(
+                        "project",
+                        format!("{name} (deleted: the name stays taken until gc purges it after the retention period; a global admin can `qanat projects restore {name}`)"),
+                    ));
+                }
+                return Err(Error::already_exists("project", name));
             }
             Err(e) => return Err(e.into()),
         }
@@ -109,7 +126,7 @@ impl Governance {
 
     /// Looks a project up by name.
     pub async fn project(&self, name: &str) -> Result<Project> {
-        let row = sqlx::query("SELECT * FROM projects WHERE name = $1")
+        let row = sqlx::query("SELECT * FROM projects WHERE name = $1 AND deleted_at IS NULL")
             .bind(name)
             .fetch_optional(self.meta.reader())
             .await?
@@ -120,18 +137,86 @@ impl Governance {
     /// The projects `principal` can see: all for a global admin, else their memberships.
     pub async fn projects_for(&self, principal: &Principal) -> Result<Vec<Project>> {
         let rows = if principal.is_admin {
-            sqlx::query("SELECT * FROM projects ORDER BY name")
+            sqlx::query("SELECT * FROM projects WHERE deleted_at IS NULL ORDER BY name")
                 .fetch_all(self.meta.reader())
                 .await?
         } else {
             sqlx::query(
-                "SELECT p.* FROM projects p JOIN members m ON m.project_id = p.id WHERE m.user_id = $1 ORDER BY p.name",
+                "SELECT p.* FROM projects p JOIN members m ON m.project_id = p.id WHERE m.user_id = $1 AND p.deleted_at IS NULL ORDER BY p.name",
             )
             .bind(&principal.user_id)
             .fetch_all(self.meta.reader())
             .await?
         };
         rows.iter().map(project_from_row).collect()
+    }
+
+    /// Deletes a project: it is gone for everyone at once (every request naming it gets
+    /// 404), while its data stays until `gc` purges it after the retention period; a
+    /// global admin can [`Self::restore_project`] it until then. Its name stays taken.
+    pub async fn delete_project(&self, p: &Project, by: &Principal) -> Result<Project> {
+        let done = sqlx::query(
+            "UPDATE projects SET deleted_at = $1, deleted_by = $2 WHERE id = $3 AND deleted_at IS NULL",
+        )
+        .bind(now_micros())
+        .bind(&by.name)
+        .bind(&p.id)
+        .execute(self.meta.writer())
+        .await?
+        .rows_affected();
+        if done == 0 {
+            return Err(Error::not_found("project", &p.name));
+        }
+        self.deleted_project(&p.name).await
+    }
+
+    /// A deleted project not purged yet, by name.
+    pub async fn deleted_project(&self, name: &str) -> Result<Project> {
+        let row = sqlx::query("SELECT * FROM projects WHERE name = $1 AND deleted_at IS NOT NULL")
+            .bind(name)
+            .fetch_optional(self.meta.reader())
+            .await?
+            .ok_or_else(|| Error::not_found("deleted project", name))?;
+        project_from_row(&row)
+    }
+
+    /// Every deleted project not purged yet.
+    pub async fn deleted_projects(&self) -> Result<Vec<Project>> {
+        let rows = sqlx::query("SELECT * FROM projects WHERE deleted_at IS NOT NULL ORDER BY name")
+            .fetch_all(self.meta.reader())
+            .await?;
+        rows.iter().map(project_from_row).collect()
+    }
+
+    /// Brings back a deleted project, with its members, before `gc` purges it.
+    pub async fn restore_project(&self, name: &str) -> Result<Project> {
+        let done = sqlx::query(
+            "UPDATE projects SET deleted_at = NULL, deleted_by = NULL WHERE name = $1 AND deleted_at IS NOT NULL",
+        )
+        .bind(name)
+        .execute(self.meta.writer())
+        .await?
+        .rows_affected();
+        if done == 0 {
+            return Err(Error::not_found("deleted project", name));
+        }
+        self.project(name).await
+    }
+
+    /// Removes a deleted project's own rows (its members, then the project). The other
+    /// domains purge theirs first; the audit log keeps every entry about it.
+    pub async fn purge_project(&self, p: &Project) -> Result<()> {
+        let mut tx = self.meta.writer().begin().await?;
+        sqlx::query("DELETE FROM members WHERE project_id = $1")
+            .bind(&p.id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM projects WHERE id = $1 AND deleted_at IS NOT NULL")
+            .bind(&p.id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Changes a project's description and/or residency policy.
@@ -165,7 +250,7 @@ impl Governance {
         project: &str,
     ) -> Result<(Project, Option<Role>)> {
         let row = sqlx::query(
-            "SELECT p.*, m.role AS member_role FROM projects p LEFT JOIN members m ON m.project_id = p.id AND m.user_id = $1 WHERE p.name = $2",
+            "SELECT p.*, m.role AS member_role FROM projects p LEFT JOIN members m ON m.project_id = p.id AND m.user_id = $1 WHERE p.name = $2 AND p.deleted_at IS NULL",
         )
         .bind(user_id)
         .bind(project)

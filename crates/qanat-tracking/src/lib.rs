@@ -11,6 +11,7 @@
 mod error;
 pub mod model;
 mod models;
+mod purge;
 mod registry;
 mod search;
 mod store;
@@ -23,6 +24,7 @@ pub use model::{
     RUN_STATUSES,
 };
 pub use models::{ModelOrder, NewLoggedModel, ResolvedInput};
+pub use purge::Purged;
 pub use registry::{AliasMove, NewModelVersion};
 pub use store::{Batch, NewRun, Page, RunLimits, RunUpdate, Tracking};
 

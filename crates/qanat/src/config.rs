@@ -22,6 +22,22 @@ pub struct Config {
     pub security: SecurityConfig,
     pub tracking: TrackingConfig,
     pub audit: AuditConfig,
+    pub retention: RetentionConfig,
+}
+
+/// How long deleted things are kept before `gc` purges them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    /// Days a deleted dataset, experiment or project (and its bytes) is kept and can be
+    /// restored; `gc` purges it after that. 0: the next `gc` purges it.
+    pub deleted_days: u64,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig { deleted_days: 30 }
+    }
 }
 
 /// Where audit entries go besides the database.
@@ -138,6 +154,7 @@ impl Default for Config {
             security: SecurityConfig::default(),
             tracking: TrackingConfig::default(),
             audit: AuditConfig::default(),
+            retention: RetentionConfig::default(),
         }
     }
 }
@@ -324,6 +341,10 @@ impl Config {
         env_parse("QANAT_AUDIT_CHECKPOINT_EVERY", &mut a.checkpoint_every)?;
         env_parse("QANAT_AUDIT_CHECKPOINT_SECS", &mut a.checkpoint_secs)?;
         env_parse("QANAT_AUDIT_REQUIRED", &mut a.required)?;
+        env_parse(
+            "QANAT_RETENTION_DELETED_DAYS",
+            &mut self.retention.deleted_days,
+        )?;
         Ok(())
     }
 

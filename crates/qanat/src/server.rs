@@ -223,6 +223,7 @@ pub async fn serve(cfg: Config) -> Result<()> {
     };
     let mut state = AppState::new(inst.meta.clone(), inst.storage.clone(), limits);
     state.mlflow_project = cfg.tracking.default_project.clone();
+    state.retention = Duration::from_secs(cfg.retention.deleted_days.saturating_mul(86_400));
     state.tracking = state.tracking.with_limits(qanat_tracking::RunLimits {
         max_params: cfg.tracking.max_params_per_run,
         max_tags: cfg.tracking.max_tags_per_run,

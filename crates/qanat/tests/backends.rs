@@ -98,6 +98,54 @@ fn server_on_postgres_keeps_rbac_audit_and_data_across_kill_9() {
         std::fs::read(dst.join("t.csv")).expect("read"),
         std::fs::read(src.join("t.csv")).expect("read")
     );
+
+    // Deletion and purges on PostgreSQL: a dataset, an experiment with a run, then
+    // the whole project (retention 0 days).
+    q.kill_hard();
+    q.extra_env
+        .push(("QANAT_RETENTION_DELETED_DAYS".into(), "0".into()));
+    q.spawn_server();
+    let h = q.http();
+    let (s, e) = h.send(
+        &q.admin_token,
+        "POST",
+        "/mlflow/pg/api/2.0/mlflow/experiments/create",
+        Some(json!({"name": "tmp"})),
+    );
+    assert_eq!(s, 200, "{e}");
+    let exp = e["experiment_id"].as_str().expect("id").to_string();
+    let (s, r) = h.send(
+        &q.admin_token,
+        "POST",
+        "/mlflow/pg/api/2.0/mlflow/runs/create",
+        Some(json!({"experiment_id": exp})),
+    );
+    assert_eq!(s, 200, "{r}");
+    for args in [
+        &["data", "-p", "pg", "rm", "d"][..],
+        &["experiments", "-p", "pg", "rm", "tmp"],
+    ] {
+        let (ok, _, err) = q.cli(args);
+        assert!(ok, "{err}");
+    }
+    let (ok, out, err) = q.cli(&["gc", "-p", "pg", "--grace", "0s", "-o", "json"]);
+    assert!(ok, "{err}");
+    let r: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        (
+            &r["datasets_purged"],
+            &r["experiments_purged"],
+            &r["runs_purged"]
+        ),
+        (&json!(1), &json!(1), &json!(1)),
+        "{r}"
+    );
+    let (ok, _, err) = q.cli(&["projects", "rm", "pg"]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = q.cli(&["gc", "-o", "json"]);
+    assert!(ok, "{err}");
+    let r: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(r["projects_purged"], json!(["pg"]), "{r}");
     drop(q);
     drop(db);
 }

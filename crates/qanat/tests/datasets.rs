@@ -596,7 +596,7 @@ fn gc_frees_abandoned_chunks_and_keeps_versions() {
     let (_, audited) = q.http().send(
         &q.admin_token,
         "GET",
-        "/api/v1/audit?action=dataset.gc",
+        "/api/v1/audit?action=project.gc",
         None,
     );
     assert_eq!(audited.as_array().expect("list").len(), 3);
@@ -1060,4 +1060,101 @@ fn pull_respects_what_is_already_in_the_directory() {
     assert!(!ok);
     let e: Value = serde_json::from_str(err.trim()).expect("JSON error on stderr");
     assert_eq!(e["error_code"], "RESOURCE_DOES_NOT_EXIST", "{e}");
+}
+
+/// Deleting a dataset hides it at once and keeps it restorable; gc purges it (and the
+/// chunks only it used) once the retention period is over.
+#[test]
+fn a_deleted_dataset_is_restorable_until_gc_purges_it_after_retention() {
+    let mut q = Qanat::start();
+    setup(&q, "del", "d");
+    let (ok, _, err) = qdata(&q, "del", &["create", "keep"]);
+    assert!(ok, "{err}");
+    let src = q.dir.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(src.join("only-d.bin"), data(2 << 20, 31)).expect("write");
+    let (ok, _, err) = qdata(&q, "del", &["push", "d", src.to_str().expect("utf8")]);
+    assert!(ok, "{err}");
+    let other = q.dir.path().join("other");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    std::fs::write(other.join("k.bin"), data(1 << 20, 32)).expect("write");
+    let (ok, _, err) = qdata(&q, "del", &["push", "keep", other.to_str().expect("utf8")]);
+    assert!(ok, "{err}");
+
+    // Only project admins delete.
+    let editor = q.user_with_role("eddie", "del", "editor");
+    let (ok, _, err) = q.cli_as(&editor, &["data", "-p", "del", "rm", "d"]);
+    assert!(!ok && err.contains("PERMISSION_DENIED"), "{err}");
+    let (ok, _, err) = qdata(&q, "del", &["rm", "d"]);
+    assert!(ok && err.contains("qanat data restore d"), "{err}");
+
+    // Hidden everywhere, its name still taken, listed as deleted.
+    let (ok, out, _) = qdata(&q, "del", &["ls", "-o", "json"]);
+    assert!(ok);
+    let names: Vec<Value> = serde_json::from_str::<Vec<Value>>(&out).expect("json");
+    assert_eq!(
+        names.iter().map(|d| d["name"].clone()).collect::<Vec<_>>(),
+        [json!("keep")]
+    );
+    let dst = q.dir.path().join("dst");
+    let (ok, _, err) = qdata(&q, "del", &["pull", "d", dst.to_str().expect("utf8")]);
+    assert!(!ok && err.contains("RESOURCE_DOES_NOT_EXIST"), "{err}");
+    let (ok, _, err) = qdata(&q, "del", &["create", "d"]);
+    assert!(!ok && err.contains("qanat data restore d"), "{err}");
+    let (ok, out, _) = qdata(&q, "del", &["ls", "--deleted", "-o", "json"]);
+    assert!(ok);
+    let deleted: Vec<Value> = serde_json::from_str(&out).expect("json");
+    assert_eq!(deleted.len(), 1);
+    assert!(deleted[0]["deleted_at"].is_string(), "{out}");
+
+    // Within the retention period gc keeps it and its chunks; restore brings it back.
+    let before = stored_bytes(&objects_dir(&q));
+    let (ok, out, err) = qdata(&q, "del", &["gc", "--grace", "0s", "-o", "json"]);
+    assert!(ok, "{err}");
+    let r: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        (r["datasets_purged"].as_u64(), r["chunks_deleted"].as_u64()),
+        (Some(0), Some(0)),
+        "{r}"
+    );
+    assert_eq!(stored_bytes(&objects_dir(&q)), before);
+    let (ok, _, err) = qdata(&q, "del", &["restore", "d"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = qdata(&q, "del", &["pull", "d", dst.to_str().expect("utf8")]);
+    assert!(ok, "{err}");
+    assert_eq!(files(&src), files(&dst));
+
+    // Deleted again, with the retention period over: gc purges it and frees the
+    // chunks only it used; the other dataset is untouched and the name is free.
+    let (ok, _, err) = qdata(&q, "del", &["rm", "d"]);
+    assert!(ok, "{err}");
+    q.kill_hard();
+    q.extra_env
+        .push(("QANAT_RETENTION_DELETED_DAYS".into(), "0".into()));
+    q.spawn_server();
+    let (ok, out, err) = qdata(&q, "del", &["gc", "--grace", "0s", "-o", "json"]);
+    assert!(ok, "{err}");
+    let r: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(r["datasets_purged"], 1, "{r}");
+    assert!(r["bytes_freed"].as_u64().expect("n") >= 2 << 20, "{r}");
+    assert!(stored_bytes(&objects_dir(&q)) < before - (2 << 20));
+    let (ok, out, _) = qdata(&q, "del", &["ls", "--deleted", "-o", "json"]);
+    assert!(ok && out.trim() == "[]", "{out}");
+    let back = q.dir.path().join("back");
+    let (ok, _, err) = qdata(&q, "del", &["pull", "keep", back.to_str().expect("utf8")]);
+    assert!(ok, "{err}");
+    assert_eq!(files(&other), files(&back));
+    let (ok, _, err) = qdata(&q, "del", &["create", "d"]);
+    assert!(ok, "{err}");
+    let (_, audited) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/audit?action=dataset.delete",
+        None,
+    );
+    assert_eq!(
+        audited.as_array().expect("list").len(),
+        3,
+        "two deletes and the refused one"
+    );
 }

@@ -1336,3 +1336,173 @@ fn a_bad_bind_address_is_refused_before_the_home_is_created() {
         "the home was created: {err}"
     );
 }
+
+/// Experiments and projects are deleted by admins, hidden at once, restorable, and
+/// purged with their bytes by gc after the retention period (0 days here); a
+/// registered model version keeps the run it comes from.
+#[test]
+fn deleted_experiments_and_projects_are_restorable_until_gc_purges_them() {
+    let q = Qanat::start_with(vec![("QANAT_RETENTION_DELETED_DAYS".into(), "0".into())]);
+    q.create_project("gone", &["uae-north"]);
+    let h = q.http();
+    let mlflow = |endpoint: &str, body: Value| {
+        let (s, v) = h.send(
+            &q.admin_token,
+            "POST",
+            &format!("/mlflow/gone/api/2.0/mlflow/{endpoint}"),
+            Some(body),
+        );
+        assert_eq!(s, 200, "{endpoint}: {v}");
+        v
+    };
+    let mut runs = Vec::new();
+    for name in ["scratch", "shipped"] {
+        let exp = mlflow("experiments/create", json!({"name": name}))["experiment_id"]
+            .as_str()
+            .expect("id")
+            .to_string();
+        let run = mlflow("runs/create", json!({"experiment_id": exp}))["run"]["info"]["run_id"]
+            .as_str()
+            .expect("run")
+            .to_string();
+        mlflow(
+            "runs/log-parameter",
+            json!({"run_id": run, "key": "lr", "value": "0.1"}),
+        );
+        let resp = h
+            .raw(
+                &q.admin_token,
+                "PUT",
+                &format!("/mlflow/gone/api/2.0/mlflow-artifacts/artifacts/{exp}/{run}/artifacts/model.bin"),
+            )
+            .body("weights")
+            .send()
+            .expect("send");
+        assert_eq!(resp.status().as_u16(), 200);
+        runs.push((exp, run));
+    }
+    mlflow("registered-models/create", json!({"name": "fraud"}));
+    mlflow(
+        "model-versions/create",
+        json!({"name": "fraud", "source": format!("runs:/{}/model", runs[1].1), "run_id": runs[1].1}),
+    );
+
+    // Only project admins delete experiments.
+    let editor = q.user_with_role("ed", "gone", "editor");
+    let (ok, _, err) = q.cli_as(&editor, &["experiments", "-p", "gone", "rm", "scratch"]);
+    assert!(!ok && err.contains("PERMISSION_DENIED"), "{err}");
+    for name in ["scratch", "shipped"] {
+        let (ok, _, err) = q.cli(&["experiments", "-p", "gone", "rm", name]);
+        assert!(ok, "{err}");
+    }
+    let (ok, out, _) = q.cli(&["experiments", "-p", "gone", "ls", "-o", "json"]);
+    assert!(ok && !out.contains("scratch"), "{out}");
+    let (ok, _, err) = q.cli(&["experiments", "-p", "gone", "restore", "scratch"]);
+    assert!(ok, "{err}");
+    let (ok, out, _) = q.cli(&["experiments", "-p", "gone", "ls", "-o", "json"]);
+    assert!(ok && out.contains("scratch"), "{out}");
+    let (ok, _, err) = q.cli(&["experiments", "-p", "gone", "rm", "scratch"]);
+    assert!(ok, "{err}");
+
+    // gc purges the unused one with its run and artifact; the registry keeps the other.
+    let (ok, out, err) = q.cli(&["gc", "-p", "gone", "-o", "json"]);
+    assert!(ok, "{err}");
+    let r: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        (
+            &r["experiments_purged"],
+            &r["runs_purged"],
+            &r["artifacts_deleted"],
+            &r["kept_for_registry"]
+        ),
+        (&json!(1), &json!(1), &json!(1), &json!(1)),
+        "{r}"
+    );
+    let artifact = |(exp, run): &(String, String)| {
+        h.raw(
+            &q.admin_token,
+            "GET",
+            &format!(
+                "/mlflow/gone/api/2.0/mlflow-artifacts/artifacts/{exp}/{run}/artifacts/model.bin"
+            ),
+        )
+        .send()
+        .expect("send")
+        .status()
+        .as_u16()
+    };
+    assert_eq!(artifact(&runs[0]), 404);
+    assert_eq!(artifact(&runs[1]), 200);
+    let (s, _) = h.send(
+        &q.admin_token,
+        "GET",
+        &format!("/mlflow/gone/api/2.0/mlflow/runs/get?run_id={}", runs[0].1),
+        None,
+    );
+    assert_eq!(s, 404);
+
+    // Projects: admins delete; gone for everyone; restorable by global admins only.
+    let maintainer = q.user_with_role("mo", "gone", "maintainer");
+    let (ok, _, err) = q.cli_as(&maintainer, &["projects", "rm", "gone"]);
+    assert!(!ok && err.contains("PERMISSION_DENIED"), "{err}");
+    let (ok, _, err) = q.cli(&["projects", "rm", "gone"]);
+    assert!(ok && err.contains("qanat projects restore gone"), "{err}");
+    let (s, _) = h.send(&q.admin_token, "GET", "/api/v1/projects/gone", None);
+    assert_eq!(s, 404);
+    let (s, _) = h.send(
+        &maintainer,
+        "GET",
+        "/mlflow/gone/api/2.0/mlflow/experiments/search",
+        None,
+    );
+    assert_eq!(s, 404);
+    let (s, v) = h.send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/projects",
+        Some(json!({"name": "gone"})),
+    );
+    assert!(
+        s == 409 && v["message"].as_str().expect("msg").contains("restore gone"),
+        "{v}"
+    );
+    let (ok, _, err) = q.cli_as(&maintainer, &["projects", "restore", "gone"]);
+    assert!(!ok && err.contains("PERMISSION_DENIED"), "{err}");
+    let (ok, out, _) = q.cli(&["projects", "ls", "--deleted", "-o", "json"]);
+    assert!(
+        ok && out.contains("\"gone\"") && out.contains("deleted_at"),
+        "{out}"
+    );
+    let (ok, _, err) = q.cli(&["projects", "restore", "gone"]);
+    assert!(ok, "{err}");
+    assert_eq!(artifact(&runs[1]), 200, "restored with everything it held");
+
+    // Deleted again and purged: every object and row of it goes; the audit log stays.
+    let (ok, _, err) = q.cli(&["projects", "rm", "gone"]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = q.cli(&["gc", "-o", "json"]);
+    assert!(ok, "{err}");
+    let r: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(r["projects_purged"], json!(["gone"]), "{r}");
+    let left: Vec<_> = walkdir::WalkDir::new(q.home().join("objects"))
+        .into_iter()
+        .map(|e| e.expect("walk"))
+        .filter(|e| e.file_type().is_file())
+        .collect();
+    assert!(left.is_empty(), "objects left: {left:?}");
+    let (ok, out, _) = q.cli(&["projects", "ls", "--deleted", "-o", "json"]);
+    assert!(ok && out.trim() == "[]", "{out}");
+    q.create_project("gone", &["uae-north"]);
+    let (s, v) = h.send(
+        &q.admin_token,
+        "GET",
+        "/mlflow/gone/api/2.0/mlflow/registered-models/get?name=fraud",
+        None,
+    );
+    assert_eq!(s, 404, "a new project of the same name starts empty: {v}");
+    assert_eq!(audit(&q, "action=project.delete&outcome=success").len(), 2);
+    assert_eq!(
+        audit(&q, "action=mlflow.experiment.delete&outcome=denied").len(),
+        1
+    );
+}

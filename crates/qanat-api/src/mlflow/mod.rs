@@ -16,7 +16,7 @@ use axum::http::{Method as M, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use qanat_core::{DomainError, ErrorKind};
-use qanat_governance::Role::{Editor, Maintainer, Viewer};
+use qanat_governance::Role::{Admin, Editor, Maintainer, Viewer};
 use serde_json::{json, Value};
 
 use crate::authz::Policy;
@@ -97,12 +97,15 @@ pub(crate) fn done() -> Reply {
 
 /// Every MLflow endpoint: reads need viewers, writes editors; moving an alias or a
 /// stage (what serving follows), renaming a registered model (which carries its
-/// aliases to the new name) and deleting registry entries need maintainers.
+/// aliases to the new name) and deleting registry entries need maintainers; deleting
+/// or restoring an experiment (which `gc` purges with its runs after the retention
+/// period) needs a project admin.
 /// Artifact bytes stream for as long as they keep flowing.
 pub(crate) fn routes() -> Fragment {
     let read = |action| Policy::in_project(action, Viewer);
     let write = |action| Policy::in_project(action, Editor);
     let release = |action| Policy::in_project(action, Maintainer);
+    let own = |action| Policy::in_project(action, Admin);
     let f = Fragment::default()
         .foreign(
             M::GET,
@@ -137,8 +140,8 @@ pub(crate) fn routes() -> Fragment {
         (M::POST, "/api/2.0/mlflow/experiments/search", read("mlflow.experiment.search"), Bounded, tracking::search_experiments_post),
         (M::GET, "/api/2.0/mlflow/experiments/search", read("mlflow.experiment.search"), Bounded, tracking::search_experiments_get),
         (M::POST, "/api/2.0/mlflow/experiments/update", write("mlflow.experiment.update"), Bounded, tracking::update_experiment),
-        (M::POST, "/api/2.0/mlflow/experiments/delete", write("mlflow.experiment.delete"), Bounded, tracking::delete_experiment),
-        (M::POST, "/api/2.0/mlflow/experiments/restore", write("mlflow.experiment.restore"), Bounded, tracking::restore_experiment),
+        (M::POST, "/api/2.0/mlflow/experiments/delete", own("mlflow.experiment.delete"), Bounded, tracking::delete_experiment),
+        (M::POST, "/api/2.0/mlflow/experiments/restore", own("mlflow.experiment.restore"), Bounded, tracking::restore_experiment),
         (M::POST, "/api/2.0/mlflow/experiments/set-experiment-tag", write("mlflow.experiment.tag"), Bounded, tracking::set_experiment_tag),
         (M::POST, "/api/2.0/mlflow/experiments/delete-experiment-tag", write("mlflow.experiment.untag"), Bounded, tracking::delete_experiment_tag),
         (M::POST, "/api/2.0/mlflow/runs/create", write("mlflow.run.create"), Bounded, tracking::create_run),

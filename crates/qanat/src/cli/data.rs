@@ -50,7 +50,11 @@ pub enum DataCmd {
         schema: Option<PathBuf>,
     },
     /// List the project's datasets.
-    Ls,
+    Ls {
+        /// The deleted ones that gc has not purged yet (restorable) instead.
+        #[arg(long)]
+        deleted: bool,
+    },
     /// Push files and directories as a new immutable version.
     Push {
         dataset: String,
@@ -109,7 +113,16 @@ pub enum DataCmd {
         #[arg(value_parser = tag_label)]
         tag: String,
     },
-    /// Delete chunks no version of the project references (maintainers).
+    /// Delete a dataset (project admins; restorable until gc purges it).
+    ///
+    /// Hidden at once; its versions, bytes and name are kept until gc purges them after
+    /// the retention period (retention.deleted_days).
+    Rm { dataset: String },
+    /// Bring back a deleted dataset that gc has not purged yet (project admins).
+    Restore { dataset: String },
+    /// Purge what outlived its retention, free unreferenced chunks (maintainers).
+    ///
+    /// The same as `qanat gc -p PROJECT`.
     Gc {
         /// Keep chunks a push used this recently.
         #[arg(long, default_value = "1h")]

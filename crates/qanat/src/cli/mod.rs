@@ -119,7 +119,7 @@ pub enum Command {
         #[command(subcommand)]
         cmd: DataCmd,
     },
-    /// Experiments (the MLflow tracking store): ls, show.
+    /// Experiments (the MLflow tracking store): ls, show, rm, restore.
     Experiments {
         /// The project (anywhere on the command line).
         #[arg(long, short = 'p', env = "QANAT_PROJECT", global = true)]
@@ -127,7 +127,7 @@ pub enum Command {
         #[command(subcommand)]
         cmd: ExperimentsCmd,
     },
-    /// Experiment runs (the MLflow tracking store): ls, show, compare.
+    /// Experiment runs (the MLflow tracking store): ls, show, compare, artifacts.
     Runs {
         /// The project (anywhere on the command line).
         #[arg(long, short = 'p', env = "QANAT_PROJECT", global = true)]
@@ -142,6 +142,19 @@ pub enum Command {
         project: Option<String>,
         #[command(subcommand)]
         cmd: ModelsCmd,
+    },
+    /// Purge what was deleted longer ago than the retention period.
+    ///
+    /// With -p (maintainers): the project's deleted datasets, experiments and runs,
+    /// with their bytes, then unreferenced chunks. Without (global admins): deleted
+    /// projects as a whole too, and every project's gc.
+    Gc {
+        /// One project only.
+        #[arg(long, short = 'p', env = "QANAT_PROJECT")]
+        project: Option<String>,
+        /// Keep dataset chunks a push used this recently.
+        #[arg(long, default_value = "1h")]
+        grace: humantime::Duration,
     },
     /// Where an object came from: `qanat lineage dataset:tx@3`, `model:fraud@champion`.
     Lineage(LineageArgs),

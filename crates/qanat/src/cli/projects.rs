@@ -15,7 +15,11 @@ pub enum ProjectsCmd {
         regions: Option<Vec<String>>,
     },
     /// List the projects you can see.
-    Ls,
+    Ls {
+        /// Deleted projects not purged yet instead (global admins).
+        #[arg(long)]
+        deleted: bool,
+    },
     /// Show one project.
     Show { name: String },
     /// Replace a project's allowed regions (project admins).
@@ -34,4 +38,11 @@ pub enum ProjectsCmd {
     },
     /// Remove a user from a project.
     Revoke { project: String, user: String },
+    /// Delete a project (its admins; restorable until gc purges it).
+    ///
+    /// Gone for everyone at once; a global admin can restore it, and its name is kept,
+    /// until gc purges it after the retention period (retention.deleted_days).
+    Rm { name: String },
+    /// Bring back a deleted project that gc has not purged yet (global admins).
+    Restore { name: String },
 }

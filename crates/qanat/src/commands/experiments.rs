@@ -21,14 +21,35 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: ExperimentsCmd) -> Result<()> {
             output::list(format, &page.experiments)
         }
         ExperimentsCmd::Show { experiment } => {
-            let e = if experiment.bytes().all(|b| b.is_ascii_digit()) {
-                c.experiment(project, &experiment).await?
-            } else {
-                c.experiment_by_name(project, &experiment).await?
-            };
-            output::record(format, &e)
+            output::record(format, &find(c, project, &experiment).await?)
+        }
+        ExperimentsCmd::Rm { experiment } => {
+            let e = find(c, project, &experiment).await?;
+            c.delete_experiment(project, &e.experiment_id).await?;
+            if format == crate::cli::Format::Json {
+                return output::json(&find(c, project, &e.experiment_id).await?);
+            }
+            eprintln!(
+                "deleted experiment '{}' (id {}) and its runs: `qanat experiments restore {}` until gc purges them after the retention period",
+                e.name, e.experiment_id, e.experiment_id
+            );
+            Ok(())
+        }
+        ExperimentsCmd::Restore { experiment } => {
+            let e = find(c, project, &experiment).await?;
+            c.restore_experiment(project, &e.experiment_id).await?;
+            output::record(format, &find(c, project, &e.experiment_id).await?)
         }
     }
+}
+
+/// An experiment by id (all digits) or name.
+async fn find(c: &qanat_client::Client, project: &str, experiment: &str) -> Result<Experiment> {
+    Ok(if experiment.bytes().all(|b| b.is_ascii_digit()) {
+        c.experiment(project, experiment).await?
+    } else {
+        c.experiment_by_name(project, experiment).await?
+    })
 }
 
 output::columns!(Experiment, |x| {

@@ -23,7 +23,8 @@ pub async fn run(ctx: &Ctx, cmd: ProjectsCmd) -> Result<()> {
             };
             output::record(format, &c.create_project(&body).await?)
         }
-        ProjectsCmd::Ls => output::list(format, &c.projects().await?),
+        ProjectsCmd::Ls { deleted: false } => output::list(format, &c.projects().await?),
+        ProjectsCmd::Ls { deleted: true } => output::list(format, &c.deleted_projects().await?),
         ProjectsCmd::Show { name } => output::record(format, &c.project(&name).await?),
         ProjectsCmd::SetRegions { name, regions } => {
             let change = UpdateProject {
@@ -46,6 +47,17 @@ pub async fn run(ctx: &Ctx, cmd: ProjectsCmd) -> Result<()> {
             eprintln!("removed {user} from {project}");
             Ok(())
         }
+        ProjectsCmd::Rm { name } => {
+            let p = c.delete_project(&name).await?;
+            if format == crate::cli::Format::Json {
+                return output::json(&p);
+            }
+            eprintln!(
+                "deleted project '{name}': a global admin can `qanat projects restore {name}` until gc purges it after the retention period"
+            );
+            Ok(())
+        }
+        ProjectsCmd::Restore { name } => output::record(format, &c.restore_project(&name).await?),
     }
 }
 

@@ -42,7 +42,21 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: DataCmd) -> Result<()> {
             };
             output::record(format, &c.create_dataset(project, &new).await?)
         }
-        DataCmd::Ls => output::list(format, &c.datasets(project).await?),
+        DataCmd::Ls { deleted: false } => output::list(format, &c.datasets(project).await?),
+        DataCmd::Ls { deleted: true } => output::list(format, &c.deleted_datasets(project).await?),
+        DataCmd::Rm { dataset } => {
+            let d = c.delete_dataset(project, &dataset).await?;
+            if format == Format::Json {
+                return output::json(&d);
+            }
+            eprintln!(
+                "deleted dataset '{dataset}': restorable with `qanat data restore {dataset}` until gc purges it after the retention period"
+            );
+            Ok(())
+        }
+        DataCmd::Restore { dataset } => {
+            output::record(format, &c.restore_dataset(project, &dataset).await?)
+        }
         DataCmd::Push {
             dataset,
             paths,
@@ -102,24 +116,58 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: DataCmd) -> Result<()> {
                 .await?;
             output::record(format, &v)
         }
-        DataCmd::Gc { grace } => {
-            let options = GcBody {
-                grace_seconds: Some(std::time::Duration::from(grace).as_secs()),
-            };
-            let r = c.gc(project, &options).await?;
-            if format == Format::Json {
-                return output::json(&r);
-            }
-            println!(
-                "gc: {} versions scanned, {} chunks referenced, {} chunks deleted, {} freed",
-                r.versions_scanned,
-                r.chunks_referenced,
-                r.chunks_deleted,
-                output::human(r.bytes_freed)
-            );
-            Ok(())
-        }
+        DataCmd::Gc { grace } => gc(ctx, Some(project), grace).await,
     }
+}
+
+/// `qanat gc [-p P]` and `qanat data gc`: one project's gc, or the installation's.
+pub async fn gc(ctx: &Ctx, project: Option<&str>, grace: humantime::Duration) -> Result<()> {
+    let (c, format) = (&ctx.client, ctx.format);
+    let options = GcBody {
+        grace_seconds: Some(std::time::Duration::from(grace).as_secs()),
+    };
+    let Some(project) = project else {
+        let r = c.gc_all(&options).await?;
+        if format == Format::Json {
+            return output::json(&r);
+        }
+        for p in &r.projects_purged {
+            println!("project {p}: purged");
+        }
+        for (p, report) in &r.projects {
+            println!("project {p}: {}", gc_line(report));
+        }
+        return Ok(());
+    };
+    let r = c.gc(project, &options).await?;
+    if format == Format::Json {
+        return output::json(&r);
+    }
+    println!("gc: {}", gc_line(&r));
+    Ok(())
+}
+
+fn gc_line(r: &qanat_data::GcReport) -> String {
+    let mut line = format!(
+        "{} versions scanned, {} chunks referenced, {} chunks deleted, {} freed",
+        r.versions_scanned,
+        r.chunks_referenced,
+        r.chunks_deleted,
+        output::human(r.bytes_freed)
+    );
+    if r.datasets_purged + r.experiments_purged + r.runs_purged > 0 {
+        line.push_str(&format!(
+            "; purged {} datasets, {} experiments, {} runs ({} artifacts)",
+            r.datasets_purged, r.experiments_purged, r.runs_purged, r.artifacts_deleted
+        ));
+    }
+    if r.kept_for_registry > 0 {
+        line.push_str(&format!(
+            "; {} kept past retention for registered model versions",
+            r.kept_for_registry
+        ));
+    }
+    line
 }
 
 /// The `--schema` file, checked here so a typo is reported with the file's name.

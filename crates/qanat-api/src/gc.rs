@@ -1,0 +1,137 @@
+//! Garbage collection: what was deleted and has outlived the retention period
+//! (`retention.deleted_days`) is purged with its bytes. Per project (maintainers):
+//! deleted datasets, experiments and runs, then dataset chunks nothing references.
+//! Installation-wide (global admins): deleted projects as a whole, then every project.
+//! Until its purge, anything deleted can be restored. The audit log keeps every entry.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::Json;
+use qanat_data::wire::GcBody;
+use qanat_data::{GcReport, InstallationGc};
+use qanat_governance::Project;
+use qanat_governance::Role::Maintainer;
+use qanat_store::{now_micros, ObjectKey};
+use utoipa_axum::routes;
+
+use crate::authz::Policy;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, Caller, Scope};
+use crate::route_table::Fragment;
+use crate::AppState;
+
+fn cutoff_micros(retention: Duration) -> i64 {
+    now_micros() - i64::try_from(retention.as_micros()).unwrap_or(i64::MAX)
+}
+
+fn grace(body: &GcBody) -> Duration {
+    Duration::from_secs(body.grace_seconds.unwrap_or(3600))
+}
+
+/// Deletes every object under `prefix` in every location; returns how many.
+async fn delete_under(state: &AppState, prefix: &str) -> Result<u64, ApiError> {
+    let prefix: ObjectKey = prefix.parse()?;
+    let mut n = 0;
+    for loc in state.storage.locations() {
+        for o in state.storage.list(&loc.name, Some(&prefix)).await? {
+            let key: ObjectKey = o.key.parse()?;
+            match state.storage.delete(&loc.name, &key).await {
+                Ok(()) | Err(qanat_store::Error::NotFound { .. }) => n += 1,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(n)
+}
+
+async fn project_gc(state: &AppState, p: &Project, grace: Duration) -> Result<GcReport, ApiError> {
+    let mut report = state.datasets.gc(p, grace, state.retention).await?;
+    let purged = state
+        .tracking
+        .purge_deleted(p, cutoff_micros(state.retention) / 1000)
+        .await?;
+    let mut artifacts_deleted = 0;
+    let root = format!("projects/{}/mlflow-artifacts", p.id);
+    for e in &purged.experiments {
+        artifacts_deleted += delete_under(state, &format!("{root}/{e}")).await?;
+    }
+    for (e, r) in &purged.runs {
+        if !purged.experiments.contains(e) {
+            artifacts_deleted += delete_under(state, &format!("{root}/{e}/{r}")).await?;
+        }
+    }
+    report.experiments_purged = purged.experiments.len() as u64;
+    report.runs_purged = purged.runs.len() as u64;
+    report.kept_for_registry = purged.kept_for_registry;
+    report.artifacts_deleted = artifacts_deleted;
+    Ok(report)
+}
+
+/// Removes a deleted project and everything it held: its objects first, then each
+/// domain's rows, the project itself last (an interrupted purge is finished by the
+/// next gc).
+async fn purge_project(state: &AppState, p: &Project) -> Result<(), ApiError> {
+    delete_under(state, &format!("projects/{}", p.id)).await?;
+    state.datasets.purge_project(p.id.as_str()).await?;
+    state.tracking.purge_project(p.id.as_str()).await?;
+    state.gov.purge_project(p).await?;
+    Ok(())
+}
+
+/// Purge a project's datasets, experiments and runs deleted longer ago than the
+/// retention period, then delete dataset chunks no version references (maintainers).
+/// Safe to run while pushes are in progress.
+#[utoipa::path(post, path = "/api/v1/projects/{project}/gc", tag = "gc", security(("bearer" = [])),
+    params(("project" = String, Path)), request_body = GcBody,
+    responses((status = 200, body = GcReport)))]
+pub(crate) async fn gc(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiJson(body): ApiJson<GcBody>,
+) -> Result<Json<GcReport>, ApiError> {
+    Ok(Json(
+        project_gc(&state, &scope.project, grace(&body)).await?,
+    ))
+}
+
+/// Purge projects deleted longer ago than the retention period with everything they
+/// held, then run every project's gc (global admins).
+#[utoipa::path(post, path = "/api/v1/gc", tag = "gc", security(("bearer" = [])),
+    request_body = GcBody, responses((status = 200, body = InstallationGc)))]
+pub(crate) async fn gc_all(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    ApiJson(body): ApiJson<GcBody>,
+) -> Result<Json<InstallationGc>, ApiError> {
+    let cutoff = cutoff_micros(state.retention);
+    let mut projects_purged = Vec::new();
+    for p in state.gov.deleted_projects().await? {
+        let deleted = p
+            .deleted_at
+            .as_deref()
+            .and_then(|t| qanat_store::parse_micros(t).ok())
+            .unwrap_or(i64::MAX);
+        if deleted <= cutoff {
+            purge_project(&state, &p).await?;
+            projects_purged.push(p.name.clone());
+        }
+    }
+    let mut projects = BTreeMap::new();
+    for p in state.gov.projects_for(&caller).await? {
+        let report = project_gc(&state, &p, grace(&body)).await?;
+        projects.insert(p.name.clone(), report);
+    }
+    Ok(Json(InstallationGc {
+        projects_purged,
+        projects,
+    }))
+}
+
+/// Garbage collection. Each run streams (it may take a while on a large project).
+pub(crate) fn routes() -> Fragment {
+    Fragment::default()
+        .streaming(routes!(gc), Policy::in_project("project.gc", Maintainer))
+        .streaming(routes!(gc_all), Policy::global_admin("gc.all"))
+}
