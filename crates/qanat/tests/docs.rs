@@ -1,0 +1,200 @@
+//! Every shell example in README.md and docs/ runs, in order, against a fresh server:
+//! the documentation cannot drift from the binary.
+//!
+//! How the Markdown is read:
+//! - each ```sh block runs (bash, `set -euo pipefail`), the blocks of one file in one
+//!   script against one server, so an `export` or a file made in one block holds in
+//!   the next; `qanat` is the binary under test, and `cargo run --release [--quiet] --`
+//!   reads as `qanat`;
+//! - starting the server is the harness's job: `qanat server`, `cargo test` and `alias`
+//!   lines are left out, and `http://127.0.0.1:8080` is the test server;
+//! - `<!-- docs-test: setup … -->` (invisible when rendered) holds shell that runs
+//!   before the next block: the files an example reads, a project it works in;
+//! - `<!-- docs-test: skip: REASON -->` leaves the next block out, with the reason;
+//! - synopses with placeholders (`RUN_ID`, `[--all]`) are ```text and are not run.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::Qanat;
+
+/// One runnable block: where it is, and its lines as they will run.
+struct Block {
+    line: usize,
+    setup: Vec<String>,
+    body: Vec<String>,
+}
+
+/// The ```sh blocks of a Markdown file, and the skipped ones with their reasons.
+fn blocks(text: &str) -> (Vec<Block>, Vec<(usize, String)>) {
+    let mut out = Vec::new();
+    let mut skipped = Vec::new();
+    let mut setup: Vec<String> = Vec::new();
+    let mut skip: Option<String> = None;
+    let mut lines = text.lines().enumerate();
+    while let Some((i, line)) = lines.next() {
+        let t = line.trim();
+        if let Some(rest) = t.strip_prefix("<!-- docs-test: skip:") {
+            skip = Some(rest.trim_end_matches("-->").trim().to_string());
+        } else if t == "<!-- docs-test: setup" {
+            for (_, l) in lines.by_ref() {
+                if l.trim() == "-->" {
+                    break;
+                }
+                setup.push(l.to_string());
+            }
+        } else if t == "```sh" {
+            let mut body = Vec::new();
+            for (_, l) in lines.by_ref() {
+                if l.trim_start().starts_with("```") {
+                    break;
+                }
+                body.push(l.to_string());
+            }
+            match skip.take() {
+                Some(reason) => {
+                    assert!(!reason.is_empty(), "line {}: say why it is skipped", i + 1);
+                    skipped.push((i + 1, reason));
+                    setup.clear();
+                }
+                None => out.push(Block {
+                    line: i + 1,
+                    setup: std::mem::take(&mut setup),
+                    body,
+                }),
+            }
+        }
+    }
+    (out, skipped)
+}
+
+/// A documented line as it runs here, or `None` for the harness's own steps.
+fn as_run(line: &str, url: &str) -> Option<String> {
+    let line = line
+        .replace("cargo run --release --quiet --", "qanat")
+        .replace("cargo run --release --", "qanat")
+        .replace("http://127.0.0.1:8080", url);
+    let cmd = line.trim_start();
+    let harness = cmd.starts_with("qanat server")
+        || cmd.starts_with("cargo test")
+        || cmd.starts_with("alias ");
+    (!harness).then_some(line)
+}
+
+/// Runs one file's blocks as one script against a fresh server; panics with the
+/// script's output when a command fails.
+fn run_file(path: &Path) -> usize {
+    let text = std::fs::read_to_string(path).expect("read doc");
+    let (blocks, _) = blocks(&text);
+    if blocks.is_empty() {
+        return 0;
+    }
+    let q = Qanat::start();
+    let bin_dir = q.dir.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).expect("mkdir");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_qanat"), bin_dir.join("qanat"))
+        .expect("symlink");
+    let work = q.dir.path().join("work");
+    std::fs::create_dir_all(&work).expect("mkdir");
+    let mut script = String::from("set -euo pipefail\n");
+    for b in &blocks {
+        script.push_str(&format!("echo '>>> {}:{}' >&2\n", path.display(), b.line));
+        for l in b.setup.iter().chain(&b.body) {
+            if let Some(l) = as_run(l, &q.url) {
+                script.push_str(&l);
+                script.push('\n');
+            }
+        }
+    }
+    let path_var = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .env_clear()
+        .env("PATH", path_var)
+        .env("HOME", q.dir.path())
+        .env("QANAT_HOME", q.dir.path().join("home"))
+        .env("QANAT_CREDENTIALS", q.dir.path().join("credentials.json"))
+        .env("QANAT_SERVER_URL", &q.url)
+        .env("QANAT_TOKEN", &q.admin_token)
+        .env("QANAT_LOG_LEVEL", "warn")
+        .current_dir(&work)
+        .output()
+        .expect("bash");
+    assert!(
+        out.status.success(),
+        "{} failed at the block after the last '>>>' line:\n--- script\n{script}\n--- stdout\n{}\n--- stderr\n{}",
+        path.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    blocks.len()
+}
+
+fn docs() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = vec![root.join("README.md")];
+    let mut more: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .expect("docs/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    more.sort();
+    files.extend(more);
+    files
+}
+
+#[test]
+fn every_shell_example_in_the_docs_runs() {
+    let mut ran = 0;
+    for path in docs() {
+        ran += run_file(&path);
+    }
+    assert!(ran >= 6, "only {ran} blocks ran: are the docs still read?");
+}
+
+#[test]
+fn examples_are_sh_blocks_and_every_skip_says_why() {
+    for path in docs() {
+        let text = std::fs::read_to_string(&path).expect("read");
+        let (_, skipped) = blocks(&text);
+        for (line, reason) in skipped {
+            assert!(
+                reason.len() > 10,
+                "{}:{line}: skip reason '{reason}'",
+                path.display()
+            );
+        }
+        // Shell in a fence of another name would silently not run.
+        for (i, l) in text.lines().enumerate() {
+            let fence = l.trim();
+            assert!(
+                !matches!(fence, "```bash" | "```shell" | "```console"),
+                "{}:{}: use ```sh for commands (run by this test) or ```text for synopses",
+                path.display(),
+                i + 1
+            );
+        }
+    }
+}
+
+#[test]
+fn the_reader_finds_setup_skip_and_blocks() {
+    let md = "intro\n<!-- docs-test: setup\nmkdir d\n-->\n```sh\nqanat whoami\n```\n\n<!-- docs-test: skip: needs a second server -->\n```sh\nqanat server\n```\n```text\nqanat runs show RUN_ID\n```\n";
+    let (b, skipped) = blocks(md);
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].setup, ["mkdir d"]);
+    assert_eq!(b[0].body, ["qanat whoami"]);
+    assert_eq!(skipped, [(10, "needs a second server".to_string())]);
+    assert_eq!(as_run("cargo run --release -- server", "u"), None);
+    assert_eq!(
+        as_run("curl http://127.0.0.1:8080/x", "http://h:1").as_deref(),
+        Some("curl http://h:1/x")
+    );
+}
