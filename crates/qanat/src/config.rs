@@ -46,6 +46,14 @@ impl Default for RetentionConfig {
 pub struct AuditConfig {
     /// An append-only JSON-lines file that receives every entry and the checkpoints.
     pub file: Option<PathBuf>,
+    /// A syslog receiver for every entry and checkpoint (RFC 5424):
+    /// `udp://host:514`, `tcp://host:601` or `unix:///dev/log`.
+    pub syslog: Option<String>,
+    /// An HTTP(S) endpoint that receives every entry and checkpoint, POSTed in batches
+    /// as a JSON array.
+    pub webhook: Option<String>,
+    /// Sent to the webhook as `Authorization: Bearer <token>` (never logged or shown).
+    pub webhook_token: Option<String>,
     /// A signed checkpoint after this many entries…
     pub checkpoint_every: u64,
     /// …or this many seconds after the last, when entries came since.
@@ -58,6 +66,9 @@ impl Default for AuditConfig {
     fn default() -> Self {
         AuditConfig {
             file: None,
+            syslog: None,
+            webhook: None,
+            webhook_token: None,
             checkpoint_every: 100,
             checkpoint_secs: 60,
             required: true,
@@ -338,6 +349,9 @@ impl Config {
         env_parse("QANAT_TRACKING_MAX_TAGS_PER_RUN", &mut t.max_tags_per_run)?;
         let a = &mut self.audit;
         env_some("QANAT_AUDIT_FILE", &mut a.file)?;
+        env_some("QANAT_AUDIT_SYSLOG", &mut a.syslog)?;
+        env_some("QANAT_AUDIT_WEBHOOK", &mut a.webhook)?;
+        env_some("QANAT_AUDIT_WEBHOOK_TOKEN", &mut a.webhook_token)?;
         env_parse("QANAT_AUDIT_CHECKPOINT_EVERY", &mut a.checkpoint_every)?;
         env_parse("QANAT_AUDIT_CHECKPOINT_SECS", &mut a.checkpoint_secs)?;
         env_parse("QANAT_AUDIT_REQUIRED", &mut a.required)?;
@@ -431,9 +445,58 @@ impl Config {
         self.server.tls_cert.is_some()
     }
 
+    /// The audit sinks configured in `[audit]`, checked (an address or URL that cannot
+    /// work is an error at start-up, not a silent gap in the trail).
+    pub fn audit_sinks(&self) -> Result<Vec<crate::audit_sink::Sink>> {
+        use crate::audit_sink::{Sink, Target};
+        let a = &self.audit;
+        let mut targets = Vec::new();
+        if let Some(f) = &a.file {
+            targets.push((Target::File(f.clone()), "file"));
+        }
+        if let Some(s) = &a.syslog {
+            targets.push((Target::Syslog(s.parse()?), "syslog"));
+        }
+        if let Some(w) = &a.webhook {
+            let url = url::Url::parse(w)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
+                .context("audit.webhook is not an http(s) URL like https://siem.example/qanat")?;
+            targets.push((
+                Target::Webhook {
+                    url: url.to_string(),
+                    token: a.webhook_token.clone(),
+                },
+                "webhook",
+            ));
+        }
+        Ok(targets
+            .into_iter()
+            .map(|(target, kind)| Sink {
+                target,
+                checkpoint_every: a.checkpoint_every,
+                checkpoint_secs: a.checkpoint_secs,
+                required: a.required,
+                cursor_file: self.home.join("audit-sinks").join(format!("{kind}.cursor")),
+            })
+            .collect())
+    }
+
     /// The effective configuration as TOML, with every secret replaced.
     pub fn redacted_toml(&self) -> Result<String> {
         let mut shown = self.clone();
+        if shown.audit.webhook_token.is_some() {
+            shown.audit.webhook_token = Some("REDACTED".into());
+        }
+        // A webhook URL may carry a credential in its query string.
+        shown.audit.webhook = shown
+            .audit
+            .webhook
+            .as_deref()
+            .map(|u| match u.split_once('?') {
+                Some((base, _)) => format!("{base}?REDACTED"),
+                None => u.to_string(),
+            });
         shown.metadata.url = shown.metadata.url.as_deref().map(qanat_store::redact_url);
         for loc in &mut shown.storage.locations {
             for (k, v) in loc.options.iter_mut() {
@@ -473,8 +536,11 @@ mod tests {
             .into_iter()
             .collect(),
         });
+        cfg.audit.webhook = Some("https://siem.example/hook?key=k3y".into());
+        cfg.audit.webhook_token = Some("t0ken".into());
         let text = cfg.redacted_toml().expect("toml");
         assert!(!text.contains("hunter2"));
+        assert!(!text.contains("k3y") && !text.contains("t0ken"), "{text}");
         assert!(!text.contains("s3cr3t"));
         assert!(text.contains("me-central-1"));
     }

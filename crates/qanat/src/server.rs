@@ -202,6 +202,8 @@ pub async fn serve(cfg: Config) -> Result<()> {
             cfg.server.bind
         )
     })?;
+    // Sinks that cannot work are refused before anything is initialized.
+    let sinks = cfg.audit_sinks()?;
     let inst = open(&cfg, true).await?;
     if let Some(token) = bootstrap(&cfg, &inst).await? {
         crate::commands::init::announce_bootstrap(&cfg, &token)?;
@@ -228,19 +230,13 @@ pub async fn serve(cfg: Config) -> Result<()> {
         max_params: cfg.tracking.max_params_per_run,
         max_tags: cfg.tracking.max_tags_per_run,
     });
-    if let Some(path) = &cfg.audit.file {
-        let sink = crate::audit_sink::FileSink {
-            path: path.clone(),
-            checkpoint_every: cfg.audit.checkpoint_every,
-            checkpoint_secs: cfg.audit.checkpoint_secs,
-            required: cfg.audit.required,
-        };
-        let ok = state.audit_sinks_ok.clone();
-        if cfg.audit.required {
-            ok.store(false, std::sync::atomic::Ordering::Release);
+    if !sinks.is_empty() {
+        let required: Vec<bool> = sinks.iter().map(|s| s.required).collect();
+        let health = crate::audit_sink::Health::new(&required, state.audit_sinks_ok.clone());
+        for (i, sink) in sinks.into_iter().enumerate() {
+            let keys = state.storage.keyring().clone();
+            sink.start(i, state.gov.clone(), keys, health.clone()).await;
         }
-        let keys = state.storage.keyring().clone();
-        sink.start(state.gov.clone(), keys, ok).await;
     }
     let app = qanat_api::router(state);
 
