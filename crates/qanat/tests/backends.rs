@@ -239,13 +239,20 @@ aws_allow_http = "true"
         .expect("send");
     assert_eq!(got.text().expect("text"), secret);
 
-    // What the bucket holds is ciphertext.
-    let (_, project) = h.send(&q.admin_token, "GET", "/api/v1/projects/s3p", None);
-    let id = project["id"].as_str().expect("id");
-    let raw = raw_s3_object(
-        &bucket_url,
-        &endpoint,
-        &format!("{prefix}/projects/{id}/files/ids.csv"),
+    // What the bucket holds is ciphertext, under a name that does not reveal the key.
+    let raw = raw_s3_objects(&bucket_url, &endpoint, &prefix);
+    assert_eq!(
+        raw.len(),
+        1,
+        "one object in the bucket: {:?}",
+        raw.iter().map(|(n, _)| n).collect::<Vec<_>>()
+    );
+    let (name, raw) = &raw[0];
+    assert!(
+        name.starts_with(&format!("{prefix}/k1/"))
+            && !name.contains("ids")
+            && !name.contains("projects"),
+        "the bucket shows a keyed-hash name, not the key: {name}"
     );
     assert!(
         raw.len() > secret.len(),
@@ -269,8 +276,10 @@ aws_allow_http = "true"
     assert_eq!(listed[0]["size"], secret.len());
 }
 
-/// Reads an object straight from the bucket, bypassing Qanat.
-fn raw_s3_object(bucket_url: &str, endpoint: &str, key: &str) -> Vec<u8> {
+/// Every object under `prefix` in the bucket, name and bytes, read straight from it
+/// (bypassing Qanat).
+fn raw_s3_objects(bucket_url: &str, endpoint: &str, prefix: &str) -> Vec<(String, Vec<u8>)> {
+    use futures::TryStreamExt;
     use object_store::ObjectStore;
     let url = url::Url::parse(bucket_url).expect("bucket url");
     let (store, _) = object_store::parse_url_opts(
@@ -286,13 +295,24 @@ fn raw_s3_object(bucket_url: &str, endpoint: &str, key: &str) -> Vec<u8> {
     .expect("s3 store");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
-        store
-            .get(&object_store::path::Path::from(key))
+        let under = object_store::path::Path::from(prefix);
+        let metas: Vec<object_store::ObjectMeta> = store
+            .list(Some(&under))
+            .try_collect()
             .await
-            .expect("raw get")
-            .bytes()
-            .await
-            .expect("raw bytes")
-            .to_vec()
+            .expect("raw list");
+        let mut out = Vec::new();
+        for m in metas {
+            let bytes = store
+                .get(&m.location)
+                .await
+                .expect("raw get")
+                .bytes()
+                .await
+                .expect("raw bytes")
+                .to_vec();
+            out.push((m.location.to_string(), bytes));
+        }
+        out
     })
 }
