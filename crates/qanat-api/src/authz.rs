@@ -52,6 +52,9 @@ pub struct Policy {
     /// When the path names no `{project}`, the request is for the server's default
     /// MLflow project (the root-mounted MLflow API).
     pub default_project: bool,
+    /// A POST that only reads (MLflow's searches, checkpoint verification): treated as
+    /// a read — not refused while an audit sink is down, audited only as reads are.
+    pub query: bool,
 }
 
 impl Policy {
@@ -62,7 +65,19 @@ impl Policy {
             audit_reads: false,
             audit_writes: true,
             default_project: false,
+            query: false,
         }
+    }
+
+    /// Marks a POST that changes nothing as the read it is.
+    pub const fn query(mut self) -> Self {
+        self.query = true;
+        self
+    }
+
+    /// Whether a request with `method` under this policy changes something.
+    fn writes(&self, method: &Method) -> bool {
+        is_mutating(method) && !self.query
     }
 
     /// No identity needed.
@@ -334,7 +349,7 @@ pub(crate) async fn authorize(
     }
 
     // A write that could not reach a required audit sink is not done at all.
-    if is_mutating(&method) && !state.audit_sinks_ok.load(Ordering::Acquire) {
+    if policy.writes(&method) && !state.audit_sinks_ok.load(Ordering::Acquire) {
         return audit_refusal(
             "a required audit sink cannot be written, so writes are refused until it can (audit.required); reads go on",
         );
@@ -348,7 +363,7 @@ pub(crate) async fn authorize(
         req.extensions_mut().insert(scope);
     }
     let written = Arc::new(AtomicBool::new(false));
-    if is_mutating(&method) && policy.audit_writes {
+    if policy.writes(&method) && policy.audit_writes {
         req.extensions_mut().insert(AuditTicket {
             record: audit(
                 &actor,
@@ -360,7 +375,7 @@ pub(crate) async fn authorize(
     }
     let resp = next.run(req).await;
     let status = resp.status();
-    let must_audit = (is_mutating(&method) && (policy.audit_writes || !status.is_success()))
+    let must_audit = (policy.writes(&method) && (policy.audit_writes || !status.is_success()))
         || policy.audit_reads
         || status == StatusCode::FORBIDDEN;
     let recorded = written.load(Ordering::Acquire) && status.is_success();

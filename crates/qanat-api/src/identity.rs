@@ -223,7 +223,7 @@ pub(crate) fn routes() -> Fragment {
         .route(routes!(verify_audit), Policy::global_admin("audit.verify"))
         .route(
             routes!(verify_checkpoints),
-            Policy::global_admin("audit.verify_checkpoints"),
+            Policy::global_admin("audit.verify_checkpoints").query(),
         )
         .route(routes!(keys), Policy::global_admin("keys.status"))
         .route(routes!(rotate_keys), Policy::global_admin("keys.rotate"))

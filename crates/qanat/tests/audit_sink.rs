@@ -166,6 +166,21 @@ fn writes_stop_while_a_required_sink_cannot_be_written() {
     }
     let (s, _) = h.send(&q.admin_token, "GET", "/api/v1/projects", None);
     assert_eq!(s, 200, "reads go on");
+    // So do reads that MLflow (and checkpoint verification) send as POSTs.
+    let (s, v) = h.send(
+        &q.admin_token,
+        "POST",
+        "/mlflow/default/api/2.0/mlflow/experiments/search",
+        Some(json!({"max_results": 10})),
+    );
+    assert_eq!(s, 200, "a search is a read: {v}");
+    let (s, v) = h.send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/audit/verify-checkpoints",
+        Some(json!([])),
+    );
+    assert_eq!(s, 400, "checked, not refused: {v}");
     // Once the sink can be written, writes resume.
     std::fs::create_dir_all(sink.parent().expect("dir")).expect("mkdir");
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -102,7 +102,8 @@ pub(crate) fn done() -> Reply {
 /// period) needs a project admin.
 /// Artifact bytes stream for as long as they keep flowing.
 pub(crate) fn routes() -> Fragment {
-    let read = |action| Policy::in_project(action, Viewer);
+    // MLflow's searches are POSTs that only read.
+    let read = |action| Policy::in_project(action, Viewer).query();
     let write = |action| Policy::in_project(action, Editor);
     let release = |action| Policy::in_project(action, Maintainer);
     let own = |action| Policy::in_project(action, Admin);
