@@ -18,7 +18,7 @@ from mlflow import MlflowClient
 from mlflow.data.http_dataset_source import HTTPDatasetSource
 from mlflow.entities import Dataset, DatasetInput, InputTag
 from mlflow.exceptions import MlflowException
-from runner import main, test
+from runner import as_token, main, test
 from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 
@@ -35,18 +35,14 @@ def expect_error(code, fn, *args, **kwargs):
 
 
 def maintainer():
-    """A client with the maintainer's token (the client reads the token per request)."""
+    """A client with the maintainer's token."""
 
-    class Swap:
+    class Maintainer(as_token):
         def __enter__(self):
-            self.saved = os.environ["MLFLOW_TRACKING_TOKEN"]
-            os.environ["MLFLOW_TRACKING_TOKEN"] = os.environ["QANAT_MAINTAINER_TOKEN"]
+            super().__enter__()
             return MlflowClient()
 
-        def __exit__(self, *exc):
-            os.environ["MLFLOW_TRACKING_TOKEN"] = self.saved
-
-    return Swap()
+    return Maintainer("QANAT_MAINTAINER_TOKEN")
 
 
 X, Y = load_iris(return_X_y=True)

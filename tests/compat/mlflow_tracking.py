@@ -2,7 +2,8 @@
 
 Environment: MLFLOW_TRACKING_URI / MLFLOW_TRACKING_TOKEN for an editor of the default
 project, QANAT_URL (server root), QANAT_VIEWER_TOKEN (a viewer of that project),
-QANAT_OTHER_PROJECT (a second project the editor may write to).
+QANAT_OTHER_PROJECT (a second project the editor may write to), QANAT_ADMIN_TOKEN (a
+global admin).
 """
 
 import math
@@ -14,7 +15,7 @@ import requests
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
-from runner import main, test
+from runner import as_token, main, test
 
 
 def error_code(exc):
@@ -113,11 +114,15 @@ def delete_and_restore_runs_and_experiments():
     assert len(client.search_runs([exp_id], run_view_type=3)) == 1
     client.restore_run(run.info.run_id)
     assert [r.info.run_id for r in client.search_runs([exp_id])] == [run.info.run_id]
-    client.delete_experiment(exp_id)
+    # Deleting an experiment (which gc later purges) takes a project admin.
+    expect_error("PERMISSION_DENIED", client.delete_experiment, exp_id)
+    with as_token("QANAT_ADMIN_TOKEN"):
+        client.delete_experiment(exp_id)
     assert client.get_experiment(exp_id).lifecycle_stage == "deleted"
     names = [e.name for e in client.search_experiments()]
     assert "compat-lifecycle" not in names, names
-    client.restore_experiment(exp_id)
+    with as_token("QANAT_ADMIN_TOKEN"):
+        client.restore_experiment(exp_id)
     assert client.get_experiment(exp_id).lifecycle_stage == "active"
     client.rename_experiment(exp_id, "compat-renamed")
     assert client.get_experiment_by_name("compat-renamed").experiment_id == exp_id

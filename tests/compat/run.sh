@@ -51,6 +51,7 @@ json() { "$VENV/bin/python" -c "import json,sys; print(json.load(sys.stdin)$1)";
 ALICE=$("$Q" tokens create --user alice --output json | json '["token"]')
 VICTOR=$("$Q" tokens create --user victor --output json | json '["token"]')
 MONA=$("$Q" tokens create --user mona --output json | json '["token"]')
+ADMIN=$("$Q" tokens create --name compat 2>/dev/null)
 # A Qanat dataset version for the lineage test.
 mkdir -p "$WORK/iris" && printf 'a,b\n1,2\n' >"$WORK/iris/part-0.csv"
 "$Q" data -p default create iris-train >/dev/null
@@ -60,6 +61,7 @@ status=0
 echo "compat: mlflow tracking" >&2
 MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
   QANAT_URL=$QANAT_SERVER_URL QANAT_VIEWER_TOKEN=$VICTOR QANAT_OTHER_PROJECT=other \
+  QANAT_ADMIN_TOKEN=$ADMIN \
   MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
   "$VENV/bin/python" "$ROOT/tests/compat/mlflow_tracking.py" || status=1
 echo "compat: mlflow registry" >&2

@@ -8,6 +8,21 @@ import traceback
 TESTS = []
 
 
+class as_token:
+    """Calls inside the block carry the token in environment variable `var` (the
+    MLflow client reads MLFLOW_TRACKING_TOKEN on every request)."""
+
+    def __init__(self, var):
+        self.var = var
+
+    def __enter__(self):
+        self.saved = os.environ["MLFLOW_TRACKING_TOKEN"]
+        os.environ["MLFLOW_TRACKING_TOKEN"] = os.environ[self.var]
+
+    def __exit__(self, *exc):
+        os.environ["MLFLOW_TRACKING_TOKEN"] = self.saved
+
+
 def test(fn):
     TESTS.append(fn)
     return fn
