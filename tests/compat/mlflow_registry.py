@@ -231,5 +231,30 @@ def dataset_inputs_link_runs_models_and_qanat_datasets():
     assert (run_node, f"dataset:{ds_name}@1", "trained_on") in edges, edges
 
 
+
+@test
+def versions_keep_the_run_id_they_are_given_and_errors_use_mlflows_words():
+    # MLflow's own tests register versions of runs that do not exist; MLflow stores
+    # the id as given (Qanat links lineage only when the run is its own).
+    client = MlflowClient()
+    client.create_registered_model("compat-any-run")
+    mv = client.create_model_version("compat-any-run", "runs:/run_id/model", "run_id_1")
+    assert mv.run_id == "run_id_1", mv
+    e = expect_error("RESOURCE_DOES_NOT_EXIST", client.get_run, "run_id_1")
+    assert "Run with id=run_id_1 not found" in e.message, e.message
+    e = expect_error("RESOURCE_DOES_NOT_EXIST", client.get_registered_model, "compat-nope")
+    assert "Registered Model with name=compat-nope not found" in e.message, e.message
+    e = expect_error("RESOURCE_DOES_NOT_EXIST", client.get_model_version, "compat-any-run", "9")
+    assert "Model Version (name=compat-any-run, version=9) not found" in e.message, e.message
+    e = expect_error("RESOURCE_ALREADY_EXISTS", client.create_registered_model, "compat-any-run")
+    assert "Registered Model (name=compat-any-run) already exists" in e.message, e.message
+    run = client.create_run("0")
+    e = expect_error("RESOURCE_DOES_NOT_EXIST", client.delete_tag, run.info.run_id, "fakeTag")
+    assert "No tag with name: fakeTag" in e.message, e.message
+    # The version the API reports is the MLflow release it matches.
+    version = requests.get(f"{os.environ['QANAT_URL']}/version", timeout=10).text
+    assert version == "3.12.0", version
+
+
 if __name__ == "__main__":
     main()

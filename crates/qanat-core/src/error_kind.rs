@@ -50,6 +50,12 @@ pub trait DomainError: std::error::Error + Send + Sync + 'static {
     fn code(&self) -> Option<&'static str> {
         None
     }
+
+    /// The shared refusal this error is, if it is one: lets a protocol layer (the
+    /// MLflow routes) say it in that protocol's words.
+    fn refusal(&self) -> Option<&Refusal> {
+        None
+    }
 }
 
 /// The refusals every domain shares, with one wording across the platform: a missing

@@ -59,4 +59,11 @@ impl qanat_core::DomainError for Error {
             _ => None,
         }
     }
+
+    fn refusal(&self) -> Option<&qanat_core::Refusal> {
+        match self {
+            Error::Refused(r) => Some(r),
+            _ => None,
+        }
+    }
 }

@@ -432,13 +432,16 @@ impl Tracking {
         }
         if let Some(rest) = source.strip_prefix("runs:/") {
             let (run, path) = rest.split_once('/').unwrap_or((rest, ""));
-            let info = self.run_row(project, run).await?;
             let path = path.trim_matches('/');
             if path.split('/').any(|s| s == ".." || s == ".") {
                 return Err(Error::invalid(format!(
                     "source '{source}' has a '.' or '..' segment"
                 )));
             }
+            // As MLflow: a run this project does not have leaves the source as given.
+            let Ok(info) = self.run_row(project, run).await else {
+                return Ok((source.to_string(), model_id.map(str::to_string)));
+            };
             let loc = if path.is_empty() {
                 info.artifact_uri
             } else {
@@ -473,10 +476,15 @@ impl Tracking {
             check_key("tag", &t.key)?;
         }
         let row = self.model_row_by_name(project, &new.name).await?;
-        if let Some(run) = new.run_id.as_deref().filter(|r| !r.is_empty()) {
-            check_run_id(run)?;
-            self.run_row(project, run).await?;
-        }
+        // As MLflow, the run id is stored as given; lineage links it only when this
+        // project has that run.
+        let run_known = match new.run_id.as_deref().filter(|r| !r.is_empty()) {
+            Some(run) => {
+                check_run_id(run)?;
+                self.run_row(project, run).await.is_ok()
+            }
+            None => false,
+        };
         let model_id = new.model_id.as_deref().filter(|m| !m.is_empty());
         let (location, model_id) = self
             .storage_location(project, &new.source, model_id)
@@ -534,7 +542,7 @@ impl Tracking {
             if let Some(m) = &model_id {
                 parents.push((format!("logged_model:{m}"), "registers"));
             }
-            if let Some(r) = &run_id {
+            if let Some(r) = run_id.as_ref().filter(|_| run_known || model_id.is_some()) {
                 parents.push((format!("run:{r}"), "output_of"));
             }
             parents.push((format!("user:{}", new.user), "produced_by"));

@@ -98,12 +98,15 @@ pub(crate) fn parse_experiment_id(id: &str) -> Result<i64> {
         .ok_or_else(|| Error::invalid(format!("experiment id '{id}' is not a number")))
 }
 
+/// A run id as MLflow takes one: any text without control characters, at most 256
+/// bytes (Qanat's own are 32 hex characters; an id it never issued is simply not found).
 pub(crate) fn check_run_id(id: &str) -> Result<()> {
-    if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !id.is_empty() && id.len() <= 256 && !id.chars().any(char::is_control) {
         Ok(())
     } else {
         Err(Error::invalid(format!(
-            "run id '{id}' is not 32 hexadecimal characters"
+            "run id '{}' is empty, longer than 256 bytes or holds a control character",
+            id.escape_debug()
         )))
     }
 }

@@ -40,8 +40,48 @@ fn mlflow_kind(kind: ErrorKind) -> (StatusCode, &'static str) {
 
 impl<E: DomainError> From<E> for MlflowError {
     fn from(e: E) -> Self {
-        MlflowError(ApiError::from_domain(&e, mlflow_kind))
+        let mut api = ApiError::from_domain(&e, mlflow_kind);
+        if let Some(words) = e.refusal().and_then(mlflow_wording) {
+            api.message = words;
+        }
+        MlflowError(api)
     }
+}
+
+/// MLflow's own wording for a missing object or a taken name, which its clients and
+/// tests match on. Other refusals keep Qanat's wording.
+fn mlflow_wording(r: &qanat_core::Refusal) -> Option<String> {
+    use qanat_core::Refusal;
+    Some(match r {
+        Refusal::NotFound { kind, name } => match *kind {
+            "registered model" => format!("Registered Model with name={name} not found"),
+            "model version" => {
+                let (model, version) = name.rsplit_once('/')?;
+                format!("Model Version (name={model}, version={version}) not found")
+            }
+            "run" => format!("Run with id={name} not found"),
+            "experiment" if name.bytes().all(|b| b.is_ascii_digit()) => {
+                format!("No Experiment with id={name} exists")
+            }
+            "experiment" => format!("Could not find experiment with name {name}"),
+            "logged model" => format!("Logged model with ID '{name}' not found."),
+            "tag" | "experiment tag" | "registered model tag" | "model version tag" => {
+                format!("No tag with name: {name}")
+            }
+            "logged model tag" => format!("No tag with key '{name}' on the logged model"),
+            "alias" => {
+                let (model, alias) = name.rsplit_once('@')?;
+                format!("Registered model alias {alias} not found for model {model}.")
+            }
+            _ => return None,
+        },
+        Refusal::AlreadyExists { kind, name } => match *kind {
+            "registered model" => format!("Registered Model (name={name}) already exists."),
+            "experiment" => format!("Experiment(name={name}) already exists."),
+            _ => return None,
+        },
+        Refusal::Invalid { .. } => return None,
+    })
 }
 
 impl From<ApiError> for MlflowError {

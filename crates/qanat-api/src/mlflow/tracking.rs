@@ -60,9 +60,14 @@ pub(crate) async fn health() -> &'static str {
     "OK"
 }
 
-/// `GET /version`: the MLflow API level this server speaks.
+/// The MLflow release whose REST API this server speaks: MLflow's own live-server
+/// tests at that release are what it is checked against (`scripts/mlflow-suite.sh`).
+/// Clients gate features on it, so it must not lag behind what is implemented.
+pub(crate) const MLFLOW_API_VERSION: &str = "3.12.0";
+
+/// `GET /version`: the MLflow release this server's API matches.
 pub(crate) async fn version() -> &'static str {
-    "3.0.0"
+    MLFLOW_API_VERSION
 }
 
 /// `GET /api/3.0/mlflow/server-info`.
