@@ -253,5 +253,32 @@ def a_project_uri_keeps_experiments_apart():
     assert "only-in-other" not in names, names
 
 
+
+@test
+def experiment_like_is_case_sensitive_and_ilike_is_not():
+    client = MlflowClient()
+    client.create_experiment("CompatCaseExp")
+    names = lambda f: [e.name for e in client.search_experiments(filter_string=f)]
+    assert "CompatCaseExp" not in names("name LIKE 'compatcase%'")
+    assert "CompatCaseExp" in names("name LIKE 'CompatCase%'")
+    assert "CompatCaseExp" in names("name ILIKE 'compatcase%'")
+
+
+@test
+def a_runs_whole_artifact_tree_downloads_with_dot():
+    import tempfile
+
+    client = MlflowClient()
+    run = client.create_run("0")
+    with tempfile.TemporaryDirectory() as src, tempfile.TemporaryDirectory() as dst:
+        os.makedirs(os.path.join(src, "sub"))
+        with open(os.path.join(src, "sub", "a.txt"), "w") as f:
+            f.write("alpha")
+        client.log_artifacts(run.info.run_id, src)
+        got = client.download_artifacts(run.info.run_id, ".", dst)
+        with open(os.path.join(got, "sub", "a.txt")) as f:
+            assert f.read() == "alpha"
+
+
 if __name__ == "__main__":
     main()

@@ -525,7 +525,7 @@ pub(crate) enum Bind {
 }
 
 /// `LIKE` is case-sensitive in MLflow; SQLite's is not, so there it becomes GLOB.
-fn like_to_glob(pattern: &str) -> String {
+pub(crate) fn like_to_glob(pattern: &str) -> String {
     let mut out = String::new();
     for ch in pattern.chars() {
         match ch {

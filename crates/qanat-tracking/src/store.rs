@@ -545,8 +545,17 @@ impl Tracking {
             Some(f) => Some(parse_name_filter(f)?),
         };
         let mut next = 2 + stages.len();
+        let sqlite = self.meta.backend() == qanat_store::Backend::Sqlite;
+        let name_filter = name_filter.map(|(op, v)| match op {
+            // LIKE is case-sensitive in MLflow; SQLite's is not, so there it is GLOB.
+            "LIKE" if sqlite => ("name GLOB", crate::search::like_to_glob(&v)),
+            "LIKE" => ("name LIKE", v),
+            "ILIKE" => ("LOWER(name) LIKE", v.to_lowercase()),
+            "=" => ("name =", v),
+            _ => ("name <>", v),
+        });
         if let Some((op, _)) = &name_filter {
-            sql.push_str(&format!(" AND name {op} ${next}"));
+            sql.push_str(&format!(" AND {op} ${next}"));
             next += 1;
         }
         sql.push_str(&format!(
@@ -1184,7 +1193,7 @@ fn parse_name_filter(f: &str) -> Result<(&'static str, String)> {
     } else if let Some(v) = rest.strip_prefix('=') {
         ("=", v)
     } else if rest.len() >= 5 && rest[..5].eq_ignore_ascii_case("ilike") {
-        ("LIKE", &rest[5..])
+        ("ILIKE", &rest[5..])
     } else if rest.len() >= 4 && rest[..4].eq_ignore_ascii_case("like") {
         ("LIKE", &rest[4..])
     } else {

@@ -576,7 +576,14 @@ pub(crate) async fn delete_artifact(
 /// The entries directly under `dir` (an artifact path, or "" for none): files with
 /// their sizes, and sub-directories. Names are relative to `dir`.
 async fn list_dir(ml: &Ml, dir: &str) -> Result<Vec<(String, bool, u64)>, ApiError> {
-    let dir = dir.trim_matches('/');
+    // `.` segments name the directory they are in (the client lists `<root>/.` to
+    // download a whole tree); `..` is still refused by the key's rules.
+    let dir = dir
+        .split('/')
+        .filter(|s| !s.is_empty() && *s != ".")
+        .collect::<Vec<_>>()
+        .join("/");
+    let dir = dir.as_str();
     if dir.is_empty() {
         return Err(ApiError::bad_request(
             "list a path under an experiment, e.g. path=1/<run_id>/artifacts",
@@ -641,7 +648,13 @@ pub(crate) async fn list_run_artifacts(ml: Ml, ApiQuery(q): ApiQuery<RunArtifact
         .unwrap_or(&run.info.artifact_uri)
         .trim_matches('/')
         .to_string();
-    let sub = q.path.unwrap_or_default().trim_matches('/').to_string();
+    // `.` is the root, as MLflow's `download_artifacts(run_id, ".")` asks for it.
+    let path = q.path.unwrap_or_default();
+    let path = path.trim_matches('/');
+    let sub = match path.strip_prefix("./").unwrap_or(path) {
+        "." => String::new(),
+        p => p.to_string(),
+    };
     let dir = if sub.is_empty() {
         root
     } else {
