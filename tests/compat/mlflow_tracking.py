@@ -280,5 +280,20 @@ def a_runs_whole_artifact_tree_downloads_with_dot():
             assert f.read() == "alpha"
 
 
+
+@test
+def the_ui_routes_answer_under_ajax_api():
+    url = os.environ["QANAT_URL"]
+    headers = {"Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"}
+    for base in (url, f"{url}/mlflow/default"):
+        r = requests.get(
+            f"{base}/ajax-api/2.0/mlflow/experiments/get-by-name",
+            params={"experiment_name": "Default"},
+            headers=headers,
+            timeout=10,
+        )
+        assert r.status_code == 200 and r.json()["experiment"]["experiment_id"] == "0", r.text
+
+
 if __name__ == "__main__":
     main()

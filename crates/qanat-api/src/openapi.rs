@@ -49,6 +49,7 @@ mod tests {
     fn is_mlflow(path: &str) -> bool {
         path.starts_with("/api/2.0/")
             || path.starts_with("/api/3.0/")
+            || path.starts_with("/ajax-api/")
             || path.starts_with("/mlflow/")
             || path == "/health"
             || path == "/version"

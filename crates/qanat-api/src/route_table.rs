@@ -133,8 +133,9 @@ impl Fragment {
         self
     }
 
-    /// An MLflow endpoint, mounted twice from this one entry: at `path` for the
-    /// server's default MLflow project, and at `/mlflow/{project}{path}`.
+    /// An MLflow endpoint, mounted from this one entry at `path` for the server's
+    /// default MLflow project and at `/mlflow/{project}{path}`; an `/api/…` path also
+    /// under `/ajax-api/…` at both, as MLflow's server serves every endpoint to its UI.
     pub(crate) fn mlflow<H, T>(
         self,
         method: Method,
@@ -147,15 +148,24 @@ impl Fragment {
         H: Handler<T, AppState>,
         T: 'static,
     {
-        let scoped = format!("/mlflow/{{project}}{path}");
-        self.foreign(
-            method.clone(),
-            path,
-            policy.default_project(),
-            transfer,
-            handler.clone(),
-        )
-        .foreign(method, &scoped, policy, transfer, handler)
+        let mut paths = vec![path.to_string()];
+        if let Some(rest) = path.strip_prefix("/api/") {
+            paths.push(format!("/ajax-api/{rest}"));
+        }
+        let mut me = self;
+        for p in paths {
+            let scoped = format!("/mlflow/{{project}}{p}");
+            me = me
+                .foreign(
+                    method.clone(),
+                    &p,
+                    policy.default_project(),
+                    transfer,
+                    handler.clone(),
+                )
+                .foreign(method.clone(), &scoped, policy, transfer, handler.clone());
+        }
+        me
     }
 }
 
@@ -332,13 +342,17 @@ mod tests {
             "PUT /api/2.0/mlflow-artifacts/artifacts/{*path}",
             "GET /mlflow/{project}/api/2.0/mlflow-artifacts/artifacts/{*path}",
             "PUT /mlflow/{project}/api/2.0/mlflow-artifacts/artifacts/{*path}",
+            "GET /ajax-api/2.0/mlflow-artifacts/artifacts/{*path}",
+            "PUT /ajax-api/2.0/mlflow-artifacts/artifacts/{*path}",
+            "GET /mlflow/{project}/ajax-api/2.0/mlflow-artifacts/artifacts/{*path}",
+            "PUT /mlflow/{project}/ajax-api/2.0/mlflow-artifacts/artifacts/{*path}",
         ];
         expected.sort();
         assert_eq!(streaming, expected);
     }
 
-    /// Every MLflow route is served at the root and under `/mlflow/{project}`, with the
-    /// same action and requirement.
+    /// Every MLflow route is served at the root and under `/mlflow/{project}`, each also
+    /// under `/ajax-api/`, with the same action and requirement.
     #[test]
     fn mlflow_routes_are_mounted_twice_from_one_list() {
         let table = crate::route_table(&ApiLimits::default());
@@ -352,18 +366,30 @@ mod tests {
                 continue;
             }
             root += 1;
-            let scoped = all
-                .get(&(method.clone(), format!("/mlflow/{{project}}{path}")))
-                .unwrap_or_else(|| panic!("{method} {path} has no /mlflow/{{project}} twin"));
-            assert_eq!(scoped.action, policy.action, "{method} {path}");
-            assert_eq!(scoped.requirement, policy.requirement, "{method} {path}");
-            assert!(policy.default_project && !scoped.default_project);
+            let ajax = format!("/ajax-api/{}", &path["/api/".len()..]);
+            for (twin, default) in [
+                (format!("/mlflow/{{project}}{path}"), false),
+                (ajax.clone(), true),
+                (format!("/mlflow/{{project}}{ajax}"), false),
+            ] {
+                let other = all
+                    .get(&(method.clone(), twin.clone()))
+                    .unwrap_or_else(|| panic!("{method} {path} has no {twin} twin"));
+                assert_eq!(other.action, policy.action, "{method} {twin}");
+                assert_eq!(other.requirement, policy.requirement, "{method} {twin}");
+                assert_eq!(other.default_project, default, "{method} {twin}");
+            }
+            assert!(policy.default_project);
         }
         let scoped = all
             .keys()
             .filter(|(_, p)| p.starts_with("/mlflow/"))
             .count();
-        assert_eq!(root, scoped);
+        assert_eq!(
+            2 * root,
+            scoped,
+            "each root route twice under /mlflow/{{project}}"
+        );
         assert!(root >= 60, "{root}");
     }
 }
