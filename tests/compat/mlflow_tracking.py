@@ -295,5 +295,20 @@ def the_ui_routes_answer_under_ajax_api():
         assert r.status_code == 200 and r.json()["experiment"]["experiment_id"] == "0", r.text
 
 
+
+@test
+def bad_fields_are_refused_in_mlflows_words():
+    url = os.environ["QANAT_URL"]
+    headers = {"Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"}
+    for endpoint, body, words in [
+        ("runs/delete", {"run_id": 31}, "Invalid value 31 for parameter 'run_id' supplied"),
+        ("registered-models/create", {"name": 123}, "Invalid value 123 for parameter 'name' supplied"),
+        ("runs/log-batch", {"run_id": "x", "metrics": "foo"}, 'Invalid value "foo" for parameter \'metrics\' supplied'),
+        ("runs/delete", {}, "Missing value for required parameter 'run_id'"),
+    ]:
+        r = requests.post(f"{url}/api/2.0/mlflow/{endpoint}", json=body, headers=headers, timeout=10)
+        assert r.status_code == 400 and words in r.json()["message"], (endpoint, r.text)
+
+
 if __name__ == "__main__":
     main()

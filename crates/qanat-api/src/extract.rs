@@ -20,26 +20,44 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        if !json_content_type(req.headers()) {
-            // axum decides, and says why it refuses.
-            return match axum::Json::<T>::from_request(req, state).await {
-                Ok(axum::Json(v)) => Ok(ApiJson(v)),
-                Err(rej) => Err(json_rejection(rej)),
-            };
-        }
-        let bytes = Bytes::from_request(req, state)
+        read_json(req, state, |_, rej| json_rejection(rej))
             .await
-            .map_err(|e| json_rejection(e.into()))?;
-        // Plain serde_json first: axum's own parse tracks the path to every field, which
-        // was ~5% of a 1000-metric log-batch. Only a body that fails is parsed again
-        // that way, for an error that names the field.
-        if let Ok(v) = serde_json::from_slice::<T>(&bytes) {
-            return Ok(ApiJson(v));
-        }
-        match axum::Json::<T>::from_bytes(&bytes) {
-            Ok(axum::Json(v)) => Ok(ApiJson(v)),
+            .map(ApiJson)
+    }
+}
+
+/// Reads a JSON body as `T`; a body whose fields have the wrong types or are missing
+/// is refused through `data_error` (given the body's bytes), everything else as
+/// [`ApiJson`] refuses it.
+pub(crate) async fn read_json<T, S>(
+    req: Request,
+    state: &S,
+    data_error: fn(&[u8], JsonRejection) -> ApiError,
+) -> Result<T, ApiError>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    if !json_content_type(req.headers()) {
+        // axum decides, and says why it refuses.
+        return match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(v),
             Err(rej) => Err(json_rejection(rej)),
-        }
+        };
+    }
+    let bytes = Bytes::from_request(req, state)
+        .await
+        .map_err(|e| json_rejection(e.into()))?;
+    // Plain serde_json first: axum's own parse tracks the path to every field, which
+    // was ~5% of a 1000-metric log-batch. Only a body that fails is parsed again
+    // that way, for an error that names the field.
+    if let Ok(v) = serde_json::from_slice::<T>(&bytes) {
+        return Ok(v);
+    }
+    match axum::Json::<T>::from_bytes(&bytes) {
+        Ok(axum::Json(v)) => Ok(v),
+        Err(rej @ JsonRejection::JsonDataError(_)) => Err(data_error(&bytes, rej)),
+        Err(rej) => Err(json_rejection(rej)),
     }
 }
 
@@ -62,7 +80,7 @@ fn json_content_type(headers: &HeaderMap) -> bool {
         || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
-fn json_rejection(rej: JsonRejection) -> ApiError {
+pub(crate) fn json_rejection(rej: JsonRejection) -> ApiError {
     match rej {
         JsonRejection::JsonDataError(e) => ApiError::bad_request(format!(
             "request body has wrong fields or types: {}",

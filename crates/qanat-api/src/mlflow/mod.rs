@@ -121,6 +121,50 @@ impl FromRequestParts<AppState> for Ml {
     }
 }
 
+/// `ApiJson` for MLflow's routes: a field of the wrong type or a missing one is
+/// refused in MLflow's words ("Invalid value 123 for parameter 'name' supplied",
+/// "Missing value for required parameter 'run_id'"), which its clients match on.
+pub(crate) struct MlJson<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned> axum::extract::FromRequest<AppState> for MlJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &AppState) -> Result<Self, ApiError> {
+        crate::extract::read_json(req, state, mlflow_data_error)
+            .await
+            .map(MlJson)
+    }
+}
+
+fn mlflow_data_error(body: &[u8], rej: axum::extract::rejection::JsonRejection) -> ApiError {
+    let text = rej.body_text();
+    let detail = text
+        .split_once("target type: ")
+        .map_or(text.as_str(), |(_, d)| d);
+    if let Some(field) = detail
+        .split_once("missing field `")
+        .and_then(|(_, rest)| rest.split_once('`'))
+        .map(|(f, _)| f)
+    {
+        return ApiError::bad_request(format!("Missing value for required parameter '{field}'"));
+    }
+    // `metrics[0].value: invalid type: …` names the field; MLflow shows its value.
+    let path = detail.split_once(": ").map(|(p, _)| p).unwrap_or("");
+    let pointer: String = path
+        .split(['.', '['])
+        .map(|s| format!("/{}", s.trim_end_matches(']')))
+        .collect();
+    let value = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.pointer(&pointer).cloned());
+    match value {
+        Some(v) if !path.is_empty() => {
+            ApiError::bad_request(format!("Invalid value {v} for parameter '{path}' supplied"))
+        }
+        _ => crate::extract::json_rejection(rej),
+    }
+}
+
 /// An MLflow answer: a JSON object, or an error with MLflow's codes.
 pub(crate) type Reply = Result<Json<Value>, MlflowError>;
 

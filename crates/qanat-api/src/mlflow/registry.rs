@@ -11,10 +11,11 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::tracking::required;
+use super::MlJson;
 use super::{done, reply, Ml, Reply};
 use crate::authz::AuditTicket;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery, Caller};
+use crate::extract::{ApiPath, ApiQuery, Caller};
 
 /// Every value of a repeated query parameter (`order_by=a&order_by=b`), which the
 /// client sends for list fields of GET requests.
@@ -56,7 +57,7 @@ pub(crate) struct CreateLoggedModel {
 pub(crate) async fn create_logged_model(
     ml: Ml,
     Caller(caller): Caller,
-    ApiJson(b): ApiJson<CreateLoggedModel>,
+    MlJson(b): MlJson<CreateLoggedModel>,
 ) -> Reply {
     let experiment_id = required("experiment_id", &b.experiment_id)?.to_string();
     let model = ml
@@ -110,14 +111,14 @@ pub(crate) struct Finalize {
 pub(crate) async fn finalize_logged_model(
     ml: Ml,
     ApiPath(path): ApiPath<ModelIdPath>,
-    ApiJson(b): ApiJson<Finalize>,
+    MlJson(b): MlJson<Finalize>,
 ) -> Reply {
     let status = match b.status {
         Some(Value::String(s)) => s,
         Some(Value::Number(n)) => n.to_string(),
         _ => {
             return Err(ApiError::bad_request(
-                "missing value for required parameter 'status' (LOGGED_MODEL_READY or LOGGED_MODEL_UPLOAD_FAILED)",
+                "Missing value for required parameter 'status' (LOGGED_MODEL_READY or LOGGED_MODEL_UPLOAD_FAILED)",
             ).into())
         }
     };
@@ -144,7 +145,7 @@ pub(crate) struct ModelTags {
 pub(crate) async fn set_logged_model_tags(
     ml: Ml,
     ApiPath(path): ApiPath<ModelIdPath>,
-    ApiJson(b): ApiJson<ModelTags>,
+    MlJson(b): MlJson<ModelTags>,
 ) -> Reply {
     ml.tracking()
         .set_logged_model_tags(&ml.p, &path.model_id, &b.tags)
@@ -174,7 +175,7 @@ pub(crate) struct ModelParams {
 pub(crate) async fn log_logged_model_params(
     ml: Ml,
     ApiPath(path): ApiPath<ModelIdPath>,
-    ApiJson(b): ApiJson<ModelParams>,
+    MlJson(b): MlJson<ModelParams>,
 ) -> Reply {
     ml.tracking()
         .log_logged_model_params(&ml.p, &path.model_id, &b.params)
@@ -206,7 +207,7 @@ pub(crate) struct SearchLoggedModels {
     datasets: Vec<Value>,
 }
 
-pub(crate) async fn search_logged_models(ml: Ml, ApiJson(b): ApiJson<SearchLoggedModels>) -> Reply {
+pub(crate) async fn search_logged_models(ml: Ml, MlJson(b): MlJson<SearchLoggedModels>) -> Reply {
     if !b.datasets.is_empty() {
         return Err(ApiError::bad_request(
             "searching logged models by dataset is not supported yet; leave 'datasets' out",
@@ -248,7 +249,7 @@ pub(crate) struct LogOutputs {
     models: Vec<ModelOutput>,
 }
 
-pub(crate) async fn log_outputs(ml: Ml, ApiJson(b): ApiJson<LogOutputs>) -> Reply {
+pub(crate) async fn log_outputs(ml: Ml, MlJson(b): MlJson<LogOutputs>) -> Reply {
     let id = required("run_id", &b.run_id)?;
     ml.tracking().log_outputs(&ml.p, id, &b.models).await?;
     done()
@@ -312,7 +313,7 @@ async fn resolve_input(ml: &Ml, input: DatasetInput) -> Result<ResolvedInput, Ap
     })
 }
 
-pub(crate) async fn log_inputs(ml: Ml, ApiJson(b): ApiJson<LogInputs>) -> Reply {
+pub(crate) async fn log_inputs(ml: Ml, MlJson(b): MlJson<LogInputs>) -> Reply {
     let id = required("run_id", &b.run_id)?.to_string();
     let mut resolved = Vec::with_capacity(b.datasets.len());
     for d in b.datasets {
@@ -336,7 +337,7 @@ pub(crate) struct CreateRegisteredModel {
 
 pub(crate) async fn create_registered_model(
     ml: Ml,
-    ApiJson(b): ApiJson<CreateRegisteredModel>,
+    MlJson(b): MlJson<CreateRegisteredModel>,
 ) -> Reply {
     let name = required("name", &b.name)?;
     let m = ml
@@ -396,7 +397,7 @@ pub(crate) struct UpdateRegisteredModel {
 
 pub(crate) async fn update_registered_model(
     ml: Ml,
-    ApiJson(b): ApiJson<UpdateRegisteredModel>,
+    MlJson(b): MlJson<UpdateRegisteredModel>,
 ) -> Reply {
     let name = required("name", &b.name)?;
     let m = ml
@@ -414,7 +415,7 @@ pub(crate) struct RenameRegisteredModel {
 
 pub(crate) async fn rename_registered_model(
     ml: Ml,
-    ApiJson(b): ApiJson<RenameRegisteredModel>,
+    MlJson(b): MlJson<RenameRegisteredModel>,
 ) -> Reply {
     let name = required("name", &b.name)?;
     let new_name = required("new_name", &b.new_name)?;
@@ -430,7 +431,7 @@ pub(crate) struct NameBody {
     name: Option<String>,
 }
 
-pub(crate) async fn delete_registered_model(ml: Ml, ApiJson(b): ApiJson<NameBody>) -> Reply {
+pub(crate) async fn delete_registered_model(ml: Ml, MlJson(b): MlJson<NameBody>) -> Reply {
     let name = required("name", &b.name)?;
     ml.tracking().delete_registered_model(&ml.p, name).await?;
     done()
@@ -445,7 +446,7 @@ pub(crate) struct ModelTagBody {
     value: String,
 }
 
-pub(crate) async fn set_registered_model_tag(ml: Ml, ApiJson(b): ApiJson<ModelTagBody>) -> Reply {
+pub(crate) async fn set_registered_model_tag(ml: Ml, MlJson(b): MlJson<ModelTagBody>) -> Reply {
     let name = required("name", &b.name)?;
     let key = required("key", &b.key)?.to_string();
     ml.tracking()
@@ -461,10 +462,7 @@ pub(crate) async fn set_registered_model_tag(ml: Ml, ApiJson(b): ApiJson<ModelTa
     done()
 }
 
-pub(crate) async fn delete_registered_model_tag(
-    ml: Ml,
-    ApiJson(b): ApiJson<ModelTagBody>,
-) -> Reply {
+pub(crate) async fn delete_registered_model_tag(ml: Ml, MlJson(b): MlJson<ModelTagBody>) -> Reply {
     let name = required("name", &b.name)?;
     let key = required("key", &b.key)?;
     ml.tracking()
@@ -489,7 +487,7 @@ async fn latest_versions(ml: Ml, b: LatestVersions) -> Reply {
     reply("model_versions", versions)
 }
 
-pub(crate) async fn latest_versions_post(ml: Ml, ApiJson(b): ApiJson<LatestVersions>) -> Reply {
+pub(crate) async fn latest_versions_post(ml: Ml, MlJson(b): MlJson<LatestVersions>) -> Reply {
     latest_versions(ml, b).await
 }
 
@@ -522,7 +520,7 @@ pub(crate) struct CreateModelVersion {
 pub(crate) async fn create_model_version(
     ml: Ml,
     Caller(caller): Caller,
-    ApiJson(b): ApiJson<CreateModelVersion>,
+    MlJson(b): MlJson<CreateModelVersion>,
 ) -> Reply {
     let name = required("name", &b.name)?.to_string();
     let source = required("source", &b.source)?.to_string();
@@ -565,7 +563,7 @@ pub(crate) struct UpdateModelVersion {
     description: Option<String>,
 }
 
-pub(crate) async fn update_model_version(ml: Ml, ApiJson(b): ApiJson<UpdateModelVersion>) -> Reply {
+pub(crate) async fn update_model_version(ml: Ml, MlJson(b): MlJson<UpdateModelVersion>) -> Reply {
     let name = required("name", &b.name)?;
     let version = required("version", &b.version)?;
     let v = ml
@@ -578,7 +576,7 @@ pub(crate) async fn update_model_version(ml: Ml, ApiJson(b): ApiJson<UpdateModel
 pub(crate) async fn delete_model_version(
     ml: Ml,
     Caller(caller): Caller,
-    ApiJson(b): ApiJson<VersionQuery>,
+    MlJson(b): MlJson<VersionQuery>,
 ) -> Reply {
     let name = required("name", &b.name)?;
     let version = required("version", &b.version)?;
@@ -612,7 +610,7 @@ pub(crate) struct TransitionStage {
     archive_existing_versions: bool,
 }
 
-pub(crate) async fn transition_stage(ml: Ml, ApiJson(b): ApiJson<TransitionStage>) -> Reply {
+pub(crate) async fn transition_stage(ml: Ml, MlJson(b): MlJson<TransitionStage>) -> Reply {
     let name = required("name", &b.name)?;
     let version = required("version", &b.version)?;
     let stage = required("stage", &b.stage)?;
@@ -630,7 +628,7 @@ pub(crate) async fn download_uri(ml: Ml, ApiQuery(q): ApiQuery<VersionQuery>) ->
     reply("artifact_uri", uri)
 }
 
-pub(crate) async fn set_model_version_tag(ml: Ml, ApiJson(b): ApiJson<ModelTagBody>) -> Reply {
+pub(crate) async fn set_model_version_tag(ml: Ml, MlJson(b): MlJson<ModelTagBody>) -> Reply {
     let name = required("name", &b.name)?;
     let version = required("version", &b.version)?;
     let key = required("key", &b.key)?.to_string();
@@ -648,7 +646,7 @@ pub(crate) async fn set_model_version_tag(ml: Ml, ApiJson(b): ApiJson<ModelTagBo
     done()
 }
 
-pub(crate) async fn delete_model_version_tag(ml: Ml, ApiJson(b): ApiJson<ModelTagBody>) -> Reply {
+pub(crate) async fn delete_model_version_tag(ml: Ml, MlJson(b): MlJson<ModelTagBody>) -> Reply {
     let name = required("name", &b.name)?;
     let version = required("version", &b.version)?;
     let key = required("key", &b.key)?;
@@ -667,11 +665,7 @@ pub(crate) struct AliasBody {
     version: Option<String>,
 }
 
-pub(crate) async fn set_alias(
-    ml: Ml,
-    ticket: AuditTicket,
-    ApiJson(b): ApiJson<AliasBody>,
-) -> Reply {
+pub(crate) async fn set_alias(ml: Ml, ticket: AuditTicket, MlJson(b): MlJson<AliasBody>) -> Reply {
     let name = required("name", &b.name)?;
     let alias = required("alias", &b.alias)?;
     let version = required("version", &b.version)?;
@@ -685,7 +679,7 @@ pub(crate) async fn set_alias(
 pub(crate) async fn delete_alias(
     ml: Ml,
     ticket: AuditTicket,
-    ApiJson(b): ApiJson<AliasBody>,
+    MlJson(b): MlJson<AliasBody>,
 ) -> Reply {
     let name = required("name", &b.name)?;
     let alias = required("alias", &b.alias)?;

@@ -15,14 +15,15 @@ use qanat_tracking::{
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::MlJson;
 use super::{done, reply, Ml, Reply};
 use crate::authz::AuditTicket;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiQuery, Caller};
+use crate::extract::{ApiQuery, Caller};
 
 pub(super) fn required<'a>(field: &str, v: &'a Option<String>) -> Result<&'a str, ApiError> {
     v.as_deref().filter(|s| !s.is_empty()).ok_or_else(|| {
-        ApiError::bad_request(format!("missing value for required parameter '{field}'"))
+        ApiError::bad_request(format!("Missing value for required parameter '{field}'"))
     })
 }
 
@@ -46,7 +47,7 @@ pub(super) fn run_id(
         .clone()
         .filter(|s| !s.is_empty())
         .or_else(|| run_uuid.clone().filter(|s| !s.is_empty()))
-        .ok_or_else(|| ApiError::bad_request("missing value for required parameter 'run_id'"))
+        .ok_or_else(|| ApiError::bad_request("Missing value for required parameter 'run_id'"))
 }
 
 fn experiment_json(e: Experiment) -> Value {
@@ -85,7 +86,7 @@ pub(crate) struct CreateExperiment {
     tags: Vec<Tag>,
 }
 
-pub(crate) async fn create_experiment(ml: Ml, ApiJson(b): ApiJson<CreateExperiment>) -> Reply {
+pub(crate) async fn create_experiment(ml: Ml, MlJson(b): MlJson<CreateExperiment>) -> Reply {
     let name = required("name", &b.name)?;
     if b.artifact_location
         .as_deref()
@@ -149,10 +150,7 @@ async fn search_experiments(ml: Ml, b: SearchExperiments) -> Reply {
     ))
 }
 
-pub(crate) async fn search_experiments_post(
-    ml: Ml,
-    ApiJson(b): ApiJson<SearchExperiments>,
-) -> Reply {
+pub(crate) async fn search_experiments_post(ml: Ml, MlJson(b): MlJson<SearchExperiments>) -> Reply {
     search_experiments(ml, b).await
 }
 
@@ -169,7 +167,7 @@ pub(crate) struct UpdateExperiment {
     new_name: Option<String>,
 }
 
-pub(crate) async fn update_experiment(ml: Ml, ApiJson(b): ApiJson<UpdateExperiment>) -> Reply {
+pub(crate) async fn update_experiment(ml: Ml, MlJson(b): MlJson<UpdateExperiment>) -> Reply {
     let id = required("experiment_id", &b.experiment_id)?;
     if let Some(name) = b.new_name.as_deref().filter(|n| !n.is_empty()) {
         ml.tracking().rename_experiment(&ml.p, id, name).await?;
@@ -182,13 +180,13 @@ pub(crate) struct ExperimentIdBody {
     experiment_id: Option<String>,
 }
 
-pub(crate) async fn delete_experiment(ml: Ml, ApiJson(b): ApiJson<ExperimentIdBody>) -> Reply {
+pub(crate) async fn delete_experiment(ml: Ml, MlJson(b): MlJson<ExperimentIdBody>) -> Reply {
     let id = required("experiment_id", &b.experiment_id)?;
     ml.tracking().set_experiment_stage(&ml.p, id, true).await?;
     done()
 }
 
-pub(crate) async fn restore_experiment(ml: Ml, ApiJson(b): ApiJson<ExperimentIdBody>) -> Reply {
+pub(crate) async fn restore_experiment(ml: Ml, MlJson(b): MlJson<ExperimentIdBody>) -> Reply {
     let id = required("experiment_id", &b.experiment_id)?;
     ml.tracking().set_experiment_stage(&ml.p, id, false).await?;
     done()
@@ -202,7 +200,7 @@ pub(crate) struct ExperimentTag {
     value: String,
 }
 
-pub(crate) async fn set_experiment_tag(ml: Ml, ApiJson(b): ApiJson<ExperimentTag>) -> Reply {
+pub(crate) async fn set_experiment_tag(ml: Ml, MlJson(b): MlJson<ExperimentTag>) -> Reply {
     let id = required("experiment_id", &b.experiment_id)?;
     let key = required("key", &b.key)?;
     ml.tracking()
@@ -218,7 +216,7 @@ pub(crate) async fn set_experiment_tag(ml: Ml, ApiJson(b): ApiJson<ExperimentTag
     done()
 }
 
-pub(crate) async fn delete_experiment_tag(ml: Ml, ApiJson(b): ApiJson<ExperimentTag>) -> Reply {
+pub(crate) async fn delete_experiment_tag(ml: Ml, MlJson(b): MlJson<ExperimentTag>) -> Reply {
     let id = required("experiment_id", &b.experiment_id)?;
     let key = required("key", &b.key)?;
     ml.tracking().delete_experiment_tag(&ml.p, id, key).await?;
@@ -239,7 +237,7 @@ pub(crate) struct CreateRun {
 pub(crate) async fn create_run(
     ml: Ml,
     Caller(caller): Caller,
-    ApiJson(b): ApiJson<CreateRun>,
+    MlJson(b): MlJson<CreateRun>,
 ) -> Reply {
     let run = ml
         .tracking()
@@ -278,7 +276,7 @@ pub(crate) struct UpdateRun {
     run_name: Option<String>,
 }
 
-pub(crate) async fn update_run(ml: Ml, ApiJson(b): ApiJson<UpdateRun>) -> Reply {
+pub(crate) async fn update_run(ml: Ml, MlJson(b): MlJson<UpdateRun>) -> Reply {
     let id = run_id(&b.run_id, &b.run_uuid)?;
     let info: RunInfo = ml
         .tracking()
@@ -300,13 +298,13 @@ pub(crate) struct RunIdBody {
     run_id: Option<String>,
 }
 
-pub(crate) async fn delete_run(ml: Ml, ApiJson(b): ApiJson<RunIdBody>) -> Reply {
+pub(crate) async fn delete_run(ml: Ml, MlJson(b): MlJson<RunIdBody>) -> Reply {
     let id = required("run_id", &b.run_id)?;
     ml.tracking().set_run_stage(&ml.p, id, true).await?;
     done()
 }
 
-pub(crate) async fn restore_run(ml: Ml, ApiJson(b): ApiJson<RunIdBody>) -> Reply {
+pub(crate) async fn restore_run(ml: Ml, MlJson(b): MlJson<RunIdBody>) -> Reply {
     let id = required("run_id", &b.run_id)?;
     ml.tracking().set_run_stage(&ml.p, id, false).await?;
     done()
@@ -323,7 +321,7 @@ pub(crate) struct LogParam {
 pub(crate) async fn log_param(
     ml: Ml,
     ticket: Option<Extension<AuditTicket>>,
-    ApiJson(b): ApiJson<LogParam>,
+    MlJson(b): MlJson<LogParam>,
 ) -> Reply {
     let id = run_id(&b.run_id, &b.run_uuid)?;
     let key = required("key", &b.key)?.to_string();
@@ -351,16 +349,16 @@ pub(crate) struct LogMetric {
 pub(crate) async fn log_metric(
     ml: Ml,
     ticket: Option<Extension<AuditTicket>>,
-    ApiJson(b): ApiJson<LogMetric>,
+    MlJson(b): MlJson<LogMetric>,
 ) -> Reply {
     let id = run_id(&b.run_id, &b.run_uuid)?;
     let key = required("key", &b.key)?.to_string();
     let value = b
         .value
-        .ok_or_else(|| ApiError::bad_request("missing value for required parameter 'value'"))?;
+        .ok_or_else(|| ApiError::bad_request("Missing value for required parameter 'value'"))?;
     let timestamp = b
         .timestamp
-        .ok_or_else(|| ApiError::bad_request("missing value for required parameter 'timestamp'"))?;
+        .ok_or_else(|| ApiError::bad_request("Missing value for required parameter 'timestamp'"))?;
     let batch = Batch {
         metrics: vec![Metric {
             key,
@@ -388,7 +386,7 @@ pub(crate) struct LogBatch {
 pub(crate) async fn log_batch(
     ml: Ml,
     ticket: Option<Extension<AuditTicket>>,
-    ApiJson(b): ApiJson<LogBatch>,
+    MlJson(b): MlJson<LogBatch>,
 ) -> Reply {
     let id = required("run_id", &b.run_id)?;
     let batch = Batch {
@@ -427,7 +425,7 @@ pub(crate) struct SetTag {
 pub(crate) async fn set_tag(
     ml: Ml,
     ticket: Option<Extension<AuditTicket>>,
-    ApiJson(b): ApiJson<SetTag>,
+    MlJson(b): MlJson<SetTag>,
 ) -> Reply {
     let id = run_id(&b.run_id, &b.run_uuid)?;
     let key = required("key", &b.key)?.to_string();
@@ -447,14 +445,14 @@ pub(crate) struct DeleteTag {
     key: Option<String>,
 }
 
-pub(crate) async fn delete_tag(ml: Ml, ApiJson(b): ApiJson<DeleteTag>) -> Reply {
+pub(crate) async fn delete_tag(ml: Ml, MlJson(b): MlJson<DeleteTag>) -> Reply {
     let id = required("run_id", &b.run_id)?;
     let key = required("key", &b.key)?;
     ml.tracking().delete_tag(&ml.p, id, key).await?;
     done()
 }
 
-pub(crate) async fn search_runs(ml: Ml, ApiJson(b): ApiJson<SearchRuns>) -> Reply {
+pub(crate) async fn search_runs(ml: Ml, MlJson(b): MlJson<SearchRuns>) -> Reply {
     let page = ml
         .tracking()
         .search_runs(
