@@ -256,5 +256,27 @@ def versions_keep_the_run_id_they_are_given_and_errors_use_mlflows_words():
     assert version == "3.12.0", version
 
 
+
+@test
+def model_version_search_lists_the_most_recently_updated_first():
+    import time
+
+    client = MlflowClient()
+    for name in ("compat-order-a", "compat-order-b"):
+        client.create_registered_model(name)
+    made = []
+    for name in ("compat-order-a", "compat-order-b", "compat-order-a"):
+        time.sleep(0.005)
+        made.append(client.create_model_version(name, "runs:/run_id/model", "run_id"))
+    mine = lambda: [
+        (v.name, v.version)
+        for v in client.search_model_versions("name LIKE 'compat-order-%'")
+    ]
+    assert mine() == [("compat-order-a", "2"), ("compat-order-b", "1"), ("compat-order-a", "1")], mine()
+    time.sleep(0.005)
+    client.update_model_version("compat-order-a", "1", description="touched")
+    assert mine()[0] == ("compat-order-a", "1"), mine()
+
+
 if __name__ == "__main__":
     main()

@@ -733,7 +733,8 @@ impl Tracking {
     }
 
     /// Versions matching `filter` (`name`, `run_id`, `source_path`, `version_number`,
-    /// `current_stage`, `tags.<k>`), by model name then newest version unless ordered.
+    /// `current_stage`, `tags.<k>`); unless ordered, as MLflow orders them: the most
+    /// recently updated first, then by model name and newest version.
     pub async fn search_model_versions(
         &self,
         project: &Project,
@@ -748,6 +749,12 @@ impl Tracking {
             "SELECT {VERSION_COLUMNS} FROM model_versions mv JOIN registered_models rm ON rm.id = mv.registered_model_id \
              WHERE rm.project_id = $1 AND mv.current_stage <> '{DELETED}'"
         );
+        let newest_first = ["last_updated_timestamp DESC".to_string()];
+        let order_by = if order_by.is_empty() {
+            &newest_first[..]
+        } else {
+            order_by
+        };
         let (rows, more) = self
             .search_page(
                 &MODEL_VERSIONS,
