@@ -278,5 +278,17 @@ def model_version_search_lists_the_most_recently_updated_first():
     assert mine()[0] == ("compat-order-a", "1"), mine()
 
 
+
+@test
+def a_version_copies_into_another_model_and_bad_versions_use_mlflows_words():
+    client = MlflowClient()
+    client.create_registered_model("compat-copy-src")
+    client.create_model_version("compat-copy-src", "runs:/run_id/model", "run_id")
+    copied = client.copy_model_version("models:/compat-copy-src/1", "compat-copy-dst")
+    assert (copied.name, copied.version) == ("compat-copy-dst", "1"), copied
+    e = expect_error("INVALID_PARAMETER_VALUE", client.get_model_version, "compat-copy-src", "x")
+    assert "Parameter 'version' must be an integer, got 'x'." in e.message, e.message
+
+
 if __name__ == "__main__":
     main()

@@ -88,7 +88,12 @@ fn parse_version(v: &str) -> Result<i64> {
         .parse::<i64>()
         .ok()
         .filter(|n| *n > 0)
-        .ok_or_else(|| Error::invalid(format!("model version '{v}' is not a positive number")))
+        .ok_or_else(|| {
+            // MLflow's wording.
+            Error::invalid(format!(
+                "Parameter 'version' must be an integer, got '{v}'."
+            ))
+        })
 }
 
 /// A stage by any capitalisation (`production` → `Production`).
@@ -429,6 +434,18 @@ impl Tracking {
             let id = id.split('/').next().unwrap_or(id);
             let m = self.logged_model(project, id, false).await?;
             return Ok((m.info.artifact_uri, Some(m.info.model_id)));
+        }
+        // Another registered version (`copy_model_version`): its files, where they are.
+        if let Some((name, version)) = source
+            .strip_prefix("models:/")
+            .filter(|r| !r.starts_with("m-"))
+            .and_then(|r| r.split_once('/'))
+        {
+            let (_, v) = self.version_row(project, name, version).await?;
+            return Ok((
+                v.storage_location,
+                v.model_id.or(model_id.map(str::to_string)),
+            ));
         }
         if let Some(rest) = source.strip_prefix("runs:/") {
             let (run, path) = rest.split_once('/').unwrap_or((rest, ""));
