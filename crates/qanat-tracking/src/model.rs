@@ -111,6 +111,17 @@ pub struct RunInfo {
     pub lifecycle_stage: String,
 }
 
+impl RunInfo {
+    /// The run's artifact root as a path under the MLflow artifact API
+    /// (`<experiment>/<run>/artifacts`), without `mlflow-artifacts:/`.
+    pub fn artifact_root(&self) -> &str {
+        self.artifact_uri
+            .strip_prefix("mlflow-artifacts:/")
+            .unwrap_or(&self.artifact_uri)
+            .trim_matches('/')
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RunData {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

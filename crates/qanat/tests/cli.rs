@@ -251,16 +251,9 @@ fn models_and_runs_tables() {
     );
     let dest = q.dir.path().join("got");
     let dest_s = dest.to_str().expect("utf8");
-    let (ok, _, err) = q.cli(&[
-        "runs",
-        "-p",
-        "ml",
-        "artifacts",
-        "get",
-        run_id,
-        "model",
-        dest_s,
-    ]);
+    let get =
+        |path: &str, to: &str| q.cli(&["runs", "-p", "ml", "artifacts", "get", run_id, path, to]);
+    let (ok, _, err) = get("model", dest_s);
     assert!(ok, "{err}");
     assert_eq!(
         std::fs::read(dest.join("model/data/weights.bin")).expect("file"),
@@ -270,27 +263,9 @@ fn models_and_runs_tables() {
         std::fs::read(dest.join("model/MLmodel")).expect("file"),
         b"flavors: {}\n"
     );
-    let (ok, out, err) = q.cli(&[
-        "runs",
-        "-p",
-        "ml",
-        "artifacts",
-        "get",
-        run_id,
-        "metrics.json",
-        "-",
-    ]);
+    let (ok, out, err) = get("metrics.json", "-");
     assert!(ok && out == "{}", "{out} {err}");
-    let (ok, _, err) = q.cli(&[
-        "runs",
-        "-p",
-        "ml",
-        "artifacts",
-        "get",
-        run_id,
-        "../x",
-        dest_s,
-    ]);
+    let (ok, _, err) = get("../x", dest_s);
     assert!(!ok && err.contains("relative to the run's root"), "{err}");
     // Rollbacks walk back along the history, then say when there is nothing left.
     run(&q, &["models", "-p", "ml", "promote", "fraud", "1"]);

@@ -639,13 +639,7 @@ pub(crate) struct RunArtifactsQuery {
 pub(crate) async fn list_run_artifacts(ml: Ml, ApiQuery(q): ApiQuery<RunArtifactsQuery>) -> Reply {
     let id = run_id(&q.run_id, &q.run_uuid)?;
     let run = ml.tracking().run(&ml.p, &id).await?;
-    let root = run
-        .info
-        .artifact_uri
-        .strip_prefix("mlflow-artifacts:/")
-        .unwrap_or(&run.info.artifact_uri)
-        .trim_matches('/')
-        .to_string();
+    let root = run.info.artifact_root().to_string();
     // `.` is the root, as MLflow's `download_artifacts(run_id, ".")` asks for it.
     let path = q.path.unwrap_or_default();
     let path = path.trim_matches('/');

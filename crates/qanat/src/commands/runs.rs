@@ -118,13 +118,7 @@ async fn artifacts(ctx: &Ctx, project: &str, cmd: ArtifactsCmd) -> Result<()> {
         ArtifactsCmd::Get { run_id, path, dest } => {
             let run_id = full_run_id(c, project, &run_id).await?;
             let run = c.run(project, &run_id).await?;
-            let root = run
-                .info
-                .artifact_uri
-                .strip_prefix("mlflow-artifacts:/")
-                .unwrap_or(&run.info.artifact_uri)
-                .trim_matches('/')
-                .to_string();
+            let root = run.info.artifact_root().to_string();
             let path = path.trim_matches('/').to_string();
             let name = path.rsplit('/').next().unwrap_or_default().to_string();
             if path.is_empty() || !safe_relative(&path) {
