@@ -41,6 +41,7 @@ mod localfs;
 mod metadata;
 pub mod migrations;
 mod objects;
+mod sealed;
 mod time;
 pub mod wire;
 

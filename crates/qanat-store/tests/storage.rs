@@ -432,3 +432,26 @@ impl Fixture {
         self._db.store.clone()
     }
 }
+
+/// Secrets kept in rows (webhook secrets) open only for the purpose they were sealed
+/// for, never show in the sealed text, and are gone once their data key is forgotten.
+#[tokio::test]
+async fn a_sealed_secret_opens_only_for_its_purpose_and_not_after_it_is_forgotten() {
+    for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
+        let (storage, _dir) = qanat_store::testing::local_storage(&db).await;
+        let (keyring, meta) = (storage.keyring(), &db.store);
+        let sealed = keyring
+            .seal(meta, "webhook-secret", b"s3cret")
+            .await
+            .expect("sealed");
+        assert!(!sealed.contains("s3cret"));
+        let opened = keyring
+            .open(meta, "webhook-secret", &sealed)
+            .await
+            .expect("opens");
+        assert_eq!(opened, b"s3cret");
+        assert!(keyring.open(meta, "other", &sealed).await.is_err());
+        keyring.forget(meta, &sealed).await.expect("forgotten");
+        assert!(keyring.open(meta, "webhook-secret", &sealed).await.is_err());
+    }
+}
