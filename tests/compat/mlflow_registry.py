@@ -18,7 +18,7 @@ from mlflow import MlflowClient
 from mlflow.data.http_dataset_source import HTTPDatasetSource
 from mlflow.entities import Dataset, DatasetInput, InputTag
 from mlflow.exceptions import MlflowException
-from runner import as_token, main, test
+from runner import client_as, main, test
 from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 
@@ -36,13 +36,7 @@ def expect_error(code, fn, *args, **kwargs):
 
 def maintainer():
     """A client with the maintainer's token."""
-
-    class Maintainer(as_token):
-        def __enter__(self):
-            super().__enter__()
-            return MlflowClient()
-
-    return Maintainer("QANAT_MAINTAINER_TOKEN")
+    return client_as("QANAT_MAINTAINER_TOKEN")
 
 
 X, Y = load_iris(return_X_y=True)
@@ -71,8 +65,10 @@ def log_model_registers_a_version():
     assert lm.source_run_id == run.info.run_id
     assert lm.params.get("C") == "1.0", lm.params
     assert [m.key for m in lm.metrics] == ["acc"], lm.metrics
+    # The server notes the registration (version as a number) and the client then
+    # appends its own entry (version as text): MLflow's server and client do the same.
     tags = json.loads(lm.tags["mlflow.modelVersions"])
-    assert tags == [{"name": MODEL, "version": "1"}], tags
+    assert tags == [{"name": MODEL, "version": 1}, {"name": MODEL, "version": "1"}], tags
 
     r = client.get_run(run.info.run_id)
     assert [o.model_id for o in r.outputs.model_outputs] == [info.model_id], r.outputs
@@ -288,6 +284,46 @@ def a_version_copies_into_another_model_and_bad_versions_use_mlflows_words():
     assert (copied.name, copied.version) == ("compat-copy-dst", "1"), copied
     e = expect_error("INVALID_PARAMETER_VALUE", client.get_model_version, "compat-copy-src", "x")
     assert "Parameter 'version' must be an integer, got 'x'." in e.message, e.message
+
+
+@test
+def logged_models_keep_their_metrics_and_registrations():
+    from mlflow.entities import Metric
+
+    client = MlflowClient()
+    exp = client.create_experiment("compat-logged-model-links")
+    run = client.create_run(exp)
+    model = client.create_logged_model(exp)
+    client.log_metric(run.info.run_id, "auc", 0.5, timestamp=123456789, step=1,
+                      dataset_name="val", dataset_digest="d", model_id=model.model_id)
+    got = client.get_logged_model(model.model_id)
+    assert got.metrics == [Metric(key="auc", value=0.5, timestamp=123456789, step=1,
+                                  model_id=model.model_id, dataset_name="val",
+                                  dataset_digest="d", run_id=run.info.run_id)], got.metrics
+    client.create_registered_model("compat-linked")
+    for _ in range(2):
+        client.create_model_version("compat-linked", model.artifact_location, model_id=model.model_id)
+    tags = client.get_logged_model(model.model_id).tags
+    assert tags["mlflow.modelVersions"] == (
+        '[{"name": "compat-linked", "version": 1}, {"name": "compat-linked", "version": 2}]'
+    ), tags
+
+
+@test
+def sources_that_climb_are_refused_even_when_encoded():
+    client = MlflowClient()
+    client.create_registered_model("compat-climb")
+    run = client.create_run("0")
+    for source in (
+        "mlflow-artifacts://host:9000/models/..%2f..%2fartifacts",
+        "mlflow-artifacts:/models/%252e%252e/x",
+        "mlflow-artifacts://host:9000/models/artifact%00",
+        f"runs:/{run.info.run_id}/..%2f..%2fother",
+    ):
+        e = expect_error("INVALID_PARAMETER_VALUE", client.create_model_version, "compat-climb", source, run.info.run_id)
+        assert "Invalid model version source" in e.message, (source, e.message)
+    ok = client.create_model_version("compat-climb", "mlflow-artifacts:/0/models/artifact/..../", run.info.run_id)
+    assert ok.version == "1"
 
 
 if __name__ == "__main__":

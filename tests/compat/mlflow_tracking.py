@@ -310,5 +310,85 @@ def bad_fields_are_refused_in_mlflows_words():
         assert r.status_code == 400 and words in r.json()["message"], (endpoint, r.text)
 
 
+def ui(method, path, **kwargs):
+    """A raw call to an MLflow UI route of the default project, as the editor."""
+    headers = {"Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"}
+    return requests.request(method, f"{os.environ['QANAT_URL']}{path}", headers=headers, timeout=10, **kwargs)
+
+
+@test
+def metric_histories_of_many_runs_serve_the_charts():
+    c = MlflowClient()
+    exp = c.create_experiment("compat-bulk-history")
+    r1, r2 = c.create_run(exp).info.run_id, c.create_run(exp).info.run_id
+    for step in range(10):
+        c.log_metric(r1, "loss", 1.0 / (step + 1), timestamp=1000 + step, step=step)
+    for step in range(20):
+        c.log_metric(r2, "loss", 2.0, timestamp=1000 + step, step=step)
+    bulk = ui("GET", "/ajax-api/2.0/mlflow/metrics/get-history-bulk", params={"run_id": [r1, r2], "metric_key": "loss"})
+    assert bulk.status_code == 200, bulk.text
+    got = bulk.json()["metrics"]
+    assert len(got) == 30 and {m["run_id"] for m in got} == {r1, r2}
+    assert [m["step"] for m in got if m["run_id"] == r1] == list(range(10))
+    # Sampled: at most max_results steps spread over the range, plus each run's ends.
+    sampled = ui("GET", "/ajax-api/2.0/mlflow/metrics/get-history-bulk-interval",
+                 params={"run_ids": [r1, r2], "metric_key": "loss", "max_results": 5})
+    assert sampled.status_code == 200, sampled.text
+    steps = {}
+    for m in sampled.json()["metrics"]:
+        steps.setdefault(m["run_id"], []).append(m["step"])
+    assert steps[r1] == [0, 4, 8, 9], steps
+    assert steps[r2] == [0, 4, 8, 9, 12, 16, 19], steps
+    for params, words in [
+        ({"metric_key": "loss"}, "must specify at least one run_id"),
+        ({"run_id": [f"r{i}" for i in range(101)], "metric_key": "loss"}, "cannot specify more than 100"),
+        ({"run_id": [r1]}, "must specify a metric_key"),
+    ]:
+        r = ui("GET", "/ajax-api/2.0/mlflow/metrics/get-history-bulk", params=params)
+        assert r.status_code == 400 and words in r.json()["message"], r.text
+    r = ui("GET", "/ajax-api/2.0/mlflow/metrics/get-history-bulk-interval",
+           params={"run_ids": [r1], "metric_key": "loss", "start_step": 3})
+    assert r.status_code == 400 and "both must be specified" in r.json()["message"], r.text
+
+
+@test
+def dataset_summaries_list_what_an_experiments_runs_read():
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    c = MlflowClient()
+    exp = c.create_experiment("compat-search-datasets")
+    run = c.create_run(exp).info.run_id
+    ds = Dataset(name="train-set", digest="d1", source_type="local", source="s")
+    c.log_inputs(run, [DatasetInput(dataset=ds, tags=[InputTag(key="mlflow.data.context", value="training")])])
+    r = ui("POST", "/ajax-api/2.0/mlflow/experiments/search-datasets", json={"experiment_ids": [exp]})
+    assert r.status_code == 200, r.text
+    assert r.json()["dataset_summaries"] == [
+        {"experiment_id": exp, "name": "train-set", "digest": "d1", "context": "training"}
+    ]
+    r = ui("POST", "/ajax-api/2.0/mlflow/experiments/search-datasets", json={})
+    assert r.status_code == 400 and "at least one experiment_id" in r.json()["message"], r.text
+
+
+@test
+def the_ui_uploads_and_downloads_run_artifacts_and_refuses_climbing_paths():
+    c = MlflowClient()
+    run = c.create_run(c.create_experiment("compat-upload")).info.run_id
+    up = ui("POST", "/ajax-api/2.0/mlflow/upload-artifact", params={"run_uuid": run, "path": "notes/a.txt"}, data="hello world")
+    assert up.status_code == 200, up.text
+    got = ui("GET", "/get-artifact", params={"run_uuid": run, "path": "notes/a.txt"})
+    assert got.status_code == 200 and got.text == "hello world", got.text
+    assert [f.path for f in c.list_artifacts(run, "notes")] == ["notes/a.txt"]
+    for method, path, params in [
+        ("POST", "/ajax-api/2.0/mlflow/upload-artifact", {"run_uuid": run, "path": "../x.txt"}),
+        ("GET", "/get-artifact", {"run_id": run, "path": "../path"}),
+        ("GET", "/get-artifact", {"run_id": run, "path": "..%2fpath"}),
+        ("GET", "/api/2.0/mlflow/artifacts/list", {"run_id": run, "path": "../path"}),
+    ]:
+        r = ui(method, path, params=params, data="x")
+        assert r.status_code == 400 and r.json()["message"] == "Invalid path", (path, params, r.text)
+    r = ui("POST", "/ajax-api/2.0/mlflow/upload-artifact", params={"run_uuid": run, "path": "b.txt"})
+    assert r.status_code == 400 and "Request must specify data." in r.json()["message"], r.text
+
+
 if __name__ == "__main__":
     main()

@@ -33,6 +33,8 @@ trap cleanup EXIT
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 export QANAT_HOME=$WORK/home QANAT_CREDENTIALS=$WORK/credentials.json QANAT_LOG_LEVEL=${QANAT_LOG_LEVEL:-warn}
 export QANAT_SERVER_BIND=127.0.0.1:$PORT QANAT_SERVER_URL=http://127.0.0.1:$PORT
+# The webhook suite's receiver listens on plain HTTP on 127.0.0.1.
+export QANAT_EVENTS_WEBHOOK_SCHEMES=https,http QANAT_EVENTS_ALLOW_PRIVATE_NETWORKS=true
 "$Q" init >/dev/null 2>&1
 "$Q" server >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
@@ -69,6 +71,11 @@ MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
   QANAT_URL=$QANAT_SERVER_URL QANAT_MAINTAINER_TOKEN=$MONA QANAT_DATASET=iris-train \
   MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
   "$VENV/bin/python" "$ROOT/tests/compat/mlflow_registry.py" || status=1
+echo "compat: mlflow registry webhooks" >&2
+MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
+  QANAT_URL=$QANAT_SERVER_URL QANAT_MAINTAINER_TOKEN=$MONA \
+  MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
+  "$VENV/bin/python" "$ROOT/tests/compat/mlflow_webhooks.py" || status=1
 
 # The Qanat CLI over the same registry: promote and roll back (maintainers, audited),
 # list runs, walk lineage from a model version to the dataset it was trained on.
@@ -108,6 +115,11 @@ cli_check "runs ls finds the training runs" "train-3" \
 cli_check "lineage walks model → run → dataset" "trained_on: dataset:iris-train@1" \
   env QANAT_TOKEN="$ALICE" "$Q" lineage -p default model:lineage-clf@1
 cli_check "promotions are audited" "model.rollback" "$Q" audit tail -n 200
+cli_check "webhooks ls lists the project's webhooks" "late-receiver" \
+  env QANAT_TOKEN="$MONA" "$Q" webhooks -p default ls
+cli_check "deliveries are listed with their attempts" "delivered" \
+  env QANAT_TOKEN="$MONA" "$Q" webhooks -p default deliveries --all
+cli_check "webhook changes are audited" "mlflow.webhook.delete" "$Q" audit tail -n 300
 if [ "$status" -ne 0 ]; then
   echo "--- server log ---" >&2
   grep -v "status=2" "$WORK/server.err" | tail -40 >&2

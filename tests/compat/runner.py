@@ -23,6 +23,16 @@ class as_token:
         os.environ["MLFLOW_TRACKING_TOKEN"] = self.saved
 
 
+class client_as(as_token):
+    """`as_token` that yields an `MlflowClient` (its calls carry the token in `var`)."""
+
+    def __enter__(self):
+        super().__enter__()
+        from mlflow import MlflowClient
+
+        return MlflowClient()
+
+
 def test(fn):
     TESTS.append(fn)
     return fn

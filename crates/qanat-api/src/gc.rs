@@ -76,6 +76,7 @@ async fn purge_project(state: &AppState, p: &Project) -> Result<(), ApiError> {
     delete_under(state, &format!("projects/{}", p.id)).await?;
     state.datasets.purge_project(p.id.as_str()).await?;
     state.tracking.purge_project(p.id.as_str()).await?;
+    state.events.purge_project(p.id.as_str()).await?;
     state.gov.purge_project(p).await?;
     Ok(())
 }

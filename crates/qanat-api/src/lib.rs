@@ -15,6 +15,7 @@ pub mod route_table;
 
 // One module per domain, each returning its fragment of the route table.
 mod datasets;
+mod events;
 mod gc;
 mod identity;
 mod mlflow;
@@ -68,6 +69,9 @@ pub struct AppState {
     pub storage: ObjectStorage,
     pub datasets: qanat_data::Datasets,
     pub tracking: qanat_tracking::Tracking,
+    /// Webhooks and the event outbox (registry changes record into it through
+    /// `tracking`).
+    pub events: qanat_events::Events,
     pub metrics: Arc<Metrics>,
     pub limits: ApiLimits,
     /// The project the root-mounted MLflow API (`/api/2.0/mlflow/...`) works in.
@@ -82,10 +86,17 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(meta: MetaStore, storage: ObjectStorage, limits: ApiLimits) -> Self {
+        let events = qanat_events::Events::new(
+            meta.clone(),
+            storage.keyring().clone(),
+            qanat_events::Settings::default(),
+        )
+        .expect("the default event settings build a client");
         AppState {
             gov: Governance::new(meta.clone()),
             datasets: qanat_data::Datasets::new(meta.clone(), storage.clone()),
-            tracking: qanat_tracking::Tracking::new(meta.clone()),
+            tracking: qanat_tracking::Tracking::new(meta.clone()).with_outbox(events.outbox()),
+            events,
             mlflow_project: "default".into(),
             audit_sinks_ok: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             retention: Duration::from_secs(30 * 86_400),
@@ -97,12 +108,26 @@ impl AppState {
     }
 }
 
+impl AppState {
+    /// The same state with other event settings (webhook policy, NATS).
+    pub fn with_events(
+        mut self,
+        settings: qanat_events::Settings,
+    ) -> Result<Self, qanat_events::Error> {
+        self.events =
+            qanat_events::Events::new(self.meta.clone(), self.storage.keyring().clone(), settings)?;
+        self.tracking = self.tracking.with_outbox(self.events.outbox());
+        Ok(self)
+    }
+}
+
 /// The tables of every domain, in the order their migrations were written: adding a
 /// domain adds its line here (as in [`route_table`]).
 pub static SCHEMA: &[&qanat_store::migrations::DomainMigrations] = &[
     &qanat_governance::MIGRATIONS,
     &qanat_data::MIGRATIONS,
     &qanat_tracking::MIGRATIONS,
+    &qanat_events::MIGRATIONS,
 ];
 
 /// [`SCHEMA`], checked: what the server opens its metadata store with.
@@ -123,6 +148,7 @@ pub fn route_table(limits: &ApiLimits) -> route_table::RouteTable {
             datasets::routes(),
             gc::routes(),
             models::routes(),
+            events::routes(),
             mlflow::routes(),
         ],
     )

@@ -53,6 +53,8 @@ mod tests {
             || path.starts_with("/mlflow/")
             || path == "/health"
             || path == "/version"
+            || path == "/get-artifact"
+            || path == "/model-versions/get-artifact"
     }
 
     /// Every route in the table is documented (wildcards appear as `{key}`), and the

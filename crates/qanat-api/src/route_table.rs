@@ -347,6 +347,22 @@ mod tests {
             "GET /mlflow/{project}/ajax-api/2.0/mlflow-artifacts/artifacts/{*path}",
             "PUT /mlflow/{project}/ajax-api/2.0/mlflow-artifacts/artifacts/{*path}",
         ];
+        // MLflow's UI routes that move one artifact's bytes.
+        for route in [
+            "POST /api/2.0/mlflow/upload-artifact",
+            "GET /get-artifact",
+            "GET /model-versions/get-artifact",
+        ] {
+            let (method, path) = route.split_once(' ').unwrap_or_default();
+            let mut mounts = vec![path.to_string()];
+            if let Some(rest) = path.strip_prefix("/api/") {
+                mounts.push(format!("/ajax-api/{rest}"));
+            }
+            for m in mounts {
+                expected.push(format!("{method} {m}").leak());
+                expected.push(format!("{method} /mlflow/{{project}}{m}").leak());
+            }
+        }
         expected.sort();
         assert_eq!(streaming, expected);
     }
@@ -361,7 +377,16 @@ mod tests {
             .map(|(m, p, pol)| ((m.to_string(), p.to_string()), *pol))
             .collect();
         let mut root = 0;
+        // MLflow's UI routes outside `/api/` are mounted at the root and per project.
+        let ui = ["/get-artifact", "/model-versions/get-artifact"];
+        let mut ui_routes = 0;
         for ((method, path), policy) in &all {
+            if ui.contains(&path.as_str()) {
+                let scoped = format!("/mlflow/{{project}}{path}");
+                assert!(all.contains_key(&(method.clone(), scoped)), "{path}");
+                ui_routes += 1;
+                continue;
+            }
             if !path.starts_with("/api/2.0/") && !path.starts_with("/api/3.0/") {
                 continue;
             }
@@ -386,7 +411,7 @@ mod tests {
             .filter(|(_, p)| p.starts_with("/mlflow/"))
             .count();
         assert_eq!(
-            2 * root,
+            2 * root + ui_routes,
             scoped,
             "each root route twice under /mlflow/{{project}}"
         );

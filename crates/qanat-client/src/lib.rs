@@ -26,6 +26,7 @@
 
 mod datasets;
 mod error;
+mod events;
 mod identity;
 mod mlflow;
 mod models;

@@ -15,6 +15,9 @@ pub enum Error {
     Invalid(String),
     #[error(transparent)]
     Governance(#[from] qanat_governance::Error),
+    /// Recording a registry event (in the change's own transaction).
+    #[error(transparent)]
+    Events(#[from] qanat_events::Error),
 }
 
 impl Error {
@@ -49,6 +52,7 @@ impl qanat_core::DomainError for Error {
             Error::Refused(r) => r.kind(),
             Error::Invalid(_) => K::Invalid,
             Error::Governance(g) => g.kind(),
+            Error::Events(e) => qanat_core::DomainError::kind(e),
         }
     }
 

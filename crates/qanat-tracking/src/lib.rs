@@ -19,9 +19,9 @@ pub mod wire;
 
 pub use error::Error;
 pub use model::{
-    Dataset, DatasetInput, Experiment, LoggedModel, Metric, MetricValue, ModelAlias, ModelInput,
-    ModelOutput, ModelVersion, Param, RegisteredModel, Run, RunData, RunInfo, Tag, ViewType,
-    RUN_STATUSES,
+    Dataset, DatasetInput, DatasetSummary, Experiment, LoggedModel, Metric, MetricValue,
+    ModelAlias, ModelInput, ModelOutput, ModelVersion, Param, RegisteredModel, Run, RunData,
+    RunInfo, Tag, ViewType, RUN_STATUSES,
 };
 pub use models::{ModelOrder, NewLoggedModel, ResolvedInput};
 pub use purge::Purged;

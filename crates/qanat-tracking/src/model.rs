@@ -350,3 +350,14 @@ mod tests {
         assert!(serde_json::from_str::<MetricValue>("\"many\"").is_err());
     }
 }
+
+/// A dataset some run of an experiment read, with the context it was read in
+/// (`training`, `evaluation`, …): MLflow's `DatasetSummary`, what the UI filters by.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct DatasetSummary {
+    pub experiment_id: String,
+    pub name: String,
+    pub digest: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+}

@@ -105,6 +105,56 @@ fn info_from(row: &AnyRow) -> Result<LoggedModelInfo> {
 
 const MODEL_COLUMNS: &str = "lm.model_id, lm.experiment_id, lm.name, lm.creation_time, lm.last_update_time, lm.artifact_location, lm.status, lm.model_type, lm.source_run_id, lm.status_message, lm.creator, lm.lifecycle_stage";
 
+/// Appends `name`/`version` to the logged model's `mlflow.modelVersions` tag (a JSON
+/// list, spelled as MLflow's client writes it), inside a registration's transaction.
+pub(crate) async fn note_registration(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    model_id: &str,
+    name: &str,
+    version: i64,
+) -> Result<()> {
+    const KEY: &str = "mlflow.modelVersions";
+    let before: Option<String> =
+        sqlx::query("SELECT value FROM logged_model_tags WHERE model_id = $1 AND key = $2")
+            .bind(model_id)
+            .bind(KEY)
+            .fetch_optional(&mut **tx)
+            .await?
+            .map(|r| r.try_get("value"))
+            .transpose()?;
+    let mut entries: Vec<serde_json::Value> = before
+        .and_then(|b| serde_json::from_str(&b).ok())
+        .unwrap_or_default();
+    let same = |e: &serde_json::Value| {
+        e["name"].as_str() == Some(name)
+            && (e["version"].as_i64() == Some(version)
+                || e["version"].as_str() == Some(&version.to_string()))
+    };
+    if entries.iter().any(same) {
+        return Ok(());
+    }
+    entries.push(serde_json::json!({"name": name, "version": version}));
+    // Python's `json.dumps` spacing, as MLflow's client writes and reads this tag.
+    let text = format!(
+        "[{}]",
+        entries
+            .iter()
+            .map(|e| match e.as_object() {
+                Some(o) => format!(
+                    "{{{}}}",
+                    o.iter()
+                        .map(|(k, v)| format!("{}: {v}", serde_json::Value::String(k.clone())))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None => e.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    upsert_key_values(tx, "logged_model_tags", model_id, &[(KEY, &text)]).await
+}
+
 async fn upsert_key_values(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     table: &str,

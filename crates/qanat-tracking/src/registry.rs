@@ -20,6 +20,57 @@ use crate::store::{
     placeholders, Page,
 };
 use crate::{Error, Result, Tracking};
+use qanat_events::EventType;
+use serde_json::{json, Value};
+
+/// `{key: value}` of tags, as webhook payloads carry them.
+fn tag_map(tags: &[Tag]) -> Value {
+    Value::Object(
+        tags.iter()
+            .map(|t| (t.key.clone(), Value::String(t.value.clone())))
+            .collect(),
+    )
+}
+
+impl Tracking {
+    /// Queues `event`'s deliveries inside the change's transaction `tx`.
+    async fn record_event(
+        &self,
+        tx: &mut sqlx::AnyConnection,
+        project: &Project,
+        event: EventType,
+        data: Value,
+    ) -> Result<()> {
+        self.outbox
+            .record(tx, &project.id, &project.name, event, data)
+            .await?;
+        Ok(())
+    }
+}
+
+/// Refuses a source path that climbs out of where it points (`..`, `.`), also when
+/// percent-encoded (`..%2f`, `%252e%252e`), or that carries a control character
+/// (`%00`): the path is decoded before it is checked, as it will be before use.
+fn check_source_path(source: &str, path: &str) -> Result<()> {
+    let mut decoded = path.to_string();
+    for _ in 0..4 {
+        let next = percent_encoding::percent_decode_str(&decoded)
+            .decode_utf8_lossy()
+            .into_owned();
+        if next == decoded {
+            break;
+        }
+        decoded = next;
+    }
+    if decoded.chars().any(char::is_control)
+        || decoded.split(['/', '\\']).any(|s| s == ".." || s == ".")
+    {
+        return Err(Error::invalid(format!(
+            "Invalid model version source: '{source}'. If supplying a source as an http, https, local file path, ftp, objectstore, or mlflow-artifacts uri, an absolute path must be provided without relative path references present."
+        )));
+    }
+    Ok(())
+}
 
 /// What a model version is created from.
 #[derive(Debug, Default)]
@@ -188,7 +239,11 @@ impl Tracking {
         for t in tags {
             upsert_model_tag(&mut tx, &id, t).await?;
         }
+        let data = json!({"name": name, "tags": tag_map(tags), "description": description});
+        self.record_event(&mut tx, project, EventType::REGISTERED_MODEL_CREATED, data)
+            .await?;
         tx.commit().await?;
+        self.outbox.wake();
         self.registered_model(project, name).await
     }
 
@@ -450,11 +505,7 @@ impl Tracking {
         if let Some(rest) = source.strip_prefix("runs:/") {
             let (run, path) = rest.split_once('/').unwrap_or((rest, ""));
             let path = path.trim_matches('/');
-            if path.split('/').any(|s| s == ".." || s == ".") {
-                return Err(Error::invalid(format!(
-                    "source '{source}' has a '.' or '..' segment"
-                )));
-            }
+            check_source_path(source, path)?;
             // As MLflow: a run this project does not have leaves the source as given.
             let Ok(info) = self.run_row(project, run).await else {
                 return Ok((source.to_string(), model_id.map(str::to_string)));
@@ -466,12 +517,8 @@ impl Tracking {
             };
             return Ok((loc, model_id.map(str::to_string)));
         }
-        if source.starts_with("mlflow-artifacts:/") {
-            if source.split('/').any(|s| s == ".." || s == ".") {
-                return Err(Error::invalid(format!(
-                    "source '{source}' has a '.' or '..' segment"
-                )));
-            }
+        if let Some(path) = source.strip_prefix("mlflow-artifacts:") {
+            check_source_path(source, path)?;
             if let Some(id) = model_id {
                 self.logged_model(project, id, false).await?;
             }
@@ -558,6 +605,7 @@ impl Tracking {
             let mut parents: Vec<(String, &str)> = Vec::new();
             if let Some(m) = &model_id {
                 parents.push((format!("logged_model:{m}"), "registers"));
+                crate::models::note_registration(&mut tx, m, &row.model.name, next).await?;
             }
             if let Some(r) = run_id.as_ref().filter(|_| run_known || model_id.is_some()) {
                 parents.push((format!("run:{r}"), "output_of"));
@@ -570,7 +618,18 @@ impl Tracking {
                 &parents,
             )
             .await?;
+            let data = json!({
+                "name": row.model.name,
+                "version": next.to_string(),
+                "source": new.source,
+                "run_id": run_id,
+                "tags": tag_map(&new.tags),
+                "description": new.description,
+            });
+            self.record_event(&mut tx, project, EventType::MODEL_VERSION_CREATED, data)
+                .await?;
             tx.commit().await?;
+            self.outbox.wake();
             return self
                 .model_version(project, &row.model.name, &next.to_string())
                 .await;
@@ -882,7 +941,11 @@ impl Tracking {
         let (id, v) = self.version_row(project, name, version).await?;
         let mut tx = self.meta.writer().begin().await?;
         upsert_version_tag(&mut tx, &id, parse_version(&v.version)?, tag).await?;
+        let data = json!({"name": name, "version": v.version, "key": tag.key, "value": tag.value});
+        self.record_event(&mut tx, project, EventType::MODEL_VERSION_TAG_SET, data)
+            .await?;
         tx.commit().await?;
+        self.outbox.wake();
         Ok(())
     }
 
@@ -894,18 +957,24 @@ impl Tracking {
         key: &str,
     ) -> Result<()> {
         let (id, v) = self.version_row(project, name, version).await?;
+        let mut tx = self.meta.writer().begin().await?;
         let gone = sqlx::query(
             "DELETE FROM model_version_tags WHERE registered_model_id = $1 AND version = $2 AND key = $3",
         )
         .bind(&id)
         .bind(parse_version(&v.version)?)
         .bind(key)
-        .execute(self.meta.writer())
+        .execute(&mut *tx)
         .await?
         .rows_affected();
         if gone == 0 {
             return Err(Error::not_found("model version tag", key));
         }
+        let data = json!({"name": name, "version": v.version, "key": key});
+        self.record_event(&mut tx, project, EventType::MODEL_VERSION_TAG_DELETED, data)
+            .await?;
+        tx.commit().await?;
+        self.outbox.wake();
         Ok(())
     }
 
@@ -937,7 +1006,16 @@ impl Tracking {
         )
         .await?;
         append_audit_in(&mut tx, audit).await?;
+        let data = json!({"name": name, "alias": alias, "version": v.version});
+        self.record_event(
+            &mut tx,
+            project,
+            EventType::MODEL_VERSION_ALIAS_CREATED,
+            data,
+        )
+        .await?;
         tx.commit().await?;
+        self.outbox.wake();
         Ok(before.map(|b| b.to_string()))
     }
 
@@ -957,7 +1035,16 @@ impl Tracking {
             return Err(Error::not_found("alias", format!("{name}@{alias}")));
         }
         append_audit_in(&mut tx, audit).await?;
+        let data = json!({"name": name, "alias": alias});
+        self.record_event(
+            &mut tx,
+            project,
+            EventType::MODEL_VERSION_ALIAS_DELETED,
+            data,
+        )
+        .await?;
         tx.commit().await?;
+        self.outbox.wake();
         Ok(())
     }
 
@@ -1047,7 +1134,18 @@ impl Tracking {
         )
         .await?;
         append_audit_in(&mut tx, audit).await?;
+        // A rollback points the alias at a version again: subscribers see it as
+        // MLflow shows any alias set.
+        let data = json!({"name": name, "alias": alias, "version": previous.to_string()});
+        self.record_event(
+            &mut tx,
+            project,
+            EventType::MODEL_VERSION_ALIAS_CREATED,
+            data,
+        )
+        .await?;
         tx.commit().await?;
+        self.outbox.wake();
         Ok((before.map(|b| b.to_string()), previous.to_string()))
     }
 

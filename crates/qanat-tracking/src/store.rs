@@ -34,6 +34,8 @@ pub(crate) const ROWS_PER_INSERT: usize = 200;
 pub struct Tracking {
     pub(crate) meta: MetaStore,
     pub(crate) limits: RunLimits,
+    /// Where registry changes record their events (webhooks, NATS).
+    pub(crate) outbox: qanat_events::Outbox,
 }
 
 /// How much one run may hold, so that no run grows without bound (a run with 32k
@@ -273,7 +275,15 @@ impl Tracking {
         Tracking {
             meta,
             limits: RunLimits::default(),
+            outbox: qanat_events::Outbox::default(),
         }
+    }
+
+    /// The same store recording its registry events in `outbox` (the server's, whose
+    /// dispatcher it wakes).
+    pub fn with_outbox(mut self, outbox: qanat_events::Outbox) -> Self {
+        self.outbox = outbox;
+        self
     }
 
     /// The same store with other per-run caps.
@@ -1068,6 +1078,134 @@ impl Tracking {
             items,
             next_page_token: more.then(|| next_page_token(offset + max)),
         })
+    }
+
+    /// The points of `key` in runs `run_ids` of this project (other ids yield
+    /// nothing, as on MLflow), by run, then timestamp, step and value: at most
+    /// `max_results` in all. What the UI's charts ask for.
+    pub async fn metric_history_bulk(
+        &self,
+        project: &Project,
+        run_ids: &[String],
+        key: &str,
+        max_results: i64,
+    ) -> Result<Vec<(String, Metric)>> {
+        if run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT m.run_id, m.key, m.value, m.is_nan, m.timestamp, m.step FROM metrics m JOIN runs r ON r.run_id = m.run_id \
+             WHERE r.project_id = $1 AND m.key = $2 AND m.run_id IN ({}) ORDER BY m.run_id, m.timestamp, m.step, m.value LIMIT ${}",
+            placeholders(3, run_ids.len()),
+            3 + run_ids.len()
+        );
+        let mut q = sqlx::query(&sql).bind(project.id.as_str()).bind(key);
+        for r in run_ids {
+            q = q.bind(r);
+        }
+        q.bind(max_results)
+            .fetch_all(self.meta.reader())
+            .await?
+            .iter()
+            .map(|row| Ok((row.try_get("run_id")?, metric_from(row)?)))
+            .collect()
+    }
+
+    /// [`Tracking::metric_history_bulk`] thinned for a chart: the steps logged in
+    /// any of the runs within `[start, end]` (default: from 0 to the last), at most
+    /// `max_results` of them evenly spread plus the last, plus each run's first and
+    /// last step in that range; every point at those steps, by run (in the order
+    /// given), step, timestamp and value. MLflow's `get-history-bulk-interval`.
+    pub async fn metric_history_sampled(
+        &self,
+        project: &Project,
+        run_ids: &[String],
+        key: &str,
+        max_results: usize,
+        range: Option<(i64, i64)>,
+    ) -> Result<Vec<(String, Metric)>> {
+        let mut points = self
+            .metric_history_bulk(project, run_ids, key, i64::MAX)
+            .await?;
+        let mut steps: Vec<i64> = points.iter().map(|(_, m)| m.step).collect();
+        steps.sort_unstable();
+        steps.dedup();
+        let Some(&last) = steps.last() else {
+            return Ok(Vec::new());
+        };
+        let (start, end) = range.unwrap_or((0, last));
+        let inside: Vec<i64> = steps
+            .into_iter()
+            .filter(|s| (start..=end).contains(s))
+            .collect();
+        let mut keep: std::collections::BTreeSet<i64> = if inside.len() <= max_results {
+            inside.iter().copied().collect()
+        } else {
+            let mut k: std::collections::BTreeSet<i64> = (0..max_results)
+                .map(|i| inside[i * inside.len() / max_results])
+                .collect();
+            k.extend(inside.last());
+            k
+        };
+        // Each run's own first and last step stay, so no line loses its ends.
+        let mut bounds: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+        for (run, m) in &points {
+            let b = bounds.entry(run.as_str()).or_insert((m.step, m.step));
+            b.0 = b.0.min(m.step);
+            b.1 = b.1.max(m.step);
+        }
+        for (lo, hi) in bounds.values() {
+            keep.extend([*lo, *hi].into_iter().filter(|s| (start..=end).contains(s)));
+        }
+        points.retain(|(_, m)| keep.contains(&m.step));
+        // Runs in the order asked for.
+        let pos = |r: &str| run_ids.iter().position(|x| x == r).unwrap_or(usize::MAX);
+        points.sort_by(|(ra, a), (rb, b)| {
+            (pos(ra), a.step, a.timestamp)
+                .cmp(&(pos(rb), b.step, b.timestamp))
+                .then(a.value.0.total_cmp(&b.value.0))
+        });
+        Ok(points)
+    }
+
+    /// The distinct datasets the runs of `experiment_ids` read, with their context
+    /// (the `mlflow.data.context` input tag): at most 1000.
+    pub async fn dataset_summaries(
+        &self,
+        project: &Project,
+        experiment_ids: &[String],
+    ) -> Result<Vec<crate::DatasetSummary>> {
+        let ids = experiment_ids
+            .iter()
+            .map(|e| parse_experiment_id(e))
+            .collect::<Result<Vec<_>>>()?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT r.experiment_id, d.name, d.digest, d.tags_json FROM run_dataset_inputs d JOIN runs r ON r.run_id = d.run_id \
+             WHERE r.project_id = $1 AND r.experiment_id IN ({})",
+            placeholders(2, ids.len())
+        );
+        let mut q = sqlx::query(&sql).bind(project.id.as_str());
+        for id in &ids {
+            q = q.bind(*id);
+        }
+        let mut out = std::collections::BTreeSet::new();
+        for row in q.fetch_all(self.meta.reader()).await? {
+            let tags: Vec<Tag> =
+                serde_json::from_str(&row.try_get::<String, _>("tags_json")?).unwrap_or_default();
+            out.insert(crate::DatasetSummary {
+                experiment_id: row.try_get::<i64, _>("experiment_id")?.to_string(),
+                name: row.try_get("name")?,
+                digest: row.try_get("digest")?,
+                context: tags
+                    .into_iter()
+                    .find(|t| t.key == "mlflow.data.context")
+                    .map(|t| t.value),
+            });
+        }
+        Ok(out.into_iter().take(1000).collect())
     }
 
     /// Runs of some experiments matching `filter` (MLflow's search syntax), sorted by

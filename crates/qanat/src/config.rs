@@ -23,6 +23,65 @@ pub struct Config {
     pub tracking: TrackingConfig,
     pub audit: AuditConfig,
     pub retention: RetentionConfig,
+    pub events: EventsConfig,
+}
+
+/// Registry webhooks and the NATS stream every event is published to.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EventsConfig {
+    /// URL schemes a webhook may use.
+    pub webhook_schemes: Vec<String>,
+    /// Whether webhooks may reach loopback, private and link-local addresses.
+    pub allow_private_networks: bool,
+    /// Seconds one delivery attempt may take.
+    pub timeout_secs: u64,
+    /// Attempts per delivery (the first and its retries, 1 s, 2 s, 4 s … apart).
+    pub max_attempts: u32,
+    /// A NATS server with JetStream (`nats://host:4222`): every event is also
+    /// published there.
+    pub nats_url: Option<String>,
+    /// Events go to `<prefix>.<project>.<entity>.<action>`.
+    pub nats_subject_prefix: String,
+    /// The JetStream stream that keeps them (created when missing).
+    pub nats_stream: String,
+}
+
+impl Default for EventsConfig {
+    fn default() -> Self {
+        let d = qanat_events::Settings::default();
+        let n = qanat_events::NatsSettings::new("");
+        EventsConfig {
+            webhook_schemes: d.allowed_schemes,
+            allow_private_networks: d.allow_private_networks,
+            timeout_secs: d.timeout.as_secs(),
+            max_attempts: d.max_attempts,
+            nats_url: None,
+            nats_subject_prefix: n.subject_prefix,
+            nats_stream: n.stream,
+        }
+    }
+}
+
+impl EventsConfig {
+    /// The settings the event layer runs with.
+    pub fn settings(&self) -> qanat_events::Settings {
+        qanat_events::Settings {
+            allowed_schemes: self.webhook_schemes.clone(),
+            allow_private_networks: self.allow_private_networks,
+            timeout: std::time::Duration::from_secs(self.timeout_secs),
+            max_attempts: self.max_attempts,
+            nats: self
+                .nats_url
+                .as_ref()
+                .map(|url| qanat_events::NatsSettings {
+                    url: url.clone(),
+                    subject_prefix: self.nats_subject_prefix.clone(),
+                    stream: self.nats_stream.clone(),
+                }),
+            ..qanat_events::Settings::default()
+        }
+    }
 }
 
 /// How long deleted things are kept before `gc` purges them.
@@ -166,6 +225,7 @@ impl Default for Config {
             tracking: TrackingConfig::default(),
             audit: AuditConfig::default(),
             retention: RetentionConfig::default(),
+            events: EventsConfig::default(),
         }
     }
 }
@@ -359,6 +419,22 @@ impl Config {
             "QANAT_RETENTION_DELETED_DAYS",
             &mut self.retention.deleted_days,
         )?;
+        let e = &mut self.events;
+        if let Some(v) = env("QANAT_EVENTS_WEBHOOK_SCHEMES") {
+            e.webhook_schemes = v.split(',').map(|s| s.trim().to_string()).collect();
+        }
+        env_parse(
+            "QANAT_EVENTS_ALLOW_PRIVATE_NETWORKS",
+            &mut e.allow_private_networks,
+        )?;
+        env_parse("QANAT_EVENTS_TIMEOUT_SECS", &mut e.timeout_secs)?;
+        env_parse("QANAT_EVENTS_MAX_ATTEMPTS", &mut e.max_attempts)?;
+        env_some("QANAT_EVENTS_NATS_URL", &mut e.nats_url)?;
+        env_parse(
+            "QANAT_EVENTS_NATS_SUBJECT_PREFIX",
+            &mut e.nats_subject_prefix,
+        )?;
+        env_parse("QANAT_EVENTS_NATS_STREAM", &mut e.nats_stream)?;
         Ok(())
     }
 
@@ -397,6 +473,32 @@ impl Config {
             }
         } else {
             bail!("storage.default_location = '{default}' names no entry in [[storage.locations]]");
+        }
+        let e = &self.events;
+        if e.webhook_schemes.is_empty()
+            || e.webhook_schemes
+                .iter()
+                .any(|s| s != "https" && s != "http")
+        {
+            bail!("events.webhook_schemes must list https and/or http");
+        }
+        if e.timeout_secs == 0 || e.max_attempts == 0 {
+            bail!("events.timeout_secs and events.max_attempts must be at least 1");
+        }
+        if let Some(url) = &e.nats_url {
+            if !url.starts_with("nats://") && !url.starts_with("tls://") {
+                bail!("events.nats_url = '{url}' must look like nats://host:4222");
+            }
+        }
+        if e.nats_subject_prefix.is_empty()
+            || e.nats_subject_prefix
+                .split('.')
+                .any(|t| t.is_empty() || t.contains(['*', '>', ' ']))
+        {
+            bail!(
+                "events.nats_subject_prefix = '{}' must be dot-separated tokens without wildcards",
+                e.nats_subject_prefix
+            );
         }
         if self.audit.checkpoint_every == 0 || self.audit.checkpoint_secs == 0 {
             bail!("audit.checkpoint_every and audit.checkpoint_secs must be at least 1");

@@ -223,7 +223,9 @@ pub async fn serve(cfg: Config) -> Result<()> {
         request_timeout: Duration::from_secs(cfg.server.request_timeout_secs),
         body_read_timeout: Duration::from_secs(cfg.server.body_read_timeout_secs),
     };
-    let mut state = AppState::new(inst.meta.clone(), inst.storage.clone(), limits);
+    let mut state = AppState::new(inst.meta.clone(), inst.storage.clone(), limits)
+        .with_events(cfg.events.settings())
+        .context("setting up webhook deliveries")?;
     state.mlflow_project = cfg.tracking.default_project.clone();
     state.retention = Duration::from_secs(cfg.retention.deleted_days.saturating_mul(86_400));
     state.tracking = state.tracking.with_limits(qanat_tracking::RunLimits {
@@ -238,6 +240,8 @@ pub async fn serve(cfg: Config) -> Result<()> {
             sink.start(i, state.gov.clone(), keys, health.clone()).await;
         }
     }
+    // Deliveries queued before a restart are sent now; new ones as they come.
+    qanat_events::Dispatcher::spawn(state.events.clone());
     let app = qanat_api::router(state);
 
     let handle = axum_server::Handle::new();

@@ -9,6 +9,7 @@
 
 pub(crate) mod registry;
 pub(crate) mod tracking;
+pub(crate) mod webhooks;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -65,6 +66,7 @@ fn mlflow_wording(r: &qanat_core::Refusal) -> Option<String> {
             }
             "experiment" => format!("Could not find experiment with name {name}"),
             "logged model" => format!("Logged model with ID '{name}' not found."),
+            "webhook" => format!("Webhook with ID {name} not found."),
             "tag" | "experiment tag" | "registered model tag" | "model version tag" => {
                 format!("No tag with name: {name}")
             }
@@ -183,7 +185,9 @@ pub(crate) fn done() -> Reply {
 /// stage (what serving follows), renaming a registered model (which carries its
 /// aliases to the new name) and deleting registry entries need maintainers; deleting
 /// or restoring an experiment (which `gc` purges with its runs after the retention
-/// period) needs a project admin.
+/// period) needs a project admin. Webhooks, read or written, need maintainers: a
+/// webhook's URL is often itself a credential (chat and CI hooks), and a webhook
+/// sends registry data out of the installation.
 /// Artifact bytes stream for as long as they keep flowing.
 pub(crate) fn routes() -> Fragment {
     // MLflow's searches are POSTs that only read.
@@ -224,6 +228,7 @@ pub(crate) fn routes() -> Fragment {
         (M::GET, "/api/2.0/mlflow/experiments/get-by-name", read("mlflow.experiment.get"), Bounded, tracking::get_experiment_by_name),
         (M::POST, "/api/2.0/mlflow/experiments/search", read("mlflow.experiment.search"), Bounded, tracking::search_experiments_post),
         (M::GET, "/api/2.0/mlflow/experiments/search", read("mlflow.experiment.search"), Bounded, tracking::search_experiments_get),
+        (M::POST, "/api/2.0/mlflow/experiments/search-datasets", read("mlflow.experiment.search_datasets"), Bounded, tracking::search_datasets),
         (M::POST, "/api/2.0/mlflow/experiments/update", write("mlflow.experiment.update"), Bounded, tracking::update_experiment),
         (M::POST, "/api/2.0/mlflow/experiments/delete", own("mlflow.experiment.delete"), Bounded, tracking::delete_experiment),
         (M::POST, "/api/2.0/mlflow/experiments/restore", own("mlflow.experiment.restore"), Bounded, tracking::restore_experiment),
@@ -241,6 +246,11 @@ pub(crate) fn routes() -> Fragment {
         (M::POST, "/api/2.0/mlflow/runs/delete-tag", write("mlflow.run.untag"), Bounded, tracking::delete_tag),
         (M::POST, "/api/2.0/mlflow/runs/search", read("mlflow.run.search"), Bounded, tracking::search_runs),
         (M::GET, "/api/2.0/mlflow/metrics/get-history", read("mlflow.metric.history"), Bounded, tracking::metric_history),
+        (M::GET, "/api/2.0/mlflow/metrics/get-history-bulk", read("mlflow.metric.history"), Bounded, tracking::metric_history_bulk),
+        (M::GET, "/api/2.0/mlflow/metrics/get-history-bulk-interval", read("mlflow.metric.history"), Bounded, tracking::metric_history_bulk_interval),
+        (M::POST, "/api/2.0/mlflow/upload-artifact", write("mlflow.artifact.put"), Streaming, tracking::upload_run_artifact),
+        (M::GET, "/get-artifact", read("mlflow.artifact.get").governed_read(), Streaming, tracking::get_run_artifact),
+        (M::GET, "/model-versions/get-artifact", read("mlflow.artifact.get").governed_read(), Streaming, tracking::get_model_version_artifact),
         (M::GET, "/api/2.0/mlflow/artifacts/list", read("mlflow.artifact.list"), Bounded, tracking::list_run_artifacts),
         (M::GET, "/api/2.0/mlflow-artifacts/artifacts", read("mlflow.artifact.list"), Bounded, tracking::list_artifacts_proxy),
         (M::PUT, "/api/2.0/mlflow-artifacts/artifacts/{*path}", write("mlflow.artifact.put"), Streaming, tracking::put_artifact),
@@ -278,5 +288,11 @@ pub(crate) fn routes() -> Fragment {
         (M::GET, "/api/2.0/mlflow/model-versions/get-download-uri", read("mlflow.model_version.download_uri"), Bounded, registry::download_uri),
         (M::POST, "/api/2.0/mlflow/model-versions/set-tag", write("mlflow.model_version.tag"), Bounded, registry::set_model_version_tag),
         (M::DELETE, "/api/2.0/mlflow/model-versions/delete-tag", write("mlflow.model_version.untag"), Bounded, registry::delete_model_version_tag),
+        (M::POST, "/api/2.0/mlflow/webhooks", release("mlflow.webhook.create"), Bounded, webhooks::create_webhook),
+        (M::GET, "/api/2.0/mlflow/webhooks", release("mlflow.webhook.list"), Bounded, webhooks::list_webhooks),
+        (M::GET, "/api/2.0/mlflow/webhooks/{webhook_id}", release("mlflow.webhook.get"), Bounded, webhooks::get_webhook),
+        (M::PATCH, "/api/2.0/mlflow/webhooks/{webhook_id}", release("mlflow.webhook.update"), Bounded, webhooks::update_webhook),
+        (M::DELETE, "/api/2.0/mlflow/webhooks/{webhook_id}", release("mlflow.webhook.delete"), Bounded, webhooks::delete_webhook),
+        (M::POST, "/api/2.0/mlflow/webhooks/{webhook_id}/test", release("mlflow.webhook.test"), Bounded, webhooks::test_webhook),
     )
 }

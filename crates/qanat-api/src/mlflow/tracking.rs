@@ -344,6 +344,10 @@ pub(crate) struct LogMetric {
     timestamp: Option<i64>,
     #[serde(default)]
     step: i64,
+    /// The logged model the metric is about, and the dataset it was measured on.
+    model_id: Option<String>,
+    dataset_name: Option<String>,
+    dataset_digest: Option<String>,
 }
 
 pub(crate) async fn log_metric(
@@ -365,6 +369,9 @@ pub(crate) async fn log_metric(
             value,
             timestamp,
             step: b.step,
+            model_id: b.model_id,
+            dataset_name: b.dataset_name,
+            dataset_digest: b.dataset_digest,
             ..Metric::default()
         }],
         ..Batch::default()
@@ -497,6 +504,174 @@ pub(crate) async fn metric_history(ml: Ml, ApiQuery(q): ApiQuery<HistoryQuery>) 
     Ok(Json(out))
 }
 
+/// Every value of a query parameter (`run_id=a&run_id=b`), and the first of another.
+fn query_values(raw: &Option<String>, key: &str) -> Vec<String> {
+    raw.as_deref()
+        .map(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .filter(|(k, _)| k == key)
+                .map(|(_, v)| v.into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn query_int(raw: &Option<String>, key: &str) -> Result<Option<i64>, ApiError> {
+    match query_values(raw, key).into_iter().find(|v| !v.is_empty()) {
+        Some(v) => v.trim().parse().map(Some).map_err(|_| {
+            ApiError::bad_request(format!("Invalid value {v} for parameter '{key}' supplied"))
+        }),
+        None => Ok(None),
+    }
+}
+
+/// Metric points with the run each came from (`MetricWithRunId`).
+fn with_run_ids(points: Vec<(String, Metric)>) -> Reply {
+    let metrics: Vec<Value> = points
+        .into_iter()
+        .map(|(run, m)| {
+            let mut v = serde_json::to_value(m).unwrap_or_default();
+            v["run_id"] = json!(run);
+            v
+        })
+        .collect();
+    Ok(Json(json!({ "metrics": metrics })))
+}
+
+/// Most runs one bulk history request may name (MLflow's limit).
+const MAX_BULK_RUNS: usize = 100;
+
+/// The non-empty values of `key`, refused in MLflow's words (`none`, `too_many`
+/// given the count) when there are none or more than [`MAX_BULK_RUNS`].
+fn bulk_runs(
+    raw: &Option<String>,
+    key: &str,
+    none: &str,
+    too_many: impl Fn(usize) -> String,
+) -> Result<Vec<String>, ApiError> {
+    let runs: Vec<String> = query_values(raw, key)
+        .into_iter()
+        .filter(|r| !r.is_empty())
+        .collect();
+    if runs.is_empty() {
+        return Err(ApiError::bad_request(none));
+    }
+    if runs.len() > MAX_BULK_RUNS {
+        return Err(ApiError::bad_request(too_many(runs.len())));
+    }
+    Ok(runs)
+}
+
+/// The first non-empty value of `metric_key`, or `missing` as the refusal.
+fn metric_key(raw: &Option<String>, missing: &str) -> Result<String, ApiError> {
+    query_values(raw, "metric_key")
+        .into_iter()
+        .find(|k| !k.is_empty())
+        .ok_or_else(|| ApiError::bad_request(missing))
+}
+
+pub(crate) async fn metric_history_bulk(
+    ml: Ml,
+    axum::extract::RawQuery(raw): axum::extract::RawQuery,
+) -> Reply {
+    let runs = bulk_runs(
+        &raw,
+        "run_id",
+        "GetMetricHistoryBulk request must specify at least one run_id.",
+        |n| {
+            format!("GetMetricHistoryBulk request cannot specify more than {MAX_BULK_RUNS} run_ids. Received {n} run_ids.")
+        },
+    )?;
+    let key = metric_key(
+        &raw,
+        "GetMetricHistoryBulk request must specify a metric_key.",
+    )?;
+    let max = query_int(&raw, "max_results")?
+        .unwrap_or(25_000)
+        .clamp(1, 25_000);
+    let points = ml
+        .tracking()
+        .metric_history_bulk(&ml.p, &runs, &key, max)
+        .await?;
+    with_run_ids(points)
+}
+
+/// Most sampled steps per run (MLflow's limit).
+const MAX_SAMPLED_STEPS: i64 = 2500;
+
+pub(crate) async fn metric_history_bulk_interval(
+    ml: Ml,
+    axum::extract::RawQuery(raw): axum::extract::RawQuery,
+) -> Reply {
+    let runs = bulk_runs(
+        &raw,
+        "run_ids",
+        "Missing value for required parameter 'run_ids'.",
+        |n| {
+            format!("GetMetricHistoryBulkInterval request must specify at most {MAX_BULK_RUNS} run_ids. Received {n} run_ids.")
+        },
+    )?;
+    let key = metric_key(&raw, "Missing value for required parameter 'metric_key'.")?;
+    let range = match (query_int(&raw, "start_step")?, query_int(&raw, "end_step")?) {
+        (Some(a), Some(b)) if a > b => {
+            return Err(ApiError::bad_request(format!(
+                "end_step must be greater than start_step. Found start_step={a} and end_step={b}."
+            ))
+            .into())
+        }
+        (Some(a), Some(b)) => Some((a, b)),
+        (None, None) => None,
+        _ => {
+            return Err(ApiError::bad_request(
+                "If either start step or end step are specified, both must be specified.",
+            )
+            .into())
+        }
+    };
+    let max = query_int(&raw, "max_results")?.unwrap_or(MAX_SAMPLED_STEPS);
+    if !(1..=MAX_SAMPLED_STEPS).contains(&max) {
+        return Err(ApiError::bad_request(format!(
+            "max_results must be between 1 and {MAX_SAMPLED_STEPS}."
+        ))
+        .into());
+    }
+    let points = ml
+        .tracking()
+        .metric_history_sampled(&ml.p, &runs, &key, max as usize, range)
+        .await?;
+    with_run_ids(points)
+}
+
+#[derive(Deserialize)]
+pub(crate) struct SearchDatasets {
+    #[serde(default)]
+    experiment_ids: Vec<String>,
+}
+
+/// Most experiments one dataset search may name (MLflow's limit).
+const MAX_DATASET_SEARCH_EXPERIMENTS: usize = 20;
+
+pub(crate) async fn search_datasets(ml: Ml, MlJson(b): MlJson<SearchDatasets>) -> Reply {
+    if b.experiment_ids.is_empty() {
+        return Err(ApiError::bad_request(
+            "SearchDatasets request must specify at least one experiment_id.",
+        )
+        .into());
+    }
+    if b.experiment_ids.len() > MAX_DATASET_SEARCH_EXPERIMENTS {
+        return Err(ApiError::bad_request(format!(
+            "SearchDatasets request cannot specify more than {MAX_DATASET_SEARCH_EXPERIMENTS} experiment_ids. Received {} experiment_ids.",
+            b.experiment_ids.len()
+        ))
+        .into());
+    }
+    let found = ml
+        .tracking()
+        .dataset_summaries(&ml.p, &b.experiment_ids)
+        .await?;
+    reply("dataset_summaries", found)
+}
+
 // ---- artifacts (proxied: `mlflow-artifacts:/<experiment>/...`) ----
 
 /// The storage key of an artifact path. The path must be relative with no `.`/`..`
@@ -571,6 +746,140 @@ pub(crate) async fn delete_artifact(
     done()
 }
 
+#[derive(Deserialize)]
+pub(crate) struct RunArtifactQuery {
+    run_uuid: Option<String>,
+    run_id: Option<String>,
+    path: Option<String>,
+}
+
+/// Where `path` (relative to a run's artifact root) is stored: MLflow's UI routes
+/// name a run and a path. A path that is absolute or climbs (`..`, also
+/// percent-encoded) is refused with MLflow's "Invalid path".
+async fn run_artifact(
+    ml: &Ml,
+    q: &RunArtifactQuery,
+) -> Result<(String, qanat_store::ObjectKey), ApiError> {
+    let run = q
+        .run_uuid
+        .as_deref()
+        .or(q.run_id.as_deref())
+        .filter(|r| !r.is_empty())
+        .ok_or_else(|| ApiError::bad_request("Request must specify run_uuid."))?;
+    let path = q
+        .path
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| ApiError::bad_request("Request must specify path."))?;
+    let decoded = relative_path(path)?;
+    if decoded.is_empty() {
+        return Err(ApiError::bad_request("Invalid path"));
+    }
+    let info = ml.tracking().run(&ml.p, run).await?.info;
+    let location = artifacts_location(ml)?;
+    let key = artifact_key(ml, &format!("{}/{decoded}", info.artifact_root())).await?;
+    Ok((location, key))
+}
+
+/// A path under a run's (or a model version's) artifacts, percent-decoded before it
+/// is checked: absolute paths, backslashes and `..` segments are refused in MLflow's
+/// words ("Invalid path"); `.` and empty segments are dropped.
+pub(super) fn relative_path(path: &str) -> Result<String, ApiError> {
+    let decoded = percent_decode_fully(path);
+    if decoded.starts_with('/')
+        || decoded.contains('\\')
+        || decoded.chars().any(char::is_control)
+        || decoded.split('/').any(|s| s == "..")
+    {
+        return Err(ApiError::bad_request("Invalid path"));
+    }
+    Ok(decoded
+        .split('/')
+        .filter(|s| !s.is_empty() && *s != ".")
+        .collect::<Vec<_>>()
+        .join("/"))
+}
+
+/// `s` percent-decoded until it no longer changes, so `%252e%252e` is seen as `..`.
+fn percent_decode_fully(s: &str) -> String {
+    let mut cur = s.to_string();
+    for _ in 0..4 {
+        let next = percent_encoding::percent_decode_str(&cur)
+            .decode_utf8_lossy()
+            .into_owned();
+        if next == cur {
+            break;
+        }
+        cur = next;
+    }
+    cur
+}
+
+/// The UI's upload of one file into a run's artifacts (`POST /ajax-api/2.0/mlflow/upload-artifact?run_uuid=&path=`, body = the bytes).
+pub(crate) async fn upload_run_artifact(
+    ml: Ml,
+    ApiQuery(q): ApiQuery<RunArtifactQuery>,
+    body: axum::body::Body,
+) -> Reply {
+    use futures::{StreamExt, TryStreamExt};
+    let (location, key) = run_artifact(&ml, &q).await?;
+    let mut stream = body.into_data_stream();
+    let first = loop {
+        match stream.next().await {
+            Some(Ok(chunk)) if chunk.is_empty() => continue,
+            Some(Ok(chunk)) => break chunk,
+            Some(Err(e)) => {
+                return Err(ApiError::bad_request(format!("reading the body: {e}")).into())
+            }
+            None => return Err(ApiError::bad_request("Request must specify data.").into()),
+        }
+    };
+    let all = futures::stream::iter([Ok(first)])
+        .chain(stream)
+        .map_err(std::io::Error::other);
+    let reader = tokio_util::io::StreamReader::new(all);
+    ml.state.storage.put_reader(&location, &key, reader).await?;
+    done()
+}
+
+/// The UI's download of one run artifact (`GET /get-artifact?run_uuid=&path=`).
+pub(crate) async fn get_run_artifact(
+    ml: Ml,
+    ApiQuery(q): ApiQuery<RunArtifactQuery>,
+) -> Result<axum::response::Response, ApiError> {
+    let (location, key) = run_artifact(&ml, &q).await?;
+    crate::objects::verified_download(&ml.state, &location, &key).await
+}
+
+#[derive(Deserialize)]
+pub(crate) struct VersionArtifactQuery {
+    name: Option<String>,
+    version: Option<String>,
+    path: Option<String>,
+}
+
+/// The UI's download of one file of a model version
+/// (`GET /model-versions/get-artifact?name=&version=&path=`).
+pub(crate) async fn get_model_version_artifact(
+    ml: Ml,
+    ApiQuery(q): ApiQuery<VersionArtifactQuery>,
+) -> Result<axum::response::Response, ApiError> {
+    let name = required("name", &q.name)?;
+    let version = required("version", &q.version)?;
+    let path = relative_path(required("path", &q.path)?)?;
+    if path.is_empty() {
+        return Err(ApiError::bad_request("Invalid path"));
+    }
+    let uri = ml.tracking().download_uri(&ml.p, name, version).await?;
+    let root = uri
+        .strip_prefix("mlflow-artifacts:/")
+        .unwrap_or(&uri)
+        .trim_matches('/');
+    let location = artifacts_location(&ml)?;
+    let key = artifact_key(&ml, &format!("{root}/{path}")).await?;
+    crate::objects::verified_download(&ml.state, &location, &key).await
+}
+
 /// The entries directly under `dir` (an artifact path, or "" for none): files with
 /// their sizes, and sub-directories. Names are relative to `dir`.
 async fn list_dir(ml: &Ml, dir: &str) -> Result<Vec<(String, bool, u64)>, ApiError> {
@@ -642,11 +951,7 @@ pub(crate) async fn list_run_artifacts(ml: Ml, ApiQuery(q): ApiQuery<RunArtifact
     let root = run.info.artifact_root().to_string();
     // `.` is the root, as MLflow's `download_artifacts(run_id, ".")` asks for it.
     let path = q.path.unwrap_or_default();
-    let path = path.trim_matches('/');
-    let sub = match path.strip_prefix("./").unwrap_or(path) {
-        "." => String::new(),
-        p => p.to_string(),
-    };
+    let sub = relative_path(path.trim_start_matches('/'))?;
     let dir = if sub.is_empty() {
         root
     } else {

@@ -4,12 +4,13 @@ use qanat_governance::{testing, Governance, Project};
 use qanat_store::testing::TestDb;
 use qanat_tracking::Tracking;
 
-/// The tables tracking's tests use: governance's, datasets' (the lineage edges) and
-/// tracking's own.
+/// The tables tracking's tests use: governance's, datasets' (the lineage edges),
+/// tracking's own and events' (registry changes queue their webhook deliveries).
 pub static SCHEMA: &[&qanat_store::migrations::DomainMigrations] = &[
     &qanat_governance::MIGRATIONS,
     &qanat_data::MIGRATIONS,
     &qanat_tracking::MIGRATIONS,
+    &qanat_events::MIGRATIONS,
 ];
 
 /// The store over `db` with two projects, `a` and `b`, created by the bootstrap admin.

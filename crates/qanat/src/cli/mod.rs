@@ -16,6 +16,7 @@ mod runs;
 mod server;
 mod tokens;
 mod users;
+mod webhooks;
 
 use std::path::PathBuf;
 
@@ -35,6 +36,7 @@ pub use runs::{ArtifactsCmd, RunsCmd};
 pub use server::ServerArgs;
 pub use tokens::TokensCmd;
 pub use users::UsersCmd;
+pub use webhooks::WebhooksCmd;
 
 /// Qanat: a self-hosted ML platform in one binary.
 #[derive(Parser)]
@@ -142,6 +144,14 @@ pub enum Command {
         project: Option<String>,
         #[command(subcommand)]
         cmd: ModelsCmd,
+    },
+    /// Registry webhooks and their deliveries: ls, deliveries.
+    Webhooks {
+        /// The project (anywhere on the command line).
+        #[arg(long, short = 'p', env = "QANAT_PROJECT", global = true)]
+        project: Option<String>,
+        #[command(subcommand)]
+        cmd: WebhooksCmd,
     },
     /// Purge what was deleted longer ago than the retention period.
     ///

@@ -18,6 +18,7 @@ mod server;
 mod session;
 mod tokens;
 mod users;
+mod webhooks;
 
 use anyhow::Result;
 use qanat_client::Client;
@@ -84,6 +85,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         }
         Command::Runs { project, cmd } => runs::run(&ctx()?, &which(project)?, cmd).await,
         Command::Models { project, cmd } => models::run(&ctx()?, &which(project)?, cmd).await,
+        Command::Webhooks { project, cmd } => webhooks::run(&ctx()?, &which(project)?, cmd).await,
         Command::Gc { project, grace } => data::gc(&ctx()?, project.as_deref(), grace).await,
         Command::Lineage(args) => lineage::run(&ctx()?, args).await,
         Command::Audit { cmd } => audit::run(&ctx()?, cmd).await,
