@@ -326,5 +326,40 @@ def sources_that_climb_are_refused_even_when_encoded():
     assert ok.version == "1"
 
 
+@test
+def the_ui_lists_and_reads_a_logged_models_files():
+    url = os.environ["QANAT_URL"]
+    headers = {"Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"}
+    base = f"{url}/ajax-api/2.0/mlflow/logged-models/{STATE['model_id']}/artifacts"
+    listed = requests.get(f"{base}/directories", headers=headers, timeout=10)
+    assert listed.status_code == 200, listed.text
+    paths = [f["path"] for f in listed.json()["files"]]
+    assert "MLmodel" in paths, paths
+    got = requests.get(f"{base}/files", params={"artifact_file_path": "MLmodel"}, headers=headers, timeout=10)
+    assert got.status_code == 200 and STATE["model_id"] in got.text, got.text
+    bad = requests.get(f"{base}/files", params={"artifact_file_path": "../../x"}, headers=headers, timeout=10)
+    assert bad.status_code == 400 and bad.json()["message"] == "Invalid path", bad.text
+
+
+@test
+def stage_moves_and_deletions_touch_the_registered_model():
+    import time
+
+    client = MlflowClient()
+    client.create_registered_model("compat-touch")
+    run = client.create_run("0")
+    for _ in range(2):
+        client.create_model_version("compat-touch", f"runs:/{run.info.run_id}/m", run.info.run_id)
+    with maintainer() as m:
+        time.sleep(0.01)
+        before = int(time.time() * 1000)
+        m.transition_model_version_stage("compat-touch", "1", "Staging")
+        assert client.get_registered_model("compat-touch").last_updated_timestamp >= before
+        time.sleep(0.01)
+        before = int(time.time() * 1000)
+        m.delete_model_version("compat-touch", "2")
+        assert client.get_registered_model("compat-touch").last_updated_timestamp >= before
+
+
 if __name__ == "__main__":
     main()

@@ -390,5 +390,45 @@ def the_ui_uploads_and_downloads_run_artifacts_and_refuses_climbing_paths():
     assert r.status_code == 400 and "Request must specify data." in r.json()["message"], r.text
 
 
+@test
+def experiment_search_filters_on_tags_and_orders():
+    c = MlflowClient()
+    c.create_experiment("compat-xs-a", tags={"xs": "value"})
+    c.create_experiment("compat-xs-b", tags={"xs": "vaLue"})
+    c.create_experiment("compat-xs-c")
+    names = lambda f, **kw: [e.name for e in c.search_experiments(filter_string=f, **kw)]
+    assert names("tag.xs = 'value'") == ["compat-xs-a"]
+    assert names("tags.xs != 'value'") == ["compat-xs-b"]
+    assert names("tag.xs ILIKE '%alu%'") == ["compat-xs-b", "compat-xs-a"]
+    assert names("name LIKE 'compat-xs-%'", order_by=["name ASC"]) == ["compat-xs-a", "compat-xs-b", "compat-xs-c"]
+    assert names("name LIKE 'compat-xs-%'", order_by=["name DESC"]) == ["compat-xs-c", "compat-xs-b", "compat-xs-a"]
+
+
+@test
+def refusals_use_mlflows_words_for_runs_and_limits():
+    c = MlflowClient()
+    exp = c.create_experiment("compat-words")
+    run = c.create_run(exp).info.run_id
+    c.set_tag(run, "t", "v")
+    c.delete_run(run)
+    e = expect_error("INVALID_PARAMETER_VALUE", c.delete_tag, run, "t")
+    assert f"The run {run} must be in the 'active' state" in e.message, e.message
+    e = expect_error("INVALID_PARAMETER_VALUE", c.search_runs, [exp], max_results=123456789)
+    assert "Invalid value 123456789 for parameter 'max_results' supplied" in e.message, e.message
+    headers = {"Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"}
+    live = c.create_run(exp).info.run_id
+    r = requests.post(
+        f"{os.environ['QANAT_URL']}/api/2.0/mlflow/runs/log-batch",
+        json={"run_id": live, "metrics": [{"key": "m", "value": 1}]},
+        headers=headers,
+        timeout=10,
+    )
+    assert r.status_code == 400, r.text
+    assert "Missing value for required parameter 'metrics[0].timestamp'." in r.json()["message"], r.text
+    # A logged model keeps a source run id it is given, as MLflow does.
+    m = c.create_logged_model(exp, source_run_id="123")
+    assert c.get_logged_model(m.model_id).source_run_id == "123"
+
+
 if __name__ == "__main__":
     main()

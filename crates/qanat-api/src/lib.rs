@@ -169,7 +169,7 @@ pub(crate) fn request_id(headers: &axum::http::HeaderMap) -> &str {
 pub fn router(state: AppState) -> Router {
     let (routes, policies) = route_table(&state.limits).into_parts();
     let x_request_id = HeaderName::from_static(REQUEST_ID);
-    routes
+    let app = routes
         .fallback(|| async {
             ApiError::not_found("no such endpoint; see /api/v1/openapi.json").into_response()
         })
@@ -205,7 +205,30 @@ pub fn router(state: AppState) -> Router {
         )
         .layer(PropagateRequestIdLayer::new(x_request_id.clone()))
         .layer(SetRequestIdLayer::new(x_request_id, MakeRequestUuid))
-        .with_state(state)
+        .with_state(state);
+    Router::new().fallback_service(tower::ServiceExt::map_request(app, one_leading_slash))
+}
+
+/// `//model-versions/…` is `/model-versions/…`: a tracking URI that ends in `/` joined
+/// with a path gives a doubled slash, which MLflow's server (werkzeug) merges. Only the
+/// leading run is merged: inside a path an empty segment stays an error.
+fn one_leading_slash(mut req: Request<axum::body::Body>) -> Request<axum::body::Body> {
+    let path = req.uri().path();
+    if path.starts_with("//") {
+        let fixed = format!("/{}", path.trim_start_matches('/'));
+        let with_query = match req.uri().query() {
+            Some(q) => format!("{fixed}?{q}"),
+            None => fixed,
+        };
+        if let Ok(pq) = with_query.parse::<axum::http::uri::PathAndQuery>() {
+            let mut parts = req.uri().clone().into_parts();
+            parts.path_and_query = Some(pq);
+            if let Ok(uri) = axum::http::Uri::from_parts(parts) {
+                *req.uri_mut() = uri;
+            }
+        }
+    }
+    req
 }
 
 #[cfg(test)]

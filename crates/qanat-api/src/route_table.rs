@@ -350,6 +350,7 @@ mod tests {
         // MLflow's UI routes that move one artifact's bytes.
         for route in [
             "POST /api/2.0/mlflow/upload-artifact",
+            "GET /api/2.0/mlflow/logged-models/{model_id}/artifacts/files",
             "GET /get-artifact",
             "GET /model-versions/get-artifact",
         ] {

@@ -90,7 +90,7 @@ impl Entity {
                     )
             }
             _ => Err(Error::invalid(
-                "Missing value for required parameter 'entity'",
+                "Missing value for required parameter 'entity'.",
             )),
         }?;
         Ok(found)
@@ -119,7 +119,7 @@ impl Action {
             Value::Number(n) => ACTIONS.iter().find(|(_, _, i)| Some(*i) == n.as_i64()),
             _ => {
                 return Err(Error::invalid(
-                    "Missing value for required parameter 'action'",
+                    "Missing value for required parameter 'action'.",
                 ))
             }
         };

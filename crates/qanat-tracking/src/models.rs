@@ -17,8 +17,9 @@ use crate::model::{
 };
 use crate::search::{Bind, LOGGED_MODELS};
 use crate::store::{
-    check_key, check_max_results, metric_from, next_page_token, now_ms, parse_experiment_id,
-    parse_page_token, placeholders, stored, values_list, Page, ROWS_PER_INSERT,
+    check_key, check_max_results, check_run_id, metric_from, next_page_token, now_ms,
+    parse_experiment_id, parse_page_token, placeholders, stored, values_list, Page,
+    ROWS_PER_INSERT,
 };
 use crate::{Error, Result, Tracking};
 
@@ -270,9 +271,15 @@ impl Tracking {
                 exp.experiment_id
             )));
         }
-        if let Some(run) = new.source_run_id.as_deref().filter(|r| !r.is_empty()) {
-            self.run_row(project, run).await?;
-        }
+        // As MLflow, the source run id is stored as given; lineage links it only when
+        // this project has that run.
+        let run_known = match new.source_run_id.as_deref().filter(|r| !r.is_empty()) {
+            Some(run) => {
+                check_run_id(run)?;
+                self.run_row(project, run).await.is_ok()
+            }
+            None => false,
+        };
         for t in &new.tags {
             check_key("tag", &t.key)?;
         }
@@ -309,7 +316,11 @@ impl Tracking {
             .map(|t| (t.key.as_str(), t.value.as_str()))
             .collect();
         upsert_key_values(&mut tx, "logged_model_tags", &model_id, &tags).await?;
-        if let Some(run) = new.source_run_id.as_deref().filter(|r| !r.is_empty()) {
+        if let Some(run) = new
+            .source_run_id
+            .as_deref()
+            .filter(|r| run_known && !r.is_empty())
+        {
             qanat_governance::lineage::record_edges(
                 &mut tx,
                 &project.id,
@@ -615,11 +626,7 @@ impl Tracking {
         models: &[ModelInput],
     ) -> Result<()> {
         let info = self.run_row(project, run_id).await?;
-        if info.lifecycle_stage != "active" {
-            return Err(Error::invalid(format!(
-                "run {run_id} is deleted; restore it before logging to it"
-            )));
-        }
+        crate::store::check_active(&info)?;
         for d in datasets {
             let ds = &d.input.dataset;
             if ds.name.is_empty() || ds.digest.is_empty() {

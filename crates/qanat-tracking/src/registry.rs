@@ -72,6 +72,21 @@ fn check_source_path(source: &str, path: &str) -> Result<()> {
     Ok(())
 }
 
+/// A version created, moved to another stage or deleted changes its registered
+/// model's `last_updated_timestamp`, as on MLflow.
+async fn touch_registered(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    registered_model_id: &str,
+    now: i64,
+) -> Result<()> {
+    sqlx::query("UPDATE registered_models SET last_update_time = $1 WHERE id = $2")
+        .bind(now)
+        .bind(registered_model_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 /// What a model version is created from.
 #[derive(Debug, Default)]
 pub struct NewModelVersion {
@@ -804,6 +819,7 @@ impl Tracking {
         .bind(n)
         .execute(&mut *tx)
         .await?;
+        touch_registered(&mut tx, &id, now_ms()).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -912,6 +928,7 @@ impl Tracking {
         .bind(n)
         .execute(&mut *tx)
         .await?;
+        touch_registered(&mut tx, &id, now).await?;
         tx.commit().await?;
         self.model_version(project, name, version).await
     }

@@ -87,6 +87,22 @@ pub(crate) const RUNS: Target = Target {
     untagged_differs: false,
 };
 
+pub(crate) const EXPERIMENTS: Target = Target {
+    what: "experiment",
+    link: "{a}.project_id = e.project_id AND {a}.experiment_id = e.experiment_id",
+    params: None,
+    tags: Some("experiment_tags"),
+    metrics: None,
+    string_attrs: &[("name", "e.name")],
+    numeric_attrs: &[
+        ("creation_time", "e.creation_time"),
+        ("last_update_time", "e.last_update_time"),
+        ("experiment_id", "e.experiment_id"),
+    ],
+    tie_break: "e.experiment_id DESC",
+    untagged_differs: false,
+};
+
 pub(crate) const LOGGED_MODELS: Target = Target {
     what: "logged model",
     link: "{a}.model_id = lm.model_id",

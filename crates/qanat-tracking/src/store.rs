@@ -159,7 +159,7 @@ pub(crate) fn check_max_results(max: Option<i64>, default: i64) -> Result<i64> {
     let m = max.unwrap_or(default);
     if m <= 0 || m > MAX_RESULTS {
         return Err(Error::invalid(format!(
-            "max_results must be between 1 and {MAX_RESULTS}, got {m}"
+            "Invalid value {m} for parameter 'max_results' supplied. It must be between 1 and {MAX_RESULTS}"
         )));
     }
     Ok(m)
@@ -266,6 +266,18 @@ pub(crate) fn placeholders(from: usize, n: usize) -> String {
         .map(|i| format!("${i}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Writes go to active runs only: a deleted run is restored first (MLflow's rule and
+/// wording).
+pub(crate) fn check_active(info: &RunInfo) -> Result<()> {
+    if info.lifecycle_stage != "active" {
+        return Err(Error::invalid(format!(
+            "The run {} must be in the 'active' state. Current state is {}.",
+            info.run_id, info.lifecycle_stage
+        )));
+    }
+    Ok(())
 }
 
 const RUN_COLUMNS: &str = "runs.run_id, runs.experiment_id, runs.run_name, runs.user_id, runs.status, runs.start_time, runs.end_time, runs.artifact_uri, runs.lifecycle_stage";
@@ -541,53 +553,35 @@ impl Tracking {
         max_results: Option<i64>,
         page_token: Option<&str>,
         filter: Option<&str>,
+        order_by: &[String],
     ) -> Result<Page<Experiment>> {
         self.ensure_default(project).await?;
         let max = check_max_results(max_results, 1000)?;
         let offset = parse_page_token(page_token)?;
         let stages = view.stages();
-        let mut sql = format!(
-            "SELECT * FROM experiments WHERE project_id = $1 AND lifecycle_stage IN ({})",
+        let head = format!(
+            "SELECT e.* FROM experiments e WHERE e.project_id = $1 AND e.lifecycle_stage IN ({})",
             placeholders(2, stages.len())
         );
-        let name_filter = match filter.map(str::trim).filter(|f| !f.is_empty()) {
-            None => None,
-            Some(f) => Some(parse_name_filter(f)?),
-        };
-        let mut next = 2 + stages.len();
-        let sqlite = self.meta.backend() == qanat_store::Backend::Sqlite;
-        let name_filter = name_filter.map(|(op, v)| match op {
-            // LIKE is case-sensitive in MLflow; SQLite's is not, so there it is GLOB.
-            "LIKE" if sqlite => ("name GLOB", crate::search::like_to_glob(&v)),
-            "LIKE" => ("name LIKE", v),
-            "ILIKE" => ("LOWER(name) LIKE", v.to_lowercase()),
-            "=" => ("name =", v),
-            _ => ("name <>", v),
-        });
-        if let Some((op, _)) = &name_filter {
-            sql.push_str(&format!(" AND {op} ${next}"));
-            next += 1;
-        }
-        sql.push_str(&format!(
-            " ORDER BY experiment_id DESC LIMIT ${} OFFSET ${}",
-            next,
-            next + 1
-        ));
-        let mut q = sqlx::query(&sql).bind(&project.id);
-        for s in stages {
-            q = q.bind(*s);
-        }
-        if let Some((_, v)) = &name_filter {
-            q = q.bind(v.clone());
-        }
-        let rows = q
-            .bind(max + 1)
-            .bind(offset)
-            .fetch_all(self.meta.reader())
+        let mut leading = vec![crate::search::Bind::Text(project.id.to_string())];
+        leading.extend(
+            stages
+                .iter()
+                .map(|s| crate::search::Bind::Text(s.to_string())),
+        );
+        let (rows, more) = self
+            .search_page(
+                &crate::search::EXPERIMENTS,
+                &head,
+                leading,
+                filter,
+                order_by,
+                max,
+                offset,
+            )
             .await?;
-        let more = rows.len() as i64 > max;
         let mut items = Vec::new();
-        for r in rows.iter().take(max as usize) {
+        for r in &rows {
             items.push(self.with_tags(project, experiment_from(r)?).await?);
         }
         Ok(Page {
@@ -977,11 +971,7 @@ impl Tracking {
             }
         }
         let info = self.run_row(project, run_id).await?;
-        if info.lifecycle_stage != "active" {
-            return Err(Error::invalid(format!(
-                "run {run_id} is deleted; restore it before logging to it"
-            )));
-        }
+        check_active(&info)?;
         self.check_metric_models(project, &batch.metrics).await?;
         let mut tx = self.meta.writer().begin().await?;
         // Only a batch that adds params can take a run past its cap (a repeat is not new).
@@ -1035,6 +1025,7 @@ impl Tracking {
 
     pub async fn delete_tag(&self, project: &Project, run_id: &str, key: &str) -> Result<()> {
         let info = self.run_row(project, run_id).await?;
+        check_active(&info)?;
         let gone = sqlx::query("DELETE FROM run_tags WHERE run_id = $1 AND key = $2")
             .bind(&info.run_id)
             .bind(key)
@@ -1308,42 +1299,6 @@ impl Tracking {
             next_page_token: more.then(|| next_page_token(offset + max)),
         })
     }
-}
-
-/// `name = 'x'`, `name != 'x'`, `name LIKE 'x%'`, `name ILIKE 'x%'` (also `attribute.name`).
-fn parse_name_filter(f: &str) -> Result<(&'static str, String)> {
-    let unsupported = || {
-        Error::invalid(format!(
-            "unsupported experiment filter '{f}': use name = '...', name != '...', name LIKE '...' or name ILIKE '...'"
-        ))
-    };
-    let rest = f
-        .strip_prefix("attributes.")
-        .or_else(|| f.strip_prefix("attribute."))
-        .unwrap_or(f)
-        .trim_start();
-    let rest = rest
-        .strip_prefix("name")
-        .ok_or_else(unsupported)?
-        .trim_start();
-    let (op, value) = if let Some(v) = rest.strip_prefix("!=") {
-        ("<>", v)
-    } else if let Some(v) = rest.strip_prefix('=') {
-        ("=", v)
-    } else if rest.len() >= 5 && rest[..5].eq_ignore_ascii_case("ilike") {
-        ("ILIKE", &rest[5..])
-    } else if rest.len() >= 4 && rest[..4].eq_ignore_ascii_case("like") {
-        ("LIKE", &rest[4..])
-    } else {
-        return Err(unsupported());
-    };
-    let v = value.trim();
-    let quoted =
-        (v.starts_with('\'') && v.ends_with('\'')) || (v.starts_with('"') && v.ends_with('"'));
-    if !quoted || v.len() < 2 {
-        return Err(unsupported());
-    }
-    Ok((op, v[1..v.len() - 1].to_string()))
 }
 
 async fn upsert_experiment_tag(

@@ -74,6 +74,10 @@ pub mod mlflow {
         /// `ACTIVE_ONLY` (default), `DELETED_ONLY` or `ALL`.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub view_type: Option<String>,
+        /// `name`, `creation_time`, `last_update_time` or `experiment_id`, each with
+        /// `ASC`/`DESC` (default: newest first).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub order_by: Vec<String>,
     }
 
     /// One page of experiments.

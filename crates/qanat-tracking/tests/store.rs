@@ -67,7 +67,7 @@ async fn experiments_are_per_project_and_each_has_a_default() {
             "a run is invisible from another project"
         );
         let page = t
-            .search_experiments(&b, ViewType::All, None, None, None)
+            .search_experiments(&b, ViewType::All, None, None, None, &[])
             .await
             .expect("search");
         assert_eq!(page.items.len(), 2, "Default and b's churn");

@@ -71,9 +71,21 @@ class QanatServer:
             raise RuntimeError(f"qanat server did not start: {line!r}; see {self.dir}/server.log")
         _TOKENS[self.url] = token
         os.environ["MLFLOW_TRACKING_TOKEN"] = token
+        # MLflow's fixtures give the server and the test process one store (the
+        # test's `db_uri`, which its conftest makes the process-wide tracking URI), so
+        # the CLI and fluent calls a test makes reach what the server serves. With
+        # Qanat the server is the store: the process-wide URI points at it.
+        import mlflow
+
+        self.previous_uri = mlflow.get_tracking_uri()
+        mlflow.set_tracking_uri(self.url)
         return self.url
 
     def __exit__(self, *exc):
+        if getattr(self, "previous_uri", None) is not None:
+            import mlflow
+
+            mlflow.set_tracking_uri(self.previous_uri)
         if self.proc is not None:
             self.proc.terminate()
             try:

@@ -143,12 +143,19 @@ fn mlflow_data_error(body: &[u8], rej: axum::extract::rejection::JsonRejection) 
     let detail = text
         .split_once("target type: ")
         .map_or(text.as_str(), |(_, d)| d);
-    if let Some(field) = detail
+    if let Some((before, field)) = detail
         .split_once("missing field `")
-        .and_then(|(_, rest)| rest.split_once('`'))
-        .map(|(f, _)| f)
+        .and_then(|(before, rest)| rest.split_once('`').map(|(f, _)| (before, f)))
     {
-        return ApiError::bad_request(format!("Missing value for required parameter '{field}'"));
+        // `metrics[0]: missing field `timestamp`` names where: MLflow says
+        // `metrics[0].timestamp`.
+        let at = before.trim_end().trim_end_matches(':');
+        let field = if at.is_empty() {
+            field.to_string()
+        } else {
+            format!("{at}.{field}")
+        };
+        return ApiError::bad_request(format!("Missing value for required parameter '{field}'."));
     }
     // `metrics[0].value: invalid type: …` names the field; MLflow shows its value.
     let path = detail.split_once(": ").map(|(p, _)| p).unwrap_or("");
@@ -263,6 +270,8 @@ pub(crate) fn routes() -> Fragment {
         (M::DELETE, "/api/2.0/mlflow/logged-models/{model_id}", write("mlflow.logged_model.delete"), Bounded, registry::delete_logged_model),
         (M::PATCH, "/api/2.0/mlflow/logged-models/{model_id}/tags", write("mlflow.logged_model.tag"), Bounded, registry::set_logged_model_tags),
         (M::DELETE, "/api/2.0/mlflow/logged-models/{model_id}/tags/{tag_key}", write("mlflow.logged_model.untag"), Bounded, registry::delete_logged_model_tag),
+        (M::GET, "/api/2.0/mlflow/logged-models/{model_id}/artifacts/directories", read("mlflow.artifact.list"), Bounded, registry::list_logged_model_artifacts),
+        (M::GET, "/api/2.0/mlflow/logged-models/{model_id}/artifacts/files", read("mlflow.artifact.get").governed_read(), Streaming, registry::get_logged_model_artifact),
         (M::POST, "/api/2.0/mlflow/logged-models/{model_id}/params", write("mlflow.logged_model.params"), Bounded, registry::log_logged_model_params),
         (M::POST, "/api/2.0/mlflow/runs/outputs", write("mlflow.run.outputs"), Bounded, registry::log_outputs),
         (M::POST, "/api/2.0/mlflow/runs/log-inputs", write("mlflow.run.inputs"), Bounded, registry::log_inputs),

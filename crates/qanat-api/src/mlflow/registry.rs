@@ -137,6 +137,75 @@ pub(crate) async fn delete_logged_model(ml: Ml, ApiPath(path): ApiPath<ModelIdPa
 }
 
 #[derive(Deserialize)]
+pub(crate) struct ModelArtifactQuery {
+    artifact_directory_path: Option<String>,
+    artifact_file_path: Option<String>,
+}
+
+/// The artifact root of a logged model, as an artifact path (`<exp>/models/<id>/artifacts`).
+async fn model_root(ml: &Ml, model_id: &str) -> Result<String, super::MlflowError> {
+    let model = ml.tracking().logged_model(&ml.p, model_id, false).await?;
+    let uri = model.info.artifact_uri;
+    Ok(uri
+        .strip_prefix("mlflow-artifacts:/")
+        .unwrap_or(&uri)
+        .trim_matches('/')
+        .to_string())
+}
+
+/// The entries directly under a directory of a logged model's files (the UI's view).
+pub(crate) async fn list_logged_model_artifacts(
+    ml: Ml,
+    ApiPath(path): ApiPath<ModelIdPath>,
+    ApiQuery(q): ApiQuery<ModelArtifactQuery>,
+) -> Reply {
+    let root = model_root(&ml, &path.model_id).await?;
+    let sub = super::tracking::relative_path(q.artifact_directory_path.as_deref().unwrap_or(""))?;
+    let dir = if sub.is_empty() {
+        root.clone()
+    } else {
+        format!("{root}/{sub}")
+    };
+    let files: Vec<Value> = super::tracking::list_dir(&ml, &dir)
+        .await?
+        .into_iter()
+        .map(|(name, is_dir, size)| {
+            let p = if sub.is_empty() {
+                name
+            } else {
+                format!("{sub}/{name}")
+            };
+            let mut f = json!({"path": p, "is_dir": is_dir});
+            if !is_dir {
+                f["file_size"] = json!(size);
+            }
+            f
+        })
+        .collect();
+    Ok(axum::Json(json!({
+        "root_uri": format!("mlflow-artifacts:/{root}"),
+        "files": files,
+    })))
+}
+
+/// One file of a logged model (the UI's download).
+pub(crate) async fn get_logged_model_artifact(
+    ml: Ml,
+    ApiPath(path): ApiPath<ModelIdPath>,
+    ApiQuery(q): ApiQuery<ModelArtifactQuery>,
+) -> Result<axum::response::Response, super::MlflowError> {
+    let root = model_root(&ml, &path.model_id).await?;
+    let file =
+        super::tracking::relative_path(required("artifact_file_path", &q.artifact_file_path)?)?;
+    if file.is_empty() {
+        return Err(ApiError::bad_request("Invalid path").into());
+    }
+    let location = super::tracking::artifacts_location(&ml)?;
+    let key = super::tracking::artifact_key(&ml, &format!("{root}/{file}")).await?;
+    Ok(crate::objects::verified_download(&ml.state, &location, &key).await?)
+}
+
+#[derive(Deserialize)]
 pub(crate) struct ModelTags {
     #[serde(default)]
     tags: Vec<Tag>,

@@ -23,7 +23,7 @@ use crate::extract::{ApiQuery, Caller};
 
 pub(super) fn required<'a>(field: &str, v: &'a Option<String>) -> Result<&'a str, ApiError> {
     v.as_deref().filter(|s| !s.is_empty()).ok_or_else(|| {
-        ApiError::bad_request(format!("Missing value for required parameter '{field}'"))
+        ApiError::bad_request(format!("Missing value for required parameter '{field}'."))
     })
 }
 
@@ -47,7 +47,7 @@ pub(super) fn run_id(
         .clone()
         .filter(|s| !s.is_empty())
         .or_else(|| run_uuid.clone().filter(|s| !s.is_empty()))
-        .ok_or_else(|| ApiError::bad_request("Missing value for required parameter 'run_id'"))
+        .ok_or_else(|| ApiError::bad_request("Missing value for required parameter 'run_id'."))
 }
 
 fn experiment_json(e: Experiment) -> Value {
@@ -139,6 +139,7 @@ async fn search_experiments(ml: Ml, b: SearchExperiments) -> Reply {
             b.max_results,
             b.page_token.as_deref(),
             b.filter.as_deref(),
+            &b.order_by,
         )
         .await?;
     Ok(Json(
@@ -154,10 +155,30 @@ pub(crate) async fn search_experiments_post(ml: Ml, MlJson(b): MlJson<SearchExpe
     search_experiments(ml, b).await
 }
 
+#[derive(Deserialize)]
+pub(crate) struct SearchExperimentsQuery {
+    max_results: Option<i64>,
+    page_token: Option<String>,
+    filter: Option<String>,
+    view_type: Option<String>,
+}
+
 pub(crate) async fn search_experiments_get(
     ml: Ml,
-    ApiQuery(b): ApiQuery<SearchExperiments>,
+    ApiQuery(q): ApiQuery<SearchExperimentsQuery>,
+    axum::extract::RawQuery(raw): axum::extract::RawQuery,
 ) -> Reply {
+    let b = SearchExperiments {
+        max_results: q.max_results,
+        page_token: q.page_token,
+        filter: q.filter,
+        view_type: q.view_type,
+        // A list field of a GET: the key repeated.
+        order_by: query_values(&raw, "order_by")
+            .into_iter()
+            .filter(|o| !o.is_empty())
+            .collect(),
+    };
     search_experiments(ml, b).await
 }
 
@@ -359,10 +380,10 @@ pub(crate) async fn log_metric(
     let key = required("key", &b.key)?.to_string();
     let value = b
         .value
-        .ok_or_else(|| ApiError::bad_request("Missing value for required parameter 'value'"))?;
-    let timestamp = b
-        .timestamp
-        .ok_or_else(|| ApiError::bad_request("Missing value for required parameter 'timestamp'"))?;
+        .ok_or_else(|| ApiError::bad_request("Missing value for required parameter 'value'."))?;
+    let timestamp = b.timestamp.ok_or_else(|| {
+        ApiError::bad_request("Missing value for required parameter 'timestamp'.")
+    })?;
     let batch = Batch {
         metrics: vec![Metric {
             key,
@@ -676,7 +697,7 @@ pub(crate) async fn search_datasets(ml: Ml, MlJson(b): MlJson<SearchDatasets>) -
 
 /// The storage key of an artifact path. The path must be relative with no `.`/`..`
 /// segment (after percent-decoding), and start with an experiment of this project.
-async fn artifact_key(ml: &Ml, path: &str) -> Result<qanat_store::ObjectKey, ApiError> {
+pub(super) async fn artifact_key(ml: &Ml, path: &str) -> Result<qanat_store::ObjectKey, ApiError> {
     let p = &ml.p;
     let user: qanat_store::ObjectKey = path.parse().map_err(|e: qanat_store::Error| {
         ApiError::bad_request(format!("invalid artifact path: {e}"))
@@ -691,7 +712,7 @@ async fn artifact_key(ml: &Ml, path: &str) -> Result<qanat_store::ObjectKey, Api
     Ok(format!("projects/{}/mlflow-artifacts/{user}", p.id).parse()?)
 }
 
-fn artifacts_location(ml: &Ml) -> Result<String, ApiError> {
+pub(super) fn artifacts_location(ml: &Ml) -> Result<String, ApiError> {
     let location = ml.state.storage.default_location().to_string();
     let info = ml.state.storage.location(&location)?;
     qanat_governance::check_residency(&ml.p, &info)?;
@@ -882,7 +903,7 @@ pub(crate) async fn get_model_version_artifact(
 
 /// The entries directly under `dir` (an artifact path, or "" for none): files with
 /// their sizes, and sub-directories. Names are relative to `dir`.
-async fn list_dir(ml: &Ml, dir: &str) -> Result<Vec<(String, bool, u64)>, ApiError> {
+pub(super) async fn list_dir(ml: &Ml, dir: &str) -> Result<Vec<(String, bool, u64)>, ApiError> {
     // `.` segments name the directory they are in (the client lists `<root>/.` to
     // download a whole tree); `..` is still refused by the key's rules.
     let dir = dir

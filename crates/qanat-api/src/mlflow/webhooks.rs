@@ -34,7 +34,7 @@ pub(crate) async fn create_webhook(
     let url = required("url", &b.url)?.to_string();
     let events = b
         .events
-        .ok_or_else(|| ApiError::bad_request("Missing value for required parameter 'events'"))?;
+        .ok_or_else(|| ApiError::bad_request("Missing value for required parameter 'events'."))?;
     let status = b.status.as_ref().map(WebhookStatus::parse).transpose()?;
     let hook = ml
         .state
