@@ -42,10 +42,14 @@ PYTHONPATH="$MLFLOW_SRC:$ROOT/tests/compat/mlflow_suite${PYTHONPATH:+:$PYTHONPAT
 status=$?
 set -e
 tail -n 3 "$REPORT"
+# xfailed: MLflow's own xfails plus Qanat's documented design differences; the GenAI
+# tests are skipped (QANAT_SUITE_RAW=1 runs both unmarked).
 for m in "${MODULES[@]}"; do
   passed=$(grep -c "^$m::.* PASSED" "$REPORT" || true)
   failed=$(grep -c "^$m::.* FAILED\|^$m::.* ERROR" "$REPORT" || true)
-  printf '%-58s %4s passed %4s failed\n' "$m" "$passed" "$failed"
+  xfailed=$(grep -c "^$m::.* XFAIL" "$REPORT" || true)
+  printf '%-58s %4s passed %4s failed %3s xfailed\n' "$m" "$passed" "$failed" "$xfailed"
 done
+grep "^qanat: " "$REPORT" || true
 echo "full report: $REPORT"
 exit $status

@@ -277,7 +277,7 @@ impl Tracking {
         let ids: Vec<String> = rows.iter().map(|(id, _)| id.clone()).collect();
         let mut tags: BTreeMap<String, Vec<Tag>> = BTreeMap::new();
         let mut aliases: BTreeMap<String, Vec<ModelAlias>> = BTreeMap::new();
-        let mut latest: BTreeMap<String, Vec<ModelVersion>> = BTreeMap::new();
+        let mut latest_rows: Vec<(String, ModelVersion)> = Vec::new();
         for batch in ids.chunks(500) {
             let list = placeholders(1, batch.len());
             for r in self.rows_for(&format!("SELECT registered_model_id, key, value FROM registered_model_tags WHERE registered_model_id IN ({list}) ORDER BY key"), batch).await?
@@ -302,11 +302,18 @@ impl Tracking {
                  ORDER BY mv.version"
             );
             for r in self.rows_for(&sql, batch).await? {
-                latest
-                    .entry(r.try_get("registered_model_id")?)
-                    .or_default()
-                    .push(version_from(&r)?);
+                latest_rows.push((r.try_get("registered_model_id")?, version_from(&r)?));
             }
+        }
+        // With their tags and aliases, as `get_model_version` shows them (MLflow's
+        // latest versions are the same objects).
+        let owners: Vec<String> = latest_rows.iter().map(|(id, _)| id.clone()).collect();
+        let mut latest: BTreeMap<String, Vec<ModelVersion>> = BTreeMap::new();
+        for (id, v) in owners
+            .into_iter()
+            .zip(self.complete_versions(latest_rows).await?)
+        {
+            latest.entry(id).or_default().push(v);
         }
         Ok(rows
             .into_iter()

@@ -16,6 +16,7 @@ MLflow source checkout with `-p qanat_mlflow_plugin`. `QANAT_BIN` names the bina
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -25,6 +26,35 @@ import pytest
 import requests
 
 QANAT_BIN = os.environ.get("QANAT_BIN", "qanat")
+
+# Where Qanat differs from MLflow on purpose (docs/tracking.md, "Differences from
+# MLflow, on purpose"): these tests are marked as expected failures, strictly, so a
+# change that makes one pass is noticed. QANAT_SUITE_RAW=1 runs everything unmarked.
+_USER = "a run's user_id is the authenticated caller, not what the client claims"
+_LOCATION = "experiments/create refuses a client-chosen artifact_location: bytes go to Qanat's storage"
+_SOURCE = "a model version's source must be in Qanat's storage (no local paths, file://, s3://, http://)"
+DESIGN_DIFFERENCES = {
+    "test_create_run_all_args": _USER,
+    "test_create_run_defaults": _USER,
+    "test_create_get_search_experiment": _LOCATION,
+    "test_artifacts": _LOCATION,
+    "test_create_model_version_with_path_source": _SOURCE,
+    "test_create_model_version_with_non_local_source": _SOURCE,
+    "test_create_model_version_with_file_uri": _SOURCE,
+    "test_create_model_version_with_validation_regex": _SOURCE,
+    "test_search_logged_models": "search_logged_models(datasets=...) is refused, not ignored",
+}
+
+# MLflow's GenAI surface, which Qanat does not serve (traces and spans, assessments,
+# evaluation datasets, scorers, prompt-lab, the AI gateway and its secrets and
+# endpoints, issues, GraphQL): skipped with that reason, unless QANAT_SUITE_RAW=1.
+GENAI = re.compile(
+    r"trace|span|graphql|promptlab|gateway|assessment|evaluation_dataset|"
+    r"dataset_to_experiments|dataset_from_experiments|experiments_at_once|"
+    r"idempotent_(add|remove)_experiments|add_remove_experiments|dataset_experiment_association|"
+    r"scorer|online_scoring|secret|endpoint|model_definition|providers|^test_list_models$|"
+    r"provider_config|issue"
+)
 
 # Server URL -> admin token, for every Qanat this plugin started.
 _TOKENS: dict[str, str] = {}
@@ -133,7 +163,21 @@ def pytest_configure(config):
     utils._init_server = _init_server
 
 
+_MARKED = {"design": 0, "genai": 0}
+
+
 def pytest_collection_modifyitems(session, config, items):
+    raw = os.environ.get("QANAT_SUITE_RAW") == "1"
+    for item in items:
+        name = item.name.split("[")[0]
+        if raw or "[file" in item.name:
+            pass  # the file-store variants skip themselves
+        elif name in DESIGN_DIFFERENCES:
+            item.add_marker(pytest.mark.xfail(reason=DESIGN_DIFFERENCES[name], strict=True))
+            _MARKED["design"] += 1
+        elif item.fspath.basename == "test_rest_tracking.py" and GENAI.search(name):
+            item.add_marker(pytest.mark.skip(reason="MLflow's GenAI surface is not served by Qanat"))
+            _MARKED["genai"] += 1
     # The test modules imported the names before this plugin could replace them in
     # some orders; point each module's own binding at the replacements too.
     for item in items:
@@ -151,3 +195,10 @@ def _no_leftover_token(monkeypatch):
     # Each test's server sets its own token; none leaks into the next test.
     monkeypatch.delenv("MLFLOW_TRACKING_TOKEN", raising=False)
     yield
+
+
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line(
+        f"qanat: {_MARKED['design']} tests of documented design differences marked xfail, "
+        f"{_MARKED['genai']} GenAI tests skipped (QANAT_SUITE_RAW=1 runs them unmarked)"
+    )
