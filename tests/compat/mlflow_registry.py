@@ -349,7 +349,10 @@ def stage_moves_and_deletions_touch_the_registered_model():
     client.create_registered_model("compat-touch")
     run = client.create_run("0")
     for _ in range(2):
-        client.create_model_version("compat-touch", f"runs:/{run.info.run_id}/m", run.info.run_id)
+        client.create_model_version("compat-touch", f"runs:/{run.info.run_id}/m", run.info.run_id, tags={"k": "v"})
+    # The latest versions a search shows are whole versions, tags included.
+    latest = [rm.latest_versions for rm in client.search_registered_models() if rm.name == "compat-touch"]
+    assert latest == [[client.get_model_version("compat-touch", "2")]], latest
     with maintainer() as m:
         time.sleep(0.01)
         before = int(time.time() * 1000)
