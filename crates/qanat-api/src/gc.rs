@@ -1,6 +1,7 @@
 //! Garbage collection: what was deleted and has outlived the retention period
 //! (`retention.deleted_days`) is purged with its bytes. Per project (maintainers):
-//! deleted datasets, experiments and runs, then dataset chunks nothing references.
+//! deleted datasets, experiments and runs, then dataset chunks nothing references,
+//! then the event delivery history older than the retention period.
 //! Installation-wide (global admins): deleted projects as a whole, then every project.
 //! Until its purge, anything deleted can be restored. The audit log keeps every entry.
 
@@ -66,6 +67,10 @@ async fn project_gc(state: &AppState, p: &Project, grace: Duration) -> Result<Gc
     report.runs_purged = purged.runs.len() as u64;
     report.kept_for_registry = purged.kept_for_registry;
     report.artifacts_deleted = artifacts_deleted;
+    report.deliveries_purged = state
+        .events
+        .purge_history(&p.id, cutoff_micros(state.retention) / 1000)
+        .await?;
     Ok(report)
 }
 

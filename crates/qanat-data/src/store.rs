@@ -1260,6 +1260,10 @@ pub struct GcReport {
     /// Artifact objects deleted with the purged experiments and runs.
     #[serde(default)]
     pub artifacts_deleted: u64,
+    /// Finished webhook and NATS deliveries forgotten (their history is kept for the
+    /// retention period).
+    #[serde(default)]
+    pub deliveries_purged: u64,
 }
 
 /// What an installation-wide gc did.

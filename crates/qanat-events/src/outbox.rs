@@ -333,6 +333,49 @@ impl Events {
         Ok(())
     }
 
+    /// Forgets what is older than `before_ms` (epoch ms) in a project: finished
+    /// deliveries (delivered or failed) with their attempts, and deleted webhooks with
+    /// their event lists. Pending deliveries always stay. Returns how many deliveries
+    /// went. `gc` calls it with the retention period's cutoff.
+    pub async fn purge_history(&self, project: &ProjectId, before_ms: i64) -> Result<u64> {
+        let mut tx = self.meta.writer().begin().await?;
+        sqlx::query(
+            "DELETE FROM event_delivery_attempts WHERE delivery_id IN (SELECT delivery_id FROM event_deliveries \
+             WHERE project_id = $1 AND status <> 'pending' AND finished_at < $2)",
+        )
+        .bind(project.as_str())
+        .bind(before_ms)
+        .execute(&mut *tx)
+        .await?;
+        let gone = sqlx::query(
+            "DELETE FROM event_deliveries WHERE project_id = $1 AND status <> 'pending' AND finished_at < $2",
+        )
+        .bind(project.as_str())
+        .bind(before_ms)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        // A deleted webhook goes once no delivery names it any more.
+        let dead = "SELECT w.webhook_id FROM webhooks w WHERE w.project_id = $1 AND w.deleted_at < $2 \
+                    AND NOT EXISTS (SELECT 1 FROM event_deliveries d WHERE d.webhook_id = w.webhook_id)";
+        sqlx::query(&format!(
+            "DELETE FROM webhook_events WHERE webhook_id IN ({dead})"
+        ))
+        .bind(project.as_str())
+        .bind(before_ms)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(&format!(
+            "DELETE FROM webhooks WHERE webhook_id IN ({dead})"
+        ))
+        .bind(project.as_str())
+        .bind(before_ms)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(gone)
+    }
+
     /// The project's name (NATS subjects and payloads name projects by name).
     pub(crate) async fn project_name(&self, project_id: &str) -> Result<String> {
         sqlx::query("SELECT name FROM projects WHERE id = $1")

@@ -178,6 +178,13 @@ async fn deliveries_are_queued_with_the_change_sent_signed_and_kept_as_history()
         assert_eq!(history[0].attempt_log.len(), 1);
         assert_eq!(history[0].attempt_log[0].response_status, Some(200));
         dispatcher.abort();
+        // gc forgets finished deliveries past retention; a pending one stays.
+        record(&db, &events, &p, EventType::MODEL_VERSION_CREATED, true).await;
+        let gone = events.purge_history(&p.id, i64::MAX).await.expect("purged");
+        assert_eq!(gone, 1);
+        let left = events.deliveries(&p.id, None, 10).await.expect("list");
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].status, "pending");
     }
 }
 

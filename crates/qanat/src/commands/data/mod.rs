@@ -167,6 +167,12 @@ fn gc_line(r: &qanat_data::GcReport) -> String {
             r.kept_for_registry
         ));
     }
+    if r.deliveries_purged > 0 {
+        line.push_str(&format!(
+            "; {} finished event deliveries forgotten",
+            r.deliveries_purged
+        ));
+    }
     line
 }
 
