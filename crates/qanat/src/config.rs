@@ -600,6 +600,11 @@ impl Config {
                 None => u.to_string(),
             });
         shown.metadata.url = shown.metadata.url.as_deref().map(qanat_store::redact_url);
+        shown.events.nats_url = shown
+            .events
+            .nats_url
+            .as_deref()
+            .map(qanat_store::redact_url);
         for loc in &mut shown.storage.locations {
             for (k, v) in loc.options.iter_mut() {
                 let k = k.to_ascii_lowercase();
@@ -640,7 +645,9 @@ mod tests {
         });
         cfg.audit.webhook = Some("https://siem.example/hook?key=k3y".into());
         cfg.audit.webhook_token = Some("t0ken".into());
+        cfg.events.nats_url = Some("nats://svc:n4ts@nats.internal:4222".into());
         let text = cfg.redacted_toml().expect("toml");
+        assert!(!text.contains("n4ts"), "{text}");
         assert!(!text.contains("hunter2"));
         assert!(!text.contains("k3y") && !text.contains("t0ken"), "{text}");
         assert!(!text.contains("s3cr3t"));
