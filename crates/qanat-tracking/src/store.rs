@@ -1115,12 +1115,31 @@ impl Tracking {
         max_results: usize,
         range: Option<(i64, i64)>,
     ) -> Result<Vec<(String, Metric)>> {
-        let mut points = self
-            .metric_history_bulk(project, run_ids, key, i64::MAX)
-            .await?;
-        let mut steps: Vec<i64> = points.iter().map(|(_, m)| m.step).collect();
-        steps.sort_unstable();
-        steps.dedup();
+        if run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The steps are chosen in SQL (distinct steps, each run's ends); only the
+        // points at the chosen steps are read, never a whole history.
+        let from = format!(
+            "FROM metrics m JOIN runs r ON r.run_id = m.run_id WHERE r.project_id = $1 AND m.key = $2 AND m.run_id IN ({})",
+            placeholders(3, run_ids.len())
+        );
+        macro_rules! bind_all {
+            ($sql:expr) => {{
+                let mut q = sqlx::query($sql).bind(project.id.as_str()).bind(key);
+                for r in run_ids {
+                    q = q.bind(r);
+                }
+                q
+            }};
+        }
+        let steps_sql = format!("SELECT DISTINCT m.step AS step {from} ORDER BY m.step");
+        let steps: Vec<i64> = bind_all!(&steps_sql)
+            .fetch_all(self.meta.reader())
+            .await?
+            .iter()
+            .map(|r| r.try_get("step"))
+            .collect::<Result<_, _>>()?;
         let Some(&last) = steps.last() else {
             return Ok(Vec::new());
         };
@@ -1139,16 +1158,31 @@ impl Tracking {
             k
         };
         // Each run's own first and last step stay, so no line loses its ends.
-        let mut bounds: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
-        for (run, m) in &points {
-            let b = bounds.entry(run.as_str()).or_insert((m.step, m.step));
-            b.0 = b.0.min(m.step);
-            b.1 = b.1.max(m.step);
+        let ends_sql =
+            format!("SELECT MIN(m.step) AS lo, MAX(m.step) AS hi {from} GROUP BY m.run_id");
+        for row in bind_all!(&ends_sql).fetch_all(self.meta.reader()).await? {
+            let (lo, hi): (i64, i64) = (row.try_get("lo")?, row.try_get("hi")?);
+            keep.extend([lo, hi].into_iter().filter(|s| (start..=end).contains(s)));
         }
-        for (lo, hi) in bounds.values() {
-            keep.extend([*lo, *hi].into_iter().filter(|s| (start..=end).contains(s)));
+        if keep.is_empty() {
+            return Ok(Vec::new());
         }
-        points.retain(|(_, m)| keep.contains(&m.step));
+        let keep: Vec<i64> = keep.into_iter().collect();
+        let mut points = Vec::new();
+        // Bounded statements: at most 500 steps per query.
+        for chunk in keep.chunks(500) {
+            let sql = format!(
+                "SELECT m.run_id, m.key, m.value, m.is_nan, m.timestamp, m.step {from} AND m.step IN ({})",
+                placeholders(3 + run_ids.len(), chunk.len())
+            );
+            let mut q = bind_all!(&sql);
+            for s in chunk {
+                q = q.bind(*s);
+            }
+            for row in q.fetch_all(self.meta.reader()).await? {
+                points.push((row.try_get::<String, _>("run_id")?, metric_from(&row)?));
+            }
+        }
         // Runs in the order asked for.
         let pos = |r: &str| run_ids.iter().position(|x| x == r).unwrap_or(usize::MAX);
         points.sort_by(|(ra, a), (rb, b)| {

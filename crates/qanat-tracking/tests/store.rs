@@ -433,3 +433,47 @@ async fn a_run_holds_at_most_its_caps_and_its_user_is_the_callers() {
         );
     }
 }
+
+/// The chart's sampled history keeps at most `max_results` steps spread over the range
+/// plus every run's first and last step, runs in the order asked for — on both
+/// backends, reading only the chosen points.
+#[tokio::test]
+async fn sampled_history_keeps_spread_steps_and_each_runs_ends() {
+    for db in TestDb::all(common::SCHEMA).await {
+        let (t, a, _) = setup(&db).await;
+        let (r1, r2) = (new_run(&t, &a, "0").await, new_run(&t, &a, "0").await);
+        for (run, n) in [(&r1, 10), (&r2, 20)] {
+            let metrics = (0..n).map(|s| metric("loss", 1.0, 1, s)).collect();
+            t.log_batch(
+                &a,
+                run,
+                Batch {
+                    metrics,
+                    ..Batch::default()
+                },
+                None,
+            )
+            .await
+            .expect("logged");
+        }
+        let runs = vec![r2.clone(), r1.clone()];
+        let got = t
+            .metric_history_sampled(&a, &runs, "loss", 5, None)
+            .await
+            .expect("sampled");
+        let steps = |r: &str| -> Vec<i64> {
+            got.iter()
+                .filter(|(run, _)| run == r)
+                .map(|(_, m)| m.step)
+                .collect()
+        };
+        assert_eq!(steps(&r1), [0, 4, 8, 9]);
+        assert_eq!(steps(&r2), [0, 4, 8, 9, 12, 16, 19]);
+        assert_eq!(got[0].0, r2, "runs in the order asked for");
+        let ranged = t
+            .metric_history_sampled(&a, &runs, "loss", 5, Some((0, 4)))
+            .await
+            .expect("ranged");
+        assert_eq!(ranged.len(), 10);
+    }
+}
