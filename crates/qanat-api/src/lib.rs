@@ -18,6 +18,7 @@ mod datasets;
 mod events;
 mod gc;
 mod identity;
+mod jobs;
 mod mlflow;
 mod models;
 mod objects;
@@ -72,6 +73,8 @@ pub struct AppState {
     /// Webhooks and the event outbox (registry changes record into it through
     /// `tracking`).
     pub events: qanat_events::Events,
+    /// Training jobs and their scheduler's queue.
+    pub jobs: qanat_jobs::Jobs,
     pub metrics: Arc<Metrics>,
     pub limits: ApiLimits,
     /// The project the root-mounted MLflow API (`/api/2.0/mlflow/...`) works in.
@@ -92,11 +95,28 @@ impl AppState {
             qanat_events::Settings::default(),
         )
         .expect("the default event settings build a client");
+        let tracking = qanat_tracking::Tracking::new(meta.clone()).with_outbox(events.outbox());
+        let region = storage
+            .location(storage.default_location())
+            .map(|l| l.region.to_string())
+            .unwrap_or_default();
+        let jobs = qanat_jobs::Jobs::new(
+            meta.clone(),
+            storage.clone(),
+            tracking.clone(),
+            qanat_jobs::Settings::new(
+                std::env::temp_dir().join("qanat-jobs"),
+                "http://127.0.0.1:8080",
+                region,
+            ),
+            qanat_jobs::Kinds::standard(),
+        );
         AppState {
             gov: Governance::new(meta.clone()),
             datasets: qanat_data::Datasets::new(meta.clone(), storage.clone()),
-            tracking: qanat_tracking::Tracking::new(meta.clone()).with_outbox(events.outbox()),
+            tracking,
             events,
+            jobs,
             mlflow_project: "default".into(),
             audit_sinks_ok: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             retention: Duration::from_secs(30 * 86_400),
@@ -117,7 +137,27 @@ impl AppState {
         self.events =
             qanat_events::Events::new(self.meta.clone(), self.storage.keyring().clone(), settings)?;
         self.tracking = self.tracking.with_outbox(self.events.outbox());
+        self.jobs = qanat_jobs::Jobs::new(
+            self.meta.clone(),
+            self.storage.clone(),
+            self.tracking.clone(),
+            self.jobs.settings().clone(),
+            qanat_jobs::Kinds::standard(),
+        );
         Ok(self)
+    }
+
+    /// The same state with other job settings (where jobs run, what they may use).
+    /// Call after the tracking and event settings are final.
+    pub fn with_jobs(mut self, settings: qanat_jobs::Settings, kinds: qanat_jobs::Kinds) -> Self {
+        self.jobs = qanat_jobs::Jobs::new(
+            self.meta.clone(),
+            self.storage.clone(),
+            self.tracking.clone(),
+            settings,
+            kinds,
+        );
+        self
     }
 }
 
@@ -128,6 +168,7 @@ pub static SCHEMA: &[&qanat_store::migrations::DomainMigrations] = &[
     &qanat_data::MIGRATIONS,
     &qanat_tracking::MIGRATIONS,
     &qanat_events::MIGRATIONS,
+    &qanat_jobs::MIGRATIONS,
 ];
 
 /// [`SCHEMA`], checked: what the server opens its metadata store with.
@@ -149,6 +190,7 @@ pub fn route_table(limits: &ApiLimits) -> route_table::RouteTable {
             gc::routes(),
             models::routes(),
             events::routes(),
+            jobs::routes(),
             mlflow::routes(),
         ],
     )

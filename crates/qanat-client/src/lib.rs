@@ -28,6 +28,7 @@ mod datasets;
 mod error;
 mod events;
 mod identity;
+mod jobs;
 mod mlflow;
 mod models;
 mod objects;

@@ -7,7 +7,7 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::identity::rfc3339;
-use crate::{Error, Governance, Principal, Result, Role};
+use crate::{Error, Governance, Principal, Result, Role, User, UserKind};
 
 /// A project: its objects, its members, its residency policy.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -132,6 +132,52 @@ impl Governance {
             .await?
             .ok_or_else(|| Error::not_found("project", name))?;
         project_from_row(&row)
+    }
+
+    /// Looks a live project up by id (what rows of other domains keep).
+    pub async fn project_by_id(&self, id: &ProjectId) -> Result<Project> {
+        let row = sqlx::query("SELECT * FROM projects WHERE id = $1 AND deleted_at IS NULL")
+            .bind(id)
+            .fetch_optional(self.meta.reader())
+            .await?
+            .ok_or_else(|| Error::not_found("project", id.as_str()))?;
+        project_from_row(&row)
+    }
+
+    /// The service account `name` (created when missing) with exactly `role` in `p`:
+    /// what the server's own services act as inside one project (a job's token belongs
+    /// to `jobs@<project>`). Refused if a human user already holds the name.
+    pub async fn service_member(&self, p: &Project, name: &str, role: Role) -> Result<User> {
+        let user = match self.user(name).await {
+            Ok(u) => u,
+            Err(Error::Refused(qanat_core::Refusal::NotFound { .. })) => {
+                match self.create_user(name, UserKind::Service, false).await {
+                    Ok(u) => u,
+                    // Another server created it at the same moment.
+                    Err(Error::Refused(qanat_core::Refusal::AlreadyExists { .. })) => {
+                        self.user(name).await?
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        if user.kind != UserKind::Service || user.is_admin {
+            return Err(Error::Forbidden(format!(
+                "'{name}' is taken by an account that is not a plain service account; rename it so Qanat can use the name"
+            )));
+        }
+        sqlx::query(
+            "INSERT INTO members (project_id, user_id, role, created_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (project_id, user_id) DO UPDATE SET role = excluded.role",
+        )
+        .bind(&p.id)
+        .bind(&user.id)
+        .bind(role.as_str())
+        .bind(now_micros())
+        .execute(self.meta.writer())
+        .await?;
+        Ok(user)
     }
 
     /// The projects `principal` can see: all for a global admin, else their memberships.

@@ -24,6 +24,118 @@ pub struct Config {
     pub audit: AuditConfig,
     pub retention: RetentionConfig,
     pub events: EventsConfig,
+    pub jobs: JobsConfig,
+}
+
+/// Training jobs and the local executor.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JobsConfig {
+    /// Whether this server starts jobs (off: they queue until a server that does).
+    pub enabled: bool,
+    /// This server's name among servers sharing one metadata store (default: the
+    /// host name).
+    pub node: Option<String>,
+    /// Job directories (working directory, checkpoints, inputs, live logs); default
+    /// `<home>/jobs`.
+    pub work_dir: Option<PathBuf>,
+    /// The URL jobs reach this server at (default: from `server.bind`, loopback when
+    /// bound to all addresses).
+    pub server_url: Option<String>,
+    /// The region the local executor runs in (default: the default storage
+    /// location's region).
+    pub region: Option<String>,
+    /// Cores the local executor hands out (default: all this process may use).
+    pub cpus: Option<f64>,
+    /// Memory the local executor hands out, e.g. `16GiB` (default: 90% of RAM).
+    pub memory: Option<String>,
+    /// Timeout of a job that names none, e.g. `24h`.
+    pub default_timeout: String,
+    /// Seconds between SIGTERM and SIGKILL when a job is stopped.
+    pub kill_grace_secs: u64,
+    /// Seconds before the first retry of a failed attempt (doubles per retry).
+    pub retry_backoff_secs: u64,
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        JobsConfig {
+            enabled: true,
+            node: None,
+            work_dir: None,
+            server_url: None,
+            region: None,
+            cpus: None,
+            memory: None,
+            default_timeout: "24h".into(),
+            kill_grace_secs: 30,
+            retry_backoff_secs: 10,
+        }
+    }
+}
+
+impl Config {
+    /// The settings the job scheduler runs with on this server.
+    pub fn jobs_settings(&self) -> Result<qanat_jobs::Settings> {
+        let j = &self.jobs;
+        let url = match &j.server_url {
+            Some(u) => u.clone(),
+            None => {
+                let scheme = if self.server.tls_cert.is_some() {
+                    "https"
+                } else {
+                    "http"
+                };
+                let bind = &self.server.bind;
+                let port = bind.rsplit(':').next().unwrap_or("8080");
+                let host = bind.rsplit_once(':').map_or("127.0.0.1", |(h, _)| h);
+                let host = if host == "0.0.0.0" || host == "[::]" || host.is_empty() {
+                    "127.0.0.1"
+                } else {
+                    host
+                };
+                format!("{scheme}://{host}:{port}")
+            }
+        };
+        let region = match &j.region {
+            Some(r) => r.clone(),
+            None => self
+                .storage
+                .locations
+                .iter()
+                .find(|l| l.name == self.storage.default_location)
+                .map(|l| l.region.to_string())
+                .unwrap_or_else(|| DEFAULT_REGION.into()),
+        };
+        let mut s = qanat_jobs::Settings::new(
+            j.work_dir.clone().unwrap_or_else(|| self.home.join("jobs")),
+            url,
+            region,
+        );
+        if let Some(n) = &j.node {
+            s.node = n.clone();
+        }
+        s.enabled = j.enabled;
+        s.cpus = j.cpus;
+        s.memory_mb = match &j.memory {
+            Some(m) => Some(
+                qanat_jobs::spec::parse_memory(&serde_json::Value::String(m.clone()))
+                    .map_err(|e| anyhow::anyhow!("jobs.memory: {e}"))?,
+            ),
+            None => None,
+        };
+        s.default_timeout = Some(humantime::parse_duration(&j.default_timeout).with_context(
+            || {
+                format!(
+                    "jobs.default_timeout = '{}': write a duration like 24h",
+                    j.default_timeout
+                )
+            },
+        )?);
+        s.kill_grace = std::time::Duration::from_secs(j.kill_grace_secs);
+        s.retry_backoff = std::time::Duration::from_secs(j.retry_backoff_secs);
+        Ok(s)
+    }
 }
 
 /// Registry webhooks and the NATS stream every event is published to.
@@ -226,6 +338,7 @@ impl Default for Config {
             audit: AuditConfig::default(),
             retention: RetentionConfig::default(),
             events: EventsConfig::default(),
+            jobs: JobsConfig::default(),
         }
     }
 }
@@ -435,6 +548,17 @@ impl Config {
             &mut e.nats_subject_prefix,
         )?;
         env_parse("QANAT_EVENTS_NATS_STREAM", &mut e.nats_stream)?;
+        let j = &mut self.jobs;
+        env_parse("QANAT_JOBS_ENABLED", &mut j.enabled)?;
+        env_some("QANAT_JOBS_NODE", &mut j.node)?;
+        env_some("QANAT_JOBS_WORK_DIR", &mut j.work_dir)?;
+        env_some("QANAT_JOBS_SERVER_URL", &mut j.server_url)?;
+        env_some("QANAT_JOBS_REGION", &mut j.region)?;
+        env_some("QANAT_JOBS_CPUS", &mut j.cpus)?;
+        env_some("QANAT_JOBS_MEMORY", &mut j.memory)?;
+        env_parse("QANAT_JOBS_DEFAULT_TIMEOUT", &mut j.default_timeout)?;
+        env_parse("QANAT_JOBS_KILL_GRACE_SECS", &mut j.kill_grace_secs)?;
+        env_parse("QANAT_JOBS_RETRY_BACKOFF_SECS", &mut j.retry_backoff_secs)?;
         Ok(())
     }
 
@@ -500,6 +624,7 @@ impl Config {
                 e.nats_subject_prefix
             );
         }
+        self.jobs_settings()?;
         if self.audit.checkpoint_every == 0 || self.audit.checkpoint_secs == 0 {
             bail!("audit.checkpoint_every and audit.checkpoint_secs must be at least 1");
         }

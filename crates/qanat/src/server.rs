@@ -232,6 +232,23 @@ pub async fn serve(cfg: Config) -> Result<()> {
         max_params: cfg.tracking.max_params_per_run,
         max_tags: cfg.tracking.max_tags_per_run,
     });
+    let mut jobs = cfg.jobs_settings()?;
+    if cfg.jobs.server_url.is_none() {
+        // The port the listener really got (bind may have asked for port 0).
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let host = if local.ip().is_unspecified() {
+            "127.0.0.1".to_string()
+        } else {
+            local.ip().to_string()
+        };
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        jobs.server_url = format!("{scheme}://{host}:{}", local.port());
+    }
+    state = state.with_jobs(jobs, qanat_jobs::Kinds::standard());
     if !sinks.is_empty() {
         let required: Vec<bool> = sinks.iter().map(|s| s.required).collect();
         let health = crate::audit_sink::Health::new(&required, state.audit_sinks_ok.clone());
@@ -242,6 +259,8 @@ pub async fn serve(cfg: Config) -> Result<()> {
     }
     // Deliveries queued before a restart are sent now; new ones as they come.
     qanat_events::Dispatcher::spawn(state.events.clone());
+    // Jobs this server ran before a crash are recovered first, then the queue runs.
+    qanat_jobs::Scheduler::spawn(state.jobs.clone());
     let app = qanat_api::router(state);
 
     let handle = axum_server::Handle::new();

@@ -7,6 +7,7 @@ mod certs;
 mod config;
 mod data;
 mod experiments;
+mod jobs;
 mod keys;
 mod lineage;
 mod models;
@@ -27,6 +28,7 @@ pub use certs::CertsCmd;
 pub use config::ConfigCmd;
 pub use data::DataCmd;
 pub use experiments::ExperimentsCmd;
+pub use jobs::{JobsCmd, QuotaCmd, SubmitArgs};
 pub use keys::KeysCmd;
 pub use lineage::LineageArgs;
 pub use models::ModelsCmd;
@@ -153,6 +155,16 @@ pub enum Command {
         #[command(subcommand)]
         cmd: WebhooksCmd,
     },
+    /// Training jobs: submit, ls, show, cancel, retry, logs, quota.
+    Jobs {
+        /// The project (anywhere on the command line).
+        #[arg(long, short = 'p', env = "QANAT_PROJECT", global = true)]
+        project: Option<String>,
+        #[command(subcommand)]
+        cmd: JobsCmd,
+    },
+    /// The executors' capacity and GPUs (model, memory, which job holds each).
+    Gpus,
     /// Purge what was deleted longer ago than the retention period.
     ///
     /// With -p (maintainers): the project's deleted datasets, experiments and runs,

@@ -8,6 +8,7 @@ mod config;
 mod data;
 mod experiments;
 pub mod init;
+mod jobs;
 mod keys;
 mod lineage;
 mod models;
@@ -86,6 +87,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Runs { project, cmd } => runs::run(&ctx()?, &which(project)?, cmd).await,
         Command::Models { project, cmd } => models::run(&ctx()?, &which(project)?, cmd).await,
         Command::Webhooks { project, cmd } => webhooks::run(&ctx()?, &which(project)?, cmd).await,
+        Command::Jobs { project, cmd } => jobs::run(&ctx()?, &which(project)?, cmd).await,
+        Command::Gpus => jobs::gpus(&ctx()?).await,
         Command::Gc { project, grace } => data::gc(&ctx()?, project.as_deref(), grace).await,
         Command::Lineage(args) => lineage::run(&ctx()?, args).await,
         Command::Audit { cmd } => audit::run(&ctx()?, cmd).await,

@@ -1,0 +1,173 @@
+//! Qanat's training jobs: anyone's training code (a Python script, torchrun, a shell
+//! script — and later Qanat's own trainer) run with the same scheduling, tracking and
+//! governance, durable across crashes.
+//!
+//! - A job is written to the metadata store before its submit is acknowledged
+//!   ([`Jobs::submit`]); the [`Scheduler`] claims queued jobs with a conditional
+//!   UPDATE, so a job never runs twice at once, and on restart finds the local jobs that
+//!   were running, kills what is left of their processes and requeues them.
+//! - Scheduling ([`policy`]): per-rank requests for cores, memory and GPUs; per-project
+//!   quotas; priorities, and fair share (lowest dominant share first) among jobs of one
+//!   priority; gangs (all ranks start or none); preemption of lower-priority work.
+//! - Kinds ([`kind`]): a kind turns a spec into processes; `command` runs any
+//!   executable. The trainer and sweeps plug in as more kinds.
+//! - The local executor ([`local`]) runs each rank in its own process group with its
+//!   cores pinned, its memory watched and killed at the limit, its GPUs in
+//!   `CUDA_VISIBLE_DEVICES`, and an environment that points MLflow-instrumented code at
+//!   Qanat (`MLFLOW_TRACKING_URI`, a job token revoked when the attempt ends,
+//!   `MLFLOW_RUN_ID`) and torchrun-style code at its peers (`RANK`, `WORLD_SIZE`, …).
+//! - Logs are captured per rank, readable while the job runs, and stored encrypted in
+//!   the project's storage when an attempt ends.
+
+mod error;
+pub mod kind;
+mod local;
+pub mod policy;
+mod procfs;
+mod queue;
+mod rows;
+mod scheduler;
+pub mod spec;
+pub mod wire;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use qanat_governance::Governance;
+use qanat_store::{MetaStore, ObjectStorage};
+use tokio::sync::Notify;
+
+pub use error::Error;
+pub use kind::{JobKind, Kinds, ProcessPlan};
+pub use scheduler::Scheduler;
+pub use spec::{JobSpec, Resources};
+
+/// This domain's tables: jobs, their history, processes, stored logs, quotas and
+/// schedules (0009).
+pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
+    qanat_store::domain_migrations!("jobs");
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How jobs are run on this server.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// This server's name among servers sharing one metadata store: local jobs are
+    /// claimed and recovered by the node that runs them.
+    pub node: String,
+    /// Where job directories (working directory, checkpoints, inputs, live logs) go.
+    pub work_dir: PathBuf,
+    /// The URL a job reaches this server at (`QANAT_URL`, `MLFLOW_TRACKING_URI`).
+    pub server_url: String,
+    /// The region the local executor runs in (residency).
+    pub region: String,
+    /// Cores the local executor may hand out (default: the cores this process may use).
+    pub cpus: Option<f64>,
+    /// Memory the local executor may hand out, MiB (default: 90% of physical memory).
+    pub memory_mb: Option<u64>,
+    /// Timeout of a job that names none.
+    pub default_timeout: Option<Duration>,
+    /// Between SIGTERM and SIGKILL when a job is cancelled, preempted or timed out.
+    pub kill_grace: Duration,
+    /// The wait before the first retry of a failed attempt; doubles per retry, capped
+    /// at an hour.
+    pub retry_backoff: Duration,
+    /// How often memory use is sampled.
+    pub watch_interval: Duration,
+    /// The scheduler runs at all (off: submissions queue, nothing starts).
+    pub enabled: bool,
+}
+
+impl Settings {
+    pub fn new(
+        work_dir: PathBuf,
+        server_url: impl Into<String>,
+        region: impl Into<String>,
+    ) -> Self {
+        Settings {
+            node: hostname(),
+            work_dir,
+            server_url: server_url.into(),
+            region: region.into(),
+            cpus: None,
+            memory_mb: None,
+            default_timeout: Some(Duration::from_secs(24 * 3600)),
+            kill_grace: Duration::from_secs(30),
+            retry_backoff: Duration::from_secs(10),
+            watch_interval: Duration::from_millis(250),
+            enabled: true,
+        }
+    }
+}
+
+/// This machine's host name (`localhost` when it cannot be read).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// The job domain: the durable queue and what runs it.
+#[derive(Clone, Debug)]
+pub struct Jobs {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) meta: MetaStore,
+    pub(crate) gov: Governance,
+    pub(crate) tracking: qanat_tracking::Tracking,
+    pub(crate) datasets: qanat_data::Datasets,
+    pub(crate) storage: ObjectStorage,
+    pub(crate) settings: Settings,
+    pub(crate) kinds: Kinds,
+    pub(crate) local: local::LocalExecutor,
+    /// Woken on every submit, cancel and finished attempt.
+    pub(crate) wake: Notify,
+}
+
+impl Jobs {
+    pub fn new(
+        meta: MetaStore,
+        storage: ObjectStorage,
+        tracking: qanat_tracking::Tracking,
+        settings: Settings,
+        kinds: Kinds,
+    ) -> Self {
+        let local = local::LocalExecutor::new(&settings);
+        Jobs {
+            inner: Arc::new(Inner {
+                gov: Governance::new(meta.clone()),
+                datasets: qanat_data::Datasets::new(meta.clone(), storage.clone()),
+                tracking,
+                storage,
+                meta,
+                local,
+                settings,
+                kinds,
+                wake: Notify::new(),
+            }),
+        }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// What the executors offer now (`qanat gpus`, `GET /api/v1/executors`).
+    pub fn executors(&self) -> wire::ExecutorList {
+        wire::ExecutorList {
+            executors: vec![self.inner.local.info(&self.inner.settings)],
+        }
+    }
+}
+
+/// Microseconds now.
+pub(crate) fn now() -> i64 {
+    qanat_store::now_micros()
+}

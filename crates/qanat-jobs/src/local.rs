@@ -1,0 +1,500 @@
+//! The local executor: this server's cores, memory and GPUs, handed to jobs, and the
+//! processes of one attempt started as a gang and watched until they end.
+//!
+//! Each rank runs in its own session and process group (so a signal reaches all it
+//! started), pinned to the cores it was given (`sched_setaffinity`: a 1-core job
+//! cannot take 4), with an environment built from scratch (the server's own, which may
+//! hold its master key, never leaks in). Memory is enforced by sampling each group's
+//! resident memory and killing the gang when a rank is over its limit, with that as
+//! the reason: cgroup v2 would let the kernel do it, and is used by a later change
+//! where the cgroup tree is writable (this machine has cgroup v1).
+//!
+//! Gang invariant: the attempt ends as soon as any rank fails, and then every other
+//! rank is stopped (SIGTERM, a grace period, SIGKILL): a lost worker never leaves its
+//! peers waiting on a collective forever.
+
+use std::collections::HashMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::mpsc;
+
+use crate::procfs::{self, Signal};
+use crate::spec::Resources;
+use crate::{wire, Settings};
+
+/// How limits are enforced here (shown in `jobs show`).
+pub(crate) const ENFORCEMENT: &str =
+    "memory: resident memory sampled per rank, killed over the limit; cpu: cores pinned (sched_setaffinity)";
+
+/// Orders sent to a running attempt.
+#[derive(Debug, Clone)]
+pub(crate) enum Control {
+    Cancel { by: String },
+    Preempt { by: String },
+}
+
+/// The cores and GPUs an attempt holds.
+#[derive(Debug, Clone)]
+pub(crate) struct Allocation {
+    pub total: Resources,
+    pub per_rank: Resources,
+    pub rank_cores: Vec<Vec<usize>>,
+    pub rank_gpus: Vec<Vec<u32>>,
+}
+
+impl Allocation {
+    pub(crate) fn describe(&self) -> String {
+        self.rank_cores
+            .iter()
+            .zip(&self.rank_gpus)
+            .enumerate()
+            .map(|(r, (c, g))| {
+                let cores = c
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",");
+                if g.is_empty() {
+                    format!("rank {r}: cores {cores}")
+                } else {
+                    let gpus = g
+                        .iter()
+                        .map(|c| c.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",");
+                    format!("rank {r}: cores {cores}, gpus {gpus}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    free: Resources,
+    /// Thousandths of a core handed out, per core.
+    core_load: HashMap<usize, u64>,
+    /// GPU index -> the job holding it.
+    gpu_holder: HashMap<u32, Option<String>>,
+    /// Running attempts and how to reach them.
+    running: HashMap<String, Running>,
+}
+
+#[derive(Debug)]
+struct Running {
+    control: mpsc::UnboundedSender<Control>,
+    stopping: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct LocalExecutor {
+    cores: Vec<usize>,
+    capacity: Resources,
+    gpus: Vec<wire::Gpu>,
+    state: Mutex<State>,
+}
+
+impl LocalExecutor {
+    pub(crate) fn new(settings: &Settings) -> Self {
+        let cores = procfs::usable_cores();
+        let cpu_millis = settings
+            .cpus
+            .map_or(cores.len() as u64 * 1000, |c| (c * 1000.0) as u64);
+        let memory_mb = settings
+            .memory_mb
+            .unwrap_or(procfs::total_memory_mb() * 9 / 10);
+        let gpus: Vec<wire::Gpu> = Vec::new();
+        let capacity = Resources {
+            cpu_millis,
+            memory_mb,
+            gpus: gpus.len() as u32,
+        };
+        LocalExecutor {
+            state: Mutex::new(State {
+                free: capacity,
+                core_load: cores.iter().map(|c| (*c, 0)).collect(),
+                gpu_holder: gpus.iter().map(|g| (g.index, None)).collect(),
+                running: HashMap::new(),
+            }),
+            cores,
+            capacity,
+            gpus,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn capacity(&self) -> Resources {
+        self.capacity
+    }
+
+    pub(crate) fn free(&self) -> Resources {
+        self.lock().free
+    }
+
+    pub(crate) fn gpus(&self) -> &[wire::Gpu] {
+        &self.gpus
+    }
+
+    pub(crate) fn info(&self, settings: &Settings) -> wire::ExecutorInfo {
+        let st = self.lock();
+        wire::ExecutorInfo {
+            name: "local".into(),
+            region: settings.region.clone(),
+            capacity: self.capacity,
+            free: st.free,
+            gpus: self
+                .gpus
+                .iter()
+                .map(|g| wire::Gpu {
+                    job_id: st.gpu_holder.get(&g.index).cloned().flatten(),
+                    ..g.clone()
+                })
+                .collect(),
+            enforcement: ENFORCEMENT.into(),
+        }
+    }
+
+    /// Takes resources for `ranks` ranks of `per_rank` each, all or nothing.
+    pub(crate) fn allocate(
+        &self,
+        job_id: &str,
+        per_rank: Resources,
+        ranks: u32,
+        gpu_model: Option<&str>,
+    ) -> Option<Allocation> {
+        let total = per_rank.times(ranks);
+        let mut st = self.lock();
+        if !total.fits(st.free) {
+            return None;
+        }
+        let mut free_gpus: Vec<u32> = self
+            .gpus
+            .iter()
+            .filter(|g| st.gpu_holder.get(&g.index).is_some_and(Option::is_none))
+            .filter(|g| gpu_model.is_none_or(|m| g.name.contains(m)))
+            .map(|g| g.index)
+            .collect();
+        if free_gpus.len() < total.gpus as usize {
+            return None;
+        }
+        free_gpus.sort_unstable();
+        let mut rank_gpus = Vec::new();
+        let mut rank_cores = Vec::new();
+        // Cores: each rank gets ceil(cpus) of the least loaded cores.
+        let want = per_rank.cpu_millis.div_ceil(1000).max(1) as usize;
+        for _ in 0..ranks {
+            let mut by_load: Vec<usize> = self.cores.clone();
+            by_load.sort_by_key(|c| (st.core_load.get(c).copied().unwrap_or(0), *c));
+            let cores: Vec<usize> = by_load.into_iter().take(want).collect();
+            let share = per_rank.cpu_millis / cores.len().max(1) as u64;
+            for c in &cores {
+                *st.core_load.entry(*c).or_default() += share;
+            }
+            rank_cores.push(cores);
+            let g: Vec<u32> = free_gpus.drain(..per_rank.gpus as usize).collect();
+            for i in &g {
+                st.gpu_holder.insert(*i, Some(job_id.to_string()));
+            }
+            rank_gpus.push(g);
+        }
+        st.free = st.free.minus(total);
+        Some(Allocation {
+            total,
+            per_rank,
+            rank_cores,
+            rank_gpus,
+        })
+    }
+
+    pub(crate) fn release(&self, a: &Allocation) {
+        let mut st = self.lock();
+        st.free = st.free.plus(a.total);
+        let share_of = |n: usize| a.per_rank.cpu_millis / n.max(1) as u64;
+        for cores in &a.rank_cores {
+            let share = share_of(cores.len());
+            for c in cores {
+                if let Some(l) = st.core_load.get_mut(c) {
+                    *l = l.saturating_sub(share);
+                }
+            }
+        }
+        for g in a.rank_gpus.iter().flatten() {
+            st.gpu_holder.insert(*g, None);
+        }
+    }
+
+    /// Registers a running attempt; its orders arrive on the returned receiver.
+    pub(crate) fn register(&self, job_id: &str) -> mpsc::UnboundedReceiver<Control> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.lock().running.insert(
+            job_id.to_string(),
+            Running {
+                control: tx,
+                stopping: false,
+            },
+        );
+        rx
+    }
+
+    pub(crate) fn unregister(&self, job_id: &str) {
+        self.lock().running.remove(job_id);
+    }
+
+    /// Sends an order to a running attempt; false when it does not run here.
+    pub(crate) fn order(&self, job_id: &str, c: Control) -> bool {
+        let mut st = self.lock();
+        match st.running.get_mut(job_id) {
+            Some(r) => {
+                r.stopping = true;
+                r.control.send(c).is_ok()
+            }
+            None => false,
+        }
+    }
+
+    /// Whether an attempt here is being stopped.
+    pub(crate) fn stopping(&self, job_id: &str) -> bool {
+        self.lock().running.get(job_id).is_some_and(|r| r.stopping)
+    }
+}
+
+/// One rank, ready to start.
+#[derive(Debug)]
+pub(crate) struct RankLaunch {
+    pub program: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: PathBuf,
+    pub log: PathBuf,
+    pub cores: Vec<usize>,
+}
+
+/// A started rank.
+#[derive(Debug)]
+pub(crate) struct Started {
+    pub rank: u32,
+    pub pid: i32,
+    pub start_ticks: u64,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone)]
+pub(crate) enum Ending {
+    Succeeded,
+    Failed {
+        exit_code: Option<i32>,
+        reason: String,
+    },
+    Cancelled {
+        by: String,
+    },
+    Preempted {
+        by: String,
+    },
+}
+
+/// The processes of a started attempt.
+pub(crate) struct Gang {
+    children: Vec<(u32, i32, tokio::process::Child)>,
+}
+
+/// Starts every rank, or none: if one cannot start, those already started are killed.
+pub(crate) fn spawn_gang(ranks: Vec<RankLaunch>) -> Result<(Gang, Vec<Started>), String> {
+    let mut children = Vec::new();
+    let mut started = Vec::new();
+    for (rank, r) in ranks.into_iter().enumerate() {
+        let rank = rank as u32;
+        match spawn_rank(&r) {
+            Ok(child) => {
+                let pid = child.id().map_or(0, |p| p as i32);
+                started.push(Started {
+                    rank,
+                    pid,
+                    start_ticks: procfs::start_ticks(pid).unwrap_or(0),
+                });
+                children.push((rank, pid, child));
+            }
+            Err(e) => {
+                for (_, pid, _) in &children {
+                    procfs::signal_group(*pid, Signal::KILL);
+                }
+                return Err(format!("rank {rank} could not start '{}': {e}", r.program));
+            }
+        }
+    }
+    Ok((Gang { children }, started))
+}
+
+fn spawn_rank(r: &RankLaunch) -> std::io::Result<tokio::process::Child> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&r.log)?;
+    let mut cmd = tokio::process::Command::new(&r.program);
+    cmd.args(&r.args)
+        .env_clear()
+        .envs(r.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&r.cwd)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        // Its own process group: a signal to the group reaches all it starts.
+        .process_group(0)
+        .kill_on_drop(false);
+    // The child inherits the spawning thread's affinity: its cores are pinned before
+    // it runs a single instruction of its own.
+    let child = procfs::with_affinity(&r.cores, || cmd.spawn())?;
+    if let Some(pid) = child.id() {
+        // Under memory pressure the kernel should kill a job, not the server.
+        let _ = std::fs::write(format!("/proc/{pid}/oom_score_adj"), "1000");
+    }
+    Ok(child)
+}
+
+fn describe_exit(rank: u32, st: &ExitStatus) -> (Option<i32>, String) {
+    match (st.code(), st.signal()) {
+        (Some(c), _) => (Some(c), format!("rank {rank} exited with code {c}")),
+        (None, Some(s)) => (
+            Some(128 + s),
+            format!("rank {rank} was killed by signal {s} ({})", signal_name(s)),
+        ),
+        _ => (None, format!("rank {rank} ended without a status")),
+    }
+}
+
+fn signal_name(s: i32) -> &'static str {
+    match s {
+        9 => "SIGKILL",
+        15 => "SIGTERM",
+        11 => "SIGSEGV",
+        6 => "SIGABRT",
+        2 => "SIGINT",
+        7 => "SIGBUS",
+        _ => "signal",
+    }
+}
+
+type Wait = std::pin::Pin<
+    Box<dyn std::future::Future<Output = (u32, i32, std::io::Result<ExitStatus>)> + Send>,
+>;
+
+impl Gang {
+    /// Watches the attempt until it ends: all ranks done, one failed, over memory, out of
+    /// time, or ordered to stop.
+    pub(crate) async fn supervise(
+        self,
+        mut control: mpsc::UnboundedReceiver<Control>,
+        memory_mb: u64,
+        timeout: Option<Duration>,
+        grace: Duration,
+        every: Duration,
+    ) -> Ending {
+        let mut live: HashMap<u32, i32> = self.children.iter().map(|(r, p, _)| (*r, *p)).collect();
+        let mut waits: FuturesUnordered<Wait> = self
+            .children
+            .into_iter()
+            .map(|(rank, pid, mut child)| -> Wait {
+                Box::pin(async move { (rank, pid, child.wait().await) })
+            })
+            .collect();
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                Some((rank, pid, status)) = waits.next() => {
+                    live.remove(&rank);
+                    // Whatever the rank left behind in its group goes with it.
+                    procfs::signal_group(pid, Signal::KILL);
+                    let ok = status.as_ref().is_ok_and(|s| s.success());
+                    if ok {
+                        if live.is_empty() {
+                            return Ending::Succeeded;
+                        }
+                        continue;
+                    }
+                    let (exit_code, reason) = match &status {
+                        Ok(s) => describe_exit(rank, s),
+                        Err(e) => (None, format!("rank {rank} could not be waited for: {e}")),
+                    };
+                    let reason = if live.is_empty() {
+                        reason
+                    } else {
+                        format!("{reason}; the other ranks were stopped (a gang fails together)")
+                    };
+                    stop(&live, &mut waits, grace).await;
+                    return Ending::Failed { exit_code, reason };
+                }
+                () = sleep_until(deadline) => {
+                    stop(&live, &mut waits, grace).await;
+                    let t = timeout.unwrap_or_default();
+                    return Ending::Failed {
+                        exit_code: None,
+                        reason: format!("timed out after {} (the job's timeout)", humantime::format_duration(t)),
+                    };
+                }
+                Some(c) = control.recv() => {
+                    stop(&live, &mut waits, grace).await;
+                    return match c {
+                        Control::Cancel { by } => Ending::Cancelled { by },
+                        Control::Preempt { by } => Ending::Preempted { by },
+                    };
+                }
+                _ = tick.tick() => {
+                    let groups: Vec<i32> = live.values().copied().collect();
+                    let rss = procfs::group_rss_mb(&groups);
+                    if let Some((rank, used)) = live
+                        .iter()
+                        .filter_map(|(r, p)| rss.get(p).map(|m| (*r, *m)))
+                        .find(|(_, m)| *m > memory_mb)
+                    {
+                        for pid in live.values() {
+                            procfs::signal_group(*pid, Signal::KILL);
+                        }
+                        while waits.next().await.is_some() {}
+                        return Ending::Failed {
+                            exit_code: Some(128 + 9),
+                            reason: format!(
+                                "rank {rank} used {used} MiB of memory, over its limit of {memory_mb} MiB, and was killed; ask for more with resources.memory"
+                            ),
+                        };
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// SIGTERM to every live rank, up to `grace` for them to end, then SIGKILL.
+async fn stop(live: &HashMap<u32, i32>, waits: &mut FuturesUnordered<Wait>, grace: Duration) {
+    for pid in live.values() {
+        procfs::signal_group(*pid, Signal::TERM);
+    }
+    let drained =
+        tokio::time::timeout(grace, async { while waits.next().await.is_some() {} }).await;
+    if drained.is_err() {
+        for pid in live.values() {
+            procfs::signal_group(*pid, Signal::KILL);
+        }
+        while waits.next().await.is_some() {}
+    }
+    for pid in live.values() {
+        procfs::signal_group(*pid, Signal::KILL);
+    }
+}

@@ -1,0 +1,136 @@
+//! What the local executor reads from `/proc` and asks of the kernel: process start
+//! times (a recycled pid is not the process we started), the memory of a process
+//! group, signals to whole groups, the cores this server may use.
+
+use std::collections::HashMap;
+
+/// The fields of `/proc/<pid>/stat` after the command name (which may hold spaces and
+/// parentheses, so it is skipped by its last ')').
+fn stat_fields(pid: i32) -> Option<Vec<String>> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 1..];
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// When process `pid` started, in clock ticks since boot (field 22 of stat).
+pub(crate) fn start_ticks(pid: i32) -> Option<u64> {
+    // Fields after ')' start at field 3 (state): starttime, field 22, is index 19.
+    stat_fields(pid)?.get(19)?.parse().ok()
+}
+
+/// Whether `pid` is still the process that started at `ticks` (and not a zombie).
+pub(crate) fn same_process(pid: i32, ticks: u64) -> bool {
+    match stat_fields(pid) {
+        Some(f) => {
+            f.first().map(String::as_str) != Some("Z")
+                && f.get(19).and_then(|t| t.parse().ok()) == Some(ticks)
+        }
+        None => false,
+    }
+}
+
+fn page_size() -> u64 {
+    rustix::param::page_size() as u64
+}
+
+/// Resident memory, in MiB, of every process in each of `groups` (process group ids),
+/// read in one pass over `/proc`.
+pub(crate) fn group_rss_mb(groups: &[i32]) -> HashMap<i32, u64> {
+    let mut bytes: HashMap<i32, u64> = groups.iter().map(|g| (*g, 0)).collect();
+    let page = page_size();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return HashMap::new();
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Some(f) = stat_fields(pid) else { continue };
+        // pgrp is field 5 (index 2); rss, in pages, field 24 (index 21).
+        let Some(pgrp) = f.get(2).and_then(|v| v.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Some(total) = bytes.get_mut(&pgrp) {
+            let rss: u64 = f.get(21).and_then(|v| v.parse().ok()).unwrap_or(0);
+            *total += rss * page;
+        }
+    }
+    bytes
+        .into_iter()
+        .map(|(g, b)| (g, b / (1024 * 1024)))
+        .collect()
+}
+
+pub(crate) use rustix::process::Signal;
+
+/// Sends `signal` to every process in group `pgid`. A group that is gone is fine.
+pub(crate) fn signal_group(pgid: i32, signal: Signal) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pgid).filter(|_| pgid > 1) {
+        let _ = rustix::process::kill_process_group(pid, signal);
+    }
+}
+
+/// The cores this process may run on.
+pub(crate) fn usable_cores() -> Vec<usize> {
+    if let Ok(set) = rustix::thread::sched_getaffinity(None) {
+        let cores: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|c| set.is_set(*c))
+            .collect();
+        if !cores.is_empty() {
+            return cores;
+        }
+    }
+    (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+}
+
+/// Runs `f` on this thread with its CPU affinity narrowed to `cores` (what a child
+/// forked meanwhile inherits), then restores it.
+pub(crate) fn with_affinity<T>(cores: &[usize], f: impl FnOnce() -> T) -> T {
+    if cores.is_empty() {
+        return f();
+    }
+    let before = rustix::thread::sched_getaffinity(None).ok();
+    let mut set = rustix::thread::CpuSet::new();
+    for c in cores {
+        set.set(*c);
+    }
+    let narrowed = rustix::thread::sched_setaffinity(None, &set).is_ok();
+    let out = f();
+    if let (true, Some(b)) = (narrowed, before) {
+        let _ = rustix::thread::sched_setaffinity(None, &b);
+    }
+    out
+}
+
+/// Physical memory, MiB.
+pub(crate) fn total_memory_mb() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(4096, |kb| kb / 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_recognised_by_its_start_time() {
+        let pid = std::process::id() as i32;
+        let ticks = start_ticks(pid).expect("own stat");
+        assert!(same_process(pid, ticks));
+        assert!(!same_process(pid, ticks + 1));
+        let pgid = rustix::process::getpgrp().as_raw_nonzero().get();
+        assert!(group_rss_mb(&[pgid])[&pgid] > 0);
+        assert!(!usable_cores().is_empty());
+    }
+}

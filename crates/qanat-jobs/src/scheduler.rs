@@ -1,0 +1,777 @@
+//! The scheduler: recovers what a previous run of this server left running, then
+//! repeatedly asks the [`policy`](crate::policy) what to start, starts it, and records
+//! how each attempt ends (succeeded, failed and retried with backoff, cancelled,
+//! preempted and requeued, lost).
+//!
+//! Every state change is one transaction with its history entry and its audit record
+//! (actor `service:scheduler`). A job is claimed by `UPDATE … WHERE state = 'queued'`,
+//! so two schedulers sharing a metadata store never start it twice; its processes are
+//! recorded before they are watched, so after a kill -9 the restarted server kills what
+//! is left of them before the job runs again.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use qanat_governance::{append_audit_in, AuditRecord, Project, Role};
+use qanat_store::ObjectKey;
+use sqlx::Row;
+
+use crate::local::{self, Allocation, Control, Ending, RankLaunch};
+use crate::policy::{self, Decision};
+use crate::rows::{record_event, JobRow, JOB_COLUMNS, JOB_FROM};
+use crate::{now, procfs, queue, Error, Jobs, Result};
+
+/// The longest wait between retries.
+const MAX_BACKOFF: Duration = Duration::from_secs(3600);
+
+/// Runs jobs; one per server.
+#[derive(Debug)]
+pub struct Scheduler;
+
+impl Scheduler {
+    /// Recovers this node's jobs left by a previous run, then schedules until the
+    /// process ends.
+    pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            if let Err(e) = jobs.recover().await {
+                tracing::error!(error = %e, "recovering jobs from the previous run failed");
+            }
+            loop {
+                if jobs.inner.settings.enabled {
+                    if let Err(e) = jobs.pass().await {
+                        tracing::error!(error = %e, "a scheduling pass failed");
+                    }
+                }
+                tokio::select! {
+                    () = jobs.inner.wake.notified() => {}
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        })
+    }
+}
+
+fn audit(action: &str, job: &JobRow, detail: impl Into<String>) -> AuditRecord {
+    AuditRecord::by_service(
+        "scheduler",
+        action,
+        format!("project:{}/job:{}", job.project_name, job.job_id),
+        Some(&job.project_name),
+    )
+    .with_detail(detail)
+}
+
+impl Jobs {
+    /// Jobs this node was running when it stopped are lost: what is left of their
+    /// processes is killed, and they are queued again (a lost attempt spends no retry).
+    pub(crate) async fn recover(&self) -> Result<()> {
+        let inner = &self.inner;
+        let rows = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM {JOB_FROM} WHERE j.state = 'running' AND j.executor = 'local' AND j.node = $1"
+        ))
+        .bind(&inner.settings.node)
+        .fetch_all(inner.meta.reader())
+        .await?;
+        for r in rows {
+            let job = JobRow::from_row(&r)?;
+            let procs = sqlx::query(
+                "SELECT pid, start_ticks FROM job_processes WHERE job_id = $1 AND attempt = $2 AND node = $3",
+            )
+            .bind(&job.job_id)
+            .bind(i64::from(job.attempt))
+            .bind(&inner.settings.node)
+            .fetch_all(inner.meta.reader())
+            .await?;
+            let mut killed = 0;
+            for p in procs {
+                let pid = p.try_get::<i64, _>("pid")? as i32;
+                let ticks = p.try_get::<i64, _>("start_ticks")? as u64;
+                if procfs::same_process(pid, ticks) {
+                    procfs::signal_group(pid, procfs::Signal::KILL);
+                    killed += 1;
+                }
+            }
+            let message = format!(
+                "lost: the server stopped while attempt {} ran{}; queued again",
+                job.attempt,
+                if killed > 0 {
+                    format!(" ({killed} leftover rank(s) killed)")
+                } else {
+                    String::new()
+                }
+            );
+            tracing::warn!(job = %job.job_id, "{message}");
+            let mut tx = inner.meta.writer().begin().await?;
+            sqlx::query(
+                "UPDATE jobs SET state = 'queued', not_before = $1, reason = $2, token_id = NULL WHERE job_id = $3 AND state = 'running'",
+            )
+            .bind(now())
+            .bind(&message)
+            .bind(&job.job_id)
+            .execute(&mut *tx)
+            .await?;
+            record_event(&mut tx, &job.job_id, job.attempt, "lost", &message).await?;
+            append_audit_in(&mut tx, &audit("job.lost", &job, &message)).await?;
+            tx.commit().await?;
+            if let Some(t) = &job.token_id {
+                let _ = inner.gov.revoke_token(t).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// One round: what starts, what is preempted, why the rest wait.
+    pub(crate) async fn pass(&self) -> Result<()> {
+        let inner = &self.inner;
+        let queued_rows = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM {JOB_FROM} WHERE j.state = 'queued' AND j.not_before <= $1 \
+             ORDER BY j.priority DESC, j.submitted_at LIMIT 2000"
+        ))
+        .bind(now())
+        .fetch_all(inner.meta.reader())
+        .await?;
+        let running_rows = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM {JOB_FROM} WHERE j.state = 'running'"
+        ))
+        .fetch_all(inner.meta.reader())
+        .await?;
+        let mut queued = BTreeMap::new();
+        for r in &queued_rows {
+            let j = JobRow::from_row(r)?;
+            queued.insert(j.job_id.clone(), j);
+        }
+        let mut running = Vec::new();
+        for r in &running_rows {
+            let j = JobRow::from_row(r)?;
+            // A cancel asked for on another server reaches the attempt here.
+            if j.cancel_requested
+                && j.node.as_deref() == Some(&inner.settings.node)
+                && !inner.local.stopping(&j.job_id)
+            {
+                inner.local.order(
+                    &j.job_id,
+                    Control::Cancel {
+                        by: "a cancel request".into(),
+                    },
+                );
+            }
+            running.push(policy::Running {
+                stopping: j.cancel_requested || inner.local.stopping(&j.job_id),
+                job_id: j.job_id.clone(),
+                project: j.project_id.to_string(),
+                priority: j.priority,
+                started_at: j.started_at.unwrap_or(0),
+                total: j.total(),
+                executor: j.executor.clone(),
+                preemptible: j.preemptible(),
+            });
+        }
+        if queued.is_empty() {
+            return Ok(());
+        }
+        let candidates: Vec<policy::Queued> = queued
+            .values()
+            .map(|j| policy::Queued {
+                job_id: j.job_id.clone(),
+                project: j.project_id.to_string(),
+                priority: j.priority,
+                submitted_at: j.submitted_at,
+                total: j.total(),
+                executor: j.executor.clone(),
+            })
+            .collect();
+        let pools = [policy::Pool {
+            executor: "local".into(),
+            capacity: inner.local.capacity(),
+            free: inner.local.free(),
+        }];
+        let limits = self.limits().await?;
+        for d in policy::decide(&candidates, &running, &pools, &limits) {
+            match d {
+                Decision::Start { job_id } => {
+                    let Some(job) = queued.remove(&job_id) else {
+                        continue;
+                    };
+                    let Some(alloc) = inner.local.allocate(
+                        &job.job_id,
+                        job.per_rank,
+                        job.ranks,
+                        job.spec.resources.gpu_model.as_deref(),
+                    ) else {
+                        continue;
+                    };
+                    let jobs = self.clone();
+                    tokio::spawn(async move { jobs.run_attempt(job, alloc).await });
+                }
+                Decision::Preempt { job_id, victims } => {
+                    for v in &victims {
+                        if inner
+                            .local
+                            .order(v, Control::Preempt { by: job_id.clone() })
+                        {
+                            tracing::info!(job = %v, by = %job_id, "preempting");
+                        }
+                    }
+                    self.set_reason(
+                        &queued,
+                        &job_id,
+                        &format!("preempting {} to make room", victims.join(", ")),
+                    )
+                    .await?;
+                }
+                Decision::Wait { job_id, reason } => {
+                    self.set_reason(&queued, &job_id, &reason).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn set_reason(
+        &self,
+        queued: &BTreeMap<String, JobRow>,
+        job_id: &str,
+        reason: &str,
+    ) -> Result<()> {
+        if queued.get(job_id).and_then(|j| j.reason.as_deref()) == Some(reason) {
+            return Ok(());
+        }
+        sqlx::query("UPDATE jobs SET reason = $1 WHERE job_id = $2 AND state = 'queued'")
+            .bind(reason)
+            .bind(job_id)
+            .execute(self.inner.meta.writer())
+            .await?;
+        Ok(())
+    }
+
+    /// One attempt from claim to its recorded end; the allocation is released after.
+    async fn run_attempt(self, job: JobRow, alloc: Allocation) {
+        let id = job.job_id.clone();
+        if let Err(e) = self.attempt(job, &alloc).await {
+            tracing::error!(job = %id, error = %e, "a job attempt could not be recorded");
+        }
+        self.inner.local.release(&alloc);
+        self.inner.local.unregister(&id);
+        self.inner.wake.notify_one();
+    }
+
+    async fn attempt(&self, mut job: JobRow, alloc: &Allocation) -> Result<()> {
+        let inner = &self.inner;
+        let t = now();
+        let claimed = sqlx::query(
+            "UPDATE jobs SET state = 'running', attempt = attempt + 1, started_at = $1, node = $2, reason = NULL, \
+             exit_code = NULL, placement = $3, enforcement = $4 \
+             WHERE job_id = $5 AND state = 'queued' AND cancel_requested = 0",
+        )
+        .bind(t)
+        .bind(&inner.settings.node)
+        .bind(alloc.describe())
+        .bind(local::ENFORCEMENT)
+        .bind(&job.job_id)
+        .execute(inner.meta.writer())
+        .await?
+        .rows_affected();
+        if claimed == 0 {
+            return Ok(());
+        }
+        job.attempt += 1;
+        job.state = "running".into();
+        job.started_at = Some(t);
+        // Registered before anything slow, so a cancel or preemption reaches it.
+        let control = inner.local.register(&job.job_id);
+        let prepared = self.prepare(&mut job, alloc).await;
+        let ending = match prepared {
+            Ok(ranks) => match local::spawn_gang(ranks) {
+                Ok((gang, started)) => {
+                    self.record_start(&job, &started).await?;
+                    let timeout = job
+                        .spec
+                        .timeout
+                        .as_deref()
+                        .and_then(|t| humantime::parse_duration(t).ok())
+                        .or(inner.settings.default_timeout);
+                    gang.supervise(
+                        control,
+                        job.per_rank.memory_mb,
+                        timeout,
+                        inner.settings.kill_grace,
+                        inner.settings.watch_interval,
+                    )
+                    .await
+                }
+                Err(reason) => Ending::Failed {
+                    exit_code: None,
+                    reason,
+                },
+            },
+            Err(e) => Ending::Failed {
+                exit_code: None,
+                reason: format!("could not be prepared: {e}"),
+            },
+        };
+        self.finish(&job, ending).await
+    }
+
+    /// The run, the token, the directories, the inputs and each rank's command line.
+    async fn prepare(&self, job: &mut JobRow, alloc: &Allocation) -> Result<Vec<RankLaunch>> {
+        let inner = &self.inner;
+        let project = inner.gov.project_by_id(&job.project_id).await?;
+        let run_id = match &job.run_id {
+            Some(r) => r.clone(),
+            None => {
+                let r = self.create_run(&project, job).await?;
+                job.run_id = Some(r.clone());
+                r
+            }
+        };
+        let account = inner
+            .gov
+            .service_member(&project, &format!("jobs@{}", project.name), Role::Editor)
+            .await?;
+        let timeout = job
+            .spec
+            .timeout
+            .as_deref()
+            .and_then(|t| humantime::parse_duration(t).ok())
+            .or(inner.settings.default_timeout)
+            .unwrap_or(Duration::from_secs(7 * 86_400));
+        let ttl = timeout + inner.settings.kill_grace + Duration::from_secs(3600);
+        let token = inner
+            .gov
+            .create_token(
+                &account.name,
+                &format!("{}-{}", job.job_id, job.attempt),
+                Some(now() + ttl.as_micros() as i64),
+            )
+            .await?;
+        sqlx::query("UPDATE jobs SET token_id = $1 WHERE job_id = $2")
+            .bind(&token.info.id)
+            .bind(&job.job_id)
+            .execute(inner.meta.writer())
+            .await?;
+        job.token_id = Some(token.info.id.clone());
+
+        let dir = self.job_dir(&job.job_id);
+        let work = dir.join("work");
+        let checkpoints = dir.join("checkpoints");
+        let inputs = dir.join("inputs");
+        let logs = dir.join(format!("attempt-{}", job.attempt));
+        for d in [&work, &checkpoints, &inputs, &logs] {
+            tokio::fs::create_dir_all(d)
+                .await
+                .map_err(|e| Error::io(d.display(), e))?;
+        }
+        self.materialize(&project, job, &inputs).await?;
+
+        let kind = inner.kinds.get(&job.kind)?;
+        let url = inner.settings.server_url.trim_end_matches('/').to_string();
+        let master_port = free_port().unwrap_or(29500);
+        let path = job
+            .spec
+            .env
+            .get("PATH")
+            .cloned()
+            .unwrap_or_else(queue::default_path);
+        let mut ranks = Vec::new();
+        for rank in 0..job.ranks {
+            let plan = kind.plan(&job.spec.params, rank, job.ranks)?;
+            let mut env: BTreeMap<String, String> = BTreeMap::new();
+            for k in ["HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME", "TMPDIR"] {
+                if let Ok(v) = std::env::var(k) {
+                    env.insert(k.into(), v);
+                }
+            }
+            env.insert("PATH".into(), path.clone());
+            env.extend(plan.env.iter().cloned());
+            env.extend(job.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+            let gpus = &alloc.rank_gpus[rank as usize];
+            let set = [
+                ("QANAT_URL", url.clone()),
+                ("QANAT_TOKEN", token.token.clone()),
+                ("QANAT_PROJECT", project.name.clone()),
+                ("QANAT_JOB_ID", job.job_id.clone()),
+                ("QANAT_JOB_ATTEMPT", job.attempt.to_string()),
+                ("QANAT_CHECKPOINT_DIR", checkpoints.display().to_string()),
+                ("QANAT_INPUTS", inputs.display().to_string()),
+                ("QANAT_RESUMED", (job.attempt > 1).to_string()),
+                (
+                    "MLFLOW_TRACKING_URI",
+                    format!("{url}/mlflow/{}", project.name),
+                ),
+                ("MLFLOW_TRACKING_TOKEN", token.token.clone()),
+                ("MLFLOW_RUN_ID", run_id.clone()),
+                ("MLFLOW_EXPERIMENT_ID", String::new()),
+                ("MASTER_ADDR", "127.0.0.1".into()),
+                ("MASTER_PORT", master_port.to_string()),
+                ("WORLD_SIZE", job.ranks.to_string()),
+                ("RANK", rank.to_string()),
+                ("LOCAL_RANK", rank.to_string()),
+                ("LOCAL_WORLD_SIZE", job.ranks.to_string()),
+                ("GROUP_RANK", "0".into()),
+                (
+                    "CUDA_VISIBLE_DEVICES",
+                    gpus.iter()
+                        .map(|g| g.to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                ),
+                (
+                    "OMP_NUM_THREADS",
+                    alloc.rank_cores[rank as usize].len().max(1).to_string(),
+                ),
+            ];
+            for (k, v) in set {
+                env.insert(k.to_string(), v);
+            }
+            env.remove("MLFLOW_EXPERIMENT_ID");
+            ranks.push(RankLaunch {
+                program: plan.program,
+                args: plan.args,
+                env: env.into_iter().collect(),
+                cwd: plan.working_dir.unwrap_or_else(|| work.clone()),
+                log: logs.join(format!("rank-{rank}.log")),
+                cores: alloc.rank_cores[rank as usize].clone(),
+            });
+        }
+        Ok(ranks)
+    }
+
+    /// The job's MLflow run, in its experiment (created when missing), linked to its
+    /// inputs; reused by every attempt.
+    async fn create_run(&self, project: &Project, job: &JobRow) -> Result<String> {
+        let tracking = &self.inner.tracking;
+        let name = job
+            .spec
+            .experiment
+            .clone()
+            .unwrap_or_else(|| "Default".into());
+        let experiment_id = match tracking.experiment_by_name(project, &name).await {
+            Ok(e) => e.experiment_id,
+            Err(qanat_tracking::Error::Refused(qanat_core::Refusal::NotFound { .. })) => {
+                tracking
+                    .create_experiment(project, &name, None, &[])
+                    .await?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let tag = |k: &str, v: &str| qanat_tracking::Tag {
+            key: k.into(),
+            value: v.into(),
+        };
+        let source = serde_json::to_string(
+            job.spec
+                .params
+                .get("command")
+                .unwrap_or(&serde_json::Value::Null),
+        )
+        .unwrap_or_default();
+        let run = tracking
+            .create_run(
+                project,
+                qanat_tracking::NewRun {
+                    experiment_id,
+                    user_id: job.submitted_by.clone(),
+                    run_name: Some(job.name.clone()),
+                    start_time: None,
+                    tags: vec![
+                        tag("mlflow.source.type", "JOB"),
+                        tag("mlflow.source.name", &source),
+                        tag("mlflow.user", &job.submitted_by),
+                        tag("qanat.job_id", &job.job_id),
+                    ],
+                },
+            )
+            .await?;
+        let run_id = run.info.run_id;
+        let mut conn = self.inner.meta.writer().acquire().await?;
+        sqlx::query("UPDATE jobs SET run_id = $1 WHERE job_id = $2")
+            .bind(&run_id)
+            .bind(&job.job_id)
+            .execute(&mut *conn)
+            .await?;
+        let parents: Vec<(String, &str)> = job
+            .spec
+            .inputs
+            .iter()
+            .map(|i| (i.clone(), "input"))
+            .collect();
+        qanat_governance::lineage::record_edges(
+            &mut conn,
+            &job.project_id,
+            &format!("run:{run_id}"),
+            &parents,
+        )
+        .await?;
+        Ok(run_id)
+    }
+
+    /// Writes each input dataset version's files under `inputs/<name>/` once.
+    async fn materialize(
+        &self,
+        project: &Project,
+        job: &JobRow,
+        dir: &std::path::Path,
+    ) -> Result<()> {
+        use futures::StreamExt;
+        use tokio::io::AsyncWriteExt;
+        let datasets = &self.inner.datasets;
+        for input in &job.spec.inputs {
+            let r: qanat_core::ObjectRef = input
+                .parse()
+                .map_err(|e| Error::invalid(format!("inputs: {e}")))?;
+            let target = dir.join(r.name.as_str());
+            let done = dir.join(format!(".{}.done", r.name));
+            if tokio::fs::try_exists(&done).await.unwrap_or(false) {
+                continue;
+            }
+            let ds = datasets.get(project, &r.name).await?;
+            let sel = r.selector.clone().unwrap_or(qanat_core::Selector::Latest);
+            let v = datasets.resolve(&ds, &sel).await?;
+            let manifest = datasets.manifest(&ds, &v).await?;
+            for entry in manifest.files {
+                let path = target.join(&entry.path);
+                if let Some(parent) = path.parent() {
+                    tokio::fs::create_dir_all(parent)
+                        .await
+                        .map_err(|e| Error::io(parent.display(), e))?;
+                }
+                let mut f = tokio::fs::File::create(&path)
+                    .await
+                    .map_err(|e| Error::io(path.display(), e))?;
+                let mut chunks = std::pin::pin!(datasets.file_stream(&ds, entry.clone()));
+                while let Some(c) = chunks.next().await {
+                    f.write_all(&c?)
+                        .await
+                        .map_err(|e| Error::io(path.display(), e))?;
+                }
+                f.flush().await.map_err(|e| Error::io(path.display(), e))?;
+            }
+            tokio::fs::write(&done, v.version.to_string())
+                .await
+                .map_err(|e| Error::io(done.display(), e))?;
+        }
+        Ok(())
+    }
+
+    async fn record_start(&self, job: &JobRow, started: &[local::Started]) -> Result<()> {
+        let inner = &self.inner;
+        let mut tx = inner.meta.writer().begin().await?;
+        for s in started {
+            sqlx::query(
+                "INSERT INTO job_processes (job_id, attempt, rank, node, pid, start_ticks) VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(&job.job_id)
+            .bind(i64::from(job.attempt))
+            .bind(i64::from(s.rank))
+            .bind(&inner.settings.node)
+            .bind(i64::from(s.pid))
+            .bind(s.start_ticks as i64)
+            .execute(&mut *tx)
+            .await?;
+        }
+        let msg = format!(
+            "attempt {} started on {} ({} rank(s))",
+            job.attempt, inner.settings.node, job.ranks
+        );
+        record_event(&mut tx, &job.job_id, job.attempt, "started", &msg).await?;
+        append_audit_in(&mut tx, &audit("job.start", job, &msg)).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Records how an attempt ended, then revokes its token, closes its run (when the
+    /// job is done) and stores its logs.
+    async fn finish(&self, job: &JobRow, ending: Ending) -> Result<()> {
+        let inner = &self.inner;
+        let t = now();
+        let mut tx = inner.meta.writer().begin().await?;
+        let (event, action, message, run_status) = match &ending {
+            Ending::Succeeded => {
+                let msg = format!(
+                    "attempt {}: all {} rank(s) exited 0",
+                    job.attempt, job.ranks
+                );
+                sqlx::query(
+                    "UPDATE jobs SET state = 'succeeded', finished_at = $1, exit_code = 0, reason = $2 WHERE job_id = $3",
+                )
+                .bind(t)
+                .bind(&msg)
+                .bind(&job.job_id)
+                .execute(&mut *tx)
+                .await?;
+                ("succeeded", "job.succeed", msg, Some("FINISHED"))
+            }
+            Ending::Failed { exit_code, reason } => {
+                let failures = job.failures + 1;
+                if failures <= job.max_retries {
+                    let backoff = inner
+                        .settings
+                        .retry_backoff
+                        .saturating_mul(1 << (failures - 1).min(16))
+                        .min(MAX_BACKOFF);
+                    let msg = format!(
+                        "attempt {} failed: {reason}; retry {failures} of {} in {}",
+                        job.attempt,
+                        job.max_retries,
+                        humantime::format_duration(backoff)
+                    );
+                    sqlx::query(
+                        "UPDATE jobs SET state = 'queued', failures = $1, exit_code = $2, not_before = $3, reason = $4, token_id = NULL WHERE job_id = $5",
+                    )
+                    .bind(i64::from(failures))
+                    .bind(exit_code.map(i64::from))
+                    .bind(t + backoff.as_micros() as i64)
+                    .bind(&msg)
+                    .bind(&job.job_id)
+                    .execute(&mut *tx)
+                    .await?;
+                    ("retrying", "job.retry", msg, None)
+                } else {
+                    let msg = format!("attempt {} failed: {reason}", job.attempt);
+                    sqlx::query(
+                        "UPDATE jobs SET state = 'failed', failures = $1, finished_at = $2, exit_code = $3, reason = $4 WHERE job_id = $5",
+                    )
+                    .bind(i64::from(failures))
+                    .bind(t)
+                    .bind(exit_code.map(i64::from))
+                    .bind(&msg)
+                    .bind(&job.job_id)
+                    .execute(&mut *tx)
+                    .await?;
+                    ("failed", "job.fail", msg, Some("FAILED"))
+                }
+            }
+            Ending::Cancelled { by } => {
+                let msg = format!("cancelled by {by} during attempt {}", job.attempt);
+                sqlx::query(
+                    "UPDATE jobs SET state = 'cancelled', finished_at = $1, reason = $2 WHERE job_id = $3",
+                )
+                .bind(t)
+                .bind(&msg)
+                .bind(&job.job_id)
+                .execute(&mut *tx)
+                .await?;
+                ("cancelled", "job.cancel", msg, Some("KILLED"))
+            }
+            Ending::Preempted { by } => {
+                let msg = format!(
+                    "preempted by {by} during attempt {}; queued again to resume from its checkpoint",
+                    job.attempt
+                );
+                sqlx::query(
+                    "UPDATE jobs SET state = 'queued', preemptions = preemptions + 1, not_before = $1, reason = $2, token_id = NULL WHERE job_id = $3",
+                )
+                .bind(t)
+                .bind(&msg)
+                .bind(&job.job_id)
+                .execute(&mut *tx)
+                .await?;
+                ("preempted", "job.preempt", msg, None)
+            }
+        };
+        record_event(&mut tx, &job.job_id, job.attempt, event, &message).await?;
+        append_audit_in(&mut tx, &audit(action, job, &message)).await?;
+        tx.commit().await?;
+        inner.wake.notify_one();
+
+        if let Some(token) = &job.token_id {
+            if let Err(e) = inner.gov.revoke_token(token).await {
+                tracing::warn!(job = %job.job_id, error = %e, "revoking a job token failed");
+            }
+        }
+        if let Some(e) = self.store_logs(job).await.err() {
+            tracing::warn!(job = %job.job_id, error = %e, "storing a job's logs failed; they stay on local disk");
+        }
+        if let (Some(status), Some(run_id)) = (run_status, &job.run_id) {
+            if let Err(e) = self.close_run(job, run_id, status).await {
+                tracing::warn!(job = %job.job_id, error = %e, "closing a job's run failed");
+            }
+        }
+        Ok(())
+    }
+
+    async fn close_run(&self, job: &JobRow, run_id: &str, status: &str) -> Result<()> {
+        let tracking = &self.inner.tracking;
+        let project = self.inner.gov.project_by_id(&job.project_id).await?;
+        let run = tracking.run(&project, run_id).await?;
+        // The code may have ended its run itself (mlflow.end_run): that stands.
+        if run.info.status == "RUNNING" || (status != "FINISHED" && run.info.status == "FINISHED") {
+            tracking
+                .update_run(
+                    &project,
+                    run_id,
+                    qanat_tracking::RunUpdate {
+                        status: Some(status.into()),
+                        end_time: Some(now() / 1000),
+                        run_name: None,
+                    },
+                )
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Moves an ended attempt's logs into the project's storage (encrypted at rest)
+    /// and removes the local copies.
+    async fn store_logs(&self, job: &JobRow) -> Result<()> {
+        let inner = &self.inner;
+        let project = inner.gov.project_by_id(&job.project_id).await?;
+        let storage = &inner.storage;
+        let location = std::iter::once(storage.default_location().to_string())
+            .chain(storage.locations().into_iter().map(|l| l.name))
+            .find(|name| {
+                storage
+                    .location(name)
+                    .is_ok_and(|l| qanat_governance::check_residency(&project, &l).is_ok())
+            })
+            .ok_or_else(|| {
+                Error::Residency(format!(
+                    "no storage location is in a region project '{}' allows; its job logs stay on the node",
+                    project.name
+                ))
+            })?;
+        for rank in 0..job.ranks {
+            let path = self.log_path(&job.job_id, job.attempt, rank);
+            let data = match tokio::fs::read(&path).await {
+                Ok(d) => d,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                Err(e) => return Err(Error::io(path.display(), e)),
+            };
+            let key: ObjectKey = format!(
+                "jobs/{}/{}/attempt-{}/rank-{rank}.log",
+                job.project_id, job.job_id, job.attempt
+            )
+            .parse()?;
+            let n = data.len() as i64;
+            storage.put_bytes(&location, &key, data.into()).await?;
+            sqlx::query(
+                "INSERT INTO job_logs (job_id, attempt, rank, location, object_key, bytes) VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT (job_id, attempt, rank) DO UPDATE SET location = excluded.location, object_key = excluded.object_key, bytes = excluded.bytes",
+            )
+            .bind(&job.job_id)
+            .bind(i64::from(job.attempt))
+            .bind(i64::from(rank))
+            .bind(&location)
+            .bind(key.as_str())
+            .bind(n)
+            .execute(inner.meta.writer())
+            .await?;
+            let _ = tokio::fs::remove_file(&path).await;
+        }
+        let _ = tokio::fs::remove_dir(
+            self.job_dir(&job.job_id)
+                .join(format!("attempt-{}", job.attempt)),
+        )
+        .await;
+        Ok(())
+    }
+}
+
+/// A TCP port free now on loopback (for rank 0's rendezvous).
+fn free_port() -> Option<u16> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()
+        .map(|a| a.port())
+}
