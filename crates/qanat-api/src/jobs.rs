@@ -8,7 +8,8 @@ use axum::http::StatusCode;
 use axum::Json;
 use qanat_governance::Role::{Admin, Editor, Viewer};
 use qanat_jobs::wire::{
-    ExecutorList, Job, JobDetail, JobList, JobListParams, LogChunk, LogParams, Quota, QuotaUsage,
+    ExecutorList, Job, JobDetail, JobList, JobListParams, LogChunk, LogParams, NewSchedule, Quota,
+    QuotaUsage, Schedule, ScheduleList,
 };
 use qanat_jobs::JobSpec;
 use serde::Deserialize;
@@ -179,6 +180,62 @@ pub(crate) async fn executors(State(state): State<AppState>) -> Json<ExecutorLis
     Json(state.jobs.executors())
 }
 
+/// Creates a cron schedule that submits its job at every firing (editors). The job
+/// spec is checked now, as a submit would check it.
+#[utoipa::path(post, path = "/api/v1/projects/{project}/schedules", tag = "jobs", security(("bearer" = [])),
+    params(("project" = String, Path)), request_body = NewSchedule,
+    responses((status = 201, body = Schedule), (status = 400, body = crate::ErrorBody), (status = 403, body = crate::ErrorBody)))]
+pub(crate) async fn create_schedule(
+    State(state): State<AppState>,
+    scope: Scope,
+    Caller(caller): Caller,
+    ticket: AuditTicket,
+    ApiJson(new): ApiJson<NewSchedule>,
+) -> Result<(StatusCode, Json<Schedule>), ApiError> {
+    let s = state
+        .jobs
+        .create_schedule(&scope.project, new, &caller.name, Some(ticket.record()))
+        .await?;
+    ticket.committed();
+    Ok((StatusCode::CREATED, Json(s)))
+}
+
+/// A project's schedules (viewers).
+#[utoipa::path(get, path = "/api/v1/projects/{project}/schedules", tag = "jobs", security(("bearer" = [])),
+    params(("project" = String, Path)),
+    responses((status = 200, body = ScheduleList)))]
+pub(crate) async fn list_schedules(
+    State(state): State<AppState>,
+    scope: Scope,
+) -> Result<Json<ScheduleList>, ApiError> {
+    Ok(Json(ScheduleList {
+        schedules: state.jobs.schedules(&scope.project).await?,
+    }))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct SchedulePath {
+    schedule_id: String,
+}
+
+/// Deletes a schedule; the jobs it submitted stay (editors).
+#[utoipa::path(delete, path = "/api/v1/projects/{project}/schedules/{schedule_id}", tag = "jobs", security(("bearer" = [])),
+    params(("project" = String, Path), ("schedule_id" = String, Path)),
+    responses((status = 204), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn delete_schedule(
+    State(state): State<AppState>,
+    scope: Scope,
+    ticket: AuditTicket,
+    ApiPath(path): ApiPath<SchedulePath>,
+) -> Result<StatusCode, ApiError> {
+    state
+        .jobs
+        .delete_schedule(&scope.project, &path.schedule_id, Some(ticket.record()))
+        .await?;
+    ticket.committed();
+    Ok(StatusCode::NO_CONTENT)
+}
+
 pub(crate) fn routes() -> Fragment {
     Fragment::default()
         .route(routes!(submit), Policy::in_project("job.submit", Editor))
@@ -196,4 +253,16 @@ pub(crate) fn routes() -> Fragment {
             Policy::in_project("job.quota.set", Admin),
         )
         .route(routes!(executors), Policy::authenticated("executor.list"))
+        .route(
+            routes!(create_schedule),
+            Policy::in_project("job.schedule.create", Editor),
+        )
+        .route(
+            routes!(list_schedules),
+            Policy::in_project("job.schedule.list", Viewer),
+        )
+        .route(
+            routes!(delete_schedule),
+            Policy::in_project("job.schedule.delete", Editor),
+        )
 }

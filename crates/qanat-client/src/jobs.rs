@@ -1,7 +1,8 @@
 //! Jobs: submit, list, show, cancel, retry, logs; quotas and executors.
 
 use qanat_jobs::wire::{
-    ExecutorList, Job, JobDetail, JobList, JobListParams, LogChunk, LogParams, Quota, QuotaUsage,
+    ExecutorList, Job, JobDetail, JobList, JobListParams, LogChunk, LogParams, NewSchedule, Quota,
+    QuotaUsage, Schedule, ScheduleList,
 };
 use qanat_jobs::JobSpec;
 use reqwest::Method;
@@ -66,5 +67,23 @@ impl Client {
     /// What the executors offer, GPUs included.
     pub async fn executors(&self) -> Result<ExecutorList> {
         self.get("/api/v1/executors").await
+    }
+
+    /// Creates a cron schedule (editors).
+    pub async fn create_schedule(&self, project: &str, new: &NewSchedule) -> Result<Schedule> {
+        let path = format!("{}/schedules", project_path(project));
+        self.with_body(Method::POST, &path, new).await
+    }
+
+    /// A project's schedules.
+    pub async fn schedules(&self, project: &str) -> Result<ScheduleList> {
+        self.get(&format!("{}/schedules", project_path(project)))
+            .await
+    }
+
+    /// Deletes a schedule (editors).
+    pub async fn delete_schedule(&self, project: &str, id: &str) -> Result<()> {
+        let path = format!("{}/schedules/{}", project_path(project), seg(id));
+        self.no_content(Method::DELETE, &path).await
     }
 }

@@ -285,6 +285,17 @@ impl Governance {
         Ok(info)
     }
 
+    /// Revokes a token inside the caller's transaction (a job's token goes with the
+    /// change that ends its attempt). Revoking a revoked or unknown token does nothing.
+    pub async fn revoke_token_in(conn: &mut sqlx::AnyConnection, id: &str) -> Result<()> {
+        sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+            .bind(now_micros())
+            .bind(id)
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
+
     /// Resolves a bearer token to its principal, or says why it is not accepted.
     pub async fn authenticate(&self, token: &str) -> Result<Principal> {
         let reject = |why: &str| Err(Error::Unauthenticated(why.to_string()));

@@ -27,6 +27,7 @@ mod procfs;
 mod queue;
 mod rows;
 mod scheduler;
+pub mod schedules;
 pub mod spec;
 pub mod wire;
 

@@ -34,6 +34,12 @@ impl Jobs {
         by: &str,
         audit: Option<&AuditRecord>,
     ) -> Result<wire::Job> {
+        self.submit_as(project, spec, by, audit, None).await
+    }
+
+    /// Everything a submit checks, without queueing: the spec, its kind, where it may
+    /// run, the quota, the inputs (pinned to the versions they name now).
+    pub(crate) async fn check_spec(&self, project: &Project, spec: JobSpec) -> Result<Checked> {
         let inner = &self.inner;
         let mut c = spec.check(inner.settings.default_timeout)?;
         let kind = inner.kinds.get(&c.spec.kind)?;
@@ -42,6 +48,19 @@ impl Jobs {
         self.check_executor(project, &c)?;
         self.check_quota(&project.id, &c).await?;
         self.pin_inputs(project, &mut c).await?;
+        Ok(c)
+    }
+
+    pub(crate) async fn submit_as(
+        &self,
+        project: &Project,
+        spec: JobSpec,
+        by: &str,
+        audit: Option<&AuditRecord>,
+        schedule_id: Option<&str>,
+    ) -> Result<wire::Job> {
+        let inner = &self.inner;
+        let c = self.check_spec(project, spec).await?;
         let job_id = format!("job-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
         let spec_json = serde_json::to_string(&c.spec)
             .map_err(|e| Error::invalid(format!("the spec does not serialize: {e}")))?;
@@ -49,8 +68,8 @@ impl Jobs {
         let mut tx = inner.meta.writer().begin().await?;
         sqlx::query(
             "INSERT INTO jobs (job_id, project_id, name, kind, spec, executor, state, priority, ranks, cpu_millis, memory_mb, gpus, \
-             max_retries, not_before, submitted_at, submitted_by, reason) \
-             VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10, $11, $12, $13, $14, $15, 'waiting to be scheduled')",
+             max_retries, not_before, submitted_at, submitted_by, reason, schedule_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10, $11, $12, $13, $14, $15, 'waiting to be scheduled', $16)",
         )
         .bind(&job_id)
         .bind(&project.id)
@@ -67,6 +86,7 @@ impl Jobs {
         .bind(t)
         .bind(t)
         .bind(by)
+        .bind(schedule_id)
         .execute(&mut *tx)
         .await?;
         record_event(
@@ -83,7 +103,9 @@ impl Jobs {
         .await?;
         if let Some(rec) = audit {
             let mut rec = rec.clone();
-            rec.resource = format!("project:{}/job:{job_id}", project.name);
+            if schedule_id.is_none() {
+                rec.resource = format!("project:{}/job:{job_id}", project.name);
+            }
             append_audit_in(&mut tx, &rec).await?;
         }
         tx.commit().await?;
@@ -284,7 +306,7 @@ impl Jobs {
                 == 1;
             if !running {
                 return Err(Error::Conflict(format!(
-                    "job {job_id} has already {}; nothing to cancel",
+                    "job {job_id} is already {}; nothing to cancel",
                     row.state
                 )));
             }
@@ -410,30 +432,19 @@ impl Jobs {
         if attempt == 0 {
             return Ok(empty(row.finished_at.is_some()));
         }
-        let stored = sqlx::query(
-            "SELECT location, object_key FROM job_logs WHERE job_id = $1 AND attempt = $2 AND rank = $3",
-        )
-        .bind(job_id)
-        .bind(i64::from(attempt))
-        .bind(i64::from(rank))
-        .fetch_optional(self.inner.meta.reader())
-        .await?;
-        let bytes: Vec<u8> = if let Some(s) = stored {
-            let location: String = s.try_get("location")?;
-            let key: ObjectKey = s
-                .try_get::<String, _>("object_key")?
-                .parse()
-                .map_err(|e: qanat_store::Error| Error::Io(e.to_string()))?;
-            let all = self.inner.storage.get_bytes(&location, &key).await?;
-            let start = (offset as usize).min(all.len());
-            let end = (start + LOG_CHUNK as usize).min(all.len());
-            all[start..end].to_vec()
-        } else {
-            let path = self.log_path(job_id, attempt, rank);
-            match read_from(&path, offset).await {
-                Ok(b) => b,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-                Err(e) => return Err(Error::io(path.display(), e)),
+        let bytes = match self.stored_log(job_id, attempt, rank, offset).await? {
+            Some(b) => b,
+            None => {
+                let path = self.log_path(job_id, attempt, rank);
+                match read_from(&path, offset).await {
+                    Ok(b) => b,
+                    // Stored (and removed) since we looked.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => self
+                        .stored_log(job_id, attempt, rank, offset)
+                        .await?
+                        .unwrap_or_default(),
+                    Err(e) => return Err(Error::io(path.display(), e)),
+                }
             }
         };
         let next = offset + bytes.len() as u64;
@@ -446,6 +457,31 @@ impl Jobs {
             next_offset: next,
             complete,
         })
+    }
+
+    /// Bytes from `offset` of a stored log, if it was stored.
+    async fn stored_log(
+        &self,
+        job_id: &str,
+        attempt: u32,
+        rank: u32,
+        offset: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        let stored = sqlx::query(
+            "SELECT location, object_key FROM job_logs WHERE job_id = $1 AND attempt = $2 AND rank = $3",
+        )
+        .bind(job_id)
+        .bind(i64::from(attempt))
+        .bind(i64::from(rank))
+        .fetch_optional(self.inner.meta.reader())
+        .await?;
+        let Some(s) = stored else { return Ok(None) };
+        let location: String = s.try_get("location")?;
+        let key: ObjectKey = s.try_get::<String, _>("object_key")?.parse()?;
+        let all = self.inner.storage.get_bytes(&location, &key).await?;
+        let start = (offset as usize).min(all.len());
+        let end = (start + LOG_CHUNK as usize).min(all.len());
+        Ok(Some(all[start..end].to_vec()))
     }
 
     pub(crate) fn job_dir(&self, job_id: &str) -> std::path::PathBuf {

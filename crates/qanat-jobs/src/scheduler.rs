@@ -38,6 +38,9 @@ impl Scheduler {
             }
             loop {
                 if jobs.inner.settings.enabled {
+                    if let Err(e) = jobs.fire_schedules().await {
+                        tracing::error!(error = %e, "firing job schedules failed");
+                    }
                     if let Err(e) = jobs.pass().await {
                         tracing::error!(error = %e, "a scheduling pass failed");
                     }
@@ -111,11 +114,11 @@ impl Jobs {
             .execute(&mut *tx)
             .await?;
             record_event(&mut tx, &job.job_id, job.attempt, "lost", &message).await?;
+            if let Some(t) = &job.token_id {
+                qanat_governance::Governance::revoke_token_in(&mut tx, t).await?;
+            }
             append_audit_in(&mut tx, &audit("job.lost", &job, &message)).await?;
             tx.commit().await?;
-            if let Some(t) = &job.token_id {
-                let _ = inner.gov.revoke_token(t).await;
-            }
         }
         Ok(())
     }
@@ -280,6 +283,11 @@ impl Jobs {
         // Registered before anything slow, so a cancel or preemption reaches it.
         let control = inner.local.register(&job.job_id);
         let prepared = self.prepare(&mut job, alloc).await;
+        let cwd = prepared
+            .as_ref()
+            .ok()
+            .and_then(|r| r.first())
+            .map(|r| r.cwd.clone());
         let ending = match prepared {
             Ok(ranks) => match local::spawn_gang(ranks) {
                 Ok((gang, started)) => {
@@ -309,7 +317,84 @@ impl Jobs {
                 reason: format!("could not be prepared: {e}"),
             },
         };
+        let ending = match (ending, cwd) {
+            (Ending::Succeeded, Some(cwd)) if !job.spec.outputs.is_empty() => {
+                match self.log_outputs(&job, &cwd).await {
+                    Ok(()) => Ending::Succeeded,
+                    Err(e) => Ending::Failed {
+                        exit_code: Some(0),
+                        reason: e.to_string(),
+                    },
+                }
+            }
+            (e, _) => e,
+        };
         self.finish(&job, ending).await
+    }
+
+    /// Logs the declared outputs (files, or directories walked) to the job's run as
+    /// artifacts, under the same relative paths. A declared output that is missing
+    /// fails the attempt: downstream steps rely on it.
+    async fn log_outputs(&self, job: &JobRow, cwd: &std::path::Path) -> Result<()> {
+        let inner = &self.inner;
+        let project = inner.gov.project_by_id(&job.project_id).await?;
+        let Some(run_id) = &job.run_id else {
+            return Ok(());
+        };
+        let run = inner.tracking.run(&project, run_id).await?;
+        let root = run.info.artifact_root().to_string();
+        let storage = &inner.storage;
+        let location = storage.default_location().to_string();
+        qanat_governance::check_residency(&project, &storage.location(&location)?)?;
+        let mut files = Vec::new();
+        for out in &job.spec.outputs {
+            let path = cwd.join(out);
+            let meta = tokio::fs::metadata(&path).await.map_err(|_| {
+                Error::invalid(format!(
+                    "declared output '{out}' was not produced (looked for {})",
+                    path.display()
+                ))
+            })?;
+            if meta.is_dir() {
+                let mut stack = vec![path.clone()];
+                while let Some(dir) = stack.pop() {
+                    let mut rd = tokio::fs::read_dir(&dir)
+                        .await
+                        .map_err(|e| Error::io(dir.display(), e))?;
+                    while let Some(e) = rd
+                        .next_entry()
+                        .await
+                        .map_err(|e| Error::io(dir.display(), e))?
+                    {
+                        let t = e
+                            .file_type()
+                            .await
+                            .map_err(|err| Error::io(e.path().display(), err))?;
+                        if t.is_dir() {
+                            stack.push(e.path());
+                        } else if t.is_file() {
+                            files.push(e.path());
+                        }
+                    }
+                }
+            } else {
+                files.push(path);
+            }
+        }
+        for f in files {
+            let rel = f
+                .strip_prefix(cwd)
+                .unwrap_or(&f)
+                .to_string_lossy()
+                .replace('\\', "/");
+            let key: ObjectKey =
+                format!("projects/{}/mlflow-artifacts/{root}/{rel}", job.project_id).parse()?;
+            let file = tokio::fs::File::open(&f)
+                .await
+                .map_err(|e| Error::io(f.display(), e))?;
+            storage.put_reader(&location, &key, file).await?;
+        }
+        Ok(())
     }
 
     /// The run, the token, the directories, the inputs and each rank's command line.
@@ -583,6 +668,14 @@ impl Jobs {
     /// job is done) and stores its logs.
     async fn finish(&self, job: &JobRow, ending: Ending) -> Result<()> {
         let inner = &self.inner;
+        // Logs are stored first, so a job seen as ended has its logs in storage.
+        let stored = match self.store_logs(job).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(job = %job.job_id, error = %e, "storing a job's logs failed; they stay on local disk");
+                Vec::new()
+            }
+        };
         let t = now();
         let mut tx = inner.meta.writer().begin().await?;
         let (event, action, message, run_status) = match &ending {
@@ -670,17 +763,36 @@ impl Jobs {
             }
         };
         record_event(&mut tx, &job.job_id, job.attempt, event, &message).await?;
+        for s in &stored {
+            sqlx::query(
+                "INSERT INTO job_logs (job_id, attempt, rank, location, object_key, bytes) VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT (job_id, attempt, rank) DO UPDATE SET location = excluded.location, object_key = excluded.object_key, bytes = excluded.bytes",
+            )
+            .bind(&job.job_id)
+            .bind(i64::from(job.attempt))
+            .bind(i64::from(s.rank))
+            .bind(&s.location)
+            .bind(s.key.as_str())
+            .bind(s.bytes)
+            .execute(&mut *tx)
+            .await?;
+        }
+        // The attempt's token ends with it, in the same commit.
+        if let Some(token) = &job.token_id {
+            qanat_governance::Governance::revoke_token_in(&mut tx, token).await?;
+        }
         append_audit_in(&mut tx, &audit(action, job, &message)).await?;
         tx.commit().await?;
         inner.wake.notify_one();
-
-        if let Some(token) = &job.token_id {
-            if let Err(e) = inner.gov.revoke_token(token).await {
-                tracing::warn!(job = %job.job_id, error = %e, "revoking a job token failed");
-            }
+        for s in &stored {
+            let _ = tokio::fs::remove_file(self.log_path(&job.job_id, job.attempt, s.rank)).await;
         }
-        if let Some(e) = self.store_logs(job).await.err() {
-            tracing::warn!(job = %job.job_id, error = %e, "storing a job's logs failed; they stay on local disk");
+        if !stored.is_empty() {
+            let _ = tokio::fs::remove_dir(
+                self.job_dir(&job.job_id)
+                    .join(format!("attempt-{}", job.attempt)),
+            )
+            .await;
         }
         if let (Some(status), Some(run_id)) = (run_status, &job.run_id) {
             if let Err(e) = self.close_run(job, run_id, status).await {
@@ -711,9 +823,9 @@ impl Jobs {
         Ok(())
     }
 
-    /// Moves an ended attempt's logs into the project's storage (encrypted at rest)
-    /// and removes the local copies.
-    async fn store_logs(&self, job: &JobRow) -> Result<()> {
+    /// Copies an ended attempt's logs into the project's storage (encrypted at rest);
+    /// the caller records them and removes the local copies.
+    async fn store_logs(&self, job: &JobRow) -> Result<Vec<StoredLog>> {
         let inner = &self.inner;
         let project = inner.gov.project_by_id(&job.project_id).await?;
         let storage = &inner.storage;
@@ -730,6 +842,7 @@ impl Jobs {
                     project.name
                 ))
             })?;
+        let mut out = Vec::new();
         for rank in 0..job.ranks {
             let path = self.log_path(&job.job_id, job.attempt, rank);
             let data = match tokio::fs::read(&path).await {
@@ -742,29 +855,25 @@ impl Jobs {
                 job.project_id, job.job_id, job.attempt
             )
             .parse()?;
-            let n = data.len() as i64;
+            let bytes = data.len() as i64;
             storage.put_bytes(&location, &key, data.into()).await?;
-            sqlx::query(
-                "INSERT INTO job_logs (job_id, attempt, rank, location, object_key, bytes) VALUES ($1, $2, $3, $4, $5, $6) \
-                 ON CONFLICT (job_id, attempt, rank) DO UPDATE SET location = excluded.location, object_key = excluded.object_key, bytes = excluded.bytes",
-            )
-            .bind(&job.job_id)
-            .bind(i64::from(job.attempt))
-            .bind(i64::from(rank))
-            .bind(&location)
-            .bind(key.as_str())
-            .bind(n)
-            .execute(inner.meta.writer())
-            .await?;
-            let _ = tokio::fs::remove_file(&path).await;
+            out.push(StoredLog {
+                rank,
+                location: location.clone(),
+                key,
+                bytes,
+            });
         }
-        let _ = tokio::fs::remove_dir(
-            self.job_dir(&job.job_id)
-                .join(format!("attempt-{}", job.attempt)),
-        )
-        .await;
-        Ok(())
+        Ok(out)
     }
+}
+
+/// A rank's log, stored.
+struct StoredLog {
+    rank: u32,
+    location: String,
+    key: ObjectKey,
+    bytes: i64,
 }
 
 /// A TCP port free now on loopback (for rank 0's rendezvous).

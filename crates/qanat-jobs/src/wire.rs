@@ -167,3 +167,33 @@ pub struct ExecutorInfo {
 pub struct ExecutorList {
     pub executors: Vec<ExecutorInfo>,
 }
+
+/// A cron schedule that submits a job at every firing.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Schedule {
+    pub schedule_id: String,
+    pub project: String,
+    pub name: String,
+    /// Five fields, UTC: minute hour day-of-month month day-of-week.
+    pub cron: String,
+    pub job: JobSpec,
+    /// The next firing (RFC 3339).
+    pub next_at: String,
+    pub created_at: String,
+    pub created_by: String,
+}
+
+/// `POST /schedules`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewSchedule {
+    pub name: String,
+    pub cron: String,
+    pub job: JobSpec,
+}
+
+/// `GET /schedules`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ScheduleList {
+    pub schedules: Vec<Schedule>,
+}

@@ -37,6 +37,19 @@ pub enum JobsCmd {
         #[arg(long, short = 'f')]
         follow: bool,
     },
+    /// Submit a job on a cron schedule (five fields, UTC): `qanat jobs schedule
+    /// --cron '0 3 * * *' --name nightly -- python retrain.py`.
+    Schedule {
+        /// Five fields: minute hour day-of-month month day-of-week.
+        #[arg(long)]
+        cron: String,
+        #[command(flatten)]
+        job: Box<SubmitArgs>,
+    },
+    /// The project's schedules.
+    Schedules,
+    /// Delete a schedule (the jobs it submitted stay).
+    Unschedule { schedule_id: String },
     /// The project's job quota and use; `quota set` replaces it (global admins).
     Quota {
         #[command(subcommand)]

@@ -4,7 +4,8 @@ use std::io::Write;
 
 use anyhow::{bail, Context, Result};
 use qanat_jobs::wire::{
-    ExecutorInfo, Job, JobDetail, JobEvent, JobListParams, LogParams, Quota, QuotaUsage,
+    ExecutorInfo, Job, JobDetail, JobEvent, JobListParams, LogParams, NewSchedule, Quota,
+    QuotaUsage, Schedule,
 };
 use qanat_jobs::JobSpec;
 use serde_json::{json, Value};
@@ -72,6 +73,24 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: JobsCmd) -> Result<()> {
             attempt,
             follow,
         } => logs(ctx, project, &job_id, rank, attempt, follow).await,
+        JobsCmd::Schedule { cron, job } => {
+            let name = job.name.clone();
+            let spec = spec_of(*job)?;
+            let new = NewSchedule {
+                name: name.unwrap_or_else(|| spec.name.clone()),
+                cron,
+                job: spec,
+            };
+            output::record(format, &c.create_schedule(project, &new).await?)
+        }
+        JobsCmd::Schedules => output::list(format, &c.schedules(project).await?.schedules),
+        JobsCmd::Unschedule { schedule_id } => {
+            c.delete_schedule(project, &schedule_id).await?;
+            if format == Format::Table {
+                println!("deleted schedule {schedule_id}");
+            }
+            Ok(())
+        }
         JobsCmd::Quota { cmd: None } => output::record(format, &c.quota(project).await?),
         JobsCmd::Quota {
             cmd:
@@ -339,3 +358,14 @@ output::fields!(QuotaUsage, |x| {
     "running jobs" => format!("{} of {}", x.running_jobs, output::opt(x.quota.running_jobs)),
     "queued jobs" => x.queued_jobs.to_string(),
 });
+
+output::columns!(Schedule, |x| {
+    "id" => x.schedule_id.clone(),
+    "name" => x.name.clone(),
+    "cron" => x.cron.clone(),
+    "next" => x.next_at.clone(),
+    "command" => x.job.params.get("command").map(|c| c.to_string()).unwrap_or_default(),
+    "created by" => x.created_by.clone(),
+});
+
+output::fields!(Schedule = Row);

@@ -1,0 +1,518 @@
+//! Training jobs through the real binary: durability across kill -9, the queue's
+//! order, preemption and resume, enforced memory limits, gangs that fail together,
+//! cancellation, logs, tokens, residency and the refusals at submit.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::Qanat;
+use serde_json::{json, Value};
+
+/// A server whose local executor hands out `cpus` cores, stops jobs with a 2 s
+/// grace and retries after 1 s.
+fn server(cpus: &str) -> Qanat {
+    Qanat::start_with(vec![
+        ("QANAT_JOBS_CPUS".into(), cpus.into()),
+        ("QANAT_JOBS_KILL_GRACE_SECS".into(), "2".into()),
+        ("QANAT_JOBS_RETRY_BACKOFF_SECS".into(), "1".into()),
+    ])
+}
+
+fn submit(q: &Qanat, project: &str, spec: Value) -> Value {
+    let (s, job) = q.http().send(
+        &q.admin_token,
+        "POST",
+        &format!("/api/v1/projects/{project}/jobs"),
+        Some(spec),
+    );
+    assert_eq!(s, 201, "submit: {job}");
+    job
+}
+
+fn job(q: &Qanat, project: &str, id: &str) -> Value {
+    let (s, j) = q.http().send(
+        &q.admin_token,
+        "GET",
+        &format!("/api/v1/projects/{project}/jobs/{id}"),
+        None,
+    );
+    assert_eq!(s, 200, "show: {j}");
+    j
+}
+
+/// Polls until `done` holds for the job, panicking with its state after `secs`.
+fn wait_until(
+    q: &Qanat,
+    project: &str,
+    id: &str,
+    secs: u64,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let start = Instant::now();
+    loop {
+        let j = job(q, project, id);
+        if done(&j) {
+            return j;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "job {id} did not get there in {secs}s: {j:#}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn finished(q: &Qanat, project: &str, id: &str, secs: u64) -> Value {
+    wait_until(q, project, id, secs, |j| {
+        ["succeeded", "failed", "cancelled"].contains(&j["state"].as_str().unwrap_or(""))
+    })
+}
+
+fn id(j: &Value) -> String {
+    j["job_id"].as_str().expect("job id").to_string()
+}
+
+fn events(j: &Value) -> Vec<String> {
+    j["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| e["event"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// Whether a process is gone (or a zombie nobody reaped yet).
+fn gone(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
+        Ok(s) => s
+            .rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+#[test]
+fn a_job_survives_a_server_kill_and_completes_exactly_once() {
+    let mut q = server("2");
+    let out = tempfile::tempdir().expect("tempdir");
+    let o = out.path().display();
+    let j = submit(
+        &q,
+        "default",
+        json!({
+            "name": "durable",
+            "command": format!(
+                "echo start $QANAT_JOB_ATTEMPT >> {o}/trace; echo $$ > {o}/pid-$QANAT_JOB_ATTEMPT; \
+                 if [ $QANAT_JOB_ATTEMPT = 1 ]; then sleep 60; fi; echo done >> {o}/trace"
+            ),
+        }),
+    );
+    let jid = id(&j);
+    // Acknowledged means stored: it is there after a kill -9 even before it ran.
+    wait_until(&q, "default", &jid, 20, |_| {
+        out.path().join("pid-1").exists()
+    });
+    let first = read(&out.path().join("pid-1"));
+    q.kill_hard();
+    q.spawn_server();
+    let j = finished(&q, "default", &jid, 30);
+    assert_eq!(j["state"], "succeeded", "{j:#}");
+    assert_eq!(j["attempt"], 2);
+    let ev = events(&j);
+    assert!(ev.contains(&"lost".to_string()), "{ev:?}");
+    assert_eq!(read(&out.path().join("trace")), "start 1\nstart 2\ndone\n");
+    // The first attempt's process did not outlive the crash: nothing ran twice.
+    assert!(gone(&first), "attempt 1 (pid {first}) still runs");
+}
+
+#[test]
+fn a_memory_hungry_job_is_killed_at_its_limit_with_a_clear_reason() {
+    let q = server("2");
+    let j = submit(
+        &q,
+        "default",
+        json!({
+            "name": "hungry",
+            "resources": {"memory": "64MiB"},
+            "command": ["python3", "-c", "import time\nx = bytearray(400 * 1024 * 1024)\nfor i in range(len(x) // 4096): x[i * 4096] = 1\ntime.sleep(30)"],
+        }),
+    );
+    let j = finished(&q, "default", &id(&j), 30);
+    assert_eq!(j["state"], "failed");
+    let reason = j["reason"].as_str().expect("reason");
+    assert!(
+        reason.contains("over its limit of 64 MiB") && reason.contains("resources.memory"),
+        "{reason}"
+    );
+    assert!(j["enforcement"]
+        .as_str()
+        .expect("enforcement")
+        .contains("memory"));
+}
+
+#[test]
+fn a_two_rank_gang_where_one_rank_dies_fails_together_and_is_retried_whole() {
+    let q = server("2");
+    let out = tempfile::tempdir().expect("tempdir");
+    let o = out.path().display();
+    let j = submit(
+        &q,
+        "default",
+        json!({
+            "name": "gang",
+            "ranks": 2,
+            "resources": {"cpus": 1},
+            "max_retries": 1,
+            "command": format!(
+                "echo \"$QANAT_JOB_ATTEMPT $RANK/$WORLD_SIZE $MASTER_ADDR\" >> {o}/ranks; \
+                 if [ $RANK = 1 ]; then exit 3; fi; sleep 60"
+            ),
+        }),
+    );
+    let started = Instant::now();
+    let j = finished(&q, "default", &id(&j), 40);
+    assert_eq!(j["state"], "failed", "{j:#}");
+    assert_eq!(j["attempt"], 2, "the whole gang was retried once");
+    assert_eq!(j["failures"], 2);
+    let reason = j["reason"].as_str().expect("reason");
+    assert!(reason.contains("rank 1 exited with code 3"), "{reason}");
+    assert!(reason.contains("other ranks were stopped"), "{reason}");
+    // Rank 0 sleeps 60 s: the gang ended long before, twice.
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let mut lines: Vec<String> = read(&out.path().join("ranks"))
+        .lines()
+        .map(String::from)
+        .collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "1 0/2 127.0.0.1",
+            "1 1/2 127.0.0.1",
+            "2 0/2 127.0.0.1",
+            "2 1/2 127.0.0.1"
+        ]
+    );
+}
+
+#[test]
+fn priorities_and_quotas_order_the_queue() {
+    let q = server("1");
+    q.create_project("other", &["uae-north"]);
+    let out = tempfile::tempdir().expect("tempdir");
+    let order = out.path().join("order");
+    let gate = out.path().join("gate");
+    // Holds the only core until the gate file appears, and cannot be preempted.
+    let blocker = submit(
+        &q,
+        "default",
+        json!({
+            "name": "blocker", "preemptible": false,
+            "command": format!("while [ ! -e {} ]; do sleep 0.1; done", gate.display()),
+        }),
+    );
+    wait_until(&q, "default", &id(&blocker), 20, |j| {
+        j["state"] == "running"
+    });
+    let step = |name: &str, priority: i64, project: &str| {
+        submit(
+            &q,
+            project,
+            json!({
+                "name": name, "priority": priority, "resources": {"cpus": 1},
+                "command": format!("echo {name} >> {}", order.display()),
+            }),
+        )
+    };
+    let low = step("low", -10, "default");
+    let normal = step("normal", 0, "default");
+    let high = step("high", 10, "default");
+    let other = step("other", 0, "other");
+    // While it waits, a job says why.
+    let w = wait_until(&q, "default", &id(&high), 10, |j| {
+        j["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("waiting for resources"))
+    });
+    assert_eq!(w["state"], "queued");
+    std::fs::write(&gate, "").expect("open the gate");
+    for j in [&low, &normal, &high] {
+        assert_eq!(finished(&q, "default", &id(j), 30)["state"], "succeeded");
+    }
+    assert_eq!(finished(&q, "other", &id(&other), 30)["state"], "succeeded");
+    // Priority first; the two of priority 0 come from projects with equal (zero) use
+    // once 'high' is done, so the one submitted first goes first; 'low' last.
+    let got: Vec<String> = read(&order).lines().map(String::from).collect();
+    assert_eq!(got[0], "high", "{got:?}");
+    assert_eq!(got[3], "low", "{got:?}");
+    assert_eq!(&got[1..3], ["normal", "other"], "{got:?}");
+
+    // A job bigger than its project's quota can never run: refused at submit.
+    let (s, body) = q.http().send(
+        &q.admin_token,
+        "PUT",
+        "/api/v1/projects/other/quota",
+        Some(json!({"running_jobs": 1, "cpus": 0.5})),
+    );
+    assert_eq!(s, 200, "{body}");
+    let (s, body) = q.http().send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/projects/other/jobs",
+        Some(json!({"name": "too-big", "resources": {"cpus": 1}, "command": ["true"]})),
+    );
+    assert_eq!(s, 403, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .expect("message")
+            .contains("project quota"),
+        "{body}"
+    );
+}
+
+#[test]
+fn a_preempted_job_resumes_from_its_checkpoint() {
+    let q = server("1");
+    let counter = "c=$QANAT_CHECKPOINT_DIR/step; s=$(cat $c 2>/dev/null || echo 0); \
+                   echo \"attempt $QANAT_JOB_ATTEMPT resumes at $s\"; \
+                   while [ $s -lt 15 ]; do s=$((s+1)); echo $s > $c; sleep 0.2; done; echo finished at $s";
+    let low = submit(
+        &q,
+        "default",
+        json!({"name": "long", "priority": -5, "command": counter}),
+    );
+    let lid = id(&low);
+    wait_until(&q, "default", &lid, 20, |j| j["state"] == "running");
+    std::thread::sleep(Duration::from_millis(1200));
+    let high = submit(
+        &q,
+        "default",
+        json!({"name": "urgent", "priority": 10, "command": ["true"]}),
+    );
+    assert_eq!(
+        finished(&q, "default", &id(&high), 30)["state"],
+        "succeeded"
+    );
+    let l = finished(&q, "default", &lid, 60);
+    assert_eq!(l["state"], "succeeded", "{l:#}");
+    assert_eq!(l["preemptions"], 1);
+    assert_eq!(l["failures"], 0, "a preemption spends no retry");
+    assert!(events(&l).contains(&"preempted".to_string()));
+    let (ok, log, err) = q.cli(&["jobs", "-p", "default", "logs", &lid]);
+    assert!(ok, "{err}");
+    let resumed: u32 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("attempt 2 resumes at "))
+        .expect("attempt 2's log")
+        .parse()
+        .expect("a step");
+    assert!(resumed > 1, "attempt 2 started over: {log}");
+    assert!(log.contains("finished at 15"), "{log}");
+}
+
+#[test]
+fn cancel_stops_a_running_job_and_its_token_stops_working() {
+    let q = server("2");
+    let out = tempfile::tempdir().expect("tempdir");
+    let j = submit(
+        &q,
+        "default",
+        json!({
+            "name": "sleeper",
+            "command": format!("echo $QANAT_TOKEN > {}/token; echo visible-line; sleep 60", out.path().display()),
+        }),
+    );
+    let jid = id(&j);
+    wait_until(&q, "default", &jid, 20, |_| {
+        out.path().join("token").exists()
+    });
+    let token = read(&out.path().join("token")).trim().to_string();
+    // The job's token works while it runs, in its own project only.
+    let (s, _) = q
+        .http()
+        .send(&token, "GET", "/api/v1/projects/default/jobs", None);
+    assert_eq!(s, 200);
+    let (ok, _, err) = q.cli(&["jobs", "-p", "default", "cancel", &jid]);
+    assert!(ok, "{err}");
+    let j = finished(&q, "default", &jid, 20);
+    assert_eq!(j["state"], "cancelled");
+    let (s, _) = q
+        .http()
+        .send(&token, "GET", "/api/v1/projects/default/jobs", None);
+    assert_eq!(s, 401, "the token is revoked when the attempt ends");
+    // Its log was stored (encrypted) and reads back.
+    let (ok, log, _) = q.cli(&["jobs", "-p", "default", "logs", &jid]);
+    assert!(ok && log.contains("visible-line"), "{log}");
+    let mut plain = false;
+    for e in walk(&q.home().join("objects")) {
+        if std::fs::read(&e).is_ok_and(|b| b.windows(12).any(|w| w == b"visible-line")) {
+            plain = true;
+        }
+    }
+    assert!(!plain, "a stored log is readable on disk");
+    // A finished job cannot be cancelled again.
+    let (ok, _, err) = q.cli(&["jobs", "-p", "default", "cancel", &jid]);
+    assert!(!ok && err.contains("is already cancelled"), "{err}");
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn bad_submissions_are_refused_with_what_to_fix() {
+    let q = Qanat::start_with_locations(&[("frankfurt", "eu-central")]);
+    q.create_project("eu", &["eu-central"]);
+    let cases = [
+        (
+            "default",
+            json!({"name": "x", "command": ["no-such-program-qanat"]}),
+            400,
+            "'no-such-program-qanat' was not found on PATH",
+        ),
+        (
+            "default",
+            json!({"name": "x", "inputs": ["dataset:nope@1"], "command": ["true"]}),
+            400,
+            "nope' does not exist",
+        ),
+        (
+            "default",
+            json!({"name": "x", "resources": {"gpus": 64}, "command": ["true"]}),
+            400,
+            "could never start",
+        ),
+        (
+            "default",
+            json!({"name": "x", "resources": {"cpus": 64}, "command": ["true"]}),
+            400,
+            "could never start",
+        ),
+        ("default", json!({"name": "x"}), 400, "needs `command`"),
+        (
+            "default",
+            json!({"name": "x", "command": ["true"], "prioritty": 3}),
+            400,
+            "unknown field `prioritty`",
+        ),
+        (
+            "eu",
+            json!({"name": "x", "command": ["true"]}),
+            403,
+            "data residency",
+        ),
+    ];
+    for (project, spec, status, needle) in cases {
+        let (s, body) = q.http().send(
+            &q.admin_token,
+            "POST",
+            &format!("/api/v1/projects/{project}/jobs"),
+            Some(spec.clone()),
+        );
+        assert_eq!(s, status, "{spec}: {body}");
+        let msg = body["message"].as_str().expect("message");
+        assert!(msg.contains(needle), "{spec}: {msg}");
+    }
+    // Nothing was queued by any of them.
+    let (_, list) = q
+        .http()
+        .send(&q.admin_token, "GET", "/api/v1/projects/default/jobs", None);
+    assert_eq!(list["jobs"], json!([]));
+    // The residency refusal is in the audit log.
+    let (ok, out, err) = q.cli(&[
+        "--output",
+        "json",
+        "audit",
+        "tail",
+        "--action",
+        "job.submit",
+        "--outcome",
+        "denied",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("residency"), "{out}");
+}
+
+#[test]
+fn a_cron_schedule_submits_its_job_and_a_bad_one_is_refused() {
+    let q = server("2");
+    let (s, body) = q.http().send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/projects/default/schedules",
+        Some(
+            json!({"name": "bad", "cron": "61 * * * *", "job": {"name": "x", "command": ["true"]}}),
+        ),
+    );
+    assert_eq!(s, 400, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .expect("message")
+            .contains("minute hour"),
+        "{body}"
+    );
+    let (s, body) = q.http().send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/projects/default/schedules",
+        Some(json!({"name": "bad-job", "cron": "* * * * *", "job": {"name": "x", "command": ["no-such-program-qanat"]}})),
+    );
+    assert_eq!(s, 400, "the job is checked when it is scheduled: {body}");
+    // Every second (six fields: seconds first).
+    let (ok, out, err) = q.cli(&[
+        "--output",
+        "json",
+        "jobs",
+        "-p",
+        "default",
+        "schedule",
+        "--cron",
+        "* * * * * *",
+        "--name",
+        "tick",
+        "--",
+        "true",
+    ]);
+    assert!(ok, "{err}");
+    let sched: Value = serde_json::from_str(&out).expect("json");
+    let sid = sched["schedule_id"].as_str().expect("id").to_string();
+    let start = Instant::now();
+    let fired = loop {
+        let (_, list) = q
+            .http()
+            .send(&q.admin_token, "GET", "/api/v1/projects/default/jobs", None);
+        let jobs: Vec<Value> = list["jobs"].as_array().cloned().unwrap_or_default();
+        if jobs.len() >= 2 {
+            break jobs;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the schedule did not fire"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(fired.iter().all(|j| j["schedule_id"] == sid.as_str()));
+    assert!(fired.iter().all(|j| j["submitted_by"] == "schedule:tick"));
+    let (ok, _, err) = q.cli(&["jobs", "-p", "default", "unschedule", &sid]);
+    assert!(ok, "{err}");
+}
