@@ -35,6 +35,10 @@ export QANAT_HOME=$WORK/home QANAT_CREDENTIALS=$WORK/credentials.json QANAT_LOG_
 export QANAT_SERVER_BIND=127.0.0.1:$PORT QANAT_SERVER_URL=http://127.0.0.1:$PORT
 # The webhook suite's receiver listens on plain HTTP on 127.0.0.1.
 export QANAT_EVENTS_WEBHOOK_SCHEMES=https,http QANAT_EVENTS_ALLOW_PRIVATE_NETWORKS=true
+# With a Slurm cluster here (.ci/run starts one), jobs may also run on it.
+if [ -n "${QANAT_TEST_SLURM:-}" ]; then
+  export QANAT_JOBS_SLURM_ENABLED=true QANAT_JOBS_SLURM_POLL_MS=200
+fi
 "$Q" init >/dev/null 2>&1
 "$Q" server >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
@@ -76,6 +80,31 @@ MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
   QANAT_URL=$QANAT_SERVER_URL QANAT_MAINTAINER_TOKEN=$MONA \
   MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
   "$VENV/bin/python" "$ROOT/tests/compat/mlflow_webhooks.py" || status=1
+
+echo "compat: jobs (plain mlflow code inside a command job)" >&2
+MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
+  QANAT_URL=$QANAT_SERVER_URL QANAT_VIEWER_TOKEN=$VICTOR QANAT_DATASET=iris-train \
+  COMPAT_PYTHON=$VENV/bin/python MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
+  "$VENV/bin/python" "$ROOT/tests/compat/jobs_mlflow.py" || status=1
+
+# The PyTorch example (examples/pytorch) as command jobs: one process, then two ranks
+# with DistributedDataParallel over gloo. torch from PyPI is large: its venv is cached
+# under $HOME/.cache, keyed by the example's requirements.
+TORCH_REQ=$ROOT/examples/pytorch/requirements.txt
+TORCH_VENV=${QANAT_TORCH_VENV:-$HOME/.cache/qanat-torch-venv-$(sha256sum "$TORCH_REQ" | cut -c1-12)}
+if ! cmp -s "$TORCH_REQ" "$TORCH_VENV/.requirements" 2>/dev/null; then
+  echo "compat: installing the PyTorch example's requirements into $TORCH_VENV (large, once)" >&2
+  rm -rf "$TORCH_VENV"
+  python3 -m venv "$TORCH_VENV"
+  "$TORCH_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$TORCH_REQ"
+  cp "$TORCH_REQ" "$TORCH_VENV/.requirements"
+fi
+echo "compat: the PyTorch example as jobs (1 rank, 2 ranks over gloo${QANAT_TEST_SLURM:+, and on Slurm})" >&2
+MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
+  QANAT_URL=$QANAT_SERVER_URL TORCH_PYTHON=$TORCH_VENV/bin/python \
+  QANAT_EXAMPLE=$ROOT/examples/pytorch/train.py MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
+  QANAT_COMPAT_SLURM=${QANAT_TEST_SLURM:-} \
+  "$VENV/bin/python" "$ROOT/tests/compat/jobs_pytorch.py" || status=1
 
 # The Qanat CLI over the same registry: promote and roll back (maintainers, audited),
 # list runs, walk lineage from a model version to the dataset it was trained on.

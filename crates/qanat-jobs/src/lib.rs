@@ -20,6 +20,7 @@
 //!   the project's storage when an attempt ends.
 
 mod error;
+mod gpu;
 pub mod kind;
 mod local;
 pub mod policy;
@@ -28,7 +29,10 @@ mod queue;
 mod rows;
 mod scheduler;
 pub mod schedules;
+mod slurm;
+mod slurm_attempt;
 pub mod spec;
+mod telemetry;
 pub mod wire;
 
 use std::path::PathBuf;
@@ -42,6 +46,7 @@ use tokio::sync::Notify;
 pub use error::Error;
 pub use kind::{JobKind, Kinds, ProcessPlan};
 pub use scheduler::Scheduler;
+pub use slurm::SlurmSettings;
 pub use spec::{JobSpec, Resources};
 
 /// This domain's tables: jobs, their history, processes, stored logs, quotas and
@@ -77,6 +82,12 @@ pub struct Settings {
     pub retry_backoff: Duration,
     /// How often memory use is sampled.
     pub watch_interval: Duration,
+    /// How often a running job's CPU, memory and GPUs are sampled into its run.
+    pub metrics_interval: Duration,
+    /// How long an allocated GPU stays under 10% utilization before the job is flagged.
+    pub idle_gpu_after: Duration,
+    /// Discover GPUs through NVML (off: no GPUs, as on a machine without a driver).
+    pub discover_gpus: bool,
     /// The scheduler runs at all (off: submissions queue, nothing starts).
     pub enabled: bool,
 }
@@ -98,6 +109,9 @@ impl Settings {
             kill_grace: Duration::from_secs(30),
             retry_backoff: Duration::from_secs(10),
             watch_interval: Duration::from_millis(250),
+            metrics_interval: Duration::from_secs(10),
+            idle_gpu_after: Duration::from_secs(600),
+            discover_gpus: true,
             enabled: true,
         }
     }
@@ -128,6 +142,8 @@ pub(crate) struct Inner {
     pub(crate) settings: Settings,
     pub(crate) kinds: Kinds,
     pub(crate) local: local::LocalExecutor,
+    /// The Slurm cluster, when one is configured.
+    pub(crate) slurm: std::sync::OnceLock<slurm::SlurmExecutor>,
     /// Woken on every submit, cancel and finished attempt.
     pub(crate) wake: Notify,
 }
@@ -149,6 +165,7 @@ impl Jobs {
                 storage,
                 meta,
                 local,
+                slurm: std::sync::OnceLock::new(),
                 settings,
                 kinds,
                 wake: Notify::new(),
@@ -160,11 +177,29 @@ impl Jobs {
         &self.inner.settings
     }
 
+    /// Adds a Slurm cluster as the executor `slurm` (asks `sinfo` what it has).
+    pub async fn enable_slurm(&self, settings: SlurmSettings) -> Result<()> {
+        let exec = slurm::SlurmExecutor::new(settings).await?;
+        self.inner
+            .slurm
+            .set(exec)
+            .map_err(|_| Error::invalid("the Slurm executor is already configured"))
+    }
+
     /// What the executors offer now (`qanat gpus`, `GET /api/v1/executors`).
     pub fn executors(&self) -> wire::ExecutorList {
-        wire::ExecutorList {
-            executors: vec![self.inner.local.info(&self.inner.settings)],
+        let mut executors = vec![self.inner.local.info(&self.inner.settings)];
+        if let Some(s) = self.inner.slurm.get() {
+            executors.push(wire::ExecutorInfo {
+                name: "slurm".into(),
+                region: s.settings.region.clone(),
+                capacity: s.capacity(),
+                free: s.capacity(),
+                gpus: Vec::new(),
+                enforcement: slurm::ENFORCEMENT.into(),
+            });
         }
+        wire::ExecutorList { executors }
     }
 }
 

@@ -97,6 +97,7 @@ pub(crate) struct LocalExecutor {
     cores: Vec<usize>,
     capacity: Resources,
     gpus: Vec<wire::Gpu>,
+    nvml: crate::gpu::Gpus,
     state: Mutex<State>,
 }
 
@@ -109,7 +110,11 @@ impl LocalExecutor {
         let memory_mb = settings
             .memory_mb
             .unwrap_or(procfs::total_memory_mb() * 9 / 10);
-        let gpus: Vec<wire::Gpu> = Vec::new();
+        let (nvml, gpus) = if settings.discover_gpus {
+            crate::gpu::Gpus::discover()
+        } else {
+            (crate::gpu::Gpus::none(), Vec::new())
+        };
         let capacity = Resources {
             cpu_millis,
             memory_mb,
@@ -125,7 +130,20 @@ impl LocalExecutor {
             cores,
             capacity,
             gpus,
+            nvml,
         }
+    }
+
+    /// The UUID `CUDA_VISIBLE_DEVICES` names GPU `index` by.
+    pub(crate) fn gpu_uuid(&self, index: u32) -> String {
+        self.gpus
+            .iter()
+            .find(|g| g.index == index)
+            .map_or_else(|| index.to_string(), |g| g.uuid.clone())
+    }
+
+    pub(crate) fn gpu_sample(&self, uuid: &str) -> Option<crate::gpu::GpuSample> {
+        self.nvml.sample(uuid)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

@@ -67,6 +67,35 @@ pub(crate) fn group_rss_mb(groups: &[i32]) -> HashMap<i32, u64> {
 
 pub(crate) use rustix::process::Signal;
 
+/// CPU time, in clock ticks, of every process in each of `groups` (user and system,
+/// with the children each has waited for).
+pub(crate) fn group_cpu_ticks(groups: &[i32]) -> HashMap<i32, u64> {
+    let mut ticks: HashMap<i32, u64> = groups.iter().map(|g| (*g, 0)).collect();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return ticks;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Some(f) = stat_fields(pid) else { continue };
+        let Some(pgrp) = f.get(2).and_then(|v| v.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Some(total) = ticks.get_mut(&pgrp) {
+            // utime, stime, cutime, cstime: fields 14-17 (indexes 11-14).
+            *total += (11..=14)
+                .filter_map(|i| f.get(i).and_then(|v| v.parse::<u64>().ok()))
+                .sum::<u64>();
+        }
+    }
+    ticks
+}
+
 /// Sends `signal` to every process in group `pgid`. A group that is gone is fine.
 pub(crate) fn signal_group(pgid: i32, signal: Signal) {
     if let Some(pid) = rustix::process::Pid::from_raw(pgid).filter(|_| pgid > 1) {

@@ -116,26 +116,31 @@ impl Jobs {
     /// Refuses what no executor here can ever run, and what residency forbids.
     fn check_executor(&self, project: &Project, c: &Checked) -> Result<()> {
         let s = &self.inner.settings;
-        if c.executor != "local" {
-            return Err(Error::invalid(format!(
-                "executor '{}' is not configured on this server; configured: local",
-                c.executor
-            )));
-        }
-        if !project.allowed_regions.iter().any(|r| r == &s.region) {
+        let slurm = self.inner.slurm.get();
+        let (region, cap) = match (c.executor.as_str(), slurm) {
+            ("local", _) => (s.region.as_str(), self.inner.local.capacity()),
+            ("slurm", Some(sl)) => (sl.settings.region.as_str(), sl.capacity()),
+            (other, _) => {
+                return Err(Error::invalid(format!(
+                    "executor '{other}' is not configured on this server; configured: local{}",
+                    if slurm.is_some() { ", slurm" } else { "" }
+                )))
+            }
+        };
+        if !project.allowed_regions.iter().any(|r| r == region) {
             return Err(Error::Residency(format!(
-                "data residency: project '{}' keeps its data in {:?}; executor 'local' runs in region '{}', so the job may not run there",
-                project.name, project.allowed_regions, s.region
+                "data residency: project '{}' keeps its data in {:?}; executor '{}' runs in region '{region}', so the job may not run there",
+                project.name, project.allowed_regions, c.executor
             )));
         }
         let local = &self.inner.local;
-        let cap = local.capacity();
         let total = c.resources.times(c.ranks);
         let per = |what: &str, asked: String, has: String| {
             Error::Unsatisfiable(format!(
-                "the job asks for {asked} {what} in all ({} rank(s) of {}); executor 'local' has {has}: it could never start",
+                "the job asks for {asked} {what} in all ({} rank(s) of {}); executor '{}' has {has}: it could never start",
                 c.ranks,
-                c.resources.describe()
+                c.resources.describe(),
+                c.executor
             ))
         };
         if total.gpus > cap.gpus {
@@ -145,7 +150,7 @@ impl Jobs {
                 format!("{} GPUs", cap.gpus),
             ));
         }
-        if let Some(model) = &c.gpu_model {
+        if let (Some(model), "local") = (&c.gpu_model, c.executor.as_str()) {
             let matching = local
                 .gpus()
                 .iter()

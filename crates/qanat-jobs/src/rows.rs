@@ -12,7 +12,7 @@ use crate::{now, wire, Result};
 pub(crate) const JOB_COLUMNS: &str = "j.job_id, j.project_id, p.name AS project_name, j.name, j.kind, j.spec, j.executor, j.state, \
      j.priority, j.ranks, j.cpu_millis, j.memory_mb, j.gpus, j.attempt, j.failures, j.max_retries, j.preemptions, \
      j.not_before, j.submitted_at, j.submitted_by, j.started_at, j.finished_at, j.node, j.external_id, j.run_id, \
-     j.token_id, j.cancel_requested, j.exit_code, j.reason, j.enforcement, j.placement, j.schedule_id";
+     j.token_id, j.cancel_requested, j.exit_code, j.reason, j.enforcement, j.placement, j.schedule_id, j.idle_gpus";
 
 /// `FROM` clause matching [`JOB_COLUMNS`].
 pub(crate) const JOB_FROM: &str = "jobs j JOIN projects p ON p.id = j.project_id";
@@ -48,6 +48,7 @@ pub(crate) struct JobRow {
     pub enforcement: Option<String>,
     pub placement: Option<String>,
     pub schedule_id: Option<String>,
+    pub idle_gpus: Option<String>,
 }
 
 fn u32_of(row: &AnyRow, col: &str) -> Result<u32> {
@@ -94,6 +95,7 @@ impl JobRow {
             enforcement: row.try_get("enforcement")?,
             placement: row.try_get("placement")?,
             schedule_id: row.try_get("schedule_id")?,
+            idle_gpus: row.try_get("idle_gpus")?,
         })
     }
 
@@ -132,6 +134,7 @@ impl JobRow {
             placement: self.placement.clone(),
             cancel_requested: self.cancel_requested,
             schedule_id: self.schedule_id.clone(),
+            idle_gpus: self.idle_gpus.clone(),
         }
     }
 }

@@ -32,7 +32,23 @@ impl Scheduler {
     /// Recovers this node's jobs left by a previous run, then schedules until the
     /// process ends.
     pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
+        if let Some(every) = jobs.inner.slurm.get().map(|s| s.settings.poll) {
+            let poller = jobs.clone();
+            tokio::spawn(async move {
+                loop {
+                    if let Some(s) = poller.inner.slurm.get() {
+                        if let Err(e) = s.poll_once().await {
+                            tracing::warn!(error = %e, "polling Slurm failed");
+                        }
+                    }
+                    tokio::time::sleep(every).await;
+                }
+            });
+        }
         tokio::spawn(async move {
+            if let Err(e) = jobs.recover_slurm().await {
+                tracing::error!(error = %e, "finding the Slurm jobs of the previous run failed");
+            }
             if let Err(e) = jobs.recover().await {
                 tracing::error!(error = %e, "recovering jobs from the previous run failed");
             }
@@ -54,7 +70,7 @@ impl Scheduler {
     }
 }
 
-fn audit(action: &str, job: &JobRow, detail: impl Into<String>) -> AuditRecord {
+pub(crate) fn audit(action: &str, job: &JobRow, detail: impl Into<String>) -> AuditRecord {
     AuditRecord::by_service(
         "scheduler",
         action,
@@ -183,11 +199,20 @@ impl Jobs {
                 executor: j.executor.clone(),
             })
             .collect();
-        let pools = [policy::Pool {
+        let mut pools = vec![policy::Pool {
             executor: "local".into(),
             capacity: inner.local.capacity(),
             free: inner.local.free(),
         }];
+        if let Some(s) = inner.slurm.get() {
+            // Slurm places, orders its own users' work and preempts; Qanat hands it
+            // jobs in its order, within the projects' quotas.
+            pools.push(policy::Pool {
+                executor: "slurm".into(),
+                capacity: s.capacity(),
+                free: s.capacity(),
+            });
+        }
         let limits = self.limits().await?;
         for d in policy::decide(&candidates, &running, &pools, &limits) {
             match d {
@@ -195,6 +220,11 @@ impl Jobs {
                     let Some(job) = queued.remove(&job_id) else {
                         continue;
                     };
+                    if job.executor == "slurm" {
+                        let jobs = self.clone();
+                        tokio::spawn(async move { jobs.run_slurm_attempt(job).await });
+                        continue;
+                    }
                     let Some(alloc) = inner.local.allocate(
                         &job.job_id,
                         job.per_rank,
@@ -263,7 +293,7 @@ impl Jobs {
         let t = now();
         let claimed = sqlx::query(
             "UPDATE jobs SET state = 'running', attempt = attempt + 1, started_at = $1, node = $2, reason = NULL, \
-             exit_code = NULL, placement = $3, enforcement = $4 \
+             exit_code = NULL, placement = $3, enforcement = $4, idle_gpus = NULL \
              WHERE job_id = $5 AND state = 'queued' AND cancel_requested = 0",
         )
         .bind(t)
@@ -292,20 +322,42 @@ impl Jobs {
             Ok(ranks) => match local::spawn_gang(ranks) {
                 Ok((gang, started)) => {
                     self.record_start(&job, &started).await?;
+                    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+                    if let Some(run_id) = job.run_id.clone() {
+                        let w = crate::telemetry::Watched {
+                            job_id: job.job_id.clone(),
+                            project_id: job.project_id.clone(),
+                            run_id,
+                            groups: started.iter().map(|s| s.pid).collect(),
+                            gpus: alloc
+                                .rank_gpus
+                                .iter()
+                                .flatten()
+                                .map(|g| inner.local.gpu_uuid(*g))
+                                .collect(),
+                            cores: alloc.rank_cores.iter().map(Vec::len).sum(),
+                            memory_limit_mb: alloc.total.memory_mb,
+                        };
+                        let jobs = self.clone();
+                        tokio::spawn(async move { jobs.sample_attempt(w, stop_rx).await });
+                    }
                     let timeout = job
                         .spec
                         .timeout
                         .as_deref()
                         .and_then(|t| humantime::parse_duration(t).ok())
                         .or(inner.settings.default_timeout);
-                    gang.supervise(
-                        control,
-                        job.per_rank.memory_mb,
-                        timeout,
-                        inner.settings.kill_grace,
-                        inner.settings.watch_interval,
-                    )
-                    .await
+                    let ending = gang
+                        .supervise(
+                            control,
+                            job.per_rank.memory_mb,
+                            timeout,
+                            inner.settings.kill_grace,
+                            inner.settings.watch_interval,
+                        )
+                        .await;
+                    let _ = stop_tx.send(true);
+                    ending
                 }
                 Err(reason) => Ending::Failed {
                     exit_code: None,
@@ -398,7 +450,11 @@ impl Jobs {
     }
 
     /// The run, the token, the directories, the inputs and each rank's command line.
-    async fn prepare(&self, job: &mut JobRow, alloc: &Allocation) -> Result<Vec<RankLaunch>> {
+    pub(crate) async fn prepare(
+        &self,
+        job: &mut JobRow,
+        alloc: &Allocation,
+    ) -> Result<Vec<RankLaunch>> {
         let inner = &self.inner;
         let project = inner.gov.project_by_id(&job.project_id).await?;
         let run_id = match &job.run_id {
@@ -666,7 +722,7 @@ impl Jobs {
 
     /// Records how an attempt ended, then revokes its token, closes its run (when the
     /// job is done) and stores its logs.
-    async fn finish(&self, job: &JobRow, ending: Ending) -> Result<()> {
+    pub(crate) async fn finish(&self, job: &JobRow, ending: Ending) -> Result<()> {
         let inner = &self.inner;
         // Logs are stored first, so a job seen as ended has its logs in storage.
         let stored = match self.store_logs(job).await {

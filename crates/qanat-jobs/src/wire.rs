@@ -41,6 +41,9 @@ pub struct Job {
     pub cancel_requested: bool,
     /// The cron schedule that submitted it.
     pub schedule_id: Option<String>,
+    /// Set while GPUs it holds sit idle (under 10% utilization for
+    /// `jobs.idle_gpu_secs`).
+    pub idle_gpus: Option<String>,
 }
 
 impl Job {
@@ -139,13 +142,17 @@ pub struct QuotaUsage {
     pub queued_jobs: u32,
 }
 
-/// A GPU as discovered on a node.
+/// A GPU as discovered on a node: the unit jobs are given.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Gpu {
+    /// Its number among this node's schedulable GPUs.
     pub index: u32,
     pub name: String,
+    /// What `CUDA_VISIBLE_DEVICES` names it by (`GPU-…`).
     pub uuid: String,
     pub memory_mb: u64,
+    /// Whether it is in MIG mode (handed out whole; its instances are not listed yet).
+    pub mig: bool,
     /// The job using it, if any.
     pub job_id: Option<String>,
 }

@@ -55,6 +55,47 @@ pub struct JobsConfig {
     pub kill_grace_secs: u64,
     /// Seconds before the first retry of a failed attempt (doubles per retry).
     pub retry_backoff_secs: u64,
+    /// Seconds between samples of a running job's CPU, memory and GPUs (logged to its
+    /// run as MLflow system metrics).
+    pub metrics_interval_secs: u64,
+    /// Seconds an allocated GPU may stay under 10% utilization before the job is
+    /// flagged as holding an idle GPU.
+    pub idle_gpu_secs: u64,
+    /// Discover GPUs through NVML (off: this server hands out no GPUs).
+    pub gpus: bool,
+    /// A Slurm cluster jobs may run on (`executor: slurm`).
+    pub slurm: SlurmConfig,
+}
+
+/// The Slurm executor.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlurmConfig {
+    /// Offer the executor `slurm` (its commands must work on this server).
+    pub enabled: bool,
+    /// The partition jobs go to (the cluster's default when unset).
+    pub partition: Option<String>,
+    /// An account to charge (`sbatch --account`).
+    pub account: Option<String>,
+    /// The cluster's region (default: the local executor's).
+    pub region: Option<String>,
+    /// Where `sbatch`, `squeue`, `scontrol`, `scancel` and `sinfo` are (default: PATH).
+    pub bin_dir: Option<PathBuf>,
+    /// Milliseconds between polls of `squeue`.
+    pub poll_ms: u64,
+}
+
+impl Default for SlurmConfig {
+    fn default() -> Self {
+        SlurmConfig {
+            enabled: false,
+            partition: None,
+            account: None,
+            region: None,
+            bin_dir: None,
+            poll_ms: 500,
+        }
+    }
 }
 
 impl Default for JobsConfig {
@@ -70,11 +111,37 @@ impl Default for JobsConfig {
             default_timeout: "24h".into(),
             kill_grace_secs: 30,
             retry_backoff_secs: 10,
+            metrics_interval_secs: 10,
+            idle_gpu_secs: 600,
+            gpus: true,
+            slurm: SlurmConfig::default(),
         }
     }
 }
 
 impl Config {
+    /// The Slurm executor's settings, when it is enabled.
+    pub fn slurm_settings(&self) -> Result<Option<qanat_jobs::SlurmSettings>> {
+        let sl = &self.jobs.slurm;
+        if !sl.enabled {
+            return Ok(None);
+        }
+        if sl.poll_ms == 0 {
+            bail!("jobs.slurm.poll_ms must be at least 1");
+        }
+        let region = match &sl.region {
+            Some(r) => r.clone(),
+            None => self.jobs_settings()?.region,
+        };
+        Ok(Some(qanat_jobs::SlurmSettings {
+            partition: sl.partition.clone(),
+            account: sl.account.clone(),
+            region,
+            bin_dir: sl.bin_dir.clone(),
+            poll: std::time::Duration::from_millis(sl.poll_ms),
+        }))
+    }
+
     /// The settings the job scheduler runs with on this server.
     pub fn jobs_settings(&self) -> Result<qanat_jobs::Settings> {
         let j = &self.jobs;
@@ -134,6 +201,12 @@ impl Config {
         )?);
         s.kill_grace = std::time::Duration::from_secs(j.kill_grace_secs);
         s.retry_backoff = std::time::Duration::from_secs(j.retry_backoff_secs);
+        if j.metrics_interval_secs == 0 {
+            bail!("jobs.metrics_interval_secs must be at least 1");
+        }
+        s.metrics_interval = std::time::Duration::from_secs(j.metrics_interval_secs);
+        s.idle_gpu_after = std::time::Duration::from_secs(j.idle_gpu_secs);
+        s.discover_gpus = j.gpus;
         Ok(s)
     }
 }
@@ -559,6 +632,19 @@ impl Config {
         env_parse("QANAT_JOBS_DEFAULT_TIMEOUT", &mut j.default_timeout)?;
         env_parse("QANAT_JOBS_KILL_GRACE_SECS", &mut j.kill_grace_secs)?;
         env_parse("QANAT_JOBS_RETRY_BACKOFF_SECS", &mut j.retry_backoff_secs)?;
+        env_parse(
+            "QANAT_JOBS_METRICS_INTERVAL_SECS",
+            &mut j.metrics_interval_secs,
+        )?;
+        env_parse("QANAT_JOBS_IDLE_GPU_SECS", &mut j.idle_gpu_secs)?;
+        env_parse("QANAT_JOBS_GPUS", &mut j.gpus)?;
+        let sl = &mut j.slurm;
+        env_parse("QANAT_JOBS_SLURM_ENABLED", &mut sl.enabled)?;
+        env_some("QANAT_JOBS_SLURM_PARTITION", &mut sl.partition)?;
+        env_some("QANAT_JOBS_SLURM_ACCOUNT", &mut sl.account)?;
+        env_some("QANAT_JOBS_SLURM_REGION", &mut sl.region)?;
+        env_some("QANAT_JOBS_SLURM_BIN_DIR", &mut sl.bin_dir)?;
+        env_parse("QANAT_JOBS_SLURM_POLL_MS", &mut sl.poll_ms)?;
         Ok(())
     }
 

@@ -249,6 +249,13 @@ pub async fn serve(cfg: Config) -> Result<()> {
         jobs.server_url = format!("{scheme}://{host}:{}", local.port());
     }
     state = state.with_jobs(jobs, qanat_jobs::Kinds::standard());
+    if let Some(slurm) = cfg.slurm_settings()? {
+        state
+            .jobs
+            .enable_slurm(slurm)
+            .await
+            .context("jobs.slurm.enabled is set, but the Slurm cluster does not answer")?;
+    }
     if !sinks.is_empty() {
         let required: Vec<bool> = sinks.iter().map(|s| s.required).collect();
         let health = crate::audit_sink::Health::new(&required, state.audit_sinks_ok.clone());

@@ -17,6 +17,7 @@ fn server(cpus: &str) -> Qanat {
         ("QANAT_JOBS_CPUS".into(), cpus.into()),
         ("QANAT_JOBS_KILL_GRACE_SECS".into(), "2".into()),
         ("QANAT_JOBS_RETRY_BACKOFF_SECS".into(), "1".into()),
+        ("QANAT_JOBS_METRICS_INTERVAL_SECS".into(), "1".into()),
     ])
 }
 
@@ -515,4 +516,47 @@ fn a_cron_schedule_submits_its_job_and_a_bad_one_is_refused() {
     assert!(fired.iter().all(|j| j["submitted_by"] == "schedule:tick"));
     let (ok, _, err) = q.cli(&["jobs", "-p", "default", "unschedule", &sid]);
     assert!(ok, "{err}");
+}
+
+#[test]
+fn a_running_job_logs_its_system_metrics_to_its_run_and_closes_it() {
+    let q = server("2");
+    let j = submit(
+        &q,
+        "default",
+        json!({
+            "name": "busy",
+            "experiment": "metrics",
+            "command": ["python3", "-c", "import time\nx = bytearray(50 * 1024 * 1024)\nt = time.time()\nwhile time.time() - t < 3.5: pass"],
+        }),
+    );
+    let j = finished(&q, "default", &id(&j), 30);
+    assert_eq!(j["state"], "succeeded", "{j:#}");
+    let run_id = j["run_id"].as_str().expect("a run");
+    let (s, run) = q.http().send(
+        &q.admin_token,
+        "GET",
+        &format!("/api/2.0/mlflow/runs/get?run_id={run_id}"),
+        None,
+    );
+    assert_eq!(s, 200, "{run}");
+    assert_eq!(run["run"]["info"]["status"], "FINISHED");
+    let metrics: Vec<(String, f64)> = run["run"]["data"]["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .map(|m| {
+            (
+                m["key"].as_str().unwrap_or("").to_string(),
+                m["value"].as_f64().unwrap_or(0.0),
+            )
+        })
+        .collect();
+    let get = |k: &str| metrics.iter().find(|(key, _)| key == k).map(|(_, v)| *v);
+    let mem = get("system/system_memory_usage_megabytes").expect("memory sampled");
+    assert!(mem >= 40.0, "the job holds 50 MiB: {metrics:?}");
+    let cpu = get("system/cpu_utilization_percentage").expect("cpu sampled");
+    assert!(cpu > 20.0, "the job spins one core: {metrics:?}");
+    let tags = run["run"]["data"]["tags"].to_string();
+    assert!(tags.contains(&id(&j)), "{tags}");
 }

@@ -34,6 +34,7 @@ CREATE TABLE jobs (
     reason          TEXT,                     -- why it is waiting, or how it ended
     enforcement     TEXT,                     -- how limits were enforced
     placement       TEXT,                     -- cores and GPUs it was given
+    idle_gpus       TEXT,                     -- set while allocated GPUs sit idle
     schedule_id     TEXT                      -- the cron schedule that made it
 );
 CREATE INDEX jobs_queue ON jobs(state, priority, submitted_at);

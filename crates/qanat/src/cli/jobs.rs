@@ -96,6 +96,9 @@ pub struct SubmitArgs {
     /// A GPU model the GPUs must be, e.g. A100.
     #[arg(long)]
     pub gpu_model: Option<String>,
+    /// Where it runs: local (default), slurm.
+    #[arg(long)]
+    pub executor: Option<String>,
     /// Processes started together (torchrun-style ranks).
     #[arg(long)]
     pub ranks: Option<u32>,

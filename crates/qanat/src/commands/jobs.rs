@@ -145,6 +145,9 @@ fn spec_of(a: SubmitArgs) -> Result<JobSpec> {
         let w = std::path::absolute(&w).unwrap_or(w);
         set("working_dir", json!(w));
     }
+    if let Some(e) = a.executor {
+        set("executor", json!(e));
+    }
     if let Some(r) = a.ranks {
         set("ranks", json!(r));
     }
@@ -307,8 +310,9 @@ output::fields!(Job, |x| {
     "run" => output::opt(x.run_id.as_ref()),
     "placement" => output::opt(x.placement.as_ref()),
     "enforcement" => output::opt(x.enforcement.as_ref()),
+    "idle gpus" => output::opt(x.idle_gpus.as_ref()),
 } + Row + {
-    "retries" => format!("{} of {} spent", x.failures, x.max_retries),
+    "failed attempts" => format!("{} (retries allowed: {})", x.failures, x.max_retries),
     "preemptions" => x.preemptions.to_string(),
     "exit code" => output::opt(x.exit_code),
     "started" => output::opt(x.started_at.as_ref()),
