@@ -1,0 +1,117 @@
+"""Submits N trivial jobs to Qanat (its REST API, one keep-alive connection) and N to
+Slurm (`sbatch --wrap true`), each after the other, and reports for both: throughput
+(jobs from the first submit to the last end) and submit-to-start latency (p50, p99),
+from each system's own records. Slurm records times to the second; Qanat to the
+microsecond. Standard library only."""
+
+import argparse
+import http.client
+import json
+import statistics
+import subprocess
+import time
+from datetime import datetime
+from urllib.parse import urlparse
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def ts(s):
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+
+
+def qanat(n, url, token, project):
+    u = urlparse(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port)
+    hdr = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    spec = json.dumps({"name": "t", "command": ["true"], "resources": {"cpus": 1, "memory": "16MiB"}})
+    ids = []
+    t0 = time.time()
+    for _ in range(n):
+        conn.request("POST", f"/api/v1/projects/{project}/jobs", spec, hdr)
+        r = conn.getresponse()
+        body = r.read()
+        assert r.status == 201, body
+        ids.append(json.loads(body)["job_id"])
+    submitted = time.time() - t0
+    while True:
+        conn.request("GET", f"/api/v1/projects/{project}/quota", headers=hdr)
+        q = json.loads(conn.getresponse().read())
+        if q["running_jobs"] == 0 and q["queued_jobs"] == 0:
+            break
+        time.sleep(0.2)
+    lat, first_sub, last_end, ok = [], None, 0.0, 0
+    # The list answers at most 1000 jobs, newest first: the project holds only these.
+    conn.request("GET", f"/api/v1/projects/{project}/jobs?limit=1000", headers=hdr)
+    jobs = json.loads(conn.getresponse().read())["jobs"]
+    for j in jobs:
+        if j["state"] == "succeeded":
+            ok += 1
+        s, st, en = ts(j["submitted_at"]), ts(j["started_at"]), ts(j["finished_at"])
+        lat.append(st - s)
+        first_sub = s if first_sub is None else min(first_sub, s)
+        last_end = max(last_end, en)
+    return {
+        "jobs": len(jobs),
+        "succeeded": ok,
+        "submit_s": submitted,
+        "span_s": last_end - first_sub,
+        "lat": lat,
+    }
+
+
+def slurm(n):
+    t0 = time.time()
+    ids = []
+    for _ in range(n):
+        out = subprocess.run(
+            ["sbatch", "--parsable", "--wrap", "true", "-o", "/dev/null", "--cpus-per-task=1", "--mem=16M"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+        ids.append(out.split(";")[0])
+    submitted = time.time() - t0
+    while subprocess.run(["squeue", "-h", "-j", ",".join(ids[-50:])], capture_output=True, text=True).stdout.strip() or \
+            subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout.strip():
+        time.sleep(0.5)
+    lat, first_sub, last_end, ok = [], None, 0.0, 0
+    for i in range(0, len(ids), 200):
+        text = subprocess.run(["scontrol", "show", "job", "-o", ",".join(ids[i:i + 200])],
+                              capture_output=True, text=True).stdout
+        for line in text.splitlines():
+            f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+            fmt = "%Y-%m-%dT%H:%M:%S"
+            s = datetime.strptime(f["SubmitTime"], fmt).timestamp()
+            st = datetime.strptime(f["StartTime"], fmt).timestamp()
+            en = datetime.strptime(f["EndTime"], fmt).timestamp()
+            ok += f["JobState"] == "COMPLETED"
+            lat.append(st - s)
+            first_sub = s if first_sub is None else min(first_sub, s)
+            last_end = max(last_end, en)
+    return {"jobs": len(lat), "succeeded": ok, "submit_s": submitted, "span_s": max(last_end - first_sub, 1.0), "lat": lat}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--token", required=True)
+    ap.add_argument("--project", default="bench")
+    a = ap.parse_args()
+    assert 1 <= a.n <= 1000, "--n: 1 to 1000 (the job list answers 1000 at most)"
+    q = qanat(a.n, a.url, a.token, a.project)
+    s = slurm(a.n)
+    rows = []
+    for name, r in (("qanat (local executor)", q), ("slurm (sbatch --wrap true)", s)):
+        thr = r["jobs"] / r["span_s"]
+        rows.append((name, r, thr))
+        print(f"{name:28} {r['succeeded']}/{r['jobs']} ok  submit {r['submit_s']:.1f}s  "
+              f"span {r['span_s']:.1f}s  {thr:.1f} jobs/s  submit->start p50 {pct(r['lat'], 50) * 1000:.0f} ms  "
+              f"p99 {pct(r['lat'], 99) * 1000:.0f} ms")
+    print(f"throughput ratio qanat/slurm: {rows[0][2] / rows[1][2]:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
