@@ -74,6 +74,10 @@ struct CommandParams {
     command: CommandLine,
     #[serde(default)]
     working_dir: Option<PathBuf>,
+    /// The container image (the Kubernetes executor only).
+    #[serde(default)]
+    #[allow(dead_code)]
+    image: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -91,7 +95,7 @@ fn params(params: &Map<String, Value>) -> Result<CommandParams> {
     }
     serde_json::from_value(Value::Object(params.clone())).map_err(|e| {
         Error::invalid(format!(
-            "{e} (a command job takes `command` and `working_dir` beside the common fields)"
+            "{e} (a command job takes `command`, `working_dir` and, on Kubernetes, `image` beside the common fields)"
         ))
     })
 }

@@ -22,6 +22,8 @@
 mod error;
 mod gpu;
 pub mod kind;
+mod kube_attempt;
+mod kubernetes;
 mod local;
 pub mod policy;
 mod procfs;
@@ -45,6 +47,7 @@ use tokio::sync::Notify;
 
 pub use error::Error;
 pub use kind::{JobKind, Kinds, ProcessPlan};
+pub use kubernetes::KubernetesSettings;
 pub use scheduler::Scheduler;
 pub use slurm::SlurmSettings;
 pub use spec::{JobSpec, Resources};
@@ -144,6 +147,8 @@ pub(crate) struct Inner {
     pub(crate) local: local::LocalExecutor,
     /// The Slurm cluster, when one is configured.
     pub(crate) slurm: std::sync::OnceLock<slurm::SlurmExecutor>,
+    /// The Kubernetes cluster, when one is configured.
+    pub(crate) kube: std::sync::OnceLock<kubernetes::KubeExecutor>,
     /// Woken on every submit, cancel and finished attempt.
     pub(crate) wake: Notify,
 }
@@ -166,6 +171,7 @@ impl Jobs {
                 meta,
                 local,
                 slurm: std::sync::OnceLock::new(),
+                kube: std::sync::OnceLock::new(),
                 settings,
                 kinds,
                 wake: Notify::new(),
@@ -186,6 +192,16 @@ impl Jobs {
             .map_err(|_| Error::invalid("the Slurm executor is already configured"))
     }
 
+    /// Adds a Kubernetes cluster as the executor `kubernetes`.
+    pub async fn enable_kubernetes(&self, settings: KubernetesSettings) -> Result<()> {
+        let mut exec = kubernetes::KubeExecutor::new(settings)?;
+        exec.discover_capacity().await;
+        self.inner
+            .kube
+            .set(exec)
+            .map_err(|_| Error::invalid("the Kubernetes executor is already configured"))
+    }
+
     /// What the executors offer now (`qanat gpus`, `GET /api/v1/executors`).
     pub fn executors(&self) -> wire::ExecutorList {
         let mut executors = vec![self.inner.local.info(&self.inner.settings)];
@@ -197,6 +213,16 @@ impl Jobs {
                 free: s.capacity(),
                 gpus: Vec::new(),
                 enforcement: slurm::ENFORCEMENT.into(),
+            });
+        }
+        if let Some(k) = self.inner.kube.get() {
+            executors.push(wire::ExecutorInfo {
+                name: "kubernetes".into(),
+                region: k.settings.region.clone(),
+                capacity: k.capacity(),
+                free: k.capacity(),
+                gpus: Vec::new(),
+                enforcement: kubernetes::ENFORCEMENT.into(),
             });
         }
         wire::ExecutorList { executors }

@@ -148,8 +148,11 @@ pub fn decide(
         .iter()
         .map(|p| (p.executor.as_str(), p.free))
         .collect();
+    // Shares are of what is known: an executor that cannot say what it has (a
+    // Kubernetes cluster whose nodes Qanat may not list) does not count.
     let capacity = pools
         .iter()
+        .filter(|p| p.capacity.cpu_millis < u64::MAX / 8)
         .fold(Resources::default(), |a, p| a.plus(p.capacity));
     let mut used: HashMap<&str, Resources> = HashMap::new();
     let mut jobs: HashMap<&str, u32> = HashMap::new();

@@ -117,16 +117,31 @@ impl Jobs {
     fn check_executor(&self, project: &Project, c: &Checked) -> Result<()> {
         let s = &self.inner.settings;
         let slurm = self.inner.slurm.get();
-        let (region, cap) = match (c.executor.as_str(), slurm) {
-            ("local", _) => (s.region.as_str(), self.inner.local.capacity()),
-            ("slurm", Some(sl)) => (sl.settings.region.as_str(), sl.capacity()),
-            (other, _) => {
+        let kube = self.inner.kube.get();
+        let (region, cap) = match (c.executor.as_str(), slurm, kube) {
+            ("local", _, _) => (s.region.as_str(), self.inner.local.capacity()),
+            ("slurm", Some(sl), _) => (sl.settings.region.as_str(), sl.capacity()),
+            ("kubernetes", _, Some(k)) => {
+                if !c.inputs.is_empty() {
+                    return Err(Error::invalid(
+                        "inputs are not mounted into Kubernetes pods yet: read the dataset through the API (QANAT_URL, QANAT_TOKEN) or run the job on another executor",
+                    ));
+                }
+                (k.settings.region.as_str(), k.capacity())
+            }
+            (other, _, _) => {
                 return Err(Error::invalid(format!(
-                    "executor '{other}' is not configured on this server; configured: local{}",
-                    if slurm.is_some() { ", slurm" } else { "" }
+                    "executor '{other}' is not configured on this server; configured: local{}{}",
+                    if slurm.is_some() { ", slurm" } else { "" },
+                    if kube.is_some() { ", kubernetes" } else { "" }
                 )))
             }
         };
+        if c.executor != "kubernetes" && c.spec.params.contains_key("image") {
+            return Err(Error::invalid(
+                "image is for the kubernetes executor; a local or Slurm job runs on the host",
+            ));
+        }
         if !project.allowed_regions.iter().any(|r| r == region) {
             return Err(Error::Residency(format!(
                 "data residency: project '{}' keeps its data in {:?}; executor '{}' runs in region '{region}', so the job may not run there",

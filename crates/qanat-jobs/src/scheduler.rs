@@ -32,6 +32,19 @@ impl Scheduler {
     /// Recovers this node's jobs left by a previous run, then schedules until the
     /// process ends.
     pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
+        if jobs.inner.kube.get().is_some() {
+            let watcher = jobs.clone();
+            tokio::spawn(async move {
+                loop {
+                    if let Some(k) = watcher.inner.kube.get() {
+                        if let Err(e) = k.watch_once().await {
+                            tracing::warn!(error = %e, "watching Kubernetes jobs failed; retrying");
+                            tokio::time::sleep(Duration::from_secs(2)).await;
+                        }
+                    }
+                }
+            });
+        }
         if let Some(every) = jobs.inner.slurm.get().map(|s| s.settings.poll) {
             let poller = jobs.clone();
             tokio::spawn(async move {
@@ -46,6 +59,9 @@ impl Scheduler {
             });
         }
         tokio::spawn(async move {
+            if let Err(e) = jobs.recover_kube().await {
+                tracing::error!(error = %e, "finding the Kubernetes jobs of the previous run failed");
+            }
             if let Err(e) = jobs.recover_slurm().await {
                 tracing::error!(error = %e, "finding the Slurm jobs of the previous run failed");
             }
@@ -204,6 +220,13 @@ impl Jobs {
             capacity: inner.local.capacity(),
             free: inner.local.free(),
         }];
+        if let Some(k) = inner.kube.get() {
+            pools.push(policy::Pool {
+                executor: "kubernetes".into(),
+                capacity: k.capacity(),
+                free: k.capacity(),
+            });
+        }
         if let Some(s) = inner.slurm.get() {
             // Slurm places, orders its own users' work and preempts; Qanat hands it
             // jobs in its order, within the projects' quotas.
@@ -223,6 +246,11 @@ impl Jobs {
                     if job.executor == "slurm" {
                         let jobs = self.clone();
                         tokio::spawn(async move { jobs.run_slurm_attempt(job).await });
+                        continue;
+                    }
+                    if job.executor == "kubernetes" {
+                        let jobs = self.clone();
+                        tokio::spawn(async move { jobs.run_kube_attempt(job).await });
                         continue;
                     }
                     let Some(alloc) = inner.local.allocate(

@@ -65,6 +65,45 @@ pub struct JobsConfig {
     pub gpus: bool,
     /// A Slurm cluster jobs may run on (`executor: slurm`).
     pub slurm: SlurmConfig,
+    /// A Kubernetes cluster jobs may run on (`executor: kubernetes`).
+    pub kubernetes: KubernetesConfig,
+}
+
+/// The Kubernetes executor.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KubernetesConfig {
+    /// Offer the executor `kubernetes`.
+    pub enabled: bool,
+    /// The API server (default, in a pod: `https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`).
+    pub api_url: Option<String>,
+    /// A bearer token file (default, in a pod: the service account's token).
+    pub token_file: Option<PathBuf>,
+    /// The cluster's CA certificate (default, in a pod: the service account's ca.crt).
+    pub ca_file: Option<PathBuf>,
+    /// The namespace jobs run in.
+    pub namespace: String,
+    /// The image a job runs in unless its spec names one.
+    pub image: String,
+    /// The cluster's region (default: the local executor's).
+    pub region: Option<String>,
+    /// A gang scheduler for the pods (e.g. `volcano`), if the cluster has one.
+    pub scheduler_name: Option<String>,
+}
+
+impl Default for KubernetesConfig {
+    fn default() -> Self {
+        KubernetesConfig {
+            enabled: false,
+            api_url: None,
+            token_file: None,
+            ca_file: None,
+            namespace: "qanat-jobs".into(),
+            image: "python:3.11-slim".into(),
+            region: None,
+            scheduler_name: None,
+        }
+    }
 }
 
 /// The Slurm executor.
@@ -115,6 +154,7 @@ impl Default for JobsConfig {
             idle_gpu_secs: 600,
             gpus: true,
             slurm: SlurmConfig::default(),
+            kubernetes: KubernetesConfig::default(),
         }
     }
 }
@@ -139,6 +179,43 @@ impl Config {
             region,
             bin_dir: sl.bin_dir.clone(),
             poll: std::time::Duration::from_millis(sl.poll_ms),
+        }))
+    }
+
+    /// The Kubernetes executor's settings, when it is enabled.
+    pub fn kubernetes_settings(&self) -> Result<Option<qanat_jobs::KubernetesSettings>> {
+        let k = &self.jobs.kubernetes;
+        if !k.enabled {
+            return Ok(None);
+        }
+        const SA: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+        let in_pod = std::env::var("KUBERNETES_SERVICE_HOST").ok();
+        let api_url = match (&k.api_url, &in_pod) {
+            (Some(u), _) => u.clone(),
+            (None, Some(host)) => format!(
+                "https://{host}:{}",
+                std::env::var("KUBERNETES_SERVICE_PORT").unwrap_or_else(|_| "443".into())
+            ),
+            (None, None) => bail!(
+                "jobs.kubernetes.enabled is set but jobs.kubernetes.api_url is not, and this is not a pod"
+            ),
+        };
+        let sa = |f: &str| {
+            let p = std::path::Path::new(SA).join(f);
+            (in_pod.is_some() && p.exists()).then_some(p)
+        };
+        let region = match &k.region {
+            Some(r) => r.clone(),
+            None => self.jobs_settings()?.region,
+        };
+        Ok(Some(qanat_jobs::KubernetesSettings {
+            api_url,
+            token_file: k.token_file.clone().or_else(|| sa("token")),
+            ca_file: k.ca_file.clone().or_else(|| sa("ca.crt")),
+            namespace: k.namespace.clone(),
+            image: k.image.clone(),
+            region,
+            scheduler_name: k.scheduler_name.clone(),
         }))
     }
 
@@ -645,6 +722,18 @@ impl Config {
         env_some("QANAT_JOBS_SLURM_REGION", &mut sl.region)?;
         env_some("QANAT_JOBS_SLURM_BIN_DIR", &mut sl.bin_dir)?;
         env_parse("QANAT_JOBS_SLURM_POLL_MS", &mut sl.poll_ms)?;
+        let k = &mut j.kubernetes;
+        env_parse("QANAT_JOBS_KUBERNETES_ENABLED", &mut k.enabled)?;
+        env_some("QANAT_JOBS_KUBERNETES_API_URL", &mut k.api_url)?;
+        env_some("QANAT_JOBS_KUBERNETES_TOKEN_FILE", &mut k.token_file)?;
+        env_some("QANAT_JOBS_KUBERNETES_CA_FILE", &mut k.ca_file)?;
+        env_parse("QANAT_JOBS_KUBERNETES_NAMESPACE", &mut k.namespace)?;
+        env_parse("QANAT_JOBS_KUBERNETES_IMAGE", &mut k.image)?;
+        env_some("QANAT_JOBS_KUBERNETES_REGION", &mut k.region)?;
+        env_some(
+            "QANAT_JOBS_KUBERNETES_SCHEDULER_NAME",
+            &mut k.scheduler_name,
+        )?;
         Ok(())
     }
 

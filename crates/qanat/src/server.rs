@@ -256,6 +256,13 @@ pub async fn serve(cfg: Config) -> Result<()> {
             .await
             .context("jobs.slurm.enabled is set, but the Slurm cluster does not answer")?;
     }
+    if let Some(k) = cfg.kubernetes_settings()? {
+        state
+            .jobs
+            .enable_kubernetes(k)
+            .await
+            .context("setting up the Kubernetes executor")?;
+    }
     if !sinks.is_empty() {
         let required: Vec<bool> = sinks.iter().map(|s| s.required).collect();
         let health = crate::audit_sink::Health::new(&required, state.audit_sinks_ok.clone());

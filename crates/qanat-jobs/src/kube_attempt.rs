@@ -1,0 +1,332 @@
+//! One attempt on Kubernetes, from claim to recorded end: the run, token and
+//! environment of any attempt, as a Secret, a headless Service and an (indexed) Job;
+//! followed through the executor's watch; cancelled by deleting the Job; each rank's
+//! pod log copied into the job's logs when it ends.
+
+use qanat_governance::append_audit_in;
+
+use crate::kubernetes::{self, KubeState, Manifest};
+use crate::local::{Allocation, Control, Ending};
+use crate::rows::{record_event, JobRow};
+use crate::scheduler::audit;
+use crate::{now, Error, Jobs, Result};
+
+/// Variables that hold a secret: they go into the Secret, not the Job.
+const SECRET: &[&str] = &["QANAT_TOKEN", "MLFLOW_TRACKING_TOKEN"];
+
+/// Variables of the server's machine or set per pod: not passed.
+const NOT_PASSED: &[&str] = &[
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "USER",
+    "LOGNAME",
+    "TMPDIR",
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "CUDA_VISIBLE_DEVICES",
+    "OMP_NUM_THREADS",
+    "QANAT_CHECKPOINT_DIR",
+    "QANAT_INPUTS",
+];
+
+impl Jobs {
+    pub(crate) async fn run_kube_attempt(self, job: JobRow) {
+        let id = job.job_id.clone();
+        if let Err(e) = self.kube_attempt(job).await {
+            tracing::error!(job = %id, error = %e, "a Kubernetes attempt could not be recorded");
+        }
+        self.inner.local.unregister(&id);
+        self.inner.wake.notify_one();
+    }
+
+    async fn kube_attempt(&self, mut job: JobRow) -> Result<()> {
+        let inner = &self.inner;
+        let t = now();
+        let claimed = sqlx::query(
+            "UPDATE jobs SET state = 'running', attempt = attempt + 1, started_at = $1, node = $2, reason = $3, \
+             exit_code = NULL, placement = NULL, enforcement = $4, external_id = NULL \
+             WHERE job_id = $5 AND state = 'queued' AND cancel_requested = 0",
+        )
+        .bind(t)
+        .bind(&inner.settings.node)
+        .bind("being created on Kubernetes")
+        .bind(kubernetes::ENFORCEMENT)
+        .bind(&job.job_id)
+        .execute(inner.meta.writer())
+        .await?
+        .rows_affected();
+        if claimed == 0 {
+            return Ok(());
+        }
+        job.attempt += 1;
+        job.state = "running".into();
+        job.started_at = Some(t);
+        let control = inner.local.register(&job.job_id);
+        let ending = match self.create_on_kube(&mut job).await {
+            Ok(name) => self.watch_kube(&job, &name, control).await?,
+            Err(e) => Ending::Failed {
+                exit_code: None,
+                reason: format!("could not be created on Kubernetes: {e}"),
+            },
+        };
+        self.finish(&job, ending).await
+    }
+
+    async fn create_on_kube(&self, job: &mut JobRow) -> Result<String> {
+        let inner = &self.inner;
+        let cluster = inner
+            .kube
+            .get()
+            .ok_or_else(|| Error::invalid("the Kubernetes executor is not configured"))?;
+        let none = Allocation {
+            total: job.total(),
+            per_rank: job.per_rank,
+            rank_cores: vec![Vec::new(); job.ranks as usize],
+            rank_gpus: vec![Vec::new(); job.ranks as usize],
+        };
+        let ranks = self.prepare(job, &none).await?;
+        let first = ranks
+            .first()
+            .ok_or_else(|| Error::invalid("a job has at least one rank"))?;
+        let mut env = Vec::new();
+        let mut secret = Vec::new();
+        for (k, v) in &first.env {
+            if SECRET.contains(&k.as_str()) {
+                secret.push((k.clone(), v.clone()));
+            } else if !NOT_PASSED.contains(&k.as_str()) {
+                env.push((k.clone(), v.clone()));
+            }
+        }
+        for (k, v) in &job.spec.env {
+            if NOT_PASSED.contains(&k.as_str()) && !env.iter().any(|(e, _)| e == k) {
+                env.push((k.clone(), v.clone()));
+            }
+        }
+        let name = kubernetes::object_name(&job.job_id, job.attempt);
+        let timeout = job
+            .spec
+            .timeout
+            .as_deref()
+            .and_then(|t| humantime::parse_duration(t).ok())
+            .or(inner.settings.default_timeout);
+        let image = job
+            .spec
+            .params
+            .get("image")
+            .and_then(|v| v.as_str())
+            .unwrap_or(&cluster.settings.image)
+            .to_string();
+        let working_dir = job
+            .spec
+            .params
+            .get("working_dir")
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
+        let m = Manifest {
+            name: &name,
+            job_id: &job.job_id,
+            project: &job.project_name,
+            attempt: job.attempt,
+            ranks: job.ranks,
+            per_rank: job.per_rank,
+            image: &image,
+            program: &first.program,
+            args: &first.args,
+            working_dir: working_dir.as_deref(),
+            env: &env,
+            secret_env: &secret,
+            timeout,
+            region: &cluster.settings.region,
+            scheduler_name: cluster.settings.scheduler_name.as_deref(),
+        };
+        cluster.create(&m).await?;
+        let mut tx = inner.meta.writer().begin().await?;
+        sqlx::query(
+            "UPDATE jobs SET external_id = $1, placement = $2, reason = $3 WHERE job_id = $4",
+        )
+        .bind(&name)
+        .bind(format!(
+            "kubernetes job {}/{name}",
+            cluster.settings.namespace
+        ))
+        .bind(format!("created on Kubernetes as job {name}"))
+        .bind(&job.job_id)
+        .execute(&mut *tx)
+        .await?;
+        let msg = format!(
+            "attempt {} created on Kubernetes as job {}/{name} ({} rank(s))",
+            job.attempt, cluster.settings.namespace, job.ranks
+        );
+        record_event(&mut tx, &job.job_id, job.attempt, "started", &msg).await?;
+        append_audit_in(&mut tx, &audit("job.start", job, &msg)).await?;
+        tx.commit().await?;
+        Ok(name)
+    }
+
+    async fn watch_kube(
+        &self,
+        job: &JobRow,
+        name: &str,
+        mut control: tokio::sync::mpsc::UnboundedReceiver<Control>,
+    ) -> Result<Ending> {
+        let inner = &self.inner;
+        let cluster = inner
+            .kube
+            .get()
+            .ok_or_else(|| Error::invalid("the Kubernetes executor is not configured"))?;
+        let mut states = cluster.watch(name);
+        let mut last_reason = String::new();
+        loop {
+            let state = states.borrow_and_update().clone();
+            let ending = match &state {
+                KubeState::Succeeded => Some(Ending::Succeeded),
+                KubeState::Failed(why) => {
+                    let pods = cluster.pods(name).await.unwrap_or_default();
+                    // The first rank to fail: others were stopped after it (143).
+                    let failed = pods
+                        .iter()
+                        .find(|(_, _, c)| c.is_some_and(|c| c != 0 && c != 143))
+                        .or_else(|| pods.iter().find(|(_, _, c)| c.is_some_and(|c| c != 0)));
+                    Some(match failed {
+                        Some((rank, _, Some(code))) => Ending::Failed {
+                            exit_code: Some(*code),
+                            reason: format!(
+                                "rank {rank} exited with code {code}; Kubernetes failed the Job ({why}) and stopped the other ranks"
+                            ),
+                        },
+                        _ => Ending::Failed {
+                            exit_code: None,
+                            reason: format!("Kubernetes failed the Job: {why}"),
+                        },
+                    })
+                }
+                _ => None,
+            };
+            if let Some(ending) = ending {
+                self.copy_pod_logs(job, name).await;
+                if let Err(e) = cluster.delete(name).await {
+                    tracing::warn!(job = %job.job_id, error = %e, "cleaning up Kubernetes objects failed");
+                }
+                return Ok(ending);
+            }
+            let reason = match &state {
+                KubeState::Waiting(w) => format!("Kubernetes job {name}: {w}"),
+                KubeState::Running(n) => {
+                    format!("running on Kubernetes as job {name} ({n} pod(s) active)")
+                }
+                _ => String::new(),
+            };
+            if reason != last_reason {
+                sqlx::query("UPDATE jobs SET reason = $1 WHERE job_id = $2 AND state = 'running'")
+                    .bind(&reason)
+                    .bind(&job.job_id)
+                    .execute(inner.meta.writer())
+                    .await?;
+                last_reason = reason;
+            }
+            tokio::select! {
+                changed = states.changed() => {
+                    if changed.is_err() {
+                        return Err(Error::Io("the Kubernetes watch stopped".into()));
+                    }
+                }
+                Some(c) = control.recv() => {
+                    let by = match c {
+                        Control::Cancel { by } | Control::Preempt { by } => by,
+                    };
+                    self.copy_pod_logs(job, name).await;
+                    if let Err(e) = cluster.delete(name).await {
+                        tracing::warn!(job = %job.job_id, error = %e, "deleting a Kubernetes job failed");
+                    }
+                    return Ok(Ending::Cancelled { by });
+                }
+            }
+        }
+    }
+
+    /// After a restart: Kubernetes jobs that were running go on being watched (the
+    /// cluster ran them meanwhile); an attempt whose Job is not in the cluster never
+    /// got there, and is queued again.
+    pub(crate) async fn recover_kube(&self) -> Result<()> {
+        let inner = &self.inner;
+        let Some(cluster) = inner.kube.get() else {
+            return Ok(());
+        };
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM {} WHERE j.state = 'running' AND j.executor = 'kubernetes' AND j.node = $1",
+            crate::rows::JOB_COLUMNS,
+            crate::rows::JOB_FROM
+        ))
+        .bind(&inner.settings.node)
+        .fetch_all(inner.meta.reader())
+        .await?;
+        for r in rows {
+            let job = JobRow::from_row(&r)?;
+            let name = kubernetes::object_name(&job.job_id, job.attempt);
+            if cluster.exists(&name).await? {
+                tracing::info!(job = %job.job_id, kubernetes = %name, "watching a Kubernetes job again after a restart");
+                let jobs = self.clone();
+                tokio::spawn(async move {
+                    let control = jobs.inner.local.register(&job.job_id);
+                    let res = match jobs.watch_kube(&job, &name, control).await {
+                        Ok(e) => jobs.finish(&job, e).await,
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = res {
+                        tracing::error!(job = %job.job_id, error = %e, "a Kubernetes attempt could not be recorded");
+                    }
+                    jobs.inner.local.unregister(&job.job_id);
+                    jobs.inner.wake.notify_one();
+                });
+            } else {
+                let message = format!(
+                    "lost: the server stopped before attempt {} reached Kubernetes; queued again",
+                    job.attempt
+                );
+                let mut tx = inner.meta.writer().begin().await?;
+                sqlx::query(
+                    "UPDATE jobs SET state = 'queued', not_before = $1, reason = $2, token_id = NULL WHERE job_id = $3 AND state = 'running'",
+                )
+                .bind(now())
+                .bind(&message)
+                .bind(&job.job_id)
+                .execute(&mut *tx)
+                .await?;
+                record_event(&mut tx, &job.job_id, job.attempt, "lost", &message).await?;
+                if let Some(t) = &job.token_id {
+                    qanat_governance::Governance::revoke_token_in(&mut tx, t).await?;
+                }
+                append_audit_in(&mut tx, &audit("job.lost", &job, &message)).await?;
+                tx.commit().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Each rank's pod log into the job's rank log (stored with the attempt's end).
+    async fn copy_pod_logs(&self, job: &JobRow, name: &str) {
+        let Some(cluster) = self.inner.kube.get() else {
+            return;
+        };
+        let Ok(pods) = cluster.pods(name).await else {
+            return;
+        };
+        for (rank, pod, _) in pods {
+            if let Ok(bytes) = cluster.pod_log(&pod).await {
+                let path = self.log_path(&job.job_id, job.attempt, rank);
+                if let Some(dir) = path.parent() {
+                    let _ = tokio::fs::create_dir_all(dir).await;
+                }
+                let _ = tokio::fs::write(&path, bytes).await;
+            }
+        }
+    }
+}
