@@ -6,6 +6,7 @@
 #
 #   scripts/bench/jobs_vs_slurm.sh             # N=1000
 #   N=200 scripts/bench/jobs_vs_slurm.sh       # quick
+#   SLURM_N=300 scripts/bench/jobs_vs_slurm.sh # fewer for Slurm (it drains ~1 job/s here)
 set -euo pipefail
 
 N=${N:-1000}
@@ -26,5 +27,6 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 . "$ROOT/scripts/bench/qanat_server.sh"
 # Metrics sampling every 10 s would not fire for jobs this short; keep the default.
 qanat_server
+"$Q" projects create bench2 >/dev/null
 TOKEN=$("$Q" tokens create --name bench 2>/dev/null)
-python3 "$ROOT/scripts/bench/jobs_vs_slurm.py" --n "$N" --url "http://127.0.0.1:$PORT" --token "$TOKEN" --project bench
+python3 "$ROOT/scripts/bench/jobs_vs_slurm.py" --n "$N" --url "http://127.0.0.1:$PORT" --token "$TOKEN" --project bench ${SLURM_N:+--slurm-n "$SLURM_N"}

@@ -135,23 +135,30 @@ impl Jobs {
                     String::new()
                 }
             );
-            tracing::warn!(job = %job.job_id, "{message}");
-            let mut tx = inner.meta.writer().begin().await?;
-            sqlx::query(
-                "UPDATE jobs SET state = 'queued', not_before = $1, reason = $2, token_id = NULL WHERE job_id = $3 AND state = 'running'",
-            )
-            .bind(now())
-            .bind(&message)
-            .bind(&job.job_id)
-            .execute(&mut *tx)
-            .await?;
-            record_event(&mut tx, &job.job_id, job.attempt, "lost", &message).await?;
-            if let Some(t) = &job.token_id {
-                qanat_governance::Governance::revoke_token_in(&mut tx, t).await?;
-            }
-            append_audit_in(&mut tx, &audit("job.lost", &job, &message)).await?;
-            tx.commit().await?;
+            self.requeue_lost(&job, &message).await?;
         }
+        Ok(())
+    }
+
+    /// Queues again a job whose attempt was lost with the server that ran it (its
+    /// token revoked, no retry spent), recording why.
+    pub(crate) async fn requeue_lost(&self, job: &JobRow, message: &str) -> Result<()> {
+        tracing::warn!(job = %job.job_id, "{message}");
+        let mut tx = self.inner.meta.writer().begin().await?;
+        sqlx::query(
+            "UPDATE jobs SET state = 'queued', not_before = $1, reason = $2, token_id = NULL WHERE job_id = $3 AND state = 'running'",
+        )
+        .bind(now())
+        .bind(message)
+        .bind(&job.job_id)
+        .execute(&mut *tx)
+        .await?;
+        record_event(&mut tx, &job.job_id, job.attempt, "lost", message).await?;
+        if let Some(t) = &job.token_id {
+            qanat_governance::Governance::revoke_token_in(&mut tx, t).await?;
+        }
+        append_audit_in(&mut tx, &audit("job.lost", job, message)).await?;
+        tx.commit().await?;
         Ok(())
     }
 

@@ -286,21 +286,7 @@ impl Jobs {
                         "lost: the server stopped before attempt {} reached Slurm; queued again",
                         job.attempt
                     );
-                    let mut tx = inner.meta.writer().begin().await?;
-                    sqlx::query(
-                        "UPDATE jobs SET state = 'queued', not_before = $1, reason = $2, token_id = NULL WHERE job_id = $3 AND state = 'running'",
-                    )
-                    .bind(now())
-                    .bind(&message)
-                    .bind(&job.job_id)
-                    .execute(&mut *tx)
-                    .await?;
-                    record_event(&mut tx, &job.job_id, job.attempt, "lost", &message).await?;
-                    if let Some(t) = &job.token_id {
-                        qanat_governance::Governance::revoke_token_in(&mut tx, t).await?;
-                    }
-                    append_audit_in(&mut tx, &audit("job.lost", &job, &message)).await?;
-                    tx.commit().await?;
+                    self.requeue_lost(&job, &message).await?;
                 }
             }
         }
