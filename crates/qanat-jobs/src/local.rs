@@ -325,6 +325,20 @@ pub(crate) struct Gang {
     children: Vec<(u32, i32, tokio::process::Child)>,
 }
 
+impl Gang {
+    /// Opens the barrier: every rank becomes its program, together. Call once the
+    /// ranks are recorded.
+    pub(crate) async fn release(&mut self) {
+        use tokio::io::AsyncWriteExt;
+        for (_, _, child) in &mut self.children {
+            if let Some(mut stdin) = child.stdin.take() {
+                let _ = stdin.write_all(b"go\n").await;
+                let _ = stdin.flush().await;
+            }
+        }
+    }
+}
+
 /// Starts every rank, or none: if one cannot start, those already started are killed.
 pub(crate) fn spawn_gang(ranks: Vec<RankLaunch>) -> Result<(Gang, Vec<Started>), String> {
     let mut children = Vec::new();
@@ -352,17 +366,28 @@ pub(crate) fn spawn_gang(ranks: Vec<RankLaunch>) -> Result<(Gang, Vec<Started>),
     Ok((Gang { children }, started))
 }
 
+/// The barrier each rank passes before it becomes its program.
+const GATE: &str = "read -r _ || exit 97; exec \"$@\" </dev/null";
+
 fn spawn_rank(r: &RankLaunch) -> std::io::Result<tokio::process::Child> {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&r.log)?;
-    let mut cmd = tokio::process::Command::new(&r.program);
-    cmd.args(&r.args)
+    // Each rank waits at a barrier — a line on its stdin — until every rank of the
+    // gang is started and recorded, then becomes the program (same pid). A server that
+    // dies before opening the barrier closes the pipe instead: the ranks exit without
+    // running, so nothing it started can run beside the retry.
+    let mut cmd = tokio::process::Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(GATE)
+        .arg("qanat-rank")
+        .arg(&r.program)
+        .args(&r.args)
         .env_clear()
         .envs(r.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&r.cwd)
-        .stdin(std::process::Stdio::null())
+        .stdin(std::process::Stdio::piped())
         .stdout(log.try_clone()?)
         .stderr(log)
         // Its own process group: a signal to the group reaches all it starts.

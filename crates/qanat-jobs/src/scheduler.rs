@@ -355,8 +355,9 @@ impl Jobs {
             .map(|r| r.cwd.clone());
         let ending = match prepared {
             Ok(ranks) => match local::spawn_gang(ranks) {
-                Ok((gang, started)) => {
+                Ok((mut gang, started)) => {
                     self.record_start(&job, &started).await?;
+                    gang.release().await;
                     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
                     if let Some(run_id) = job.run_id.clone() {
                         let w = crate::telemetry::Watched {
