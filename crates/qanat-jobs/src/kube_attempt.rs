@@ -9,7 +9,7 @@ use crate::kubernetes::{self, KubeState, Manifest};
 use crate::local::{Allocation, Control, Ending};
 use crate::rows::{record_event, JobRow};
 use crate::scheduler::audit;
-use crate::{now, Error, Jobs, Result};
+use crate::{Error, Jobs, Result};
 
 /// Variables that hold a secret: they go into the Secret, not the Job.
 const SECRET: &[&str] = &["QANAT_TOKEN", "MLFLOW_TRACKING_TOKEN"];
@@ -48,28 +48,17 @@ impl Jobs {
     }
 
     async fn kube_attempt(&self, mut job: JobRow) -> Result<()> {
-        let inner = &self.inner;
-        let t = now();
-        let claimed = sqlx::query(
-            "UPDATE jobs SET state = 'running', attempt = attempt + 1, started_at = $1, node = $2, reason = $3, \
-             exit_code = NULL, placement = NULL, enforcement = $4, external_id = NULL \
-             WHERE job_id = $5 AND state = 'queued' AND cancel_requested = 0",
-        )
-        .bind(t)
-        .bind(&inner.settings.node)
-        .bind("being created on Kubernetes")
-        .bind(kubernetes::ENFORCEMENT)
-        .bind(&job.job_id)
-        .execute(inner.meta.writer())
-        .await?
-        .rows_affected();
-        if claimed == 0 {
+        let Some(control) = self
+            .claim(
+                &mut job,
+                Some("being created on Kubernetes"),
+                None,
+                kubernetes::ENFORCEMENT,
+            )
+            .await?
+        else {
             return Ok(());
-        }
-        job.attempt += 1;
-        job.state = "running".into();
-        job.started_at = Some(t);
-        let control = inner.local.register(&job.job_id);
+        };
         let ending = match self.create_on_kube(&mut job).await {
             Ok(name) => self.watch_kube(&job, &name, control).await?,
             Err(e) => Ending::Failed {

@@ -325,28 +325,12 @@ impl Jobs {
 
     async fn attempt(&self, mut job: JobRow, alloc: &Allocation) -> Result<()> {
         let inner = &self.inner;
-        let t = now();
-        let claimed = sqlx::query(
-            "UPDATE jobs SET state = 'running', attempt = attempt + 1, started_at = $1, node = $2, reason = NULL, \
-             exit_code = NULL, placement = $3, enforcement = $4, idle_gpus = NULL \
-             WHERE job_id = $5 AND state = 'queued' AND cancel_requested = 0",
-        )
-        .bind(t)
-        .bind(&inner.settings.node)
-        .bind(alloc.describe())
-        .bind(local::ENFORCEMENT)
-        .bind(&job.job_id)
-        .execute(inner.meta.writer())
-        .await?
-        .rows_affected();
-        if claimed == 0 {
+        let Some(control) = self
+            .claim(&mut job, None, Some(&alloc.describe()), local::ENFORCEMENT)
+            .await?
+        else {
             return Ok(());
-        }
-        job.attempt += 1;
-        job.state = "running".into();
-        job.started_at = Some(t);
-        // Registered before anything slow, so a cancel or preemption reaches it.
-        let control = inner.local.register(&job.job_id);
+        };
         let prepared = self.prepare(&mut job, alloc).await;
         let cwd = prepared
             .as_ref()
@@ -483,6 +467,42 @@ impl Jobs {
             storage.put_reader(&location, &key, file).await?;
         }
         Ok(())
+    }
+
+    /// Claims a queued job for its next attempt (a conditional UPDATE: nothing else can
+    /// have it) and registers the attempt so a cancel reaches it; None when it was not
+    /// queued any more.
+    pub(crate) async fn claim(
+        &self,
+        job: &mut JobRow,
+        reason: Option<&str>,
+        placement: Option<&str>,
+        enforcement: &str,
+    ) -> Result<Option<tokio::sync::mpsc::UnboundedReceiver<Control>>> {
+        let inner = &self.inner;
+        let t = now();
+        let claimed = sqlx::query(
+            "UPDATE jobs SET state = 'running', attempt = attempt + 1, started_at = $1, node = $2, reason = $3, \
+             exit_code = NULL, placement = $4, enforcement = $5, idle_gpus = NULL, external_id = NULL \
+             WHERE job_id = $6 AND state = 'queued' AND cancel_requested = 0",
+        )
+        .bind(t)
+        .bind(&inner.settings.node)
+        .bind(reason)
+        .bind(placement)
+        .bind(enforcement)
+        .bind(&job.job_id)
+        .execute(inner.meta.writer())
+        .await?
+        .rows_affected();
+        if claimed == 0 {
+            return Ok(None);
+        }
+        job.attempt += 1;
+        job.state = "running".into();
+        job.started_at = Some(t);
+        // Registered before anything slow, so a cancel or preemption reaches it.
+        Ok(Some(inner.local.register(&job.job_id)))
     }
 
     /// The run, the token, the directories, the inputs and each rank's command line.

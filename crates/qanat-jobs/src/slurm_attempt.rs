@@ -11,7 +11,7 @@ use crate::local::{Allocation, Control, Ending};
 use crate::rows::{record_event, JobRow, JOB_COLUMNS, JOB_FROM};
 use crate::scheduler::audit;
 use crate::slurm::{self, BatchScript, SlurmState};
-use crate::{now, Error, Jobs, Result};
+use crate::{Error, Jobs, Result};
 
 /// Variables each rank sets for itself under `srun` (from SLURM_PROCID, …).
 const PER_RANK: &[&str] = &[
@@ -40,27 +40,17 @@ impl Jobs {
         let Some(cluster) = inner.slurm.get() else {
             return Err(Error::invalid("the Slurm executor is not configured"));
         };
-        let t = now();
-        let claimed = sqlx::query(
-            "UPDATE jobs SET state = 'running', attempt = attempt + 1, started_at = $1, node = $2, reason = $3, \
-             exit_code = NULL, placement = NULL, enforcement = $4, external_id = NULL \
-             WHERE job_id = $5 AND state = 'queued' AND cancel_requested = 0",
-        )
-        .bind(t)
-        .bind(&inner.settings.node)
-        .bind("being submitted to Slurm")
-        .bind(slurm::ENFORCEMENT)
-        .bind(&job.job_id)
-        .execute(inner.meta.writer())
-        .await?
-        .rows_affected();
-        if claimed == 0 {
+        let Some(control) = self
+            .claim(
+                &mut job,
+                Some("being submitted to Slurm"),
+                None,
+                slurm::ENFORCEMENT,
+            )
+            .await?
+        else {
             return Ok(());
-        }
-        job.attempt += 1;
-        job.state = "running".into();
-        job.started_at = Some(t);
-        let control = inner.local.register(&job.job_id);
+        };
         let submitted = self.submit_to_slurm(&mut job, cluster).await;
         let ending = match submitted {
             Ok(slurm_id) => self.watch_slurm(&job, &slurm_id, control).await?,
