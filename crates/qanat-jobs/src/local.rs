@@ -494,10 +494,10 @@ impl Gang {
                 }
                 _ = tick.tick() => {
                     let groups: Vec<i32> = live.values().copied().collect();
-                    let rss = procfs::group_rss_mb(&groups);
+                    let usage = procfs::group_usage(&groups);
                     if let Some((rank, used)) = live
                         .iter()
-                        .filter_map(|(r, p)| rss.get(p).map(|m| (*r, *m)))
+                        .filter_map(|(r, p)| usage.get(p).map(|u| (*r, u.rss_mb)))
                         .find(|(_, m)| *m > memory_mb)
                     {
                         for pid in live.values() {

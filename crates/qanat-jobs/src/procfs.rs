@@ -33,68 +33,58 @@ fn page_size() -> u64 {
     rustix::param::page_size() as u64
 }
 
-/// Resident memory, in MiB, of every process in each of `groups` (process group ids),
-/// read in one pass over `/proc`.
-pub(crate) fn group_rss_mb(groups: &[i32]) -> HashMap<i32, u64> {
-    let mut bytes: HashMap<i32, u64> = groups.iter().map(|g| (*g, 0)).collect();
-    let page = page_size();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return HashMap::new();
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Some(f) = stat_fields(pid) else { continue };
-        // pgrp is field 5 (index 2); rss, in pages, field 24 (index 21).
-        let Some(pgrp) = f.get(2).and_then(|v| v.parse::<i32>().ok()) else {
-            continue;
-        };
-        if let Some(total) = bytes.get_mut(&pgrp) {
-            let rss: u64 = f.get(21).and_then(|v| v.parse().ok()).unwrap_or(0);
-            *total += rss * page;
+/// What the processes of one process group use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct GroupUsage {
+    /// Resident memory, MiB.
+    pub rss_mb: u64,
+    /// CPU time in clock ticks (user and system, with the children each waited for).
+    pub cpu_ticks: u64,
+}
+
+/// The use of every process in each of `groups` (process group ids), read in one pass
+/// over `/proc`.
+pub(crate) fn group_usage(groups: &[i32]) -> HashMap<i32, GroupUsage> {
+    let mut rss_pages: HashMap<i32, u64> = groups.iter().map(|g| (*g, 0)).collect();
+    let mut ticks: HashMap<i32, u64> = groups.iter().map(|g| (*g, 0)).collect();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let Some(f) = stat_fields(pid) else { continue };
+            // pgrp is field 5 (index 2); utime, stime, cutime, cstime fields 14-17
+            // (indexes 11-14); rss, in pages, field 24 (index 21).
+            let Some(pgrp) = f.get(2).and_then(|v| v.parse::<i32>().ok()) else {
+                continue;
+            };
+            let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            if let Some(total) = rss_pages.get_mut(&pgrp) {
+                *total += num(21);
+            }
+            if let Some(total) = ticks.get_mut(&pgrp) {
+                *total += (11..=14).map(num).sum::<u64>();
+            }
         }
     }
-    bytes
-        .into_iter()
-        .map(|(g, b)| (g, b / (1024 * 1024)))
+    let page = page_size();
+    groups
+        .iter()
+        .map(|g| {
+            let usage = GroupUsage {
+                rss_mb: rss_pages.get(g).copied().unwrap_or(0) * page / (1024 * 1024),
+                cpu_ticks: ticks.get(g).copied().unwrap_or(0),
+            };
+            (*g, usage)
+        })
         .collect()
 }
 
 pub(crate) use rustix::process::Signal;
-
-/// CPU time, in clock ticks, of every process in each of `groups` (user and system,
-/// with the children each has waited for).
-pub(crate) fn group_cpu_ticks(groups: &[i32]) -> HashMap<i32, u64> {
-    let mut ticks: HashMap<i32, u64> = groups.iter().map(|g| (*g, 0)).collect();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return ticks;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Some(f) = stat_fields(pid) else { continue };
-        let Some(pgrp) = f.get(2).and_then(|v| v.parse::<i32>().ok()) else {
-            continue;
-        };
-        if let Some(total) = ticks.get_mut(&pgrp) {
-            // utime, stime, cutime, cstime: fields 14-17 (indexes 11-14).
-            *total += (11..=14)
-                .filter_map(|i| f.get(i).and_then(|v| v.parse::<u64>().ok()))
-                .sum::<u64>();
-        }
-    }
-    ticks
-}
 
 /// Sends `signal` to every process in group `pgid`. A group that is gone is fine.
 pub(crate) fn signal_group(pgid: i32, signal: Signal) {
@@ -159,7 +149,7 @@ mod tests {
         assert!(same_process(pid, ticks));
         assert!(!same_process(pid, ticks + 1));
         let pgid = rustix::process::getpgrp().as_raw_nonzero().get();
-        assert!(group_rss_mb(&[pgid])[&pgid] > 0);
+        assert!(group_usage(&[pgid])[&pgid].rss_mb > 0);
         assert!(!usable_cores().is_empty());
     }
 }

@@ -93,8 +93,9 @@ impl Jobs {
                 _ = stop.changed() => return,
             }
             let now = tokio::time::Instant::now();
-            let ticks: u64 = procfs::group_cpu_ticks(&w.groups).values().sum();
-            let rss: u64 = procfs::group_rss_mb(&w.groups).values().sum();
+            let usage = procfs::group_usage(&w.groups);
+            let ticks: u64 = usage.values().map(|u| u.cpu_ticks).sum();
+            let rss: u64 = usage.values().map(|u| u.rss_mb).sum();
             let mut metrics = Vec::new();
             if let Some((t0, at)) = last_ticks {
                 let secs = now.duration_since(at).as_secs_f64();
