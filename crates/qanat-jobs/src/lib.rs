@@ -19,6 +19,7 @@
 //! - Logs are captured per rank, readable while the job runs, and stored encrypted in
 //!   the project's storage when an attempt ends.
 
+mod cgroup;
 mod error;
 mod gpu;
 pub mod kind;
@@ -93,6 +94,9 @@ pub struct Settings {
     pub discover_gpus: bool,
     /// The scheduler runs at all (off: submissions queue, nothing starts).
     pub enabled: bool,
+    /// Put each local rank in a cgroup with its limits where the cgroup tree is
+    /// writable (off: memory is sampled and enforced by the executor instead).
+    pub cgroups: bool,
 }
 
 impl Settings {
@@ -116,6 +120,7 @@ impl Settings {
             idle_gpu_after: Duration::from_secs(600),
             discover_gpus: true,
             enabled: true,
+            cgroups: true,
         }
     }
 }

@@ -4,10 +4,10 @@
 //! Each rank runs in its own session and process group (so a signal reaches all it
 //! started), pinned to the cores it was given (`sched_setaffinity`: a 1-core job
 //! cannot take 4), with an environment built from scratch (the server's own, which may
-//! hold its master key, never leaks in). Memory is enforced by sampling each group's
-//! resident memory and killing the gang when a rank is over its limit, with that as
-//! the reason: cgroup v2 would let the kernel do it, and is used by a later change
-//! where the cgroup tree is writable (this machine has cgroup v1).
+//! hold its master key, never leaks in). Memory (and a CPU quota) is enforced by the
+//! kernel through a cgroup per rank where the cgroup tree is writable ([`crate::cgroup`]);
+//! elsewhere by sampling each group's resident memory and killing the gang when a rank
+//! is over its limit. Either way the reason says so, and `jobs show` says which.
 //!
 //! Gang invariant: the attempt ends as soon as any rank fails, and then every other
 //! rank is stopped (SIGTERM, a grace period, SIGKILL): a lost worker never leaves its
@@ -23,13 +23,14 @@ use std::time::Duration;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::mpsc;
 
+use crate::cgroup::{Cgroups, RankGroup};
 use crate::procfs::{self, Signal};
 use crate::spec::Resources;
 use crate::{wire, Settings};
 
-/// How limits are enforced here (shown in `jobs show`).
-pub(crate) const ENFORCEMENT: &str =
-    "memory: resident memory sampled per rank, killed over the limit; cpu: cores pinned (sched_setaffinity)";
+/// How limits are enforced without cgroups (shown in `jobs show`).
+pub(crate) const FALLBACK_ENFORCEMENT: &str =
+    "memory: resident memory sampled per rank, killed over the limit (no writable cgroup tree); cpu: cores pinned (sched_setaffinity)";
 
 /// Orders sent to a running attempt.
 #[derive(Debug, Clone)]
@@ -98,6 +99,8 @@ pub(crate) struct LocalExecutor {
     capacity: Resources,
     gpus: Vec<wire::Gpu>,
     nvml: crate::gpu::Gpus,
+    /// Found when the scheduler starts ([`LocalExecutor::start`]).
+    cgroups: std::sync::OnceLock<Cgroups>,
     state: Mutex<State>,
 }
 
@@ -131,7 +134,34 @@ impl LocalExecutor {
             capacity,
             gpus,
             nvml,
+            cgroups: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Finds the cgroup tree ranks are limited by and sweeps what a previous run of
+    /// this server left in it. Called once, by the scheduler, before it starts a job.
+    pub(crate) fn start(&self, settings: &Settings) {
+        let c = Cgroups::detect(settings.cgroups, &crate::cgroup::key_of(&settings.work_dir));
+        match c.off_reason() {
+            Some(why) => {
+                tracing::info!(%why, "no kernel-enforced limits for local jobs: memory is sampled instead")
+            }
+            None => tracing::info!(enforcement = %c.enforcement(), "local jobs run in cgroups"),
+        }
+        let _ = self.cgroups.set(c);
+    }
+
+    /// The cgroups ranks are placed in (off until [`LocalExecutor::start`]).
+    pub(crate) fn cgroups(&self) -> &Cgroups {
+        static OFF: std::sync::OnceLock<Cgroups> = std::sync::OnceLock::new();
+        self.cgroups.get().unwrap_or_else(|| {
+            OFF.get_or_init(|| Cgroups::Off("the scheduler is not running".into()))
+        })
+    }
+
+    /// How limits are enforced here (shown in `jobs show`).
+    pub(crate) fn enforcement(&self) -> String {
+        self.cgroups().enforcement()
     }
 
     /// The UUID `CUDA_VISIBLE_DEVICES` names GPU `index` by.
@@ -177,7 +207,7 @@ impl LocalExecutor {
                     ..g.clone()
                 })
                 .collect(),
-            enforcement: ENFORCEMENT.into(),
+            enforcement: self.enforcement(),
         }
     }
 
@@ -323,9 +353,16 @@ pub(crate) enum Ending {
 /// The processes of a started attempt.
 pub(crate) struct Gang {
     children: Vec<(u32, i32, tokio::process::Child)>,
+    /// Each rank's cgroup (empty without cgroups), by rank.
+    groups: Vec<RankGroup>,
 }
 
 impl Gang {
+    /// The ranks' cgroups, taken out (to remove them when the gang is given up).
+    pub(crate) fn take_groups(&mut self) -> Vec<RankGroup> {
+        std::mem::take(&mut self.groups)
+    }
+
     /// Opens the barrier: every rank becomes its program, together. Call once the
     /// ranks are recorded.
     pub(crate) async fn release(&mut self) {
@@ -339,10 +376,33 @@ impl Gang {
     }
 }
 
+/// The limits every rank of a gang gets, and the cgroups that enforce them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits<'a> {
+    pub cgroups: &'a Cgroups,
+    /// Names the ranks' cgroups (`<job>-a<attempt>`).
+    pub name: &'a str,
+    pub memory_mb: u64,
+    pub cpu_millis: u64,
+}
+
 /// Starts every rank, or none: if one cannot start, those already started are killed.
-pub(crate) fn spawn_gang(ranks: Vec<RankLaunch>) -> Result<(Gang, Vec<Started>), String> {
+/// Each rank is in its cgroup before it passes the barrier.
+pub(crate) fn spawn_gang(
+    ranks: Vec<RankLaunch>,
+    limits: Limits<'_>,
+) -> Result<(Gang, Vec<Started>), String> {
     let mut children = Vec::new();
+    let mut groups = Vec::new();
     let mut started = Vec::new();
+    let undo = |children: &[(u32, i32, tokio::process::Child)], groups: &[RankGroup]| {
+        for (_, pid, _) in children {
+            procfs::signal_group(*pid, Signal::KILL);
+        }
+        for g in groups {
+            g.kill();
+        }
+    };
     for (rank, r) in ranks.into_iter().enumerate() {
         let rank = rank as u32;
         match spawn_rank(&r) {
@@ -354,16 +414,42 @@ pub(crate) fn spawn_gang(ranks: Vec<RankLaunch>) -> Result<(Gang, Vec<Started>),
                     start_ticks: procfs::start_ticks(pid).unwrap_or(0),
                 });
                 children.push((rank, pid, child));
+                if limits.cgroups.active() {
+                    let placed = limits
+                        .cgroups
+                        .create(
+                            &format!("{}-r{rank}", limits.name),
+                            limits.memory_mb,
+                            limits.cpu_millis,
+                        )
+                        .and_then(|g| {
+                            let added = g.add(pid as u32);
+                            groups.push(g);
+                            added
+                        });
+                    if let Err(e) = placed {
+                        undo(&children, &groups);
+                        return Err(format!(
+                            "rank {rank} could not be placed in its cgroup: {e}"
+                        ));
+                    }
+                }
             }
             Err(e) => {
-                for (_, pid, _) in &children {
-                    procfs::signal_group(*pid, Signal::KILL);
-                }
+                undo(&children, &groups);
                 return Err(format!("rank {rank} could not start '{}': {e}", r.program));
             }
         }
     }
-    Ok((Gang { children }, started))
+    Ok((Gang { children, groups }, started))
+}
+
+/// Removes the cgroups of a gang that never ran (or has ended).
+pub(crate) async fn remove_groups(groups: Vec<RankGroup>) {
+    for g in groups {
+        g.kill();
+        g.remove().await;
+    }
 }
 
 /// The barrier each rank passes before it becomes its program.
@@ -434,13 +520,50 @@ impl Gang {
     /// Watches the attempt until it ends: all ranks done, one failed, over memory, out of
     /// time, or ordered to stop.
     pub(crate) async fn supervise(
+        mut self,
+        control: mpsc::UnboundedReceiver<Control>,
+        memory_mb: u64,
+        timeout: Option<Duration>,
+        grace: Duration,
+        every: Duration,
+    ) -> Ending {
+        let groups = std::mem::take(&mut self.groups);
+        let ending = self
+            .watch(&groups, control, memory_mb, timeout, grace, every)
+            .await;
+        remove_groups(groups).await;
+        ending
+    }
+
+    async fn watch(
         self,
+        groups: &[RankGroup],
         mut control: mpsc::UnboundedReceiver<Control>,
         memory_mb: u64,
         timeout: Option<Duration>,
         grace: Duration,
         every: Duration,
     ) -> Ending {
+        let over_memory = |rank: u32| {
+            Ending::Failed {
+                exit_code: Some(128 + 9),
+                reason: format!(
+                    "rank {rank} went over its limit of {memory_mb} MiB of memory and was killed by the kernel (its cgroup); ask for more with resources.memory"
+                ),
+            }
+        };
+        let oom_rank = || {
+            groups
+                .iter()
+                .enumerate()
+                .find(|(_, g)| g.oom_kills() > 0)
+                .map(|(r, _)| r as u32)
+        };
+        let kill_groups = || {
+            for g in groups {
+                g.kill();
+            }
+        };
         let mut live: HashMap<u32, i32> = self.children.iter().map(|(r, p, _)| (*r, *p)).collect();
         let mut waits: FuturesUnordered<Wait> = self
             .children
@@ -458,6 +581,9 @@ impl Gang {
                     live.remove(&rank);
                     // Whatever the rank left behind in its group goes with it.
                     procfs::signal_group(pid, Signal::KILL);
+                    if let Some(g) = groups.get(rank as usize) {
+                        g.kill();
+                    }
                     let ok = status.as_ref().is_ok_and(|s| s.success());
                     if ok {
                         if live.is_empty() {
@@ -469,16 +595,23 @@ impl Gang {
                         Ok(s) => describe_exit(rank, s),
                         Err(e) => (None, format!("rank {rank} could not be waited for: {e}")),
                     };
+                    if let Some(r) = oom_rank() {
+                        stop(&live, &mut waits, grace).await;
+                        kill_groups();
+                        return over_memory(r);
+                    }
                     let reason = if live.is_empty() {
                         reason
                     } else {
                         format!("{reason}; the other ranks were stopped (a gang fails together)")
                     };
                     stop(&live, &mut waits, grace).await;
+                    kill_groups();
                     return Ending::Failed { exit_code, reason };
                 }
                 () = sleep_until(deadline) => {
                     stop(&live, &mut waits, grace).await;
+                    kill_groups();
                     let t = timeout.unwrap_or_default();
                     return Ending::Failed {
                         exit_code: None,
@@ -487,14 +620,28 @@ impl Gang {
                 }
                 Some(c) = control.recv() => {
                     stop(&live, &mut waits, grace).await;
+                    kill_groups();
                     return match c {
                         Control::Cancel { by } => Ending::Cancelled { by },
                         Control::Preempt { by } => Ending::Preempted { by },
                     };
                 }
                 _ = tick.tick() => {
-                    let groups: Vec<i32> = live.values().copied().collect();
-                    let usage = procfs::group_usage(&groups);
+                    if !groups.is_empty() {
+                        // The kernel holds the limit; a process it killed for memory
+                        // (a rank, or a worker a rank started) fails the gang.
+                        if let Some(r) = oom_rank() {
+                            for pid in live.values() {
+                                procfs::signal_group(*pid, Signal::KILL);
+                            }
+                            kill_groups();
+                            while waits.next().await.is_some() {}
+                            return over_memory(r);
+                        }
+                        continue;
+                    }
+                    let pgids: Vec<i32> = live.values().copied().collect();
+                    let usage = procfs::group_usage(&pgids);
                     if let Some((rank, used)) = live
                         .iter()
                         .filter_map(|(r, p)| usage.get(p).map(|u| (*r, u.rss_mb)))

@@ -32,6 +32,7 @@ impl Scheduler {
     /// Recovers this node's jobs left by a previous run, then schedules until the
     /// process ends.
     pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
+        jobs.inner.local.start(&jobs.inner.settings);
         if jobs.inner.kube.get().is_some() {
             let watcher = jobs.clone();
             tokio::spawn(async move {
@@ -326,21 +327,33 @@ impl Jobs {
     async fn attempt(&self, mut job: JobRow, alloc: &Allocation) -> Result<()> {
         let inner = &self.inner;
         let Some(control) = self
-            .claim(&mut job, None, Some(&alloc.describe()), local::ENFORCEMENT)
+            .claim(
+                &mut job,
+                None,
+                Some(&alloc.describe()),
+                &inner.local.enforcement(),
+            )
             .await?
         else {
             return Ok(());
         };
         let prepared = self.prepare(&mut job, alloc).await;
-        let cwd = prepared
-            .as_ref()
-            .ok()
-            .and_then(|r| r.first())
-            .map(|r| r.cwd.clone());
         let ending = match prepared {
-            Ok(ranks) => match local::spawn_gang(ranks) {
+            Ok(ranks) => match local::spawn_gang(
+                ranks,
+                local::Limits {
+                    cgroups: inner.local.cgroups(),
+                    name: &format!("{}-a{}", job.job_id, job.attempt),
+                    memory_mb: job.per_rank.memory_mb,
+                    cpu_millis: job.per_rank.cpu_millis,
+                },
+            ) {
                 Ok((mut gang, started)) => {
-                    self.record_start(&job, &started).await?;
+                    if let Err(e) = self.record_start(&job, &started).await {
+                        // Never released: the ranks exit at the barrier.
+                        local::remove_groups(gang.take_groups()).await;
+                        return Err(e);
+                    }
                     gang.release().await;
                     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
                     if let Some(run_id) = job.run_id.clone() {
@@ -389,19 +402,38 @@ impl Jobs {
                 reason: format!("could not be prepared: {e}"),
             },
         };
-        let ending = match (ending, cwd) {
-            (Ending::Succeeded, Some(cwd)) if !job.spec.outputs.is_empty() => {
-                match self.log_outputs(&job, &cwd).await {
-                    Ok(()) => Ending::Succeeded,
-                    Err(e) => Ending::Failed {
-                        exit_code: Some(0),
-                        reason: e.to_string(),
-                    },
-                }
-            }
-            (e, _) => e,
-        };
         self.finish(&job, ending).await
+    }
+
+    /// The directory rank 0 runs in: its kind's working directory, else the job's
+    /// `work` directory. Shared with the server on the local and Slurm executors.
+    pub(crate) fn work_dir(&self, job: &JobRow) -> std::path::PathBuf {
+        self.inner
+            .kinds
+            .get(&job.kind)
+            .ok()
+            .and_then(|k| k.plan(&job.spec.params, 0, job.ranks).ok())
+            .and_then(|p| p.working_dir)
+            .unwrap_or_else(|| self.job_dir(&job.job_id).join("work"))
+    }
+
+    /// A succeeded attempt's declared outputs, logged to its run; a missing one fails
+    /// it. Kubernetes pods share no filesystem with the server: outputs are refused
+    /// there at submit.
+    async fn with_outputs(&self, job: &JobRow, ending: Ending) -> Ending {
+        if !matches!(ending, Ending::Succeeded)
+            || job.spec.outputs.is_empty()
+            || job.executor == "kubernetes"
+        {
+            return ending;
+        }
+        match self.log_outputs(job, &self.work_dir(job)).await {
+            Ok(()) => Ending::Succeeded,
+            Err(e) => Ending::Failed {
+                exit_code: Some(0),
+                reason: e.to_string(),
+            },
+        }
     }
 
     /// Logs the declared outputs (files, or directories walked) to the job's run as
@@ -607,8 +639,10 @@ impl Jobs {
                 ("GROUP_RANK", "0".into()),
                 (
                     "CUDA_VISIBLE_DEVICES",
+                    // By UUID: NVML's and CUDA's orders of GPUs differ, and a MIG
+                    // instance has no index CUDA would accept.
                     gpus.iter()
-                        .map(|g| g.to_string())
+                        .map(|g| inner.local.gpu_uuid(*g))
                         .collect::<Vec<_>>()
                         .join(","),
                 ),
@@ -780,6 +814,7 @@ impl Jobs {
     /// job is done) and stores its logs.
     pub(crate) async fn finish(&self, job: &JobRow, ending: Ending) -> Result<()> {
         let inner = &self.inner;
+        let ending = self.with_outputs(job, ending).await;
         // Logs are stored first, so a job seen as ended has its logs in storage.
         let stored = match self.store_logs(job).await {
             Ok(s) => s,

@@ -151,8 +151,12 @@ pub struct Gpu {
     /// What `CUDA_VISIBLE_DEVICES` names it by (`GPU-…`).
     pub uuid: String,
     pub memory_mb: u64,
-    /// Whether it is in MIG mode (handed out whole; its instances are not listed yet).
+    /// Whether it is a MIG instance (or a GPU in MIG mode whose instances could not
+    /// be listed, handed out whole).
     pub mig: bool,
+    /// For a MIG instance, the UUID of the GPU it is part of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_uuid: Option<String>,
     /// The job using it, if any.
     pub job_id: Option<String>,
 }

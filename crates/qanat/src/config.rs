@@ -63,6 +63,9 @@ pub struct JobsConfig {
     pub idle_gpu_secs: u64,
     /// Discover GPUs through NVML (off: this server hands out no GPUs).
     pub gpus: bool,
+    /// Run each local rank in a cgroup with its limits where the cgroup tree is
+    /// writable (off: memory is sampled and enforced by the server instead).
+    pub cgroups: bool,
     /// A Slurm cluster jobs may run on (`executor: slurm`).
     pub slurm: SlurmConfig,
     /// A Kubernetes cluster jobs may run on (`executor: kubernetes`).
@@ -153,6 +156,7 @@ impl Default for JobsConfig {
             metrics_interval_secs: 10,
             idle_gpu_secs: 600,
             gpus: true,
+            cgroups: true,
             slurm: SlurmConfig::default(),
             kubernetes: KubernetesConfig::default(),
         }
@@ -284,6 +288,7 @@ impl Config {
         s.metrics_interval = std::time::Duration::from_secs(j.metrics_interval_secs);
         s.idle_gpu_after = std::time::Duration::from_secs(j.idle_gpu_secs);
         s.discover_gpus = j.gpus;
+        s.cgroups = j.cgroups;
         Ok(s)
     }
 }
@@ -715,6 +720,7 @@ impl Config {
         )?;
         env_parse("QANAT_JOBS_IDLE_GPU_SECS", &mut j.idle_gpu_secs)?;
         env_parse("QANAT_JOBS_GPUS", &mut j.gpus)?;
+        env_parse("QANAT_JOBS_CGROUPS", &mut j.cgroups)?;
         let sl = &mut j.slurm;
         env_parse("QANAT_JOBS_SLURM_ENABLED", &mut sl.enabled)?;
         env_some("QANAT_JOBS_SLURM_PARTITION", &mut sl.partition)?;

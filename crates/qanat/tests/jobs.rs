@@ -133,9 +133,14 @@ fn a_job_survives_a_server_kill_and_completes_exactly_once() {
     assert!(gone(&first), "attempt 1 (pid {first}) still runs");
 }
 
-#[test]
-fn a_memory_hungry_job_is_killed_at_its_limit_with_a_clear_reason() {
-    let q = server("2");
+/// A job that touches 400 MiB under a 64 MiB limit, on a server with `cgroups` on or
+/// off; returns the finished job.
+fn hungry_job(cgroups: &str) -> (Value, Qanat) {
+    let q = Qanat::start_with(vec![
+        ("QANAT_JOBS_CPUS".into(), "2".into()),
+        ("QANAT_JOBS_KILL_GRACE_SECS".into(), "2".into()),
+        ("QANAT_JOBS_CGROUPS".into(), cgroups.into()),
+    ]);
     let j = submit(
         &q,
         "default",
@@ -145,17 +150,63 @@ fn a_memory_hungry_job_is_killed_at_its_limit_with_a_clear_reason() {
             "command": ["python3", "-c", "import time\nx = bytearray(400 * 1024 * 1024)\nfor i in range(len(x) // 4096): x[i * 4096] = 1\ntime.sleep(30)"],
         }),
     );
-    let j = finished(&q, "default", &id(&j), 30);
+    (finished(&q, "default", &id(&j), 30), q)
+}
+
+#[test]
+fn a_memory_hungry_job_is_killed_at_its_limit_with_a_clear_reason() {
+    // With cgroups where the tree is writable (the kernel holds the limit), else the
+    // server's sampler; `enforcement` says which, and the reason matches it.
+    let (j, q) = hungry_job("true");
+    assert_eq!(j["state"], "failed");
+    let reason = j["reason"].as_str().expect("reason");
+    let enforcement = j["enforcement"].as_str().expect("enforcement");
+    assert!(
+        reason.contains("over its limit of 64 MiB") && reason.contains("resources.memory"),
+        "{reason}"
+    );
+    if enforcement.contains("cgroup") {
+        assert!(reason.contains("killed by the kernel"), "{reason}");
+        // The rank ran in its own cgroup, and it is gone now the attempt is over.
+        let probe = submit(
+            &q,
+            "default",
+            json!({"name": "where", "command": "cat /proc/self/cgroup"}),
+        );
+        let probe = finished(&q, "default", &id(&probe), 30);
+        assert_eq!(probe["state"], "succeeded", "{probe:#}");
+        let (_, log) = q.http().send(
+            &q.admin_token,
+            "GET",
+            &format!("/api/v1/projects/default/jobs/{}/logs", id(&probe)),
+            None,
+        );
+        let log = log["data"].as_str().unwrap_or("").to_string();
+        let mine = format!("{}-a1-r0", id(&probe));
+        assert!(log.contains(&mine), "not in its cgroup: {log}");
+        let dir = enforcement
+            .rsplit("cgroups under ")
+            .next()
+            .expect("cgroup path");
+        assert!(
+            !Path::new(dir).join(&mine).exists(),
+            "{dir}/{mine} left behind"
+        );
+    } else {
+        assert!(reason.contains("used"), "{reason}");
+    }
+    // With cgroups off the server samples memory itself, and says so.
+    let (j, _q) = hungry_job("false");
     assert_eq!(j["state"], "failed");
     let reason = j["reason"].as_str().expect("reason");
     assert!(
-        reason.contains("over its limit of 64 MiB") && reason.contains("resources.memory"),
+        reason.contains("used") && reason.contains("over its limit of 64 MiB"),
         "{reason}"
     );
     assert!(j["enforcement"]
         .as_str()
         .expect("enforcement")
-        .contains("memory"));
+        .contains("resident memory sampled"));
 }
 
 #[test]
@@ -171,9 +222,12 @@ fn a_two_rank_gang_where_one_rank_dies_fails_together_and_is_retried_whole() {
             "ranks": 2,
             "resources": {"cpus": 1},
             "max_retries": 1,
+            // Rank 1 fails once rank 0 has written its line: each attempt shows both.
             "command": format!(
                 "echo \"$QANAT_JOB_ATTEMPT $RANK/$WORLD_SIZE $MASTER_ADDR\" >> {o}/ranks; \
-                 if [ $RANK = 1 ]; then exit 3; fi; sleep 60"
+                 if [ $RANK = 1 ]; then \
+                   until grep -q \"^$QANAT_JOB_ATTEMPT 0/\" {o}/ranks; do sleep 0.05; done; exit 3; \
+                 fi; sleep 60"
             ),
         }),
     );

@@ -105,6 +105,43 @@ fn a_two_rank_job_runs_as_one_slurm_job_with_a_log_per_rank() {
     );
     assert_eq!(finished(&q, &id)["state"], "succeeded");
     assert_eq!(log(&q, &id, 0).lines().collect::<Vec<_>>(), ["0", "1"]);
+    // Declared outputs are collected from the shared working directory into the run.
+    let id = submit(
+        &q,
+        json!({"name": "outputs", "executor": "slurm", "outputs": ["model"],
+               "command": "mkdir -p model/sub && echo w > model/weights.txt && echo c > model/sub/config.txt"}),
+    );
+    let j = finished(&q, &id);
+    assert_eq!(j["state"], "succeeded", "{j:#}");
+    let run = j["run_id"].as_str().expect("run id");
+    let (s, listed) = q.http().send(
+        &q.admin_token,
+        "GET",
+        &format!("/mlflow/default/api/2.0/mlflow/artifacts/list?run_id={run}&path=model"),
+        None,
+    );
+    assert_eq!(s, 200, "{listed}");
+    let paths: Vec<&str> = listed["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    assert!(
+        paths.contains(&"model/weights.txt") && paths.contains(&"model/sub"),
+        "{listed}"
+    );
+    // A declared output that is not produced fails the job, saying which.
+    let id = submit(
+        &q,
+        json!({"name": "no-output", "executor": "slurm", "outputs": ["missing.bin"], "command": "true"}),
+    );
+    let j = finished(&q, &id);
+    assert_eq!(j["state"], "failed", "{j:#}");
+    assert!(
+        j["reason"].as_str().unwrap_or("").contains("missing.bin"),
+        "{j:#}"
+    );
 }
 
 #[test]
