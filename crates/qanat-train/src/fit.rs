@@ -1,0 +1,293 @@
+//! The training loop: an MLP (no hidden layer: a linear or logistic model) fitted with
+//! Adam on minibatches in a seeded order, metrics on the training and validation rows
+//! after every epoch, the learning rate from the schedule, early stopping on the
+//! validation loss keeping the best epoch's weights.
+//!
+//! The backend is burn's `ndarray` CPU backend under `autodiff`: a seed fixes the
+//! initial weights, the split and the batch order, so two CPU runs with one seed give
+//! the same bits.
+
+use burn::backend::{Autodiff, NdArray};
+use burn::module::{AutodiffModule, Module};
+use burn::nn::{Linear, LinearConfig};
+use burn::optim::decay::WeightDecayConfig;
+use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::tensor::activation::{log_softmax, relu};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor, TensorData};
+
+use crate::config::TrainConfig;
+use crate::metrics;
+use crate::prep::{Encoded, Preprocessing, Rng, Target};
+use crate::{Error, Result};
+
+/// The CPU backend.
+pub type Cpu = NdArray<f32>;
+/// The CPU backend with gradients.
+pub type CpuTrain = Autodiff<Cpu>;
+
+/// A stack of dense layers with ReLU between them.
+#[derive(Module, Debug)]
+pub struct Mlp<B: Backend> {
+    pub layers: Vec<Linear<B>>,
+}
+
+impl<B: Backend> Mlp<B> {
+    pub fn new(inputs: usize, hidden: &[usize], outputs: usize, device: &B::Device) -> Self {
+        let mut widths = vec![inputs];
+        widths.extend_from_slice(hidden);
+        widths.push(outputs);
+        let layers = widths
+            .windows(2)
+            .map(|w| LinearConfig::new(w[0], w[1]).init(device))
+            .collect();
+        Mlp { layers }
+    }
+
+    pub fn forward(&self, mut x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let last = self.layers.len().saturating_sub(1);
+        for (i, layer) in self.layers.iter().enumerate() {
+            x = layer.forward(x);
+            if i < last {
+                x = relu(x);
+            }
+        }
+        x
+    }
+}
+
+/// The metrics of one epoch (names as logged: `train_loss`, `val_accuracy`, …).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpochMetrics {
+    pub epoch: u32,
+    pub learning_rate: f64,
+    pub values: Vec<(String, f64)>,
+}
+
+impl EpochMetrics {
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.values.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+}
+
+/// What a finished fit returns.
+#[derive(Debug)]
+pub struct Fitted<B: Backend> {
+    pub model: Mlp<B>,
+    /// The epoch whose weights the model has (the best validation loss).
+    pub best_epoch: u32,
+    /// Epochs run (fewer than asked when stopped early).
+    pub epochs_run: u32,
+    pub history: Vec<EpochMetrics>,
+}
+
+/// The loss of `out` against `y` with row weights `w`, on any backend.
+fn loss<B: Backend>(
+    target: &Target,
+    out: Tensor<B, 2>,
+    y: &[f32],
+    w: &[f32],
+    device: &B::Device,
+) -> Tensor<B, 1> {
+    let n = y.len();
+    let wt = Tensor::<B, 1>::from_data(TensorData::new(w.to_vec(), [n]), device);
+    let wsum = w.iter().map(|x| f64::from(*x)).sum::<f64>().max(1e-12);
+    match target {
+        Target::Classification { classes, .. } if classes.len() == 2 => {
+            // Binary cross-entropy on the logit z, stably: max(z,0) - z·y + log(1 + e^-|z|).
+            let z = out.reshape([n]);
+            let yt = Tensor::<B, 1>::from_data(
+                TensorData::new(y.iter().map(|v| v.max(0.0)).collect::<Vec<f32>>(), [n]),
+                device,
+            );
+            let l = relu(z.clone()) - z.clone() * yt + (z.abs().neg().exp() + 1.0).log();
+            (l * wt).sum() / wsum
+        }
+        Target::Classification { .. } => {
+            let logp = log_softmax(out, 1);
+            let idx: Vec<i64> = y.iter().map(|v| (*v).max(0.0) as i64).collect();
+            let it = Tensor::<B, 2, Int>::from_data(TensorData::new(idx, [n, 1]), device);
+            let picked = logp.gather(1, it).reshape([n]);
+            (picked * wt).sum().neg() / wsum
+        }
+        Target::Regression { .. } => {
+            let p = out.reshape([n]);
+            let yt = Tensor::<B, 1>::from_data(TensorData::new(y.to_vec(), [n]), device);
+            let d = p - yt;
+            (d.clone() * d * wt).sum() / wsum
+        }
+    }
+}
+
+fn batch<B: Backend>(
+    data: &Encoded,
+    rows: &[usize],
+    device: &B::Device,
+) -> (Tensor<B, 2>, Vec<f32>, Vec<f32>) {
+    let w = data.width;
+    let mut x = Vec::with_capacity(rows.len() * w);
+    let mut y = Vec::with_capacity(rows.len());
+    let mut wt = Vec::with_capacity(rows.len());
+    for r in rows {
+        x.extend_from_slice(&data.x[r * w..(r + 1) * w]);
+        y.push(data.y[*r]);
+        wt.push(data.weight[*r]);
+    }
+    (
+        Tensor::from_data(TensorData::new(x, [rows.len(), w]), device),
+        y,
+        wt,
+    )
+}
+
+/// Raw model outputs for every row of `data` (row-major, `rows × outputs`).
+pub fn outputs<B: Backend>(model: &Mlp<B>, data: &Encoded, device: &B::Device) -> Result<Vec<f32>> {
+    let mut out = Vec::new();
+    let rows: Vec<usize> = (0..data.rows()).collect();
+    for chunk in rows.chunks(4096) {
+        let (x, _, _) = batch::<B>(data, chunk, device);
+        let o = model.forward(x).into_data();
+        out.extend(
+            o.to_vec::<f32>()
+                .map_err(|e| Error::internal(format!("reading the model's outputs: {e:?}")))?,
+        );
+    }
+    Ok(out)
+}
+
+/// Loss and task metrics of `model` on `data`, names prefixed with `prefix`.
+pub fn evaluate<B: Backend>(
+    model: &Mlp<B>,
+    prep: &Preprocessing,
+    data: &Encoded,
+    prefix: &str,
+    device: &B::Device,
+) -> Result<Vec<(String, f64)>> {
+    let out = outputs(model, data, device)?;
+    let n = data.rows();
+    let k = prep.target.outputs();
+    let t = Tensor::<B, 2>::from_data(TensorData::new(out.clone(), [n, k]), device);
+    let l = loss(&prep.target, t, &data.y, &data.weight, device)
+        .into_data()
+        .to_vec::<f32>()
+        .map_err(|e| Error::internal(format!("reading the loss: {e:?}")))?;
+    let mut m = vec![(
+        format!("{prefix}loss"),
+        f64::from(l.first().copied().unwrap_or(f32::NAN)),
+    )];
+    match &prep.target {
+        Target::Classification { classes, .. } => {
+            let truth: Vec<i64> = data.y.iter().map(|v| *v as i64).collect();
+            let pred: Vec<usize> = if k == 1 {
+                out.iter().map(|z| usize::from(*z > 0.0)).collect()
+            } else {
+                out.chunks(k)
+                    .map(|r| {
+                        r.iter()
+                            .enumerate()
+                            .fold(
+                                (0, f32::NEG_INFINITY),
+                                |b, (i, v)| if *v > b.1 { (i, *v) } else { b },
+                            )
+                            .0
+                    })
+                    .collect()
+            };
+            m.push((
+                format!("{prefix}accuracy"),
+                metrics::accuracy(&pred, &truth),
+            ));
+            m.push((
+                format!("{prefix}f1"),
+                metrics::f1(&pred, &truth, classes.len()),
+            ));
+            if k == 1 {
+                let scores: Vec<f64> = out.iter().map(|z| f64::from(*z)).collect();
+                let pos: Vec<bool> = truth.iter().map(|t| *t == 1).collect();
+                if let Some(a) = metrics::auc(&scores, &pos) {
+                    m.push((format!("{prefix}auc"), a));
+                }
+            }
+        }
+        Target::Regression { mean, std, .. } => {
+            let pred: Vec<f64> = out.iter().map(|p| f64::from(*p) * std + mean).collect();
+            let truth: Vec<f64> = data.y.iter().map(|y| f64::from(*y) * std + mean).collect();
+            m.push((format!("{prefix}rmse"), metrics::rmse(&pred, &truth)));
+            m.push((format!("{prefix}mae"), metrics::mae(&pred, &truth)));
+        }
+    }
+    Ok(m)
+}
+
+/// Fits a model on `train`, validating on `valid` after every epoch; `on_epoch` sees
+/// each epoch's metrics as they come (to log them).
+pub fn fit(
+    config: &TrainConfig,
+    prep: &Preprocessing,
+    train: &Encoded,
+    valid: &Encoded,
+    mut on_epoch: impl FnMut(&EpochMetrics) -> Result<()>,
+) -> Result<Fitted<Cpu>> {
+    let device = Default::default();
+    <CpuTrain as Backend>::seed(&device, config.seed);
+    let mut rng = Rng::new(config.seed ^ 0x05ee_d0fb_a7c4);
+    let mut model: Mlp<CpuTrain> = Mlp::new(
+        prep.width(),
+        &config.hidden_layers(),
+        prep.target.outputs(),
+        &device,
+    );
+    let mut adam = AdamConfig::new().with_epsilon(1e-8);
+    if config.weight_decay > 0.0 {
+        adam = adam.with_weight_decay(Some(WeightDecayConfig::new(config.weight_decay as f32)));
+    }
+    let mut optim = adam.init::<CpuTrain, Mlp<CpuTrain>>();
+    let mut order: Vec<usize> = (0..train.rows()).collect();
+    let mut best: Option<(f64, u32, Mlp<Cpu>)> = None;
+    let mut history = Vec::new();
+    let mut since_best = 0u32;
+    let mut epochs_run = 0;
+    for epoch in 0..config.epochs {
+        let lr = config.rate_at(epoch);
+        rng.shuffle(&mut order);
+        for rows in order.chunks(config.batch_size) {
+            let (x, y, w) = batch::<CpuTrain>(train, rows, &device);
+            let l = loss(&prep.target, model.forward(x), &y, &w, &device);
+            let grads = GradientsParams::from_grads(l.backward(), &model);
+            model = optim.step(lr, model, grads);
+        }
+        epochs_run = epoch + 1;
+        let eval = model.valid();
+        let mut values = evaluate(&eval, prep, train, "train_", &device)?;
+        values.extend(evaluate(&eval, prep, valid, "val_", &device)?);
+        let m = EpochMetrics {
+            epoch,
+            learning_rate: lr,
+            values,
+        };
+        let val_loss = m.get("val_loss").unwrap_or(f64::INFINITY);
+        if !val_loss.is_finite() {
+            return Err(Error::invalid(format!(
+                "the validation loss is {val_loss} at epoch {epoch}: lower the learning_rate (now {lr})"
+            )));
+        }
+        on_epoch(&m)?;
+        history.push(m);
+        if best.as_ref().is_none_or(|(b, _, _)| val_loss < *b) {
+            best = Some((val_loss, epoch, eval));
+            since_best = 0;
+        } else {
+            since_best += 1;
+            if config.patience > 0 && since_best >= config.patience {
+                break;
+            }
+        }
+    }
+    let (_, best_epoch, model) = best.ok_or_else(|| Error::internal("no epoch ran"))?;
+    Ok(Fitted {
+        model,
+        best_epoch,
+        epochs_run,
+        history,
+    })
+}

@@ -1,0 +1,82 @@
+//! The trainer on the tables shipped in examples/data: it learns them, and a seed
+//! makes a run repeatable bit for bit.
+
+use std::path::PathBuf;
+
+use qanat_train::{train_table, Table, TrainConfig};
+use serde_json::json;
+
+fn example(name: &str) -> Table {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/data")
+        .join(name);
+    Table::read_file(&p).expect("example table")
+}
+
+#[test]
+fn logistic_regression_and_an_mlp_learn_the_breast_cancer_data() {
+    let t = example("breast_cancer.csv");
+    assert_eq!(t.rows(), 569);
+    // A majority-class guess scores 0.63.
+    for (model, at_least) in [("logistic", 0.96), ("mlp", 0.94)] {
+        let c = TrainConfig::from_value(json!({
+            "target": "diagnosis", "model": model, "epochs": 60, "batch_size": 32, "seed": 7,
+        }))
+        .expect("config");
+        let mut epochs = 0;
+        let r = train_table(&t, &c, |_| {
+            epochs += 1;
+            Ok(())
+        })
+        .expect("trained");
+        let best = &r.fitted.history[r.fitted.best_epoch as usize];
+        let acc = best.get("val_accuracy").expect("val_accuracy");
+        eprintln!(
+            "{model}: best epoch {} of {}: {:?}",
+            r.fitted.best_epoch, r.fitted.epochs_run, best.values
+        );
+        assert!(acc >= at_least, "{model}: validation accuracy {acc}");
+        assert!(
+            best.get("val_auc").expect("auc") > 0.97,
+            "{model}: {best:?}"
+        );
+        assert_eq!(epochs as u32, r.fitted.epochs_run);
+        // 20% of each class held out: 42 of 212 malignant, 71 of 357 benign.
+        assert_eq!((r.train_rows, r.valid_rows), (456, 113));
+    }
+}
+
+#[test]
+fn a_regression_mlp_learns_the_diabetes_data() {
+    let t = example("diabetes.csv");
+    let c = TrainConfig::from_value(json!({
+        "target": "progression", "model": "linear", "epochs": 200, "learning_rate": 0.05,
+    }))
+    .expect("config");
+    let r = train_table(&t, &c, |_| Ok(())).expect("trained");
+    let best = &r.fitted.history[r.fitted.best_epoch as usize];
+    // The target's standard deviation is about 77: a linear model explains about half.
+    let rmse = best.get("val_rmse").expect("rmse");
+    eprintln!(
+        "linear: best epoch {}: {:?}",
+        r.fitted.best_epoch, best.values
+    );
+    assert!(rmse < 58.0, "validation RMSE {rmse}");
+}
+
+#[test]
+fn a_seed_makes_a_cpu_run_bit_reproducible() {
+    let t = example("breast_cancer.csv");
+    let c = TrainConfig::from_value(json!({"target": "diagnosis", "epochs": 5, "seed": 3}))
+        .expect("config");
+    let run = || {
+        let mut losses = Vec::new();
+        train_table(&t, &c, |m| {
+            losses.push(m.get("train_loss").expect("loss").to_bits());
+            Ok(())
+        })
+        .expect("trained");
+        losses
+    };
+    assert_eq!(run(), run());
+}
