@@ -98,4 +98,86 @@ impl Client {
         );
         self.download(self.request(Method::GET, &endpoint)).await
     }
+
+    /// Logs metrics, params and tags to a run in one call (MLflow's `runs/log-batch`:
+    /// all or nothing). `metrics` are (key, value, step); their time is now.
+    pub async fn log_batch(
+        &self,
+        project: &str,
+        run_id: &str,
+        metrics: &[(String, f64, i64)],
+        params: &[(String, String)],
+        tags: &[(String, String)],
+    ) -> Result<()> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let body = serde_json::json!({
+            "run_id": run_id,
+            "metrics": metrics.iter().map(|(k, v, step)| serde_json::json!({
+                "key": k, "value": v, "timestamp": now, "step": step,
+            })).collect::<Vec<_>>(),
+            "params": params.iter().map(|(k, v)| serde_json::json!({"key": k, "value": v})).collect::<Vec<_>>(),
+            "tags": tags.iter().map(|(k, v)| serde_json::json!({"key": k, "value": v})).collect::<Vec<_>>(),
+        });
+        let path = mlflow_path(project, "runs/log-batch");
+        let _: serde_json::Value = self.with_body(Method::POST, &path, &body).await?;
+        Ok(())
+    }
+
+    /// Stores `bytes` as the artifact `rel` of the run whose artifact root is `root`
+    /// (`mlflow-artifacts:/<experiment>/<run>/artifacts`).
+    pub async fn upload_artifact(
+        &self,
+        project: &str,
+        root: &str,
+        rel: &str,
+        bytes: Vec<u8>,
+    ) -> Result<()> {
+        let base = root
+            .trim_start_matches("mlflow-artifacts:")
+            .trim_matches('/');
+        let endpoint = format!(
+            "/mlflow/{}/api/2.0/mlflow-artifacts/artifacts/{}/{}",
+            seg(project),
+            key_path(base),
+            key_path(rel.trim_start_matches('/'))
+        );
+        self.send(self.request(Method::PUT, &endpoint).body(bytes))
+            .await
+            .map(|_| ())
+    }
+
+    /// Registers the model at `source` (e.g. `runs:/<run>/model`) as a new version of
+    /// `name`, creating the registered model when it does not exist; the version's
+    /// number.
+    pub async fn register_version(
+        &self,
+        project: &str,
+        name: &str,
+        source: &str,
+        run_id: &str,
+    ) -> Result<String> {
+        let create = mlflow_path(project, "registered-models/create");
+        let made: Result<serde_json::Value> = self
+            .with_body(Method::POST, &create, &serde_json::json!({ "name": name }))
+            .await;
+        match made {
+            Ok(_) => {}
+            Err(crate::Error::Api { code, .. }) if code == "RESOURCE_ALREADY_EXISTS" => {}
+            Err(e) => return Err(e),
+        }
+        let path = mlflow_path(project, "model-versions/create");
+        let v: serde_json::Value = self
+            .with_body(
+                Method::POST,
+                &path,
+                &serde_json::json!({ "name": name, "source": source, "run_id": run_id }),
+            )
+            .await?;
+        Ok(v["model_version"]["version"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string())
+    }
 }

@@ -12,12 +12,15 @@
 //! model files (safetensors, spec, ONNX), registration, the CUDA backend, sweeps.
 
 pub mod config;
+pub mod export;
 pub mod fit;
+pub mod kind;
 pub mod metrics;
 pub mod prep;
 pub mod table;
 
 pub use config::{Task, TrainConfig};
+pub use kind::TrainKind;
 pub use table::Table;
 
 /// What training can refuse or fail at.

@@ -248,7 +248,10 @@ pub async fn serve(cfg: Config) -> Result<()> {
         };
         jobs.server_url = format!("{scheme}://{host}:{}", local.port());
     }
-    state = state.with_jobs(jobs, qanat_jobs::Kinds::standard());
+    let exe = std::env::current_exe().context("finding this binary (train jobs run it)")?;
+    let kinds =
+        qanat_jobs::Kinds::standard().with(std::sync::Arc::new(qanat_train::TrainKind::new(exe)));
+    state = state.with_jobs(jobs, kinds);
     if let Some(slurm) = cfg.slurm_settings()? {
         state
             .jobs

@@ -165,6 +165,9 @@ pub enum Command {
     },
     /// The executors' capacity and GPUs (model, memory, which job holds each).
     Gpus,
+    /// The process a `train` job runs (started by the scheduler, not by hand).
+    #[command(hide = true)]
+    TrainWorker,
     /// Purge what was deleted longer ago than the retention period.
     ///
     /// With -p (maintainers): the project's deleted datasets, experiments and runs,

@@ -18,6 +18,7 @@ mod runs;
 mod server;
 mod session;
 mod tokens;
+mod train_worker;
 mod users;
 mod webhooks;
 
@@ -89,6 +90,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Webhooks { project, cmd } => webhooks::run(&ctx()?, &which(project)?, cmd).await,
         Command::Jobs { project, cmd } => jobs::run(&ctx()?, &which(project)?, cmd).await,
         Command::Gpus => jobs::gpus(&ctx()?).await,
+        Command::TrainWorker => train_worker::run().await,
         Command::Gc { project, grace } => data::gc(&ctx()?, project.as_deref(), grace).await,
         Command::Lineage(args) => lineage::run(&ctx()?, args).await,
         Command::Audit { cmd } => audit::run(&ctx()?, cmd).await,

@@ -1,0 +1,182 @@
+//! The native trainer as a job, through the binary: a dataset pushed with the CLI, a
+//! `train` job submitted through the API, metrics per epoch in its run, the model's
+//! files as the run's artifacts, and a registered version whose run reads the dataset.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Qanat;
+use serde_json::{json, Value};
+
+fn server_with_breast_cancer() -> Qanat {
+    let q = Qanat::start_with(vec![("QANAT_JOBS_CPUS".into(), "2".into())]);
+    let src = q.dir.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/data/breast_cancer.csv"
+        ),
+        src.join("breast_cancer.csv"),
+    )
+    .expect("copy the example table");
+    let (ok, _, err) = q.cli(&["data", "-p", "default", "create", "cancer"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "default",
+        "push",
+        "cancer",
+        src.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    q
+}
+
+fn finished(q: &Qanat, id: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let (s, j) = q.http().send(
+            &q.admin_token,
+            "GET",
+            &format!("/api/v1/projects/default/jobs/{id}"),
+            None,
+        );
+        assert_eq!(s, 200, "{j}");
+        if ["succeeded", "failed", "cancelled"].contains(&j["state"].as_str().unwrap_or("")) {
+            return j;
+        }
+        assert!(start.elapsed() < Duration::from_secs(180), "stuck: {j:#}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn mlflow(q: &Qanat, path: &str) -> Value {
+    let (s, v) = q.http().send(
+        &q.admin_token,
+        "GET",
+        &format!("/mlflow/default/api/2.0/mlflow/{path}"),
+        None,
+    );
+    assert_eq!(s, 200, "{path}: {v}");
+    v
+}
+
+#[test]
+fn a_train_job_logs_its_epochs_stores_its_model_and_registers_it() {
+    let q = server_with_breast_cancer();
+    let (s, job) = q.http().send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/projects/default/jobs",
+        Some(json!({
+            "name": "cancer-logistic", "kind": "train", "inputs": ["dataset:cancer@1"],
+            "target": "diagnosis", "model": "logistic", "epochs": 30, "seed": 1,
+            "register": "cancer-classifier",
+        })),
+    );
+    assert_eq!(s, 201, "{job}");
+    let j = finished(&q, job["job_id"].as_str().expect("id"));
+    let (_, log) = q.http().send(
+        &q.admin_token,
+        "GET",
+        &format!(
+            "/api/v1/projects/default/jobs/{}/logs",
+            job["job_id"].as_str().expect("id")
+        ),
+        None,
+    );
+    assert_eq!(j["state"], "succeeded", "{j:#}\n{}", log["data"]);
+    let run_id = j["run_id"].as_str().expect("run");
+    let run = mlflow(&q, &format!("runs/get?run_id={run_id}"));
+    let data = &run["run"]["data"];
+    let metric = |k: &str| {
+        data["metrics"]
+            .as_array()
+            .expect("metrics")
+            .iter()
+            .find(|m| m["key"] == k)
+            .map(|m| m["value"].as_f64().expect("value"))
+    };
+    assert!(
+        metric("best_val_accuracy").expect("best_val_accuracy") > 0.9,
+        "{data:#}"
+    );
+    let param = |k: &str| {
+        data["params"]
+            .as_array()
+            .expect("params")
+            .iter()
+            .find(|p| p["key"] == k)
+            .map(|p| p["value"].clone())
+    };
+    assert_eq!(param("model"), Some(json!("logistic")));
+    assert_eq!(param("rows"), Some(json!("569")));
+    let history = mlflow(
+        &q,
+        &format!("metrics/get-history?run_id={run_id}&metric_key=val_loss"),
+    );
+    assert!(
+        history["metrics"].as_array().expect("history").len() >= 2,
+        "{history}"
+    );
+    let files = mlflow(&q, &format!("artifacts/list?run_id={run_id}&path=model"));
+    let paths: Vec<&str> = files["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    assert!(
+        paths.contains(&"model/weights.safetensors") && paths.contains(&"model/spec.json"),
+        "{files}"
+    );
+    let versions = mlflow(&q, "registered-models/get?name=cancer-classifier");
+    assert_eq!(
+        versions["registered_model"]["latest_versions"][0]["run_id"], run_id,
+        "{versions:#}"
+    );
+    // The run reads the dataset version: lineage from the model version to the data.
+    let (s, lineage) = q.http().send(
+        &q.admin_token,
+        "GET",
+        &format!("/api/v1/projects/default/lineage?ref=run:{run_id}"),
+        None,
+    );
+    assert_eq!(s, 200);
+    assert!(
+        lineage.to_string().contains("dataset:cancer@1"),
+        "{lineage}"
+    );
+}
+
+#[test]
+fn bad_train_jobs_are_refused_at_submit_with_what_to_fix() {
+    let q = Qanat::start_with(vec![]);
+    for (spec, says) in [
+        (json!({"name": "t", "kind": "train", "epochs": 3}), "target"),
+        (
+            json!({"name": "t", "kind": "train", "target": "y", "learning_rate": 0}),
+            "learning_rate",
+        ),
+        (
+            json!({"name": "t", "kind": "train", "target": "y", "model": "forest"}),
+            "unknown variant",
+        ),
+        (
+            json!({"name": "t", "kind": "train", "target": "y", "register": 3}),
+            "register",
+        ),
+    ] {
+        let (s, e) = q.http().send(
+            &q.admin_token,
+            "POST",
+            "/api/v1/projects/default/jobs",
+            Some(spec.clone()),
+        );
+        assert_eq!(s, 400, "{spec}: {e}");
+        assert!(e.to_string().contains(says), "{spec}: {e}");
+    }
+}
