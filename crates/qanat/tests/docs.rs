@@ -9,7 +9,8 @@
 //! - starting the server is the harness's job: `qanat server`, `cargo test` and `alias`
 //!   lines are left out, and `http://127.0.0.1:8080` is the test server;
 //! - `<!-- docs-test: setup … -->` (invisible when rendered) holds shell that runs
-//!   before the next block: the files an example reads, a project it works in;
+//!   before the next block: the files an example reads, a project it works in (the
+//!   repository is at `$QANAT_DOCS_REPO`, for its `examples/`);
 //! - `<!-- docs-test: skip: REASON -->` leaves the next block out, with the reason;
 //! - synopses with placeholders (`RUN_ID`, `[--all]`) are ```text and are not run.
 
@@ -124,6 +125,11 @@ fn run_file(path: &Path) -> usize {
         .env("QANAT_SERVER_URL", &q.url)
         .env("QANAT_TOKEN", &q.admin_token)
         .env("QANAT_LOG_LEVEL", "warn")
+        // Where a setup block finds the repository's example files.
+        .env(
+            "QANAT_DOCS_REPO",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
+        )
         .current_dir(&work)
         .output()
         .expect("bash");
