@@ -90,6 +90,17 @@ MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
 # The PyTorch example (examples/pytorch) as command jobs: one process, then two ranks
 # with DistributedDataParallel over gloo. torch from PyPI is large: its venv is cached
 # under $HOME/.cache, keyed by the example's requirements.
+echo "compat: the native trainer against scikit-learn on the same rows" >&2
+for t in breast_cancer:cancer diabetes:diabetes; do
+  mkdir -p "$WORK/${t#*:}" && cp "$ROOT/examples/data/${t%%:*}.csv" "$WORK/${t#*:}/"
+  "$Q" data -p default create "${t#*:}" >/dev/null
+  "$Q" data -p default push "${t#*:}" "$WORK/${t#*:}" -m "compat" >/dev/null
+done
+MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
+  QANAT_URL=$QANAT_SERVER_URL QANAT_EXAMPLE_DATA=$ROOT/examples/data \
+  MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
+  "$VENV/bin/python" "$ROOT/tests/compat/train_sklearn.py" || status=1
+
 TORCH_REQ=$ROOT/examples/pytorch/requirements.txt
 TORCH_VENV=${QANAT_TORCH_VENV:-$HOME/.cache/qanat-torch-venv-$(sha256sum "$TORCH_REQ" | cut -c1-12)}
 if ! cmp -s "$TORCH_REQ" "$TORCH_VENV/.requirements" 2>/dev/null; then

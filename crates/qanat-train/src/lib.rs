@@ -52,8 +52,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub struct Trained {
     pub prep: prep::Preprocessing,
     pub fitted: fit::Fitted<fit::Cpu>,
-    pub train_rows: usize,
-    pub valid_rows: usize,
+    /// The rows (0-based, in the table's order) fitted on and held out.
+    pub train_rows: Vec<usize>,
+    pub valid_rows: Vec<usize>,
 }
 
 /// Splits `table`, learns the preprocessing, fits the model; `on_epoch` sees every
@@ -75,7 +76,7 @@ pub fn train_table(
     Ok(Trained {
         prep,
         fitted,
-        train_rows: train.len(),
-        valid_rows: valid.len(),
+        train_rows: train,
+        valid_rows: valid,
     })
 }

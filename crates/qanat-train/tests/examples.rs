@@ -42,7 +42,7 @@ fn logistic_regression_and_an_mlp_learn_the_breast_cancer_data() {
         );
         assert_eq!(epochs as u32, r.fitted.epochs_run);
         // 20% of each class held out: 42 of 212 malignant, 71 of 357 benign.
-        assert_eq!((r.train_rows, r.valid_rows), (456, 113));
+        assert_eq!((r.train_rows.len(), r.valid_rows.len()), (456, 113));
     }
 }
 

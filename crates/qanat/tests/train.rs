@@ -133,6 +133,8 @@ fn a_train_job_logs_its_epochs_stores_its_model_and_registers_it() {
         paths.contains(&"model/weights.safetensors") && paths.contains(&"model/spec.json"),
         "{files}"
     );
+    let root = mlflow(&q, &format!("artifacts/list?run_id={run_id}"));
+    assert!(root.to_string().contains("split.json"), "{root}");
     let versions = mlflow(&q, "registered-models/get?name=cancer-classifier");
     assert_eq!(
         versions["registered_model"]["latest_versions"][0]["run_id"], run_id,

@@ -93,8 +93,16 @@ pub async fn run() -> Result<()> {
     let best = trained.fitted.best_epoch;
     println!(
         "best epoch {best} of {} (train rows {}, validation rows {})",
-        trained.fitted.epochs_run, trained.train_rows, trained.valid_rows
+        trained.fitted.epochs_run,
+        trained.train_rows.len(),
+        trained.valid_rows.len()
     );
+    // Which rows were fitted on and held out (0-based, in the order the input's files
+    // are read: sorted by path, rows in file order): to reproduce or compare the run.
+    let split = serde_json::to_vec(&serde_json::json!({
+        "train": trained.train_rows,
+        "validation": trained.valid_rows,
+    }))?;
     let weights = qanat_train::export::safetensors(&trained.fitted.model)?;
     let spec = serde_json::to_vec_pretty(&qanat_train::export::spec(
         &trained.fitted.model,
@@ -110,6 +118,10 @@ pub async fn run() -> Result<()> {
         .upload_artifact(&project, &root, "model/spec.json", spec)
         .await
         .context("storing the model's spec")?;
+    client
+        .upload_artifact(&project, &root, "split.json", split)
+        .await
+        .context("storing the split")?;
     let mut summary = vec![("best_epoch".to_string(), f64::from(best), i64::from(best))];
     if let Some(m) = trained.fitted.history.get(best as usize) {
         summary.extend(
