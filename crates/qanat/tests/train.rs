@@ -182,3 +182,26 @@ fn bad_train_jobs_are_refused_at_submit_with_what_to_fix() {
         assert!(e.to_string().contains(says), "{spec}: {e}");
     }
 }
+
+#[test]
+fn qanat_train_reads_a_config_and_refuses_other_kinds() {
+    let q = Qanat::start_with(vec![]);
+    let cfg = q.dir.path().join("train.yaml");
+    std::fs::write(&cfg, "kind: command\ncommand: [\"true\"]\n").expect("write");
+    let (ok, _, err) = q.cli(&["train", "-p", "default", "-c", cfg.to_str().expect("utf8")]);
+    assert!(!ok);
+    assert!(err.contains("qanat train submits train jobs"), "{err}");
+    // Flags complete a config; a bad field is refused by the server with what to fix.
+    std::fs::write(&cfg, "epochs: 0\n").expect("write");
+    let (ok, _, err) = q.cli(&[
+        "train",
+        "-p",
+        "default",
+        "-c",
+        cfg.to_str().expect("utf8"),
+        "--target",
+        "y",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("epochs = 0"), "{err}");
+}

@@ -16,6 +16,7 @@ mod projects;
 mod runs;
 mod server;
 mod tokens;
+mod train;
 mod users;
 mod webhooks;
 
@@ -37,6 +38,7 @@ pub use projects::ProjectsCmd;
 pub use runs::{ArtifactsCmd, RunsCmd};
 pub use server::ServerArgs;
 pub use tokens::TokensCmd;
+pub use train::TrainArgs;
 pub use users::UsersCmd;
 pub use webhooks::WebhooksCmd;
 
@@ -162,6 +164,17 @@ pub enum Command {
         project: Option<String>,
         #[command(subcommand)]
         cmd: JobsCmd,
+    },
+    /// Train a model with Qanat's native trainer (a `train` job).
+    ///
+    /// `qanat train -p demo --data dataset:cancer@1 --target diagnosis --register cancer
+    /// --wait`; `-c train.yaml` for every field (docs/training.md).
+    Train {
+        /// The project.
+        #[arg(long, short = 'p', env = "QANAT_PROJECT")]
+        project: Option<String>,
+        #[command(flatten)]
+        args: Box<TrainArgs>,
     },
     /// The executors' capacity and GPUs (model, memory, which job holds each).
     Gpus,

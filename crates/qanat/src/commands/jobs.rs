@@ -11,7 +11,7 @@ use qanat_jobs::JobSpec;
 use serde_json::{json, Value};
 
 use super::Ctx;
-use crate::cli::{Format, JobsCmd, QuotaCmd, SubmitArgs};
+use crate::cli::{Format, JobsCmd, QuotaCmd, SubmitArgs, TrainArgs};
 use crate::output;
 
 pub async fn run(ctx: &Ctx, project: &str, cmd: JobsCmd) -> Result<()> {
@@ -20,27 +20,7 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: JobsCmd) -> Result<()> {
         JobsCmd::Submit(args) => {
             let wait = args.wait;
             let spec = spec_of(*args)?;
-            let job = c.submit_job(project, &spec).await?;
-            if !wait {
-                return output::record(format, &job);
-            }
-            if format == Format::Table {
-                eprintln!(
-                    "submitted {} ({}); waiting for it to end",
-                    job.job_id, job.state
-                );
-            }
-            let done = wait_for(ctx, project, &job.job_id).await?;
-            output::record(format, &done)?;
-            if done.state != "succeeded" {
-                bail!(
-                    "job {} {}: {}",
-                    done.job_id,
-                    done.state,
-                    done.reason.as_deref().unwrap_or("no reason recorded")
-                );
-            }
-            Ok(())
+            submit(ctx, project, &spec, wait).await
         }
         JobsCmd::Ls { state, limit } => {
             let list = c
@@ -114,23 +94,105 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: JobsCmd) -> Result<()> {
 }
 
 /// The spec from `-f FILE` (YAML or JSON), with the flags given beside it on top.
-fn spec_of(a: SubmitArgs) -> Result<JobSpec> {
-    let mut v: Value = match &a.file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let v: Value = serde_yaml_ng::from_str(&text)
-                .with_context(|| format!("{} is not a YAML or JSON job spec", path.display()))?;
-            if !v.is_object() {
-                bail!(
-                    "{} must hold a mapping of job fields (name, command, resources, …)",
-                    path.display()
-                );
-            }
-            v
-        }
-        None => json!({}),
+/// Submits `spec`; with `wait`, follows it to its end and fails unless it succeeded.
+async fn submit(ctx: &Ctx, project: &str, spec: &JobSpec, wait: bool) -> Result<()> {
+    let format = ctx.format;
+    let job = ctx.client.submit_job(project, spec).await?;
+    if !wait {
+        return output::record(format, &job);
+    }
+    if format == Format::Table {
+        eprintln!(
+            "submitted {} ({}); waiting for it to end",
+            job.job_id, job.state
+        );
+    }
+    let done = wait_for(ctx, project, &job.job_id).await?;
+    output::record(format, &done)?;
+    if done.state != "succeeded" {
+        bail!(
+            "job {} {}: {}",
+            done.job_id,
+            done.state,
+            done.reason.as_deref().unwrap_or("no reason recorded")
+        );
+    }
+    Ok(())
+}
+
+/// A YAML or JSON file of job fields, or an empty mapping.
+fn read_spec_file(file: Option<&std::path::Path>) -> Result<Value> {
+    let Some(path) = file else {
+        return Ok(json!({}));
     };
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let v: Value = serde_yaml_ng::from_str(&text)
+        .with_context(|| format!("{} is not YAML or JSON", path.display()))?;
+    if !v.is_object() {
+        bail!(
+            "{} must hold a mapping of fields (name, resources, …)",
+            path.display()
+        );
+    }
+    Ok(v)
+}
+
+/// `qanat train`: a `train` job from a config file and flags.
+pub async fn train(ctx: &Ctx, project: &str, a: TrainArgs) -> Result<()> {
+    let mut v = read_spec_file(a.config.as_deref())?;
+    let obj = v.as_object_mut().context("a train config is a mapping")?;
+    if let Some(k) = obj.get("kind").and_then(Value::as_str) {
+        if k != "train" {
+            bail!("kind = '{k}' in the config: qanat train submits train jobs (use qanat jobs submit for others)");
+        }
+    }
+    obj.insert("kind".into(), json!("train"));
+    let mut set = |k: &str, val: Option<Value>| {
+        if let Some(val) = val {
+            obj.insert(k.to_string(), val);
+        }
+    };
+    set("target", a.target.map(|t| json!(t)));
+    set("model", a.model.map(|m| json!(m)));
+    set("epochs", a.epochs.map(|e| json!(e)));
+    set("seed", a.seed.map(|s| json!(s)));
+    set("register", a.register.map(|r| json!(r)));
+    set("name", a.name.map(|n| json!(n)));
+    set("experiment", a.experiment.map(|e| json!(e)));
+    if !a.inputs.is_empty() {
+        set("inputs", Some(json!(a.inputs)));
+    }
+    if a.cpus.is_some() || a.memory.is_some() {
+        let r = obj.entry("resources").or_insert_with(|| json!({}));
+        if let Some(c) = a.cpus {
+            r["cpus"] = json!(c);
+        }
+        if let Some(m) = a.memory {
+            r["memory"] = json!(m);
+        }
+    }
+    if !obj.contains_key("name") {
+        let target = obj.get("target").and_then(Value::as_str).unwrap_or("model");
+        let name: String = format!("train-{target}")
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .take(64)
+            .collect();
+        obj.insert("name".into(), json!(name));
+    }
+    let spec: JobSpec = serde_json::from_value(v).context("the train config")?;
+    submit(ctx, project, &spec, a.wait).await
+}
+
+fn spec_of(a: SubmitArgs) -> Result<JobSpec> {
+    let mut v: Value = read_spec_file(a.file.as_deref())?;
     let obj = v.as_object_mut().context("a job spec is a mapping")?;
     let mut set = |k: &str, val: Value| {
         obj.insert(k.to_string(), val);
