@@ -7,7 +7,6 @@ the estimator, defaults); Qanat picks its epoch by the validation loss."""
 
 import json
 import os
-import sys
 import tempfile
 import time
 
@@ -21,16 +20,12 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from runner import main, test
+
 URL = os.environ["QANAT_URL"]
 TOKEN = os.environ["MLFLOW_TRACKING_TOKEN"]
 DATA = os.environ["QANAT_EXAMPLE_DATA"]
 H = {"Authorization": f"Bearer {TOKEN}"}
-TESTS = []
-
-
-def test(f):
-    TESTS.append(f)
-    return f
 
 
 def train(spec):
@@ -98,13 +93,5 @@ def linear_regression_is_within_two_percent_of_scikit_learns_rmse():
     assert m["best_val_rmse"] <= theirs * 1.02, (m["best_val_rmse"], theirs)
 
 
-failed = 0
-for t in TESTS:
-    try:
-        t()
-        print(f"ok   {t.__name__}")
-    except Exception as e:  # noqa: BLE001 - report every failure, then exit non-zero
-        failed += 1
-        print(f"FAIL {t.__name__}: {e!r}")
-print(f"{len(TESTS) - failed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+if __name__ == "__main__":
+    main()
