@@ -613,6 +613,18 @@ fn jobs_run_as_kubernetes_jobs_against_a_validating_fake_api_server() {
         Some(json!({"name": "x", "image": "python:3.11", "command": ["true"]})),
     );
     assert_eq!(s, 400, "{body}");
+    // The trainer runs Qanat's own binary, which a pod does not have: refused at submit.
+    let (s, body) = q.http().send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/projects/default/jobs",
+        Some(json!({"name": "t", "kind": "train", "executor": "kubernetes", "target": "y"})),
+    );
+    assert_eq!(s, 400, "{body}");
+    assert!(
+        body.to_string().contains("cannot run on Kubernetes"),
+        "{body}"
+    );
     let c = cluster.lock().expect("lock");
     assert!(c.refused.is_empty(), "refused: {:?}", c.refused);
 }
