@@ -133,6 +133,43 @@ pub fn spec<'a, B: Backend>(model: &Mlp<B>, prep: &'a Preprocessing) -> ModelSpe
     }
 }
 
+/// An input example and the model's outputs for it: `rows` of `table` as MLflow's
+/// `input_example.json` (`{"columns": [...], "data": [[...]]}`, raw values, `null`
+/// for missing) and the raw outputs the trainer computes for them
+/// (`{"output": [[...]]}`), so that another runtime (the ONNX export) can be checked
+/// against the trainer.
+pub fn example<B: Backend>(
+    model: &Mlp<B>,
+    prep: &Preprocessing,
+    table: &crate::Table,
+    rows: &[usize],
+    device: &B::Device,
+) -> Result<(serde_json::Value, serde_json::Value)> {
+    use crate::table::Values;
+    use serde_json::{json, Value};
+    let mut data = vec![Vec::with_capacity(prep.features.len()); rows.len()];
+    for f in &prep.features {
+        let col = table.column(f.name())?;
+        for (r, i) in rows.iter().enumerate() {
+            data[r].push(match &col.values {
+                Values::Numeric(v) if v[*i].is_nan() => Value::Null,
+                Values::Numeric(v) => json!(v[*i]),
+                Values::Text(v) => v[*i].as_ref().map_or(Value::Null, |s| json!(s)),
+                Values::Unsupported(..) => Value::Null,
+            });
+        }
+    }
+    let encoded = prep.encode(table, rows, &[])?;
+    let out = crate::fit::outputs(model, &encoded, device)?;
+    let k = prep.target.outputs();
+    let input = json!({
+        "columns": prep.features.iter().map(Feature::name).collect::<Vec<_>>(),
+        "data": data,
+    });
+    let output = json!({ "output": out.chunks(k).collect::<Vec<_>>() });
+    Ok((input, output))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

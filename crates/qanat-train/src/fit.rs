@@ -16,6 +16,7 @@ use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 
+use crate::checkpoint;
 use crate::config::TrainConfig;
 use crate::metrics;
 use crate::prep::{Encoded, Preprocessing, Rng, Target};
@@ -219,14 +220,31 @@ pub fn evaluate<B: Backend>(
     Ok(m)
 }
 
+/// What `fit` hands its caller after every epoch: the epoch's metrics, and the
+/// training state as a checkpoint (encoded only when asked for).
+pub struct EpochEnd<'a> {
+    pub metrics: &'a EpochMetrics,
+    checkpoint: &'a dyn Fn() -> Result<Vec<u8>>,
+}
+
+impl EpochEnd<'_> {
+    /// The state after this epoch, as bytes `fit` resumes from ([`crate::checkpoint`]).
+    pub fn checkpoint(&self) -> Result<Vec<u8>> {
+        (self.checkpoint)()
+    }
+}
+
 /// Fits a model on `train`, validating on `valid` after every epoch; `on_epoch` sees
-/// each epoch's metrics as they come (to log them).
+/// each epoch's metrics as they come (to log them) and may take a checkpoint. With
+/// `resume` (a checkpoint of the same config and data) the fit goes on from the epoch
+/// after it and ends with the bits an uninterrupted fit ends with.
 pub fn fit(
     config: &TrainConfig,
     prep: &Preprocessing,
     train: &Encoded,
     valid: &Encoded,
-    mut on_epoch: impl FnMut(&EpochMetrics) -> Result<()>,
+    resume: Option<&[u8]>,
+    mut on_epoch: impl FnMut(EpochEnd<'_>) -> Result<()>,
 ) -> Result<Fitted<Cpu>> {
     let device = Default::default();
     <CpuTrain as Backend>::seed(&device, config.seed);
@@ -242,12 +260,33 @@ pub fn fit(
         adam = adam.with_weight_decay(Some(WeightDecayConfig::new(config.weight_decay as f32)));
     }
     let mut optim = adam.init::<CpuTrain, Mlp<CpuTrain>>();
+    let fingerprint = checkpoint::fingerprint(config, prep, train, valid);
+    let mut state = checkpoint::Progress::default();
+    let mut best: Option<Mlp<Cpu>> = None;
+    if let Some(bytes) = resume {
+        let r = checkpoint::decode(bytes, &fingerprint, &device)?;
+        model = model.load_record(r.model);
+        optim = optim.load_record(r.optim);
+        best = r.best.map(|b| {
+            Mlp::<Cpu>::new(
+                prep.width(),
+                &config.hidden_layers(),
+                prep.target.outputs(),
+                &device,
+            )
+            .load_record(b)
+        });
+        state = r.progress;
+    }
     let mut order: Vec<usize> = (0..train.rows()).collect();
-    let mut best: Option<(f64, u32, Mlp<Cpu>)> = None;
-    let mut history = Vec::new();
-    let mut since_best = 0u32;
-    let mut epochs_run = 0;
-    for epoch in 0..config.epochs {
+    // The batch order of the epochs already run, replayed: the next one comes out as
+    // it would have.
+    for _ in 0..state.next_epoch {
+        rng.shuffle(&mut order);
+    }
+    let stopped = |s: &checkpoint::Progress| config.patience > 0 && s.since_best >= config.patience;
+    while state.next_epoch < config.epochs && !stopped(&state) {
+        let epoch = state.next_epoch;
         let lr = config.rate_at(epoch);
         rng.shuffle(&mut order);
         for rows in order.chunks(config.batch_size) {
@@ -256,7 +295,6 @@ pub fn fit(
             let grads = GradientsParams::from_grads(l.backward(), &model);
             model = optim.step(lr, model, grads);
         }
-        epochs_run = epoch + 1;
         let eval = model.valid();
         let mut values = evaluate(&eval, prep, train, "train_", &device)?;
         values.extend(evaluate(&eval, prep, valid, "val_", &device)?);
@@ -271,23 +309,42 @@ pub fn fit(
                 "the validation loss is {val_loss} at epoch {epoch}: lower the learning_rate (now {lr})"
             )));
         }
-        on_epoch(&m)?;
-        history.push(m);
-        if best.as_ref().is_none_or(|(b, _, _)| val_loss < *b) {
-            best = Some((val_loss, epoch, eval));
-            since_best = 0;
+        if state.best_epoch.is_none() || val_loss < state.best_loss {
+            state.best_loss = val_loss;
+            state.best_epoch = Some(epoch);
+            state.since_best = 0;
+            best = Some(eval);
         } else {
-            since_best += 1;
-            if config.patience > 0 && since_best >= config.patience {
-                break;
-            }
+            state.since_best += 1;
         }
+        state.next_epoch = epoch + 1;
+        state.history.push(m);
+        let encode = || {
+            checkpoint::encode(
+                &fingerprint,
+                &state,
+                model.clone().into_record(),
+                optim.to_record(),
+                best.clone().map(Module::into_record),
+            )
+        };
+        let last = state
+            .history
+            .last()
+            .ok_or_else(|| Error::internal("no epoch ran"))?;
+        on_epoch(EpochEnd {
+            metrics: last,
+            checkpoint: &encode,
+        })?;
     }
-    let (_, best_epoch, model) = best.ok_or_else(|| Error::internal("no epoch ran"))?;
+    let best_epoch = state
+        .best_epoch
+        .ok_or_else(|| Error::internal("no epoch ran"))?;
+    let model = best.ok_or_else(|| Error::internal("no epoch ran"))?;
     Ok(Fitted {
         model,
         best_epoch,
-        epochs_run,
-        history,
+        epochs_run: state.next_epoch,
+        history: state.history,
     })
 }

@@ -5,17 +5,18 @@
 //! preprocessing is learned on the training rows only and kept with the model
 //! ([`prep`]); a linear, logistic or MLP model is fitted with Adam, minibatches in a
 //! seeded order, a learning-rate schedule, class weights and early stopping
-//! ([`fit`]), on burn's CPU backend; per-epoch metrics come from [`metrics`].
-//!
-//! Built so far: the library above, checked against the shipped example tables. Still
-//! to come (issue 15): the `train` job kind and worker, checkpoints and resume, the
-//! model files (safetensors, spec, ONNX), registration, the CUDA backend, sweeps.
+//! ([`fit`]), on burn's CPU backend; per-epoch metrics come from [`metrics`]. After
+//! every epoch the fit's whole state can be taken as a checkpoint it resumes from
+//! bit-exactly ([`checkpoint`]). The `train` job kind ([`kind`]) runs it through the
+//! scheduler; the model's files come from [`export`].
 
+pub mod checkpoint;
 pub mod config;
 pub mod export;
 pub mod fit;
 pub mod kind;
 pub mod metrics;
+pub mod onnx;
 pub mod prep;
 pub mod table;
 
@@ -32,6 +33,9 @@ pub enum Error {
     /// A fault of the trainer itself.
     #[error("{0}")]
     Internal(String),
+    /// A checkpoint that cannot be resumed from (another fit's, damaged, cut short).
+    #[error("{0}")]
+    Checkpoint(String),
 }
 
 impl Error {
@@ -41,6 +45,10 @@ impl Error {
 
     pub(crate) fn internal(message: impl Into<String>) -> Self {
         Error::Internal(message.into())
+    }
+
+    pub(crate) fn checkpoint(message: impl Into<String>) -> Self {
+        Error::Checkpoint(message.into())
     }
 }
 
@@ -58,11 +66,12 @@ pub struct Trained {
 }
 
 /// Splits `table`, learns the preprocessing, fits the model; `on_epoch` sees every
-/// epoch's metrics.
+/// epoch's metrics and may take a checkpoint; `resume` is one to go on from.
 pub fn train_table(
     table: &Table,
     config: &TrainConfig,
-    on_epoch: impl FnMut(&fit::EpochMetrics) -> Result<()>,
+    resume: Option<&[u8]>,
+    on_epoch: impl FnMut(fit::EpochEnd<'_>) -> Result<()>,
 ) -> Result<Trained> {
     config.check()?;
     let (rows, task) = prep::usable_rows(table, config)?;
@@ -72,7 +81,7 @@ pub fn train_table(
     let weights = prep.class_weights(config, table, &train)?;
     let train_enc = prep.encode(table, &train, &weights)?;
     let valid_enc = prep.encode(table, &valid, &weights)?;
-    let fitted = fit::fit(config, &prep, &train_enc, &valid_enc, on_epoch)?;
+    let fitted = fit::fit(config, &prep, &train_enc, &valid_enc, resume, on_epoch)?;
     Ok(Trained {
         prep,
         fitted,

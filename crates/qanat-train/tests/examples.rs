@@ -24,7 +24,7 @@ fn logistic_regression_and_an_mlp_learn_the_breast_cancer_data() {
         }))
         .expect("config");
         let mut epochs = 0;
-        let r = train_table(&t, &c, |_| {
+        let r = train_table(&t, &c, None, |_| {
             epochs += 1;
             Ok(())
         })
@@ -53,7 +53,7 @@ fn a_regression_mlp_learns_the_diabetes_data() {
         "target": "progression", "model": "linear", "epochs": 200, "learning_rate": 0.05,
     }))
     .expect("config");
-    let r = train_table(&t, &c, |_| Ok(())).expect("trained");
+    let r = train_table(&t, &c, None, |_| Ok(())).expect("trained");
     let best = &r.fitted.history[r.fitted.best_epoch as usize];
     // The target's standard deviation is about 77: a linear model explains about half.
     let rmse = best.get("val_rmse").expect("rmse");
@@ -71,12 +71,68 @@ fn a_seed_makes_a_cpu_run_bit_reproducible() {
         .expect("config");
     let run = || {
         let mut losses = Vec::new();
-        train_table(&t, &c, |m| {
-            losses.push(m.get("train_loss").expect("loss").to_bits());
+        train_table(&t, &c, None, |e| {
+            losses.push(e.metrics.get("train_loss").expect("loss").to_bits());
             Ok(())
         })
         .expect("trained");
         losses
     };
     assert_eq!(run(), run());
+}
+
+/// The weights of a trained model as bytes (safetensors), to compare bit for bit.
+fn weights(r: &qanat_train::Trained) -> Vec<u8> {
+    qanat_train::export::safetensors(&r.fitted.model).expect("weights")
+}
+
+#[test]
+fn a_fit_resumed_from_any_epoch_ends_with_the_bits_of_an_uninterrupted_one() {
+    let t = example("breast_cancer.csv");
+    // Early stopping on (patience 3) and a schedule: both have state to carry over.
+    let c = TrainConfig::from_value(json!({
+        "target": "diagnosis", "model": "mlp", "hidden": [16], "epochs": 12, "seed": 5,
+        "patience": 3, "schedule": {"kind": "cosine"}, "learning_rate": 0.05,
+    }))
+    .expect("config");
+    let mut checkpoints = Vec::new();
+    let whole = train_table(&t, &c, None, |e| {
+        checkpoints.push(e.checkpoint()?);
+        Ok(())
+    })
+    .expect("trained");
+    assert!(checkpoints.len() >= 3, "{}", checkpoints.len());
+    for (i, ckpt) in checkpoints.iter().enumerate() {
+        let mut seen = Vec::new();
+        let resumed = train_table(&t, &c, Some(ckpt), |e| {
+            seen.push(e.metrics.epoch);
+            Ok(())
+        })
+        .expect("resumed");
+        assert_eq!(
+            seen,
+            ((i as u32 + 1)..whole.fitted.epochs_run).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            weights(&resumed),
+            weights(&whole),
+            "resumed after epoch {i}"
+        );
+        assert_eq!(resumed.fitted.best_epoch, whole.fitted.best_epoch);
+        assert_eq!(resumed.fitted.history, whole.fitted.history);
+    }
+    // Another seed's checkpoint, or a damaged one, is refused with what is wrong.
+    let other = TrainConfig {
+        seed: 6,
+        ..c.clone()
+    };
+    let e = train_table(&t, &other, Some(&checkpoints[0]), |_| Ok(())).expect_err("other");
+    assert!(e.to_string().contains("another config"), "{e}");
+    let mut bad = checkpoints[0].clone();
+    let n = bad.len();
+    bad[n - 3] ^= 1;
+    let e = train_table(&t, &c, Some(&bad), |_| Ok(())).expect_err("damaged");
+    assert!(e.to_string().contains("damaged"), "{e}");
+    let e = train_table(&t, &c, Some(&bad[..40]), |_| Ok(())).expect_err("short");
+    assert!(e.to_string().contains("checkpoint"), "{e}");
 }

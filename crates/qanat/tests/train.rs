@@ -10,7 +10,10 @@ use common::Qanat;
 use serde_json::{json, Value};
 
 fn server_with_breast_cancer() -> Qanat {
-    let q = Qanat::start_with(vec![("QANAT_JOBS_CPUS".into(), "2".into())]);
+    let q = Qanat::start_with(vec![
+        ("QANAT_JOBS_CPUS".into(), "2".into()),
+        ("QANAT_JOBS_RETRY_BACKOFF_SECS".into(), "1".into()),
+    ]);
     let src = q.dir.path().join("src");
     std::fs::create_dir_all(&src).expect("mkdir");
     std::fs::copy(
@@ -204,4 +207,140 @@ fn qanat_train_reads_a_config_and_refuses_other_kinds() {
     ]);
     assert!(!ok);
     assert!(err.contains("epochs = 0"), "{err}");
+}
+
+fn submit(q: &Qanat, spec: Value) -> String {
+    let (s, job) = q.http().send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/projects/default/jobs",
+        Some(spec),
+    );
+    assert_eq!(s, 201, "{job}");
+    job["job_id"].as_str().expect("id").to_string()
+}
+
+/// The bytes of a run's artifact `rel`.
+fn artifact(q: &Qanat, run_id: &str, rel: &str) -> Vec<u8> {
+    let run = mlflow(q, &format!("runs/get?run_id={run_id}"));
+    let root = run["run"]["info"]["artifact_uri"]
+        .as_str()
+        .expect("root")
+        .trim_start_matches("mlflow-artifacts:")
+        .trim_matches('/')
+        .to_string();
+    let r = q
+        .http()
+        .raw(
+            &q.admin_token,
+            "GET",
+            &format!("/mlflow/default/api/2.0/mlflow-artifacts/artifacts/{root}/{rel}"),
+        )
+        .send()
+        .expect("download");
+    assert_eq!(r.status().as_u16(), 200, "{rel}");
+    r.bytes().expect("bytes").to_vec()
+}
+
+/// The pid of the train worker of job `id` (its environment names the job).
+fn worker_pid(id: &str) -> Option<u32> {
+    let needle = format!("QANAT_JOB_ID={id}");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+        let env = std::fs::read(e.path().join("environ")).ok()?;
+        let is_worker = cmd.split(|b| *b == 0).any(|a| a == b"train-worker");
+        let of_job = env.split(|b| *b == 0).any(|v| v == needle.as_bytes());
+        (is_worker && of_job).then_some(pid)
+    })
+}
+
+#[test]
+fn a_train_job_killed_mid_run_resumes_from_its_checkpoint_and_ends_bit_identical() {
+    let q = server_with_breast_cancer();
+    let spec = |name: &str| {
+        json!({
+            "name": name, "kind": "train", "inputs": ["dataset:cancer@1"],
+            "target": "diagnosis", "model": "mlp", "hidden": [32, 32], "epochs": 40,
+            "batch_size": 16, "patience": 0, "seed": 9, "max_retries": 1,
+        })
+    };
+    let killed = submit(&q, spec("killed"));
+    // Wait for a few epochs (each logged, then checkpointed), then kill -9 the worker.
+    let start = Instant::now();
+    let pid = loop {
+        let (_, j) = q.http().send(
+            &q.admin_token,
+            "GET",
+            &format!("/api/v1/projects/default/jobs/{killed}"),
+            None,
+        );
+        if let Some(run_id) = j["run_id"].as_str() {
+            let h = mlflow(
+                &q,
+                &format!("metrics/get-history?run_id={run_id}&metric_key=val_loss"),
+            );
+            let epochs = h["metrics"].as_array().map_or(0, Vec::len);
+            if (3..30).contains(&epochs) {
+                if let Some(pid) = worker_pid(&killed) {
+                    break pid;
+                }
+            }
+            assert!(
+                epochs < 30,
+                "the job ran too fast to be killed mid-run: {j}"
+            );
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "never ran: {j}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let status = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let j = finished(&q, &killed);
+    let (_, log) = q.http().send(
+        &q.admin_token,
+        "GET",
+        &format!("/api/v1/projects/default/jobs/{killed}/logs"),
+        None,
+    );
+    assert_eq!(j["state"], "succeeded", "{j:#}");
+    assert_eq!(j["attempt"], 2, "{j:#}");
+    assert!(
+        log.to_string()
+            .contains("resuming from the run's last checkpoint"),
+        "{log}"
+    );
+    let whole = submit(&q, spec("whole"));
+    let w = finished(&q, &whole);
+    assert_eq!(w["state"], "succeeded", "{w:#}");
+    let (a, b) = (
+        j["run_id"].as_str().expect("run"),
+        w["run_id"].as_str().expect("run"),
+    );
+    assert_eq!(
+        artifact(&q, a, "model/weights.safetensors"),
+        artifact(&q, b, "model/weights.safetensors"),
+        "the resumed job's weights differ from an uninterrupted run's"
+    );
+    // Every epoch is in the killed job's history once resumed (an epoch logged but not
+    // yet checkpointed when killed is logged again, with the same value).
+    let h = mlflow(
+        &q,
+        &format!("metrics/get-history?run_id={a}&metric_key=val_loss"),
+    );
+    let mut steps: Vec<i64> = h["metrics"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .map(|m| m["step"].as_i64().expect("step"))
+        .collect();
+    steps.dedup();
+    steps.sort_unstable();
+    steps.dedup();
+    assert_eq!(steps, (0..40).collect::<Vec<_>>());
+    // The checkpoint is an artifact of the run, in the encrypted store.
+    assert!(artifact(&q, a, "checkpoints/last.ckpt").starts_with(b"QNTCKPT1"));
 }

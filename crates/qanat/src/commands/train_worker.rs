@@ -3,9 +3,40 @@
 //! metrics to the job's run, stores the model files as the run's `model/` artifacts and
 //! registers a version when the job names a model — all through the API with the
 //! job's own short-lived token.
+//!
+//! After every epoch the fit's state goes to the run's artifacts as
+//! `checkpoints/last.ckpt` (Qanat's encrypted artifact store, replaced atomically); a
+//! later attempt of the job (after a crash, a kill or a preemption) resumes from it and
+//! ends with the bits an uninterrupted run ends with.
 
 use anyhow::{anyhow, Context, Result};
+use futures::TryStreamExt;
 use qanat_train::{kind, Table};
+
+/// The run artifact holding the latest checkpoint.
+const CHECKPOINT: &str = "checkpoints/last.ckpt";
+
+/// The latest checkpoint of the run whose artifact root is `root`, if any.
+async fn last_checkpoint(
+    client: &qanat_client::Client,
+    project: &str,
+    root: &str,
+) -> Result<Option<Vec<u8>>> {
+    let base = root
+        .trim_start_matches("mlflow-artifacts:")
+        .trim_matches('/');
+    match client
+        .artifact(project, &format!("{base}/{CHECKPOINT}"))
+        .await
+    {
+        Ok(stream) => {
+            let chunks: Vec<bytes::Bytes> = stream.try_collect().await?;
+            Ok(Some(chunks.concat()))
+        }
+        Err(qanat_client::Error::Api { status: 404, .. }) => Ok(None),
+        Err(e) => Err(e).context("reading the run's last checkpoint"),
+    }
+}
 
 fn var(name: &str) -> Result<String> {
     std::env::var(name).with_context(|| {
@@ -62,11 +93,20 @@ pub async fn run() -> Result<()> {
         .await
         .context("logging the params")?;
 
+    let run = client.run(&project, &run_id).await?;
+    let root = run.info.artifact_uri.clone();
+    let resume = last_checkpoint(&client, &project, &root).await?;
     let handle = tokio::runtime::Handle::current();
-    let (c, p, r) = (client.clone(), project.clone(), run_id.clone());
+    let (c, p, r, a) = (
+        client.clone(),
+        project.clone(),
+        run_id.clone(),
+        root.clone(),
+    );
     let cfg = config.clone();
     let trained = tokio::task::spawn_blocking(move || {
-        qanat_train::train_table(&table, &cfg, |m| {
+        let mut epoch_end = |e: qanat_train::fit::EpochEnd<'_>| {
+            let m = e.metrics;
             let mut metrics: Vec<(String, f64, i64)> = m
                 .values
                 .iter()
@@ -82,14 +122,35 @@ pub async fn run() -> Result<()> {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
+            let ckpt = e.checkpoint()?;
             handle
-                .block_on(c.log_batch(&p, &r, &metrics, &[], &[]))
-                .map_err(|e| qanat_train::Error::Internal(format!("logging metrics: {e}")))
-        })
-        .map(|t| (t, table))
+                .block_on(async {
+                    c.log_batch(&p, &r, &metrics, &[], &[]).await?;
+                    c.upload_artifact(&p, &a, CHECKPOINT, ckpt).await
+                })
+                .map_err(|e| qanat_train::Error::Internal(format!("logging the epoch: {e}")))
+        };
+        let resumed = match &resume {
+            Some(ckpt) => {
+                println!("resuming from the run's last checkpoint ({CHECKPOINT})");
+                match qanat_train::train_table(&table, &cfg, Some(ckpt), &mut epoch_end) {
+                    Err(qanat_train::Error::Checkpoint(why)) => {
+                        println!("cannot resume from it ({why}): starting over");
+                        None
+                    }
+                    other => Some(other),
+                }
+            }
+            None => None,
+        };
+        let trained = match resumed {
+            Some(t) => t,
+            None => qanat_train::train_table(&table, &cfg, None, &mut epoch_end),
+        };
+        trained.map(|t| (t, table))
     })
     .await?;
-    let (trained, _table) = trained?;
+    let (trained, table) = trained?;
     let best = trained.fitted.best_epoch;
     println!(
         "best epoch {best} of {} (train rows {}, validation rows {})",
@@ -108,12 +169,33 @@ pub async fn run() -> Result<()> {
         &trained.fitted.model,
         &trained.prep,
     ))?;
-    let run = client.run(&project, &run_id).await?;
-    let root = run.info.artifact_uri.clone();
+    let onnx = qanat_train::onnx::onnx(&trained.fitted.model, &trained.prep)?;
+    // The first validation rows and what the trained model outputs for them.
+    let rows: Vec<usize> = trained.valid_rows.iter().take(20).copied().collect();
+    let (input, output) = qanat_train::export::example(
+        &trained.fitted.model,
+        &trained.prep,
+        &table,
+        &rows,
+        &Default::default(),
+    )?;
     client
         .upload_artifact(&project, &root, "model/weights.safetensors", weights)
         .await
         .context("storing the model's weights")?;
+    client
+        .upload_artifact(&project, &root, "model/model.onnx", onnx)
+        .await
+        .context("storing the model as ONNX")?;
+    for (name, v) in [
+        ("model/input_example.json", input),
+        ("model/output_example.json", output),
+    ] {
+        client
+            .upload_artifact(&project, &root, name, serde_json::to_vec(&v)?)
+            .await
+            .with_context(|| format!("storing {name}"))?;
+    }
     client
         .upload_artifact(&project, &root, "model/spec.json", spec)
         .await

@@ -1,0 +1,116 @@
+"""The native trainer's ONNX export, run by onnxruntime from PyPI: a `train` job
+stores model/model.onnx with its preprocessing in the graph, plus an input example (raw
+validation rows) and what the trained model outputs for them; onnxruntime, fed the raw
+columns, must give those outputs within 1e-5 (issue 15). Covered: a binary MLP, a
+multi-class MLP over numeric columns with missing values and a text column, and a
+regression model. `--make-data DIR` writes the mixed table (run.sh pushes it)."""
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import requests
+from mlflow import MlflowClient
+
+from runner import main, test
+
+
+def make_mixed(directory):
+    """300 rows: two numeric columns with gaps, a text column with gaps, a 3-class
+    label that depends on all three (seeded, so the file is the same every time)."""
+    rng = np.random.default_rng(7)
+    lines = ["x1,x2,colour,label"]
+    for _ in range(300):
+        x1, x2 = rng.normal(), rng.normal(2, 3)
+        colour = rng.choice(["red", "green", "blue", ""])
+        score = x1 + 0.3 * x2 + {"red": 1.0, "green": -1.0, "blue": 0.0, "": 0.5}[colour]
+        label = "low" if score < 0 else "mid" if score < 1.5 else "high"
+        cell = lambda v: "" if rng.random() < 0.1 else f"{v:.5f}"
+        lines.append(f"{cell(x1)},{cell(x2)},{colour},{label}")
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "mixed.csv"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+URL = os.environ.get("QANAT_URL", "")
+H = {"Authorization": f"Bearer {os.environ.get('MLFLOW_TRACKING_TOKEN', '')}"}
+
+
+def train(spec):
+    r = requests.post(f"{URL}/api/v1/projects/default/jobs", headers=H, json=spec, timeout=30)
+    assert r.status_code == 201, r.text
+    job_id = r.json()["job_id"]
+    for _ in range(1200):
+        j = requests.get(f"{URL}/api/v1/projects/default/jobs/{job_id}", headers=H, timeout=30).json()
+        if j["state"] in ("succeeded", "failed", "cancelled"):
+            break
+        time.sleep(0.5)
+    log = requests.get(f"{URL}/api/v1/projects/default/jobs/{job_id}/logs", headers=H, timeout=30).json()
+    assert j["state"] == "succeeded", f"{j.get('reason')}\n{log.get('data', '')[-3000:]}"
+    return j["run_id"]
+
+
+def check_onnx(spec, outputs):
+    run_id = train(spec)
+    with tempfile.TemporaryDirectory() as d:
+        local = MlflowClient().download_artifacts(run_id, "model", d)
+        model = onnx.load(os.path.join(local, "model.onnx"))
+        onnx.checker.check_model(model, full_check=True)
+        example = json.load(open(os.path.join(local, "input_example.json")))
+        expected = np.array(json.load(open(os.path.join(local, "output_example.json")))["output"], dtype=np.float32)
+        session = ort.InferenceSession(os.path.join(local, "model.onnx"), providers=["CPUExecutionProvider"])
+    feeds = {}
+    types = {i.name: i.type for i in session.get_inputs()}
+    for k, name in enumerate(example["columns"]):
+        col = [row[k] for row in example["data"]]
+        if types[name] == "tensor(string)":
+            feeds[name] = np.array(["" if v is None else v for v in col], dtype=object).reshape(-1, 1)
+        else:
+            feeds[name] = np.array([np.nan if v is None else v for v in col], dtype=np.float64).reshape(-1, 1)
+    got = session.run(None, feeds)
+    names = [o.name for o in session.get_outputs()]
+    assert names == ["output"] + outputs, names
+    out = got[0]
+    assert out.shape == expected.shape, (out.shape, expected.shape)
+    worst = float(np.max(np.abs(out - expected)))
+    print(f"     {spec['name']}: {len(expected)} rows, largest difference {worst:.2e}")
+    assert worst <= 1e-5, worst
+    return dict(zip(names, got)), example
+
+
+@test
+def a_binary_mlp_as_onnx_gives_the_trainers_outputs():
+    got, _ = check_onnx({"name": "cancer-onnx", "kind": "train", "inputs": ["dataset:cancer@1"],
+                         "target": "diagnosis", "model": "mlp", "hidden": [32, 16], "epochs": 20, "seed": 2},
+                        ["probability"])
+    p = got["probability"]
+    assert np.allclose(p, 1 / (1 + np.exp(-got["output"])), atol=1e-6)
+
+
+@test
+def a_multiclass_mlp_with_gaps_and_text_as_onnx_gives_the_trainers_outputs():
+    got, example = check_onnx({"name": "mixed-onnx", "kind": "train", "inputs": ["dataset:mixed@1"],
+                               "target": "label", "model": "mlp", "hidden": [16], "epochs": 30, "seed": 3},
+                              ["probabilities"])
+    rows = example["data"]
+    assert any(v is None for row in rows for v in row), "the example has no missing value"
+    assert np.allclose(got["probabilities"].sum(axis=1), 1, atol=1e-5)
+
+
+@test
+def a_regression_model_as_onnx_gives_the_trainers_outputs():
+    check_onnx({"name": "diabetes-onnx", "kind": "train", "inputs": ["dataset:diabetes@1"],
+                "target": "progression", "model": "mlp", "hidden": [8], "epochs": 20, "seed": 4},
+               ["prediction"])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--make-data":
+        make_mixed(sys.argv[2])
+    else:
+        main()
