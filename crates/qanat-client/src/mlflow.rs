@@ -99,6 +99,31 @@ impl Client {
         self.download(self.request(Method::GET, &endpoint)).await
     }
 
+    /// Every logged value of a run's metric `key`, as (step, value), in logging order.
+    pub async fn metric_history(
+        &self,
+        project: &str,
+        run_id: &str,
+        key: &str,
+    ) -> Result<Vec<(i64, f64)>> {
+        let path = mlflow_path(project, "metrics/get-history");
+        let reply: serde_json::Value = self
+            .get_query(&path, &[("run_id", run_id), ("metric_key", key)])
+            .await?;
+        Ok(reply["metrics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| {
+                let value = match &m["value"] {
+                    serde_json::Value::String(s) => s.parse().ok(),
+                    v => v.as_f64(),
+                }?;
+                Some((m["step"].as_i64().unwrap_or(0), value))
+            })
+            .collect())
+    }
+
     /// Logs metrics, params and tags to a run in one call (MLflow's `runs/log-batch`:
     /// all or nothing). `metrics` are (key, value, step); their time is now.
     pub async fn log_batch(

@@ -127,10 +127,11 @@ impl Jobs {
                         "inputs are not mounted into Kubernetes pods yet: read the dataset through the API (QANAT_URL, QANAT_TOKEN) or run the job on another executor",
                     ));
                 }
-                if c.spec.kind == "train" {
-                    return Err(Error::invalid(
-                        "a train job cannot run on Kubernetes yet (its pod would need the qanat binary): use the local or Slurm executor",
-                    ));
+                if c.spec.kind == "train" || c.spec.kind == "sweep" {
+                    return Err(Error::invalid(format!(
+                        "a {} job cannot run on Kubernetes yet (its pod would need the qanat binary): use the local or Slurm executor",
+                        c.spec.kind
+                    )));
                 }
                 if !c.spec.outputs.is_empty() {
                     return Err(Error::invalid(

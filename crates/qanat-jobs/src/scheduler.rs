@@ -704,12 +704,20 @@ impl Jobs {
                     user_id: job.submitted_by.clone(),
                     run_name: Some(job.name.clone()),
                     start_time: None,
-                    tags: vec![
+                    tags: [
                         tag("mlflow.source.type", "JOB"),
                         tag("mlflow.source.name", &source),
                         tag("mlflow.user", &job.submitted_by),
                         tag("qanat.job_id", &job.job_id),
-                    ],
+                    ]
+                    .into_iter()
+                    .chain(
+                        job.spec
+                            .parent_run
+                            .as_deref()
+                            .map(|p| tag("mlflow.parentRunId", p)),
+                    )
+                    .collect(),
                 },
             )
             .await?;

@@ -62,6 +62,10 @@ pub struct JobSpec {
     /// default.
     #[serde(default)]
     pub experiment: Option<String>,
+    /// A run this job's run is nested under (MLflow's `mlflow.parentRunId` tag): a
+    /// sweep's trials are children of the sweep's run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run: Option<String>,
     /// The fields of its kind (a command's `command`, `working_dir`).
     #[serde(flatten)]
     #[schema(value_type = Object)]
@@ -297,6 +301,13 @@ impl JobSpec {
                 return Err(Error::invalid(
                     "experiment: name an MLflow experiment (1-500 characters)",
                 ));
+            }
+        }
+        if let Some(r) = &self.parent_run {
+            if r.is_empty() || r.len() > 64 || !r.chars().all(|c| c.is_ascii_alphanumeric()) {
+                return Err(Error::invalid(format!(
+                    "parent_run = '{r}': give the id of a run of this project"
+                )));
             }
         }
         Ok(Checked {

@@ -18,6 +18,8 @@ pub mod kind;
 pub mod metrics;
 pub mod onnx;
 pub mod prep;
+pub mod space;
+pub mod sweep;
 pub mod table;
 
 pub use config::{Task, TrainConfig};

@@ -249,8 +249,11 @@ pub async fn serve(cfg: Config) -> Result<()> {
         jobs.server_url = format!("{scheme}://{host}:{}", local.port());
     }
     let exe = std::env::current_exe().context("finding this binary (train jobs run it)")?;
-    let kinds =
-        qanat_jobs::Kinds::standard().with(std::sync::Arc::new(qanat_train::TrainKind::new(exe)));
+    let kinds = qanat_jobs::Kinds::standard()
+        .with(std::sync::Arc::new(qanat_train::TrainKind::new(
+            exe.clone(),
+        )))
+        .with(std::sync::Arc::new(qanat_train::sweep::SweepKind::new(exe)));
     state = state.with_jobs(jobs, kinds);
     if let Some(slurm) = cfg.slurm_settings()? {
         state

@@ -344,3 +344,177 @@ fn a_train_job_killed_mid_run_resumes_from_its_checkpoint_and_ends_bit_identical
     // The checkpoint is an artifact of the run, in the encrypted store.
     assert!(artifact(&q, a, "checkpoints/last.ckpt").starts_with(b"QNTCKPT1"));
 }
+
+fn sweep_spec(name: &str, trials: u32, epochs: u32) -> Value {
+    json!({
+        "name": name, "kind": "sweep", "inputs": ["dataset:cancer@1"],
+        "resources": {"cpus": 0.2},
+        "trial": {"target": "diagnosis", "model": "mlp", "epochs": epochs, "seed": 1},
+        "trial_resources": {"cpus": 0.5},
+        "space": {
+            "learning_rate": {"type": "loguniform", "low": 0.0005, "high": 0.05},
+            "hidden": {"type": "categorical", "values": [[8], [32, 16]]},
+        },
+        "algorithm": "tpe", "trials": trials, "parallel": 2, "metric": "val_accuracy",
+        "register": format!("{name}-best"),
+    })
+}
+
+/// The trial jobs of sweep job `id` (named `<id>-t<n>`).
+fn trial_jobs(q: &Qanat, id: &str) -> Vec<Value> {
+    let (s, list) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/projects/default/jobs?limit=1000",
+        None,
+    );
+    assert_eq!(s, 200, "{list}");
+    list["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .filter(|j| {
+            j["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with(&format!("{id}-t")))
+        })
+        .cloned()
+        .collect()
+}
+
+fn tag(run: &Value, key: &str) -> Option<String> {
+    run["run"]["data"]["tags"]
+        .as_array()?
+        .iter()
+        .find(|t| t["key"] == key)
+        .and_then(|t| t["value"].as_str().map(String::from))
+}
+
+/// A finished sweep: its trials are child runs, and the registered model is the best
+/// trial's.
+fn check_sweep(q: &Qanat, id: &str, trials: usize) {
+    let j = finished(q, id);
+    let (_, log) = q.http().send(
+        &q.admin_token,
+        "GET",
+        &format!("/api/v1/projects/default/jobs/{id}/logs"),
+        None,
+    );
+    assert_eq!(j["state"], "succeeded", "{j:#}\n{}", log["data"]);
+    let sweep_run = j["run_id"].as_str().expect("run").to_string();
+    let jobs = trial_jobs(q, id);
+    let mut names: Vec<&str> = jobs.iter().filter_map(|j| j["name"].as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), trials, "each trial once: {names:?}");
+    assert_eq!(jobs.len(), trials, "no trial submitted twice: {names:?}");
+    let mut best: Option<(f64, String)> = None;
+    for t in &jobs {
+        let run_id = t["run_id"].as_str().expect("trial run");
+        let run = mlflow(q, &format!("runs/get?run_id={run_id}"));
+        assert_eq!(
+            tag(&run, "mlflow.parentRunId").as_deref(),
+            Some(sweep_run.as_str())
+        );
+        if t["state"] == "succeeded" {
+            let acc = run["run"]["data"]["metrics"]
+                .as_array()
+                .expect("metrics")
+                .iter()
+                .find(|m| m["key"] == "best_val_accuracy")
+                .and_then(|m| m["value"].as_f64())
+                .expect("best_val_accuracy");
+            if best.as_ref().is_none_or(|(b, _)| acc > *b) {
+                best = Some((acc, run_id.to_string()));
+            }
+        }
+    }
+    let (best_acc, best_run) = best.expect("a trial succeeded");
+    let sweep = mlflow(q, &format!("runs/get?run_id={sweep_run}"));
+    let chosen = tag(&sweep, "qanat.sweep.best_run").expect("best_run tag");
+    let chosen_run = mlflow(q, &format!("runs/get?run_id={chosen}"));
+    let chosen_acc = chosen_run["run"]["data"]["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .find(|m| m["key"] == "best_val_accuracy")
+        .and_then(|m| m["value"].as_f64())
+        .expect("chosen accuracy");
+    assert_eq!(
+        chosen_acc, best_acc,
+        "best is {best_run}, sweep chose {chosen}"
+    );
+    let name = format!("{}-best", j["name"].as_str().expect("name"));
+    let model = mlflow(q, &format!("registered-models/get?name={name}"));
+    assert_eq!(
+        model["registered_model"]["latest_versions"][0]["run_id"], chosen,
+        "{model:#}"
+    );
+}
+
+#[test]
+fn a_sweep_runs_its_trials_as_child_runs_and_registers_the_best() {
+    let q = server_with_breast_cancer();
+    let mut spec = sweep_spec("cancer-sweep", 4, 8);
+    spec["asha"] = json!({"min_epochs": 2, "reduction": 2});
+    let id = submit(&q, spec);
+    check_sweep(&q, &id, 4);
+    // Bad sweeps are refused at submit with what to fix; nothing runs.
+    for (bad, says) in [
+        (json!({"metric": "speed"}), "metric"),
+        (
+            json!({"space": {"learning_rate": {"type": "loguniform", "low": 0, "high": 1}}}),
+            "0 < low < high",
+        ),
+        (
+            json!({"space": {"colour": {"type": "categorical", "values": ["red"]}}}),
+            "unknown field",
+        ),
+    ] {
+        let mut spec = sweep_spec("bad", 2, 2);
+        for (k, v) in bad.as_object().expect("object") {
+            spec[k] = v.clone();
+        }
+        let (s, e) = q.http().send(
+            &q.admin_token,
+            "POST",
+            "/api/v1/projects/default/jobs",
+            Some(spec),
+        );
+        assert_eq!(s, 400, "{bad}: {e}");
+        assert!(e.to_string().contains(says), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn a_sweep_survives_a_server_restart_and_runs_each_trial_once() {
+    let mut q = server_with_breast_cancer();
+    let id = submit(&q, sweep_spec("restarted-sweep", 4, 25));
+    // Wait until the sweep has trials running, then kill the server (-9).
+    let start = Instant::now();
+    while trial_jobs(&q, &id).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no trial started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    q.kill_hard();
+    q.spawn_server();
+    check_sweep(&q, &id, 4);
+    let (_, j) = q.http().send(
+        &q.admin_token,
+        "GET",
+        &format!("/api/v1/projects/default/jobs/{id}"),
+        None,
+    );
+    assert!(j["attempt"].as_u64().expect("attempt") >= 2, "{j:#}");
+    let (_, log) = q.http().send(
+        &q.admin_token,
+        "GET",
+        &format!("/api/v1/projects/default/jobs/{id}/logs"),
+        None,
+    );
+    assert!(log.to_string().contains("resuming the sweep"), "{log}");
+}

@@ -181,6 +181,9 @@ pub enum Command {
     /// The process a `train` job runs (started by the scheduler, not by hand).
     #[command(hide = true)]
     TrainWorker,
+    /// The process a `sweep` job runs (started by the scheduler, not by hand).
+    #[command(hide = true)]
+    SweepWorker,
     /// Purge what was deleted longer ago than the retention period.
     ///
     /// With -p (maintainers): the project's deleted datasets, experiments and runs,

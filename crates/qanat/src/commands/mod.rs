@@ -17,6 +17,7 @@ mod projects;
 mod runs;
 mod server;
 mod session;
+mod sweep_worker;
 mod tokens;
 mod train_worker;
 mod users;
@@ -91,6 +92,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Jobs { project, cmd } => jobs::run(&ctx()?, &which(project)?, cmd).await,
         Command::Gpus => jobs::gpus(&ctx()?).await,
         Command::TrainWorker => train_worker::run().await,
+        Command::SweepWorker => sweep_worker::run().await,
         Command::Train { project, args } => jobs::train(&ctx()?, &which(project)?, *args).await,
         Command::Gc { project, grace } => data::gc(&ctx()?, project.as_deref(), grace).await,
         Command::Lineage(args) => lineage::run(&ctx()?, args).await,
