@@ -161,12 +161,12 @@ cli_check "runs ls finds the training runs" "train-3" \
   env QANAT_TOKEN="$ALICE" "$Q" runs -p default ls -e compat-registry
 cli_check "lineage walks model → run → dataset" "trained_on: dataset:iris-train@1" \
   env QANAT_TOKEN="$ALICE" "$Q" lineage -p default model:lineage-clf@1
-cli_check "promotions are audited" "model.rollback" "$Q" audit tail -n 200
+cli_check "promotions are audited" "model.rollback" "$Q" audit tail --action model.rollback -n 50
 cli_check "webhooks ls lists the project's webhooks" "late-receiver" \
   env QANAT_TOKEN="$MONA" "$Q" webhooks -p default ls
 cli_check "deliveries are listed with their attempts" "delivered" \
   env QANAT_TOKEN="$MONA" "$Q" webhooks -p default deliveries --all
-cli_check "webhook changes are audited" "mlflow.webhook.delete" "$Q" audit tail -n 300
+cli_check "webhook changes are audited" "mlflow.webhook.delete" "$Q" audit tail --action mlflow.webhook.delete -n 50
 if [ "$status" -ne 0 ]; then
   echo "--- server log ---" >&2
   grep -v "status=2" "$WORK/server.err" | tail -40 >&2

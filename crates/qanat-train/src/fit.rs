@@ -13,7 +13,7 @@ use burn::nn::{Linear, LinearConfig};
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::activation::{log_softmax, relu};
-use burn::tensor::backend::Backend;
+use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 
 use crate::checkpoint;
@@ -220,6 +220,27 @@ pub fn evaluate<B: Backend>(
     Ok(m)
 }
 
+/// One epoch of minibatch steps over `train` in `order` (what the benchmark times).
+#[allow(clippy::too_many_arguments)]
+pub fn epoch_steps<B: AutodiffBackend, O: Optimizer<Mlp<B>, B>>(
+    mut model: Mlp<B>,
+    optim: &mut O,
+    target: &Target,
+    train: &Encoded,
+    order: &[usize],
+    batch_size: usize,
+    lr: f64,
+    device: &B::Device,
+) -> Mlp<B> {
+    for rows in order.chunks(batch_size) {
+        let (x, y, w) = batch::<B>(train, rows, device);
+        let l = loss(target, model.forward(x), &y, &w, device);
+        let grads = GradientsParams::from_grads(l.backward(), &model);
+        model = optim.step(lr, model, grads);
+    }
+    model
+}
+
 /// What `fit` hands its caller after every epoch: the epoch's metrics, and the
 /// training state as a checkpoint (encoded only when asked for).
 pub struct EpochEnd<'a> {
@@ -289,12 +310,16 @@ pub fn fit(
         let epoch = state.next_epoch;
         let lr = config.rate_at(epoch);
         rng.shuffle(&mut order);
-        for rows in order.chunks(config.batch_size) {
-            let (x, y, w) = batch::<CpuTrain>(train, rows, &device);
-            let l = loss(&prep.target, model.forward(x), &y, &w, &device);
-            let grads = GradientsParams::from_grads(l.backward(), &model);
-            model = optim.step(lr, model, grads);
-        }
+        model = epoch_steps(
+            model,
+            &mut optim,
+            &prep.target,
+            train,
+            &order,
+            config.batch_size,
+            lr,
+            &device,
+        );
         let eval = model.valid();
         let mut values = evaluate(&eval, prep, train, "train_", &device)?;
         values.extend(evaluate(&eval, prep, valid, "val_", &device)?);
