@@ -35,6 +35,17 @@ pub trait JobKind: Send + Sync + std::fmt::Debug + 'static {
 
     /// What rank `rank` of `ranks` runs.
     fn plan(&self, params: &Map<String, Value>, rank: u32, ranks: u32) -> Result<ProcessPlan>;
+
+    /// Checks the kind's fields against its inputs at submit: each pinned input
+    /// (`dataset:name@version`) with the tabular profiles stored with that version
+    /// (columns, types, nulls, distinct counts). None by default.
+    fn check_inputs(
+        &self,
+        _params: &Map<String, Value>,
+        _inputs: &[(String, Vec<qanat_data::tabular::FileProfile>)],
+    ) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The kinds a server accepts, by name.

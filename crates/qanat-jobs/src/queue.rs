@@ -47,7 +47,8 @@ impl Jobs {
         kind.check(&c.spec.params, &path)?;
         self.check_executor(project, &c)?;
         self.check_quota(&project.id, &c).await?;
-        self.pin_inputs(project, &mut c).await?;
+        let profiles = self.pin_inputs(project, &mut c).await?;
+        kind.check_inputs(&c.spec.params, &profiles)?;
         Ok(c)
     }
 
@@ -219,8 +220,14 @@ impl Jobs {
 
     /// Resolves each input to the version it names now (a tag or `latest` could move
     /// before a retry), refusing unknown datasets and versions.
-    async fn pin_inputs(&self, project: &Project, c: &mut Checked) -> Result<()> {
+    /// Answers each pinned input with its stored tabular profiles.
+    async fn pin_inputs(
+        &self,
+        project: &Project,
+        c: &mut Checked,
+    ) -> Result<Vec<(String, Vec<qanat_data::tabular::FileProfile>)>> {
         let mut pinned = Vec::new();
+        let mut profiles = Vec::new();
         for r in &c.inputs {
             let ds = self
                 .inner
@@ -237,10 +244,18 @@ impl Jobs {
                 .resolve(&ds, &sel)
                 .await
                 .map_err(|e| Error::invalid(format!("inputs: {r}: {e}")))?;
-            pinned.push(format!("dataset:{}@{}", r.name, v.version));
+            let name = format!("dataset:{}@{}", r.name, v.version);
+            let files = self
+                .inner
+                .datasets
+                .profiles(&ds, &v)
+                .await
+                .map_err(|e| Error::invalid(format!("inputs: {name}: {e}")))?;
+            profiles.push((name.clone(), files));
+            pinned.push(name);
         }
         c.spec.inputs = pinned;
-        Ok(())
+        Ok(profiles)
     }
 
     pub(crate) async fn row(&self, project: &ProjectId, job_id: &str) -> Result<JobRow> {

@@ -54,6 +54,16 @@ impl JobKind for TrainKind {
             .map_err(|e| qanat_jobs::Error::Invalid(format!("a train job: {e}")))
     }
 
+    fn check_inputs(
+        &self,
+        params: &Map<String, Value>,
+        inputs: &[(String, Vec<qanat_data::tabular::FileProfile>)],
+    ) -> qanat_jobs::Result<()> {
+        let (config, _) = config_of(params).map_err(qanat_jobs::Error::Invalid)?;
+        crate::inputs::check_profiles(&config, inputs)
+            .map_err(|e| qanat_jobs::Error::Invalid(format!("a train job: {e}")))
+    }
+
     fn plan(
         &self,
         params: &Map<String, Value>,

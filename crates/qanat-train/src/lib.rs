@@ -14,6 +14,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod export;
 pub mod fit;
+pub mod inputs;
 pub mod kind;
 pub mod metrics;
 pub mod onnx;

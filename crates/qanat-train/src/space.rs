@@ -10,9 +10,10 @@
 //! `γ(n) = min(⌈0.1 n⌉, 25)` and the rest; each parameter gets two densities, `l` from
 //! the good trials and `g` from the others (Gaussian kernels in the parameter's
 //! (log-)scale with a uniform prior component, or smoothed counts for categories), and
-//! of 24 candidates drawn from `l` the one with the largest `l/g` is chosen. Work per
-//! suggestion is linear in the trials so far with a small constant, and nothing is read
-//! from a store: the overhead per trial stays flat (measured in docs/benchmarks.md).
+//! of 24 candidates drawn from `l` the one with the largest `l/g` is chosen. `g` is
+//! built from at most 200 of the other trials (evenly spaced by rank), so the work per
+//! suggestion stops growing once there are a few hundred trials, and nothing is read
+//! from a store (measured in docs/benchmarks.md).
 
 use std::collections::BTreeMap;
 
@@ -118,6 +119,9 @@ impl Dist {
         }
     }
 }
+
+/// The most trials TPE's "other" density is built from.
+const MAX_BAD: usize = 200;
 
 /// A search space: parameter names (train-config fields) to distributions.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -283,7 +287,16 @@ impl Space {
         let mut sorted = done.clone();
         sorted.sort_by(|a, b| a.1.total_cmp(&b.1));
         let n_good = (done.len() as f64 * 0.1).ceil().clamp(1.0, 25.0) as usize;
-        let (good, bad) = sorted.split_at(n_good);
+        let (good, rest) = sorted.split_at(n_good);
+        // The other density from at most MAX_BAD of the rest, evenly spaced by rank (so
+        // its shape is kept): the work per suggestion stops growing with the trials.
+        let bad: Vec<&(BTreeMap<String, Value>, f64)> = if rest.len() > MAX_BAD {
+            (0..MAX_BAD)
+                .map(|i| rest[i * rest.len() / MAX_BAD])
+                .collect()
+        } else {
+            rest.to_vec()
+        };
         let mut chosen = BTreeMap::new();
         for name in self.order() {
             if !self.active(name, &chosen) {
@@ -295,7 +308,7 @@ impl Space {
                     .filter_map(|(p, _)| p.get(name).and_then(|v| d.point_of(v)))
                     .collect()
             };
-            let (l, g) = (pts(good), pts(bad));
+            let (l, g) = (pts(good), pts(&bad));
             let x = match d {
                 Dist::Categorical { values, .. } => {
                     let k = values.len();
@@ -364,6 +377,8 @@ fn normal(rng: &mut Rng) -> f64 {
 struct Parzen {
     mus: Vec<f64>,
     sigmas: Vec<f64>,
+    /// Each kernel's density factor: 1 / (σ √(2π) × its mass inside [low, high]).
+    norms: Vec<f64>,
     low: f64,
     high: f64,
 }
@@ -393,9 +408,18 @@ impl Parzen {
             };
             sigmas[i] = left.max(right).clamp(min_bw, span);
         }
+        let norms = mus
+            .iter()
+            .zip(&sigmas)
+            .map(|(m, s)| {
+                let mass = phi((high - m) / s) - phi((low - m) / s);
+                1.0 / (s * std::f64::consts::TAU.sqrt() * mass.max(1e-12))
+            })
+            .collect();
         Parzen {
             mus,
             sigmas,
+            norms,
             low,
             high,
         }
@@ -418,11 +442,10 @@ impl Parzen {
             .mus
             .iter()
             .zip(&self.sigmas)
-            .map(|(m, s)| {
+            .zip(&self.norms)
+            .map(|((m, s), k)| {
                 let z = (x - m) / s;
-                // Truncation: the mass of this kernel inside [low, high].
-                let mass = phi((self.high - m) / s) - phi((self.low - m) / s);
-                (-0.5 * z * z).exp() / (s * (std::f64::consts::TAU).sqrt() * mass.max(1e-12))
+                (-0.5 * z * z).exp() * k
             })
             .sum::<f64>()
             / n;

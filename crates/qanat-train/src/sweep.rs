@@ -249,21 +249,25 @@ impl SweepConfig {
                 return bad("trial_resources: a mapping like {cpus: 1, memory: 2GiB}".into());
             }
         }
-        // Trials from across the space: every grid corner (or 64 random points).
-        let points = match self.space.grid(2) {
-            Ok(g) if g.len() <= 64 => g,
-            _ => {
-                let mut rng = Rng::new(self.seed);
-                (0..64).map(|_| self.space.random(&mut rng)).collect()
-            }
-        };
-        for p in &points {
+        for p in &self.probe_points() {
             self.trial_config(p)?;
         }
         if self.algorithm == Algorithm::Grid {
             self.space.grid(self.grid_points)?;
         }
         Ok(())
+    }
+
+    /// Trials from across the space, to check before running: every corner of the
+    /// grid (or 64 random points when it has more).
+    pub fn probe_points(&self) -> Vec<BTreeMap<String, Value>> {
+        match self.space.grid(2) {
+            Ok(g) if g.len() <= 64 => g,
+            _ => {
+                let mut rng = Rng::new(self.seed);
+                (0..64).map(|_| self.space.random(&mut rng)).collect()
+            }
+        }
     }
 
     /// The params of trial `number` given the finished trials so far (params and
@@ -329,6 +333,22 @@ impl JobKind for SweepKind {
         SweepConfig::from_value(Value::Object(params.clone()))
             .map(|_| ())
             .map_err(|e| qanat_jobs::Error::Invalid(format!("a sweep job: {e}")))
+    }
+
+    fn check_inputs(
+        &self,
+        params: &Map<String, Value>,
+        inputs: &[(String, Vec<qanat_data::tabular::FileProfile>)],
+    ) -> qanat_jobs::Result<()> {
+        let fail = |e: Error| qanat_jobs::Error::Invalid(format!("a sweep job: {e}"));
+        let config = SweepConfig::from_value(Value::Object(params.clone())).map_err(fail)?;
+        // The data fields (target, features) come from the trial; a space may vary
+        // them too, so trials from across the space are checked.
+        for p in &config.probe_points() {
+            let trial = config.trial_config(p).map_err(fail)?;
+            crate::inputs::check_profiles(&trial, inputs).map_err(fail)?;
+        }
+        Ok(())
     }
 
     fn plan(

@@ -518,3 +518,52 @@ fn a_sweep_survives_a_server_restart_and_runs_each_trial_once() {
     );
     assert!(log.to_string().contains("resuming the sweep"), "{log}");
 }
+
+#[test]
+fn data_problems_are_refused_at_submit_from_the_stored_profiles() {
+    let q = server_with_breast_cancer();
+    for (fields, says) in [
+        (
+            json!({"target": "diagnosis_x"}),
+            "target 'diagnosis_x' is not a column of dataset:cancer@1",
+        ),
+        (
+            json!({"target": "diagnosis", "features": ["radius_mean", "colour"]}),
+            "feature 'colour' is not a column",
+        ),
+        (
+            json!({"target": "diagnosis", "task": "regression"}),
+            "cannot be a regression target",
+        ),
+    ] {
+        let mut spec = json!({"name": "bad", "kind": "train", "inputs": ["dataset:cancer@1"]});
+        for (k, v) in fields.as_object().expect("object") {
+            spec[k] = v.clone();
+        }
+        let (s, e) = q.http().send(
+            &q.admin_token,
+            "POST",
+            "/api/v1/projects/default/jobs",
+            Some(spec),
+        );
+        assert_eq!(s, 400, "{fields}: {e}");
+        assert!(e.to_string().contains(says), "{fields}: {e}");
+    }
+    // A sweep whose space leads to a bad trial is refused the same way.
+    let mut spec = sweep_spec("bad-sweep", 2, 2);
+    spec["space"]["features"] =
+        json!({"type": "categorical", "values": [["radius_mean"], ["nope"]]});
+    let (s, e) = q.http().send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/projects/default/jobs",
+        Some(spec),
+    );
+    assert_eq!(s, 400, "{e}");
+    assert!(e.to_string().contains("feature 'nope'"), "{e}");
+    // Nothing ran, nothing was registered.
+    let (_, list) = q
+        .http()
+        .send(&q.admin_token, "GET", "/api/v1/projects/default/jobs", None);
+    assert_eq!(list["jobs"].as_array().map(Vec::len), Some(0), "{list}");
+}

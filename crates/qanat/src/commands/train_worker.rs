@@ -77,8 +77,28 @@ pub async fn run() -> Result<()> {
     params.retain(|(k, _)| k != "learning_rate");
     params.push(("learning_rate".into(), config.learning_rate().to_string()));
     params.push(("rows".into(), table.rows().to_string()));
-    let tags = vec![
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let mut tags = vec![
         ("qanat.trainer".to_string(), "native".to_string()),
+        ("qanat.env.cpu".to_string(), cpu),
+        (
+            "qanat.env.cpus".to_string(),
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .to_string(),
+        ),
+        (
+            "qanat.env.os".to_string(),
+            format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
+        ),
         (
             "qanat.backend".to_string(),
             "burn-ndarray (CPU)".to_string(),
@@ -88,6 +108,10 @@ pub async fn run() -> Result<()> {
             env!("CARGO_PKG_VERSION").to_string(),
         ),
     ];
+    // The commit the binary was built from, when the build said (QANAT_GIT_COMMIT).
+    if let Some(commit) = option_env!("QANAT_GIT_COMMIT") {
+        tags.push(("mlflow.source.git.commit".to_string(), commit.to_string()));
+    }
     client
         .log_batch(&project, &run_id, &[], &params, &tags)
         .await
