@@ -98,8 +98,9 @@ pub(crate) async fn verified_download(
     location: &str,
     key: &ObjectKey,
 ) -> Result<Response, ApiError> {
-    let head = state.storage.head(location, key).await?;
-    let mut stream = state.storage.get(location, key).await?;
+    // The length comes from the object being read, so that it always matches the
+    // bytes sent (the index can be a version behind after a crash).
+    let (size, mut stream) = state.storage.get_sized(location, key).await?;
     let first = match stream.next().await {
         Some(chunk) => chunk?,
         None => Bytes::new(),
@@ -112,7 +113,7 @@ pub(crate) async fn verified_download(
     Ok((
         [
             (header::CONTENT_TYPE, "application/octet-stream".to_string()),
-            (header::CONTENT_LENGTH, head.size.to_string()),
+            (header::CONTENT_LENGTH, size.to_string()),
         ],
         body,
     )

@@ -678,12 +678,21 @@ impl ObjectStorage {
     /// Opens `key` for reading: a stream of plaintext, each chunk verified before it is
     /// yielded. Tampering surfaces as [`Error::Integrity`] at the altered chunk.
     pub async fn get(&self, location: &str, key: &ObjectKey) -> Result<PlainStream> {
+        Ok(self.get_sized(location, key).await?.1)
+    }
+
+    /// [`Self::get`] with the plaintext length of the object being read, derived from
+    /// the stored object itself (not from the index, which a crash between writing an
+    /// object and indexing it can leave one version behind): what a download declares
+    /// as its length.
+    pub async fn get_sized(&self, location: &str, key: &ObjectKey) -> Result<(u64, PlainStream)> {
         let loc = self.loc(location)?;
         let got = loc
             .store
             .get(&self.store_path(key))
             .await
             .map_err(|e| self.not_found(location, key, e))?;
+        let stored = got.meta.size;
         let mut inner: BoxStream<'static, object_store::Result<Bytes>> = got.into_stream();
         let integrity = |reason: String| Error::Integrity {
             key: key.to_string(),
@@ -697,6 +706,8 @@ impl ObjectStorage {
             }
         }
         let header = Header::decode(&buf[..HEADER_LEN]).map_err(integrity)?;
+        let size = envelope::plaintext_len(stored, header.chunk_size)
+            .ok_or_else(|| integrity(format!("a stored length of {stored} bytes is impossible")))?;
         let _ = buf.split_to(HEADER_LEN);
         let dek = self.keyring.data_key(&self.meta, &header.key_ref).await?;
         let state = ReadState {
@@ -707,7 +718,10 @@ impl ObjectStorage {
             finished: false,
             key: key.to_string(),
         };
-        Ok(Box::pin(futures::stream::try_unfold(state, read_next)))
+        Ok((
+            size,
+            Box::pin(futures::stream::try_unfold(state, read_next)),
+        ))
     }
 
     /// Reads a whole object into memory (for small objects).

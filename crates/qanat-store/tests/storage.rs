@@ -455,3 +455,32 @@ async fn a_sealed_secret_opens_only_for_its_purpose_and_not_after_it_is_forgotte
         assert!(keyring.open(meta, "webhook-secret", &sealed).await.is_err());
     }
 }
+
+/// A crash after an object is replaced but before the index records its new size
+/// leaves the index a version behind: a read still declares (and gives) the length of
+/// the bytes actually stored — a download is never cut to the old length.
+#[tokio::test]
+async fn a_read_declares_the_stored_objects_length_even_when_the_index_is_behind() {
+    for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
+        let f = local_fixture(db).await;
+        let k = key("state/sweep.json");
+        let (old, new) = (pattern(100, 1), pattern(2500, 2));
+        for data in [&old, &new] {
+            f.storage
+                .put_bytes("local", &k, Bytes::from(data.clone()))
+                .await
+                .expect("put");
+        }
+        // As if the server died between writing the new object and indexing it.
+        sqlx::query("UPDATE stored_objects SET size = 100 WHERE object_key = $1")
+            .bind(k.as_str())
+            .execute(f.storage_meta().writer())
+            .await
+            .expect("stale index");
+        assert_eq!(f.storage.head("local", &k).await.expect("head").size, 100);
+        let (size, stream) = f.storage.get_sized("local", &k).await.expect("get");
+        assert_eq!(size, 2500);
+        let got: Vec<Bytes> = stream.try_collect().await.expect("read");
+        assert_eq!(got.concat(), new);
+    }
+}

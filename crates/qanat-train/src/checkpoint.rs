@@ -12,11 +12,11 @@
 //! and best-model records, each as a length (u64 LE) and bytes.
 
 use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Record, Recorder};
-use burn::tensor::backend::Backend;
+use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
-use crate::fit::{Cpu, CpuTrain, EpochMetrics};
+use crate::fit::EpochMetrics;
 use crate::prep::{Encoded, Preprocessing};
 use crate::{Error, Result};
 
@@ -99,26 +99,27 @@ fn recorder() -> NamedMpkBytesRecorder<FullPrecisionSettings> {
 }
 
 /// Encodes the state after an epoch.
-pub fn encode<M, O, B>(
+pub fn encode<B, M, O, I>(
     fingerprint: &str,
     progress: &Progress,
     model: M,
     optim: O,
-    best: Option<B>,
+    best: Option<I>,
 ) -> Result<Vec<u8>>
 where
-    M: Record<CpuTrain>,
-    O: Record<CpuTrain>,
-    B: Record<Cpu>,
+    B: AutodiffBackend,
+    M: Record<B>,
+    O: Record<B>,
+    I: Record<B::InnerBackend>,
 {
     let fail =
         |e: burn::record::RecorderError| Error::internal(format!("writing a checkpoint: {e}"));
     let mut body = Vec::new();
     let parts = [
-        Recorder::<CpuTrain>::record(&recorder(), model, ()).map_err(fail)?,
-        Recorder::<CpuTrain>::record(&recorder(), optim, ()).map_err(fail)?,
+        Recorder::<B>::record(&recorder(), model, ()).map_err(fail)?,
+        Recorder::<B>::record(&recorder(), optim, ()).map_err(fail)?,
         match best {
-            Some(b) => Recorder::<Cpu>::record(&recorder(), b, ()).map_err(fail)?,
+            Some(b) => Recorder::<B::InnerBackend>::record(&recorder(), b, ()).map_err(fail)?,
             None => Vec::new(),
         },
     ];
@@ -169,15 +170,16 @@ fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Result<&'a [u8]> {
 }
 
 /// Decodes a checkpoint written by [`encode`] for the fit with `fingerprint`.
-pub fn decode<M, O, B>(
+pub fn decode<B, M, O, I>(
     bytes: &[u8],
     fingerprint: &str,
-    device: &<Cpu as Backend>::Device,
-) -> Result<Restored<M, O, B>>
+    device: &B::Device,
+) -> Result<Restored<M, O, I>>
 where
-    M: Record<CpuTrain>,
-    O: Record<CpuTrain>,
-    B: Record<Cpu>,
+    B: AutodiffBackend,
+    M: Record<B>,
+    O: Record<B>,
+    I: Record<B::InnerBackend>,
 {
     let mut rest = bytes;
     if take(&mut rest, MAGIC.len())? != MAGIC {
@@ -207,12 +209,12 @@ where
     let (m, o, b) = (part()?, part()?, part()?);
     let fail =
         |e: burn::record::RecorderError| Error::checkpoint(format!("reading a checkpoint: {e}"));
-    let model = Recorder::<CpuTrain>::load(&recorder(), m, device).map_err(fail)?;
-    let optim = Recorder::<CpuTrain>::load(&recorder(), o, device).map_err(fail)?;
+    let model = Recorder::<B>::load(&recorder(), m, device).map_err(fail)?;
+    let optim = Recorder::<B>::load(&recorder(), o, device).map_err(fail)?;
     let best = if b.is_empty() {
         None
     } else {
-        Some(Recorder::<Cpu>::load(&recorder(), b, device).map_err(fail)?)
+        Some(Recorder::<B::InnerBackend>::load(&recorder(), b, device).map_err(fail)?)
     };
     let progress = Progress {
         next_epoch: header.next_epoch,

@@ -43,6 +43,18 @@ pub enum Schedule {
     Step { every: u32, gamma: f64 },
 }
 
+/// Where training runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Device {
+    /// A GPU when this build has CUDA and the job has a GPU, else the CPU.
+    #[default]
+    Auto,
+    Cpu,
+    /// A GPU, or the job fails (it needs `resources: {gpus: 1}` and a CUDA build).
+    Cuda,
+}
+
 /// Weights of the classes in the loss.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -101,6 +113,9 @@ pub struct TrainConfig {
     /// Makes a CPU run bit-reproducible: the split, the initial weights, the batches.
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// auto (default), cpu or cuda.
+    #[serde(default)]
+    pub device: Device,
 }
 
 fn default_model() -> ModelKind {
@@ -140,6 +155,11 @@ impl TrainConfig {
     /// The checks that need no data.
     pub fn check(&self) -> Result<()> {
         let bad = |m: String| Err(Error::invalid(m));
+        if self.device == Device::Cuda && !cfg!(feature = "cuda") {
+            return bad(
+                "device = cuda: this qanat was built without CUDA (cargo build --features cuda); use device: auto or cpu".into(),
+            );
+        }
         if self.target.trim().is_empty() {
             return bad("target: name the column to predict".into());
         }

@@ -3,9 +3,10 @@
 //! after every epoch, the learning rate from the schedule, early stopping on the
 //! validation loss keeping the best epoch's weights.
 //!
-//! The backend is burn's `ndarray` CPU backend under `autodiff`: a seed fixes the
-//! initial weights, the split and the batch order, so two CPU runs with one seed give
-//! the same bits.
+//! The backend is burn's `ndarray` CPU backend under `autodiff` — or CUDA in a build
+//! with the `cuda` feature when a GPU answers. On the CPU a seed fixes the initial
+//! weights, the split and the batch order, so two runs with one seed give the same
+//! bits (on a GPU, kernels may sum in another order: close, not bit-identical).
 
 use burn::backend::{Autodiff, NdArray};
 use burn::module::{AutodiffModule, Module};
@@ -80,6 +81,8 @@ pub struct Fitted<B: Backend> {
     /// Epochs run (fewer than asked when stopped early).
     pub epochs_run: u32,
     pub history: Vec<EpochMetrics>,
+    /// The backend it was trained on, e.g. `autodiff<ndarray>`.
+    pub backend: String,
 }
 
 /// The loss of `out` against `y` with row weights `w`, on any backend.
@@ -258,7 +261,11 @@ impl EpochEnd<'_> {
 /// Fits a model on `train`, validating on `valid` after every epoch; `on_epoch` sees
 /// each epoch's metrics as they come (to log them) and may take a checkpoint. With
 /// `resume` (a checkpoint of the same config and data) the fit goes on from the epoch
-/// after it and ends with the bits an uninterrupted fit ends with.
+/// after it and ends with the bits an uninterrupted fit ends with (on the CPU).
+///
+/// The backend: CUDA when this build has the `cuda` feature, the config allows it
+/// (`device: auto` or `cuda`) and a GPU answers ([`crate::gpu`]); the CPU otherwise.
+/// The model comes back on the CPU either way.
 pub fn fit(
     config: &TrainConfig,
     prep: &Preprocessing,
@@ -267,10 +274,66 @@ pub fn fit(
     resume: Option<&[u8]>,
     mut on_epoch: impl FnMut(EpochEnd<'_>) -> Result<()>,
 ) -> Result<Fitted<Cpu>> {
+    #[cfg(feature = "cuda")]
+    if let Some(device) = crate::gpu::cuda_device(config)? {
+        type Gpu = Autodiff<burn::backend::Cuda>;
+        let f = fit_on::<Gpu>(config, prep, train, valid, resume, &mut on_epoch, &device)?;
+        return Ok(Fitted {
+            model: to_cpu(f.model, config, prep)?,
+            best_epoch: f.best_epoch,
+            epochs_run: f.epochs_run,
+            history: f.history,
+            backend: f.backend,
+        });
+    }
+    fit_on::<CpuTrain>(
+        config,
+        prep,
+        train,
+        valid,
+        resume,
+        &mut on_epoch,
+        &Default::default(),
+    )
+}
+
+/// A model moved to the CPU (through its record: the values, bit for bit).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn to_cpu<B: Backend>(
+    model: Mlp<B>,
+    config: &TrainConfig,
+    prep: &Preprocessing,
+) -> Result<Mlp<Cpu>> {
+    use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
+    let recorder = NamedMpkBytesRecorder::<FullPrecisionSettings>::default();
+    let bytes = Recorder::<B>::record(&recorder, model.into_record(), ())
+        .map_err(|e| Error::internal(format!("moving the model to the CPU: {e}")))?;
     let device = Default::default();
-    <CpuTrain as Backend>::seed(&device, config.seed);
+    let record = Recorder::<Cpu>::load(&recorder, bytes, &device)
+        .map_err(|e| Error::internal(format!("moving the model to the CPU: {e}")))?;
+    Ok(Mlp::<Cpu>::new(
+        prep.width(),
+        &config.hidden_layers(),
+        prep.target.outputs(),
+        &device,
+    )
+    .load_record(record))
+}
+
+/// [`fit`] on backend `B` (with gradients) and `device`.
+fn fit_on<B: AutodiffBackend>(
+    config: &TrainConfig,
+    prep: &Preprocessing,
+    train: &Encoded,
+    valid: &Encoded,
+    resume: Option<&[u8]>,
+    mut on_epoch: impl FnMut(EpochEnd<'_>) -> Result<()>,
+    device: &B::Device,
+) -> Result<Fitted<B::InnerBackend>> {
+    let device = device.clone();
+    B::seed(&device, config.seed);
     let mut rng = Rng::new(config.seed ^ 0x05ee_d0fb_a7c4);
-    let mut model: Mlp<CpuTrain> = Mlp::new(
+    let mut model: Mlp<B> = Mlp::new(
         prep.width(),
         &config.hidden_layers(),
         prep.target.outputs(),
@@ -280,16 +343,16 @@ pub fn fit(
     if config.weight_decay > 0.0 {
         adam = adam.with_weight_decay(Some(WeightDecayConfig::new(config.weight_decay as f32)));
     }
-    let mut optim = adam.init::<CpuTrain, Mlp<CpuTrain>>();
+    let mut optim = adam.init::<B, Mlp<B>>();
     let fingerprint = checkpoint::fingerprint(config, prep, train, valid);
     let mut state = checkpoint::Progress::default();
-    let mut best: Option<Mlp<Cpu>> = None;
+    let mut best: Option<Mlp<B::InnerBackend>> = None;
     if let Some(bytes) = resume {
-        let r = checkpoint::decode(bytes, &fingerprint, &device)?;
+        let r = checkpoint::decode::<B, _, _, _>(bytes, &fingerprint, &device)?;
         model = model.load_record(r.model);
         optim = optim.load_record(r.optim);
         best = r.best.map(|b| {
-            Mlp::<Cpu>::new(
+            Mlp::<B::InnerBackend>::new(
                 prep.width(),
                 &config.hidden_layers(),
                 prep.target.outputs(),
@@ -345,7 +408,7 @@ pub fn fit(
         state.next_epoch = epoch + 1;
         state.history.push(m);
         let encode = || {
-            checkpoint::encode(
+            checkpoint::encode::<B, _, _, _>(
                 &fingerprint,
                 &state,
                 model.clone().into_record(),
@@ -371,5 +434,6 @@ pub fn fit(
         best_epoch,
         epochs_run: state.next_epoch,
         history: state.history,
+        backend: B::name(&device),
     })
 }

@@ -14,6 +14,8 @@ pub mod checkpoint;
 pub mod config;
 pub mod export;
 pub mod fit;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 pub mod inputs;
 pub mod kind;
 pub mod metrics;

@@ -100,10 +100,6 @@ pub async fn run() -> Result<()> {
             format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
         ),
         (
-            "qanat.backend".to_string(),
-            "burn-ndarray (CPU)".to_string(),
-        ),
-        (
             "qanat.version".to_string(),
             env!("CARGO_PKG_VERSION").to_string(),
         ),
@@ -237,8 +233,12 @@ pub async fn run() -> Result<()> {
                 .map(|(k, v)| (format!("best_{k}"), *v, i64::from(best))),
         );
     }
+    let backend = vec![(
+        "qanat.backend".to_string(),
+        format!("burn {}", trained.fitted.backend),
+    )];
     client
-        .log_batch(&project, &run_id, &summary, &[], &[])
+        .log_batch(&project, &run_id, &summary, &[], &backend)
         .await?;
     if let Some(name) = register {
         let v = client
