@@ -200,7 +200,12 @@ impl Sweep {
                             .map(|(_, c)| c.as_slice())
                             .collect();
                         if asha.should_stop(&curve, &others, self.max_epochs) {
-                            self.client.cancel_job(&self.project, &job.job_id).await?;
+                            match self.client.cancel_job(&self.project, &job.job_id).await {
+                                Ok(_) => {}
+                                // It ended meanwhile: the next pass reads how.
+                                Err(qanat_client::Error::Api { status: 409, .. }) => continue,
+                                Err(e) => return Err(e.into()),
+                            }
                             tr.state = "pruned".into();
                             tr.value = curve
                                 .iter()
