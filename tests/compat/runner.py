@@ -33,6 +33,29 @@ class client_as(as_token):
         return MlflowClient()
 
 
+def run_job(spec):
+    """Submits a job through Qanat's jobs API (QANAT_URL, with the token in
+    MLFLOW_TRACKING_TOKEN), waits for it to end, asserts it succeeded (showing its log
+    otherwise) and returns the job."""
+    import time
+
+    import requests
+
+    url = os.environ["QANAT_URL"]
+    h = {"Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"}
+    r = requests.post(f"{url}/api/v1/projects/default/jobs", headers=h, json=spec, timeout=30)
+    assert r.status_code == 201, r.text
+    job_id = r.json()["job_id"]
+    for _ in range(1200):
+        j = requests.get(f"{url}/api/v1/projects/default/jobs/{job_id}", headers=h, timeout=30).json()
+        if j["state"] in ("succeeded", "failed", "cancelled"):
+            break
+        time.sleep(0.5)
+    log = requests.get(f"{url}/api/v1/projects/default/jobs/{job_id}/logs", headers=h, timeout=30).json()
+    assert j["state"] == "succeeded", f"{j.get('reason')}\n{log.get('data', '')[-3000:]}"
+    return j
+
+
 def test(fn):
     TESTS.append(fn)
     return fn

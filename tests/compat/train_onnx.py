@@ -9,15 +9,13 @@ import json
 import os
 import sys
 import tempfile
-import time
 
 import numpy as np
 import onnx
 import onnxruntime as ort
-import requests
 from mlflow import MlflowClient
 
-from runner import main, test
+from runner import main, run_job, test
 
 
 def make_mixed(directory):
@@ -37,22 +35,8 @@ def make_mixed(directory):
         f.write("\n".join(lines) + "\n")
 
 
-URL = os.environ.get("QANAT_URL", "")
-H = {"Authorization": f"Bearer {os.environ.get('MLFLOW_TRACKING_TOKEN', '')}"}
-
-
 def train(spec):
-    r = requests.post(f"{URL}/api/v1/projects/default/jobs", headers=H, json=spec, timeout=30)
-    assert r.status_code == 201, r.text
-    job_id = r.json()["job_id"]
-    for _ in range(1200):
-        j = requests.get(f"{URL}/api/v1/projects/default/jobs/{job_id}", headers=H, timeout=30).json()
-        if j["state"] in ("succeeded", "failed", "cancelled"):
-            break
-        time.sleep(0.5)
-    log = requests.get(f"{URL}/api/v1/projects/default/jobs/{job_id}/logs", headers=H, timeout=30).json()
-    assert j["state"] == "succeeded", f"{j.get('reason')}\n{log.get('data', '')[-3000:]}"
-    return j["run_id"]
+    return run_job(spec)["run_id"]
 
 
 def check_onnx(spec, outputs):

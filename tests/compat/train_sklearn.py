@@ -8,11 +8,9 @@ the estimator, defaults); Qanat picks its epoch by the validation loss."""
 import json
 import os
 import tempfile
-import time
 
 import numpy as np
 import pandas as pd
-import requests
 from mlflow import MlflowClient
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import accuracy_score, mean_squared_error
@@ -20,25 +18,13 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from runner import main, test
+from runner import main, run_job, test
 
-URL = os.environ["QANAT_URL"]
-TOKEN = os.environ["MLFLOW_TRACKING_TOKEN"]
 DATA = os.environ["QANAT_EXAMPLE_DATA"]
-H = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def train(spec):
-    r = requests.post(f"{URL}/api/v1/projects/default/jobs", headers=H, json=spec, timeout=30)
-    assert r.status_code == 201, r.text
-    job_id = r.json()["job_id"]
-    for _ in range(1200):
-        j = requests.get(f"{URL}/api/v1/projects/default/jobs/{job_id}", headers=H, timeout=30).json()
-        if j["state"] in ("succeeded", "failed", "cancelled"):
-            break
-        time.sleep(0.5)
-    log = requests.get(f"{URL}/api/v1/projects/default/jobs/{job_id}/logs", headers=H, timeout=30).json()
-    assert j["state"] == "succeeded", f"{j.get('reason')}\n{log.get('data', '')[-3000:]}"
+    j = run_job(spec)
     run = MlflowClient().get_run(j["run_id"])
     with tempfile.TemporaryDirectory() as d:
         path = MlflowClient().download_artifacts(j["run_id"], "split.json", d)

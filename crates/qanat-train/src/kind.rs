@@ -70,11 +70,27 @@ impl JobKind for TrainKind {
         _rank: u32,
         _ranks: u32,
     ) -> qanat_jobs::Result<ProcessPlan> {
-        Ok(ProcessPlan {
-            program: self.program.display().to_string(),
-            args: vec!["train-worker".into()],
-            env: vec![(CONFIG_VAR.into(), Value::Object(params.clone()).to_string())],
-            working_dir: None,
-        })
+        Ok(worker_plan(
+            &self.program,
+            "train-worker",
+            CONFIG_VAR,
+            params,
+        ))
+    }
+}
+
+/// The process of a kind run by this binary: `program subcommand`, with the job's
+/// fields as JSON in `var`.
+pub(crate) fn worker_plan(
+    program: &std::path::Path,
+    subcommand: &str,
+    var: &str,
+    params: &Map<String, Value>,
+) -> ProcessPlan {
+    ProcessPlan {
+        program: program.display().to_string(),
+        args: vec![subcommand.into()],
+        env: vec![(var.into(), Value::Object(params.clone()).to_string())],
+        working_dir: None,
     }
 }

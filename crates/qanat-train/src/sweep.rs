@@ -357,12 +357,12 @@ impl JobKind for SweepKind {
         _rank: u32,
         _ranks: u32,
     ) -> qanat_jobs::Result<ProcessPlan> {
-        Ok(ProcessPlan {
-            program: self.program.display().to_string(),
-            args: vec!["sweep-worker".into()],
-            env: vec![(CONFIG_VAR.into(), Value::Object(params.clone()).to_string())],
-            working_dir: None,
-        })
+        Ok(crate::kind::worker_plan(
+            &self.program,
+            "sweep-worker",
+            CONFIG_VAR,
+            params,
+        ))
     }
 }
 

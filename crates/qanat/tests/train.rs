@@ -209,6 +209,21 @@ fn qanat_train_reads_a_config_and_refuses_other_kinds() {
     assert!(err.contains("epochs = 0"), "{err}");
 }
 
+/// `base` with `fields` set is refused at submit (400) with a message saying `says`.
+fn refused(q: &Qanat, mut base: Value, fields: &Value, says: &str) {
+    for (k, v) in fields.as_object().expect("object") {
+        base[k] = v.clone();
+    }
+    let (s, e) = q.http().send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/projects/default/jobs",
+        Some(base),
+    );
+    assert_eq!(s, 400, "{fields}: {e}");
+    assert!(e.to_string().contains(says), "{fields}: {e}");
+}
+
 fn submit(q: &Qanat, spec: Value) -> String {
     let (s, job) = q.http().send(
         &q.admin_token,
@@ -471,18 +486,7 @@ fn a_sweep_runs_its_trials_as_child_runs_and_registers_the_best() {
             "unknown field",
         ),
     ] {
-        let mut spec = sweep_spec("bad", 2, 2);
-        for (k, v) in bad.as_object().expect("object") {
-            spec[k] = v.clone();
-        }
-        let (s, e) = q.http().send(
-            &q.admin_token,
-            "POST",
-            "/api/v1/projects/default/jobs",
-            Some(spec),
-        );
-        assert_eq!(s, 400, "{bad}: {e}");
-        assert!(e.to_string().contains(says), "{bad}: {e}");
+        refused(&q, sweep_spec("bad", 2, 2), &bad, says);
     }
 }
 
@@ -536,18 +540,8 @@ fn data_problems_are_refused_at_submit_from_the_stored_profiles() {
             "cannot be a regression target",
         ),
     ] {
-        let mut spec = json!({"name": "bad", "kind": "train", "inputs": ["dataset:cancer@1"]});
-        for (k, v) in fields.as_object().expect("object") {
-            spec[k] = v.clone();
-        }
-        let (s, e) = q.http().send(
-            &q.admin_token,
-            "POST",
-            "/api/v1/projects/default/jobs",
-            Some(spec),
-        );
-        assert_eq!(s, 400, "{fields}: {e}");
-        assert!(e.to_string().contains(says), "{fields}: {e}");
+        let base = json!({"name": "bad", "kind": "train", "inputs": ["dataset:cancer@1"]});
+        refused(&q, base, &fields, says);
     }
     // A sweep whose space leads to a bad trial is refused the same way.
     let mut spec = sweep_spec("bad-sweep", 2, 2);
