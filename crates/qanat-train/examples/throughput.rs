@@ -6,9 +6,14 @@
 
 use std::time::Instant;
 
+// The allocator of the `qanat` binary, whose train jobs this measures.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use burn::optim::AdamConfig;
 use burn::tensor::backend::Backend;
 use qanat_train::fit::{epoch_steps, CpuTrain, Mlp};
+use qanat_train::mixed::Mixed;
 use qanat_train::prep::{Encoded, Rng, Target};
 
 fn main() {
@@ -49,7 +54,15 @@ fn main() {
         rng.shuffle(&mut order);
         let t = Instant::now();
         model = epoch_steps(
-            model, &mut optim, &target, &data, &order, batch, 1e-3, &device,
+            model,
+            &mut optim,
+            &target,
+            &data,
+            &order,
+            batch,
+            1e-3,
+            &mut Mixed::default(),
+            &device,
         );
         if epoch > 0 {
             timed += t.elapsed().as_secs_f64();

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
 use crate::fit::EpochMetrics;
+use crate::mixed::LossScale;
 use crate::prep::{Encoded, Preprocessing};
 use crate::{Error, Result};
 
@@ -31,6 +32,8 @@ pub struct Progress {
     /// The best validation loss (meaningful once `best_epoch` is set).
     pub best_loss: f64,
     pub history: Vec<EpochMetrics>,
+    /// fp16's loss scale after the last epoch ([`crate::mixed`]).
+    pub loss_scale: Option<LossScale>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -48,6 +51,9 @@ struct Header {
     best_epoch: Option<u32>,
     best_loss: u64,
     history: Vec<SavedEpoch>,
+    /// fp16's loss scale (its bits) and run of good steps.
+    #[serde(default)]
+    loss_scale: Option<(u32, u32)>,
     /// FNV-1a of everything after the header.
     checksum: String,
 }
@@ -148,6 +154,9 @@ where
                     .collect(),
             })
             .collect(),
+        loss_scale: progress
+            .loss_scale
+            .map(|s| (s.scale.to_bits(), s.good_steps)),
         checksum: format!("{sum:016x}"),
     };
     let header = serde_json::to_vec(&header)
@@ -234,6 +243,10 @@ where
                     .collect(),
             })
             .collect(),
+        loss_scale: header.loss_scale.map(|(bits, good_steps)| LossScale {
+            scale: f32::from_bits(bits),
+            good_steps,
+        }),
     };
     Ok(Restored {
         progress,

@@ -55,6 +55,31 @@ pub enum Device {
     Cuda,
 }
 
+/// The arithmetic of training steps on a GPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// Everything in float32.
+    #[default]
+    Fp32,
+    /// Mixed precision: float32 master weights and optimizer state, the layers'
+    /// products and activations in bfloat16 (no loss scaling needed).
+    Bf16,
+    /// Mixed precision in float16, with dynamic loss scaling (steps whose gradients
+    /// overflow are skipped and the scale halved, as PyTorch's GradScaler does).
+    Fp16,
+}
+
+impl Precision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Bf16 => "bf16",
+            Precision::Fp16 => "fp16",
+        }
+    }
+}
+
 /// Weights of the classes in the loss.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -116,6 +141,10 @@ pub struct TrainConfig {
     /// auto (default), cpu or cuda.
     #[serde(default)]
     pub device: Device,
+    /// fp32 (default), or bf16 / fp16 mixed precision on a GPU (a run that falls back
+    /// to the CPU trains in fp32 and says so in its log).
+    #[serde(default)]
+    pub precision: Precision,
 }
 
 fn default_model() -> ModelKind {
@@ -159,6 +188,19 @@ impl TrainConfig {
             return bad(
                 "device = cuda: this qanat was built without CUDA (cargo build --features cuda); use device: auto or cpu".into(),
             );
+        }
+        if self.precision != Precision::Fp32 {
+            let p = self.precision.as_str();
+            if self.device == Device::Cpu {
+                return bad(format!(
+                    "precision = {p} is mixed precision on a GPU; the CPU trains in fp32: use device: auto or cuda, or precision: fp32"
+                ));
+            }
+            if !cfg!(feature = "cuda") {
+                return bad(format!(
+                    "precision = {p} is mixed precision on a GPU, and this qanat was built without CUDA (cargo build --features cuda): use precision: fp32"
+                ));
+            }
         }
         if self.target.trim().is_empty() {
             return bad("target: name the column to predict".into());
@@ -340,6 +382,14 @@ mod tests {
             (json!({"target": "y", "features": ["y"]}), "is the target"),
             (json!({"target": "y", "model": "forest"}), "unknown variant"),
             (json!({"target": "y", "epoch": 3}), "unknown field"),
+            (
+                json!({"target": "y", "device": "cpu", "precision": "bf16"}),
+                "the CPU trains in fp32",
+            ),
+            (
+                json!({"target": "y", "precision": "fp8"}),
+                "unknown variant",
+            ),
             (
                 json!({"target": "y", "schedule": {"kind": "step", "every": 0, "gamma": 0.5}}),
                 "every",

@@ -13,13 +13,14 @@ use burn::module::{AutodiffModule, Module};
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
-use burn::tensor::activation::{log_softmax, relu};
+use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{FloatDType, Int, Tensor, TensorData};
 
 use crate::checkpoint;
-use crate::config::TrainConfig;
+use crate::config::{Precision, TrainConfig};
 use crate::metrics;
+use crate::mixed::{self, Mixed};
 use crate::prep::{Encoded, Preprocessing, Rng, Target};
 use crate::{Error, Result};
 
@@ -46,6 +47,28 @@ impl<B: Backend> Mlp<B> {
         Mlp { layers }
     }
 
+    /// The forward pass with the layers computed in `half` (mixed precision, see
+    /// [`crate::mixed`]); in the input's type when `None`. The output is in the
+    /// input's type.
+    pub fn forward_as(&self, x: Tensor<B, 2>, half: Option<FloatDType>) -> Tensor<B, 2> {
+        let Some(half) = half else {
+            return self.forward(x);
+        };
+        let full = FloatDType::from(x.dtype());
+        let mut x = x.cast(half);
+        let last = self.layers.len().saturating_sub(1);
+        for (i, layer) in self.layers.iter().enumerate() {
+            x = x.matmul(layer.weight.val().cast(half));
+            if let Some(b) = &layer.bias {
+                x = x + b.val().cast(half).unsqueeze();
+            }
+            if i < last {
+                x = relu(x);
+            }
+        }
+        x.cast(full)
+    }
+
     pub fn forward(&self, mut x: Tensor<B, 2>) -> Tensor<B, 2> {
         let last = self.layers.len().saturating_sub(1);
         for (i, layer) in self.layers.iter().enumerate() {
@@ -56,6 +79,19 @@ impl<B: Backend> Mlp<B> {
         }
         x
     }
+}
+
+/// max(x, 0), computed as x · [x > 0]: the values of burn's `relu` (but -0 for a
+/// negative x, which no sum tells from 0), with a backward pass that is one product.
+/// burn-ndarray's `relu` backward is a masked fill over dynamic-rank arrays, which took
+/// 14% of a CPU training step of the benchmark's MLP (perf, 2026-11).
+pub fn relu<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
+    let on = x
+        .clone()
+        .greater_elem(0.0)
+        .float()
+        .cast(FloatDType::from(x.dtype()));
+    x * on
 }
 
 /// The metrics of one epoch (names as logged: `train_loss`, `val_accuracy`, …).
@@ -83,6 +119,8 @@ pub struct Fitted<B: Backend> {
     pub history: Vec<EpochMetrics>,
     /// The backend it was trained on, e.g. `autodiff<ndarray>`.
     pub backend: String,
+    /// The arithmetic of its training steps (fp32 on the CPU).
+    pub precision: Precision,
 }
 
 /// The loss of `out` against `y` with row weights `w`, on any backend.
@@ -223,7 +261,8 @@ pub fn evaluate<B: Backend>(
     Ok(m)
 }
 
-/// One epoch of minibatch steps over `train` in `order` (what the benchmark times).
+/// One epoch of minibatch steps over `train` in `order` (what the benchmark times),
+/// computed as `mixed` says (its loss scale carries over between epochs).
 #[allow(clippy::too_many_arguments)]
 pub fn epoch_steps<B: AutodiffBackend, O: Optimizer<Mlp<B>, B>>(
     mut model: Mlp<B>,
@@ -233,12 +272,22 @@ pub fn epoch_steps<B: AutodiffBackend, O: Optimizer<Mlp<B>, B>>(
     order: &[usize],
     batch_size: usize,
     lr: f64,
+    mixed: &mut Mixed,
     device: &B::Device,
 ) -> Mlp<B> {
     for rows in order.chunks(batch_size) {
         let (x, y, w) = batch::<B>(train, rows, device);
-        let l = loss(target, model.forward(x), &y, &w, device);
-        let grads = GradientsParams::from_grads(l.backward(), &model);
+        let mut l = loss(target, model.forward_as(x, mixed.half), &y, &w, device);
+        if let Some(s) = &mixed.scale {
+            l = l.mul_scalar(s.scale);
+        }
+        let mut grads = GradientsParams::from_grads(l.backward(), &model);
+        if let Some(s) = &mut mixed.scale {
+            let finite = mixed::unscale(&model, &mut grads, 1.0 / s.scale);
+            if !s.update(finite) {
+                continue;
+            }
+        }
         model = optim.step(lr, model, grads);
     }
     model
@@ -277,17 +326,34 @@ pub fn fit(
     #[cfg(feature = "cuda")]
     if let Some(device) = crate::gpu::cuda_device(config)? {
         type Gpu = Autodiff<burn::backend::Cuda>;
-        let f = fit_on::<Gpu>(config, prep, train, valid, resume, &mut on_epoch, &device)?;
+        let f = fit_on::<Gpu>(
+            config,
+            config.precision,
+            prep,
+            train,
+            valid,
+            resume,
+            &mut on_epoch,
+            &device,
+        )?;
         return Ok(Fitted {
             model: to_cpu(f.model, config, prep)?,
             best_epoch: f.best_epoch,
             epochs_run: f.epochs_run,
             history: f.history,
             backend: f.backend,
+            precision: f.precision,
         });
+    }
+    if config.precision != Precision::Fp32 {
+        println!(
+            "training in fp32: mixed precision ({}) is for a GPU",
+            config.precision.as_str()
+        );
     }
     fit_on::<CpuTrain>(
         config,
+        Precision::Fp32,
         prep,
         train,
         valid,
@@ -320,9 +386,11 @@ fn to_cpu<B: Backend>(
     .load_record(record))
 }
 
-/// [`fit`] on backend `B` (with gradients) and `device`.
+/// [`fit`] on backend `B` (with gradients) and `device`, its steps in `precision`.
+#[allow(clippy::too_many_arguments)]
 fn fit_on<B: AutodiffBackend>(
     config: &TrainConfig,
+    precision: Precision,
     prep: &Preprocessing,
     train: &Encoded,
     valid: &Encoded,
@@ -347,6 +415,7 @@ fn fit_on<B: AutodiffBackend>(
     let fingerprint = checkpoint::fingerprint(config, prep, train, valid);
     let mut state = checkpoint::Progress::default();
     let mut best: Option<Mlp<B::InnerBackend>> = None;
+    let mut mixed = Mixed::new(precision);
     if let Some(bytes) = resume {
         let r = checkpoint::decode::<B, _, _, _>(bytes, &fingerprint, &device)?;
         model = model.load_record(r.model);
@@ -361,6 +430,9 @@ fn fit_on<B: AutodiffBackend>(
             .load_record(b)
         });
         state = r.progress;
+        if mixed.scale.is_some() {
+            mixed.scale = state.loss_scale.or(mixed.scale);
+        }
     }
     let mut order: Vec<usize> = (0..train.rows()).collect();
     // The batch order of the epochs already run, replayed: the next one comes out as
@@ -381,8 +453,10 @@ fn fit_on<B: AutodiffBackend>(
             &order,
             config.batch_size,
             lr,
+            &mut mixed,
             &device,
         );
+        state.loss_scale = mixed.scale;
         let eval = model.valid();
         let mut values = evaluate(&eval, prep, train, "train_", &device)?;
         values.extend(evaluate(&eval, prep, valid, "val_", &device)?);
@@ -435,5 +509,6 @@ fn fit_on<B: AutodiffBackend>(
         epochs_run: state.next_epoch,
         history: state.history,
         backend: B::name(&device),
+        precision,
     })
 }

@@ -19,6 +19,7 @@ pub mod gpu;
 pub mod inputs;
 pub mod kind;
 pub mod metrics;
+pub mod mixed;
 pub mod onnx;
 pub mod prep;
 pub mod space;

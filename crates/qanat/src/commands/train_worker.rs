@@ -233,10 +233,16 @@ pub async fn run() -> Result<()> {
                 .map(|(k, v)| (format!("best_{k}"), *v, i64::from(best))),
         );
     }
-    let backend = vec![(
-        "qanat.backend".to_string(),
-        format!("burn {}", trained.fitted.backend),
-    )];
+    let backend = vec![
+        (
+            "qanat.backend".to_string(),
+            format!("burn {}", trained.fitted.backend),
+        ),
+        (
+            "qanat.precision".to_string(),
+            trained.fitted.precision.as_str().to_string(),
+        ),
+    ];
     client
         .log_batch(&project, &run_id, &summary, &[], &backend)
         .await?;
