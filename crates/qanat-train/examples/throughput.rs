@@ -10,8 +10,8 @@ use std::time::Instant;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use burn::optim::AdamConfig;
 use burn::tensor::backend::Backend;
+use qanat_train::adam::Adam;
 use qanat_train::fit::{epoch_steps, CpuTrain, Mlp};
 use qanat_train::mixed::Mixed;
 use qanat_train::prep::{Encoded, Rng, Target};
@@ -45,9 +45,7 @@ fn main() {
     let device = Default::default();
     <CpuTrain as Backend>::seed(&device, 1);
     let mut model: Mlp<CpuTrain> = Mlp::new(inputs, &hidden, 1, &device);
-    let mut optim = AdamConfig::new()
-        .with_epsilon(1e-8)
-        .init::<CpuTrain, Mlp<CpuTrain>>();
+    let mut optim = Adam::default().init::<CpuTrain, Mlp<CpuTrain>>();
     let mut order: Vec<usize> = (0..rows).collect();
     let mut timed = 0.0;
     for epoch in 0..epochs {

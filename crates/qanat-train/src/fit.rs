@@ -11,12 +11,12 @@
 use burn::backend::{Autodiff, NdArray};
 use burn::module::{AutodiffModule, Module};
 use burn::nn::{Linear, LinearConfig};
-use burn::optim::decay::WeightDecayConfig;
-use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{FloatDType, Int, Tensor, TensorData};
 
+use crate::adam::Adam;
 use crate::checkpoint;
 use crate::config::{Precision, TrainConfig};
 use crate::metrics;
@@ -407,11 +407,11 @@ fn fit_on<B: AutodiffBackend>(
         prep.target.outputs(),
         &device,
     );
-    let mut adam = AdamConfig::new().with_epsilon(1e-8);
-    if config.weight_decay > 0.0 {
-        adam = adam.with_weight_decay(Some(WeightDecayConfig::new(config.weight_decay as f32)));
+    let mut optim = Adam {
+        weight_decay: config.weight_decay as f32,
+        ..Adam::default()
     }
-    let mut optim = adam.init::<B, Mlp<B>>();
+    .init::<B, Mlp<B>>();
     let fingerprint = checkpoint::fingerprint(config, prep, train, valid);
     let mut state = checkpoint::Progress::default();
     let mut best: Option<Mlp<B::InnerBackend>> = None;

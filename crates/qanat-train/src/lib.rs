@@ -10,6 +10,7 @@
 //! bit-exactly ([`checkpoint`]). The `train` job kind ([`kind`]) runs it through the
 //! scheduler; the model's files come from [`export`].
 
+pub mod adam;
 pub mod checkpoint;
 pub mod config;
 pub mod export;

@@ -125,10 +125,10 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for Unscale<'_, B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adam::Adam;
     use crate::fit::{epoch_steps, CpuTrain, Mlp};
     use crate::prep::{Encoded, Rng, Target};
     use burn::module::Module;
-    use burn::optim::AdamConfig;
 
     // The CPU backend has no half types: float64 stands in for "the other type" to
     // check the path itself (casts in the graph, gradients back in float32, the loss
@@ -177,7 +177,7 @@ mod tests {
         mixed: &mut Mixed,
     ) -> Mlp<CpuTrain> {
         let device = Default::default();
-        let mut optim = AdamConfig::new().init::<CpuTrain, Mlp<CpuTrain>>();
+        let mut optim = Adam::default().init::<CpuTrain, Mlp<CpuTrain>>();
         let order: Vec<usize> = (0..data.rows()).collect();
         for _ in 0..epochs {
             model = epoch_steps(
