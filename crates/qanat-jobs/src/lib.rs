@@ -71,6 +71,10 @@ pub struct Settings {
     pub work_dir: PathBuf,
     /// The URL a job reaches this server at (`QANAT_URL`, `MLFLOW_TRACKING_URI`).
     pub server_url: String,
+    /// A CA certificate (PEM file) a job trusts for `server_url`, handed to it as
+    /// `QANAT_CA_CERT` and `MLFLOW_TRACKING_SERVER_CERT_PATH` (a server with its own
+    /// certificate, e.g. `qanat certs dev`).
+    pub ca_cert: Option<PathBuf>,
     /// The region the local executor runs in (residency).
     pub region: String,
     /// Cores the local executor may hand out (default: the cores this process may use).
@@ -109,6 +113,7 @@ impl Settings {
             node: hostname(),
             work_dir,
             server_url: server_url.into(),
+            ca_cert: None,
             region: region.into(),
             cpus: None,
             memory_mb: None,

@@ -613,6 +613,11 @@ impl Jobs {
             env.insert("PATH".into(), path.clone());
             env.extend(plan.env.iter().cloned());
             env.extend(job.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+            if let Some(ca) = &inner.settings.ca_cert {
+                let ca = ca.display().to_string();
+                env.insert("QANAT_CA_CERT".into(), ca.clone());
+                env.insert("MLFLOW_TRACKING_SERVER_CERT_PATH".into(), ca);
+            }
             let gpus = &alloc.rank_gpus[rank as usize];
             let set = [
                 ("QANAT_URL", url.clone()),

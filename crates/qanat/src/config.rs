@@ -42,6 +42,10 @@ pub struct JobsConfig {
     /// The URL jobs reach this server at (default: from `server.bind`, loopback when
     /// bound to all addresses).
     pub server_url: Option<String>,
+    /// A CA certificate (PEM) jobs trust for `server_url` (default: the server's own
+    /// `server.tls_cert` when `server_url` is not set, so jobs reach a server with a
+    /// self-signed certificate).
+    pub ca_cert: Option<PathBuf>,
     /// The region the local executor runs in (default: the default storage
     /// location's region).
     pub region: Option<String>,
@@ -147,6 +151,7 @@ impl Default for JobsConfig {
             node: None,
             work_dir: None,
             server_url: None,
+            ca_cert: None,
             region: None,
             cpus: None,
             memory: None,
@@ -263,6 +268,13 @@ impl Config {
         if let Some(n) = &j.node {
             s.node = n.clone();
         }
+        s.ca_cert = match (&j.ca_cert, &j.server_url) {
+            (Some(ca), _) => Some(ca.clone()),
+            (None, None) => self.server.tls_cert.clone(),
+            (None, Some(_)) => None,
+        }
+        // Jobs run in their own directories.
+        .map(|p| std::path::absolute(&p).unwrap_or(p));
         s.enabled = j.enabled;
         s.cpus = j.cpus;
         s.memory_mb = match &j.memory {
@@ -708,6 +720,7 @@ impl Config {
         env_some("QANAT_JOBS_NODE", &mut j.node)?;
         env_some("QANAT_JOBS_WORK_DIR", &mut j.work_dir)?;
         env_some("QANAT_JOBS_SERVER_URL", &mut j.server_url)?;
+        env_some("QANAT_JOBS_CA_CERT", &mut j.ca_cert)?;
         env_some("QANAT_JOBS_REGION", &mut j.region)?;
         env_some("QANAT_JOBS_CPUS", &mut j.cpus)?;
         env_some("QANAT_JOBS_MEMORY", &mut j.memory)?;

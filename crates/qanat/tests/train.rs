@@ -10,10 +10,16 @@ use common::Qanat;
 use serde_json::{json, Value};
 
 fn server_with_breast_cancer() -> Qanat {
-    let q = Qanat::start_with(vec![
+    server_with_breast_cancer_and(vec![])
+}
+
+fn server_with_breast_cancer_and(env: Vec<(String, String)>) -> Qanat {
+    let mut env = env;
+    env.extend([
         ("QANAT_JOBS_CPUS".into(), "2".into()),
         ("QANAT_JOBS_RETRY_BACKOFF_SECS".into(), "1".into()),
     ]);
+    let q = Qanat::start_with(env);
     let src = q.dir.path().join("src");
     std::fs::create_dir_all(&src).expect("mkdir");
     std::fs::copy(
@@ -155,6 +161,40 @@ fn a_train_job_logs_its_epochs_stores_its_model_and_registers_it() {
         lineage.to_string().contains("dataset:cancer@1"),
         "{lineage}"
     );
+}
+
+/// A server with its own certificate (`qanat certs dev`): the scheduler hands jobs the
+/// certificate to trust, so the train worker's calls back to the server go through.
+#[test]
+fn a_train_job_reaches_a_server_with_its_own_tls_certificate() {
+    let tls = tempfile::tempdir().expect("tempdir");
+    common::run_ok(common::base_cmd(tls.path(), &[]).args([
+        "certs",
+        "dev",
+        "--out",
+        tls.path().to_str().expect("utf8"),
+    ]));
+    let file = |f: &str| tls.path().join(f).display().to_string();
+    let q = server_with_breast_cancer_and(vec![
+        ("QANAT_SERVER_TLS_CERT".into(), file("dev-cert.pem")),
+        ("QANAT_SERVER_TLS_KEY".into(), file("dev-key.pem")),
+        // For this test's CLI and HTTP client; the server does not read it.
+        ("QANAT_CA_CERT".into(), file("dev-cert.pem")),
+    ]);
+    assert!(q.url.starts_with("https://"), "{}", q.url);
+    let id = submit(
+        &q,
+        json!({"name": "over-tls", "kind": "train", "inputs": ["dataset:cancer@1"],
+            "target": "diagnosis", "model": "logistic", "epochs": 2}),
+    );
+    let j = finished(&q, &id);
+    let (_, log) = q.http().send(
+        &q.admin_token,
+        "GET",
+        &format!("/api/v1/projects/default/jobs/{id}/logs"),
+        None,
+    );
+    assert_eq!(j["state"], "succeeded", "{j:#}\n{}", log["data"]);
 }
 
 #[test]

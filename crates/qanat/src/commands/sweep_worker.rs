@@ -287,9 +287,7 @@ pub async fn run() -> Result<()> {
     let project = var("QANAT_PROJECT")?;
     let run_id = var("MLFLOW_RUN_ID")?;
     let job_id = var("QANAT_JOB_ID")?;
-    let client = Client::builder(var("QANAT_URL")?)
-        .token(var("QANAT_TOKEN")?)
-        .build()?;
+    let client = super::train_worker::job_client(var)?;
     let me = client.job(&project, &job_id).await?;
     let run = client.run(&project, &run_id).await?;
     let max_epochs = config

@@ -44,6 +44,18 @@ fn var(name: &str) -> Result<String> {
     })
 }
 
+/// The client a worker inside a job talks to the server with: `QANAT_URL` and
+/// `QANAT_TOKEN`, trusting `QANAT_CA_CERT` when the scheduler names one.
+pub(crate) fn job_client(var: fn(&str) -> Result<String>) -> Result<qanat_client::Client> {
+    let mut b = qanat_client::Client::builder(var("QANAT_URL")?).token(var("QANAT_TOKEN")?);
+    if let Some(ca) = std::env::var_os("QANAT_CA_CERT") {
+        let pem = std::fs::read(&ca)
+            .with_context(|| format!("reading QANAT_CA_CERT {}", ca.to_string_lossy()))?;
+        b = b.ca_certificate_pem(pem);
+    }
+    Ok(b.build()?)
+}
+
 pub async fn run() -> Result<()> {
     let params: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(&var(kind::CONFIG_VAR)?).context("reading the train config")?;
@@ -51,9 +63,7 @@ pub async fn run() -> Result<()> {
     let project = var("QANAT_PROJECT")?;
     let run_id = var("MLFLOW_RUN_ID")?;
     let inputs = std::path::PathBuf::from(var("QANAT_INPUTS")?);
-    let client = qanat_client::Client::builder(var("QANAT_URL")?)
-        .token(var("QANAT_TOKEN")?)
-        .build()?;
+    let client = job_client(var)?;
 
     let table = tokio::task::spawn_blocking(move || Table::read_dir(&inputs)).await??;
     println!(

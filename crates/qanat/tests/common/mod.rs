@@ -191,9 +191,16 @@ impl Qanat {
         )
     }
 
+    /// A client of the server; it trusts the `QANAT_CA_CERT` the server was started
+    /// with, as the CLI does.
     pub fn http(&self) -> Http {
+        let mut b = reqwest::blocking::Client::builder();
+        if let Some((_, ca)) = self.extra_env.iter().find(|(k, _)| k == "QANAT_CA_CERT") {
+            let pem = std::fs::read(ca).expect("read the CA certificate");
+            b = b.add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("PEM"));
+        }
         Http {
-            client: reqwest::blocking::Client::new(),
+            client: b.build().expect("HTTP client"),
             url: self.url.clone(),
         }
     }
