@@ -125,7 +125,13 @@ pub async fn run() -> Result<()> {
 
     let run = client.run(&project, &run_id).await?;
     let root = run.info.artifact_uri.clone();
-    let resume = last_checkpoint(&client, &project, &root).await?;
+    // Only a later attempt of the job can find a checkpoint in its run (the first one
+    // would just audit a miss).
+    let resume = if std::env::var("QANAT_RESUMED").as_deref() == Ok("true") {
+        last_checkpoint(&client, &project, &root).await?
+    } else {
+        None
+    };
     let handle = tokio::runtime::Handle::current();
     let (c, p, r, a) = (
         client.clone(),
