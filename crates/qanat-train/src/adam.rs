@@ -45,7 +45,7 @@ impl Adam {
         OptimizerAdaptor::from(self)
     }
 
-    /// The update on the host: `None` when the values are not float32.
+    /// The update as one pass on the host (the caller checked the values are float32).
     fn step_host<B: Backend, const D: usize>(
         &self,
         lr: LearningRate,

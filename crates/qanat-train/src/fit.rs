@@ -48,36 +48,39 @@ impl<B: Backend> Mlp<B> {
     }
 
     /// The forward pass with the layers computed in `half` (mixed precision, see
-    /// [`crate::mixed`]); in the input's type when `None`. The output is in the
+    /// [`crate::mixed`]), or in the input's type when `None`. The output is in the
     /// input's type.
     pub fn forward_as(&self, x: Tensor<B, 2>, half: Option<FloatDType>) -> Tensor<B, 2> {
-        let Some(half) = half else {
-            return self.forward(x);
-        };
         let full = FloatDType::from(x.dtype());
-        let mut x = x.cast(half);
+        let mut x = match half {
+            Some(h) => x.cast(h),
+            None => x,
+        };
         let last = self.layers.len().saturating_sub(1);
         for (i, layer) in self.layers.iter().enumerate() {
-            x = x.matmul(layer.weight.val().cast(half));
-            if let Some(b) = &layer.bias {
-                x = x + b.val().cast(half).unsqueeze();
-            }
+            x = match half {
+                None => layer.forward(x),
+                Some(h) => {
+                    let y = x.matmul(layer.weight.val().cast(h));
+                    match &layer.bias {
+                        Some(b) => y + b.val().cast(h).unsqueeze(),
+                        None => y,
+                    }
+                }
+            };
             if i < last {
                 x = relu(x);
             }
         }
-        x.cast(full)
+        if half.is_some() {
+            x.cast(full)
+        } else {
+            x
+        }
     }
 
-    pub fn forward(&self, mut x: Tensor<B, 2>) -> Tensor<B, 2> {
-        let last = self.layers.len().saturating_sub(1);
-        for (i, layer) in self.layers.iter().enumerate() {
-            x = layer.forward(x);
-            if i < last {
-                x = relu(x);
-            }
-        }
-        x
+    pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        self.forward_as(x, None)
     }
 }
 

@@ -62,6 +62,18 @@ fn finished(q: &Qanat, id: &str) -> Value {
     }
 }
 
+/// A job's log as the API returns it.
+fn job_log(q: &Qanat, id: &str) -> Value {
+    let (s, log) = q.http().send(
+        &q.admin_token,
+        "GET",
+        &format!("/api/v1/projects/default/jobs/{id}/logs"),
+        None,
+    );
+    assert_eq!(s, 200, "{log}");
+    log
+}
+
 fn mlflow(q: &Qanat, path: &str) -> Value {
     let (s, v) = q.http().send(
         &q.admin_token,
@@ -88,15 +100,7 @@ fn a_train_job_logs_its_epochs_stores_its_model_and_registers_it() {
     );
     assert_eq!(s, 201, "{job}");
     let j = finished(&q, job["job_id"].as_str().expect("id"));
-    let (_, log) = q.http().send(
-        &q.admin_token,
-        "GET",
-        &format!(
-            "/api/v1/projects/default/jobs/{}/logs",
-            job["job_id"].as_str().expect("id")
-        ),
-        None,
-    );
+    let log = job_log(&q, job["job_id"].as_str().expect("id"));
     assert_eq!(j["state"], "succeeded", "{j:#}\n{}", log["data"]);
     let run_id = j["run_id"].as_str().expect("run");
     let run = mlflow(&q, &format!("runs/get?run_id={run_id}"));
@@ -188,12 +192,7 @@ fn a_train_job_reaches_a_server_with_its_own_tls_certificate() {
             "target": "diagnosis", "model": "logistic", "epochs": 2}),
     );
     let j = finished(&q, &id);
-    let (_, log) = q.http().send(
-        &q.admin_token,
-        "GET",
-        &format!("/api/v1/projects/default/jobs/{id}/logs"),
-        None,
-    );
+    let log = job_log(&q, &id);
     assert_eq!(j["state"], "succeeded", "{j:#}\n{}", log["data"]);
 }
 
@@ -355,12 +354,7 @@ fn a_train_job_killed_mid_run_resumes_from_its_checkpoint_and_ends_bit_identical
         .expect("kill");
     assert!(status.success());
     let j = finished(&q, &killed);
-    let (_, log) = q.http().send(
-        &q.admin_token,
-        "GET",
-        &format!("/api/v1/projects/default/jobs/{killed}/logs"),
-        None,
-    );
+    let log = job_log(&q, &killed);
     assert_eq!(j["state"], "succeeded", "{j:#}");
     assert_eq!(j["attempt"], 2, "{j:#}");
     assert!(
@@ -449,12 +443,7 @@ fn tag(run: &Value, key: &str) -> Option<String> {
 /// trial's.
 fn check_sweep(q: &Qanat, id: &str, trials: usize) {
     let j = finished(q, id);
-    let (_, log) = q.http().send(
-        &q.admin_token,
-        "GET",
-        &format!("/api/v1/projects/default/jobs/{id}/logs"),
-        None,
-    );
+    let log = job_log(q, id);
     assert_eq!(j["state"], "succeeded", "{j:#}\n{}", log["data"]);
     let sweep_run = j["run_id"].as_str().expect("run").to_string();
     let jobs = trial_jobs(q, id);
@@ -554,12 +543,7 @@ fn a_sweep_survives_a_server_restart_and_runs_each_trial_once() {
         None,
     );
     assert!(j["attempt"].as_u64().expect("attempt") >= 2, "{j:#}");
-    let (_, log) = q.http().send(
-        &q.admin_token,
-        "GET",
-        &format!("/api/v1/projects/default/jobs/{id}/logs"),
-        None,
-    );
+    let log = job_log(&q, &id);
     assert!(log.to_string().contains("resuming the sweep"), "{log}");
 }
 
