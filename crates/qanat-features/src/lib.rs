@@ -1,0 +1,38 @@
+//! Qanat's feature store: the same feature definitions give leak-free training sets
+//! offline and fresh values online.
+//!
+//! - Definitions ([`definitions`]): a feature repo is a folder of YAML documents —
+//!   entities, sources, feature views, feature services — checked as a whole.
+//! - The registry ([`Features::plan`], [`Features::apply`]): every object has immutable
+//!   versions, one per change of its logic; metadata (owner, tags, PII flags) is edited
+//!   in place. Consumers pin `view@3` or follow the newest version.
+//! - Point-in-time joins ([`point_in_time`]): for each entity row, the newest feature
+//!   row at or before its timestamp and within the view's ttl, ties broken by the
+//!   newest write — never a row from the future.
+
+pub mod definitions;
+mod error;
+pub mod point_in_time;
+mod registry;
+pub mod wire;
+
+use qanat_store::MetaStore;
+
+pub use definitions::{FeatureRef, FeatureRepo, ObjectKind, Ttl, ValueType};
+pub use error::{Error, Result};
+
+/// This domain's tables: the feature registry's objects and their versions (0010).
+pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
+    qanat_store::domain_migrations!("features");
+
+/// The feature store of one server.
+#[derive(Clone, Debug)]
+pub struct Features {
+    meta: MetaStore,
+}
+
+impl Features {
+    pub fn new(meta: MetaStore) -> Self {
+        Features { meta }
+    }
+}
