@@ -16,6 +16,7 @@ pub mod route_table;
 // One module per domain, each returning its fragment of the route table.
 mod datasets;
 mod events;
+mod features;
 mod gc;
 mod identity;
 mod jobs;
@@ -75,6 +76,8 @@ pub struct AppState {
     pub events: qanat_events::Events,
     /// Training jobs and their scheduler's queue.
     pub jobs: qanat_jobs::Jobs,
+    /// The feature store: registry, training sets, online features.
+    pub features: qanat_features::Features,
     pub metrics: Arc<Metrics>,
     pub limits: ApiLimits,
     /// The project the root-mounted MLflow API (`/api/2.0/mlflow/...`) works in.
@@ -117,6 +120,7 @@ impl AppState {
             tracking,
             events,
             jobs,
+            features: qanat_features::Features::new(meta.clone()),
             mlflow_project: "default".into(),
             audit_sinks_ok: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             retention: Duration::from_secs(30 * 86_400),
@@ -169,6 +173,7 @@ pub static SCHEMA: &[&qanat_store::migrations::DomainMigrations] = &[
     &qanat_tracking::MIGRATIONS,
     &qanat_events::MIGRATIONS,
     &qanat_jobs::MIGRATIONS,
+    &qanat_features::MIGRATIONS,
 ];
 
 /// [`SCHEMA`], checked: what the server opens its metadata store with.
@@ -191,6 +196,7 @@ pub fn route_table(limits: &ApiLimits) -> route_table::RouteTable {
             models::routes(),
             events::routes(),
             jobs::routes(),
+            features::routes(),
             mlflow::routes(),
         ],
     )

@@ -27,6 +27,7 @@
 mod datasets;
 mod error;
 mod events;
+mod features;
 mod identity;
 mod jobs;
 mod mlflow;

@@ -46,8 +46,8 @@ impl Features {
     pub async fn plan(&self, project: &Project, repo: &FeatureRepo) -> Result<Plan> {
         let checked = check(repo)?;
         let mut conn = self.meta.reader().acquire().await?;
-        let revision = revision(&mut *conn, project).await?;
-        let heads = heads(&mut *conn, project).await?;
+        let revision = revision(&mut conn, project).await?;
+        let heads = heads(&mut conn, project).await?;
         let planned = plan_changes(checked, &heads);
         Ok(Plan {
             revision,
@@ -79,7 +79,7 @@ impl Features {
         .bind(by)
         .execute(&mut *tx)
         .await?;
-        let current = revision(&mut *tx, project).await?;
+        let current = revision(&mut tx, project).await?;
         if let Some(want) = expected_revision {
             if want != current {
                 return Err(Error::Conflict(format!(
@@ -88,7 +88,7 @@ impl Features {
                 )));
             }
         }
-        let heads = heads(&mut *tx, project).await?;
+        let heads = heads(&mut tx, project).await?;
         let planned = plan_changes(checked, &heads);
         let changes = planned.iter().any(|p| p.change.action != Action::Unchanged);
         if !changes {
@@ -133,7 +133,7 @@ impl Features {
     /// Every live object of `project`'s registry at its newest version.
     pub async fn registry(&self, project: &Project) -> Result<Registry> {
         let mut conn = self.meta.reader().acquire().await?;
-        let revision = revision(&mut *conn, project).await?;
+        let revision = revision(&mut conn, project).await?;
         let rows = sqlx::query(&format!(
             "{SELECT_OBJECT} WHERE o.project_id = $1 AND o.deleted_at IS NULL AND v.version = o.latest_version \
              ORDER BY o.kind, o.name"

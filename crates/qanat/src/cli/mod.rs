@@ -7,6 +7,7 @@ mod certs;
 mod config;
 mod data;
 mod experiments;
+mod features;
 mod jobs;
 mod keys;
 mod lineage;
@@ -29,6 +30,7 @@ pub use certs::CertsCmd;
 pub use config::ConfigCmd;
 pub use data::DataCmd;
 pub use experiments::ExperimentsCmd;
+pub use features::FeaturesCmd;
 pub use jobs::{JobsCmd, QuotaCmd, SubmitArgs};
 pub use keys::KeysCmd;
 pub use lineage::LineageArgs;
@@ -164,6 +166,14 @@ pub enum Command {
         project: Option<String>,
         #[command(subcommand)]
         cmd: JobsCmd,
+    },
+    /// The feature store: plan, apply, ls, show.
+    Features {
+        /// The project (anywhere on the command line).
+        #[arg(long, short = 'p', env = "QANAT_PROJECT", global = true)]
+        project: Option<String>,
+        #[command(subcommand)]
+        cmd: FeaturesCmd,
     },
     /// Train a model with Qanat's native trainer (a `train` job).
     ///

@@ -1,0 +1,77 @@
+//! The feature store: plan and apply a feature repo, read the registry.
+
+use qanat_features::wire::{ApplyRequest, ObjectHistory, Plan, RegisteredObject, Registry};
+use qanat_features::{FeatureRepo, ObjectKind};
+use reqwest::Method;
+
+use crate::{project_path, seg, Client, Result};
+
+impl Client {
+    /// What applying `repo` would change (writes nothing).
+    pub async fn plan_features(&self, project: &str, repo: &FeatureRepo) -> Result<Plan> {
+        let path = format!("{}/features/plan", project_path(project));
+        let body = ApplyRequest {
+            repo: repo.clone(),
+            expected_revision: None,
+        };
+        self.with_body(Method::POST, &path, &body).await
+    }
+
+    /// Applies `repo` (editors); with `expected_revision`, only if the registry is
+    /// still at the revision a plan showed.
+    pub async fn apply_features(
+        &self,
+        project: &str,
+        repo: &FeatureRepo,
+        expected_revision: Option<i64>,
+    ) -> Result<Plan> {
+        let path = format!("{}/features/apply", project_path(project));
+        let body = ApplyRequest {
+            repo: repo.clone(),
+            expected_revision,
+        };
+        self.with_body(Method::POST, &path, &body).await
+    }
+
+    /// Every live object of the feature registry at its newest version.
+    pub async fn feature_registry(&self, project: &str) -> Result<Registry> {
+        self.get(&format!("{}/features/registry", project_path(project)))
+            .await
+    }
+
+    /// One registry object at `version` (the newest when None).
+    pub async fn feature_object(
+        &self,
+        project: &str,
+        kind: ObjectKind,
+        name: &str,
+        version: Option<i64>,
+    ) -> Result<RegisteredObject> {
+        let mut path = format!(
+            "{}/features/objects/{}/{}",
+            project_path(project),
+            kind,
+            seg(name)
+        );
+        if let Some(v) = version {
+            path.push_str(&format!("?version={v}"));
+        }
+        self.get(&path).await
+    }
+
+    /// Every version of one registry object, newest first.
+    pub async fn feature_history(
+        &self,
+        project: &str,
+        kind: ObjectKind,
+        name: &str,
+    ) -> Result<ObjectHistory> {
+        self.get(&format!(
+            "{}/features/objects/{}/{}/versions",
+            project_path(project),
+            kind,
+            seg(name)
+        ))
+        .await
+    }
+}

@@ -1,0 +1,192 @@
+//! `qanat features`: plan and apply a feature repo, list and show the registry.
+
+use anyhow::{Context, Result};
+use qanat_features::definitions::FeatureViewDef;
+use qanat_features::wire::{Action, Plan, RegisteredObject};
+use qanat_features::{FeatureRef, FeatureRepo, ObjectKind};
+
+use super::Ctx;
+use crate::cli::{FeaturesCmd, Format};
+use crate::output;
+
+pub async fn run(ctx: &Ctx, project: &str, cmd: FeaturesCmd) -> Result<()> {
+    let (c, format) = (&ctx.client, ctx.format);
+    match cmd {
+        FeaturesCmd::Plan { repo } => {
+            let repo = FeatureRepo::read_dir(&repo)?;
+            let plan = c.plan_features(project, &repo).await?;
+            print_plan(format, &plan)
+        }
+        FeaturesCmd::Apply { repo } => {
+            let repo = FeatureRepo::read_dir(&repo)?;
+            // Apply exactly what the plan shows: refused if the registry moves between.
+            let plan = c.plan_features(project, &repo).await?;
+            let applied = if plan.has_changes() {
+                c.apply_features(project, &repo, Some(plan.revision))
+                    .await?
+            } else {
+                plan
+            };
+            print_plan(format, &applied)
+        }
+        FeaturesCmd::Ls { kind } => {
+            let kind: ObjectKind = kind.parse()?;
+            let registry = c.feature_registry(project).await?;
+            let objects: Vec<RegisteredObject> = registry
+                .objects
+                .into_iter()
+                .filter(|o| o.kind == kind)
+                .collect();
+            if kind == ObjectKind::FeatureView {
+                let views: Vec<ViewRow> = objects.iter().filter_map(ViewRow::of).collect();
+                return output::list(format, &views);
+            }
+            output::list(format, &objects)
+        }
+        FeaturesCmd::Show {
+            name,
+            kind,
+            versions,
+        } => {
+            let kind: ObjectKind = kind.parse()?;
+            // NAME or NAME@VERSION, as in feature references.
+            let r: FeatureRef = name.parse().map_err(anyhow::Error::msg)?;
+            if versions {
+                let h = c.feature_history(project, kind, r.view.as_str()).await?;
+                return output::list(format, &h.versions);
+            }
+            let o = c
+                .feature_object(project, kind, r.view.as_str(), r.version)
+                .await?;
+            if format == Format::Json {
+                return output::json(&o);
+            }
+            let state = match (&o.deleted_at, o.version == o.latest_version) {
+                (Some(at), _) => format!("removed {at}"),
+                (None, true) => "newest".to_string(),
+                (None, false) => format!("newest is {}", o.latest_version),
+            };
+            println!(
+                "# {} {}@{} ({state}), made {} by {}",
+                o.kind, o.name, o.version, o.created_at, o.created_by
+            );
+            for d in &o.depends_on {
+                println!("# depends on {} {}@{}", d.kind, d.name, d.version);
+            }
+            print!(
+                "{}",
+                serde_yaml_ng::to_string(&o.definition).context("showing the definition")?
+            );
+            Ok(())
+        }
+    }
+}
+
+fn print_plan(format: Format, plan: &Plan) -> Result<()> {
+    if format == Format::Json {
+        return output::json(plan);
+    }
+    let mut counts = [0usize; 5];
+    for c in &plan.changes {
+        let (mark, what) = match c.action {
+            Action::Create => ("+", format!("version {}", output::opt(c.to_version))),
+            Action::NewVersion => (
+                "~",
+                format!(
+                    "version {} → {}",
+                    output::opt(c.from_version),
+                    output::opt(c.to_version)
+                ),
+            ),
+            Action::Metadata => ("~", "metadata only, same version".to_string()),
+            Action::Remove => (
+                "-",
+                format!(
+                    "removed (version {} kept for lineage)",
+                    output::opt(c.from_version)
+                ),
+            ),
+            Action::Unchanged => ("=", String::new()),
+        };
+        counts[Action::ALL.iter().position(|a| *a == c.action).unwrap_or(0)] += 1;
+        if c.action == Action::Unchanged {
+            continue;
+        }
+        println!("{mark} {} {}: {what}", c.kind, c.name);
+        for d in &c.details {
+            println!("    {d}");
+        }
+    }
+    let [create, new_version, metadata, unchanged, remove] = counts;
+    let summary = format!(
+        "{create} to create, {new_version} new version{}, {metadata} metadata, {remove} to remove, {unchanged} unchanged",
+        if new_version == 1 { "" } else { "s" }
+    );
+    if plan.applied {
+        println!(
+            "applied: registry at revision {} ({summary})",
+            plan.revision
+        );
+    } else if plan.has_changes() {
+        println!(
+            "plan against registry revision {}: {summary}",
+            plan.revision
+        );
+    } else {
+        println!(
+            "no changes: the registry (revision {}) matches the repo",
+            plan.revision
+        );
+    }
+    Ok(())
+}
+
+output::columns!(RegisteredObject, |x| {
+    "kind" => x.kind.to_string(),
+    "name" => x.name.clone(),
+    "version" => x.version.to_string(),
+    "created" => x.created_at.clone(),
+    "by" => x.created_by.clone(),
+    "fingerprint" => x.fingerprint.clone(),
+});
+
+/// A feature view as `qanat features ls` lists it.
+#[derive(serde::Serialize)]
+struct ViewRow {
+    name: String,
+    version: i64,
+    entities: Vec<String>,
+    features: usize,
+    ttl: String,
+    source: String,
+    online: bool,
+    owner: String,
+    updated_at: String,
+}
+
+impl ViewRow {
+    fn of(o: &RegisteredObject) -> Option<ViewRow> {
+        let v: FeatureViewDef = o.as_view()?;
+        Some(ViewRow {
+            name: o.name.clone(),
+            version: o.version,
+            entities: v.entities.iter().map(|e| e.to_string()).collect(),
+            features: v.schema.len(),
+            ttl: v.ttl.to_string(),
+            source: v.source.to_string(),
+            online: v.online,
+            owner: v.owner,
+            updated_at: o.updated_at.clone(),
+        })
+    }
+}
+
+output::columns!(ViewRow, |x| {
+    "view" => format!("{}@{}", x.name, x.version),
+    "entities" => output::joined(&x.entities),
+    "features" => x.features.to_string(),
+    "ttl" => x.ttl.clone(),
+    "source" => x.source.clone(),
+    "online" => x.online.to_string(),
+    "owner" => if x.owner.is_empty() { "-".into() } else { x.owner.clone() },
+});
