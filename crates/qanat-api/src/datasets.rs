@@ -403,6 +403,22 @@ async fn canonical_ref(
             state.tracking.logged_model(p, &r.name, true).await?;
             r
         }
+        Kind::FeatureView => {
+            let version = match r.selector_or_latest() {
+                Selector::Version(n) => Some(n),
+                Selector::Latest => None,
+                Selector::Label(l) => {
+                    return Err(ApiError::bad_request(format!(
+                        "'{reference}': feature views have version numbers, not labels ('{l}')"
+                    )))
+                }
+            };
+            let o = state
+                .features
+                .object(p, qanat_features::ObjectKind::FeatureView, &r.name, version)
+                .await?;
+            ObjectRef::version(Kind::FeatureView, o.name, o.version)
+        }
     };
     Ok(canonical.to_string())
 }

@@ -2,10 +2,13 @@
 //! read and plan; editors apply.
 
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::Json;
-use qanat_features::wire::{ApplyRequest, ObjectHistory, Plan, RegisteredObject, Registry};
+use qanat_features::wire::{
+    ApplyRequest, ObjectHistory, Plan, RegisteredObject, Registry, TrainingSet, TrainingSetRequest,
+};
 use qanat_features::ObjectKind;
-use qanat_governance::Role::{Editor, Viewer};
+use qanat_governance::Role::{Editor, Maintainer, Viewer};
 use serde::Deserialize;
 use utoipa_axum::routes;
 
@@ -123,10 +126,41 @@ pub(crate) async fn history(
     ))
 }
 
+/// Builds a training set (editors): the entity rows of a dataset version joined point
+/// in time with feature views, written as a new version of the output dataset with
+/// lineage to the feature view versions and the dataset versions read. PII features
+/// are pseudonymized unless the caller is a maintainer of the project (or an admin).
+#[utoipa::path(post, path = "/api/v1/projects/{project}/features/training-sets", tag = "features", security(("bearer" = [])),
+    params(("project" = String, Path)), request_body = TrainingSetRequest,
+    responses((status = 201, body = TrainingSet), (status = 400, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn training_set(
+    State(state): State<AppState>,
+    scope: Scope,
+    Caller(caller): Caller,
+    ApiJson(req): ApiJson<TrainingSetRequest>,
+) -> Result<(StatusCode, Json<TrainingSet>), ApiError> {
+    let pii_allowed = pii_allowed(&scope, caller.is_admin);
+    let set = state
+        .features
+        .training_set(&scope.project, &req, &caller.name, pii_allowed)
+        .await?;
+    Ok((StatusCode::CREATED, Json(set)))
+}
+
+/// Whether the caller may see PII features in clear: the project's maintainers and
+/// admins, and global admins.
+fn pii_allowed(scope: &Scope, global_admin: bool) -> bool {
+    global_admin || scope.role.is_some_and(|r| r >= Maintainer)
+}
+
 pub(crate) fn routes() -> Fragment {
     Fragment::default()
         .route(routes!(plan), Policy::in_project("feature.plan", Viewer))
         .route(routes!(apply), Policy::in_project("feature.apply", Editor))
+        .route(
+            routes!(training_set),
+            Policy::in_project("feature.training_set", Editor),
+        )
         .route(
             routes!(registry),
             Policy::in_project("feature.registry.read", Viewer),

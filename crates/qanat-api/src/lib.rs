@@ -120,7 +120,11 @@ impl AppState {
             tracking,
             events,
             jobs,
-            features: qanat_features::Features::new(meta.clone()),
+            features: qanat_features::Features::new(
+                meta.clone(),
+                storage.clone(),
+                qanat_data::Datasets::new(meta.clone(), storage.clone()),
+            ),
             mlflow_project: "default".into(),
             audit_sinks_ok: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             retention: Duration::from_secs(30 * 86_400),

@@ -1,6 +1,8 @@
 //! The feature store: plan and apply a feature repo, read the registry.
 
-use qanat_features::wire::{ApplyRequest, ObjectHistory, Plan, RegisteredObject, Registry};
+use qanat_features::wire::{
+    ApplyRequest, ObjectHistory, Plan, RegisteredObject, Registry, TrainingSet, TrainingSetRequest,
+};
 use qanat_features::{FeatureRepo, ObjectKind};
 use reqwest::Method;
 
@@ -73,5 +75,15 @@ impl Client {
             seg(name)
         ))
         .await
+    }
+
+    /// Builds a training set as a new dataset version (editors).
+    pub async fn training_set(
+        &self,
+        project: &str,
+        req: &TrainingSetRequest,
+    ) -> Result<TrainingSet> {
+        let path = format!("{}/features/training-sets", project_path(project));
+        self.with_body(Method::POST, &path, req).await
     }
 }

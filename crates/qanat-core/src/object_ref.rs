@@ -18,6 +18,8 @@ crate::word_enum! {
         Run = "run",
         /// An MLflow logged model, by id: `logged_model:m-3f2a…`.
         LoggedModel = "logged_model",
+        /// A feature view version: `feature_view:driver_stats@2`.
+        FeatureView = "feature_view",
     }
 }
 
@@ -69,9 +71,11 @@ impl fmt::Display for Selector {
 /// A reference that does not parse, saying what the right shape is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RefError {
-    #[error("'{0}' is not a reference: use kind:name[@version|@alias|@tag], where kind is one of dataset, model, run, logged_model")]
+    #[error("'{0}' is not a reference: use kind:name[@version|@alias|@tag], where kind is one of dataset, model, run, logged_model, feature_view")]
     Shape(String),
-    #[error("unknown kind '{0}' in a reference: use dataset, model, run or logged_model")]
+    #[error(
+        "unknown kind '{0}' in a reference: use dataset, model, run, logged_model or feature_view"
+    )]
     Kind(String),
     #[error("'{given}' is a {got} reference; this needs a {expected} (e.g. {expected}:name@3)")]
     WrongKind {
@@ -169,6 +173,8 @@ impl FromStr for ObjectRef {
         };
         if kind == Kind::Dataset {
             Name::parse_as("dataset name", name).map_err(RefError::Name)?;
+        } else if kind == Kind::FeatureView {
+            Name::parse_as("feature view name", name).map_err(RefError::Name)?;
         } else if name.is_empty()
             || name.len() > 256
             || name.contains('@')

@@ -653,8 +653,76 @@ impl Datasets {
         author: &str,
         derived_from: &[String],
     ) -> Result<DatasetVersion> {
-        self.commit_counted(project, ds, manifest, message, author, derived_from, None)
-            .await
+        self.commit_counted(
+            project,
+            ds,
+            manifest,
+            message,
+            author,
+            derived_from,
+            &[],
+            None,
+        )
+        .await
+    }
+
+    /// Writes files made on the server (a training set) as a new version of `ds`: each
+    /// is cut into chunks and stored, then committed as [`Self::commit`] does, with
+    /// `edges` (parent, relation) recorded beside its dataset parents in the same
+    /// transaction.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn commit_files(
+        &self,
+        project: &Project,
+        ds: &Dataset,
+        files: Vec<(String, Bytes)>,
+        message: &str,
+        author: &str,
+        derived_from: &[String],
+        edges: &[(String, String)],
+    ) -> Result<DatasetVersion> {
+        let mut manifest = Manifest::default();
+        for (path, bytes) in files {
+            let mut refs = Vec::new();
+            let mut pack = Vec::new();
+            let mut pack_bytes = 0usize;
+            for chunk in crate::chunking::chunks(std::io::Cursor::new(bytes.clone())) {
+                let chunk = chunk.map_err(|e| Error::invalid("file", e.to_string()))?;
+                refs.push(ChunkRef {
+                    id: chunk.id,
+                    size: chunk.data.len() as u64,
+                });
+                pack_bytes += chunk.data.len();
+                pack.push((chunk.id, chunk.data));
+                if pack_bytes >= 32 << 20 {
+                    self.put_chunks(project, ds, std::mem::take(&mut pack))
+                        .await?;
+                    pack_bytes = 0;
+                }
+            }
+            if !pack.is_empty() {
+                self.put_chunks(project, ds, pack).await?;
+            }
+            let hash = blake3::hash(&bytes).to_hex().to_string();
+            manifest.files.push(FileEntry::new(
+                path.as_bytes(),
+                bytes.len() as u64,
+                0o644,
+                hash,
+                refs,
+            ));
+        }
+        self.commit_counted(
+            project,
+            ds,
+            manifest,
+            message,
+            author,
+            derived_from,
+            edges,
+            None,
+        )
+        .await
     }
 
     /// [`Self::commit`], with the bytes this version stored first when the caller
@@ -669,6 +737,7 @@ impl Datasets {
         message: &str,
         author: &str,
         derived_from: &[String],
+        edges: &[(String, String)],
         stored: Option<u64>,
     ) -> Result<DatasetVersion> {
         manifest.normalize()?;
@@ -791,6 +860,7 @@ impl Datasets {
                         parents.push((format!("dataset:{}@{p}", ds.name), "previous_version"));
                     }
                     parents.extend(sources.iter().map(|s| (s.clone(), "derived_from")));
+                    parents.extend(edges.iter().map(|(p, r)| (p.clone(), r.as_str())));
                     parents.push((format!("user:{author}"), "produced_by"));
                     let child = format!("dataset:{}@{next}", ds.name);
                     qanat_governance::lineage::record_edges(
@@ -1143,6 +1213,7 @@ impl Datasets {
             message,
             author,
             &[source],
+            &[],
             Some(added),
         )
         .await

@@ -21,6 +21,8 @@ pub enum Error {
     Governance(#[from] qanat_governance::Error),
     #[error(transparent)]
     Store(#[from] qanat_store::Error),
+    #[error(transparent)]
+    Data(#[from] qanat_data::Error),
     /// Stored metadata that does not read back (a bug or a damaged database).
     #[error("{0}")]
     Corrupt(String),
@@ -48,17 +50,20 @@ impl qanat_core::DomainError for Error {
     fn kind(&self) -> qanat_core::ErrorKind {
         use qanat_core::ErrorKind as K;
         match self {
-            Error::Db(_) | Error::Store(_) | Error::Corrupt(_) => K::Internal,
+            Error::Db(_) | Error::Corrupt(_) => K::Internal,
             Error::Refused(r) => r.kind(),
             Error::Invalid(_) | Error::Definitions(_) => K::Invalid,
             Error::Conflict(_) => K::Conflict,
             Error::Governance(e) => e.kind(),
+            Error::Data(e) => e.kind(),
+            Error::Store(e) => e.kind(),
         }
     }
 
     fn code(&self) -> Option<&'static str> {
         match self {
             Error::Governance(e) => e.code(),
+            Error::Data(e) => e.code(),
             Error::Definitions(_) => Some("INVALID_FEATURE_REPO"),
             _ => None,
         }

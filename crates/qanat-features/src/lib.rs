@@ -14,9 +14,10 @@ pub mod definitions;
 mod error;
 pub mod point_in_time;
 mod registry;
+mod training_set;
 pub mod wire;
 
-use qanat_store::MetaStore;
+use qanat_store::{MetaStore, ObjectStorage};
 
 pub use definitions::{FeatureRef, FeatureRepo, ObjectKind, Ttl, ValueType};
 pub use error::{Error, Result};
@@ -29,10 +30,18 @@ pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
 #[derive(Clone, Debug)]
 pub struct Features {
     meta: MetaStore,
+    /// The project files `file` sources read; its keyring keys the pseudonyms of PII
+    /// features.
+    storage: ObjectStorage,
+    datasets: qanat_data::Datasets,
 }
 
 impl Features {
-    pub fn new(meta: MetaStore) -> Self {
-        Features { meta }
+    pub fn new(meta: MetaStore, storage: ObjectStorage, datasets: qanat_data::Datasets) -> Self {
+        Features {
+            meta,
+            storage,
+            datasets,
+        }
     }
 }

@@ -130,6 +130,14 @@ pub fn join(
         .map(|f| f.as_ref().clone())
         .collect();
     let mut columns: Vec<ArrayRef> = entity.columns().to_vec();
+    // The time column leaves as what it means, whatever it came in as (text, seconds,
+    // dates): UTC microseconds.
+    if let Ok(i) = entity.schema().index_of(timestamp) {
+        let utc =
+            arrow_array::TimestampMicrosecondArray::from(entity_ts.clone()).with_timezone("UTC");
+        fields[i] = Field::new(timestamp, utc.data_type().clone(), false);
+        columns[i] = std::sync::Arc::new(utc);
+    }
     for (v, view) in views.iter().enumerate() {
         let entity_keys = keys
             .get(v)

@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::definitions::{
     EntityDef, FeatureRepo, FeatureServiceDef, FeatureViewDef, ObjectKind, SourceDef,
 };
+use crate::FeatureRef;
 
 qanat_core::word_enum! {
     /// What applying a repo does to one object.
@@ -144,4 +145,56 @@ pub struct ObjectHistory {
     pub kind: ObjectKind,
     pub name: String,
     pub versions: Vec<RegisteredObject>,
+}
+
+fn event_timestamp() -> String {
+    "event_timestamp".into()
+}
+
+/// The body of `features/training-sets`: entity rows and the features to join onto
+/// them, point in time.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingSetRequest {
+    /// The entity rows: a dataset version (`dataset:drivers@2`, `drivers@2`, or the
+    /// newest with no version) whose Parquet/CSV files hold the join keys and a
+    /// timestamp column.
+    pub entities: String,
+    /// The entity rows' time column (default `event_timestamp`).
+    #[serde(default = "event_timestamp")]
+    pub timestamp_column: String,
+    /// `view:feature`, `view@3:feature`, or `view` (all its features).
+    #[serde(default)]
+    #[schema(value_type = Vec<String>)]
+    pub features: Vec<FeatureRef>,
+    /// A feature service instead of `features`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feature_service: Option<String>,
+    /// Name feature columns `view__feature` instead of `feature`.
+    #[serde(default)]
+    pub full_feature_names: bool,
+    /// The dataset the training set becomes a new version of (created when absent).
+    #[schema(value_type = String)]
+    pub output: qanat_core::Name,
+    /// The version's message (default: what it was made from).
+    #[serde(default)]
+    pub message: String,
+}
+
+/// A training set, written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TrainingSet {
+    /// `dataset:NAME@N`: what jobs take as input.
+    pub reference: String,
+    pub dataset: String,
+    pub version: i64,
+    pub rows: u64,
+    pub columns: Vec<String>,
+    /// The feature view versions joined.
+    pub feature_views: Vec<Dependency>,
+    /// The dataset versions read (entity rows and sources).
+    pub sources: Vec<String>,
+    /// Columns pseudonymized because the caller may not see PII in clear.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pseudonymized: Vec<String>,
 }

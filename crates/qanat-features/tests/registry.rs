@@ -6,8 +6,11 @@ use qanat_features::{Error, FeatureRepo, Features, ObjectKind};
 use qanat_governance::Governance;
 use qanat_store::testing::TestDb;
 
-static SCHEMA: &[&qanat_store::migrations::DomainMigrations] =
-    &[&qanat_governance::MIGRATIONS, &qanat_features::MIGRATIONS];
+static SCHEMA: &[&qanat_store::migrations::DomainMigrations] = &[
+    &qanat_governance::MIGRATIONS,
+    &qanat_data::MIGRATIONS,
+    &qanat_features::MIGRATIONS,
+];
 
 const REPO: &str = r#"
 kind: entity
@@ -54,7 +57,12 @@ async fn apply_records_versions_only_when_logic_changes() {
     for db in TestDb::all(SCHEMA).await {
         let gov = Governance::new(db.store.clone());
         let [p] = qanat_governance::testing::projects(&gov, ["fs"]).await;
-        let f = Features::new(db.store.clone());
+        let (storage, _dir) = qanat_store::testing::local_storage(&db).await;
+        let f = Features::new(
+            db.store.clone(),
+            storage.clone(),
+            qanat_data::Datasets::new(db.store.clone(), storage),
+        );
 
         let plan = f.plan(&p, &repo(REPO)).await.expect("plan");
         assert_eq!(plan.revision, 0);
@@ -167,7 +175,12 @@ async fn removed_objects_keep_their_versions_and_come_back() {
     for db in TestDb::all(SCHEMA).await {
         let gov = Governance::new(db.store.clone());
         let [p, q] = qanat_governance::testing::projects(&gov, ["fs", "other"]).await;
-        let f = Features::new(db.store.clone());
+        let (storage, _dir) = qanat_store::testing::local_storage(&db).await;
+        let f = Features::new(
+            db.store.clone(),
+            storage.clone(),
+            qanat_data::Datasets::new(db.store.clone(), storage),
+        );
         f.apply(&p, &repo(REPO), None, "alice", None)
             .await
             .expect("apply");
@@ -208,7 +221,12 @@ async fn a_repo_with_problems_is_refused_whole() {
     for db in TestDb::all(SCHEMA).await {
         let gov = Governance::new(db.store.clone());
         let [p] = qanat_governance::testing::projects(&gov, ["fs"]).await;
-        let f = Features::new(db.store.clone());
+        let (storage, _dir) = qanat_store::testing::local_storage(&db).await;
+        let f = Features::new(
+            db.store.clone(),
+            storage.clone(),
+            qanat_data::Datasets::new(db.store.clone(), storage),
+        );
         let broken = REPO.replace("source: stats_src", "source: nowhere");
         let e = f
             .apply(&p, &repo(&broken), None, "alice", None)

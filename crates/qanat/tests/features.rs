@@ -182,3 +182,186 @@ fn bad_feature_repos_and_requests_are_refused_with_what_to_fix() {
         ],
     );
 }
+
+const STATS: &str = "driver_id,event_timestamp,created,conv_rate,trips
+1001,2026-01-01T10:00:00Z,2026-01-01T10:05:00Z,0.5,10
+1001,2026-01-01T12:00:00Z,2026-01-01T12:05:00Z,0.6,12
+1001,2026-01-01T12:00:00Z,2026-01-01T13:00:00Z,0.65,13
+1002,2026-01-01T09:00:00Z,2026-01-01T09:01:00Z,0.9,3
+1003,2026-01-02T09:00:00Z,2026-01-02T09:01:00Z,0.1,1
+";
+
+const RIDES: &str = "driver_id,event_timestamp,label
+1001,2026-01-01T11:00:00Z,0
+1001,2026-01-01T12:30:00Z,1
+1002,2026-01-01T12:00:00Z,1
+1003,2026-01-01T12:00:00Z,0
+1004,2026-01-01T12:00:00Z,0
+";
+
+const DATASET_REPO: &str = r#"
+kind: entity
+name: driver
+join_keys: [{name: driver_id, type: int64}]
+---
+kind: source
+name: stats_src
+type: dataset
+dataset: driver-stats
+timestamp_field: event_timestamp
+created_timestamp_field: created
+---
+kind: feature_view
+name: driver_stats
+entities: [driver]
+source: stats_src
+ttl: 2h
+schema:
+  - {name: conv_rate, type: float32}
+  - {name: trips, type: int64, pii: true}
+"#;
+
+/// The columns of a training set version, read back through `qanat data pull`.
+fn pulled(q: &Qanat, token: &str, reference: &str) -> arrow_array::RecordBatch {
+    let (dataset, version) = reference
+        .trim_start_matches("dataset:")
+        .split_once('@')
+        .expect("a versioned reference");
+    let dir = q.home().join(format!("pulled-{dataset}-{version}"));
+    let d = dir.to_str().expect("utf-8");
+    let (ok, _, err) = q.cli_as(
+        token,
+        &[
+            "data",
+            "-p",
+            "default",
+            "pull",
+            &format!("{dataset}@{version}"),
+            d,
+        ],
+    );
+    assert!(ok, "{err}");
+    let file =
+        std::fs::File::open(dir.join("training_set.parquet")).expect("the training set file");
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("parquet")
+        .build()
+        .expect("reader");
+    let batches: Vec<_> = reader.map(|b| b.expect("batch")).collect();
+    assert_eq!(batches.len(), 1, "one batch for a small training set");
+    batches[0].clone()
+}
+
+#[test]
+fn a_training_set_is_a_dataset_version_joined_point_in_time_with_lineage_and_pii_hidden() {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float32Type, Int64Type};
+    use arrow_array::Array;
+
+    let q = Qanat::start();
+    let home = q.home();
+    std::fs::create_dir_all(home.join("stats")).expect("dir");
+    std::fs::write(home.join("stats/driver_stats.csv"), STATS).expect("stats");
+    std::fs::write(home.join("rides.csv"), RIDES).expect("rides");
+    let repo = home.join("repo");
+    write_repo(&repo, DATASET_REPO);
+    let s = |p: std::path::PathBuf| p.to_str().expect("utf-8").to_string();
+    for args in [
+        vec!["data", "-p", "default", "create", "driver-stats"],
+        vec![
+            "data",
+            "-p",
+            "default",
+            "push",
+            "driver-stats",
+            &s(home.join("stats")),
+            "-m",
+            "stats",
+        ],
+        vec!["features", "-p", "default", "apply", &s(repo.clone())],
+    ] {
+        let (ok, _, err) = q.cli(&args);
+        assert!(ok, "{args:?}: {err}");
+    }
+
+    // An editor builds it from a local file of entity rows: the PII feature comes out
+    // pseudonymized.
+    let editor = q.user_with_role("eddie", "default", "editor");
+    let rides = s(home.join("rides.csv"));
+    let (ok, out, err) = q.cli_as(
+        &editor,
+        &[
+            "features",
+            "-p",
+            "default",
+            "-o",
+            "json",
+            "training-set",
+            "--entities",
+            &rides,
+            "--features",
+            "driver_stats",
+            "--to",
+            "rides-train",
+        ],
+    );
+    assert!(ok, "{err}");
+    let set: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(set["reference"], "dataset:rides-train@1");
+    assert_eq!(set["rows"], 5);
+    assert_eq!(set["pseudonymized"], json!(["trips"]));
+    let t = pulled(&q, &editor, "dataset:rides-train@1");
+    let conv: Vec<Option<f32>> = t
+        .column_by_name("conv_rate")
+        .expect("conv_rate")
+        .as_primitive::<Float32Type>()
+        .iter()
+        .collect();
+    // 1001 at 11:00 → the 10:00 row; at 12:30 → the 12:00 tie won by the later write;
+    // 1002's only row is 3 h old (ttl 2 h); 1003's is in the future; 1004 has none.
+    assert_eq!(conv, vec![Some(0.5), Some(0.65), None, None, None]);
+    let trips = t.column_by_name("trips").expect("trips").as_string::<i32>();
+    assert!(
+        trips.value(0).starts_with("pii:") && trips.value(0) != trips.value(1),
+        "{trips:?}"
+    );
+    assert!(trips.is_null(2));
+
+    // A maintainer sees it in clear, as a new version.
+    let (ok, out, err) = q.cli(&[
+        "features",
+        "-p",
+        "default",
+        "-o",
+        "json",
+        "training-set",
+        "--entities",
+        "dataset:rides-train-entities@1",
+        "--features",
+        "driver_stats:trips",
+        "--full-feature-names",
+        "--to",
+        "rides-train",
+    ]);
+    assert!(ok, "{err}");
+    let set: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(set["reference"], "dataset:rides-train@2");
+    let t = pulled(&q, &q.admin_token, "dataset:rides-train@2");
+    let trips: Vec<Option<i64>> = t
+        .column_by_name("driver_stats__trips")
+        .expect("full name")
+        .as_primitive::<Int64Type>()
+        .iter()
+        .collect();
+    assert_eq!(trips, vec![Some(10), Some(13), None, None, None]);
+
+    let (ok, out, err) = q.cli(&["lineage", "-p", "default", "dataset:rides-train@2"]);
+    assert!(ok, "{err}");
+    for want in [
+        "features_from: feature_view:driver_stats@1",
+        "derived_from: dataset:driver-stats@1",
+        "derived_from: dataset:rides-train-entities@1",
+    ] {
+        assert!(out.contains(want), "{want} missing from:\n{out}");
+    }
+}

@@ -38,4 +38,32 @@ pub enum FeaturesCmd {
         #[arg(long)]
         versions: bool,
     },
+    /// Builds a training set: entity rows joined point in time with features, written
+    /// as a new version of a dataset that jobs take as input.
+    ///
+    /// `qanat features training-set --entities dataset:rides@1 --features
+    /// driver_stats:conv_rate,driver_stats:trips --to rides-train`
+    TrainingSet {
+        /// The entity rows: a dataset version (dataset:NAME@N), or a local Parquet/CSV
+        /// file, pushed first as a version of DATASET-entities.
+        #[arg(long)]
+        entities: String,
+        /// The entity rows' time column.
+        #[arg(long, default_value = "event_timestamp")]
+        timestamp_column: String,
+        /// Features: view:feature, view@3:feature, or view (all of them), comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        features: Vec<String>,
+        /// A feature service instead of --features.
+        #[arg(long)]
+        feature_service: Option<String>,
+        /// Name columns view__feature.
+        #[arg(long)]
+        full_feature_names: bool,
+        /// The dataset the training set becomes a new version of (created when absent).
+        #[arg(long, value_name = "DATASET")]
+        to: String,
+        #[arg(long, short = 'm', default_value = "")]
+        message: String,
+    },
 }

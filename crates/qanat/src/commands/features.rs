@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use qanat_features::definitions::FeatureViewDef;
-use qanat_features::wire::{Action, Plan, RegisteredObject};
+use qanat_features::wire::{Action, Plan, RegisteredObject, TrainingSetRequest};
 use qanat_features::{FeatureRef, FeatureRepo, ObjectKind};
 
 use super::Ctx;
@@ -79,7 +79,90 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: FeaturesCmd) -> Result<()> {
             );
             Ok(())
         }
+        FeaturesCmd::TrainingSet {
+            entities,
+            timestamp_column,
+            features,
+            feature_service,
+            full_feature_names,
+            to,
+            message,
+        } => {
+            let output: qanat_core::Name = to.parse().map_err(|e| anyhow::anyhow!("--to: {e}"))?;
+            let entities = entity_rows(c, project, &entities, output.as_str()).await?;
+            let features = features
+                .iter()
+                .map(|f| f.parse::<FeatureRef>().map_err(anyhow::Error::msg))
+                .collect::<Result<Vec<_>>>()?;
+            let req = TrainingSetRequest {
+                entities,
+                timestamp_column,
+                features,
+                feature_service,
+                full_feature_names,
+                output,
+                message,
+            };
+            let set = c.training_set(project, &req).await?;
+            if format == Format::Json {
+                return output::json(&set);
+            }
+            println!(
+                "{}: {} rows, columns {}",
+                set.reference,
+                set.rows,
+                set.columns.join(", ")
+            );
+            let views: Vec<String> = set
+                .feature_views
+                .iter()
+                .map(|v| format!("feature_view:{}@{}", v.name, v.version))
+                .collect();
+            println!("from {} and {}", views.join(", "), set.sources.join(", "));
+            if !set.pseudonymized.is_empty() {
+                println!(
+                    "pseudonymized (PII; maintainers see them in clear): {}",
+                    set.pseudonymized.join(", ")
+                );
+            }
+            Ok(())
+        }
     }
+}
+
+/// The entity rows' dataset reference: given, or a local file pushed first as a new
+/// version of `<output>-entities` (created when absent).
+async fn entity_rows(
+    c: &qanat_client::Client,
+    project: &str,
+    given: &str,
+    output: &str,
+) -> Result<String> {
+    let path = std::path::Path::new(given);
+    if given.starts_with("dataset:") || !path.is_file() {
+        return Ok(given.to_string());
+    }
+    let name = format!("{output}-entities");
+    if c.dataset(project, &name).await.is_err() {
+        let new: qanat_data::NewDataset = serde_json::from_value(serde_json::json!({
+            "name": name,
+            "description": format!("entity rows of the training set {output}"),
+        }))?;
+        c.create_dataset(project, &new).await?;
+    }
+    let v = super::data::push::push(
+        c,
+        project,
+        &name,
+        &[path.to_path_buf()],
+        &super::data::push::Options {
+            message: &format!("entity rows from {given}"),
+            derived_from: &[],
+            allow_empty: false,
+        },
+    )
+    .await?;
+    Ok(format!("dataset:{name}@{}", v.version))
 }
 
 fn print_plan(format: Format, plan: &Plan) -> Result<()> {

@@ -4,7 +4,7 @@
 
 mod diff;
 mod pull;
-mod push;
+pub(crate) mod push;
 mod show;
 
 use std::collections::BTreeMap;

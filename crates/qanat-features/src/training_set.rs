@@ -1,0 +1,615 @@
+//! Training sets: entity rows (keys and timestamps, from a dataset version) joined point
+//! in time with feature views, written as a new dataset version whose lineage names
+//! the feature view versions and source versions it came from — so the trainer and
+//! `command` jobs take it as input like any dataset version.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use bytes::Bytes;
+use futures::TryStreamExt;
+use qanat_core::{DomainError, ErrorKind, Kind, ObjectRef};
+use qanat_governance::Project;
+use qanat_store::ObjectKey;
+
+use crate::definitions::{EntityDef, FeatureViewDef, ObjectKind, SourceDef, SourceType, ValueType};
+use crate::error::{Error, Result};
+use crate::point_in_time::{join, ViewSide};
+use crate::wire::{Dependency, TrainingSet, TrainingSetRequest};
+use crate::{FeatureRef, Features};
+
+/// One view version's part of a request: which features, under which names.
+struct ViewPart {
+    name: String,
+    version: i64,
+    def: FeatureViewDef,
+    source: SourceDef,
+    keys: Vec<String>,
+    /// (feature, name in the result, pii)
+    features: Vec<(String, String, bool)>,
+}
+
+/// Rows read from storage, and the dataset version they came from (for lineage).
+struct Loaded {
+    batch: RecordBatch,
+    dataset: Option<String>,
+}
+
+impl Features {
+    /// Builds a training set and writes it as a new version of `req.output` (created
+    /// when absent). `pii_allowed`: whether the caller may see PII features in clear;
+    /// otherwise they are pseudonymized (keyed HMAC).
+    pub async fn training_set(
+        &self,
+        project: &Project,
+        req: &TrainingSetRequest,
+        by: &str,
+        pii_allowed: bool,
+    ) -> Result<TrainingSet> {
+        let parts = self
+            .resolve_features(
+                project,
+                &req.features,
+                req.feature_service.as_deref(),
+                req.full_feature_names,
+            )
+            .await?;
+        let entity_ref = ObjectRef::parse_of(Kind::Dataset, &req.entities)
+            .map_err(|e| Error::invalid(format!("entities: {e}")))?;
+        let entities = self.read_dataset(project, &entity_ref).await?;
+        let mut sources = Vec::new();
+        for p in &parts {
+            sources.push(self.read_source(project, &p.source).await?);
+        }
+
+        // Entity columns for each view's keys: the entity's join key names.
+        for p in &parts {
+            for k in &p.keys {
+                if entities.batch.column_by_name(k).is_none() {
+                    return Err(Error::invalid(format!(
+                        "the entity rows have no column '{k}', a join key of feature view {}",
+                        p.name
+                    )));
+                }
+            }
+        }
+        let used: Vec<Dependency> = parts
+            .iter()
+            .map(|p| Dependency {
+                kind: ObjectKind::FeatureView,
+                name: p.name.clone(),
+                version: p.version,
+            })
+            .collect();
+        let timestamp = req.timestamp_column.clone();
+        let entity_batch = entities.batch.clone();
+        let views: Vec<(Vec<String>, RecordBatch, ViewPart)> = parts
+            .into_iter()
+            .zip(sources.iter())
+            .map(|(p, s)| Ok((p.keys.clone(), typed(&s.batch, &p)?, p)))
+            .collect::<Result<_>>()?;
+        let keyring = self.storage.keyring().clone();
+        let purpose = format!("features.pii.{}", project.id);
+        let joined = tokio::task::spawn_blocking(move || -> Result<(RecordBatch, Vec<String>)> {
+            let sides: Vec<ViewSide<'_>> = views
+                .iter()
+                .map(|(keys, rows, p)| ViewSide {
+                    rows,
+                    keys: keys.clone(),
+                    event_timestamp: p.source.timestamp_field.clone(),
+                    created_timestamp: p.source.created_timestamp_field.clone(),
+                    features: p
+                        .features
+                        .iter()
+                        .map(|(f, n, _)| (f.clone(), n.clone()))
+                        .collect(),
+                    ttl: p.def.ttl,
+                })
+                .collect();
+            let keys: Vec<Vec<String>> = views.iter().map(|v| v.0.clone()).collect();
+            let mut out = join(&entity_batch, &timestamp, &keys, &sides)?;
+            let mut hidden = Vec::new();
+            if !pii_allowed {
+                for (_, _, p) in &views {
+                    for (_, name, pii) in &p.features {
+                        if *pii {
+                            out = pseudonymize(&out, name, |v| keyring.mac(&purpose, v).1)?;
+                            hidden.push(name.clone());
+                        }
+                    }
+                }
+            }
+            Ok((out, hidden))
+        })
+        .await
+        .map_err(|e| Error::Corrupt(format!("the join stopped: {e}")))??;
+        let (table, pseudonymized) = joined;
+        let rows = table.num_rows() as u64;
+        let columns: Vec<String> = table
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        let parquet = tokio::task::spawn_blocking(move || write_parquet(&table))
+            .await
+            .map_err(|e| Error::Corrupt(format!("writing the training set stopped: {e}")))??;
+
+        let ds = match self.datasets.get(project, req.output.as_str()).await {
+            Ok(ds) => ds,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                let new: qanat_data::NewDataset = serde_json::from_value(serde_json::json!({
+                    "name": req.output.as_str(),
+                    "description": "a training set made by the feature store",
+                }))
+                .map_err(|e| Error::Corrupt(format!("new dataset: {e}")))?;
+                self.datasets.create(project, new, by).await?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut derived = vec![entities.dataset.clone().unwrap_or_default()];
+        derived.extend(sources.iter().filter_map(|s| s.dataset.clone()));
+        derived.retain(|d| !d.is_empty());
+        derived.sort();
+        derived.dedup();
+        let edges: Vec<(String, String)> = used
+            .iter()
+            .map(|d| {
+                (
+                    format!("feature_view:{}@{}", d.name, d.version),
+                    "features_from".to_string(),
+                )
+            })
+            .collect();
+        let message = if req.message.is_empty() {
+            format!(
+                "training set: {} × {}",
+                req.entities,
+                used.iter()
+                    .map(|d| format!("{}@{}", d.name, d.version))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            req.message.clone()
+        };
+        let version = self
+            .datasets
+            .commit_files(
+                project,
+                &ds,
+                vec![("training_set.parquet".to_string(), Bytes::from(parquet))],
+                &message,
+                by,
+                &derived,
+                &edges,
+            )
+            .await?;
+        Ok(TrainingSet {
+            reference: format!("dataset:{}@{}", ds.name, version.version),
+            dataset: ds.name,
+            version: version.version,
+            rows,
+            columns,
+            feature_views: used,
+            sources: derived,
+            pseudonymized,
+        })
+    }
+}
+
+impl Features {
+    /// The view versions and features a request names, grouped by view.
+    async fn resolve_features(
+        &self,
+        project: &Project,
+        features: &[FeatureRef],
+        service: Option<&str>,
+        full_names: bool,
+    ) -> Result<Vec<ViewPart>> {
+        let refs: Vec<FeatureRef> = match (features.is_empty(), service) {
+            (false, None) => features.to_vec(),
+            (true, Some(s)) => {
+                let o = self.object(project, ObjectKind::FeatureService, s, None).await?;
+                if o.deleted_at.is_some() {
+                    return Err(Error::not_found("feature service", s));
+                }
+                let def: crate::definitions::FeatureServiceDef = serde_json::from_value(o.definition)
+                    .map_err(|e| Error::Corrupt(format!("feature service {s}: {e}")))?;
+                def.features
+            }
+            (false, Some(_)) => {
+                return Err(Error::invalid("give features or feature_service, not both"))
+            }
+            (true, None) => {
+                return Err(Error::invalid(
+                    "name the features (view:feature, view@3:feature, or view for all of its features) or a feature_service",
+                ))
+            }
+        };
+        let mut parts: BTreeMap<String, ViewPart> = BTreeMap::new();
+        let mut order = Vec::new();
+        for r in refs {
+            let view = r.view.to_string();
+            if !parts.contains_key(&view) {
+                let part = self.view_part(project, &view, r.version).await?;
+                order.push(view.clone());
+                parts.insert(view.clone(), part);
+            }
+            let Some(part) = parts.get_mut(&view) else {
+                continue;
+            };
+            if let Some(v) = r.version {
+                if v != part.version {
+                    return Err(Error::invalid(format!(
+                        "feature view {view} is asked for at versions {} and {v}: use one version per view",
+                        part.version
+                    )));
+                }
+            }
+            let wanted: Vec<&crate::definitions::FeatureDef> = match &r.feature {
+                None => part.def.schema.iter().collect(),
+                Some(f) => {
+                    vec![part
+                        .def
+                        .schema
+                        .iter()
+                        .find(|d| &d.name == f)
+                        .ok_or_else(|| {
+                            Error::invalid(format!(
+                                "feature view {view}@{} has no feature '{f}' (it has {})",
+                                part.version,
+                                part.def
+                                    .schema
+                                    .iter()
+                                    .map(|d| d.name.to_string())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ))
+                        })?]
+                }
+            };
+            for f in wanted {
+                let out = if full_names {
+                    format!("{view}__{}", f.name)
+                } else {
+                    f.name.to_string()
+                };
+                if !part.features.iter().any(|(n, _, _)| n == f.name.as_str()) {
+                    part.features.push((f.name.to_string(), out, f.pii));
+                }
+            }
+        }
+        let parts: Vec<ViewPart> = order.into_iter().filter_map(|v| parts.remove(&v)).collect();
+        let mut names = std::collections::BTreeSet::new();
+        for p in &parts {
+            for (_, n, _) in &p.features {
+                if !names.insert(n.clone()) {
+                    return Err(Error::invalid(format!(
+                        "two features would both be named '{n}' in the training set: set full_feature_names to name them view__feature"
+                    )));
+                }
+            }
+        }
+        Ok(parts)
+    }
+
+    /// A view at a version (the newest when None) with its source and keys at the
+    /// versions that view version was made from.
+    async fn view_part(
+        &self,
+        project: &Project,
+        view: &str,
+        version: Option<i64>,
+    ) -> Result<ViewPart> {
+        let o = self
+            .object(project, ObjectKind::FeatureView, view, version)
+            .await?;
+        if version.is_none() && o.deleted_at.is_some() {
+            return Err(Error::invalid(format!(
+                "feature view {view} was removed from the registry: pin a version (view@N) to use it"
+            )));
+        }
+        let def: FeatureViewDef = serde_json::from_value(o.definition.clone())
+            .map_err(|e| Error::Corrupt(format!("feature view {view}: {e}")))?;
+        if def.transformation.is_some() {
+            return Err(Error::invalid(format!(
+                "feature view {view} has a SQL transformation, which training sets do not run yet"
+            )));
+        }
+        let dep = |kind: ObjectKind, name: &str| {
+            o.depends_on
+                .iter()
+                .find(|d| d.kind == kind && d.name == name)
+                .map(|d| d.version)
+        };
+        let source_version = dep(ObjectKind::Source, def.source.as_str()).unwrap_or(1);
+        let so = self
+            .object(
+                project,
+                ObjectKind::Source,
+                def.source.as_str(),
+                Some(source_version),
+            )
+            .await?;
+        let source: SourceDef = serde_json::from_value(so.definition)
+            .map_err(|e| Error::Corrupt(format!("source {}: {e}", def.source)))?;
+        let mut keys = Vec::new();
+        for e in &def.entities {
+            let v = dep(ObjectKind::Entity, e.as_str()).unwrap_or(1);
+            let eo = self
+                .object(project, ObjectKind::Entity, e.as_str(), Some(v))
+                .await?;
+            let ent: EntityDef = serde_json::from_value(eo.definition)
+                .map_err(|err| Error::Corrupt(format!("entity {e}: {err}")))?;
+            keys.extend(ent.join_keys.iter().map(|k| k.name.to_string()));
+        }
+        Ok(ViewPart {
+            name: view.to_string(),
+            version: o.version,
+            def,
+            source,
+            keys,
+            features: Vec::new(),
+        })
+    }
+
+    /// A source's rows.
+    async fn read_source(&self, project: &Project, source: &SourceDef) -> Result<Loaded> {
+        match source.source_type {
+            SourceType::Dataset => {
+                let d = source.dataset.as_deref().unwrap_or_default();
+                let r = ObjectRef::parse_of(Kind::Dataset, d)
+                    .map_err(|e| Error::invalid(format!("source {}: {e}", source.name)))?;
+                self.read_dataset(project, &r).await
+            }
+            SourceType::File => {
+                let path = source.path.as_deref().unwrap_or_default().trim_matches('/');
+                let location = self.storage.default_location().to_string();
+                let base = format!("projects/{}/files/{path}", project.id);
+                let key: ObjectKey = base
+                    .parse()
+                    .map_err(|e| Error::invalid(format!("source {}: path '{path}': {e}", source.name)))?;
+                let mut files = Vec::new();
+                if table_format(path).is_some() {
+                    files.push((path.to_string(), key));
+                } else {
+                    for o in self.storage.list(&location, Some(&key)).await? {
+                        let rel = o.key.rsplit_once("/files/").map(|x| x.1.to_string()).unwrap_or_default();
+                        if table_format(&rel).is_some() {
+                            let k: ObjectKey = o.key.parse().map_err(|e| Error::Corrupt(format!("{e}")))?;
+                            files.push((rel, k));
+                        }
+                    }
+                }
+                if files.is_empty() {
+                    return Err(Error::invalid(format!(
+                        "source {}: no .parquet or .csv file at '{path}' in the project's files (qanat objects put)",
+                        source.name
+                    )));
+                }
+                let mut loaded = Vec::new();
+                for (name, k) in files {
+                    let bytes = self.storage.get_bytes(&location, &k).await.map_err(|e| {
+                        if e.kind() == ErrorKind::NotFound {
+                            Error::invalid(format!("source {}: the file '{name}' is missing", source.name))
+                        } else {
+                            Error::Store(e)
+                        }
+                    })?;
+                    loaded.push((name, bytes));
+                }
+                let batch = tokio::task::spawn_blocking(move || tables(loaded))
+                    .await
+                    .map_err(|e| Error::Corrupt(format!("reading stopped: {e}")))??;
+                Ok(Loaded { batch, dataset: None })
+            }
+            other => Err(Error::invalid(format!(
+                "source {} is a {other} source: training sets read dataset and file sources (pushed and streamed rows join once the offline store holds them)",
+                source.name
+            ))),
+        }
+    }
+
+    /// Every table file (Parquet, CSV) of a dataset version, as one batch.
+    async fn read_dataset(&self, project: &Project, r: &ObjectRef) -> Result<Loaded> {
+        let ds = self.datasets.get(project, &r.name).await?;
+        let v = self.datasets.resolve(&ds, &r.selector_or_latest()).await?;
+        let manifest = self.datasets.manifest(&ds, &v).await?;
+        let mut loaded = Vec::new();
+        for f in manifest.files {
+            if table_format(&f.path).is_none() {
+                continue;
+            }
+            let name = f.path.clone();
+            let parts: Vec<Bytes> = self.datasets.file_stream(&ds, f).try_collect().await?;
+            loaded.push((name, Bytes::from(parts.concat())));
+        }
+        if loaded.is_empty() {
+            return Err(Error::invalid(format!(
+                "dataset:{}@{} holds no .parquet or .csv file",
+                ds.name, v.version
+            )));
+        }
+        let batch = tokio::task::spawn_blocking(move || tables(loaded))
+            .await
+            .map_err(|e| Error::Corrupt(format!("reading stopped: {e}")))??;
+        Ok(Loaded {
+            batch,
+            dataset: Some(format!("dataset:{}@{}", ds.name, v.version)),
+        })
+    }
+}
+
+pub(crate) fn table_format(path: &str) -> Option<&'static str> {
+    let lower = path.to_ascii_lowercase();
+    if lower.ends_with(".parquet") {
+        Some("parquet")
+    } else if lower.ends_with(".csv") {
+        Some("csv")
+    } else {
+        None
+    }
+}
+
+/// Reads Parquet and CSV files into one batch; every file must have the same columns.
+fn tables(files: Vec<(String, Bytes)>) -> Result<RecordBatch> {
+    let mut batches = Vec::new();
+    let mut schema: Option<Arc<Schema>> = None;
+    for (name, bytes) in files {
+        let bad = |e: &dyn std::fmt::Display| Error::invalid(format!("{name} cannot be read: {e}"));
+        let read: Vec<RecordBatch> = if table_format(&name) == Some("parquet") {
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+                .map_err(|e| bad(&e))?
+                .with_batch_size(64 * 1024)
+                .build()
+                .map_err(|e| bad(&e))?
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| bad(&e))?
+        } else {
+            let format = arrow_csv::reader::Format::default().with_header(true);
+            let (inferred, _) = format
+                .infer_schema(std::io::Cursor::new(&bytes), Some(10_000))
+                .map_err(|e| bad(&e))?;
+            arrow_csv::ReaderBuilder::new(Arc::new(inferred))
+                .with_header(true)
+                .with_batch_size(64 * 1024)
+                .build(std::io::Cursor::new(bytes))
+                .map_err(|e| bad(&e))?
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| bad(&e))?
+        };
+        for b in read {
+            match &schema {
+                None => schema = Some(b.schema()),
+                Some(s) if s.fields() != b.schema().fields() => {
+                    return Err(Error::invalid(format!(
+                        "{name} has other columns or types than the files before it: a source's files share one schema"
+                    )))
+                }
+                _ => {}
+            }
+            batches.push(b);
+        }
+    }
+    let schema = schema.unwrap_or_else(|| Arc::new(Schema::empty()));
+    arrow_select::concat::concat_batches(&schema, &batches)
+        .map_err(|e| Error::invalid(format!("the rows do not combine: {e}")))
+}
+
+/// The arrow type of a declared value type.
+fn arrow_type(t: ValueType) -> DataType {
+    match t {
+        ValueType::Bool => DataType::Boolean,
+        ValueType::Int32 => DataType::Int32,
+        ValueType::Int64 => DataType::Int64,
+        ValueType::Float32 => DataType::Float32,
+        ValueType::Float64 => DataType::Float64,
+        ValueType::String => DataType::Utf8,
+        ValueType::Bytes => DataType::Binary,
+        ValueType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+    }
+}
+
+/// The source rows with each requested feature in its declared type. A value that
+/// does not convert (text in a numeric column, an overflow) is an error naming the
+/// column, never a silent null.
+fn typed(rows: &RecordBatch, part: &ViewPart) -> Result<RecordBatch> {
+    let mut fields = Vec::new();
+    let mut columns: Vec<ArrayRef> = Vec::new();
+    let mut wanted: Vec<String> = part.keys.clone();
+    wanted.push(part.source.timestamp_field.clone());
+    wanted.extend(part.source.created_timestamp_field.clone());
+    for (f, _, _) in &part.features {
+        wanted.push(f.clone());
+    }
+    for name in wanted {
+        if fields.iter().any(|f: &Field| f.name() == &name) {
+            continue;
+        }
+        let col = rows.column_by_name(&name).ok_or_else(|| {
+            Error::invalid(format!(
+                "source {} of feature view {} has no column '{name}'",
+                part.source.name, part.name
+            ))
+        })?;
+        let declared = part.def.schema.iter().find(|d| d.name.as_str() == name);
+        let col = match declared {
+            Some(d) if col.data_type() != &arrow_type(d.value_type) => {
+                let to = arrow_type(d.value_type);
+                arrow_cast::cast::cast_with_options(
+                    col.as_ref(),
+                    &to,
+                    &arrow_cast::cast::CastOptions {
+                        safe: false,
+                        ..Default::default()
+                    },
+                )
+                .map_err(|e| {
+                    Error::invalid(format!(
+                        "feature {}:{name} is declared {} but its column holds {} values that do not convert ({e})",
+                        part.name,
+                        d.value_type,
+                        col.data_type()
+                    ))
+                })?
+            }
+            _ => col.clone(),
+        };
+        fields.push(Field::new(&name, col.data_type().clone(), true));
+        columns.push(col);
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| Error::invalid(format!("feature view {}: {e}", part.name)))
+}
+
+/// Replaces column `name` by keyed pseudonyms of its values (nulls stay null): the
+/// same value gives the same pseudonym, so it still joins and groups, but cannot be
+/// read back without the key.
+fn pseudonymize(
+    batch: &RecordBatch,
+    name: &str,
+    mac: impl Fn(&[u8]) -> String,
+) -> Result<RecordBatch> {
+    let Some(idx) = batch.schema().index_of(name).ok() else {
+        return Ok(batch.clone());
+    };
+    let col = batch.column(idx);
+    let text = arrow_cast::cast(col.as_ref(), &DataType::Utf8)
+        .map_err(|e| Error::invalid(format!("feature {name}: {e}")))?;
+    let text = text
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or_else(|| Error::Corrupt(format!("feature {name}: not text after a cast")))?;
+    let hidden: StringArray = text
+        .iter()
+        .map(|v| v.map(|v| format!("pii:{}", &mac(v.as_bytes())[..32])))
+        .collect();
+    let mut fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields[idx] = Field::new(name, DataType::Utf8, true);
+    let mut columns = batch.columns().to_vec();
+    columns[idx] = Arc::new(hidden);
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| Error::Corrupt(format!("pseudonymized {name}: {e}")))
+}
+
+fn write_parquet(table: &RecordBatch) -> Result<Vec<u8>> {
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+        .build();
+    let mut out = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, table.schema(), Some(props))
+        .map_err(|e| Error::Corrupt(format!("writing the training set: {e}")))?;
+    w.write(table)
+        .map_err(|e| Error::Corrupt(format!("writing the training set: {e}")))?;
+    w.close()
+        .map_err(|e| Error::Corrupt(format!("writing the training set: {e}")))?;
+    Ok(out)
+}
