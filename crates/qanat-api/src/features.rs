@@ -5,7 +5,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use qanat_features::wire::{
-    ApplyRequest, ObjectHistory, Plan, RegisteredObject, Registry, TrainingSet, TrainingSetRequest,
+    ApplyRequest, FreshnessList, MaterializeRequest, Materialized, ObjectHistory, OnlineRequest,
+    OnlineResponse, Plan, PushRequest, PushResult, RegisteredObject, Registry, TrainingSet,
+    TrainingSetRequest,
 };
 use qanat_features::ObjectKind;
 use qanat_governance::Role::{Editor, Maintainer, Viewer};
@@ -153,9 +155,140 @@ fn pii_allowed(scope: &Scope, global_admin: bool) -> bool {
     global_admin || scope.role.is_some_and(|r| r >= Maintainer)
 }
 
+/// Materializes views into the online store (editors): the newest row per entity
+/// within the window; without `start`, from where each view's last run ended.
+#[utoipa::path(post, path = "/api/v1/projects/{project}/features/materialize", tag = "features", security(("bearer" = [])),
+    params(("project" = String, Path)), request_body = MaterializeRequest,
+    responses((status = 200, body = Vec<Materialized>), (status = 400, body = crate::ErrorBody), (status = 503, body = crate::ErrorBody)))]
+pub(crate) async fn materialize(
+    State(state): State<AppState>,
+    scope: Scope,
+    Caller(caller): Caller,
+    ApiJson(req): ApiJson<MaterializeRequest>,
+) -> Result<Json<Vec<Materialized>>, ApiError> {
+    Ok(Json(
+        state
+            .features
+            .materialize(&scope.project, &req, &caller.name)
+            .await?,
+    ))
+}
+
+/// How fresh each view's online values are (viewers).
+#[utoipa::path(get, path = "/api/v1/projects/{project}/features/freshness", tag = "features", security(("bearer" = [])),
+    params(("project" = String, Path)),
+    responses((status = 200, body = FreshnessList)))]
+pub(crate) async fn freshness(
+    State(state): State<AppState>,
+    scope: Scope,
+) -> Result<Json<FreshnessList>, ApiError> {
+    Ok(Json(FreshnessList {
+        feature_views: state.features.freshness(&scope.project).await?,
+    }))
+}
+
+/// A JSON body read whatever its Content-Type says (Feast clients and `curl -d` send
+/// form or no types); a body that is not the JSON asked for is a 400 saying why.
+pub(crate) struct AnyJson<T>(T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<S> for AnyJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = <axum::body::Bytes as axum::extract::FromRequest<S>>::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("the request body: {e}")))?;
+        serde_json::from_slice(&bytes).map(AnyJson).map_err(|e| {
+            ApiError::bad_request(format!("the request body is not the JSON expected: {e}"))
+        })
+    }
+}
+
+async fn online_features(
+    state: &AppState,
+    scope: &Scope,
+    global_admin: bool,
+    req: &OnlineRequest,
+) -> Result<Json<OnlineResponse>, ApiError> {
+    Ok(Json(
+        state
+            .features
+            .online_features(&scope.project, req, pii_allowed(scope, global_admin))
+            .await?,
+    ))
+}
+
+/// Feast's online read, in the default project: each entity's newest feature values,
+/// with statuses (PRESENT, NULL_VALUE, NOT_FOUND, OUTSIDE_MAX_AGE) and event times
+/// (viewers; audited).
+#[utoipa::path(post, path = "/get-online-features", tag = "features", security(("bearer" = [])),
+    request_body = OnlineRequest,
+    responses((status = 200, body = OnlineResponse), (status = 400, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn get_online_features(
+    State(state): State<AppState>,
+    scope: Scope,
+    Caller(caller): Caller,
+    AnyJson(req): AnyJson<OnlineRequest>,
+) -> Result<Json<OnlineResponse>, ApiError> {
+    online_features(&state, &scope, caller.is_admin, &req).await
+}
+
+/// [`get_online_features`] in a named project.
+#[utoipa::path(post, path = "/feast/{project}/get-online-features", tag = "features", security(("bearer" = [])),
+    params(("project" = String, Path)), request_body = OnlineRequest,
+    responses((status = 200, body = OnlineResponse), (status = 400, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn get_online_features_in(
+    State(state): State<AppState>,
+    scope: Scope,
+    Caller(caller): Caller,
+    AnyJson(req): AnyJson<OnlineRequest>,
+) -> Result<Json<OnlineResponse>, ApiError> {
+    online_features(&state, &scope, caller.is_admin, &req).await
+}
+
+/// Feast's push, in the default project: rows checked against each view of the push
+/// source, good ones written online, bad ones listed with their reasons (editors).
+#[utoipa::path(post, path = "/push", tag = "features", security(("bearer" = [])),
+    request_body = PushRequest,
+    responses((status = 200, body = PushResult), (status = 400, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn push(
+    State(state): State<AppState>,
+    scope: Scope,
+    Caller(caller): Caller,
+    AnyJson(req): AnyJson<PushRequest>,
+) -> Result<Json<PushResult>, ApiError> {
+    Ok(Json(
+        state
+            .features
+            .push(&scope.project, &req, &caller.name)
+            .await?,
+    ))
+}
+
+/// [`push`] in a named project.
+#[utoipa::path(post, path = "/feast/{project}/push", tag = "features", security(("bearer" = [])),
+    params(("project" = String, Path)), request_body = PushRequest,
+    responses((status = 200, body = PushResult), (status = 400, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn push_in(
+    State(state): State<AppState>,
+    scope: Scope,
+    Caller(caller): Caller,
+    AnyJson(req): AnyJson<PushRequest>,
+) -> Result<Json<PushResult>, ApiError> {
+    Ok(Json(
+        state
+            .features
+            .push(&scope.project, &req, &caller.name)
+            .await?,
+    ))
+}
+
 pub(crate) fn routes() -> Fragment {
     Fragment::default()
-        .route(routes!(plan), Policy::in_project("feature.plan", Viewer))
+        .route(
+            routes!(plan),
+            Policy::in_project("feature.plan", Viewer).query(),
+        )
         .route(routes!(apply), Policy::in_project("feature.apply", Editor))
         .route(
             routes!(training_set),
@@ -173,4 +306,30 @@ pub(crate) fn routes() -> Fragment {
             routes!(history),
             Policy::in_project("feature.object.history", Viewer),
         )
+        .route(
+            routes!(materialize),
+            Policy::in_project("feature.materialize", Editor),
+        )
+        .route(
+            routes!(freshness),
+            Policy::in_project("feature.freshness", Viewer),
+        )
+        .route(
+            routes!(get_online_features),
+            Policy::in_project("feature.online.read", Viewer)
+                .default_project()
+                .query()
+                .governed_read(),
+        )
+        .route(
+            routes!(get_online_features_in),
+            Policy::in_project("feature.online.read", Viewer)
+                .query()
+                .governed_read(),
+        )
+        .route(
+            routes!(push),
+            Policy::in_project("feature.push", Editor).default_project(),
+        )
+        .route(routes!(push_in), Policy::in_project("feature.push", Editor))
 }

@@ -1,7 +1,8 @@
 //! The feature store: plan and apply a feature repo, read the registry.
 
 use qanat_features::wire::{
-    ApplyRequest, ObjectHistory, Plan, RegisteredObject, Registry, TrainingSet, TrainingSetRequest,
+    ApplyRequest, FreshnessList, MaterializeRequest, Materialized, ObjectHistory, Plan,
+    RegisteredObject, Registry, TrainingSet, TrainingSetRequest,
 };
 use qanat_features::{FeatureRepo, ObjectKind};
 use reqwest::Method;
@@ -85,5 +86,21 @@ impl Client {
     ) -> Result<TrainingSet> {
         let path = format!("{}/features/training-sets", project_path(project));
         self.with_body(Method::POST, &path, req).await
+    }
+
+    /// Materializes views into the online store (editors).
+    pub async fn materialize(
+        &self,
+        project: &str,
+        req: &MaterializeRequest,
+    ) -> Result<Vec<Materialized>> {
+        let path = format!("{}/features/materialize", project_path(project));
+        self.with_body(Method::POST, &path, req).await
+    }
+
+    /// How fresh each view's online values are.
+    pub async fn freshness(&self, project: &str) -> Result<FreshnessList> {
+        self.get(&format!("{}/features/freshness", project_path(project)))
+            .await
     }
 }

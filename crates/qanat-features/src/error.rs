@@ -14,6 +14,9 @@ pub enum Error {
     /// A feature repo with problems: all of them, one per line.
     #[error("the feature repo has {} problem{}:\n  {}", .0.len(), if .0.len() == 1 { "" } else { "s" }, .0.join("\n  "))]
     Definitions(Vec<String>),
+    /// A backend (the online store) cannot be reached.
+    #[error("{0}")]
+    Unavailable(String),
     /// The registry changed since the plan was made.
     #[error("{0}")]
     Conflict(String),
@@ -54,6 +57,7 @@ impl qanat_core::DomainError for Error {
             Error::Refused(r) => r.kind(),
             Error::Invalid(_) | Error::Definitions(_) => K::Invalid,
             Error::Conflict(_) => K::Conflict,
+            Error::Unavailable(_) => K::Unavailable,
             Error::Governance(e) => e.kind(),
             Error::Data(e) => e.kind(),
             Error::Store(e) => e.kind(),

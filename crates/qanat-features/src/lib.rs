@@ -12,9 +12,12 @@
 
 pub mod definitions;
 mod error;
+pub mod online;
 pub mod point_in_time;
 mod registry;
+mod serving;
 mod training_set;
+mod values;
 pub mod wire;
 
 use qanat_store::{MetaStore, ObjectStorage};
@@ -34,6 +37,8 @@ pub struct Features {
     /// features.
     storage: ObjectStorage,
     datasets: qanat_data::Datasets,
+    /// Where online features live (none: online serving answers 503).
+    online: Option<online::OnlineStore>,
 }
 
 impl Features {
@@ -42,6 +47,13 @@ impl Features {
             meta,
             storage,
             datasets,
+            online: None,
         }
+    }
+
+    /// The same feature store with an online store.
+    pub fn with_online(mut self, store: online::OnlineStore) -> Self {
+        self.online = Some(store);
+        self
     }
 }

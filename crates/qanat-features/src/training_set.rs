@@ -21,19 +21,19 @@ use crate::wire::{Dependency, TrainingSet, TrainingSetRequest};
 use crate::{FeatureRef, Features};
 
 /// One view version's part of a request: which features, under which names.
-struct ViewPart {
-    name: String,
-    version: i64,
-    def: FeatureViewDef,
-    source: SourceDef,
-    keys: Vec<String>,
+pub(crate) struct ViewPart {
+    pub(crate) name: String,
+    pub(crate) version: i64,
+    pub(crate) def: FeatureViewDef,
+    pub(crate) source: SourceDef,
+    pub(crate) keys: Vec<String>,
     /// (feature, name in the result, pii)
-    features: Vec<(String, String, bool)>,
+    pub(crate) features: Vec<(String, String, bool)>,
 }
 
 /// Rows read from storage, and the dataset version they came from (for lineage).
-struct Loaded {
-    batch: RecordBatch,
+pub(crate) struct Loaded {
+    pub(crate) batch: RecordBatch,
     dataset: Option<String>,
 }
 
@@ -298,7 +298,7 @@ impl Features {
 
     /// A view at a version (the newest when None) with its source and keys at the
     /// versions that view version was made from.
-    async fn view_part(
+    pub(crate) async fn view_part(
         &self,
         project: &Project,
         view: &str,
@@ -357,7 +357,11 @@ impl Features {
     }
 
     /// A source's rows.
-    async fn read_source(&self, project: &Project, source: &SourceDef) -> Result<Loaded> {
+    pub(crate) async fn read_source(
+        &self,
+        project: &Project,
+        source: &SourceDef,
+    ) -> Result<Loaded> {
         match source.source_type {
             SourceType::Dataset => {
                 let d = source.dataset.as_deref().unwrap_or_default();
@@ -516,7 +520,7 @@ fn arrow_type(t: ValueType) -> DataType {
 /// The source rows with each requested feature in its declared type. A value that
 /// does not convert (text in a numeric column, an overflow) is an error naming the
 /// column, never a silent null.
-fn typed(rows: &RecordBatch, part: &ViewPart) -> Result<RecordBatch> {
+pub(crate) fn typed(rows: &RecordBatch, part: &ViewPart) -> Result<RecordBatch> {
     let mut fields = Vec::new();
     let mut columns: Vec<ArrayRef> = Vec::new();
     let mut wanted: Vec<String> = part.keys.clone();

@@ -198,3 +198,194 @@ pub struct TrainingSet {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pseudonymized: Vec<String>,
 }
+
+/// Columns in the order they were sent: `{"driver_id": [1001, 1002], ...}`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Columns(pub Vec<(String, Vec<Value>)>);
+
+impl Serialize for Columns {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Columns {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Columns;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of columns, each a list of values")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Columns, A::Error> {
+                let mut out: Vec<(String, Vec<Value>)> = Vec::new();
+                while let Some((k, v)) = a.next_entry::<String, Vec<Value>>()? {
+                    if out.iter().any(|c| c.0 == k) {
+                        return Err(serde::de::Error::custom(format!(
+                            "column {k} is given twice"
+                        )));
+                    }
+                    out.push((k, v));
+                }
+                Ok(Columns(out))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+impl utoipa::PartialSchema for Columns {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .description(Some("columns by name, each a list of values"))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Columns {}
+
+/// The body of `/get-online-features` (Feast's shape).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct OnlineRequest {
+    /// Join key columns: one list of values per key, one value per entity.
+    pub entities: Columns,
+    /// `view:feature` references.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<Vec<String>>,
+    /// A feature service instead of `features`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feature_service: Option<String>,
+    /// Name features `view__feature` instead of `feature`.
+    #[serde(default)]
+    pub full_feature_names: bool,
+}
+
+/// `metadata` of an online response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ResponseMetadata {
+    pub feature_names: Vec<String>,
+}
+
+/// One column of an online response: a value, a status (PRESENT, NULL_VALUE,
+/// NOT_FOUND, OUTSIDE_MAX_AGE) and an event time per entity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct FeatureColumn {
+    #[schema(value_type = Vec<Object>)]
+    pub values: Vec<Value>,
+    pub statuses: Vec<String>,
+    pub event_timestamps: Vec<String>,
+}
+
+/// The answer of `/get-online-features`: column-major, entity keys first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct OnlineResponse {
+    pub metadata: ResponseMetadata,
+    pub results: Vec<FeatureColumn>,
+}
+
+qanat_core::word_enum! {
+    /// Where pushed rows go.
+    #[derive(Default, utoipa::ToSchema)]
+    pub enum PushMode as "push destination" {
+        #[default]
+        Online = "online",
+        Offline = "offline",
+        OnlineAndOffline = "online_and_offline",
+    }
+}
+
+/// The body of `/push` (Feast's shape).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PushRequest {
+    pub push_source_name: String,
+    /// The rows, as columns.
+    pub df: Columns,
+    #[serde(default)]
+    pub to: PushMode,
+    /// Accepted for Feast clients; the registry is always read fresh.
+    #[serde(default, skip_serializing)]
+    pub allow_registry_cache: Option<bool>,
+}
+
+/// A pushed row that was not written, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RejectedRow {
+    /// Its position in the request, from 0.
+    pub row: usize,
+    pub reasons: Vec<String>,
+}
+
+/// What a push did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PushResult {
+    /// Rows that passed every check.
+    pub accepted: u64,
+    /// Records written to the online store (per view).
+    pub written: u64,
+    /// Records older than what was stored, left out.
+    pub stale: u64,
+    pub rejected: Vec<RejectedRow>,
+    /// The views the rows were written to.
+    pub feature_views: Vec<String>,
+}
+
+/// The body of `features/materialize`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MaterializeRequest {
+    /// The views (default: every online view).
+    #[serde(default)]
+    pub feature_views: Vec<String>,
+    /// The window's start (RFC 3339); absent: where each view's last
+    /// materialization ended (incremental).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
+    /// The window's end (default: now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+}
+
+/// What materializing one view did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Materialized {
+    pub feature_view: String,
+    pub version: i64,
+    pub start: Option<String>,
+    pub end: String,
+    /// Source rows with an event time in the window.
+    pub rows_in_window: u64,
+    /// Entities written (the newest row of each).
+    pub written: u64,
+    /// Entities whose stored row was already as new.
+    pub stale: u64,
+    pub last_event_at: Option<String>,
+}
+
+/// How fresh one view's online values are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Freshness {
+    pub feature_view: String,
+    pub version: i64,
+    /// The end of the last materialization window.
+    pub materialized_until: Option<String>,
+    /// The newest event time written (materialized, pushed or streamed).
+    pub last_event_at: Option<String>,
+    /// Now minus `last_event_at`.
+    pub lag_seconds: Option<f64>,
+    pub rows_written: i64,
+    pub updated_at: String,
+}
+
+/// Every view's freshness.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct FreshnessList {
+    pub feature_views: Vec<Freshness>,
+}

@@ -25,6 +25,26 @@ pub struct Config {
     pub retention: RetentionConfig,
     pub events: EventsConfig,
     pub jobs: JobsConfig,
+    pub features: FeaturesConfig,
+}
+
+/// The feature store.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FeaturesConfig {
+    /// Where online features live: `redb://<path>` (default `redb://<home>/online.redb`)
+    /// or `redis://host:port/db`.
+    pub online_store: Option<String>,
+}
+
+impl Config {
+    /// The online store's URL, with the default filled in.
+    pub fn online_store_url(&self) -> String {
+        self.features
+            .online_store
+            .clone()
+            .unwrap_or_else(|| format!("redb://{}", self.home.join("online.redb").display()))
+    }
 }
 
 /// Training jobs and the local executor.
@@ -506,6 +526,7 @@ impl Default for Config {
             retention: RetentionConfig::default(),
             events: EventsConfig::default(),
             jobs: JobsConfig::default(),
+            features: FeaturesConfig::default(),
         }
     }
 }
@@ -719,6 +740,10 @@ impl Config {
         env_parse("QANAT_JOBS_ENABLED", &mut j.enabled)?;
         env_some("QANAT_JOBS_NODE", &mut j.node)?;
         env_some("QANAT_JOBS_WORK_DIR", &mut j.work_dir)?;
+        env_some(
+            "QANAT_FEATURES_ONLINE_STORE",
+            &mut self.features.online_store,
+        )?;
         env_some("QANAT_JOBS_SERVER_URL", &mut j.server_url)?;
         env_some("QANAT_JOBS_CA_CERT", &mut j.ca_cert)?;
         env_some("QANAT_JOBS_REGION", &mut j.region)?;
@@ -919,6 +944,11 @@ impl Config {
                 None => u.to_string(),
             });
         shown.metadata.url = shown.metadata.url.as_deref().map(qanat_store::redact_url);
+        shown.features.online_store = shown
+            .features
+            .online_store
+            .as_deref()
+            .map(qanat_store::redact_url);
         shown.events.nats_url = shown
             .events
             .nats_url

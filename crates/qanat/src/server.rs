@@ -255,6 +255,16 @@ pub async fn serve(cfg: Config) -> Result<()> {
         )))
         .with(std::sync::Arc::new(qanat_train::sweep::SweepKind::new(exe)));
     state = state.with_jobs(jobs, kinds);
+    let online_url = cfg.online_store_url();
+    let online = qanat_features::online::OnlineStore::open(&online_url)
+        .await
+        .with_context(|| {
+            format!(
+                "opening the online feature store {}",
+                qanat_store::redact_url(&online_url)
+            )
+        })?;
+    state.features = state.features.clone().with_online(online);
     if let Some(slurm) = cfg.slurm_settings()? {
         state
             .jobs

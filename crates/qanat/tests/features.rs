@@ -365,3 +365,238 @@ fn a_training_set_is_a_dataset_version_joined_point_in_time_with_lineage_and_pii
         assert!(out.contains(want), "{want} missing from:\n{out}");
     }
 }
+
+const ONLINE_REPO: &str = r#"
+kind: entity
+name: driver
+join_keys: [{name: driver_id, type: int64}]
+---
+kind: source
+name: stats_src
+type: dataset
+dataset: driver-stats
+timestamp_field: event_timestamp
+created_timestamp_field: created
+---
+kind: feature_view
+name: driver_stats
+entities: [driver]
+source: stats_src
+ttl: 0
+schema:
+  - {name: conv_rate, type: float32}
+  - {name: trips, type: int64, pii: true}
+---
+kind: source
+name: rides_push
+type: push
+timestamp_field: event_timestamp
+---
+kind: feature_view
+name: ride_stats
+entities: [driver]
+source: rides_push
+ttl: 1h
+schema:
+  - {name: speed, type: float64, range: {min: 0, max: 300}, nullable: false}
+  - {name: city, type: string, allowed: [dxb, auh]}
+"#;
+
+/// Every online store here: redb, and Redis when `QANAT_TEST_REDIS_URL` is set (CI).
+fn online_stores() -> Vec<Vec<(String, String)>> {
+    let mut out = vec![vec![]];
+    if let Some(url) = qanat_store::testing::service_var("QANAT_TEST_REDIS_URL") {
+        out.push(vec![("QANAT_FEATURES_ONLINE_STORE".to_string(), url)]);
+    }
+    out
+}
+
+fn column(resp: &serde_json::Value, name: &str) -> serde_json::Value {
+    let names = resp["metadata"]["feature_names"].as_array().expect("names");
+    let i = names
+        .iter()
+        .position(|n| n == name)
+        .unwrap_or_else(|| panic!("{name} in {names:?}"));
+    resp["results"][i].clone()
+}
+
+#[test]
+fn materialized_and_pushed_features_are_served_online_with_ttl_and_pii_enforced() {
+    for env in online_stores() {
+        let backend = if env.is_empty() { "redb" } else { "redis" };
+        let q = Qanat::start_with(env);
+        let home = q.home();
+        std::fs::create_dir_all(home.join("stats")).expect("dir");
+        std::fs::write(home.join("stats/driver_stats.csv"), STATS).expect("stats");
+        let repo = home.join("repo");
+        write_repo(&repo, ONLINE_REPO);
+        let s = |p: std::path::PathBuf| p.to_str().expect("utf-8").to_string();
+        for args in [
+            vec!["data", "-p", "default", "create", "driver-stats"],
+            vec![
+                "data",
+                "-p",
+                "default",
+                "push",
+                "driver-stats",
+                &s(home.join("stats")),
+                "-m",
+                "stats",
+            ],
+            vec!["features", "-p", "default", "apply", &s(repo.clone())],
+        ] {
+            let (ok, _, err) = q.cli(&args);
+            assert!(ok, "{backend}: {args:?}: {err}");
+        }
+        // A window that ends before 1001's second row: the newest row up to then.
+        let (ok, out, err) = q.cli(&[
+            "features",
+            "-p",
+            "default",
+            "-o",
+            "json",
+            "materialize",
+            "--end",
+            "2026-01-01T11:00:00Z",
+        ]);
+        assert!(ok, "{backend}: {err}");
+        let done: serde_json::Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(done[0]["written"], 2, "{backend}: {done}");
+
+        let h = q.http();
+        let read = |token: &str, path: &str| {
+            let (st, body) = h.send(
+                token,
+                "POST",
+                path,
+                Some(json!({"entities": {"driver_id": [1001, 1002, 1004]},
+                            "features": ["driver_stats:conv_rate", "driver_stats:trips"]})),
+            );
+            assert_eq!(st, 200, "{backend}: {body}");
+            body
+        };
+        let r = read(&q.admin_token, "/get-online-features");
+        assert_eq!(
+            r["metadata"]["feature_names"],
+            json!(["driver_id", "conv_rate", "trips"]),
+            "{backend}"
+        );
+        assert_eq!(column(&r, "driver_id")["values"], json!([1001, 1002, 1004]));
+        let conv = column(&r, "conv_rate");
+        assert_eq!(conv["values"], json!([0.5, 0.9, null]), "{backend}");
+        assert_eq!(
+            conv["statuses"],
+            json!(["PRESENT", "PRESENT", "NOT_FOUND"]),
+            "{backend}"
+        );
+        assert_eq!(
+            conv["event_timestamps"][0], "2026-01-01T10:00:00Z",
+            "{backend}"
+        );
+
+        // Incremental: from where the last window ended; the tie at 12:00 goes to the
+        // later write.
+        let (ok, _, err) = q.cli(&[
+            "features",
+            "-p",
+            "default",
+            "materialize",
+            "--views",
+            "driver_stats",
+        ]);
+        assert!(ok, "{backend}: {err}");
+        let viewer = q.user_with_role("vic", "default", "viewer");
+        let r = read(&viewer, "/feast/default/get-online-features");
+        assert_eq!(
+            column(&r, "conv_rate")["values"][0],
+            json!(0.65),
+            "{backend}"
+        );
+        // A viewer gets the PII feature pseudonymized; the admin in clear.
+        let trips = column(&r, "trips")["values"][0].clone();
+        assert!(
+            trips.as_str().is_some_and(|t| t.starts_with("pii:")),
+            "{backend}: {trips}"
+        );
+        let r = read(&q.admin_token, "/get-online-features");
+        assert_eq!(column(&r, "trips")["values"][0], json!(13), "{backend}");
+
+        // Push: good rows written, bad rows listed with their reasons.
+        let now = chrono_now();
+        let (st, body) = h.send(
+            &q.admin_token,
+            "POST",
+            "/push",
+            Some(
+                json!({"push_source_name": "rides_push", "to": "online", "df": {
+                "driver_id": [1001, 1002, 1003],
+                "event_timestamp": [now, now, "2026-01-01T00:00:00Z"],
+                "speed": [50.5, "fast", 400],
+                "city": ["dxb", "auh", "nyc"]}}),
+            ),
+        );
+        assert_eq!(st, 200, "{backend}: {body}");
+        assert_eq!(body["accepted"], 1);
+        assert_eq!(
+            body["rejected"][0]["reasons"],
+            json!(["speed = \"fast\" is not a float64"])
+        );
+        assert_eq!(body["rejected"][1]["row"], 2);
+        let (st, body) = h.send(
+            &q.admin_token,
+            "POST",
+            "/get-online-features",
+            Some(json!({"entities": {"driver_id": [1001, 1002]},
+                        "features": ["ride_stats:speed", "ride_stats:city"], "full_feature_names": true})),
+        );
+        assert_eq!(st, 200, "{backend}: {body}");
+        let speed = column(&body, "ride_stats__speed");
+        assert_eq!(speed["values"], json!([50.5, null]), "{backend}");
+        assert_eq!(
+            speed["statuses"],
+            json!(["PRESENT", "NOT_FOUND"]),
+            "{backend}"
+        );
+
+        // An old pushed value is outside the view's 1 h ttl: not served.
+        let (st, body) = h.send(
+            &q.admin_token,
+            "POST",
+            "/push",
+            Some(json!({"push_source_name": "rides_push", "df": {
+                "driver_id": [1002], "event_timestamp": ["2026-01-01 08:00:00"], "speed": [10.0], "city": [null]}})),
+        );
+        assert_eq!(st, 200, "{backend}: {body}");
+        let (_, body) = h.send(
+            &q.admin_token,
+            "POST",
+            "/get-online-features",
+            Some(json!({"entities": {"driver_id": [1002]}, "features": ["ride_stats:speed"]})),
+        );
+        assert_eq!(
+            column(&body, "speed")["statuses"],
+            json!(["OUTSIDE_MAX_AGE"]),
+            "{backend}"
+        );
+        assert_eq!(column(&body, "speed")["values"], json!([null]), "{backend}");
+
+        let (ok, out, err) = q.cli(&["features", "-p", "default", "ls"]);
+        assert!(ok && out.contains("ride_stats@1"), "{backend}: {out}{err}");
+        let (ok, out, err) = q.cli(&[
+            "audit",
+            "tail",
+            "--action",
+            "feature.online.read",
+            "-n",
+            "5",
+        ]);
+        assert!(
+            ok && out.contains("feature.online.read"),
+            "{backend}: {out}{err}"
+        );
+    }
+}
+
+fn chrono_now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}

@@ -41,3 +41,17 @@ CREATE TABLE feature_registry (
     applied_at  BIGINT NOT NULL,
     applied_by  TEXT NOT NULL
 );
+
+-- What was materialized into the online store, per view: the window's end (the next
+-- incremental run starts there), the newest event time written, and when.
+CREATE TABLE feature_materializations (
+    project_id      TEXT NOT NULL REFERENCES projects(id),
+    view            TEXT NOT NULL,
+    view_version    BIGINT NOT NULL,
+    window_end      BIGINT NOT NULL,             -- micros
+    last_event_at   BIGINT,                      -- newest event time written, micros
+    rows_written    BIGINT NOT NULL,
+    updated_at      BIGINT NOT NULL,
+    updated_by      TEXT NOT NULL,
+    PRIMARY KEY (project_id, view)
+);

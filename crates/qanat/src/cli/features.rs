@@ -66,4 +66,17 @@ pub enum FeaturesCmd {
         #[arg(long, short = 'm', default_value = "")]
         message: String,
     },
+    /// Writes each view's newest rows per entity into the online store. Without
+    /// --start, each view continues from where its last run ended (incremental).
+    Materialize {
+        /// The views (default: every online view), comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        views: Vec<String>,
+        /// The window's start (RFC 3339).
+        #[arg(long)]
+        start: Option<String>,
+        /// The window's end (RFC 3339; default now).
+        #[arg(long)]
+        end: Option<String>,
+    },
 }

@@ -2,7 +2,9 @@
 
 use anyhow::{Context, Result};
 use qanat_features::definitions::FeatureViewDef;
-use qanat_features::wire::{Action, Plan, RegisteredObject, TrainingSetRequest};
+use qanat_features::wire::{
+    Action, Freshness, MaterializeRequest, Materialized, Plan, RegisteredObject, TrainingSetRequest,
+};
 use qanat_features::{FeatureRef, FeatureRepo, ObjectKind};
 
 use super::Ctx;
@@ -29,6 +31,15 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: FeaturesCmd) -> Result<()> {
             };
             print_plan(format, &applied)
         }
+        FeaturesCmd::Materialize { views, start, end } => {
+            let req = MaterializeRequest {
+                feature_views: views,
+                start,
+                end,
+            };
+            let done = c.materialize(project, &req).await?;
+            output::list(format, &done)
+        }
         FeaturesCmd::Ls { kind } => {
             let kind: ObjectKind = kind.parse()?;
             let registry = c.feature_registry(project).await?;
@@ -38,7 +49,11 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: FeaturesCmd) -> Result<()> {
                 .filter(|o| o.kind == kind)
                 .collect();
             if kind == ObjectKind::FeatureView {
-                let views: Vec<ViewRow> = objects.iter().filter_map(ViewRow::of).collect();
+                let fresh = c.freshness(project).await?.feature_views;
+                let views: Vec<ViewRow> = objects
+                    .iter()
+                    .filter_map(|o| ViewRow::of(o, fresh.iter().find(|f| f.feature_view == o.name)))
+                    .collect();
                 return output::list(format, &views);
             }
             output::list(format, &objects)
@@ -245,10 +260,12 @@ struct ViewRow {
     online: bool,
     owner: String,
     updated_at: String,
+    last_event_at: Option<String>,
+    lag_seconds: Option<f64>,
 }
 
 impl ViewRow {
-    fn of(o: &RegisteredObject) -> Option<ViewRow> {
+    fn of(o: &RegisteredObject, fresh: Option<&Freshness>) -> Option<ViewRow> {
         let v: FeatureViewDef = o.as_view()?;
         Some(ViewRow {
             name: o.name.clone(),
@@ -260,6 +277,8 @@ impl ViewRow {
             online: v.online,
             owner: v.owner,
             updated_at: o.updated_at.clone(),
+            last_event_at: fresh.and_then(|f| f.last_event_at.clone()),
+            lag_seconds: fresh.and_then(|f| f.lag_seconds),
         })
     }
 }
@@ -272,4 +291,15 @@ output::columns!(ViewRow, |x| {
     "source" => x.source.clone(),
     "online" => x.online.to_string(),
     "owner" => if x.owner.is_empty() { "-".into() } else { x.owner.clone() },
+    "newest online" => output::opt(x.last_event_at.as_ref()),
+    "lag" => x.lag_seconds.map_or("-".into(), |s| humantime::format_duration(std::time::Duration::from_secs(s as u64)).to_string()),
+});
+
+output::columns!(Materialized, |x| {
+    "view" => format!("{}@{}", x.feature_view, x.version),
+    "window" => format!("{} → {}", x.start.as_deref().unwrap_or("start"), x.end),
+    "rows in window" => x.rows_in_window.to_string(),
+    "written" => x.written.to_string(),
+    "already newer" => x.stale.to_string(),
+    "newest event" => output::opt(x.last_event_at.as_ref()),
 });

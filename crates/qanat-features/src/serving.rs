@@ -1,0 +1,725 @@
+//! Online features: materialization from sources into the online store, reads in
+//! Feast's `/get-online-features` shape with the ttl enforced, and `/push`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use qanat_governance::Project;
+use qanat_store::now_micros;
+use serde_json::{Map, Value};
+use sqlx::Row;
+
+use crate::definitions::{
+    FeatureDef, FeatureServiceDef, FeatureViewDef, ObjectKind, SourceType, ValueType,
+};
+use crate::error::{Error, Result};
+use crate::online::{OnlineRow, OnlineStore, WriteCount};
+use crate::values::{check_value, entity_key, json_at, key_value, parse_time, plain_text, rfc3339};
+use crate::wire::{
+    FeatureColumn, Freshness, MaterializeRequest, Materialized, OnlineRequest, OnlineResponse,
+    PushMode, PushRequest, PushResult, RejectedRow, ResponseMetadata,
+};
+use crate::{FeatureRef, Features};
+
+/// Rows written to the online store per transaction (or Redis script call).
+const CHUNK: usize = 10_000;
+
+/// A view as serving needs it: its newest definition and its keys with their types.
+struct LiveView {
+    name: String,
+    version: i64,
+    def: FeatureViewDef,
+    keys: Vec<(String, ValueType)>,
+}
+
+impl Features {
+    fn online(&self) -> Result<&OnlineStore> {
+        self.online.as_ref().ok_or_else(|| {
+            Error::Unavailable("no online store is configured (features.online_store)".into())
+        })
+    }
+
+    /// The newest version of a live view, with its join keys.
+    async fn live_view(&self, project: &Project, name: &str) -> Result<LiveView> {
+        let o = self
+            .object(project, ObjectKind::FeatureView, name, None)
+            .await?;
+        if o.deleted_at.is_some() {
+            return Err(Error::not_found("feature view", name));
+        }
+        let def: FeatureViewDef = serde_json::from_value(o.definition.clone())
+            .map_err(|e| Error::Corrupt(format!("feature view {name}: {e}")))?;
+        let mut keys = Vec::new();
+        for e in &def.entities {
+            let v = o
+                .depends_on
+                .iter()
+                .find(|d| d.kind == ObjectKind::Entity && d.name == e.as_str())
+                .map(|d| d.version);
+            let eo = self
+                .object(project, ObjectKind::Entity, e.as_str(), v)
+                .await?;
+            let ent: crate::definitions::EntityDef = serde_json::from_value(eo.definition)
+                .map_err(|err| Error::Corrupt(format!("entity {e}: {err}")))?;
+            keys.extend(
+                ent.join_keys
+                    .iter()
+                    .map(|k| (k.name.to_string(), k.value_type)),
+            );
+        }
+        Ok(LiveView {
+            name: name.to_string(),
+            version: o.version,
+            def,
+            keys,
+        })
+    }
+
+    /// Writes the newest row per entity of each view's source within a window into
+    /// the online store. Without `start`, each view continues from where its last
+    /// materialization ended (from the beginning the first time). Idempotent: running
+    /// a window again writes nothing older than what is stored.
+    pub async fn materialize(
+        &self,
+        project: &Project,
+        req: &MaterializeRequest,
+        by: &str,
+    ) -> Result<Vec<Materialized>> {
+        let store = self.online()?.clone();
+        let end = match &req.end {
+            Some(t) => parse_time(&Value::from(t.as_str()))
+                .map_err(|e| Error::invalid(format!("end: {e}")))?,
+            None => now_micros(),
+        };
+        let start = match &req.start {
+            Some(t) => Some(
+                parse_time(&Value::from(t.as_str()))
+                    .map_err(|e| Error::invalid(format!("start: {e}")))?,
+            ),
+            None => None,
+        };
+        if start.is_some_and(|s| s > end) {
+            return Err(Error::invalid("start is after end"));
+        }
+        let names: Vec<String> = if req.feature_views.is_empty() {
+            self.registry(project)
+                .await?
+                .objects
+                .iter()
+                .filter_map(|o| o.as_view().filter(|v| v.online).map(|_| o.name.clone()))
+                .collect()
+        } else {
+            req.feature_views.clone()
+        };
+        let mut out = Vec::new();
+        for name in names {
+            let view = self.live_view(project, &name).await?;
+            if !view.def.online {
+                return Err(Error::invalid(format!(
+                    "feature view {name} is not online (online: false)"
+                )));
+            }
+            let mut part = self.view_part(project, &name, Some(view.version)).await?;
+            part.features = part
+                .def
+                .schema
+                .iter()
+                .map(|f| (f.name.to_string(), f.name.to_string(), f.pii))
+                .collect();
+            let arriving = matches!(
+                part.source.source_type,
+                SourceType::Push | SourceType::Stream
+            );
+            if arriving && req.feature_views.is_empty() {
+                continue; // all views: those fed as rows arrive have nothing to materialize
+            }
+            if arriving {
+                return Err(Error::invalid(format!(
+                    "feature view {name} reads a {} source, whose rows reach the online store as they arrive: there is nothing to materialize",
+                    part.source.source_type
+                )));
+            }
+            let from = match start {
+                Some(s) => s,
+                None => self.window_end(project, &name).await?.unwrap_or(i64::MIN),
+            };
+            let loaded = self.read_source(project, &part.source).await?;
+            let rows = crate::training_set::typed(&loaded.batch, &part)?;
+            let features: Vec<String> = part.features.iter().map(|f| f.0.clone()).collect();
+            let keys = part.keys.clone();
+            let ts = part.source.timestamp_field.clone();
+            let created = part.source.created_timestamp_field.clone();
+            let newest = tokio::task::spawn_blocking(move || {
+                newest_per_key(&rows, &keys, &ts, created.as_deref(), &features, from, end)
+            })
+            .await
+            .map_err(|e| Error::Corrupt(format!("materialization stopped: {e}")))??;
+            let in_window = newest.in_window;
+            let last_event = newest.rows.iter().map(|r| r.1.event_ts).max();
+            let mut count = WriteCount::default();
+            let mut rows = newest.rows;
+            while !rows.is_empty() {
+                let rest = rows.split_off(rows.len().min(CHUNK));
+                let chunk = std::mem::replace(&mut rows, rest);
+                let c = store.write(project.id.as_str(), &name, chunk).await?;
+                count.written += c.written;
+                count.stale += c.stale;
+            }
+            self.record_freshness(
+                project,
+                &name,
+                view.version,
+                Some(end),
+                last_event,
+                count.written,
+                by,
+            )
+            .await?;
+            out.push(Materialized {
+                feature_view: name,
+                version: view.version,
+                start: (from != i64::MIN).then(|| rfc3339(from)),
+                end: rfc3339(end),
+                rows_in_window: in_window,
+                written: count.written,
+                stale: count.stale,
+                last_event_at: last_event.map(rfc3339),
+            });
+        }
+        Ok(out)
+    }
+
+    async fn window_end(&self, project: &Project, view: &str) -> Result<Option<i64>> {
+        Ok(sqlx::query_scalar(
+            "SELECT window_end FROM feature_materializations WHERE project_id = $1 AND view = $2 AND window_end > 0",
+        )
+        .bind(project.id.as_str())
+        .bind(view)
+        .fetch_optional(self.meta.reader())
+        .await?)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn record_freshness(
+        &self,
+        project: &Project,
+        view: &str,
+        version: i64,
+        window_end: Option<i64>,
+        last_event: Option<i64>,
+        written: u64,
+        by: &str,
+    ) -> Result<()> {
+        let mut tx = self.meta.writer().begin().await?;
+        let old = sqlx::query("SELECT window_end, last_event_at, rows_written FROM feature_materializations WHERE project_id = $1 AND view = $2")
+            .bind(project.id.as_str())
+            .bind(view)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let (old_end, old_last, old_rows) = match &old {
+            Some(r) => (
+                r.try_get::<i64, _>("window_end")?,
+                r.try_get::<Option<i64>, _>("last_event_at")?,
+                r.try_get::<i64, _>("rows_written")?,
+            ),
+            None => (0, None, 0),
+        };
+        let end = window_end.map_or(old_end, |e| e.max(old_end));
+        let last = match (old_last, last_event) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let rows = old_rows + written as i64;
+        sqlx::query(
+            "INSERT INTO feature_materializations (project_id, view, view_version, window_end, last_event_at, rows_written, updated_at, updated_by) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (project_id, view) DO UPDATE SET view_version = $3, window_end = $4, \
+             last_event_at = $5, rows_written = $6, updated_at = $7, updated_by = $8",
+        )
+        .bind(project.id.as_str())
+        .bind(view)
+        .bind(version)
+        .bind(end)
+        .bind(last)
+        .bind(rows)
+        .bind(now_micros())
+        .bind(by)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Per view: what reached the online store, and how far behind now it is.
+    pub async fn freshness(&self, project: &Project) -> Result<Vec<Freshness>> {
+        let rows = sqlx::query(
+            "SELECT view, view_version, window_end, last_event_at, rows_written, updated_at FROM feature_materializations \
+             WHERE project_id = $1 ORDER BY view",
+        )
+        .bind(project.id.as_str())
+        .fetch_all(self.meta.reader())
+        .await?;
+        let now = now_micros();
+        rows.iter()
+            .map(|r| {
+                let last: Option<i64> = r.try_get("last_event_at")?;
+                let end: i64 = r.try_get("window_end")?;
+                Ok(Freshness {
+                    feature_view: r.try_get("view")?,
+                    version: r.try_get("view_version")?,
+                    materialized_until: (end > 0).then(|| rfc3339(end)),
+                    last_event_at: last.map(rfc3339),
+                    lag_seconds: last.map(|l| ((now - l).max(0) as f64) / 1e6),
+                    rows_written: r.try_get("rows_written")?,
+                    updated_at: rfc3339(r.try_get("updated_at")?),
+                })
+            })
+            .collect()
+    }
+
+    /// Feast's `/get-online-features`: for each entity, each feature's newest value,
+    /// its status and its event time. Values older than the view's ttl are not served
+    /// (OUTSIDE_MAX_AGE). PII features are pseudonymized unless `pii_allowed`.
+    pub async fn online_features(
+        &self,
+        project: &Project,
+        req: &OnlineRequest,
+        pii_allowed: bool,
+    ) -> Result<OnlineResponse> {
+        let store = self.online()?;
+        let refs = self.online_refs(project, req).await?;
+        let rows = req.entities.0.first().map_or(0, |c| c.1.len());
+        if rows == 0 {
+            return Err(Error::invalid(
+                "entities is empty: give each join key a list of values",
+            ));
+        }
+        for (name, values) in &req.entities.0 {
+            if values.len() != rows {
+                return Err(Error::invalid(format!(
+                    "entity column {name} has {} values, the first has {rows}: every column has one value per entity",
+                    values.len()
+                )));
+            }
+        }
+        // The views asked for, in order of first mention, with their features.
+        let mut chosen: Vec<(LiveView, Vec<usize>)> = Vec::new();
+        let mut live: HashMap<String, usize> = HashMap::new();
+        for r in &refs {
+            let i = match live.get(r.view.as_str()) {
+                Some(&i) => i,
+                None => {
+                    let v = self.live_view(project, r.view.as_str()).await?;
+                    if let Some(pinned) = r.version {
+                        if pinned != v.version {
+                            return Err(Error::invalid(format!(
+                                "{r}: the online store serves feature view {} at its newest version, {}",
+                                r.view, v.version
+                            )));
+                        }
+                    }
+                    if !v.def.online {
+                        return Err(Error::invalid(format!(
+                            "feature view {} is not online (online: false)",
+                            r.view
+                        )));
+                    }
+                    chosen.push((v, Vec::new()));
+                    live.insert(r.view.to_string(), chosen.len() - 1);
+                    chosen.len() - 1
+                }
+            };
+            let (v, feats) = &mut chosen[i];
+            let wanted: Vec<usize> = match &r.feature {
+                None => (0..v.def.schema.len()).collect(),
+                Some(f) => {
+                    vec![v
+                        .def
+                        .schema
+                        .iter()
+                        .position(|d| &d.name == f)
+                        .ok_or_else(|| {
+                            Error::invalid(format!("feature view {} has no feature '{f}'", r.view))
+                        })?]
+                }
+            };
+            for f in wanted {
+                if !feats.contains(&f) {
+                    feats.push(f);
+                }
+            }
+        }
+        let views: Vec<(LiveView, Vec<FeatureDef>)> = chosen
+            .into_iter()
+            .map(|(v, f)| {
+                let owned = f.into_iter().map(|i| v.def.schema[i].clone()).collect();
+                (v, owned)
+            })
+            .collect();
+
+        let mut names = Vec::new();
+        let mut results = Vec::new();
+        for (name, values) in &req.entities.0 {
+            names.push(name.clone());
+            results.push(FeatureColumn {
+                values: values.clone(),
+                statuses: vec!["PRESENT".into(); rows],
+                event_timestamps: vec!["1970-01-01T00:00:00Z".into(); rows],
+            });
+        }
+        let now = now_micros();
+        let purpose = format!("features.pii.{}", project.id);
+        for (view, feats) in &views {
+            let mut keys = Vec::with_capacity(rows);
+            for i in 0..rows {
+                let mut kv = Vec::with_capacity(view.keys.len());
+                for (k, t) in &view.keys {
+                    let col = req.entities.0.iter().find(|c| &c.0 == k).ok_or_else(|| {
+                        Error::invalid(format!(
+                            "feature view {} needs the join key '{k}' in entities",
+                            view.name
+                        ))
+                    })?;
+                    kv.push(key_value(&col.1[i], *t).map_err(|e| {
+                        Error::invalid(format!(
+                            "entities.{k}[{i}]: {e} (the join key's declared type)"
+                        ))
+                    })?);
+                }
+                keys.push(entity_key(&kv));
+            }
+            let stored = store.read(project.id.as_str(), &view.name, &keys).await?;
+            let ttl = i64::try_from(view.def.ttl.0.as_micros()).unwrap_or(i64::MAX);
+            for f in feats {
+                let mut col = FeatureColumn {
+                    values: Vec::with_capacity(rows),
+                    statuses: Vec::with_capacity(rows),
+                    event_timestamps: Vec::with_capacity(rows),
+                };
+                for s in &stored {
+                    let (value, status, ts) = match s {
+                        None => (Value::Null, "NOT_FOUND", 0),
+                        Some(row) => {
+                            let v = row.values.get(f.name.as_str());
+                            if ttl > 0 && now - row.event_ts > ttl {
+                                (Value::Null, "OUTSIDE_MAX_AGE", row.event_ts)
+                            } else {
+                                match v {
+                                    None => (Value::Null, "NOT_FOUND", row.event_ts),
+                                    Some(Value::Null) => (Value::Null, "NULL_VALUE", row.event_ts),
+                                    Some(v) if f.pii && !pii_allowed => (
+                                        Value::String(format!(
+                                            "pii:{}",
+                                            &self
+                                                .storage
+                                                .keyring()
+                                                .mac(&purpose, plain_text(v).as_bytes())
+                                                .1[..32]
+                                        )),
+                                        "PRESENT",
+                                        row.event_ts,
+                                    ),
+                                    Some(v) => (v.clone(), "PRESENT", row.event_ts),
+                                }
+                            }
+                        }
+                    };
+                    col.values.push(value);
+                    col.statuses.push(status.into());
+                    col.event_timestamps.push(rfc3339(ts));
+                }
+                names.push(if req.full_feature_names {
+                    format!("{}__{}", view.name, f.name)
+                } else {
+                    f.name.to_string()
+                });
+                results.push(col);
+            }
+        }
+        Ok(OnlineResponse {
+            metadata: ResponseMetadata {
+                feature_names: names,
+            },
+            results,
+        })
+    }
+
+    async fn online_refs(&self, project: &Project, req: &OnlineRequest) -> Result<Vec<FeatureRef>> {
+        match (&req.features, &req.feature_service) {
+            (Some(f), None) if !f.is_empty() => f
+                .iter()
+                .map(|s| {
+                    let r: FeatureRef = s.parse().map_err(Error::Invalid)?;
+                    if r.feature.is_none() {
+                        return Err(Error::invalid(format!(
+                            "'{s}' names no feature: write view:feature"
+                        )));
+                    }
+                    Ok(r)
+                })
+                .collect(),
+            (None, Some(s)) => {
+                let o = self
+                    .object(project, ObjectKind::FeatureService, s, None)
+                    .await?;
+                if o.deleted_at.is_some() {
+                    return Err(Error::not_found("feature service", s.as_str()));
+                }
+                let def: FeatureServiceDef = serde_json::from_value(o.definition)
+                    .map_err(|e| Error::Corrupt(format!("feature service {s}: {e}")))?;
+                Ok(def.features)
+            }
+            (Some(_), Some(_)) => Err(Error::invalid("give features or feature_service, not both")),
+            _ => Err(Error::invalid(
+                "name the features (view:feature, ...) or a feature_service",
+            )),
+        }
+    }
+
+    /// Feast's `/push`: rows for every online view that reads the push source. Each
+    /// row is checked against each view's schema; bad rows are rejected with their
+    /// reasons and good ones written.
+    pub async fn push(&self, project: &Project, req: &PushRequest, by: &str) -> Result<PushResult> {
+        if req.to != PushMode::Online {
+            return Err(Error::invalid(format!(
+                "to: {}: pushed rows go to the online store only for now (\"to\": \"online\"); the offline store for pushed rows is not built yet",
+                req.to.as_str()
+            )));
+        }
+        let store = self.online()?;
+        let registry = self.registry(project).await?;
+        let source = registry
+            .objects
+            .iter()
+            .find(|o| o.kind == ObjectKind::Source && o.name == req.push_source_name)
+            .ok_or_else(|| Error::not_found("push source", req.push_source_name.as_str()))?;
+        let sdef: crate::definitions::SourceDef = serde_json::from_value(source.definition.clone())
+            .map_err(|e| Error::Corrupt(format!("source {}: {e}", source.name)))?;
+        if sdef.source_type != SourceType::Push {
+            return Err(Error::invalid(format!(
+                "source {} is a {} source, not a push source",
+                sdef.name, sdef.source_type
+            )));
+        }
+        let mut views = Vec::new();
+        for o in &registry.objects {
+            if let Some(v) = o.as_view() {
+                if v.source.as_str() == req.push_source_name && v.online {
+                    views.push(self.live_view(project, &o.name).await?);
+                }
+            }
+        }
+        let columns = &req.df.0;
+        let rows = columns.first().map_or(0, |c| c.1.len());
+        if rows == 0 {
+            return Err(Error::invalid(
+                "df is empty: send each column as a list of values",
+            ));
+        }
+        for (name, values) in columns {
+            if values.len() != rows {
+                return Err(Error::invalid(format!(
+                    "df column {name} has {} values, the first has {rows}",
+                    values.len()
+                )));
+            }
+        }
+        let cell = |name: &str, i: usize| columns.iter().find(|c| c.0 == name).map(|c| &c.1[i]);
+        let mut result = PushResult::default();
+        let mut per_view: Vec<Vec<(String, OnlineRow)>> = vec![Vec::new(); views.len()];
+        let mut newest: BTreeMap<usize, i64> = BTreeMap::new();
+        for i in 0..rows {
+            let mut reasons = Vec::new();
+            let event = match cell(&sdef.timestamp_field, i) {
+                None => Err(format!(
+                    "no {} column (the source's timestamp_field)",
+                    sdef.timestamp_field
+                )),
+                Some(v) => parse_time(v).map_err(|e| format!("{}: {e}", sdef.timestamp_field)),
+            };
+            let created = match &sdef.created_timestamp_field {
+                None => Ok(0),
+                Some(c) => match cell(c, i) {
+                    None | Some(Value::Null) => Ok(0),
+                    Some(v) => parse_time(v).map_err(|e| format!("{c}: {e}")),
+                },
+            };
+            let mut staged = Vec::new();
+            for (vi, v) in views.iter().enumerate() {
+                let mut kv = Vec::new();
+                for (k, t) in &v.keys {
+                    match cell(k, i) {
+                        None | Some(Value::Null) => {
+                            reasons.push(format!("join key {k} is missing"))
+                        }
+                        Some(val) => match key_value(val, *t) {
+                            Ok(x) => kv.push(x),
+                            Err(e) => reasons.push(format!("join key {k}: {e}")),
+                        },
+                    }
+                }
+                let mut values = Map::new();
+                for f in &v.def.schema {
+                    match check_value(f, cell(f.name.as_str(), i)) {
+                        Ok(x) => {
+                            values.insert(f.name.to_string(), x);
+                        }
+                        Err(e) => reasons.push(e),
+                    }
+                }
+                staged.push((vi, entity_key(&kv), values));
+            }
+            match (&event, &created) {
+                (Err(e), _) | (_, Err(e)) => reasons.push(e.clone()),
+                _ => {}
+            }
+            reasons.sort();
+            reasons.dedup();
+            if !reasons.is_empty() {
+                result.rejected.push(RejectedRow { row: i, reasons });
+                continue;
+            }
+            let (Ok(e), Ok(c)) = (event, created) else {
+                continue;
+            };
+            for (vi, key, values) in staged {
+                per_view[vi].push((
+                    key,
+                    OnlineRow {
+                        event_ts: e,
+                        created_ts: c,
+                        values,
+                    },
+                ));
+                let n = newest.entry(vi).or_insert(e);
+                *n = (*n).max(e);
+            }
+            result.accepted += 1;
+        }
+        if result.accepted == 0 {
+            let first: Vec<String> = result
+                .rejected
+                .iter()
+                .take(3)
+                .map(|r| format!("row {}: {}", r.row, r.reasons.join("; ")))
+                .collect();
+            return Err(Error::invalid(format!(
+                "every row was rejected ({} rows): {}",
+                rows,
+                first.join(" | ")
+            )));
+        }
+        for (vi, batch) in per_view.into_iter().enumerate() {
+            let v = &views[vi];
+            let c = store.write(project.id.as_str(), &v.name, batch).await?;
+            result.written += c.written;
+            result.stale += c.stale;
+            self.record_freshness(
+                project,
+                &v.name,
+                v.version,
+                None,
+                newest.get(&vi).copied(),
+                c.written,
+                by,
+            )
+            .await?;
+        }
+        result.feature_views = views.iter().map(|v| v.name.clone()).collect();
+        Ok(result)
+    }
+}
+
+/// The newest row per entity within [from, end], as online records.
+struct Newest {
+    in_window: u64,
+    rows: Vec<(String, OnlineRow)>,
+}
+
+fn newest_per_key(
+    rows: &arrow_array::RecordBatch,
+    keys: &[String],
+    ts: &str,
+    created: Option<&str>,
+    features: &[String],
+    from: i64,
+    end: i64,
+) -> Result<Newest> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::TimestampMicrosecondType;
+    let micros = |name: &str| -> Result<Vec<Option<i64>>> {
+        let col = rows
+            .column_by_name(name)
+            .ok_or_else(|| Error::invalid(format!("the source has no column '{name}'")))?;
+        let cast = arrow_cast::cast(
+            col.as_ref(),
+            &arrow_schema::DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, None),
+        )
+        .map_err(|e| Error::invalid(format!("column '{name}' is not a time: {e}")))?;
+        Ok(cast
+            .as_primitive::<TimestampMicrosecondType>()
+            .iter()
+            .collect())
+    };
+    let event = micros(ts)?;
+    let created = match created {
+        Some(c) => micros(c)?,
+        None => vec![None; rows.num_rows()],
+    };
+    let key_cols: Vec<&arrow_array::ArrayRef> = keys
+        .iter()
+        .map(|k| {
+            rows.column_by_name(k)
+                .ok_or_else(|| Error::invalid(format!("the source has no join key column '{k}'")))
+        })
+        .collect::<Result<_>>()?;
+    let mut best: HashMap<String, usize> = HashMap::new();
+    let mut in_window = 0u64;
+    for i in 0..rows.num_rows() {
+        let Some(e) = event[i] else { continue };
+        if e < from || e > end {
+            continue;
+        }
+        in_window += 1;
+        let mut kv = Vec::with_capacity(key_cols.len());
+        for c in &key_cols {
+            let v = json_at(c, i).map_err(Error::Invalid)?;
+            if v.is_null() {
+                break;
+            }
+            kv.push(v);
+        }
+        if kv.len() != key_cols.len() {
+            continue;
+        }
+        let key = entity_key(&kv);
+        let better = match best.get(&key) {
+            None => true,
+            Some(&j) => (e, created[i], i) > (event[j].unwrap_or(i64::MIN), created[j], j),
+        };
+        if better {
+            best.insert(key, i);
+        }
+    }
+    let cols: Vec<(&String, &arrow_array::ArrayRef)> = features
+        .iter()
+        .filter_map(|f| rows.column_by_name(f).map(|c| (f, c)))
+        .collect();
+    let mut out = Vec::with_capacity(best.len());
+    for (key, i) in best {
+        let mut values = Map::new();
+        for (name, col) in &cols {
+            values.insert((*name).clone(), json_at(col, i).map_err(Error::Invalid)?);
+        }
+        out.push((
+            key,
+            OnlineRow {
+                event_ts: event[i].unwrap_or_default(),
+                created_ts: created[i].unwrap_or(0),
+                values,
+            },
+        ));
+    }
+    Ok(Newest {
+        in_window,
+        rows: out,
+    })
+}

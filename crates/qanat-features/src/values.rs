@@ -1,0 +1,212 @@
+//! Feature values between their three forms: Arrow columns (sources, training sets),
+//! JSON (the online store, `/push`, `/get-online-features`), and entity keys (one
+//! canonical text per entity, the same whichever form it came from).
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, TimestampMicrosecondType,
+    UInt16Type, UInt32Type, UInt8Type,
+};
+use arrow_array::{Array, ArrayRef};
+use arrow_schema::{DataType, TimeUnit};
+use base64::Engine;
+use serde_json::Value;
+
+use crate::definitions::{FeatureDef, ValueType};
+
+/// The JSON of row `i` of a column (null for a null).
+pub(crate) fn json_at(col: &ArrayRef, i: usize) -> Result<Value, String> {
+    if col.is_null(i) {
+        return Ok(Value::Null);
+    }
+    Ok(match col.data_type() {
+        DataType::Boolean => Value::Bool(col.as_boolean().value(i)),
+        DataType::Int8 => Value::from(col.as_primitive::<Int8Type>().value(i)),
+        DataType::Int16 => Value::from(col.as_primitive::<Int16Type>().value(i)),
+        DataType::Int32 => Value::from(col.as_primitive::<Int32Type>().value(i)),
+        DataType::Int64 => Value::from(col.as_primitive::<Int64Type>().value(i)),
+        DataType::UInt8 => Value::from(col.as_primitive::<UInt8Type>().value(i)),
+        DataType::UInt16 => Value::from(col.as_primitive::<UInt16Type>().value(i)),
+        DataType::UInt32 => Value::from(col.as_primitive::<UInt32Type>().value(i)),
+        // A float32 as the shortest decimal that reads back as it (0.65, not
+        // 0.6499999761581421).
+        DataType::Float32 => float(
+            format!("{}", col.as_primitive::<Float32Type>().value(i))
+                .parse()
+                .unwrap_or(f64::NAN),
+        ),
+        DataType::Float64 => float(col.as_primitive::<Float64Type>().value(i)),
+        DataType::Utf8 => Value::String(col.as_string::<i32>().value(i).to_string()),
+        DataType::LargeUtf8 => Value::String(col.as_string::<i64>().value(i).to_string()),
+        DataType::Binary => Value::String(
+            base64::engine::general_purpose::STANDARD.encode(col.as_binary::<i32>().value(i)),
+        ),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => Value::String(rfc3339(
+            col.as_primitive::<TimestampMicrosecondType>().value(i),
+        )),
+        other => return Err(format!("values of type {other} are not served")),
+    })
+}
+
+fn float(v: f64) -> Value {
+    serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
+}
+
+/// Microseconds as RFC 3339 in UTC, the way protobuf's JSON writes timestamps: no
+/// fraction when it is zero, else 3, 6 digits.
+pub(crate) fn rfc3339(micros: i64) -> String {
+    let Some(t) = chrono::DateTime::from_timestamp_micros(micros) else {
+        return "1970-01-01T00:00:00Z".into();
+    };
+    let sub = micros.rem_euclid(1_000_000);
+    let format = if sub == 0 {
+        chrono::SecondsFormat::Secs
+    } else if sub % 1000 == 0 {
+        chrono::SecondsFormat::Millis
+    } else {
+        chrono::SecondsFormat::Micros
+    };
+    t.to_rfc3339_opts(format, true)
+}
+
+/// A time sent as text: RFC 3339, or `YYYY-MM-DD HH:MM:SS[.f]` read as UTC (what
+/// pandas writes).
+pub(crate) fn parse_time(v: &Value) -> Result<i64, String> {
+    let Some(s) = v.as_str() else {
+        return Err(format!(
+            "{v} is not a time: send RFC 3339 text, e.g. 2026-01-31T12:00:00Z"
+        ));
+    };
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(t.timestamp_micros());
+    }
+    for f in ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"] {
+        if let Ok(t) = chrono::NaiveDateTime::parse_from_str(s, f) {
+            return Ok(t.and_utc().timestamp_micros());
+        }
+    }
+    Err(format!(
+        "'{s}' is not a time: send RFC 3339 text, e.g. 2026-01-31T12:00:00Z"
+    ))
+}
+
+/// The canonical text of an entity key: its values, in the view's key order, as a
+/// JSON array.
+pub(crate) fn entity_key(values: &[Value]) -> String {
+    serde_json::to_string(values).unwrap_or_default()
+}
+
+/// Checks a requested key value against its declared type; integers and strings are
+/// not converted into each other.
+pub(crate) fn key_value(v: &Value, t: ValueType) -> Result<Value, String> {
+    let ok = match t {
+        ValueType::Int32 | ValueType::Int64 => v.is_i64(),
+        ValueType::String => v.is_string(),
+        ValueType::Bool => v.is_boolean(),
+        ValueType::Timestamp => return parse_time(v).map(Value::from),
+        _ => false,
+    };
+    if ok {
+        Ok(v.clone())
+    } else {
+        Err(format!("{v} is not a {t}"))
+    }
+}
+
+/// Checks one pushed value against its feature's declaration: type (nothing is
+/// converted: "0.5" is not a float), nullability, range, allowed values. Returns the
+/// value as stored.
+pub(crate) fn check_value(f: &FeatureDef, v: Option<&Value>) -> Result<Value, String> {
+    let v = v.cloned().unwrap_or(Value::Null);
+    if v.is_null() {
+        return if f.nullable {
+            Ok(Value::Null)
+        } else {
+            Err(format!(
+                "{} is null, and it is declared not nullable",
+                f.name
+            ))
+        };
+    }
+    let fits = match f.value_type {
+        ValueType::Bool => v.is_boolean(),
+        ValueType::Int32 => v.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
+        ValueType::Int64 => v.is_i64(),
+        ValueType::Float32 | ValueType::Float64 => v.is_number(),
+        ValueType::String => v.is_string(),
+        ValueType::Bytes => v
+            .as_str()
+            .is_some_and(|s| base64::engine::general_purpose::STANDARD.decode(s).is_ok()),
+        ValueType::Timestamp => parse_time(&v).is_ok(),
+    };
+    if !fits {
+        return Err(format!("{} = {v} is not a {}", f.name, f.value_type));
+    }
+    if let (Some(r), Some(n)) = (&f.range, v.as_f64()) {
+        if r.min.is_some_and(|lo| n < lo) || r.max.is_some_and(|hi| n > hi) {
+            return Err(format!(
+                "{} = {v} is outside its range [{}, {}]",
+                f.name,
+                r.min.map_or("-inf".into(), |x| x.to_string()),
+                r.max.map_or("inf".into(), |x| x.to_string())
+            ));
+        }
+    }
+    if let Some(allowed) = &f.allowed {
+        if !allowed.contains(&v) {
+            return Err(format!("{} = {v} is not one of its allowed values", f.name));
+        }
+    }
+    if f.value_type == ValueType::Timestamp {
+        return parse_time(&v).map(|m| Value::String(rfc3339(m)));
+    }
+    Ok(v)
+}
+
+/// The text a value is pseudonymized from (the same for a value read from a table and
+/// from JSON).
+pub(crate) fn plain_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_format_as_protobuf_json_does() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_500_000), "1970-01-01T00:00:01.500Z");
+        assert_eq!(rfc3339(1_000_001), "1970-01-01T00:00:01.000001Z");
+        assert_eq!(
+            parse_time(&Value::from("2026-01-01 10:00:00")),
+            Ok(1_767_261_600_000_000)
+        );
+        assert!(parse_time(&Value::from("yesterday")).is_err());
+    }
+
+    #[test]
+    fn pushed_values_are_checked_not_converted() {
+        let f: FeatureDef = serde_json::from_value(serde_json::json!({
+            "name": "rate", "type": "float32", "nullable": false, "range": {"min": 0, "max": 1}
+        }))
+        .expect("feature");
+        assert_eq!(
+            check_value(&f, Some(&Value::from(0.5))),
+            Ok(Value::from(0.5))
+        );
+        assert!(check_value(&f, Some(&Value::from("0.5")))
+            .expect_err("refused")
+            .contains("is not a float32"));
+        assert!(check_value(&f, Some(&Value::from(2)))
+            .expect_err("refused")
+            .contains("outside its range"));
+        assert!(check_value(&f, None)
+            .expect_err("refused")
+            .contains("not nullable"));
+        assert!(key_value(&Value::from("1001"), ValueType::Int64).is_err());
+    }
+}
