@@ -6,8 +6,8 @@ use axum::http::StatusCode;
 use axum::Json;
 use qanat_features::wire::{
     ApplyRequest, FreshnessList, MaterializeRequest, Materialized, ObjectHistory, OnlineRequest,
-    OnlineResponse, Plan, PushRequest, PushResult, RegisteredObject, Registry, TrainingSet,
-    TrainingSetRequest,
+    OnlineResponse, Plan, PushRequest, PushResult, RegisteredObject, Registry, StreamList,
+    TrainingSet, TrainingSetRequest,
 };
 use qanat_features::ObjectKind;
 use qanat_governance::Role::{Editor, Maintainer, Viewer};
@@ -187,6 +187,18 @@ pub(crate) async fn freshness(
     }))
 }
 
+/// The consumers of the project's `stream` sources (viewers): whether each is
+/// attached to its JetStream subject, its lag (messages pending), rows written and
+/// refused since the server started, and the last refusal or error.
+#[utoipa::path(get, path = "/api/v1/projects/{project}/features/streams", tag = "features", security(("bearer" = [])),
+    params(("project" = String, Path)),
+    responses((status = 200, body = StreamList)))]
+pub(crate) async fn streams(State(state): State<AppState>, scope: Scope) -> Json<StreamList> {
+    Json(StreamList {
+        streams: state.features.streams(&scope.project),
+    })
+}
+
 /// A JSON body read whatever its Content-Type says (Feast clients and `curl -d` send
 /// form or no types); a body that is not the JSON asked for is a 400 saying why.
 pub(crate) struct AnyJson<T>(T);
@@ -313,6 +325,10 @@ pub(crate) fn routes() -> Fragment {
         .route(
             routes!(freshness),
             Policy::in_project("feature.freshness", Viewer),
+        )
+        .route(
+            routes!(streams),
+            Policy::in_project("feature.streams", Viewer),
         )
         .route(
             routes!(get_online_features),

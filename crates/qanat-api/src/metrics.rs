@@ -1,5 +1,6 @@
-//! Request metrics in the Prometheus/OpenMetrics text format: counts by route, method and
-//! status, and a latency histogram by route and method.
+//! Metrics in the Prometheus/OpenMetrics text format: request counts by route, method
+//! and status, a latency histogram by route and method, and the feature store's
+//! freshness and stream consumers (read from the domain at each scrape).
 
 use std::time::Instant;
 
@@ -9,6 +10,7 @@ use axum::response::Response;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -27,6 +29,20 @@ struct RouteLabels {
     route: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ViewLabels {
+    project: String,
+    feature_view: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StreamLabels {
+    project: String,
+    source: String,
+}
+
+type FloatGauges<L> = Family<L, Gauge<f64, std::sync::atomic::AtomicU64>>;
+
 type HistogramFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -39,6 +55,10 @@ pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     latency: HistogramFamily,
+    freshness_lag: FloatGauges<ViewLabels>,
+    stream_pending: Family<StreamLabels, Gauge>,
+    stream_ingested: Family<StreamLabels, Gauge>,
+    stream_rejected: Family<StreamLabels, Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -62,15 +82,89 @@ impl Default for Metrics {
             "HTTP request latency by route and method",
             latency.clone(),
         );
+        let freshness_lag = FloatGauges::<ViewLabels>::default();
+        registry.register(
+            "qanat_feature_freshness_lag_seconds",
+            "Now minus the newest event time written to the online store, per feature view",
+            freshness_lag.clone(),
+        );
+        let stream_pending = Family::<StreamLabels, Gauge>::default();
+        registry.register(
+            "qanat_feature_stream_pending_messages",
+            "Messages on a stream source's subject not yet consumed (consumer lag)",
+            stream_pending.clone(),
+        );
+        let stream_ingested = Family::<StreamLabels, Gauge>::default();
+        registry.register(
+            "qanat_feature_stream_ingested_rows",
+            "Rows a stream source's consumer wrote since the server started",
+            stream_ingested.clone(),
+        );
+        let stream_rejected = Family::<StreamLabels, Gauge>::default();
+        registry.register(
+            "qanat_feature_stream_rejected_rows",
+            "Rows a stream source's consumer refused since the server started",
+            stream_rejected.clone(),
+        );
         Metrics {
             registry,
             requests,
             latency,
+            freshness_lag,
+            stream_pending,
+            stream_ingested,
+            stream_rejected,
         }
     }
 }
 
 impl Metrics {
+    /// Sets the feature store's gauges from its current state.
+    pub(crate) async fn observe_features(&self, features: &qanat_features::Features) {
+        match features.freshness_all().await {
+            Ok(views) => {
+                self.freshness_lag.clear();
+                for (project, f) in views {
+                    if let Some(lag) = f.lag_seconds {
+                        self.freshness_lag
+                            .get_or_create(&ViewLabels {
+                                project,
+                                feature_view: f.feature_view,
+                            })
+                            .set(lag);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "metrics: reading feature freshness failed"),
+        }
+        for family in [
+            &self.stream_pending,
+            &self.stream_ingested,
+            &self.stream_rejected,
+        ] {
+            family.clear();
+        }
+        for (_, s) in features.all_streams() {
+            if s.project.is_empty() {
+                continue; // not connected yet: nothing measured
+            }
+            let labels = StreamLabels {
+                project: s.project.clone(),
+                source: s.source.clone(),
+            };
+            let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            self.stream_pending
+                .get_or_create(&labels)
+                .set(gauge(s.pending));
+            self.stream_ingested
+                .get_or_create(&labels)
+                .set(gauge(s.ingested));
+            self.stream_rejected
+                .get_or_create(&labels)
+                .set(gauge(s.rejected));
+        }
+    }
+
     /// Renders every metric as text.
     pub fn render(&self) -> String {
         let mut out = String::new();

@@ -45,9 +45,11 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// Request counts and latency histograms in the Prometheus text format.
+/// Request counts and latency histograms, feature freshness and stream consumer lag,
+/// in the Prometheus text format.
 #[utoipa::path(get, path = "/metrics", tag = "system", responses((status = 200, description = "metrics", content_type = "text/plain")))]
 pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
+    state.metrics.observe_features(&state.features).await;
     (
         [(
             header::CONTENT_TYPE,

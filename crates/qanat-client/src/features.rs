@@ -2,7 +2,7 @@
 
 use qanat_features::wire::{
     ApplyRequest, FreshnessList, MaterializeRequest, Materialized, ObjectHistory, Plan,
-    RegisteredObject, Registry, TrainingSet, TrainingSetRequest,
+    RegisteredObject, Registry, StreamList, TrainingSet, TrainingSetRequest,
 };
 use qanat_features::{FeatureRepo, ObjectKind};
 use reqwest::Method;
@@ -101,6 +101,12 @@ impl Client {
     /// How fresh each view's online values are.
     pub async fn freshness(&self, project: &str) -> Result<FreshnessList> {
         self.get(&format!("{}/features/freshness", project_path(project)))
+            .await
+    }
+
+    /// The consumers of the project's stream sources.
+    pub async fn feature_streams(&self, project: &str) -> Result<StreamList> {
+        self.get(&format!("{}/features/streams", project_path(project)))
             .await
     }
 }

@@ -12,10 +12,12 @@
 
 pub mod definitions;
 mod error;
+mod offline;
 pub mod online;
 pub mod point_in_time;
 mod registry;
 mod serving;
+mod streaming;
 mod training_set;
 mod values;
 pub mod wire;
@@ -39,6 +41,8 @@ pub struct Features {
     datasets: qanat_data::Datasets,
     /// Where online features live (none: online serving answers 503).
     online: Option<online::OnlineStore>,
+    /// The stream consumers' states.
+    streams: streaming::Statuses,
 }
 
 impl Features {
@@ -48,6 +52,7 @@ impl Features {
             storage,
             datasets,
             online: None,
+            streams: Default::default(),
         }
     }
 

@@ -12,6 +12,7 @@ use crate::definitions::{
     FeatureDef, FeatureServiceDef, FeatureViewDef, ObjectKind, SourceType, ValueType,
 };
 use crate::error::{Error, Result};
+use crate::offline::OfflineRow;
 use crate::online::{OnlineRow, OnlineStore, WriteCount};
 use crate::values::{check_value, entity_key, json_at, key_value, parse_time, plain_text, rfc3339};
 use crate::wire::{
@@ -250,11 +251,26 @@ impl Features {
 
     /// Per view: what reached the online store, and how far behind now it is.
     pub async fn freshness(&self, project: &Project) -> Result<Vec<Freshness>> {
+        Ok(self
+            .freshness_where(Some(project))
+            .await?
+            .into_iter()
+            .map(|(_, f)| f)
+            .collect())
+    }
+
+    /// [`Features::freshness`] of every project, with the project's name (metrics).
+    pub async fn freshness_all(&self) -> Result<Vec<(String, Freshness)>> {
+        self.freshness_where(None).await
+    }
+
+    async fn freshness_where(&self, project: Option<&Project>) -> Result<Vec<(String, Freshness)>> {
         let rows = sqlx::query(
-            "SELECT view, view_version, window_end, last_event_at, rows_written, updated_at FROM feature_materializations \
-             WHERE project_id = $1 ORDER BY view",
+            "SELECT p.name AS project, m.view, m.view_version, m.window_end, m.last_event_at, m.rows_written, m.updated_at \
+             FROM feature_materializations m JOIN projects p ON p.id = m.project_id \
+             WHERE $1 = '' OR m.project_id = $1 ORDER BY p.name, m.view",
         )
-        .bind(project.id.as_str())
+        .bind(project.map_or("", |p| p.id.as_str()))
         .fetch_all(self.meta.reader())
         .await?;
         let now = now_micros();
@@ -262,15 +278,18 @@ impl Features {
             .map(|r| {
                 let last: Option<i64> = r.try_get("last_event_at")?;
                 let end: i64 = r.try_get("window_end")?;
-                Ok(Freshness {
-                    feature_view: r.try_get("view")?,
-                    version: r.try_get("view_version")?,
-                    materialized_until: (end > 0).then(|| rfc3339(end)),
-                    last_event_at: last.map(rfc3339),
-                    lag_seconds: last.map(|l| ((now - l).max(0) as f64) / 1e6),
-                    rows_written: r.try_get("rows_written")?,
-                    updated_at: rfc3339(r.try_get("updated_at")?),
-                })
+                Ok((
+                    r.try_get("project")?,
+                    Freshness {
+                        feature_view: r.try_get("view")?,
+                        version: r.try_get("view_version")?,
+                        materialized_until: (end > 0).then(|| rfc3339(end)),
+                        last_event_at: last.map(rfc3339),
+                        lag_seconds: last.map(|l| ((now - l).max(0) as f64) / 1e6),
+                        rows_written: r.try_get("rows_written")?,
+                        updated_at: rfc3339(r.try_get("updated_at")?),
+                    },
+                ))
             })
             .collect()
     }
@@ -474,17 +493,10 @@ impl Features {
         }
     }
 
-    /// Feast's `/push`: rows for every online view that reads the push source. Each
-    /// row is checked against each view's schema; bad rows are rejected with their
-    /// reasons and good ones written.
+    /// Feast's `/push`: rows for every view that reads the push source. Each row is
+    /// checked against each view's schema; bad rows are rejected with their reasons and
+    /// good ones written online, offline or both (`to`).
     pub async fn push(&self, project: &Project, req: &PushRequest, by: &str) -> Result<PushResult> {
-        if req.to != PushMode::Online {
-            return Err(Error::invalid(format!(
-                "to: {}: pushed rows go to the online store only for now (\"to\": \"online\"); the offline store for pushed rows is not built yet",
-                req.to.as_str()
-            )));
-        }
-        let store = self.online()?;
         let registry = self.registry(project).await?;
         let source = registry
             .objects
@@ -499,15 +511,40 @@ impl Features {
                 sdef.name, sdef.source_type
             )));
         }
+        self.ingest(project, &registry, &sdef, &req.df, req.to, by)
+            .await
+    }
+
+    /// Checks rows of a source (pushed or streamed) against every view that reads it
+    /// and writes the good ones: online to the online views, offline to the source's
+    /// offline store, as `to` says.
+    pub(crate) async fn ingest(
+        &self,
+        project: &Project,
+        registry: &crate::wire::Registry,
+        sdef: &crate::definitions::SourceDef,
+        df: &crate::wire::Columns,
+        to: PushMode,
+        by: &str,
+    ) -> Result<PushResult> {
+        let online = matches!(to, PushMode::Online | PushMode::OnlineAndOffline);
+        let offline = matches!(to, PushMode::Offline | PushMode::OnlineAndOffline);
+        let store = if online { Some(self.online()?) } else { None };
         let mut views = Vec::new();
         for o in &registry.objects {
             if let Some(v) = o.as_view() {
-                if v.source.as_str() == req.push_source_name && v.online {
+                if v.source == sdef.name {
                     views.push(self.live_view(project, &o.name).await?);
                 }
             }
         }
-        let columns = &req.df.0;
+        if views.is_empty() {
+            return Err(Error::invalid(format!(
+                "no feature view reads source {}: there is no schema to check the rows against",
+                sdef.name
+            )));
+        }
+        let columns = &df.0;
         let rows = columns.first().map_or(0, |c| c.1.len());
         if rows == 0 {
             return Err(Error::invalid(
@@ -522,9 +559,26 @@ impl Features {
                 )));
             }
         }
+        // The offline store's columns: every view's keys and features, first
+        // declaration first.
+        let mut offline_columns: Vec<(String, ValueType)> = Vec::new();
+        for v in &views {
+            let declared = v.keys.iter().cloned().chain(
+                v.def
+                    .schema
+                    .iter()
+                    .map(|f| (f.name.to_string(), f.value_type)),
+            );
+            for (name, t) in declared {
+                if !offline_columns.iter().any(|c| c.0 == name) {
+                    offline_columns.push((name, t));
+                }
+            }
+        }
         let cell = |name: &str, i: usize| columns.iter().find(|c| c.0 == name).map(|c| &c.1[i]);
         let mut result = PushResult::default();
         let mut per_view: Vec<Vec<(String, OnlineRow)>> = vec![Vec::new(); views.len()];
+        let mut offline_rows = Vec::new();
         let mut newest: BTreeMap<usize, i64> = BTreeMap::new();
         for i in 0..rows {
             let mut reasons = Vec::new();
@@ -536,13 +590,14 @@ impl Features {
                 Some(v) => parse_time(v).map_err(|e| format!("{}: {e}", sdef.timestamp_field)),
             };
             let created = match &sdef.created_timestamp_field {
-                None => Ok(0),
+                None => Ok(None),
                 Some(c) => match cell(c, i) {
-                    None | Some(Value::Null) => Ok(0),
-                    Some(v) => parse_time(v).map_err(|e| format!("{c}: {e}")),
+                    None | Some(Value::Null) => Ok(None),
+                    Some(v) => parse_time(v).map(Some).map_err(|e| format!("{c}: {e}")),
                 },
             };
             let mut staged = Vec::new();
+            let mut checked: BTreeMap<String, Value> = BTreeMap::new();
             for (vi, v) in views.iter().enumerate() {
                 let mut kv = Vec::new();
                 for (k, t) in &v.keys {
@@ -551,7 +606,10 @@ impl Features {
                             reasons.push(format!("join key {k} is missing"))
                         }
                         Some(val) => match key_value(val, *t) {
-                            Ok(x) => kv.push(x),
+                            Ok(x) => {
+                                checked.insert(k.clone(), x.clone());
+                                kv.push(x)
+                            }
                             Err(e) => reasons.push(format!("join key {k}: {e}")),
                         },
                     }
@@ -560,6 +618,7 @@ impl Features {
                 for f in &v.def.schema {
                     match check_value(f, cell(f.name.as_str(), i)) {
                         Ok(x) => {
+                            checked.insert(f.name.to_string(), x.clone());
                             values.insert(f.name.to_string(), x);
                         }
                         Err(e) => reasons.push(e),
@@ -580,17 +639,29 @@ impl Features {
             let (Ok(e), Ok(c)) = (event, created) else {
                 continue;
             };
-            for (vi, key, values) in staged {
-                per_view[vi].push((
-                    key,
-                    OnlineRow {
-                        event_ts: e,
-                        created_ts: c,
-                        values,
-                    },
-                ));
-                let n = newest.entry(vi).or_insert(e);
-                *n = (*n).max(e);
+            if online {
+                for (vi, key, values) in staged {
+                    if !views[vi].def.online {
+                        continue;
+                    }
+                    per_view[vi].push((
+                        key,
+                        OnlineRow {
+                            event_ts: e,
+                            created_ts: c.unwrap_or(0),
+                            values,
+                        },
+                    ));
+                    let n = newest.entry(vi).or_insert(e);
+                    *n = (*n).max(e);
+                }
+            }
+            if offline {
+                offline_rows.push(OfflineRow {
+                    event_ts: e,
+                    created_ts: c,
+                    values: checked,
+                });
             }
             result.accepted += 1;
         }
@@ -607,23 +678,38 @@ impl Features {
                 first.join(" | ")
             )));
         }
-        for (vi, batch) in per_view.into_iter().enumerate() {
-            let v = &views[vi];
-            let c = store.write(project.id.as_str(), &v.name, batch).await?;
-            result.written += c.written;
-            result.stale += c.stale;
-            self.record_freshness(
-                project,
-                &v.name,
-                v.version,
-                None,
-                newest.get(&vi).copied(),
-                c.written,
-                by,
-            )
-            .await?;
+        // Offline first: a failure there leaves the online store untouched, so a retry
+        // (a stream's redelivery) repeats the whole batch.
+        if offline {
+            result.offline_files = self
+                .append_offline(project, sdef, &offline_columns, offline_rows)
+                .await?;
         }
-        result.feature_views = views.iter().map(|v| v.name.clone()).collect();
+        if let Some(store) = store {
+            for (vi, batch) in per_view.into_iter().enumerate() {
+                let v = &views[vi];
+                if !v.def.online {
+                    continue;
+                }
+                let c = store.write(project.id.as_str(), &v.name, batch).await?;
+                result.written += c.written;
+                result.stale += c.stale;
+                self.record_freshness(
+                    project,
+                    &v.name,
+                    v.version,
+                    None,
+                    newest.get(&vi).copied(),
+                    c.written,
+                    by,
+                )
+                .await?;
+                result.feature_views.push(v.name.clone());
+            }
+        }
+        if !online {
+            result.feature_views = views.iter().map(|v| v.name.clone()).collect();
+        }
         Ok(result)
     }
 }

@@ -34,7 +34,7 @@ pub(crate) struct ViewPart {
 /// Rows read from storage, and the dataset version they came from (for lineage).
 pub(crate) struct Loaded {
     pub(crate) batch: RecordBatch,
-    dataset: Option<String>,
+    pub(crate) dataset: Option<String>,
 }
 
 impl Features {
@@ -373,17 +373,22 @@ impl Features {
                 let path = source.path.as_deref().unwrap_or_default().trim_matches('/');
                 let location = self.storage.default_location().to_string();
                 let base = format!("projects/{}/files/{path}", project.id);
-                let key: ObjectKey = base
-                    .parse()
-                    .map_err(|e| Error::invalid(format!("source {}: path '{path}': {e}", source.name)))?;
+                let key: ObjectKey = base.parse().map_err(|e| {
+                    Error::invalid(format!("source {}: path '{path}': {e}", source.name))
+                })?;
                 let mut files = Vec::new();
                 if table_format(path).is_some() {
                     files.push((path.to_string(), key));
                 } else {
                     for o in self.storage.list(&location, Some(&key)).await? {
-                        let rel = o.key.rsplit_once("/files/").map(|x| x.1.to_string()).unwrap_or_default();
+                        let rel = o
+                            .key
+                            .rsplit_once("/files/")
+                            .map(|x| x.1.to_string())
+                            .unwrap_or_default();
                         if table_format(&rel).is_some() {
-                            let k: ObjectKey = o.key.parse().map_err(|e| Error::Corrupt(format!("{e}")))?;
+                            let k: ObjectKey =
+                                o.key.parse().map_err(|e| Error::Corrupt(format!("{e}")))?;
                             files.push((rel, k));
                         }
                     }
@@ -398,7 +403,10 @@ impl Features {
                 for (name, k) in files {
                     let bytes = self.storage.get_bytes(&location, &k).await.map_err(|e| {
                         if e.kind() == ErrorKind::NotFound {
-                            Error::invalid(format!("source {}: the file '{name}' is missing", source.name))
+                            Error::invalid(format!(
+                                "source {}: the file '{name}' is missing",
+                                source.name
+                            ))
                         } else {
                             Error::Store(e)
                         }
@@ -408,10 +416,14 @@ impl Features {
                 let batch = tokio::task::spawn_blocking(move || tables(loaded))
                     .await
                     .map_err(|e| Error::Corrupt(format!("reading stopped: {e}")))??;
-                Ok(Loaded { batch, dataset: None })
+                Ok(Loaded {
+                    batch,
+                    dataset: None,
+                })
             }
-            other => Err(Error::invalid(format!(
-                "source {} is a {other} source: training sets read dataset and file sources (pushed and streamed rows join once the offline store holds them)",
+            SourceType::Push | SourceType::Stream => self.read_offline(project, source).await,
+            SourceType::Sql => Err(Error::invalid(format!(
+                "source {} is a sql source, which training sets and materialization do not run yet",
                 source.name
             ))),
         }
@@ -504,7 +516,7 @@ fn tables(files: Vec<(String, Bytes)>) -> Result<RecordBatch> {
 }
 
 /// The arrow type of a declared value type.
-fn arrow_type(t: ValueType) -> DataType {
+pub(crate) fn arrow_type(t: ValueType) -> DataType {
     match t {
         ValueType::Bool => DataType::Boolean,
         ValueType::Int32 => DataType::Int32,
@@ -604,7 +616,7 @@ fn pseudonymize(
         .map_err(|e| Error::Corrupt(format!("pseudonymized {name}: {e}")))
 }
 
-fn write_parquet(table: &RecordBatch) -> Result<Vec<u8>> {
+pub(crate) fn write_parquet(table: &RecordBatch) -> Result<Vec<u8>> {
     let props = parquet::file::properties::WriterProperties::builder()
         .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
         .build();

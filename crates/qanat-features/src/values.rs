@@ -163,6 +163,110 @@ pub(crate) fn check_value(f: &FeatureDef, v: Option<&Value>) -> Result<Value, St
     Ok(v)
 }
 
+/// A column of checked JSON values (what [`check_value`] and [`key_value`] return) in
+/// a declared type's Arrow form; the inverse of [`json_at`].
+pub(crate) fn json_column(values: &[Value], t: ValueType) -> Result<ArrayRef, String> {
+    use arrow_array::builder::{
+        BinaryBuilder, BooleanBuilder, Float32Builder, Float64Builder, Int32Builder, Int64Builder,
+        StringBuilder, TimestampMicrosecondBuilder,
+    };
+    use std::sync::Arc;
+    let wrong = |v: &Value| format!("{v} is not a {t}");
+    Ok(match t {
+        ValueType::Bool => {
+            let mut b = BooleanBuilder::with_capacity(values.len());
+            for v in values {
+                match v {
+                    Value::Null => b.append_null(),
+                    v => b.append_value(v.as_bool().ok_or_else(|| wrong(v))?),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        ValueType::Int32 => {
+            let mut b = Int32Builder::with_capacity(values.len());
+            for v in values {
+                match v {
+                    Value::Null => b.append_null(),
+                    v => b.append_value(
+                        v.as_i64()
+                            .and_then(|n| i32::try_from(n).ok())
+                            .ok_or_else(|| wrong(v))?,
+                    ),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        ValueType::Int64 => {
+            let mut b = Int64Builder::with_capacity(values.len());
+            for v in values {
+                match v {
+                    Value::Null => b.append_null(),
+                    v => b.append_value(v.as_i64().ok_or_else(|| wrong(v))?),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        ValueType::Float32 => {
+            let mut b = Float32Builder::with_capacity(values.len());
+            for v in values {
+                match v {
+                    Value::Null => b.append_null(),
+                    v => b.append_value(v.as_f64().ok_or_else(|| wrong(v))? as f32),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        ValueType::Float64 => {
+            let mut b = Float64Builder::with_capacity(values.len());
+            for v in values {
+                match v {
+                    Value::Null => b.append_null(),
+                    v => b.append_value(v.as_f64().ok_or_else(|| wrong(v))?),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        ValueType::String => {
+            let mut b = StringBuilder::new();
+            for v in values {
+                match v {
+                    Value::Null => b.append_null(),
+                    v => b.append_value(v.as_str().ok_or_else(|| wrong(v))?),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        ValueType::Bytes => {
+            let mut b = BinaryBuilder::new();
+            for v in values {
+                match v {
+                    Value::Null => b.append_null(),
+                    v => b.append_value(
+                        v.as_str()
+                            .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
+                            .ok_or_else(|| wrong(v))?,
+                    ),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        ValueType::Timestamp => {
+            let mut b =
+                TimestampMicrosecondBuilder::with_capacity(values.len()).with_timezone("UTC");
+            for v in values {
+                match v {
+                    Value::Null => b.append_null(),
+                    // Keys of this type are stored as microseconds, features as text.
+                    Value::Number(n) => b.append_value(n.as_i64().ok_or_else(|| wrong(v))?),
+                    v => b.append_value(parse_time(v)?),
+                }
+            }
+            Arc::new(b.finish())
+        }
+    })
+}
+
 /// The text a value is pseudonymized from (the same for a value read from a table and
 /// from JSON).
 pub(crate) fn plain_text(v: &Value) -> String {
@@ -208,5 +312,27 @@ mod tests {
             .expect_err("refused")
             .contains("not nullable"));
         assert!(key_value(&Value::from("1001"), ValueType::Int64).is_err());
+    }
+
+    #[test]
+    fn checked_values_become_columns_and_read_back_the_same() {
+        let cases = [
+            (ValueType::Int64, vec![Value::from(7), Value::Null]),
+            (ValueType::Float32, vec![Value::from(0.65), Value::Null]),
+            (ValueType::String, vec![Value::from("dxb"), Value::Null]),
+            (ValueType::Bool, vec![Value::from(true), Value::Null]),
+            (
+                ValueType::Timestamp,
+                vec![Value::from("2026-01-01T10:00:00Z"), Value::Null],
+            ),
+        ];
+        for (t, values) in cases {
+            let col = json_column(&values, t).expect("column");
+            let back: Vec<Value> = (0..values.len())
+                .map(|i| json_at(&col, i).expect("json"))
+                .collect();
+            assert_eq!(back, values, "{t}");
+        }
+        assert!(json_column(&[Value::from("x")], ValueType::Int64).is_err());
     }
 }

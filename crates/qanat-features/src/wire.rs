@@ -333,6 +333,9 @@ pub struct PushResult {
     /// Records older than what was stored, left out.
     pub stale: u64,
     pub rejected: Vec<RejectedRow>,
+    /// Parquet files appended to the source's offline store (one per event date).
+    #[serde(default)]
+    pub offline_files: u64,
     /// The views the rows were written to.
     pub feature_views: Vec<String>,
 }
@@ -388,4 +391,30 @@ pub struct Freshness {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FreshnessList {
     pub feature_views: Vec<Freshness>,
+}
+
+/// One stream source's consumer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct StreamStatus {
+    pub project: String,
+    pub source: String,
+    pub subject: String,
+    /// Whether the consumer is attached to its JetStream stream.
+    pub connected: bool,
+    /// Messages on the subject not yet consumed (the consumer's lag).
+    pub pending: u64,
+    /// Rows written since the server started.
+    pub ingested: u64,
+    /// Rows refused since the server started.
+    pub rejected: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_rejection: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// The stream consumers of a project.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct StreamList {
+    pub streams: Vec<StreamStatus>,
 }

@@ -35,6 +35,9 @@ pub struct FeaturesConfig {
     /// Where online features live: `redb://<path>` (default `redb://<home>/online.redb`)
     /// or `redis://host:port/db`.
     pub online_store: Option<String>,
+    /// The NATS server with JetStream whose subjects `stream` sources read
+    /// (`nats://host:4222`); `events.nats_url` when unset.
+    pub nats_url: Option<String>,
 }
 
 impl Config {
@@ -44,6 +47,14 @@ impl Config {
             .online_store
             .clone()
             .unwrap_or_else(|| format!("redb://{}", self.home.join("online.redb").display()))
+    }
+
+    /// The NATS server stream sources read, if any.
+    pub fn feature_streams_url(&self) -> Option<String> {
+        self.features
+            .nats_url
+            .clone()
+            .or_else(|| self.events.nats_url.clone())
     }
 }
 
@@ -744,6 +755,7 @@ impl Config {
             "QANAT_FEATURES_ONLINE_STORE",
             &mut self.features.online_store,
         )?;
+        env_some("QANAT_FEATURES_NATS_URL", &mut self.features.nats_url)?;
         env_some("QANAT_JOBS_SERVER_URL", &mut j.server_url)?;
         env_some("QANAT_JOBS_CA_CERT", &mut j.ca_cert)?;
         env_some("QANAT_JOBS_REGION", &mut j.region)?;
@@ -828,9 +840,14 @@ impl Config {
         if e.timeout_secs == 0 || e.max_attempts == 0 {
             bail!("events.timeout_secs and events.max_attempts must be at least 1");
         }
-        if let Some(url) = &e.nats_url {
-            if !url.starts_with("nats://") && !url.starts_with("tls://") {
-                bail!("events.nats_url = '{url}' must look like nats://host:4222");
+        for (key, url) in [
+            ("events.nats_url", &e.nats_url),
+            ("features.nats_url", &self.features.nats_url),
+        ] {
+            if let Some(url) = url {
+                if !url.starts_with("nats://") && !url.starts_with("tls://") {
+                    bail!("{key} = '{url}' must look like nats://host:4222");
+                }
             }
         }
         if e.nats_subject_prefix.is_empty()
@@ -951,6 +968,11 @@ impl Config {
             .map(qanat_store::redact_url);
         shown.events.nats_url = shown
             .events
+            .nats_url
+            .as_deref()
+            .map(qanat_store::redact_url);
+        shown.features.nats_url = shown
+            .features
             .nats_url
             .as_deref()
             .map(qanat_store::redact_url);

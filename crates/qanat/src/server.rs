@@ -265,6 +265,13 @@ pub async fn serve(cfg: Config) -> Result<()> {
             )
         })?;
     state.features = state.features.clone().with_online(online);
+    // Stream sources consume their NATS subjects for as long as the server runs.
+    tokio::spawn(
+        state
+            .features
+            .clone()
+            .run_streams(cfg.feature_streams_url()),
+    );
     if let Some(slurm) = cfg.slurm_settings()? {
         state
             .jobs

@@ -600,3 +600,297 @@ fn materialized_and_pushed_features_are_served_online_with_ttl_and_pii_enforced(
 fn chrono_now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
+
+const ARRIVING_REPO: &str = r#"
+kind: entity
+name: driver
+join_keys: [{name: driver_id, type: int64}]
+---
+kind: source
+name: rides_push
+type: push
+timestamp_field: event_timestamp
+---
+kind: source
+name: rides_stream
+type: stream
+subject: SUBJECT
+timestamp_field: event_timestamp
+---
+kind: feature_view
+name: pushed_rides
+entities: [driver]
+source: rides_push
+schema:
+  - {name: speed, type: float64, range: {min: 0, max: 300}}
+---
+kind: feature_view
+name: streamed_rides
+entities: [driver]
+source: rides_stream
+schema:
+  - {name: speed, type: float64, range: {min: 0, max: 300}}
+  - {name: city, type: string, allowed: [dxb, auh]}
+"#;
+
+/// Publishes JSON messages to a NATS subject (the stream sources' producer side).
+fn publish(url: &str, subject: &str, messages: &[serde_json::Value]) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let client = async_nats::connect(url).await.expect("NATS");
+        let js = async_nats::jetstream::new(client);
+        for m in messages {
+            js.publish(subject.to_string(), m.to_string().into())
+                .await
+                .expect("publish")
+                .await
+                .expect("stored");
+        }
+    });
+}
+
+#[test]
+fn pushed_and_streamed_rows_reach_the_online_and_offline_stores_and_join_into_training_sets() {
+    let nats = qanat_store::testing::service_var("QANAT_TEST_NATS_URL");
+    for env in online_stores() {
+        let backend = if env.is_empty() { "redb" } else { "redis" };
+        let mut env = env;
+        if let Some(url) = &nats {
+            env.push(("QANAT_FEATURES_NATS_URL".into(), url.clone()));
+        }
+        let q = Qanat::start_with(env);
+        let home = q.home();
+        // A subject of this run's own, so runs never read each other's messages.
+        let subject = format!(
+            "qanat.test.rides.{}",
+            home.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("x")
+                .replace('.', "_")
+        );
+        let subject = format!("{subject}.{}", std::process::id());
+        let repo = home.join("repo");
+        write_repo(&repo, &ARRIVING_REPO.replace("SUBJECT", &subject));
+        let s = |p: std::path::PathBuf| p.to_str().expect("utf-8").to_string();
+        let (ok, _, err) = q.cli(&["features", "-p", "default", "apply", &s(repo)]);
+        assert!(ok, "{backend}: {err}");
+        let h = q.http();
+
+        // Push to both stores: the good rows go online and into the offline store, the
+        // bad one is listed.
+        let (st, body) = h.send(
+            &q.admin_token,
+            "POST",
+            "/push",
+            Some(json!({"push_source_name": "rides_push", "to": "online_and_offline", "df": {
+                "driver_id": [1, 1, 2],
+                "event_timestamp": ["2026-01-01T10:00:00Z", "2026-01-02T10:00:00Z", "2026-01-01T10:00:00Z"],
+                "speed": [10.0, 20.0, -5.0]}})),
+        );
+        assert_eq!(st, 200, "{backend}: {body}");
+        assert_eq!(body["accepted"], 2, "{backend}: {body}");
+        assert_eq!(
+            body["offline_files"], 2,
+            "{backend}: one file per event date: {body}"
+        );
+        assert_eq!(body["rejected"][0]["row"], 2, "{backend}: {body}");
+        // Offline only: not served online.
+        let (st, body) = h.send(
+            &q.admin_token,
+            "POST",
+            "/push",
+            Some(
+                json!({"push_source_name": "rides_push", "to": "offline", "df": {
+                "driver_id": [3], "event_timestamp": ["2026-01-01T12:00:00Z"], "speed": [30.0]}}),
+            ),
+        );
+        assert_eq!(st, 200, "{backend}: {body}");
+        assert_eq!(body["written"], 0, "{backend}: {body}");
+        let (st, body) = h.send(
+            &q.admin_token,
+            "POST",
+            "/get-online-features",
+            Some(json!({"entities": {"driver_id": [1, 3]}, "features": ["pushed_rides:speed"]})),
+        );
+        assert_eq!(st, 200, "{backend}: {body}");
+        assert_eq!(
+            column(&body, "speed")["values"],
+            json!([20.0, null]),
+            "{backend}"
+        );
+
+        // A training set reads the pushed rows back from the offline store, point in
+        // time: driver 1 at noon on Jan 1 sees 10.0 (20.0 is from the future).
+        std::fs::write(
+            home.join("entities.csv"),
+            "driver_id,event_timestamp\n1,2026-01-01T12:00:00Z\n1,2026-01-03T00:00:00Z\n3,2026-01-01T13:00:00Z\n",
+        )
+        .expect("entities");
+        let (ok, out, err) = q.cli(&[
+            "features",
+            "-p",
+            "default",
+            "-o",
+            "json",
+            "training-set",
+            "--entities",
+            &s(home.join("entities.csv")),
+            "--features",
+            "pushed_rides:speed",
+            "--to",
+            "pushed-train",
+        ]);
+        assert!(ok, "{backend}: {err}");
+        let set: serde_json::Value = serde_json::from_str(&out).expect("json");
+        let table = pulled(&q, &q.admin_token, set["reference"].as_str().expect("ref"));
+        let speed: Vec<Option<f64>> = table
+            .column_by_name("speed")
+            .expect("speed")
+            .as_any()
+            .downcast_ref::<arrow_array::Float64Array>()
+            .expect("float64")
+            .iter()
+            .collect();
+        assert_eq!(speed, vec![Some(10.0), Some(20.0), Some(30.0)], "{backend}");
+
+        let Some(url) = &nats else {
+            continue;
+        };
+        // The server attaches a consumer (making the subject's stream) within seconds
+        // of the apply.
+        let streams = |q: &Qanat| -> serde_json::Value {
+            let (ok, out, err) = q.cli(&["features", "-p", "default", "-o", "json", "streams"]);
+            assert!(ok, "{backend}: {err}");
+            serde_json::from_str(&out).expect("json")
+        };
+        let mut attached = serde_json::Value::Null;
+        for _ in 0..100 {
+            attached = streams(&q);
+            if attached[0]["connected"] == true {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        assert_eq!(attached[0]["connected"], true, "{backend}: {attached}");
+        // Streaming: rows published on the subject are checked, written online and
+        // appended offline; a bad message is counted, not retried forever.
+        let now = chrono_now();
+        publish(
+            url,
+            &subject,
+            &[
+                json!({"driver_id": 7, "event_timestamp": now, "speed": 42.5, "city": "dxb"}),
+                json!([{"driver_id": 8, "event_timestamp": now, "speed": 12.0, "city": "auh"},
+                       {"driver_id": 9, "event_timestamp": now, "speed": 12.0, "city": "nyc"}]),
+                json!("not a row"),
+            ],
+        );
+        let mut served = serde_json::Value::Null;
+        for _ in 0..150 {
+            let (st, body) = h.send(
+                &q.admin_token,
+                "POST",
+                "/get-online-features",
+                Some(json!({"entities": {"driver_id": [7, 8, 9]},
+                            "features": ["streamed_rides:speed", "streamed_rides:city"]})),
+            );
+            assert_eq!(st, 200, "{backend}: {body}");
+            served = body;
+            if column(&served, "speed")["statuses"] == json!(["PRESENT", "PRESENT", "NOT_FOUND"]) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        assert_eq!(
+            column(&served, "speed")["values"],
+            json!([42.5, 12.0, null]),
+            "{backend}: {served}"
+        );
+        let mut status = serde_json::Value::Null;
+        for _ in 0..50 {
+            status = streams(&q);
+            if status[0]["rejected"] == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        assert_eq!(status[0]["source"], "rides_stream", "{backend}: {status}");
+        assert_eq!(status[0]["ingested"], 2, "{backend}: {status}");
+        assert_eq!(status[0]["rejected"], 2, "{backend}: {status}");
+        let metrics = h
+            .raw("", "GET", "/metrics")
+            .send()
+            .expect("metrics")
+            .text()
+            .expect("text");
+        assert!(
+            metrics.contains("qanat_feature_stream_pending_messages{")
+                && metrics.contains("qanat_feature_freshness_lag_seconds{project=\"default\",feature_view=\"streamed_rides\"}"),
+            "{backend}: {metrics}"
+        );
+        let (ok, out, err) = q.cli(&[
+            "audit",
+            "tail",
+            "--action",
+            "feature.stream.ingest",
+            "-n",
+            "5",
+        ]);
+        assert!(
+            ok && out.contains("service:features-stream"),
+            "{backend}: {out}{err}"
+        );
+        // The streamed rows are in the offline store too.
+        std::fs::write(
+            home.join("streamed.csv"),
+            format!("driver_id,event_timestamp\n7,{now}\n"),
+        )
+        .expect("entities");
+        let (ok, out, err) = q.cli(&[
+            "features",
+            "-p",
+            "default",
+            "-o",
+            "json",
+            "training-set",
+            "--entities",
+            &s(home.join("streamed.csv")),
+            "--features",
+            "streamed_rides:speed",
+            "--to",
+            "streamed-train",
+        ]);
+        assert!(ok, "{backend}: {err}");
+        let set: serde_json::Value = serde_json::from_str(&out).expect("json");
+        let table = pulled(&q, &q.admin_token, set["reference"].as_str().expect("ref"));
+        let speed = table.column_by_name("speed").expect("speed");
+        assert_eq!(
+            speed
+                .as_any()
+                .downcast_ref::<arrow_array::Float64Array>()
+                .map(|a| a.value(0)),
+            Some(42.5),
+            "{backend}"
+        );
+        drop(q);
+        delete_stream_of(url, &subject);
+    }
+}
+
+/// Removes the JetStream stream the server made for a test's subject.
+fn delete_stream_of(url: &str, subject: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let client = async_nats::connect(url).await.expect("NATS");
+        let js = async_nats::jetstream::new(client);
+        if let Ok(name) = js.stream_by_subject(subject.to_string()).await {
+            let _ = js.delete_stream(name).await;
+        }
+    });
+}

@@ -79,4 +79,7 @@ pub enum FeaturesCmd {
         #[arg(long)]
         end: Option<String>,
     },
+    /// The consumers of the stream sources: connected, messages pending (lag), rows
+    /// written and refused since the server started, the last refusal or error.
+    Streams,
 }

@@ -3,7 +3,8 @@
 use anyhow::{Context, Result};
 use qanat_features::definitions::FeatureViewDef;
 use qanat_features::wire::{
-    Action, Freshness, MaterializeRequest, Materialized, Plan, RegisteredObject, TrainingSetRequest,
+    Action, Freshness, MaterializeRequest, Materialized, Plan, RegisteredObject, StreamStatus,
+    TrainingSetRequest,
 };
 use qanat_features::{FeatureRef, FeatureRepo, ObjectKind};
 
@@ -39,6 +40,10 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: FeaturesCmd) -> Result<()> {
             };
             let done = c.materialize(project, &req).await?;
             output::list(format, &done)
+        }
+        FeaturesCmd::Streams => {
+            let streams = c.feature_streams(project).await?.streams;
+            output::list(format, &streams)
         }
         FeaturesCmd::Ls { kind } => {
             let kind: ObjectKind = kind.parse()?;
@@ -293,6 +298,16 @@ output::columns!(ViewRow, |x| {
     "owner" => if x.owner.is_empty() { "-".into() } else { x.owner.clone() },
     "newest online" => output::opt(x.last_event_at.as_ref()),
     "lag" => x.lag_seconds.map_or("-".into(), |s| humantime::format_duration(std::time::Duration::from_secs(s as u64)).to_string()),
+});
+
+output::columns!(StreamStatus, |x| {
+    "source" => x.source.clone(),
+    "subject" => x.subject.clone(),
+    "connected" => x.connected.to_string(),
+    "pending" => x.pending.to_string(),
+    "ingested" => x.ingested.to_string(),
+    "rejected" => x.rejected.to_string(),
+    "last problem" => output::opt(x.last_error.as_ref().or(x.last_rejection.as_ref())),
 });
 
 output::columns!(Materialized, |x| {
