@@ -736,6 +736,14 @@ pub(crate) fn check(repo: &FeatureRepo) -> Result<Vec<Checked>> {
                     "{at}: transformation is empty: leave it out, or write SQL over 'source'"
                 ));
             }
+            let arriving = repo.sources.iter().any(|s| {
+                s.name == v.source && matches!(s.source_type, SourceType::Push | SourceType::Stream)
+            });
+            if arriving {
+                problems.push(format!(
+                    "{at}: a transformation needs a batch source; pushed and streamed rows go online as they arrive, untransformed (transform in a sql source over this one, or before pushing)"
+                ));
+            }
         }
         let schema: Vec<Value> = v
             .schema
@@ -1207,5 +1215,22 @@ features: [driver_stats, "driver_stats:trips"]
             panic!("a cycle");
         };
         assert!(p.join("\n").contains("cycle"), "{p:?}");
+    }
+
+    #[test]
+    fn a_transformation_over_pushed_rows_is_refused() {
+        let mut r = repo();
+        r.sources[0].source_type = SourceType::Push;
+        r.sources[0].path = None;
+        r.sources[0].format = None;
+        r.feature_views[0].transformation = Some("SELECT * FROM source".into());
+        let Err(Error::Definitions(p)) = check(&r) else {
+            panic!("refused");
+        };
+        assert!(
+            p.join("\n")
+                .contains("a transformation needs a batch source"),
+            "{p:?}"
+        );
     }
 }

@@ -17,6 +17,7 @@ pub mod online;
 pub mod point_in_time;
 mod registry;
 mod serving;
+mod sql;
 mod streaming;
 mod training_set;
 mod values;

@@ -114,7 +114,7 @@ impl Features {
             .map_err(|e| Error::Corrupt(format!("reading offline rows stopped: {e}")))??;
         Ok(Loaded {
             batch,
-            dataset: None,
+            datasets: Vec::new(),
         })
     }
 }

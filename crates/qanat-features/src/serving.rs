@@ -143,7 +143,7 @@ impl Features {
                 Some(s) => s,
                 None => self.window_end(project, &name).await?.unwrap_or(i64::MIN),
             };
-            let loaded = self.read_source(project, &part.source).await?;
+            let loaded = self.view_rows(project, &part).await?;
             let rows = crate::training_set::typed(&loaded.batch, &part)?;
             let features: Vec<String> = part.features.iter().map(|f| f.0.clone()).collect();
             let keys = part.keys.clone();

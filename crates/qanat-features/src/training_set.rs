@@ -26,15 +26,17 @@ pub(crate) struct ViewPart {
     pub(crate) version: i64,
     pub(crate) def: FeatureViewDef,
     pub(crate) source: SourceDef,
+    /// The source's version this view version was made from.
+    pub(crate) source_version: i64,
     pub(crate) keys: Vec<String>,
     /// (feature, name in the result, pii)
     pub(crate) features: Vec<(String, String, bool)>,
 }
 
-/// Rows read from storage, and the dataset version they came from (for lineage).
+/// Rows read from storage, and the dataset versions they came from (for lineage).
 pub(crate) struct Loaded {
     pub(crate) batch: RecordBatch,
-    pub(crate) dataset: Option<String>,
+    pub(crate) datasets: Vec<String>,
 }
 
 impl Features {
@@ -61,7 +63,7 @@ impl Features {
         let entities = self.read_dataset(project, &entity_ref).await?;
         let mut sources = Vec::new();
         for p in &parts {
-            sources.push(self.read_source(project, &p.source).await?);
+            sources.push(self.view_rows(project, p).await?);
         }
 
         // Entity columns for each view's keys: the entity's join key names.
@@ -149,9 +151,8 @@ impl Features {
             }
             Err(e) => return Err(e.into()),
         };
-        let mut derived = vec![entities.dataset.clone().unwrap_or_default()];
-        derived.extend(sources.iter().filter_map(|s| s.dataset.clone()));
-        derived.retain(|d| !d.is_empty());
+        let mut derived = entities.datasets.clone();
+        derived.extend(sources.iter().flat_map(|s| s.datasets.iter().cloned()));
         derived.sort();
         derived.dedup();
         let edges: Vec<(String, String)> = used
@@ -314,11 +315,6 @@ impl Features {
         }
         let def: FeatureViewDef = serde_json::from_value(o.definition.clone())
             .map_err(|e| Error::Corrupt(format!("feature view {view}: {e}")))?;
-        if def.transformation.is_some() {
-            return Err(Error::invalid(format!(
-                "feature view {view} has a SQL transformation, which training sets do not run yet"
-            )));
-        }
         let dep = |kind: ObjectKind, name: &str| {
             o.depends_on
                 .iter()
@@ -351,8 +347,64 @@ impl Features {
             version: o.version,
             def,
             source,
+            source_version,
             keys,
             features: Vec::new(),
+        })
+    }
+
+    /// A view version's rows: its source's at the version the view was made from,
+    /// through the view's transformation when it has one.
+    pub(crate) async fn view_rows(&self, project: &Project, part: &ViewPart) -> Result<Loaded> {
+        let loaded = self
+            .source_rows(project, part.source.name.as_str(), part.source_version)
+            .await?;
+        match &part.def.transformation {
+            None => Ok(loaded),
+            Some(t) => Ok(Loaded {
+                batch: crate::sql::run(
+                    vec![("source".to_string(), loaded.batch)],
+                    t.clone(),
+                    format!("feature view {}", part.name),
+                )
+                .await?,
+                datasets: loaded.datasets,
+            }),
+        }
+    }
+
+    /// A source version's rows; a sql source's are its query's result over the
+    /// sources it reads, each at the version it was made from.
+    fn source_rows<'a>(
+        &'a self,
+        project: &'a Project,
+        name: &'a str,
+        version: i64,
+    ) -> futures::future::BoxFuture<'a, Result<Loaded>> {
+        Box::pin(async move {
+            let o = self
+                .object(project, ObjectKind::Source, name, Some(version))
+                .await?;
+            let def: SourceDef = serde_json::from_value(o.definition)
+                .map_err(|e| Error::Corrupt(format!("source {name}: {e}")))?;
+            let Some(sql) = def
+                .sql
+                .clone()
+                .filter(|_| def.source_type == SourceType::Sql)
+            else {
+                return self.read_source(project, &def).await;
+            };
+            let mut tables = Vec::new();
+            let mut datasets = Vec::new();
+            for d in o.depends_on.iter().filter(|d| d.kind == ObjectKind::Source) {
+                let l = self.source_rows(project, &d.name, d.version).await?;
+                datasets.extend(l.datasets);
+                tables.push((d.name.clone(), l.batch));
+            }
+            Ok(Loaded {
+                batch: crate::sql::run(tables, sql, format!("source {name}")).await?,
+                datasets,
+            })
         })
     }
 
@@ -418,12 +470,12 @@ impl Features {
                     .map_err(|e| Error::Corrupt(format!("reading stopped: {e}")))??;
                 Ok(Loaded {
                     batch,
-                    dataset: None,
+                    datasets: Vec::new(),
                 })
             }
             SourceType::Push | SourceType::Stream => self.read_offline(project, source).await,
-            SourceType::Sql => Err(Error::invalid(format!(
-                "source {} is a sql source, which training sets and materialization do not run yet",
+            SourceType::Sql => Err(Error::Corrupt(format!(
+                "source {} is a sql source: read it with its version (source_rows)",
                 source.name
             ))),
         }
@@ -454,7 +506,7 @@ impl Features {
             .map_err(|e| Error::Corrupt(format!("reading stopped: {e}")))??;
         Ok(Loaded {
             batch,
-            dataset: Some(format!("dataset:{}@{}", ds.name, v.version)),
+            datasets: vec![format!("dataset:{}@{}", ds.name, v.version)],
         })
     }
 }

@@ -894,3 +894,162 @@ fn delete_stream_of(url: &str, subject: &str) {
         }
     });
 }
+
+const SQL_REPO: &str = r#"
+kind: entity
+name: driver
+join_keys: [{name: driver_id, type: int64}]
+---
+kind: source
+name: stats_src
+type: dataset
+dataset: driver-stats
+timestamp_field: event_timestamp
+created_timestamp_field: created
+---
+kind: source
+name: busy_src
+type: sql
+sql: SELECT driver_id, event_timestamp, created, trips FROM stats_src WHERE trips >= 10
+timestamp_field: event_timestamp
+created_timestamp_field: created
+---
+kind: feature_view
+name: busy
+entities: [driver]
+source: busy_src
+schema: [{name: trips, type: int64}]
+---
+kind: feature_view
+name: scaled
+entities: [driver]
+source: stats_src
+transformation: SELECT driver_id, event_timestamp, created, conv_rate * 100 AS conv_pct FROM source
+schema: [{name: conv_pct, type: float64}]
+"#;
+
+#[test]
+fn sql_sources_and_view_transformations_feed_training_sets_and_materialization() {
+    let q = Qanat::start();
+    let home = q.home();
+    std::fs::create_dir_all(home.join("stats")).expect("dir");
+    std::fs::write(home.join("stats/driver_stats.csv"), STATS).expect("stats");
+    std::fs::write(home.join("rides.csv"), RIDES).expect("rides");
+    let repo = home.join("repo");
+    write_repo(&repo, SQL_REPO);
+    let s = |p: std::path::PathBuf| p.to_str().expect("utf-8").to_string();
+    for args in [
+        vec!["data", "-p", "default", "create", "driver-stats"],
+        vec![
+            "data",
+            "-p",
+            "default",
+            "push",
+            "driver-stats",
+            &s(home.join("stats")),
+            "-m",
+            "stats",
+        ],
+        vec!["features", "-p", "default", "apply", &s(repo.clone())],
+    ] {
+        let (ok, _, err) = q.cli(&args);
+        assert!(ok, "{args:?}: {err}");
+    }
+    let (ok, out, err) = q.cli(&[
+        "features",
+        "-p",
+        "default",
+        "-o",
+        "json",
+        "training-set",
+        "--entities",
+        &s(home.join("rides.csv")),
+        "--features",
+        "busy:trips,scaled:conv_pct",
+        "--to",
+        "sql-train",
+    ]);
+    assert!(ok, "{err}");
+    let set: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert!(
+        set["sources"]
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("dataset:driver-stats@1"))),
+        "lineage reaches the dataset under the sql source: {set}"
+    );
+    let table = pulled(&q, &q.admin_token, set["reference"].as_str().expect("ref"));
+    let trips: Vec<Option<i64>> = table
+        .column_by_name("trips")
+        .expect("trips")
+        .as_any()
+        .downcast_ref::<arrow_array::Int64Array>()
+        .expect("int64")
+        .iter()
+        .collect();
+    // 1002's only row has 3 trips: filtered out by the sql source.
+    assert_eq!(trips, vec![Some(10), Some(13), None, None, None]);
+    let pct: Vec<Option<f64>> = table
+        .column_by_name("conv_pct")
+        .expect("conv_pct")
+        .as_any()
+        .downcast_ref::<arrow_array::Float64Array>()
+        .expect("float64")
+        .iter()
+        .collect();
+    let want = [Some(50.0), Some(65.0), Some(90.0), None, None];
+    assert_eq!(pct.len(), want.len());
+    for (got, want) in pct.iter().zip(want) {
+        match (got, want) {
+            (Some(g), Some(w)) => assert!((g - w).abs() < 1e-9, "{pct:?}"),
+            (g, w) => assert_eq!(*g, w, "{pct:?}"),
+        }
+    }
+
+    // Materialization runs the same SQL: the transformed value is served online.
+    let (ok, _, err) = q.cli(&["features", "-p", "default", "materialize"]);
+    assert!(ok, "{err}");
+    let (st, body) = q.http().send(
+        &q.admin_token,
+        "POST",
+        "/get-online-features",
+        Some(json!({"entities": {"driver_id": [1001, 1002]},
+                    "features": ["busy:trips", "scaled:conv_pct"]})),
+    );
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(
+        column(&body, "trips")["values"],
+        json!([13, null]),
+        "{body}"
+    );
+    assert_eq!(
+        column(&body, "trips")["statuses"],
+        json!(["PRESENT", "NOT_FOUND"]),
+        "{body}"
+    );
+    assert_eq!(
+        column(&body, "conv_pct")["values"][1],
+        json!(90.0),
+        "{body}"
+    );
+
+    // A transformation that does not run is the caller's error, naming the view.
+    write_repo(
+        &repo,
+        &SQL_REPO.replace("conv_rate * 100 AS conv_pct", "conv_rat * 100 AS conv_pct"),
+    );
+    let (ok, _, err) = q.cli(&["features", "-p", "default", "apply", &s(repo)]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = q.cli(&[
+        "features",
+        "-p",
+        "default",
+        "training-set",
+        "--entities",
+        &s(home.join("rides.csv")),
+        "--features",
+        "scaled:conv_pct",
+        "--to",
+        "sql-train",
+    ]);
+    assert!(!ok && err.contains("feature view scaled: sql:"), "{err}");
+}
