@@ -124,6 +124,23 @@ MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
   QANAT_COMPAT_SLURM=${QANAT_TEST_SLURM:-} \
   "$VENV/bin/python" "$ROOT/tests/compat/jobs_pytorch.py" || status=1
 
+# Online features against a real Feast feature server (feast apply / materialize /
+# serve on the same Parquet): the same values from both /get-online-features and after
+# /push. Feast pins pandas<3, so it has its own venv, cached under $HOME/.cache and keyed
+# by its requirements.
+FEAST_REQ=$ROOT/tests/compat/feast-requirements.txt
+FEAST_VENV=${QANAT_FEAST_VENV:-$HOME/.cache/qanat-feast-venv-$(sha256sum "$FEAST_REQ" | cut -c1-12)}
+if ! cmp -s "$FEAST_REQ" "$FEAST_VENV/.requirements" 2>/dev/null; then
+  echo "compat: installing Feast into $FEAST_VENV (once)" >&2
+  rm -rf "$FEAST_VENV"
+  python3 -m venv "$FEAST_VENV"
+  "$FEAST_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$FEAST_REQ"
+  cp "$FEAST_REQ" "$FEAST_VENV/.requirements"
+fi
+echo "compat: online features against a real Feast feature server" >&2
+QANAT_URL=$QANAT_SERVER_URL QANAT_ADMIN_TOKEN=$ADMIN QANAT_BIN=$Q \
+  "$FEAST_VENV/bin/python" "$ROOT/tests/compat/feast_online.py" || status=1
+
 # The Qanat CLI over the same registry: promote and roll back (maintainers, audited),
 # list runs, walk lineage from a model version to the dataset it was trained on.
 echo "compat: qanat runs / models / lineage CLI" >&2
