@@ -25,7 +25,8 @@ use serde_json::Value;
 
 use crate::definitions::{SourceDef, ValueType};
 use crate::error::{Error, Result};
-use crate::training_set::{arrow_type, Loaded};
+use crate::staging::Staged;
+use crate::training_set::arrow_type;
 use crate::values::json_column;
 use crate::Features;
 
@@ -84,38 +85,33 @@ impl Features {
         Ok(items.len() as u64)
     }
 
-    /// Every row in a source's offline store, as one batch (files written by older
-    /// view versions lack newer columns: null there).
-    pub(crate) async fn read_offline(
+    /// A source's offline store, staged (files written by older view versions lack
+    /// newer columns: they read as null there).
+    pub(crate) async fn stage_offline(
         &self,
         project: &Project,
         source: &SourceDef,
-    ) -> Result<Loaded> {
+    ) -> Result<Staged> {
         let location = self.storage.default_location().to_string();
         let prefix: ObjectKey = Self::offline_prefix(project, source.name.as_str())
             .parse()
             .map_err(|e| Error::Corrupt(format!("offline key: {e}")))?;
-        let mut loaded = Vec::new();
+        let mut staged = Staged::new()?;
         for o in self.storage.list(&location, Some(&prefix)).await? {
             if !o.key.ends_with(".parquet") {
                 continue;
             }
             let k: ObjectKey = o.key.parse().map_err(|e| Error::Corrupt(format!("{e}")))?;
-            loaded.push(self.storage.get_bytes(&location, &k).await?);
+            let bytes = self.storage.get(&location, &k).await?;
+            staged.add(&o.key, true, bytes).await?;
         }
-        if loaded.is_empty() {
+        if staged.files.is_empty() {
             return Err(Error::invalid(format!(
                 "source {} has no offline rows yet: rows reach the offline store when pushed with \"to\": \"offline\" or \"online_and_offline\", or streamed",
                 source.name
             )));
         }
-        let batch = tokio::task::spawn_blocking(move || union_files(loaded))
-            .await
-            .map_err(|e| Error::Corrupt(format!("reading offline rows stopped: {e}")))??;
-        Ok(Loaded {
-            batch,
-            datasets: Vec::new(),
-        })
+        Ok(staged)
     }
 }
 
@@ -160,61 +156,6 @@ fn offline_file(
     crate::training_set::write_parquet(&batch).map(Bytes::from)
 }
 
-/// Reads Parquet files whose columns may differ (a view gained a feature) into one
-/// batch over the union of their columns; a column missing from a file is null there.
-fn union_files(files: Vec<Bytes>) -> Result<RecordBatch> {
-    let mut batches = Vec::new();
-    for bytes in files {
-        let bad = |e: &dyn std::fmt::Display| {
-            Error::Corrupt(format!("an offline file cannot be read: {e}"))
-        };
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .map_err(|e| bad(&e))?
-            .with_batch_size(64 * 1024)
-            .build()
-            .map_err(|e| bad(&e))?;
-        for b in reader {
-            batches.push(b.map_err(|e| bad(&e))?);
-        }
-    }
-    let mut fields: Vec<Field> = Vec::new();
-    for b in &batches {
-        for f in b.schema().fields() {
-            match fields.iter().find(|g| g.name() == f.name()) {
-                None => fields.push(f.as_ref().clone().with_nullable(true)),
-                Some(g) if g.data_type() != f.data_type() => {
-                    return Err(Error::invalid(format!(
-                        "offline column '{}' is {} in one file and {} in another: a feature's type changed under the same source",
-                        f.name(),
-                        g.data_type(),
-                        f.data_type()
-                    )))
-                }
-                Some(_) => {}
-            }
-        }
-    }
-    let schema = Arc::new(Schema::new(fields));
-    let aligned: Vec<RecordBatch> = batches
-        .iter()
-        .map(|b| {
-            let columns: Vec<ArrayRef> = schema
-                .fields()
-                .iter()
-                .map(|f| {
-                    b.column_by_name(f.name())
-                        .cloned()
-                        .unwrap_or_else(|| arrow_array::new_null_array(f.data_type(), b.num_rows()))
-                })
-                .collect();
-            RecordBatch::try_new(schema.clone(), columns)
-                .map_err(|e| Error::Corrupt(format!("offline rows: {e}")))
-        })
-        .collect::<Result<_>>()?;
-    arrow_select::concat::concat_batches(&schema, &aligned)
-        .map_err(|e| Error::Corrupt(format!("offline rows: {e}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,8 +168,8 @@ mod tests {
         .expect("source")
     }
 
-    #[test]
-    fn files_with_other_columns_read_back_as_one_table_with_nulls() {
+    #[tokio::test]
+    async fn files_with_other_columns_read_back_as_one_table_with_nulls() {
         let row = |ts: i64, pairs: &[(&str, Value)]| OfflineRow {
             event_ts: ts,
             created_ts: None,
@@ -255,7 +196,15 @@ mod tests {
             )],
         )
         .expect("new file");
-        let t = union_files(vec![old, new]).expect("union");
+        let mut staged = Staged::new().expect("staged");
+        for (i, bytes) in [old, new].into_iter().enumerate() {
+            let chunks = futures::stream::iter(vec![Ok::<_, Error>(bytes)]);
+            staged
+                .add(&format!("{i}.parquet"), true, chunks)
+                .await
+                .expect("add");
+        }
+        let t = staged.read_all().expect("union");
         assert_eq!(t.num_rows(), 2);
         let speed = t.column_by_name("speed").expect("speed");
         assert!(speed.is_null(0));

@@ -89,6 +89,66 @@ pub fn as_of<K: Ord>(
     out
 }
 
+/// [`as_of`] for the usual case of one int64 key, on flat sort records sorted on every
+/// core: the same picks (a property test holds it to [`as_of`]), several times faster
+/// than sorting indices through a comparison closure.
+pub fn as_of_i64(
+    entity_keys: &[Option<i64>],
+    entity_ts: &[i64],
+    feature_keys: &[Option<i64>],
+    event_ts: &[Option<i64>],
+    created_ts: Option<&[Option<i64>]>,
+    ttl_micros: i64,
+) -> Vec<Option<u32>> {
+    use rayon::slice::ParallelSliceMut;
+    // Signed values as unsigned ones in the same order, so records compare as plain
+    // integer tuples.
+    let order = |x: i64| (x as u64) ^ (1 << 63);
+    // (key, event time, created time — none before any —, position): within a key the
+    // last record at or before a time is the one the rule picks.
+    let mut features: Vec<(u64, u64, Option<u64>, u32)> = feature_keys
+        .iter()
+        .zip(event_ts)
+        .enumerate()
+        .filter_map(|(j, (k, e))| {
+            let c = created_ts.and_then(|c| c[j]).map(order);
+            Some((order((*k)?), order((*e)?), c, j as u32))
+        })
+        .collect();
+    features.par_sort_unstable();
+    let mut entities: Vec<(u64, u64, u32)> = entity_keys
+        .iter()
+        .zip(entity_ts)
+        .enumerate()
+        .filter_map(|(i, (k, t))| Some((order((*k)?), order(*t), i as u32)))
+        .collect();
+    entities.par_sort_unstable();
+
+    let mut out = vec![None; entity_keys.len()];
+    let mut next = 0usize;
+    let mut best: Option<(u64, u64, u32)> = None; // (key, event time, position)
+    for &(key, t, i) in &entities {
+        while let Some(&(fk, e, _, j)) = features.get(next) {
+            if fk < key {
+                best = None;
+            } else if fk == key && e <= t {
+                best = Some((fk, e, j));
+            } else {
+                break;
+            }
+            next += 1;
+        }
+        let Some((_, e, j)) = best.filter(|b| b.0 == key) else {
+            continue;
+        };
+        let (e, t) = ((e ^ (1 << 63)) as i64, (t ^ (1 << 63)) as i64);
+        if ttl_micros <= 0 || e >= t.saturating_sub(ttl_micros) {
+            out[i as usize] = Some(j);
+        }
+    }
+    out
+}
+
 /// One view's side of a join: its rows and which columns mean what.
 pub struct ViewSide<'a> {
     pub rows: &'a RecordBatch,
@@ -138,19 +198,41 @@ pub fn join(
         fields[i] = Field::new(timestamp, utc.data_type().clone(), false);
         columns[i] = std::sync::Arc::new(utc);
     }
-    for (v, view) in views.iter().enumerate() {
-        let entity_keys = keys
-            .get(v)
-            .ok_or_else(|| Error::invalid("a view without the entity columns of its keys"))?;
-        let picks = pick(entity, entity_keys, &entity_ts, view)?;
-        let idx = UInt32Array::from(picks);
-        for (column, as_name) in &view.features {
-            let col = column_of(view.rows, column, "the feature rows")?;
-            let taken = arrow_select::take::take(col.as_ref(), &idx, None)
+    // Views are independent: their picks, and then every feature column's gather, run
+    // on all cores.
+    use rayon::prelude::*;
+    let picks: Vec<UInt32Array> = views
+        .par_iter()
+        .enumerate()
+        .map(|(v, view)| {
+            let entity_keys = keys
+                .get(v)
+                .ok_or_else(|| Error::invalid("a view without the entity columns of its keys"))?;
+            Ok(UInt32Array::from(pick(
+                entity,
+                entity_keys,
+                &entity_ts,
+                view,
+            )?))
+        })
+        .collect::<Result<_>>()?;
+    let wanted: Vec<(usize, &String, &String)> = views
+        .iter()
+        .enumerate()
+        .flat_map(|(v, view)| view.features.iter().map(move |(c, n)| (v, c, n)))
+        .collect();
+    let taken: Vec<(Field, ArrayRef)> = wanted
+        .par_iter()
+        .map(|&(v, column, as_name)| {
+            let col = column_of(views[v].rows, column, "the feature rows")?;
+            let taken = arrow_select::take::take(col.as_ref(), &picks[v], None)
                 .map_err(|e| Error::invalid(format!("feature {column}: {e}")))?;
-            fields.push(Field::new(as_name, col.data_type().clone(), true));
-            columns.push(taken);
-        }
+            Ok((Field::new(as_name, col.data_type().clone(), true), taken))
+        })
+        .collect::<Result<_>>()?;
+    for (f, c) in taken {
+        fields.push(f);
+        columns.push(c);
     }
     RecordBatch::try_new(std::sync::Arc::new(Schema::new(fields)), columns)
         .map_err(|e| Error::invalid(format!("the training set: {e}")))
@@ -194,7 +276,14 @@ fn pick(
     if e_cols.len() == 1 && *e_cols[0].data_type() == DataType::Int64 {
         let ek: Vec<Option<i64>> = e_cols[0].as_primitive::<Int64Type>().iter().collect();
         let fk: Vec<Option<i64>> = f_cols[0].as_primitive::<Int64Type>().iter().collect();
-        return Ok(as_of(&ek, entity_ts, &fk, &event, created.as_deref(), ttl));
+        return Ok(as_of_i64(
+            &ek,
+            entity_ts,
+            &fk,
+            &event,
+            created.as_deref(),
+            ttl,
+        ));
     }
     let converter = arrow_row::RowConverter::new(
         e_cols
@@ -388,6 +477,19 @@ mod tests {
             let cr = with_created.then_some(cr.as_slice());
             let got = as_of(&ek, &et, &fk, &ev, cr, ttl);
             prop_assert_eq!(&got, &reference(&ek, &et, &fk, &ev, cr, ttl));
+            // The int64 fast path picks the same rows (times shifted below zero too, so
+            // the sign handling is exercised).
+            let wide = |k: &Option<u8>| k.map(|k| i64::from(k) * 1_000_003 - 2_000_000);
+            let shift = |t: i64| t - 10;
+            let fast = as_of_i64(
+                &ek.iter().map(wide).collect::<Vec<_>>(),
+                &et.iter().map(|&t| shift(t)).collect::<Vec<_>>(),
+                &fk.iter().map(wide).collect::<Vec<_>>(),
+                &ev.iter().map(|e| e.map(shift)).collect::<Vec<_>>(),
+                cr.map(|c| c.iter().map(|x| x.map(|v| v - 2)).collect::<Vec<_>>()).as_deref(),
+                ttl,
+            );
+            prop_assert_eq!(&fast, &got);
             for (i, g) in got.iter().enumerate() {
                 if let Some(j) = g {
                     let e = ev[*j as usize].expect("a picked row has an event time");

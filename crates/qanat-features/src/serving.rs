@@ -143,21 +143,28 @@ impl Features {
                 Some(s) => s,
                 None => self.window_end(project, &name).await?.unwrap_or(i64::MIN),
             };
-            let loaded = self.view_rows(project, &part).await?;
-            let rows = crate::training_set::typed(&loaded.batch, &part)?;
+            let rows = self.view_rows(project, &part).await?;
             let features: Vec<String> = part.features.iter().map(|f| f.0.clone()).collect();
             let keys = part.keys.clone();
             let ts = part.source.timestamp_field.clone();
             let created = part.source.created_timestamp_field.clone();
-            let newest = tokio::task::spawn_blocking(move || {
-                newest_per_key(&rows, &keys, &ts, created.as_deref(), &features, from, end)
+            // A batch at a time: what is kept is the newest row per entity, so memory
+            // follows the number of entities, not of rows.
+            let newest = tokio::task::spawn_blocking(move || -> Result<Newest> {
+                let mut newest = Newest::new(from, end);
+                for batch in rows.batches()? {
+                    let batch = crate::training_set::typed(&batch?, &part)?;
+                    newest.add(&batch, &keys, &ts, created.as_deref(), &features)?;
+                }
+                Ok(newest)
             })
             .await
             .map_err(|e| Error::Corrupt(format!("materialization stopped: {e}")))??;
             let in_window = newest.in_window;
-            let last_event = newest.rows.iter().map(|r| r.1.event_ts).max();
+            let rows = newest.rows();
+            let last_event = rows.iter().map(|r| r.1.event_ts).max();
             let mut count = WriteCount::default();
-            let mut rows = newest.rows;
+            let mut rows = rows;
             while !rows.is_empty() {
                 let rest = rows.split_off(rows.len().min(CHUNK));
                 let chunk = std::mem::replace(&mut rows, rest);
@@ -714,98 +721,114 @@ impl Features {
     }
 }
 
-/// The newest row per entity within [from, end], as online records.
-struct Newest {
-    in_window: u64,
-    rows: Vec<(String, OnlineRow)>,
-}
+/// How a row ranks against another of the same entity: (event time, created time,
+/// position); the greatest is the newest.
+type Rank = (i64, Option<i64>, u64);
 
-fn newest_per_key(
-    rows: &arrow_array::RecordBatch,
-    keys: &[String],
-    ts: &str,
-    created: Option<&str>,
-    features: &[String],
+/// The newest row per entity within a window, gathered a batch at a time.
+struct Newest {
     from: i64,
     end: i64,
-) -> Result<Newest> {
-    use arrow_array::cast::AsArray;
-    use arrow_array::types::TimestampMicrosecondType;
-    let micros = |name: &str| -> Result<Vec<Option<i64>>> {
-        let col = rows
-            .column_by_name(name)
-            .ok_or_else(|| Error::invalid(format!("the source has no column '{name}'")))?;
-        let cast = arrow_cast::cast(
-            col.as_ref(),
-            &arrow_schema::DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, None),
-        )
-        .map_err(|e| Error::invalid(format!("column '{name}' is not a time: {e}")))?;
-        Ok(cast
-            .as_primitive::<TimestampMicrosecondType>()
-            .iter()
-            .collect())
-    };
-    let event = micros(ts)?;
-    let created = match created {
-        Some(c) => micros(c)?,
-        None => vec![None; rows.num_rows()],
-    };
-    let key_cols: Vec<&arrow_array::ArrayRef> = keys
-        .iter()
-        .map(|k| {
-            rows.column_by_name(k)
-                .ok_or_else(|| Error::invalid(format!("the source has no join key column '{k}'")))
-        })
-        .collect::<Result<_>>()?;
-    let mut best: HashMap<String, usize> = HashMap::new();
-    let mut in_window = 0u64;
-    for i in 0..rows.num_rows() {
-        let Some(e) = event[i] else { continue };
-        if e < from || e > end {
-            continue;
-        }
-        in_window += 1;
-        let mut kv = Vec::with_capacity(key_cols.len());
-        for c in &key_cols {
-            let v = json_at(c, i).map_err(Error::Invalid)?;
-            if v.is_null() {
-                break;
-            }
-            kv.push(v);
-        }
-        if kv.len() != key_cols.len() {
-            continue;
-        }
-        let key = entity_key(&kv);
-        let better = match best.get(&key) {
-            None => true,
-            Some(&j) => (e, created[i], i) > (event[j].unwrap_or(i64::MIN), created[j], j),
-        };
-        if better {
-            best.insert(key, i);
+    /// Rows seen with an event time in the window.
+    in_window: u64,
+    /// Rows seen so far (positions break the last ties: the later row wins).
+    seen: u64,
+    /// Per entity: (event time, created time, position) of its newest row, and the row.
+    best: HashMap<String, (Rank, OnlineRow)>,
+}
+
+impl Newest {
+    fn new(from: i64, end: i64) -> Newest {
+        Newest {
+            from,
+            end,
+            in_window: 0,
+            seen: 0,
+            best: HashMap::new(),
         }
     }
-    let cols: Vec<(&String, &arrow_array::ArrayRef)> = features
-        .iter()
-        .filter_map(|f| rows.column_by_name(f).map(|c| (f, c)))
-        .collect();
-    let mut out = Vec::with_capacity(best.len());
-    for (key, i) in best {
-        let mut values = Map::new();
-        for (name, col) in &cols {
-            values.insert((*name).clone(), json_at(col, i).map_err(Error::Invalid)?);
-        }
-        out.push((
-            key,
-            OnlineRow {
-                event_ts: event[i].unwrap_or_default(),
+
+    /// Takes in a batch of typed source rows.
+    fn add(
+        &mut self,
+        rows: &arrow_array::RecordBatch,
+        keys: &[String],
+        ts: &str,
+        created: Option<&str>,
+        features: &[String],
+    ) -> Result<()> {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::TimestampMicrosecondType;
+        let micros = |name: &str| -> Result<Vec<Option<i64>>> {
+            let col = rows
+                .column_by_name(name)
+                .ok_or_else(|| Error::invalid(format!("the source has no column '{name}'")))?;
+            let cast = arrow_cast::cast(
+                col.as_ref(),
+                &arrow_schema::DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, None),
+            )
+            .map_err(|e| Error::invalid(format!("column '{name}' is not a time: {e}")))?;
+            Ok(cast
+                .as_primitive::<TimestampMicrosecondType>()
+                .iter()
+                .collect())
+        };
+        let event = micros(ts)?;
+        let created = match created {
+            Some(c) => micros(c)?,
+            None => vec![None; rows.num_rows()],
+        };
+        let key_cols: Vec<&arrow_array::ArrayRef> = keys
+            .iter()
+            .map(|k| {
+                rows.column_by_name(k).ok_or_else(|| {
+                    Error::invalid(format!("the source has no join key column '{k}'"))
+                })
+            })
+            .collect::<Result<_>>()?;
+        let cols: Vec<(&String, &arrow_array::ArrayRef)> = features
+            .iter()
+            .filter_map(|f| rows.column_by_name(f).map(|c| (f, c)))
+            .collect();
+        for i in 0..rows.num_rows() {
+            let position = self.seen;
+            self.seen += 1;
+            let Some(e) = event[i] else { continue };
+            if e < self.from || e > self.end {
+                continue;
+            }
+            self.in_window += 1;
+            let mut kv = Vec::with_capacity(key_cols.len());
+            for c in &key_cols {
+                let v = json_at(c, i).map_err(Error::Invalid)?;
+                if v.is_null() {
+                    break;
+                }
+                kv.push(v);
+            }
+            if kv.len() != key_cols.len() {
+                continue;
+            }
+            let rank = (e, created[i], position);
+            let key = entity_key(&kv);
+            if self.best.get(&key).is_some_and(|(r, _)| *r >= rank) {
+                continue;
+            }
+            let mut values = Map::new();
+            for (name, col) in &cols {
+                values.insert((*name).clone(), json_at(col, i).map_err(Error::Invalid)?);
+            }
+            let row = OnlineRow {
+                event_ts: e,
                 created_ts: created[i].unwrap_or(0),
                 values,
-            },
-        ));
+            };
+            self.best.insert(key, (rank, row));
+        }
+        Ok(())
     }
-    Ok(Newest {
-        in_window,
-        rows: out,
-    })
+
+    fn rows(self) -> Vec<(String, OnlineRow)> {
+        self.best.into_iter().map(|(k, (_, r))| (k, r)).collect()
+    }
 }

@@ -9,12 +9,10 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use bytes::Bytes;
-use futures::TryStreamExt;
 use qanat_core::{DomainError, ErrorKind, Kind, ObjectRef};
 use qanat_governance::Project;
-use qanat_store::ObjectKey;
 
-use crate::definitions::{EntityDef, FeatureViewDef, ObjectKind, SourceDef, SourceType, ValueType};
+use crate::definitions::{EntityDef, FeatureViewDef, ObjectKind, SourceDef, ValueType};
 use crate::error::{Error, Result};
 use crate::point_in_time::{join, ViewSide};
 use crate::wire::{Dependency, TrainingSet, TrainingSetRequest};
@@ -31,12 +29,6 @@ pub(crate) struct ViewPart {
     pub(crate) keys: Vec<String>,
     /// (feature, name in the result, pii)
     pub(crate) features: Vec<(String, String, bool)>,
-}
-
-/// Rows read from storage, and the dataset versions they came from (for lineage).
-pub(crate) struct Loaded {
-    pub(crate) batch: RecordBatch,
-    pub(crate) datasets: Vec<String>,
 }
 
 impl Features {
@@ -60,23 +52,15 @@ impl Features {
             .await?;
         let entity_ref = ObjectRef::parse_of(Kind::Dataset, &req.entities)
             .map_err(|e| Error::invalid(format!("entities: {e}")))?;
-        let entities = self.read_dataset(project, &entity_ref).await?;
+        let entities = self.stage_dataset(project, &entity_ref).await?;
         let mut sources = Vec::new();
         for p in &parts {
             sources.push(self.view_rows(project, p).await?);
         }
-
-        // Entity columns for each view's keys: the entity's join key names.
-        for p in &parts {
-            for k in &p.keys {
-                if entities.batch.column_by_name(k).is_none() {
-                    return Err(Error::invalid(format!(
-                        "the entity rows have no column '{k}', a join key of feature view {}",
-                        p.name
-                    )));
-                }
-            }
-        }
+        let mut derived = entities.datasets.clone();
+        derived.extend(sources.iter().flat_map(|s| s.datasets().iter().cloned()));
+        derived.sort();
+        derived.dedup();
         let used: Vec<Dependency> = parts
             .iter()
             .map(|p| Dependency {
@@ -86,15 +70,26 @@ impl Features {
             })
             .collect();
         let timestamp = req.timestamp_column.clone();
-        let entity_batch = entities.batch.clone();
-        let views: Vec<(Vec<String>, RecordBatch, ViewPart)> = parts
-            .into_iter()
-            .zip(sources.iter())
-            .map(|(p, s)| Ok((p.keys.clone(), typed(&s.batch, &p)?, p)))
-            .collect::<Result<_>>()?;
         let keyring = self.storage.keyring().clone();
         let purpose = format!("features.pii.{}", project.id);
         let joined = tokio::task::spawn_blocking(move || -> Result<(RecordBatch, Vec<String>)> {
+            let entity_batch = entities.read_all()?;
+            // Entity columns for each view's keys: the entity's join key names.
+            for p in &parts {
+                for k in &p.keys {
+                    if entity_batch.column_by_name(k).is_none() {
+                        return Err(Error::invalid(format!(
+                            "the entity rows have no column '{k}', a join key of feature view {}",
+                            p.name
+                        )));
+                    }
+                }
+            }
+            let views: Vec<(Vec<String>, RecordBatch, ViewPart)> = parts
+                .into_iter()
+                .zip(sources.iter())
+                .map(|(p, s)| Ok((p.keys.clone(), typed(&s.read_all()?, &p)?, p)))
+                .collect::<Result<_>>()?;
             let sides: Vec<ViewSide<'_>> = views
                 .iter()
                 .map(|(keys, rows, p)| ViewSide {
@@ -151,10 +146,6 @@ impl Features {
             }
             Err(e) => return Err(e.into()),
         };
-        let mut derived = entities.datasets.clone();
-        derived.extend(sources.iter().flat_map(|s| s.datasets.iter().cloned()));
-        derived.sort();
-        derived.dedup();
         let edges: Vec<(String, String)> = used
             .iter()
             .map(|d| {
@@ -352,219 +343,6 @@ impl Features {
             features: Vec::new(),
         })
     }
-
-    /// A view version's rows: its source's at the version the view was made from,
-    /// through the view's transformation when it has one.
-    pub(crate) async fn view_rows(&self, project: &Project, part: &ViewPart) -> Result<Loaded> {
-        let loaded = self
-            .source_rows(project, part.source.name.as_str(), part.source_version)
-            .await?;
-        match &part.def.transformation {
-            None => Ok(loaded),
-            Some(t) => Ok(Loaded {
-                batch: crate::sql::run(
-                    vec![("source".to_string(), loaded.batch)],
-                    t.clone(),
-                    format!("feature view {}", part.name),
-                )
-                .await?,
-                datasets: loaded.datasets,
-            }),
-        }
-    }
-
-    /// A source version's rows; a sql source's are its query's result over the
-    /// sources it reads, each at the version it was made from.
-    fn source_rows<'a>(
-        &'a self,
-        project: &'a Project,
-        name: &'a str,
-        version: i64,
-    ) -> futures::future::BoxFuture<'a, Result<Loaded>> {
-        Box::pin(async move {
-            let o = self
-                .object(project, ObjectKind::Source, name, Some(version))
-                .await?;
-            let def: SourceDef = serde_json::from_value(o.definition)
-                .map_err(|e| Error::Corrupt(format!("source {name}: {e}")))?;
-            let Some(sql) = def
-                .sql
-                .clone()
-                .filter(|_| def.source_type == SourceType::Sql)
-            else {
-                return self.read_source(project, &def).await;
-            };
-            let mut tables = Vec::new();
-            let mut datasets = Vec::new();
-            for d in o.depends_on.iter().filter(|d| d.kind == ObjectKind::Source) {
-                let l = self.source_rows(project, &d.name, d.version).await?;
-                datasets.extend(l.datasets);
-                tables.push((d.name.clone(), l.batch));
-            }
-            Ok(Loaded {
-                batch: crate::sql::run(tables, sql, format!("source {name}")).await?,
-                datasets,
-            })
-        })
-    }
-
-    /// A source's rows.
-    pub(crate) async fn read_source(
-        &self,
-        project: &Project,
-        source: &SourceDef,
-    ) -> Result<Loaded> {
-        match source.source_type {
-            SourceType::Dataset => {
-                let d = source.dataset.as_deref().unwrap_or_default();
-                let r = ObjectRef::parse_of(Kind::Dataset, d)
-                    .map_err(|e| Error::invalid(format!("source {}: {e}", source.name)))?;
-                self.read_dataset(project, &r).await
-            }
-            SourceType::File => {
-                let path = source.path.as_deref().unwrap_or_default().trim_matches('/');
-                let location = self.storage.default_location().to_string();
-                let base = format!("projects/{}/files/{path}", project.id);
-                let key: ObjectKey = base.parse().map_err(|e| {
-                    Error::invalid(format!("source {}: path '{path}': {e}", source.name))
-                })?;
-                let mut files = Vec::new();
-                if table_format(path).is_some() {
-                    files.push((path.to_string(), key));
-                } else {
-                    for o in self.storage.list(&location, Some(&key)).await? {
-                        let rel = o
-                            .key
-                            .rsplit_once("/files/")
-                            .map(|x| x.1.to_string())
-                            .unwrap_or_default();
-                        if table_format(&rel).is_some() {
-                            let k: ObjectKey =
-                                o.key.parse().map_err(|e| Error::Corrupt(format!("{e}")))?;
-                            files.push((rel, k));
-                        }
-                    }
-                }
-                if files.is_empty() {
-                    return Err(Error::invalid(format!(
-                        "source {}: no .parquet or .csv file at '{path}' in the project's files (qanat objects put)",
-                        source.name
-                    )));
-                }
-                let mut loaded = Vec::new();
-                for (name, k) in files {
-                    let bytes = self.storage.get_bytes(&location, &k).await.map_err(|e| {
-                        if e.kind() == ErrorKind::NotFound {
-                            Error::invalid(format!(
-                                "source {}: the file '{name}' is missing",
-                                source.name
-                            ))
-                        } else {
-                            Error::Store(e)
-                        }
-                    })?;
-                    loaded.push((name, bytes));
-                }
-                let batch = tokio::task::spawn_blocking(move || tables(loaded))
-                    .await
-                    .map_err(|e| Error::Corrupt(format!("reading stopped: {e}")))??;
-                Ok(Loaded {
-                    batch,
-                    datasets: Vec::new(),
-                })
-            }
-            SourceType::Push | SourceType::Stream => self.read_offline(project, source).await,
-            SourceType::Sql => Err(Error::Corrupt(format!(
-                "source {} is a sql source: read it with its version (source_rows)",
-                source.name
-            ))),
-        }
-    }
-
-    /// Every table file (Parquet, CSV) of a dataset version, as one batch.
-    async fn read_dataset(&self, project: &Project, r: &ObjectRef) -> Result<Loaded> {
-        let ds = self.datasets.get(project, &r.name).await?;
-        let v = self.datasets.resolve(&ds, &r.selector_or_latest()).await?;
-        let manifest = self.datasets.manifest(&ds, &v).await?;
-        let mut loaded = Vec::new();
-        for f in manifest.files {
-            if table_format(&f.path).is_none() {
-                continue;
-            }
-            let name = f.path.clone();
-            let parts: Vec<Bytes> = self.datasets.file_stream(&ds, f).try_collect().await?;
-            loaded.push((name, Bytes::from(parts.concat())));
-        }
-        if loaded.is_empty() {
-            return Err(Error::invalid(format!(
-                "dataset:{}@{} holds no .parquet or .csv file",
-                ds.name, v.version
-            )));
-        }
-        let batch = tokio::task::spawn_blocking(move || tables(loaded))
-            .await
-            .map_err(|e| Error::Corrupt(format!("reading stopped: {e}")))??;
-        Ok(Loaded {
-            batch,
-            datasets: vec![format!("dataset:{}@{}", ds.name, v.version)],
-        })
-    }
-}
-
-pub(crate) fn table_format(path: &str) -> Option<&'static str> {
-    let lower = path.to_ascii_lowercase();
-    if lower.ends_with(".parquet") {
-        Some("parquet")
-    } else if lower.ends_with(".csv") {
-        Some("csv")
-    } else {
-        None
-    }
-}
-
-/// Reads Parquet and CSV files into one batch; every file must have the same columns.
-fn tables(files: Vec<(String, Bytes)>) -> Result<RecordBatch> {
-    let mut batches = Vec::new();
-    let mut schema: Option<Arc<Schema>> = None;
-    for (name, bytes) in files {
-        let bad = |e: &dyn std::fmt::Display| Error::invalid(format!("{name} cannot be read: {e}"));
-        let read: Vec<RecordBatch> = if table_format(&name) == Some("parquet") {
-            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-                .map_err(|e| bad(&e))?
-                .with_batch_size(64 * 1024)
-                .build()
-                .map_err(|e| bad(&e))?
-                .collect::<std::result::Result<_, _>>()
-                .map_err(|e| bad(&e))?
-        } else {
-            let format = arrow_csv::reader::Format::default().with_header(true);
-            let (inferred, _) = format
-                .infer_schema(std::io::Cursor::new(&bytes), Some(10_000))
-                .map_err(|e| bad(&e))?;
-            arrow_csv::ReaderBuilder::new(Arc::new(inferred))
-                .with_header(true)
-                .with_batch_size(64 * 1024)
-                .build(std::io::Cursor::new(bytes))
-                .map_err(|e| bad(&e))?
-                .collect::<std::result::Result<_, _>>()
-                .map_err(|e| bad(&e))?
-        };
-        for b in read {
-            match &schema {
-                None => schema = Some(b.schema()),
-                Some(s) if s.fields() != b.schema().fields() => {
-                    return Err(Error::invalid(format!(
-                        "{name} has other columns or types than the files before it: a source's files share one schema"
-                    )))
-                }
-                _ => {}
-            }
-            batches.push(b);
-        }
-    }
-    let schema = schema.unwrap_or_else(|| Arc::new(Schema::empty()));
-    arrow_select::concat::concat_batches(&schema, &batches)
-        .map_err(|e| Error::invalid(format!("the rows do not combine: {e}")))
 }
 
 /// The arrow type of a declared value type.
