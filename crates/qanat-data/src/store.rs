@@ -666,51 +666,64 @@ impl Datasets {
         .await
     }
 
-    /// Writes files made on the server (a training set) as a new version of `ds`: each
-    /// is cut into chunks and stored, then committed as [`Self::commit`] does, with
+    /// Writes files made on the server (a training set), local files of any size, as a
+    /// new version of `ds`: each is cut into chunks off the async runtime and stored a
+    /// pack (about 32 MiB) at a time, then committed as [`Self::commit`] does, with
     /// `edges` (parent, relation) recorded beside its dataset parents in the same
-    /// transaction.
+    /// transaction. Memory stays at about two packs whatever the files' size.
     #[allow(clippy::too_many_arguments)]
     pub async fn commit_files(
         &self,
         project: &Project,
         ds: &Dataset,
-        files: Vec<(String, Bytes)>,
+        files: Vec<(String, std::path::PathBuf)>,
         message: &str,
         author: &str,
         derived_from: &[String],
         edges: &[(String, String)],
     ) -> Result<DatasetVersion> {
         let mut manifest = Manifest::default();
-        for (path, bytes) in files {
-            let mut refs = Vec::new();
-            let mut pack = Vec::new();
-            let mut pack_bytes = 0usize;
-            for chunk in crate::chunking::chunks(std::io::Cursor::new(bytes.clone())) {
-                let chunk = chunk.map_err(|e| Error::invalid("file", e.to_string()))?;
-                refs.push(ChunkRef {
-                    id: chunk.id,
-                    size: chunk.data.len() as u64,
+        for (path, local) in files {
+            // The chunker reads the file on a blocking thread and hands over packs.
+            type Pack = Vec<(ChunkId, Bytes)>;
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Pack>>(1);
+            let reader =
+                tokio::task::spawn_blocking(move || -> Result<(Vec<ChunkRef>, String, u64)> {
+                    let file = std::fs::File::open(&local).map_err(Error::Io)?;
+                    let mut hasher = blake3::Hasher::new();
+                    let (mut refs, mut pack, mut pack_bytes, mut size) =
+                        (Vec::new(), Vec::new(), 0usize, 0u64);
+                    for chunk in crate::chunking::chunks(std::io::BufReader::new(file)) {
+                        let chunk = chunk.map_err(Error::Io)?;
+                        hasher.update(&chunk.data);
+                        size += chunk.data.len() as u64;
+                        refs.push(ChunkRef {
+                            id: chunk.id,
+                            size: chunk.data.len() as u64,
+                        });
+                        pack_bytes += chunk.data.len();
+                        pack.push((chunk.id, chunk.data));
+                        if pack_bytes >= 32 << 20 {
+                            pack_bytes = 0;
+                            if tx.blocking_send(Ok(std::mem::take(&mut pack))).is_err() {
+                                break; // the receiver failed; its error is returned
+                            }
+                        }
+                    }
+                    if !pack.is_empty() {
+                        let _ = tx.blocking_send(Ok(pack));
+                    }
+                    Ok((refs, hasher.finalize().to_hex().to_string(), size))
                 });
-                pack_bytes += chunk.data.len();
-                pack.push((chunk.id, chunk.data));
-                if pack_bytes >= 32 << 20 {
-                    self.put_chunks(project, ds, std::mem::take(&mut pack))
-                        .await?;
-                    pack_bytes = 0;
-                }
+            while let Some(pack) = rx.recv().await {
+                self.put_chunks(project, ds, pack?).await?;
             }
-            if !pack.is_empty() {
-                self.put_chunks(project, ds, pack).await?;
-            }
-            let hash = blake3::hash(&bytes).to_hex().to_string();
-            manifest.files.push(FileEntry::new(
-                path.as_bytes(),
-                bytes.len() as u64,
-                0o644,
-                hash,
-                refs,
-            ));
+            let (refs, hash, size) = reader.await.map_err(|e| {
+                Error::Io(std::io::Error::other(format!("chunking stopped: {e}")))
+            })??;
+            manifest
+                .files
+                .push(FileEntry::new(path.as_bytes(), size, 0o644, hash, refs));
         }
         self.commit_counted(
             project,

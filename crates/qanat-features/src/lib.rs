@@ -21,6 +21,7 @@ mod sources;
 mod sql;
 mod staging;
 mod streaming;
+mod training_output;
 mod training_set;
 mod values;
 pub mod wire;
@@ -46,6 +47,9 @@ pub struct Features {
     online: Option<online::OnlineStore>,
     /// The stream consumers' states.
     streams: streaming::Statuses,
+    /// Bytes a training set's join may hold in memory; larger inputs are joined
+    /// partition by partition on disk.
+    join_memory: u64,
 }
 
 impl Features {
@@ -56,7 +60,14 @@ impl Features {
             datasets,
             online: None,
             streams: Default::default(),
+            join_memory: 2 << 30,
         }
+    }
+
+    /// The same feature store with another memory budget for training-set joins.
+    pub fn with_join_memory(mut self, bytes: u64) -> Self {
+        self.join_memory = bytes.max(1 << 20);
+        self
     }
 
     /// The same feature store with an online store.

@@ -170,19 +170,7 @@ pub fn join(
     keys: &[Vec<String>],
     views: &[ViewSide<'_>],
 ) -> Result<RecordBatch> {
-    let entity_ts = micros(entity, timestamp, "the entity rows")?;
-    let entity_ts: Vec<i64> = (0..entity_ts.len())
-        .map(|i| {
-            if entity_ts.is_null(i) {
-                Err(Error::invalid(format!(
-                    "entity row {} has no timestamp in '{timestamp}': every entity row needs one",
-                    i + 1
-                )))
-            } else {
-                Ok(entity_ts.value(i))
-            }
-        })
-        .collect::<Result<_>>()?;
+    let entity_ts = entity_times(entity, timestamp)?;
     let mut fields: Vec<Field> = entity
         .schema()
         .fields()
@@ -236,6 +224,31 @@ pub fn join(
     }
     RecordBatch::try_new(std::sync::Arc::new(Schema::new(fields)), columns)
         .map_err(|e| Error::invalid(format!("the training set: {e}")))
+}
+
+/// The entity rows' times as UTC microseconds; every row needs one.
+fn entity_times(entity: &RecordBatch, timestamp: &str) -> Result<Vec<i64>> {
+    let entity_ts = micros(entity, timestamp, "the entity rows")?;
+    (0..entity_ts.len())
+        .map(|i| {
+            if entity_ts.is_null(i) {
+                Err(Error::invalid(format!(
+                    "entity row {} has no timestamp in '{timestamp}': every entity row needs one",
+                    i + 1
+                )))
+            } else {
+                Ok(entity_ts.value(i))
+            }
+        })
+        .collect()
+}
+
+/// The entity rows' time column as it leaves a join: UTC microseconds.
+pub(crate) fn entity_time(entity: &RecordBatch, timestamp: &str) -> Result<ArrayRef> {
+    Ok(std::sync::Arc::new(
+        arrow_array::TimestampMicrosecondArray::from(entity_times(entity, timestamp)?)
+            .with_timezone("UTC"),
+    ))
 }
 
 /// The picked feature row of each entity row, for one view.

@@ -37,6 +37,22 @@ impl Rows {
         }
     }
 
+    /// About how many bytes the rows take in memory. Blocking.
+    pub(crate) fn estimated_bytes(&self) -> Result<u64> {
+        match self {
+            Rows::Files(s) => s.estimated_bytes(),
+            Rows::Table { batch, .. } => Ok(batch.get_array_memory_size() as u64),
+        }
+    }
+
+    /// The rows' columns. Blocking.
+    pub(crate) fn schema(&self) -> Result<arrow_schema::SchemaRef> {
+        match self {
+            Rows::Files(s) => Ok(s.batches()?.schema()),
+            Rows::Table { batch, .. } => Ok(batch.schema()),
+        }
+    }
+
     /// Every row as one batch. Blocking: call it off the async runtime.
     pub(crate) fn read_all(&self) -> Result<RecordBatch> {
         match self {

@@ -105,6 +105,34 @@ impl Staged {
         })
     }
 
+    /// About how many bytes the rows take in memory: Parquet's uncompressed size from
+    /// its footer, a CSV file's length. Blocking.
+    pub(crate) fn estimated_bytes(&self) -> Result<u64> {
+        let mut total = 0u64;
+        for f in &self.files {
+            let bad = |e: &dyn std::fmt::Display| {
+                Error::invalid(format!("{} cannot be read: {e}", f.name))
+            };
+            let len = std::fs::metadata(&f.path).map_err(|e| bad(&e))?.len();
+            total += if f.parquet {
+                let file = std::fs::File::open(&f.path).map_err(|e| bad(&e))?;
+                let b =
+                    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                        .map_err(|e| bad(&e))?;
+                let size: i64 = b
+                    .metadata()
+                    .row_groups()
+                    .iter()
+                    .map(|g| g.total_byte_size())
+                    .sum();
+                u64::try_from(size).unwrap_or(len).max(len)
+            } else {
+                len
+            };
+        }
+        Ok(total)
+    }
+
     /// Every row at once (the point-in-time join needs a view whole). Blocking.
     pub(crate) fn read_all(&self) -> Result<RecordBatch> {
         let batches = self.batches()?;

@@ -8,13 +8,11 @@ use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
-use bytes::Bytes;
 use qanat_core::{DomainError, ErrorKind, Kind, ObjectRef};
 use qanat_governance::Project;
 
 use crate::definitions::{EntityDef, FeatureViewDef, ObjectKind, SourceDef, ValueType};
 use crate::error::{Error, Result};
-use crate::point_in_time::{join, ViewSide};
 use crate::wire::{Dependency, TrainingSet, TrainingSetRequest};
 use crate::{FeatureRef, Features};
 
@@ -72,67 +70,38 @@ impl Features {
         let timestamp = req.timestamp_column.clone();
         let keyring = self.storage.keyring().clone();
         let purpose = format!("features.pii.{}", project.id);
-        let joined = tokio::task::spawn_blocking(move || -> Result<(RecordBatch, Vec<String>)> {
-            let entity_batch = entities.read_all()?;
-            // Entity columns for each view's keys: the entity's join key names.
-            for p in &parts {
-                for k in &p.keys {
-                    if entity_batch.column_by_name(k).is_none() {
-                        return Err(Error::invalid(format!(
-                            "the entity rows have no column '{k}', a join key of feature view {}",
-                            p.name
-                        )));
-                    }
-                }
-            }
-            let views: Vec<(Vec<String>, RecordBatch, ViewPart)> = parts
-                .into_iter()
-                .zip(sources.iter())
-                .map(|(p, s)| Ok((p.keys.clone(), typed(&s.read_all()?, &p)?, p)))
-                .collect::<Result<_>>()?;
-            let sides: Vec<ViewSide<'_>> = views
+        let budget = self.join_memory;
+        let hidden: Vec<String> = if pii_allowed {
+            Vec::new()
+        } else {
+            parts
                 .iter()
-                .map(|(keys, rows, p)| ViewSide {
-                    rows,
-                    keys: keys.clone(),
-                    event_timestamp: p.source.timestamp_field.clone(),
-                    created_timestamp: p.source.created_timestamp_field.clone(),
-                    features: p
-                        .features
-                        .iter()
-                        .map(|(f, n, _)| (f.clone(), n.clone()))
-                        .collect(),
-                    ttl: p.def.ttl,
-                })
-                .collect();
-            let keys: Vec<Vec<String>> = views.iter().map(|v| v.0.clone()).collect();
-            let mut out = join(&entity_batch, &timestamp, &keys, &sides)?;
-            let mut hidden = Vec::new();
-            if !pii_allowed {
-                for (_, _, p) in &views {
-                    for (_, name, pii) in &p.features {
-                        if *pii {
-                            out = pseudonymize(&out, name, |v| keyring.mac(&purpose, v).1)?;
-                            hidden.push(name.clone());
-                        }
-                    }
-                }
-            }
-            Ok((out, hidden))
-        })
-        .await
-        .map_err(|e| Error::Corrupt(format!("the join stopped: {e}")))??;
-        let (table, pseudonymized) = joined;
-        let rows = table.num_rows() as u64;
-        let columns: Vec<String> = table
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .collect();
-        let parquet = tokio::task::spawn_blocking(move || write_parquet(&table))
+                .flat_map(|p| p.features.iter().filter(|f| f.2).map(|f| f.1.clone()))
+                .collect()
+        };
+        let out_dir = tempfile::Builder::new()
+            .prefix("qanat-training-set-")
+            .tempdir()
+            .map_err(|e| Error::Corrupt(format!("a directory for the training set: {e}")))?;
+        let out = out_dir.path().join("training_set.parquet");
+        let views: Vec<(ViewPart, crate::sources::Rows)> = parts.into_iter().zip(sources).collect();
+        let (written, pseudonymized) = {
+            let out = out.clone();
+            let hidden = hidden.clone();
+            tokio::task::spawn_blocking(move || {
+                let mac = move |v: &[u8]| keyring.mac(&purpose, v).1;
+                let pii = crate::training_output::Pseudonyms {
+                    hide: hidden.clone(),
+                    mac: &mac,
+                };
+                crate::training_output::write(&entities, &timestamp, &views, budget, &pii, &out)
+                    .map(|w| (w, hidden))
+            })
             .await
-            .map_err(|e| Error::Corrupt(format!("writing the training set stopped: {e}")))??;
+            .map_err(|e| Error::Corrupt(format!("the join stopped: {e}")))??
+        };
+        let rows = written.rows;
+        let columns = written.columns;
 
         let ds = match self.datasets.get(project, req.output.as_str()).await {
             Ok(ds) => ds,
@@ -172,7 +141,7 @@ impl Features {
             .commit_files(
                 project,
                 &ds,
-                vec![("training_set.parquet".to_string(), Bytes::from(parquet))],
+                vec![("training_set.parquet".to_string(), out)],
                 &message,
                 by,
                 &derived,
@@ -414,7 +383,7 @@ pub(crate) fn typed(rows: &RecordBatch, part: &ViewPart) -> Result<RecordBatch> 
 /// Replaces column `name` by keyed pseudonyms of its values (nulls stay null): the
 /// same value gives the same pseudonym, so it still joins and groups, but cannot be
 /// read back without the key.
-fn pseudonymize(
+pub(crate) fn pseudonymize(
     batch: &RecordBatch,
     name: &str,
     mac: impl Fn(&[u8]) -> String,

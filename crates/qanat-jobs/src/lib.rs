@@ -49,6 +49,7 @@ use tokio::sync::Notify;
 pub use error::Error;
 pub use kind::{JobKind, Kinds, ProcessPlan};
 pub use kubernetes::KubernetesSettings;
+pub use procfs::total_memory_mb;
 pub use scheduler::Scheduler;
 pub use slurm::SlurmSettings;
 pub use spec::{JobSpec, Resources};

@@ -125,8 +125,8 @@ pub(crate) fn with_affinity<T>(cores: &[usize], f: impl FnOnce() -> T) -> T {
     out
 }
 
-/// Physical memory, MiB.
-pub(crate) fn total_memory_mb() -> u64 {
+/// Physical memory, MiB (4 GiB when /proc/meminfo cannot be read).
+pub fn total_memory_mb() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|s| {

@@ -38,6 +38,9 @@ pub struct FeaturesConfig {
     /// The NATS server with JetStream whose subjects `stream` sources read
     /// (`nats://host:4222`); `events.nats_url` when unset.
     pub nats_url: Option<String>,
+    /// Memory a training set's join may hold (`4GiB`); larger inputs are joined
+    /// partition by partition on disk. Default: a quarter of physical memory.
+    pub join_memory: Option<String>,
 }
 
 impl Config {
@@ -47,6 +50,16 @@ impl Config {
             .online_store
             .clone()
             .unwrap_or_else(|| format!("redb://{}", self.home.join("online.redb").display()))
+    }
+
+    /// The training-set join's memory budget in bytes.
+    pub fn join_memory_bytes(&self) -> Result<u64> {
+        let mib = match &self.features.join_memory {
+            Some(m) => qanat_jobs::spec::parse_memory(&serde_json::Value::String(m.clone()))
+                .map_err(|e| anyhow::anyhow!("features.join_memory: {e}"))?,
+            None => qanat_jobs::total_memory_mb() / 4,
+        };
+        Ok(mib.saturating_mul(1 << 20))
     }
 
     /// The NATS server stream sources read, if any.
@@ -756,6 +769,7 @@ impl Config {
             &mut self.features.online_store,
         )?;
         env_some("QANAT_FEATURES_NATS_URL", &mut self.features.nats_url)?;
+        env_some("QANAT_FEATURES_JOIN_MEMORY", &mut self.features.join_memory)?;
         env_some("QANAT_JOBS_SERVER_URL", &mut j.server_url)?;
         env_some("QANAT_JOBS_CA_CERT", &mut j.ca_cert)?;
         env_some("QANAT_JOBS_REGION", &mut j.region)?;
@@ -861,6 +875,7 @@ impl Config {
             );
         }
         self.jobs_settings()?;
+        self.join_memory_bytes()?;
         if self.audit.checkpoint_every == 0 || self.audit.checkpoint_secs == 0 {
             bail!("audit.checkpoint_every and audit.checkpoint_secs must be at least 1");
         }

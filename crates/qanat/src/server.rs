@@ -264,7 +264,11 @@ pub async fn serve(cfg: Config) -> Result<()> {
                 qanat_store::redact_url(&online_url)
             )
         })?;
-    state.features = state.features.clone().with_online(online);
+    state.features = state
+        .features
+        .clone()
+        .with_online(online)
+        .with_join_memory(cfg.join_memory_bytes()?);
     // Stream sources consume their NATS subjects for as long as the server runs.
     tokio::spawn(
         state

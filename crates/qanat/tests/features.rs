@@ -1053,3 +1053,110 @@ fn sql_sources_and_view_transformations_feed_training_sets_and_materialization()
     ]);
     assert!(!ok && err.contains("feature view scaled: sql:"), "{err}");
 }
+
+#[test]
+fn a_training_set_larger_than_the_join_memory_is_joined_on_disk_and_keeps_its_rows() {
+    // 1 MiB of join memory, and about 2 MiB of input rows: the partitioned join runs.
+    let q = Qanat::start_with(vec![("QANAT_FEATURES_JOIN_MEMORY".into(), "1MiB".into())]);
+    let home = q.home();
+    let mut stats = String::from("driver_id,event_timestamp,created,conv_rate,trips\n");
+    for k in 0..20_000 {
+        // The value known at noon is the key itself; the one after noon is a trap.
+        stats.push_str(&format!(
+            "{k},2026-01-01T10:00:00Z,2026-01-01T10:00:00Z,0.5,{k}\n{k},2026-01-01T13:00:00Z,2026-01-01T13:00:00Z,0.5,-1\n"
+        ));
+    }
+    std::fs::create_dir_all(home.join("stats")).expect("dir");
+    std::fs::write(home.join("stats/driver_stats.csv"), stats).expect("stats");
+    let mut rides = String::from("driver_id,event_timestamp\n");
+    for i in 0..30_000 {
+        rides.push_str(&format!("{},2026-01-01T12:00:00Z\n", (i * 7) % 25_000));
+    }
+    std::fs::write(home.join("rides.csv"), rides).expect("rides");
+    let repo = home.join("repo");
+    write_repo(&repo, &DATASET_REPO.replace("pii: true", "pii: false"));
+    let s = |p: std::path::PathBuf| p.to_str().expect("utf-8").to_string();
+    for args in [
+        vec!["data", "-p", "default", "create", "driver-stats"],
+        vec![
+            "data",
+            "-p",
+            "default",
+            "push",
+            "driver-stats",
+            &s(home.join("stats")),
+            "-m",
+            "stats",
+        ],
+        vec!["features", "-p", "default", "apply", &s(repo)],
+    ] {
+        let (ok, _, err) = q.cli(&args);
+        assert!(ok, "{args:?}: {err}");
+    }
+    let (ok, out, err) = q.cli(&[
+        "features",
+        "-p",
+        "default",
+        "-o",
+        "json",
+        "training-set",
+        "--entities",
+        &s(home.join("rides.csv")),
+        "--features",
+        "driver_stats:trips",
+        "--to",
+        "big-train",
+    ]);
+    assert!(ok, "{err}");
+    let set: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(set["rows"], 30_000, "{set}");
+    let dir = home.join("pulled-big");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "default",
+        "pull",
+        set["reference"]
+            .as_str()
+            .expect("ref")
+            .trim_start_matches("dataset:"),
+        &s(dir.clone()),
+    ]);
+    assert!(ok, "{err}");
+    let file = std::fs::File::open(dir.join("training_set.parquet")).expect("file");
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("parquet")
+        .build()
+        .expect("reader");
+    let mut position = 0i64;
+    for batch in reader {
+        let batch = batch.expect("batch");
+        let ids = batch
+            .column_by_name("driver_id")
+            .expect("ids")
+            .as_any()
+            .downcast_ref::<arrow_array::Int64Array>()
+            .expect("int64")
+            .clone();
+        let trips = batch
+            .column_by_name("trips")
+            .expect("trips")
+            .as_any()
+            .downcast_ref::<arrow_array::Int64Array>()
+            .expect("int64")
+            .clone();
+        for i in 0..batch.num_rows() {
+            // The entity rows' order is kept, and each gets its own key's noon value
+            // (none for keys without features).
+            assert_eq!(ids.value(i), (position * 7) % 25_000);
+            let want = (ids.value(i) < 20_000).then_some(ids.value(i));
+            assert_eq!(
+                arrow_array::Array::is_valid(&trips, i).then(|| trips.value(i)),
+                want,
+                "row {position}"
+            );
+            position += 1;
+        }
+    }
+    assert_eq!(position, 30_000);
+}
