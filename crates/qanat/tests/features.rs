@@ -221,6 +221,35 @@ schema:
   - {name: trips, type: int64, pii: true}
 "#;
 
+/// Pushes `stats` as dataset driver-stats and applies `repo` (a feature repo's YAML);
+/// returns the repo's folder.
+fn load_driver_stats(q: &Qanat, stats: &str, repo: &str) -> std::path::PathBuf {
+    let home = q.home();
+    std::fs::create_dir_all(home.join("stats")).expect("dir");
+    std::fs::write(home.join("stats/driver_stats.csv"), stats).expect("stats");
+    let dir = home.join("repo");
+    write_repo(&dir, repo);
+    let s = |p: std::path::PathBuf| p.to_str().expect("utf-8").to_string();
+    for args in [
+        vec!["data", "-p", "default", "create", "driver-stats"],
+        vec![
+            "data",
+            "-p",
+            "default",
+            "push",
+            "driver-stats",
+            &s(home.join("stats")),
+            "-m",
+            "stats",
+        ],
+        vec!["features", "-p", "default", "apply", &s(dir.clone())],
+    ] {
+        let (ok, _, err) = q.cli(&args);
+        assert!(ok, "{args:?}: {err}");
+    }
+    dir
+}
+
 /// The columns of a training set version, read back through `qanat data pull`.
 fn pulled(q: &Qanat, token: &str, reference: &str) -> arrow_array::RecordBatch {
     let (dataset, version) = reference
@@ -260,29 +289,9 @@ fn a_training_set_is_a_dataset_version_joined_point_in_time_with_lineage_and_pii
 
     let q = Qanat::start();
     let home = q.home();
-    std::fs::create_dir_all(home.join("stats")).expect("dir");
-    std::fs::write(home.join("stats/driver_stats.csv"), STATS).expect("stats");
     std::fs::write(home.join("rides.csv"), RIDES).expect("rides");
-    let repo = home.join("repo");
-    write_repo(&repo, DATASET_REPO);
+    load_driver_stats(&q, STATS, DATASET_REPO);
     let s = |p: std::path::PathBuf| p.to_str().expect("utf-8").to_string();
-    for args in [
-        vec!["data", "-p", "default", "create", "driver-stats"],
-        vec![
-            "data",
-            "-p",
-            "default",
-            "push",
-            "driver-stats",
-            &s(home.join("stats")),
-            "-m",
-            "stats",
-        ],
-        vec!["features", "-p", "default", "apply", &s(repo.clone())],
-    ] {
-        let (ok, _, err) = q.cli(&args);
-        assert!(ok, "{args:?}: {err}");
-    }
 
     // An editor builds it from a local file of entity rows: the PII feature comes out
     // pseudonymized.
@@ -425,29 +434,7 @@ fn materialized_and_pushed_features_are_served_online_with_ttl_and_pii_enforced(
     for env in online_stores() {
         let backend = if env.is_empty() { "redb" } else { "redis" };
         let q = Qanat::start_with(env);
-        let home = q.home();
-        std::fs::create_dir_all(home.join("stats")).expect("dir");
-        std::fs::write(home.join("stats/driver_stats.csv"), STATS).expect("stats");
-        let repo = home.join("repo");
-        write_repo(&repo, ONLINE_REPO);
-        let s = |p: std::path::PathBuf| p.to_str().expect("utf-8").to_string();
-        for args in [
-            vec!["data", "-p", "default", "create", "driver-stats"],
-            vec![
-                "data",
-                "-p",
-                "default",
-                "push",
-                "driver-stats",
-                &s(home.join("stats")),
-                "-m",
-                "stats",
-            ],
-            vec!["features", "-p", "default", "apply", &s(repo.clone())],
-        ] {
-            let (ok, _, err) = q.cli(&args);
-            assert!(ok, "{backend}: {args:?}: {err}");
-        }
+        load_driver_stats(&q, STATS, ONLINE_REPO);
         // A window that ends before 1001's second row: the newest row up to then.
         let (ok, out, err) = q.cli(&[
             "features",
@@ -932,29 +919,9 @@ schema: [{name: conv_pct, type: float64}]
 fn sql_sources_and_view_transformations_feed_training_sets_and_materialization() {
     let q = Qanat::start();
     let home = q.home();
-    std::fs::create_dir_all(home.join("stats")).expect("dir");
-    std::fs::write(home.join("stats/driver_stats.csv"), STATS).expect("stats");
     std::fs::write(home.join("rides.csv"), RIDES).expect("rides");
-    let repo = home.join("repo");
-    write_repo(&repo, SQL_REPO);
+    let repo = load_driver_stats(&q, STATS, SQL_REPO);
     let s = |p: std::path::PathBuf| p.to_str().expect("utf-8").to_string();
-    for args in [
-        vec!["data", "-p", "default", "create", "driver-stats"],
-        vec![
-            "data",
-            "-p",
-            "default",
-            "push",
-            "driver-stats",
-            &s(home.join("stats")),
-            "-m",
-            "stats",
-        ],
-        vec!["features", "-p", "default", "apply", &s(repo.clone())],
-    ] {
-        let (ok, _, err) = q.cli(&args);
-        assert!(ok, "{args:?}: {err}");
-    }
     let (ok, out, err) = q.cli(&[
         "features",
         "-p",
@@ -1066,33 +1033,13 @@ fn a_training_set_larger_than_the_join_memory_is_joined_on_disk_and_keeps_its_ro
             "{k},2026-01-01T10:00:00Z,2026-01-01T10:00:00Z,0.5,{k}\n{k},2026-01-01T13:00:00Z,2026-01-01T13:00:00Z,0.5,-1\n"
         ));
     }
-    std::fs::create_dir_all(home.join("stats")).expect("dir");
-    std::fs::write(home.join("stats/driver_stats.csv"), stats).expect("stats");
     let mut rides = String::from("driver_id,event_timestamp\n");
     for i in 0..30_000 {
         rides.push_str(&format!("{},2026-01-01T12:00:00Z\n", (i * 7) % 25_000));
     }
     std::fs::write(home.join("rides.csv"), rides).expect("rides");
-    let repo = home.join("repo");
-    write_repo(&repo, &DATASET_REPO.replace("pii: true", "pii: false"));
+    load_driver_stats(&q, &stats, &DATASET_REPO.replace("pii: true", "pii: false"));
     let s = |p: std::path::PathBuf| p.to_str().expect("utf-8").to_string();
-    for args in [
-        vec!["data", "-p", "default", "create", "driver-stats"],
-        vec![
-            "data",
-            "-p",
-            "default",
-            "push",
-            "driver-stats",
-            &s(home.join("stats")),
-            "-m",
-            "stats",
-        ],
-        vec!["features", "-p", "default", "apply", &s(repo)],
-    ] {
-        let (ok, _, err) = q.cli(&args);
-        assert!(ok, "{args:?}: {err}");
-    }
     let (ok, out, err) = q.cli(&[
         "features",
         "-p",
