@@ -9,6 +9,8 @@
 //! - [`ErrorKind`] and [`DomainError`]: each domain error says what kind of failure it
 //!   is; the API turns the kind into a status code in one place.
 //! - Id newtypes for the ids that cross crates ([`ProjectId`], [`UserId`]).
+//! - [`cache::Cache`]: what a server looks up on every request, held until a write
+//!   makes it stale or a short ttl passes.
 //! - [`word_enum!`]: enums stored and shown as one word (roles, states), with the
 //!   accepted words named when one is refused ([`UnknownWord`]).
 //!
@@ -24,6 +26,7 @@
 //!
 //! This crate has no I/O and no heavy dependencies, so everything can depend on it.
 
+pub mod cache;
 mod error_kind;
 mod ids;
 mod name;
@@ -32,6 +35,6 @@ mod words;
 
 pub use error_kind::{DomainError, ErrorKind, Refusal};
 pub use ids::{ProjectId, UserId};
-pub use name::{IdentityName, Name, NameError};
+pub use name::{subject_token, IdentityName, Name, NameError};
 pub use object_ref::{Kind, ObjectRef, RefError, Selector};
 pub use words::UnknownWord;

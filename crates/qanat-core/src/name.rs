@@ -6,6 +6,22 @@ use std::str::FromStr;
 /// Longest name accepted, in bytes (names are ASCII).
 const MAX_LEN: usize = 128;
 
+/// A name as one token of a NATS subject: NATS separates tokens with `.` and reserves
+/// `*`, `>` and whitespace, so every character but letters, digits, `-` and `_`
+/// becomes `_` (the event bus and the feature store's stream consumers name their
+/// subjects and consumers with it).
+pub fn subject_token(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// A name that breaks the rule, with the rule spelled out.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid {what} {}", self.rule())]
