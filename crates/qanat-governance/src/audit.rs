@@ -280,13 +280,193 @@ pub async fn append_audit_in(
     })
 }
 
+/// Appends `recs`, in order, inside the caller's transaction: one bump of the head for
+/// the whole batch, one multi-row insert, one update of the head's hash. The entries
+/// share one timestamp (the batch's).
+async fn append_batch_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    recs: &[AuditRecord],
+) -> Result<Vec<AuditEntry>> {
+    let n = i64::try_from(recs.len()).expect("batches are small");
+    let ts = now_micros();
+    let head = sqlx::query("UPDATE audit_head SET seq = seq + $1 WHERE id = 1 RETURNING seq, hash")
+        .bind(n)
+        .fetch_one(&mut **tx)
+        .await?;
+    let last: i64 = head.try_get("seq")?;
+    let mut prev_hash: String = head.try_get("hash")?;
+    let mut entries = Vec::with_capacity(recs.len());
+    for (i, rec) in recs.iter().enumerate() {
+        let seq = last - n + 1 + i as i64;
+        let outcome = rec.outcome.as_str();
+        let hash = entry_hash(
+            seq,
+            ts,
+            &rec.request_id,
+            &rec.actor,
+            &rec.action,
+            &rec.resource,
+            rec.project.as_deref(),
+            outcome,
+            &rec.detail,
+            &prev_hash,
+        );
+        entries.push(AuditEntry {
+            seq,
+            time: rfc3339(ts),
+            request_id: rec.request_id.clone(),
+            actor: rec.actor.clone(),
+            action: rec.action.clone(),
+            resource: rec.resource.clone(),
+            project: rec.project.clone(),
+            outcome: outcome.to_string(),
+            detail: rec.detail.clone(),
+            prev_hash: std::mem::replace(&mut prev_hash, hash.clone()),
+            hash,
+        });
+    }
+    let mut sql = String::from(
+        "INSERT INTO audit_log (seq, ts, request_id, actor, action, resource, project, outcome, detail, prev_hash, hash) VALUES ",
+    );
+    for i in 0..entries.len() {
+        let b = i * 11;
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for c in 1..=11 {
+            if c > 1 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("${}", b + c));
+        }
+        sql.push(')');
+    }
+    let mut insert = sqlx::query(&sql);
+    for e in &entries {
+        insert = insert
+            .bind(e.seq)
+            .bind(ts)
+            .bind(&e.request_id)
+            .bind(&e.actor)
+            .bind(&e.action)
+            .bind(&e.resource)
+            .bind(e.project.as_deref())
+            .bind(&e.outcome)
+            .bind(&e.detail)
+            .bind(&e.prev_hash)
+            .bind(&e.hash);
+    }
+    insert.execute(&mut **tx).await?;
+    sqlx::query("UPDATE audit_head SET hash = $1 WHERE id = 1")
+        .bind(&prev_hash)
+        .execute(&mut **tx)
+        .await?;
+    Ok(entries)
+}
+
+/// The most entries one group commit writes (11 bound values each, well under
+/// SQLite's and PostgreSQL's limits on parameters per statement).
+const BATCH_MAX: usize = 256;
+
+type Waiter = tokio::sync::oneshot::Sender<Result<AuditEntry>>;
+
+/// Group commit for [`Governance::append_audit`]: records that arrive while a batch is
+/// being written wait and go together in the next transaction, so a busy server pays
+/// one commit for many entries instead of one each. Every caller still gets its answer
+/// only after its entry is committed.
+#[derive(Default)]
+pub(crate) struct AuditBatcher {
+    queue: std::sync::Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: Vec<(AuditRecord, Waiter)>,
+    /// Whether a writer task is draining `pending`.
+    writing: bool,
+}
+
+impl std::fmt::Debug for AuditBatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditBatcher").finish_non_exhaustive()
+    }
+}
+
+impl AuditBatcher {
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Drains the queue batch by batch until it is empty. Runs as its own task, so a
+/// caller that goes away (a closed connection) cannot strand the others.
+async fn write_batches(gov: Governance) {
+    /// If the task ends early (a panic, or its runtime shutting down), clears
+    /// `writing` so the next append starts a writer; the waiters queued then hear that
+    /// their entry was not written.
+    struct Early<'a>(&'a AuditBatcher, bool);
+    impl Drop for Early<'_> {
+        fn drop(&mut self) {
+            if !self.1 {
+                let mut q = self.0.queue();
+                q.writing = false;
+                q.pending.clear();
+            }
+        }
+    }
+    let mut guard = Early(&gov.audit, false);
+    loop {
+        let batch: Vec<(AuditRecord, Waiter)> = {
+            let mut q = gov.audit.queue();
+            if q.pending.is_empty() {
+                q.writing = false;
+                guard.1 = true;
+                return;
+            }
+            let take = q.pending.len().min(BATCH_MAX);
+            q.pending.drain(..take).collect()
+        };
+        let (recs, waiters): (Vec<AuditRecord>, Vec<Waiter>) = batch.into_iter().unzip();
+        let written = async {
+            let mut tx = gov.meta.writer().begin().await?;
+            let entries = append_batch_in(&mut tx, &recs).await?;
+            tx.commit().await?;
+            Ok::<_, Error>(entries)
+        }
+        .await;
+        match written {
+            Ok(entries) => {
+                for (w, e) in waiters.into_iter().zip(entries) {
+                    let _ = w.send(Ok(e));
+                }
+            }
+            Err(e) => {
+                let why = e.to_string();
+                for w in waiters {
+                    let _ = w.send(Err(Error::AuditWrite(why.clone())));
+                }
+            }
+        }
+    }
+}
+
 impl Governance {
-    /// Appends one entry to the chain. Returns it with its sequence number and hash.
+    /// Appends one entry to the chain. Returns it with its sequence number and hash,
+    /// once it is committed. Concurrent appends are committed together (group commit).
     pub async fn append_audit(&self, rec: &AuditRecord) -> Result<AuditEntry> {
-        let mut tx = self.meta.writer().begin().await?;
-        let entry = append_audit_in(&mut tx, rec).await?;
-        tx.commit().await?;
-        Ok(entry)
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let start = {
+            let mut q = self.audit.queue();
+            q.pending.push((rec.clone(), tx));
+            !std::mem::replace(&mut q.writing, true)
+        };
+        if start {
+            tokio::spawn(write_batches(self.clone()));
+        }
+        rx.await.map_err(|_| {
+            Error::AuditWrite("the audit writer stopped before writing the entry".into())
+        })?
     }
 
     /// Reads entries matching `q`. Without `after_seq`, the newest `limit` matching

@@ -7,6 +7,9 @@ pub enum Error {
     Db(#[from] sqlx::Error),
     #[error(transparent)]
     Refused(#[from] qanat_core::Refusal),
+    /// A batch of audit entries could not be committed (the store's error, in words).
+    #[error("audit log: {0}")]
+    AuditWrite(String),
     #[error("{0}")]
     Unauthenticated(String),
     #[error("{0}")]
@@ -27,7 +30,7 @@ impl qanat_core::DomainError for Error {
         use qanat_core::ErrorKind as K;
         match self {
             Error::Store(s) => s.kind(),
-            Error::Db(_) => K::Internal,
+            Error::Db(_) | Error::AuditWrite(_) => K::Internal,
             Error::Refused(r) => r.kind(),
             Error::Unauthenticated(_) => K::Unauthenticated,
             Error::Forbidden(_) | Error::Residency { .. } => K::Forbidden,

@@ -175,6 +175,7 @@ impl Governance {
             .bind(&user.id)
             .execute(self.meta.writer())
             .await?;
+        crate::auth_changed();
         self.user(name).await
     }
 
@@ -278,6 +279,7 @@ impl Governance {
                 .bind(id)
                 .execute(self.meta.writer())
                 .await?;
+        crate::auth_changed();
         let info = self.token(id).await?;
         if res.rows_affected() == 0 && info.revoked_at.is_none() {
             return Err(Error::not_found("token", id));
@@ -287,36 +289,48 @@ impl Governance {
 
     /// Revokes a token inside the caller's transaction (a job's token goes with the
     /// change that ends its attempt). Revoking a revoked or unknown token does nothing.
+    /// Call [`crate::auth_changed`] once the transaction commits, so that this
+    /// process stops accepting the token at once.
     pub async fn revoke_token_in(conn: &mut sqlx::AnyConnection, id: &str) -> Result<()> {
         sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
             .bind(now_micros())
             .bind(id)
             .execute(&mut *conn)
             .await?;
+        crate::auth_changed();
         Ok(())
     }
 
     /// Resolves a bearer token to its principal, or says why it is not accepted.
+    /// Accepted tokens are remembered for a moment (see [`crate::cache`]).
     pub async fn authenticate(&self, token: &str) -> Result<Principal> {
         let reject = |why: &str| Err(Error::Unauthenticated(why.to_string()));
         if !token.starts_with(TOKEN_PREFIX) {
             return reject("the bearer token is not a Qanat token (they start with 'qnt_')");
         }
+        let secret_hash = hash_secret(token);
+        let now = now_micros();
+        if let Some(hit) = self.principals.get(&secret_hash) {
+            if hit.expires_at.is_none_or(|exp| exp > now) {
+                return Ok(hit.principal);
+            }
+        }
+        let generation = self.principals.generation();
         let row = sqlx::query(
             "SELECT t.id AS token_id, t.expires_at, t.revoked_at, t.last_used_at, u.id AS user_id, u.name, u.kind, u.is_admin, u.disabled \
              FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.secret_hash = $1",
         )
-        .bind(hash_secret(token))
+        .bind(&secret_hash)
         .fetch_optional(self.meta.reader())
         .await?;
         let Some(row) = row else {
             return reject("the bearer token is not valid");
         };
-        let now = now_micros();
         if row.try_get::<Option<i64>, _>("revoked_at")?.is_some() {
             return reject("the bearer token has been revoked");
         }
-        if let Some(exp) = row.try_get::<Option<i64>, _>("expires_at")? {
+        let expires_at = row.try_get::<Option<i64>, _>("expires_at")?;
+        if let Some(exp) = expires_at {
             if exp <= now {
                 return reject(
                     "the bearer token has expired; create a new one with `qanat tokens create`",
@@ -335,12 +349,28 @@ impl Governance {
                 .execute(self.meta.writer())
                 .await?;
         }
-        Ok(Principal {
+        let principal = Principal {
             user_id: row.try_get("user_id")?,
             name: row.try_get("name")?,
             kind: row.try_get::<String, _>("kind")?.parse()?,
             is_admin: row.try_get::<i64, _>("is_admin")? != 0,
             token_id,
-        })
+        };
+        self.principals.put(
+            secret_hash,
+            CachedToken {
+                principal: principal.clone(),
+                expires_at,
+            },
+            generation,
+        );
+        Ok(principal)
     }
+}
+
+/// An accepted token as remembered: its principal, and when it expires.
+#[derive(Clone)]
+pub(crate) struct CachedToken {
+    principal: Principal,
+    expires_at: Option<Micros>,
 }

@@ -13,6 +13,7 @@
 //! Nothing here knows about HTTP; `qanat-api` maps these decisions onto requests.
 
 mod audit;
+mod cache;
 mod checkpoint;
 mod error;
 mod identity;
@@ -29,6 +30,7 @@ pub use audit::{
     append_audit_in, AuditEntry, AuditOutcome, AuditRecord, AuditVerification, ChainProblem,
     SERVICE_ACTOR_PREFIX,
 };
+pub use cache::{auth_changed, TTL as AUTH_CACHE_TTL};
 pub use checkpoint::{AuditCheckpoint, CheckpointVerification};
 pub use error::Error;
 pub use identity::{NewToken, Principal, TokenInfo, User, UserKind};
@@ -42,20 +44,43 @@ pub use residency::check_residency;
 pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
     qanat_store::domain_migrations!("governance");
 
+use qanat_core::cache::Cache;
+use qanat_core::UserId;
 use qanat_store::MetaStore;
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Governance over one metadata store. Cheap to clone.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Governance {
     meta: MetaStore,
+    audit: std::sync::Arc<audit::AuditBatcher>,
+    /// Accepted tokens by secret hash.
+    principals: std::sync::Arc<Cache<String, identity::CachedToken>>,
+    /// (user, project name) → the project and the user's role in it.
+    scopes: std::sync::Arc<Cache<(UserId, String), Scope>>,
+}
+
+/// A project and a caller's role in it.
+type Scope = (Project, Option<Role>);
+
+impl std::fmt::Debug for Governance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Governance")
+            .field("meta", &self.meta)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Governance {
     pub fn new(meta: MetaStore) -> Self {
-        Governance { meta }
+        Governance {
+            meta,
+            audit: Default::default(),
+            principals: cache::new(),
+            scopes: cache::new(),
+        }
     }
 
     pub fn meta(&self) -> &MetaStore {

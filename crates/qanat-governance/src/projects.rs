@@ -121,6 +121,7 @@ impl Governance {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        crate::auth_changed();
         self.project(name).await
     }
 
@@ -177,6 +178,7 @@ impl Governance {
         .bind(now_micros())
         .execute(self.meta.writer())
         .await?;
+        crate::auth_changed();
         Ok(user)
     }
 
@@ -210,6 +212,7 @@ impl Governance {
         .execute(self.meta.writer())
         .await?
         .rows_affected();
+        crate::auth_changed();
         if done == 0 {
             return Err(Error::not_found("project", &p.name));
         }
@@ -243,6 +246,7 @@ impl Governance {
         .execute(self.meta.writer())
         .await?
         .rows_affected();
+        crate::auth_changed();
         if done == 0 {
             return Err(Error::not_found("deleted project", name));
         }
@@ -262,6 +266,7 @@ impl Governance {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        crate::auth_changed();
         Ok(())
     }
 
@@ -284,17 +289,24 @@ impl Governance {
             .bind(&current.id)
             .execute(self.meta.writer())
             .await?;
+        crate::auth_changed();
         self.project(&current.name).await
     }
 
     /// The project named `project` and `user_id`'s role in it (None for a
     /// non-member), in one query: what the authorization point resolves once per
-    /// request and hands to the handler. Errors if the project does not exist.
+    /// request and hands to the handler, remembered for a moment (see
+    /// [`crate::cache`]). Errors if the project does not exist.
     pub async fn project_and_role(
         &self,
         user_id: &UserId,
         project: &str,
     ) -> Result<(Project, Option<Role>)> {
+        let key = (user_id.clone(), project.to_string());
+        if let Some(hit) = self.scopes.get(&key) {
+            return Ok(hit);
+        }
+        let generation = self.scopes.generation();
         let row = sqlx::query(
             "SELECT p.*, m.role AS member_role FROM projects p LEFT JOIN members m ON m.project_id = p.id AND m.user_id = $1 WHERE p.name = $2 AND p.deleted_at IS NULL",
         )
@@ -307,7 +319,9 @@ impl Governance {
             Some(r) => Some(r.parse()?),
             None => None,
         };
-        Ok((project_from_row(&row)?, role))
+        let found = (project_from_row(&row)?, role);
+        self.scopes.put(key, found.clone(), generation);
+        Ok(found)
     }
 
     /// The caller's role in `project`; errors if the project does not exist.
@@ -371,6 +385,7 @@ impl Governance {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        crate::auth_changed();
         self.members(p)
             .await?
             .into_iter()
@@ -402,6 +417,7 @@ impl Governance {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        crate::auth_changed();
         Ok(())
     }
 

@@ -283,6 +283,77 @@ async fn concurrent_appends_form_one_dense_chain() {
     }
 }
 
+/// Group-committed appends (`append_audit`) and appends inside a caller's transaction
+/// (`append_audit_in`) interleave into one valid chain, and what each append returns is
+/// exactly what was stored.
+#[tokio::test]
+async fn batched_and_in_transaction_appends_share_one_chain() {
+    for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
+        let gov = Governance::new(db.store.clone());
+        let mut tasks = Vec::new();
+        for t in 0..12 {
+            let (gov, store) = (gov.clone(), db.store.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut got = Vec::new();
+                for i in 0..20 {
+                    let rec = record(t * 100 + i, AuditOutcome::Success);
+                    let entry = if t % 3 == 0 {
+                        let mut tx = store.writer().begin().await.expect("begin");
+                        let e = qanat_governance::append_audit_in(&mut tx, &rec)
+                            .await
+                            .expect("append in tx");
+                        tx.commit().await.expect("commit");
+                        e
+                    } else {
+                        gov.append_audit(&rec).await.expect("append")
+                    };
+                    assert_eq!(entry.request_id, rec.request_id);
+                    got.push(entry);
+                }
+                got
+            }));
+        }
+        let mut returned = Vec::new();
+        for t in tasks {
+            returned.extend(t.await.expect("task"));
+        }
+        let v = gov.verify_audit().await.expect("verify");
+        assert!(v.ok, "{v:?}");
+        assert_eq!((v.entries_checked, v.head_seq), (240, 240));
+        let stored = gov
+            .query_audit(&AuditFilter {
+                limit: Some(1000),
+                ..Default::default()
+            })
+            .await
+            .expect("query");
+        returned.sort_by_key(|e| e.seq);
+        let pairs: Vec<_> = returned
+            .iter()
+            .map(|e| {
+                (
+                    e.seq,
+                    e.request_id.clone(),
+                    e.hash.clone(),
+                    e.prev_hash.clone(),
+                )
+            })
+            .collect();
+        let want: Vec<_> = stored
+            .iter()
+            .map(|e| {
+                (
+                    e.seq,
+                    e.request_id.clone(),
+                    e.hash.clone(),
+                    e.prev_hash.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(pairs, want);
+    }
+}
+
 /// The principal of a fresh token of `user`.
 async fn as_user(gov: &Governance, user: &str) -> qanat_governance::Principal {
     let token = gov.create_token(user, "t", None).await.expect("token");

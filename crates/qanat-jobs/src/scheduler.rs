@@ -160,6 +160,7 @@ impl Jobs {
         }
         append_audit_in(&mut tx, &audit("job.lost", job, message)).await?;
         tx.commit().await?;
+        qanat_governance::auth_changed();
         Ok(())
     }
 
@@ -943,6 +944,7 @@ impl Jobs {
         }
         append_audit_in(&mut tx, &audit(action, job, &message)).await?;
         tx.commit().await?;
+        qanat_governance::auth_changed();
         inner.wake.notify_one();
         for s in &stored {
             let _ = tokio::fs::remove_file(self.log_path(&job.job_id, job.attempt, s.rank)).await;
