@@ -5,9 +5,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use qanat_features::wire::{
-    ApplyRequest, FreshnessList, MaterializeRequest, Materialized, ObjectHistory, OnlineRequest,
-    OnlineResponse, Plan, PushRequest, PushResult, RegisteredObject, Registry, StreamList,
-    TrainingSet, TrainingSetRequest,
+    ApplyRequest, FreshnessList, MaterializationRun, MaterializationRuns, MaterializeRequest,
+    Materialized, ObjectHistory, OnlineRequest, OnlineResponse, Plan, PushRequest, PushResult,
+    RegisteredObject, Registry, StreamList, TrainingSet, TrainingSetRequest,
 };
 use qanat_features::ObjectKind;
 use qanat_governance::Role::{Editor, Maintainer, Viewer};
@@ -156,7 +156,9 @@ fn pii_allowed(scope: &Scope, global_admin: bool) -> bool {
 }
 
 /// Materializes views into the online store (editors): the newest row per entity
-/// within the window; without `start`, from where each view's last run ended.
+/// within the window; without `start`, from where each view's last run ended (or was
+/// cut short). With `run_id`, its progress can be followed at
+/// `features/materializations/{run_id}` while it runs.
 #[utoipa::path(post, path = "/api/v1/projects/{project}/features/materialize", tag = "features", security(("bearer" = [])),
     params(("project" = String, Path)), request_body = MaterializeRequest,
     responses((status = 200, body = Vec<Materialized>), (status = 400, body = crate::ErrorBody), (status = 503, body = crate::ErrorBody)))]
@@ -171,6 +173,42 @@ pub(crate) async fn materialize(
             .features
             .materialize(&scope.project, &req, &caller.name)
             .await?,
+    ))
+}
+
+/// This server's recent materialization runs in the project, newest first, with each
+/// view's progress (viewers). Kept in memory: what a run leaves for good is each view's
+/// materialized window (`freshness`).
+#[utoipa::path(get, path = "/api/v1/projects/{project}/features/materializations", tag = "features", security(("bearer" = [])),
+    params(("project" = String, Path)),
+    responses((status = 200, body = MaterializationRuns)))]
+pub(crate) async fn materializations(
+    State(state): State<AppState>,
+    scope: Scope,
+) -> Json<MaterializationRuns> {
+    Json(MaterializationRuns {
+        runs: state.features.materializations(&scope.project),
+    })
+}
+
+#[derive(Deserialize)]
+pub(crate) struct RunPath {
+    run_id: String,
+}
+
+/// One materialization run, as it goes or as it ended (viewers).
+#[utoipa::path(get, path = "/api/v1/projects/{project}/features/materializations/{run_id}", tag = "features", security(("bearer" = [])),
+    params(("project" = String, Path), ("run_id" = String, Path)),
+    responses((status = 200, body = MaterializationRun), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn materialization(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiPath(path): ApiPath<RunPath>,
+) -> Result<Json<MaterializationRun>, ApiError> {
+    Ok(Json(
+        state
+            .features
+            .materialization(&scope.project, &path.run_id)?,
     ))
 }
 
@@ -321,6 +359,14 @@ pub(crate) fn routes() -> Fragment {
         .route(
             routes!(materialize),
             Policy::in_project("feature.materialize", Editor),
+        )
+        .route(
+            routes!(materializations),
+            Policy::in_project("feature.materialization.read", Viewer),
+        )
+        .route(
+            routes!(materialization),
+            Policy::in_project("feature.materialization.read", Viewer),
         )
         .route(
             routes!(freshness),

@@ -1,8 +1,9 @@
 //! The feature store: plan and apply a feature repo, read the registry.
 
 use qanat_features::wire::{
-    ApplyRequest, FreshnessList, MaterializeRequest, Materialized, ObjectHistory, Plan,
-    RegisteredObject, Registry, StreamList, TrainingSet, TrainingSetRequest,
+    ApplyRequest, FreshnessList, MaterializationRun, MaterializationRuns, MaterializeRequest,
+    Materialized, ObjectHistory, Plan, RegisteredObject, Registry, StreamList, TrainingSet,
+    TrainingSetRequest,
 };
 use qanat_features::{FeatureRepo, ObjectKind};
 use reqwest::Method;
@@ -96,6 +97,25 @@ impl Client {
     ) -> Result<Vec<Materialized>> {
         let path = format!("{}/features/materialize", project_path(project));
         self.with_body(Method::POST, &path, req).await
+    }
+
+    /// This server's recent materialization runs in `project`, newest first.
+    pub async fn materializations(&self, project: &str) -> Result<MaterializationRuns> {
+        self.get(&format!(
+            "{}/features/materializations",
+            project_path(project)
+        ))
+        .await
+    }
+
+    /// One materialization run, with each view's progress.
+    pub async fn materialization(&self, project: &str, run_id: &str) -> Result<MaterializationRun> {
+        self.get(&format!(
+            "{}/features/materializations/{}",
+            project_path(project),
+            seg(run_id)
+        ))
+        .await
     }
 
     /// How fresh each view's online values are.

@@ -17,19 +17,7 @@ pub(crate) struct Publisher {
     js: Arc<Mutex<Option<async_nats::jetstream::Context>>>,
 }
 
-/// A subject token from a name: NATS separates tokens with `.` and reserves `*`, `>`
-/// and whitespace.
-fn token(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
+use qanat_core::subject_token as token;
 
 impl Publisher {
     pub(crate) fn new(settings: NatsSettings) -> Self {

@@ -15,6 +15,7 @@ mod error;
 mod offline;
 pub mod online;
 pub mod point_in_time;
+mod progress;
 mod registry;
 mod serving;
 mod sources;
@@ -26,6 +27,11 @@ mod training_set;
 mod values;
 pub mod wire;
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use qanat_core::cache::{Cache, Generation};
+use qanat_core::ProjectId;
 use qanat_store::{MetaStore, ObjectStorage};
 
 pub use definitions::{FeatureRef, FeatureRepo, ObjectKind, Ttl, ValueType};
@@ -50,6 +56,39 @@ pub struct Features {
     /// Bytes a training set's join may hold in memory; larger inputs are joined
     /// partition by partition on disk.
     join_memory: u64,
+    /// Live views and feature services as online reads look them up.
+    cache: Arc<RegistryCache>,
+    /// Recent materialization runs, with their progress.
+    runs: progress::Runs,
+}
+
+/// What every online read looks up in the registry — each view's newest definition
+/// with its join keys, each feature service's features — held until an apply in this
+/// process changes the registry, or for [`REGISTRY_CACHE_TTL`] at most (an apply by
+/// another server sharing the metadata store).
+#[derive(Debug)]
+struct RegistryCache {
+    views: Cache<(ProjectId, String), Arc<serving::LiveView>>,
+    services: Cache<(ProjectId, String), Arc<[FeatureRef]>>,
+}
+
+/// How long a cached registry object is trusted without an apply seen by this process.
+pub const REGISTRY_CACHE_TTL: Duration = Duration::from_secs(1);
+
+static REGISTRY: Generation = Generation::new();
+
+/// Marks every cached registry object of this process as stale (after an apply).
+fn registry_changed() {
+    REGISTRY.bump();
+}
+
+impl Default for RegistryCache {
+    fn default() -> Self {
+        RegistryCache {
+            views: Cache::new(&REGISTRY, REGISTRY_CACHE_TTL),
+            services: Cache::new(&REGISTRY, REGISTRY_CACHE_TTL),
+        }
+    }
 }
 
 impl Features {
@@ -61,6 +100,8 @@ impl Features {
             online: None,
             streams: Default::default(),
             join_memory: 2 << 30,
+            cache: Default::default(),
+            runs: Default::default(),
         }
     }
 

@@ -123,6 +123,7 @@ impl Features {
             append_audit_in(&mut tx, &rec).await?;
         }
         tx.commit().await?;
+        crate::registry_changed();
         Ok(Plan {
             revision: current + 1,
             applied: true,

@@ -2,6 +2,7 @@
 //! Feast's `/get-online-features` shape with the ttl enforced, and `/push`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use qanat_governance::Project;
 use qanat_store::now_micros;
@@ -25,7 +26,8 @@ use crate::{FeatureRef, Features};
 const CHUNK: usize = 10_000;
 
 /// A view as serving needs it: its newest definition and its keys with their types.
-struct LiveView {
+#[derive(Debug)]
+pub(crate) struct LiveView {
     name: String,
     version: i64,
     def: FeatureViewDef,
@@ -37,6 +39,19 @@ impl Features {
         self.online.as_ref().ok_or_else(|| {
             Error::Unavailable("no online store is configured (features.online_store)".into())
         })
+    }
+
+    /// [`Self::live_view`], remembered for a moment (see [`crate::RegistryCache`]):
+    /// what every online read looks up.
+    async fn live_view_cached(&self, project: &Project, name: &str) -> Result<Arc<LiveView>> {
+        let key = (project.id.clone(), name.to_string());
+        if let Some(v) = self.cache.views.get(&key) {
+            return Ok(v);
+        }
+        let generation = self.cache.views.generation();
+        let v = Arc::new(self.live_view(project, name).await?);
+        self.cache.views.put(key, v.clone(), generation);
+        Ok(v)
     }
 
     /// The newest version of a live view, with its join keys.
@@ -111,89 +126,172 @@ impl Features {
         } else {
             req.feature_views.clone()
         };
+        let run = self
+            .runs
+            .start(&project.id, req.run_id.as_deref(), by, &names)?;
+        let _unfinished = crate::progress::Unfinished(run.clone());
+        let all = req.feature_views.is_empty();
         let mut out = Vec::new();
-        for name in names {
-            let view = self.live_view(project, &name).await?;
-            if !view.def.online {
-                return Err(Error::invalid(format!(
-                    "feature view {name} is not online (online: false)"
-                )));
-            }
-            let mut part = self.view_part(project, &name, Some(view.version)).await?;
-            part.features = part
-                .def
-                .schema
-                .iter()
-                .map(|f| (f.name.to_string(), f.name.to_string(), f.pii))
-                .collect();
-            let arriving = matches!(
-                part.source.source_type,
-                SourceType::Push | SourceType::Stream
-            );
-            if arriving && req.feature_views.is_empty() {
-                continue; // all views: those fed as rows arrive have nothing to materialize
-            }
-            if arriving {
-                return Err(Error::invalid(format!(
-                    "feature view {name} reads a {} source, whose rows reach the online store as they arrive: there is nothing to materialize",
-                    part.source.source_type
-                )));
-            }
-            let from = match start {
-                Some(s) => s,
-                None => self.window_end(project, &name).await?.unwrap_or(i64::MIN),
-            };
-            let rows = self.view_rows(project, &part).await?;
-            let features: Vec<String> = part.features.iter().map(|f| f.0.clone()).collect();
-            let keys = part.keys.clone();
-            let ts = part.source.timestamp_field.clone();
-            let created = part.source.created_timestamp_field.clone();
-            // A batch at a time: what is kept is the newest row per entity, so memory
-            // follows the number of entities, not of rows.
-            let newest = tokio::task::spawn_blocking(move || -> Result<Newest> {
-                let mut newest = Newest::new(from, end);
-                for batch in rows.batches()? {
-                    let batch = crate::training_set::typed(&batch?, &part)?;
-                    newest.add(&batch, &keys, &ts, created.as_deref(), &features)?;
+        for (i, name) in names.into_iter().enumerate() {
+            match self
+                .materialize_view(project, &store, &run, i, &name, all, start, end, by)
+                .await
+            {
+                Ok(Some(done)) => out.push(done),
+                Ok(None) => {}
+                Err(e) => {
+                    run.end(Some(&e));
+                    return Err(e);
                 }
-                Ok(newest)
-            })
-            .await
-            .map_err(|e| Error::Corrupt(format!("materialization stopped: {e}")))??;
-            let in_window = newest.in_window;
-            let rows = newest.rows();
-            let last_event = rows.iter().map(|r| r.1.event_ts).max();
-            let mut count = WriteCount::default();
-            let mut rows = rows;
-            while !rows.is_empty() {
-                let rest = rows.split_off(rows.len().min(CHUNK));
-                let chunk = std::mem::replace(&mut rows, rest);
-                let c = store.write(project.id.as_str(), &name, chunk).await?;
-                count.written += c.written;
-                count.stale += c.stale;
             }
+        }
+        run.end(None);
+        Ok(out)
+    }
+
+    /// Materializes view `name` (the run's `i`th): scans its source for the newest row
+    /// per entity in the window, then writes them oldest first, a chunk at a time,
+    /// recording after each chunk how far the view is materialized — so a run cut
+    /// short (a crash, a restart) resumes from there when run again without `start`.
+    /// None for a view fed as rows arrive, when every view was asked for.
+    #[allow(clippy::too_many_arguments)]
+    async fn materialize_view(
+        &self,
+        project: &Project,
+        store: &OnlineStore,
+        run: &crate::progress::Run,
+        i: usize,
+        name: &str,
+        all: bool,
+        start: Option<i64>,
+        end: i64,
+        by: &str,
+    ) -> Result<Option<Materialized>> {
+        use crate::wire::ViewState;
+        let view = self.live_view(project, name).await?;
+        if !view.def.online {
+            return Err(Error::invalid(format!(
+                "feature view {name} is not online (online: false)"
+            )));
+        }
+        let mut part = self.view_part(project, name, Some(view.version)).await?;
+        part.features = part
+            .def
+            .schema
+            .iter()
+            .map(|f| (f.name.to_string(), f.name.to_string(), f.pii))
+            .collect();
+        let arriving = matches!(
+            part.source.source_type,
+            SourceType::Push | SourceType::Stream
+        );
+        if arriving && all {
+            run.view(i, |v| v.state = ViewState::Skipped);
+            return Ok(None); // all views: those fed as rows arrive have nothing to materialize
+        }
+        if arriving {
+            return Err(Error::invalid(format!(
+                "feature view {name} reads a {} source, whose rows reach the online store as they arrive: there is nothing to materialize",
+                part.source.source_type
+            )));
+        }
+        let from = match start {
+            Some(s) => s,
+            None => self.window_end(project, name).await?.unwrap_or(i64::MIN),
+        };
+        run.view(i, |v| v.state = ViewState::Scanning);
+        let rows = self.view_rows(project, &part).await?;
+        let features: Vec<String> = part.features.iter().map(|f| f.0.clone()).collect();
+        let keys = part.keys.clone();
+        let ts = part.source.timestamp_field.clone();
+        let created = part.source.created_timestamp_field.clone();
+        // A batch at a time: what is kept is the newest row per entity, so memory
+        // follows the number of entities, not of rows.
+        let scan = run.clone();
+        let newest = tokio::task::spawn_blocking(move || -> Result<Newest> {
+            let mut newest = Newest::new(from, end);
+            for batch in rows.batches()? {
+                let batch = crate::training_set::typed(&batch?, &part)?;
+                newest.add(&batch, &keys, &ts, created.as_deref(), &features)?;
+                scan.view(i, |v| {
+                    v.rows_scanned = newest.seen;
+                    v.rows_in_window = newest.in_window;
+                });
+            }
+            Ok(newest)
+        })
+        .await
+        .map_err(|e| Error::Corrupt(format!("materialization stopped: {e}")))??;
+        let in_window = newest.in_window;
+        let mut rows = newest.rows();
+        // Oldest first: once a chunk is written, every entity whose newest row is
+        // older than the next chunk's first row is online.
+        rows.sort_unstable_by_key(|r| r.1.event_ts);
+        let last_event = rows.last().map(|r| r.1.event_ts);
+        run.view(i, |v| {
+            v.state = ViewState::Writing;
+            v.entities = rows.len() as u64;
+        });
+        let mut count = WriteCount::default();
+        while !rows.is_empty() {
+            let rest = rows.split_off(rows.len().min(CHUNK));
+            let chunk = std::mem::replace(&mut rows, rest);
+            let chunk_last = chunk.last().map(|r| r.1.event_ts);
+            let c = store.write(project.id.as_str(), name, chunk).await?;
+            count.written += c.written;
+            count.stale += c.stale;
+            // Done up to the next chunk's first event time (inclusive windows: a
+            // resumed run reads that time again, and rewrites nothing newer).
+            let until = rows.first().map_or(end, |r| r.1.event_ts);
             self.record_freshness(
                 project,
-                &name,
+                name,
                 view.version,
-                Some(end),
-                last_event,
-                count.written,
+                Some(until),
+                chunk_last,
+                c.written,
                 by,
             )
             .await?;
-            out.push(Materialized {
-                feature_view: name,
-                version: view.version,
-                start: (from != i64::MIN).then(|| rfc3339(from)),
-                end: rfc3339(end),
-                rows_in_window: in_window,
-                written: count.written,
-                stale: count.stale,
-                last_event_at: last_event.map(rfc3339),
+            run.view(i, |v| {
+                v.written = count.written;
+                v.stale = count.stale;
+                v.materialized_until = Some(rfc3339(until));
             });
         }
-        Ok(out)
+        if count.written + count.stale == 0 {
+            // Nothing in the window: the window is still done.
+            self.record_freshness(project, name, view.version, Some(end), None, 0, by)
+                .await?;
+        }
+        run.view(i, |v| {
+            v.state = ViewState::Done;
+            v.materialized_until = Some(rfc3339(end));
+        });
+        Ok(Some(Materialized {
+            feature_view: name.to_string(),
+            version: view.version,
+            start: (from != i64::MIN).then(|| rfc3339(from)),
+            end: rfc3339(end),
+            rows_in_window: in_window,
+            written: count.written,
+            stale: count.stale,
+            last_event_at: last_event.map(rfc3339),
+        }))
+    }
+
+    /// This server's recent materialization runs in `project`, newest first.
+    pub fn materializations(&self, project: &Project) -> Vec<crate::wire::MaterializationRun> {
+        self.runs.list(&project.id)
+    }
+
+    /// One of this server's recent materialization runs in `project`.
+    pub fn materialization(
+        &self,
+        project: &Project,
+        id: &str,
+    ) -> Result<crate::wire::MaterializationRun> {
+        self.runs.get(&project.id, id)
     }
 
     async fn window_end(&self, project: &Project, view: &str) -> Result<Option<i64>> {
@@ -327,13 +425,13 @@ impl Features {
             }
         }
         // The views asked for, in order of first mention, with their features.
-        let mut chosen: Vec<(LiveView, Vec<usize>)> = Vec::new();
+        let mut chosen: Vec<(Arc<LiveView>, Vec<usize>)> = Vec::new();
         let mut live: HashMap<String, usize> = HashMap::new();
         for r in &refs {
             let i = match live.get(r.view.as_str()) {
                 Some(&i) => i,
                 None => {
-                    let v = self.live_view(project, r.view.as_str()).await?;
+                    let v = self.live_view_cached(project, r.view.as_str()).await?;
                     if let Some(pinned) = r.version {
                         if pinned != v.version {
                             return Err(Error::invalid(format!(
@@ -373,7 +471,7 @@ impl Features {
                 }
             }
         }
-        let views: Vec<(LiveView, Vec<FeatureDef>)> = chosen
+        let views: Vec<(Arc<LiveView>, Vec<FeatureDef>)> = chosen
             .into_iter()
             .map(|(v, f)| {
                 let owned = f.into_iter().map(|i| v.def.schema[i].clone()).collect();
@@ -414,23 +512,28 @@ impl Features {
             }
             let stored = store.read(project.id.as_str(), &view.name, &keys).await?;
             let ttl = i64::try_from(view.def.ttl.0.as_micros()).unwrap_or(i64::MAX);
+            // Every feature of a row shares the row's event time: formatted once.
+            let stamps: Vec<String> = stored
+                .iter()
+                .map(|s| rfc3339(s.as_ref().map_or(0, |r| r.event_ts)))
+                .collect();
             for f in feats {
                 let mut col = FeatureColumn {
                     values: Vec::with_capacity(rows),
                     statuses: Vec::with_capacity(rows),
                     event_timestamps: Vec::with_capacity(rows),
                 };
-                for s in &stored {
-                    let (value, status, ts) = match s {
-                        None => (Value::Null, "NOT_FOUND", 0),
+                for (s, stamp) in stored.iter().zip(&stamps) {
+                    let (value, status) = match s {
+                        None => (Value::Null, "NOT_FOUND"),
                         Some(row) => {
                             let v = row.values.get(f.name.as_str());
                             if ttl > 0 && now - row.event_ts > ttl {
-                                (Value::Null, "OUTSIDE_MAX_AGE", row.event_ts)
+                                (Value::Null, "OUTSIDE_MAX_AGE")
                             } else {
                                 match v {
-                                    None => (Value::Null, "NOT_FOUND", row.event_ts),
-                                    Some(Value::Null) => (Value::Null, "NULL_VALUE", row.event_ts),
+                                    None => (Value::Null, "NOT_FOUND"),
+                                    Some(Value::Null) => (Value::Null, "NULL_VALUE"),
                                     Some(v) if f.pii && !pii_allowed => (
                                         Value::String(format!(
                                             "pii:{}",
@@ -441,16 +544,15 @@ impl Features {
                                                 .1[..32]
                                         )),
                                         "PRESENT",
-                                        row.event_ts,
                                     ),
-                                    Some(v) => (v.clone(), "PRESENT", row.event_ts),
+                                    Some(v) => (v.clone(), "PRESENT"),
                                 }
                             }
                         }
                     };
                     col.values.push(value);
                     col.statuses.push(status.into());
-                    col.event_timestamps.push(rfc3339(ts));
+                    col.event_timestamps.push(stamp.clone());
                 }
                 names.push(if req.full_feature_names {
                     format!("{}__{}", view.name, f.name)
@@ -483,6 +585,11 @@ impl Features {
                 })
                 .collect(),
             (None, Some(s)) => {
+                let key = (project.id.clone(), s.to_string());
+                if let Some(refs) = self.cache.services.get(&key) {
+                    return Ok(refs.to_vec());
+                }
+                let generation = self.cache.services.generation();
                 let o = self
                     .object(project, ObjectKind::FeatureService, s, None)
                     .await?;
@@ -491,6 +598,9 @@ impl Features {
                 }
                 let def: FeatureServiceDef = serde_json::from_value(o.definition)
                     .map_err(|e| Error::Corrupt(format!("feature service {s}: {e}")))?;
+                self.cache
+                    .services
+                    .put(key, Arc::from(def.features.clone()), generation);
                 Ok(def.features)
             }
             (Some(_), Some(_)) => Err(Error::invalid("give features or feature_service, not both")),

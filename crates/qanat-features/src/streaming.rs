@@ -30,18 +30,7 @@ const BATCH: usize = 500;
 /// What each consumer reports, by (project id, source).
 pub(crate) type Statuses = Arc<Mutex<BTreeMap<(String, String), StreamStatus>>>;
 
-/// A NATS subject token from a name.
-fn token(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
+use qanat_core::subject_token as token;
 
 impl Features {
     /// Every stream consumer's state in `project`.

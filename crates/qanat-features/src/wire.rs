@@ -354,6 +354,76 @@ pub struct MaterializeRequest {
     /// The window's end (default: now).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<String>,
+    /// The run's id, to follow its progress while it goes (1 to 64 letters, digits,
+    /// '-' or '_'; default: a new one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+}
+
+qanat_core::word_enum! {
+    /// Where a materialization run is.
+    #[derive(utoipa::ToSchema)]
+    pub enum RunState as "run state" {
+        Running = "running",
+        Succeeded = "succeeded",
+        Failed = "failed",
+    }
+}
+
+qanat_core::word_enum! {
+    /// Where one view of a materialization run is.
+    #[derive(utoipa::ToSchema)]
+    pub enum ViewState as "view state" {
+        /// Not started yet.
+        Pending = "pending",
+        /// Reading the source: the newest row per entity within the window.
+        Scanning = "scanning",
+        /// Writing those rows to the online store, oldest first, a chunk at a time.
+        Writing = "writing",
+        Done = "done",
+        /// Fed as rows arrive (push or stream source): nothing to materialize.
+        Skipped = "skipped",
+        Failed = "failed",
+    }
+}
+
+/// One view of a materialization run, as it goes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ViewProgress {
+    pub feature_view: String,
+    pub state: ViewState,
+    /// Source rows read so far.
+    pub rows_scanned: u64,
+    /// Of those, rows with an event time in the window.
+    pub rows_in_window: u64,
+    /// Entities found in the window (known once the scan ends).
+    pub entities: u64,
+    /// Entities written so far.
+    pub written: u64,
+    /// Entities whose stored row was already as new.
+    pub stale: u64,
+    /// How far the view is materialized: every entity's newest row up to this time
+    /// is online (moves after every chunk written, so a run cut short resumes here).
+    pub materialized_until: Option<String>,
+}
+
+/// A materialization run, as it goes or as it ended (`GET …/features/materializations`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct MaterializationRun {
+    pub id: String,
+    pub state: RunState,
+    pub requested_by: String,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    /// Why it failed.
+    pub error: Option<String>,
+    pub views: Vec<ViewProgress>,
+}
+
+/// This server's recent materialization runs in a project, newest first.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct MaterializationRuns {
+    pub runs: Vec<MaterializationRun>,
 }
 
 /// What materializing one view did.

@@ -445,10 +445,51 @@ fn materialized_and_pushed_features_are_served_online_with_ttl_and_pii_enforced(
             "materialize",
             "--end",
             "2026-01-01T11:00:00Z",
+            "--run-id",
+            "first",
         ]);
         assert!(ok, "{backend}: {err}");
         let done: serde_json::Value = serde_json::from_str(&out).expect("json");
         assert_eq!(done[0]["written"], 2, "{backend}: {done}");
+        // The run's progress stays readable: every view done, and how far.
+        let (ok, out, err) = q.cli(&[
+            "features",
+            "-p",
+            "default",
+            "-o",
+            "json",
+            "materializations",
+            "first",
+        ]);
+        assert!(ok, "{backend}: {err}");
+        let run: serde_json::Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(run[0]["state"], "succeeded", "{backend}: {run}");
+        let view = run[0]["views"]
+            .as_array()
+            .expect("views")
+            .iter()
+            .find(|v| v["feature_view"] == "driver_stats")
+            .cloned()
+            .expect("driver_stats in the run");
+        assert_eq!(view["state"], "done", "{backend}: {run}");
+        assert_eq!(
+            (&view["entities"], &view["written"]),
+            (&json!(2), &json!(2)),
+            "{backend}: {run}"
+        );
+        assert_eq!(view["materialized_until"], "2026-01-01T11:00:00Z");
+        // Run ids are unique per project; an unknown one is a clear error.
+        let (ok, _, err) = q.cli(&[
+            "features",
+            "-p",
+            "default",
+            "materialize",
+            "--run-id",
+            "first",
+        ]);
+        assert!(!ok && err.contains("already exists"), "{backend}: {err}");
+        let (ok, _, err) = q.cli(&["features", "-p", "default", "materializations", "nope"]);
+        assert!(!ok && err.contains("nope"), "{backend}: {err}");
 
         let h = q.http();
         let read = |token: &str, path: &str| {

@@ -78,6 +78,20 @@ pub enum FeaturesCmd {
         /// The window's end (RFC 3339; default now).
         #[arg(long)]
         end: Option<String>,
+        /// The run's id (default: a new one), to follow it from elsewhere with
+        /// `qanat features materializations ID`.
+        #[arg(long)]
+        run_id: Option<String>,
+        /// Print each view's progress to stderr while the run goes (the default when
+        /// stderr is a terminal).
+        #[arg(long)]
+        progress: bool,
+    },
+    /// This server's recent materialization runs, newest first; with a run id, that
+    /// run's progress view by view.
+    Materializations {
+        /// A run id.
+        run_id: Option<String>,
     },
     /// The consumers of the stream sources: connected, messages pending (lag), rows
     /// written and refused since the server started, the last refusal or error.

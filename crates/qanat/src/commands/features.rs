@@ -3,8 +3,8 @@
 use anyhow::{Context, Result};
 use qanat_features::definitions::FeatureViewDef;
 use qanat_features::wire::{
-    Action, Freshness, MaterializeRequest, Materialized, Plan, RegisteredObject, StreamStatus,
-    TrainingSetRequest,
+    Action, Freshness, MaterializationRun, MaterializeRequest, Materialized, Plan,
+    RegisteredObject, StreamStatus, TrainingSetRequest, ViewProgress,
 };
 use qanat_features::{FeatureRef, FeatureRepo, ObjectKind};
 
@@ -32,14 +32,62 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: FeaturesCmd) -> Result<()> {
             };
             print_plan(format, &applied)
         }
-        FeaturesCmd::Materialize { views, start, end } => {
+        FeaturesCmd::Materialize {
+            views,
+            start,
+            end,
+            run_id,
+            progress,
+        } => {
+            use std::io::IsTerminal;
+            let run_id = run_id.unwrap_or_else(|| {
+                let t = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                format!("cli-{}-{:x}", std::process::id(), t.as_micros())
+            });
             let req = MaterializeRequest {
                 feature_views: views,
                 start,
                 end,
+                run_id: Some(run_id.clone()),
             };
-            let done = c.materialize(project, &req).await?;
+            let work = c.materialize(project, &req);
+            let done = if progress || std::io::stderr().is_terminal() {
+                tokio::pin!(work);
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
+                tick.tick().await;
+                loop {
+                    tokio::select! {
+                        done = &mut work => break done?,
+                        _ = tick.tick() => {
+                            if let Ok(run) = c.materialization(project, &run_id).await {
+                                eprintln!("{}", progress_line(&run));
+                            }
+                        }
+                    }
+                }
+            } else {
+                work.await?
+            };
             output::list(format, &done)
+        }
+        FeaturesCmd::Materializations { run_id: None } => {
+            let runs = c.materializations(project).await?.runs;
+            output::list(format, &runs)
+        }
+        FeaturesCmd::Materializations {
+            run_id: Some(run_id),
+        } => {
+            let run = c.materialization(project, &run_id).await?;
+            if format == Format::Json {
+                return output::list(format, &[run]);
+            }
+            println!("{}", progress_line(&run));
+            if let Some(e) = &run.error {
+                println!("error: {e}");
+            }
+            output::list(format, &run.views)
         }
         FeaturesCmd::Streams => {
             let streams = c.feature_streams(project).await?.streams;
@@ -308,6 +356,48 @@ output::columns!(StreamStatus, |x| {
     "ingested" => x.ingested.to_string(),
     "rejected" => x.rejected.to_string(),
     "last problem" => output::opt(x.last_error.as_ref().or(x.last_rejection.as_ref())),
+});
+
+/// One line about a run: its state and, per view, where it is.
+fn progress_line(run: &MaterializationRun) -> String {
+    let views: Vec<String> = run
+        .views
+        .iter()
+        .map(|v| match v.state.as_str() {
+            "scanning" => format!(
+                "{} scanning ({} rows read, {} in the window)",
+                v.feature_view, v.rows_scanned, v.rows_in_window
+            ),
+            "writing" => format!(
+                "{} writing ({}/{} entities)",
+                v.feature_view,
+                v.written + v.stale,
+                v.entities
+            ),
+            s => format!("{} {s}", v.feature_view),
+        })
+        .collect();
+    format!("{} {}: {}", run.id, run.state, views.join(", "))
+}
+
+output::columns!(MaterializationRun, |x| {
+    "run" => x.id.clone(),
+    "state" => x.state.to_string(),
+    "by" => x.requested_by.clone(),
+    "started" => x.started_at.clone(),
+    "ended" => output::opt(x.ended_at.as_ref()),
+    "views" => x.views.iter().map(|v| format!("{} {}", v.feature_view, v.state)).collect::<Vec<_>>().join(", "),
+});
+
+output::columns!(ViewProgress, |x| {
+    "view" => x.feature_view.clone(),
+    "state" => x.state.to_string(),
+    "rows read" => x.rows_scanned.to_string(),
+    "in window" => x.rows_in_window.to_string(),
+    "entities" => x.entities.to_string(),
+    "written" => x.written.to_string(),
+    "already newer" => x.stale.to_string(),
+    "materialized until" => output::opt(x.materialized_until.as_ref()),
 });
 
 output::columns!(Materialized, |x| {
