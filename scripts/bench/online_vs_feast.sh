@@ -29,7 +29,8 @@
 # lower rate), RATE_DURATION (30 s), WARMUP (3 s of the same load before
 # every run), OHA_THREADS (1: the load generator's threads, wrk's too), FEAST_WORKERS
 # (nproc), FEAST_MAX_REQUESTS (0: no worker recycling; Feast's own default is 1000),
-# FEAST_TRIES (4), WRK_CHECK (1), SETTLE_SECS (5), KEEP=1 keeps the work folder.
+# FEAST_TRIES (4), WRK_CHECK (1), SETTLE_SECS (5), KEEP=1 keeps the work folder,
+# QANAT_BIN (a qanat binary to use instead of building one).
 set -euo pipefail
 
 DRIVERS=${DRIVERS:-100000}
@@ -106,9 +107,13 @@ if [ ! -x "$OHA" ]; then
   env -u CARGO_TARGET_DIR cargo install oha --version "$OHA_VERSION" --locked --quiet \
     --no-default-features --features native-tls --root "$TOOLS/oha-$OHA_VERSION"
 fi
-echo "building qanat (release)..." >&2
-(cd "$ROOT" && cargo build --release --locked -p qanat --quiet)
-Q=$CARGO_TARGET_DIR/release/qanat
+if [ -n "${QANAT_BIN:-}" ]; then
+  Q=$QANAT_BIN
+else
+  echo "building qanat (release)..." >&2
+  (cd "$ROOT" && cargo build --release --locked -p qanat --quiet)
+  Q=$CARGO_TARGET_DIR/release/qanat
+fi
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_http() { for _ in $(seq 600); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.2; done; echo "no answer from $1" >&2; return 1; }
