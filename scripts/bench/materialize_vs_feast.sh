@@ -29,7 +29,8 @@ Q=$CARGO_TARGET_DIR/release/qanat
 FEAST=$FEAST_VENV/bin/feast
 SERVER_PID=
 WORK=
-cleanup() { [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null; wait 2>/dev/null; [ -n "$WORK" ] && rm -rf "$WORK"; }
+# (Ends with `true`: the trap's status is the script's, and a finished run has no WORK.)
+cleanup() { [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null; wait 2>/dev/null; [ -n "$WORK" ] && rm -rf "$WORK"; true; }
 trap cleanup EXIT
 secs() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 START=2026-01-01T00:00:00Z END=2027-01-01T00:00:00Z
