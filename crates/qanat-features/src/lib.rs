@@ -60,6 +60,9 @@ pub struct Features {
     cache: Arc<RegistryCache>,
     /// Recent materialization runs, with their progress.
     runs: progress::Runs,
+    /// Entities materialization writes per chunk (one online-store transaction, then a
+    /// checkpoint of how far the view is done).
+    materialize_chunk: usize,
 }
 
 /// What every online read looks up in the registry — each view's newest definition
@@ -102,12 +105,20 @@ impl Features {
             join_memory: 2 << 30,
             cache: Default::default(),
             runs: Default::default(),
+            materialize_chunk: 10_000,
         }
     }
 
     /// The same feature store with another memory budget for training-set joins.
     pub fn with_join_memory(mut self, bytes: u64) -> Self {
         self.join_memory = bytes.max(1 << 20);
+        self
+    }
+
+    /// The same feature store writing `entities` per materialization chunk (10,000 by
+    /// default): smaller chunks checkpoint more often, larger ones write faster.
+    pub fn with_materialize_chunk(mut self, entities: usize) -> Self {
+        self.materialize_chunk = entities.max(1);
         self
     }
 

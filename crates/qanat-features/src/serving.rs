@@ -22,9 +22,6 @@ use crate::wire::{
 };
 use crate::{FeatureRef, Features};
 
-/// Rows written to the online store per transaction (or Redis script call).
-const CHUNK: usize = 10_000;
-
 /// A view as serving needs it: its newest definition and its keys with their types.
 #[derive(Debug)]
 pub(crate) struct LiveView {
@@ -234,7 +231,7 @@ impl Features {
         });
         let mut count = WriteCount::default();
         while !rows.is_empty() {
-            let rest = rows.split_off(rows.len().min(CHUNK));
+            let rest = rows.split_off(rows.len().min(self.materialize_chunk));
             let chunk = std::mem::replace(&mut rows, rest);
             let chunk_last = chunk.last().map(|r| r.1.event_ts);
             let c = store.write(project.id.as_str(), name, chunk).await?;
