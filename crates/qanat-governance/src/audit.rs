@@ -225,59 +225,8 @@ pub async fn append_audit_in(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     rec: &AuditRecord,
 ) -> Result<AuditEntry> {
-    let ts = now_micros();
-    let head = sqlx::query("UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash")
-        .fetch_one(&mut **tx)
-        .await?;
-    let seq: i64 = head.try_get("seq")?;
-    let prev_hash: String = head.try_get("hash")?;
-    let outcome = rec.outcome.as_str();
-    let hash = entry_hash(
-        seq,
-        ts,
-        &rec.request_id,
-        &rec.actor,
-        &rec.action,
-        &rec.resource,
-        rec.project.as_deref(),
-        outcome,
-        &rec.detail,
-        &prev_hash,
-    );
-    sqlx::query(
-        "INSERT INTO audit_log (seq, ts, request_id, actor, action, resource, project, outcome, detail, prev_hash, hash) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-    )
-    .bind(seq)
-    .bind(ts)
-    .bind(&rec.request_id)
-    .bind(&rec.actor)
-    .bind(&rec.action)
-    .bind(&rec.resource)
-    .bind(rec.project.as_deref())
-    .bind(outcome)
-    .bind(&rec.detail)
-    .bind(&prev_hash)
-    .bind(&hash)
-    .execute(&mut **tx)
-    .await?;
-    sqlx::query("UPDATE audit_head SET hash = $1 WHERE id = 1")
-        .bind(&hash)
-        .execute(&mut **tx)
-        .await?;
-    Ok(AuditEntry {
-        seq,
-        time: rfc3339(ts),
-        request_id: rec.request_id.clone(),
-        actor: rec.actor.clone(),
-        action: rec.action.clone(),
-        resource: rec.resource.clone(),
-        project: rec.project.clone(),
-        outcome: outcome.to_string(),
-        detail: rec.detail.clone(),
-        prev_hash,
-        hash,
-    })
+    let mut entries = append_batch_in(tx, std::slice::from_ref(rec)).await?;
+    Ok(entries.pop().expect("one entry per record"))
 }
 
 /// Appends `recs`, in order, inside the caller's transaction: one bump of the head for
