@@ -13,11 +13,8 @@ use qanat_features::{FeatureRepo, Features};
 use qanat_governance::Governance;
 use qanat_store::testing::TestDb;
 
-static SCHEMA: &[&qanat_store::migrations::DomainMigrations] = &[
-    &qanat_governance::MIGRATIONS,
-    &qanat_data::MIGRATIONS,
-    &qanat_features::MIGRATIONS,
-];
+mod common;
+use common::SCHEMA;
 
 const REPO: &str = r#"
 kind: entity

@@ -328,29 +328,18 @@ async fn batched_and_in_transaction_appends_share_one_chain() {
             .await
             .expect("query");
         returned.sort_by_key(|e| e.seq);
-        let pairs: Vec<_> = returned
-            .iter()
-            .map(|e| {
-                (
-                    e.seq,
-                    e.request_id.clone(),
-                    e.hash.clone(),
-                    e.prev_hash.clone(),
-                )
-            })
-            .collect();
-        let want: Vec<_> = stored
-            .iter()
-            .map(|e| {
-                (
-                    e.seq,
-                    e.request_id.clone(),
-                    e.hash.clone(),
-                    e.prev_hash.clone(),
-                )
-            })
-            .collect();
-        assert_eq!(pairs, want);
+        let key = |e: &qanat_governance::AuditEntry| {
+            (
+                e.seq,
+                e.request_id.clone(),
+                e.hash.clone(),
+                e.prev_hash.clone(),
+            )
+        };
+        assert_eq!(
+            returned.iter().map(key).collect::<Vec<_>>(),
+            stored.iter().map(key).collect::<Vec<_>>()
+        );
     }
 }
 
