@@ -228,10 +228,13 @@ pub async fn serve(cfg: Config) -> Result<()> {
         .context("setting up webhook deliveries")?;
     state.mlflow_project = cfg.tracking.default_project.clone();
     state.retention = Duration::from_secs(cfg.retention.deleted_days.saturating_mul(86_400));
-    state.tracking = state.tracking.with_limits(qanat_tracking::RunLimits {
-        max_params: cfg.tracking.max_params_per_run,
-        max_tags: cfg.tracking.max_tags_per_run,
-    });
+    state.tracking = state
+        .tracking
+        .clone()
+        .with_limits(qanat_tracking::RunLimits {
+            max_params: cfg.tracking.max_params_per_run,
+            max_tags: cfg.tracking.max_tags_per_run,
+        });
     let mut jobs = cfg.jobs_settings()?;
     if cfg.jobs.server_url.is_none() {
         // The port the listener really got (bind may have asked for port 0).
