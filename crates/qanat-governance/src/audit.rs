@@ -1,10 +1,13 @@
 //! The audit log: an append-only hash chain.
 //!
 //! Entry `n` stores `hash_n = SHA-256(canonical(n, fields…, hash_{n-1}))`, with
-//! `hash_0` = 64 zeros. An append bumps the single `audit_head` row in its transaction
-//! — a row lock on PostgreSQL, the single writer on SQLite — so sequence numbers are
-//! dense and every entry links to the one before it. The transaction is the log's own,
-//! or (with [`append_audit_in`]) the one that makes the change the entry records.
+//! `hash_0` = 64 zeros. The single `audit_head` row holds the newest entry's number and
+//! hash, and the database accepts an entry only if it follows the head, advancing the
+//! head in the same statement (a trigger; a row lock on PostgreSQL, the single writer
+//! on SQLite), so sequence numbers are dense and every entry links to the one before
+//! it. The server's own appends are group-committed, a batch one INSERT; a domain's
+//! append (with [`append_audit_in`]) goes in the transaction that makes the change the
+//! entry records.
 //!
 //! [`Governance::verify_audit`] recomputes the chain: an edited entry no longer matches
 //! its hash, a deleted one leaves a gap in the sequence (or, at the end, falls short of
@@ -142,11 +145,12 @@ fn entry_hash(
     prev_hash: &str,
 ) -> String {
     // A JSON array of scalars serialises one way only, so it is a canonical encoding
-    // that needs no escaping rules of our own.
-    let canonical = serde_json::json!([
-        seq, ts, request_id, actor, action, resource, project, outcome, detail, prev_hash
-    ]);
-    hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
+    // that needs no escaping rules of our own (a tuple is written as that array).
+    let canonical = serde_json::to_vec(&(
+        seq, ts, request_id, actor, action, resource, project, outcome, detail, prev_hash,
+    ))
+    .expect("scalars always serialise");
+    hex::encode(Sha256::digest(&canonical))
 }
 
 struct RawEntry {
@@ -219,34 +223,45 @@ enum Bind {
 
 /// Appends `rec` inside the caller's transaction on the metadata store, so the entry
 /// commits, or rolls back, together with the change it records (one commit instead of
-/// two). The head row is bumped here, so call it last, just before the commit: on
+/// two). The head row is locked here, so call it last, just before the commit: on
 /// PostgreSQL the row stays locked until then.
 pub async fn append_audit_in(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     rec: &AuditRecord,
 ) -> Result<AuditEntry> {
-    let mut entries = append_batch_in(tx, std::slice::from_ref(rec)).await?;
+    let head = lock_head(tx).await?;
+    let ts = now_micros();
+    let mut entries = chain(std::slice::from_ref(rec), &head, ts);
+    insert_entries(&mut **tx, &entries, ts).await?;
     Ok(entries.pop().expect("one entry per record"))
 }
 
-/// Appends `recs`, in order, inside the caller's transaction: one bump of the head for
-/// the whole batch, one multi-row insert, one update of the head's hash. The entries
-/// share one timestamp (the batch's).
-async fn append_batch_in(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    recs: &[AuditRecord],
-) -> Result<Vec<AuditEntry>> {
-    let n = i64::try_from(recs.len()).expect("batches are small");
-    let ts = now_micros();
-    let head = sqlx::query("UPDATE audit_head SET seq = seq + $1 WHERE id = 1 RETURNING seq, hash")
-        .bind(n)
+/// Reads the head inside `tx` and keeps it from moving until `tx` ends: a no-op update
+/// takes the head's row lock (PostgreSQL) or the write lock (SQLite).
+async fn lock_head(tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> Result<Head> {
+    let row = sqlx::query("UPDATE audit_head SET seq = seq WHERE id = 1 RETURNING seq, hash")
         .fetch_one(&mut **tx)
         .await?;
-    let last: i64 = head.try_get("seq")?;
-    let mut prev_hash: String = head.try_get("hash")?;
+    Ok(Head {
+        seq: row.try_get("seq")?,
+        hash: row.try_get("hash")?,
+    })
+}
+
+/// The newest entry of the chain: its sequence number and hash.
+#[derive(Debug, Clone)]
+struct Head {
+    seq: i64,
+    hash: String,
+}
+
+/// `recs` as the entries that follow `head`, in order, sharing one timestamp.
+fn chain(recs: &[AuditRecord], head: &Head, ts: Micros) -> Vec<AuditEntry> {
+    let time = rfc3339(ts);
+    let mut prev_hash = head.hash.clone();
     let mut entries = Vec::with_capacity(recs.len());
     for (i, rec) in recs.iter().enumerate() {
-        let seq = last - n + 1 + i as i64;
+        let seq = head.seq + 1 + i as i64;
         let outcome = rec.outcome.as_str();
         let hash = entry_hash(
             seq,
@@ -262,7 +277,7 @@ async fn append_batch_in(
         );
         entries.push(AuditEntry {
             seq,
-            time: rfc3339(ts),
+            time: time.clone(),
             request_id: rec.request_id.clone(),
             actor: rec.actor.clone(),
             action: rec.action.clone(),
@@ -274,6 +289,16 @@ async fn append_batch_in(
             hash,
         });
     }
+    entries
+}
+
+/// Writes `entries` with one multi-row INSERT. The database accepts them only if the
+/// first follows the head it holds, and advances the head with them (the trigger of
+/// migration 0011), all in the one statement.
+async fn insert_entries<'e, E>(exec: E, entries: &[AuditEntry], ts: Micros) -> sqlx::Result<()>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
     let mut sql = String::from(
         "INSERT INTO audit_log (seq, ts, request_id, actor, action, resource, project, outcome, detail, prev_hash, hash) VALUES ",
     );
@@ -287,12 +312,13 @@ async fn append_batch_in(
             if c > 1 {
                 sql.push_str(", ");
             }
-            sql.push_str(&format!("${}", b + c));
+            sql.push('$');
+            sql.push_str(&(b + c).to_string());
         }
         sql.push(')');
     }
     let mut insert = sqlx::query(&sql);
-    for e in &entries {
+    for e in entries {
         insert = insert
             .bind(e.seq)
             .bind(ts)
@@ -306,12 +332,13 @@ async fn append_batch_in(
             .bind(&e.prev_hash)
             .bind(&e.hash);
     }
-    insert.execute(&mut **tx).await?;
-    sqlx::query("UPDATE audit_head SET hash = $1 WHERE id = 1")
-        .bind(&prev_hash)
-        .execute(&mut **tx)
-        .await?;
-    Ok(entries)
+    insert.execute(exec).await?;
+    Ok(())
+}
+
+/// Whether `e` is the database refusing entries that do not follow its head.
+fn head_moved(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.message().contains("audit chain head moved"))
 }
 
 /// The most entries one group commit writes (11 bound values each, well under
@@ -321,9 +348,9 @@ const BATCH_MAX: usize = 256;
 type Waiter = tokio::sync::oneshot::Sender<Result<AuditEntry>>;
 
 /// Group commit for [`Governance::append_audit`]: records that arrive while a batch is
-/// being written wait and go together in the next transaction, so a busy server pays
-/// one commit for many entries instead of one each. Every caller still gets its answer
-/// only after its entry is committed.
+/// being written wait and go together in the next one, so a busy server pays one
+/// statement and one commit for many entries instead of a transaction each. Every
+/// caller still gets its answer only after its entry is committed.
 #[derive(Default)]
 pub(crate) struct AuditBatcher {
     queue: std::sync::Mutex<Queue>,
@@ -334,6 +361,11 @@ struct Queue {
     pending: Vec<(AuditRecord, Waiter)>,
     /// Whether a writer task is draining `pending`.
     writing: bool,
+    /// The head as the last batch left it, taken by the next: a batch that follows it
+    /// is one INSERT. Stale when another appender (a domain's own transaction, another
+    /// server) moved the head since; the database then refuses the batch and the head
+    /// is read again.
+    head: Option<Head>,
 }
 
 impl std::fmt::Debug for AuditBatcher {
@@ -346,6 +378,40 @@ impl AuditBatcher {
     fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Writes `recs` after the head. With the head the last batch left, that is one
+/// statement (autocommit); without it, or if the database says another appender moved
+/// it since, one transaction that locks the head, reads it and appends (which cannot
+/// lose to another appender).
+async fn write_batch(gov: &Governance, recs: &[AuditRecord]) -> Result<Vec<AuditEntry>> {
+    let ts = now_micros();
+    let known = gov.audit.queue().head.take();
+    let remember = |entries: &[AuditEntry]| {
+        let last = entries.last().expect("a batch is never empty");
+        gov.audit.queue().head = Some(Head {
+            seq: last.seq,
+            hash: last.hash.clone(),
+        });
+    };
+    if let Some(head) = known {
+        let entries = chain(recs, &head, ts);
+        match insert_entries(gov.meta.writer(), &entries, ts).await {
+            Ok(()) => {
+                remember(&entries);
+                return Ok(entries);
+            }
+            Err(e) if head_moved(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mut tx = gov.meta.writer().begin().await?;
+    let head = lock_head(&mut tx).await?;
+    let entries = chain(recs, &head, ts);
+    insert_entries(&mut *tx, &entries, ts).await?;
+    tx.commit().await?;
+    remember(&entries);
+    Ok(entries)
 }
 
 /// Drains the queue batch by batch until it is empty. Runs as its own task, so a
@@ -377,14 +443,7 @@ async fn write_batches(gov: Governance) {
             q.pending.drain(..take).collect()
         };
         let (recs, waiters): (Vec<AuditRecord>, Vec<Waiter>) = batch.into_iter().unzip();
-        let written = async {
-            let mut tx = gov.meta.writer().begin().await?;
-            let entries = append_batch_in(&mut tx, &recs).await?;
-            tx.commit().await?;
-            Ok::<_, Error>(entries)
-        }
-        .await;
-        match written {
+        match write_batch(&gov, &recs).await {
             Ok(entries) => {
                 for (w, e) in waiters.into_iter().zip(entries) {
                     let _ = w.send(Ok(e));

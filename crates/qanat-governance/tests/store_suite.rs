@@ -343,6 +343,69 @@ async fn batched_and_in_transaction_appends_share_one_chain() {
     }
 }
 
+/// The database keeps the chain whole by itself: an entry that does not follow the head
+/// (a reused sequence number, a skipped one, a wrong link) is refused and nothing of its
+/// statement is stored; a group commit whose remembered head went stale (another
+/// appender moved it) still lands after the real head.
+#[tokio::test]
+async fn the_database_refuses_entries_that_do_not_follow_the_head() {
+    for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
+        let gov = Governance::new(db.store.clone());
+        for i in 0..3 {
+            gov.append_audit(&record(i, AuditOutcome::Success))
+                .await
+                .expect("append");
+        }
+        let head: (i64, String) = sqlx::query_as("SELECT seq, hash FROM audit_head WHERE id = 1")
+            .fetch_one(db.store.reader())
+            .await
+            .expect("head");
+        assert_eq!(head.0, 3);
+        let forge = |seq: i64, prev: &str| {
+            format!(
+                "INSERT INTO audit_log (seq, ts, request_id, actor, action, resource, project, outcome, detail, prev_hash, hash) \
+                 VALUES ({seq}, 1, 'x', 'mallory', 'a', 'r', NULL, 'success', '', '{prev}', 'f')"
+            )
+        };
+        for (seq, prev) in [(3, head.1.as_str()), (5, head.1.as_str()), (4, "0000")] {
+            let err = sqlx::query(&forge(seq, prev))
+                .execute(db.store.writer())
+                .await
+                .expect_err("a forged entry is refused");
+            assert!(err.to_string().contains("audit chain head moved"), "{err}");
+        }
+        // A two-row insert whose second row breaks the chain stores neither.
+        let two = format!(
+            "{}, (6, 1, 'y', 'mallory', 'a', 'r', NULL, 'success', '', 'f', 'g')",
+            forge(4, &head.1)
+        );
+        sqlx::query(&two)
+            .execute(db.store.writer())
+            .await
+            .expect_err("the second row is refused");
+        let count: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM audit_log")
+            .fetch_one(db.store.reader())
+            .await
+            .expect("count");
+        assert_eq!(count.0, 3, "nothing of a refused statement is stored");
+
+        // Another appender moves the head; the group commit's next batch follows it.
+        let mut tx = db.store.writer().begin().await.expect("begin");
+        qanat_governance::append_audit_in(&mut tx, &record(10, AuditOutcome::Success))
+            .await
+            .expect("append in tx");
+        tx.commit().await.expect("commit");
+        let e = gov
+            .append_audit(&record(11, AuditOutcome::Success))
+            .await
+            .expect("append after the head moved");
+        assert_eq!(e.seq, 5);
+        let v = gov.verify_audit().await.expect("verify");
+        assert!(v.ok, "{v:?}");
+        assert_eq!((v.entries_checked, v.head_seq), (5, 5));
+    }
+}
+
 /// The principal of a fresh token of `user`.
 async fn as_user(gov: &Governance, user: &str) -> qanat_governance::Principal {
     let token = gov.create_token(user, "t", None).await.expect("token");
