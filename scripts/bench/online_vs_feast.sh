@@ -10,6 +10,8 @@
 #                             latency-corrected for coordinated omission; up to
 #                             RATE_CONC requests in flight) and at LOW_RATE, and on Feast
 #                             at the lower of RATE and half its closed-loop maximum
+#                             then a closed loop at PEAK_CONC connections on both (the
+#                             peak: throughput when latency does not bound it)
 #   100 entities x 50 features: the same closed loop on both, then each at half its own
 #                             closed-loop maximum (fixed rate)
 #   wrk cross-check:          the closed-loop cases again with wrk and online_wrk.lua (the
@@ -24,7 +26,8 @@
 #   TMPDIR=/dev/shm scripts/bench/online_vs_feast.sh          # where the disk is short
 #   DURATION=5 RATE_DURATION=5 DRIVERS=20000 WRK_CHECK=0 scripts/bench/online_vs_feast.sh
 #
-# Knobs: DRIVERS (100000), FEATURES (50), CONC (4: 2 per core), RATE_CONC (CONC),
+# Knobs: DRIVERS (100000), FEATURES (50), CONC (4: 2 per core), PEAK_CONC (16: 8 per core),
+# RATE_CONC (CONC),
 # DURATION (20 s, closed loop), RATE (2000), LOW_RATE (1000: Qanat's 1x50 at a second,
 # lower rate), RATE_DURATION (30 s), WARMUP (3 s of the same load before
 # every run), OHA_THREADS (1: the load generator's threads, wrk's too), FEAST_WORKERS
@@ -44,6 +47,7 @@ RATE_DURATION=${RATE_DURATION:-30}
 WARMUP=${WARMUP:-3}
 OHA_THREADS=${OHA_THREADS:-1}
 CORES=$(nproc)
+PEAK_CONC=${PEAK_CONC:-$((CORES * 8))}
 FEAST_WORKERS=${FEAST_WORKERS:-$CORES}
 FEAST_MAX_REQUESTS=${FEAST_MAX_REQUESTS:-0}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -251,6 +255,8 @@ run one_qanat_closed "$SERVER_PID" "$CONC" 0 "$DURATION" "$QANAT_URL" "$DATA/bod
 run one_feast_closed "$FEAST_PID" "$CONC" 0 "$DURATION" "$FEAST_URL" "$DATA/bodies_1.txt"
 run one_qanat_rate "$SERVER_PID" "$RATE_CONC" "$RATE" "$RATE_DURATION" "$QANAT_URL" "$DATA/bodies_1.txt" -H "$AUTH"
 run one_qanat_rate_low "$SERVER_PID" "$RATE_CONC" "$LOW_RATE" "$RATE_DURATION" "$QANAT_URL" "$DATA/bodies_1.txt" -H "$AUTH"
+run one_qanat_peak "$SERVER_PID" "$PEAK_CONC" 0 "$DURATION" "$QANAT_URL" "$DATA/bodies_1.txt" -H "$AUTH"
+run one_feast_peak "$FEAST_PID" "$PEAK_CONC" 0 "$DURATION" "$FEAST_URL" "$DATA/bodies_1.txt"
 run one_feast_rate "$FEAST_PID" "$RATE_CONC" "$(half_of one_feast_closed "$RATE")" "$RATE_DURATION" "$FEAST_URL" "$DATA/bodies_1.txt"
 run many_qanat_closed "$SERVER_PID" "$CONC" 0 "$DURATION" "$QANAT_URL" "$DATA/bodies_100.txt" -H "$AUTH"
 run many_feast_closed "$FEAST_PID" "$CONC" 0 "$DURATION" "$FEAST_URL" "$DATA/bodies_100.txt"
@@ -281,7 +287,7 @@ fi
 echo
 echo "online feature reads over HTTP: Qanat vs Feast $("$PY" -c "import feast; print(feast.__version__)"), one run"
 echo "machine: $CORES cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')); the load generator runs on the same cores as the server"
-echo "load tool: oha $("$OHA" --version | awk '{print $2}') (--worker-threads $OHA_THREADS), HTTP/1.1 keep-alive, $DURATION s closed loop at concurrency $CONC / $RATE_DURATION s fixed rate with up to $RATE_CONC in flight, ${WARMUP} s warm-up before each"
+echo "load tool: oha $("$OHA" --version | awk '{print $2}') (--worker-threads $OHA_THREADS), HTTP/1.1 keep-alive, $DURATION s closed loop at concurrency $CONC (peak: $PEAK_CONC) / $RATE_DURATION s fixed rate with up to $RATE_CONC in flight, ${WARMUP} s warm-up before each"
 echo "data: $DRIVERS drivers, one row each, $FEATURES float64 features in one view; request bodies pick random drivers ($(wc -l <"$DATA/bodies_1.txt") one-entity and $(wc -l <"$DATA/bodies_100.txt") hundred-entity bodies)"
 echo "qanat: release build, tokio runtime on $CORES threads, online store redb, a project viewer's bearer token, $QANAT_URL; load (put + apply + materialize) ${QANAT_LOAD} s"
 echo "feast: feast serve --workers $FEAST_WORKERS --max-requests $FEAST_MAX_REQUESTS (gunicorn + uvicorn workers), sqlite online store; load (apply + materialize) ${FEAST_LOAD} s"

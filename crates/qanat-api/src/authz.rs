@@ -21,7 +21,7 @@
 //! its record then commit together (one commit, not two), and the middleware appends
 //! nothing more for it. Refusals and failures are still recorded here.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -164,22 +164,33 @@ pub(crate) struct ProjectScope {
     pub(crate) role: Option<Role>,
 }
 
-/// The policy lookup used by the middleware.
+/// The policy lookup used by the middleware: by route template, then method (looked
+/// up on every request, so without building strings).
 #[derive(Debug)]
-pub(crate) struct Policies(BTreeMap<(String, String), Policy>);
+pub(crate) struct Policies(HashMap<String, Vec<(Method, Policy)>>);
 
 impl Policies {
     pub(crate) fn new(policies: BTreeMap<(String, String), Policy>) -> Self {
-        Policies(policies)
+        let mut by_path: HashMap<String, Vec<(Method, Policy)>> = HashMap::new();
+        for ((method, path), policy) in policies {
+            let method =
+                Method::from_bytes(method.as_bytes()).expect("routes use standard methods");
+            by_path.entry(path).or_default().push((method, policy));
+        }
+        Policies(by_path)
     }
 
     fn get(&self, method: &Method, path: &str) -> Option<Policy> {
         let m = if method == Method::HEAD {
-            Method::GET
+            &Method::GET
         } else {
-            method.clone()
+            method
         };
-        self.0.get(&(m.to_string(), path.to_string())).copied()
+        self.0
+            .get(path)?
+            .iter()
+            .find(|(known, _)| known == m)
+            .map(|(_, p)| *p)
     }
 }
 
@@ -212,16 +223,12 @@ pub(crate) async fn authorize(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let Some(route) = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str().to_string())
-    else {
+    let Some(route) = req.extensions().get::<MatchedPath>().cloned() else {
         // No route matched: the fallback answers 404/405 and nothing is exposed.
         return next.run(req).await;
     };
     let method = req.method().clone();
-    let Some(policy) = policies.get(&method, &route) else {
+    let Some(policy) = policies.get(&method, route.as_str()) else {
         // Handlers and policies are registered together, so a method without a policy
         // has no handler either: the router answers 405 and nothing runs.
         return next.run(req).await;
