@@ -389,6 +389,9 @@ fn to_cpu<B: Backend>(
     .load_record(record))
 }
 
+/// Held while burn's process-wide generator is seeded and the initial weights drawn.
+static SEEDED_INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// [`fit`] on backend `B` (with gradients) and `device`, its steps in `precision`.
 #[allow(clippy::too_many_arguments)]
 fn fit_on<B: AutodiffBackend>(
@@ -402,14 +405,20 @@ fn fit_on<B: AutodiffBackend>(
     device: &B::Device,
 ) -> Result<Fitted<B::InnerBackend>> {
     let device = device.clone();
-    B::seed(&device, config.seed);
     let mut rng = Rng::new(config.seed ^ 0x05ee_d0fb_a7c4);
-    let mut model: Mlp<B> = Mlp::new(
-        prep.width(),
-        &config.hidden_layers(),
-        prep.target.outputs(),
-        &device,
-    );
+    let mut model: Mlp<B> = {
+        // burn keeps one random generator per process: seeding it and drawing the
+        // initial weights hold one lock, so fits side by side in a process (tests, a
+        // sweep's trials) cannot take each other's draws and break the seed's promise.
+        let _init = SEEDED_INIT.lock().unwrap_or_else(|p| p.into_inner());
+        B::seed(&device, config.seed);
+        Mlp::new(
+            prep.width(),
+            &config.hidden_layers(),
+            prep.target.outputs(),
+            &device,
+        )
+    };
     let mut optim = Adam {
         weight_decay: config.weight_decay as f32,
         ..Adam::default()
