@@ -10,7 +10,6 @@ use std::time::Instant;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use burn::tensor::backend::Backend;
 use qanat_train::adam::Adam;
 use qanat_train::fit::{epoch_steps, CpuTrain, Mlp};
 use qanat_train::mixed::Mixed;
@@ -43,8 +42,7 @@ fn main() {
         classes: vec!["0".into(), "1".into()],
     };
     let device = Default::default();
-    <CpuTrain as Backend>::seed(&device, 1);
-    let mut model: Mlp<CpuTrain> = Mlp::new(inputs, &hidden, 1, &device);
+    let mut model: Mlp<CpuTrain> = Mlp::seeded(1, inputs, &hidden, 1, &device);
     let mut optim = Adam::default().init::<CpuTrain, Mlp<CpuTrain>>();
     let mut order: Vec<usize> = (0..rows).collect();
     let mut timed = 0.0;

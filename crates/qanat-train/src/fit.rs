@@ -35,8 +35,34 @@ pub struct Mlp<B: Backend> {
     pub layers: Vec<Linear<B>>,
 }
 
+/// Held around every draw from burn's process-wide random generator (initial weights),
+/// and around seeding it together with the draws that follow: fits side by side in a
+/// process (tests, a sweep's trials, a resumed fit rebuilding its best model) then
+/// cannot take each other's draws and break a seed's promise.
+static INIT_DRAWS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 impl<B: Backend> Mlp<B> {
+    /// A network with freshly drawn initial weights.
     pub fn new(inputs: usize, hidden: &[usize], outputs: usize, device: &B::Device) -> Self {
+        let _draws = INIT_DRAWS.lock().unwrap_or_else(|p| p.into_inner());
+        Self::draw(inputs, hidden, outputs, device)
+    }
+
+    /// A network whose initial weights are fixed by `seed`: burn's generator is seeded
+    /// and the weights drawn as one step no other draw in the process comes between.
+    pub fn seeded(
+        seed: u64,
+        inputs: usize,
+        hidden: &[usize],
+        outputs: usize,
+        device: &B::Device,
+    ) -> Self {
+        let _draws = INIT_DRAWS.lock().unwrap_or_else(|p| p.into_inner());
+        B::seed(device, seed);
+        Self::draw(inputs, hidden, outputs, device)
+    }
+
+    fn draw(inputs: usize, hidden: &[usize], outputs: usize, device: &B::Device) -> Self {
         let mut widths = vec![inputs];
         widths.extend_from_slice(hidden);
         widths.push(outputs);
@@ -220,47 +246,7 @@ pub fn evaluate<B: Backend>(
         format!("{prefix}loss"),
         f64::from(l.first().copied().unwrap_or(f32::NAN)),
     )];
-    match &prep.target {
-        Target::Classification { classes, .. } => {
-            let truth: Vec<i64> = data.y.iter().map(|v| *v as i64).collect();
-            let pred: Vec<usize> = if k == 1 {
-                out.iter().map(|z| usize::from(*z > 0.0)).collect()
-            } else {
-                out.chunks(k)
-                    .map(|r| {
-                        r.iter()
-                            .enumerate()
-                            .fold(
-                                (0, f32::NEG_INFINITY),
-                                |b, (i, v)| if *v > b.1 { (i, *v) } else { b },
-                            )
-                            .0
-                    })
-                    .collect()
-            };
-            m.push((
-                format!("{prefix}accuracy"),
-                metrics::accuracy(&pred, &truth),
-            ));
-            m.push((
-                format!("{prefix}f1"),
-                metrics::f1(&pred, &truth, classes.len()),
-            ));
-            if k == 1 {
-                let scores: Vec<f64> = out.iter().map(|z| f64::from(*z)).collect();
-                let pos: Vec<bool> = truth.iter().map(|t| *t == 1).collect();
-                if let Some(a) = metrics::auc(&scores, &pos) {
-                    m.push((format!("{prefix}auc"), a));
-                }
-            }
-        }
-        Target::Regression { mean, std, .. } => {
-            let pred: Vec<f64> = out.iter().map(|p| f64::from(*p) * std + mean).collect();
-            let truth: Vec<f64> = data.y.iter().map(|y| f64::from(*y) * std + mean).collect();
-            m.push((format!("{prefix}rmse"), metrics::rmse(&pred, &truth)));
-            m.push((format!("{prefix}mae"), metrics::mae(&pred, &truth)));
-        }
-    }
+    m.extend(metrics::of_outputs(&prep.target, &out, &data.y, prefix));
     Ok(m)
 }
 
@@ -389,9 +375,6 @@ fn to_cpu<B: Backend>(
     .load_record(record))
 }
 
-/// Held while burn's process-wide generator is seeded and the initial weights drawn.
-static SEEDED_INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// [`fit`] on backend `B` (with gradients) and `device`, its steps in `precision`.
 #[allow(clippy::too_many_arguments)]
 fn fit_on<B: AutodiffBackend>(
@@ -406,19 +389,13 @@ fn fit_on<B: AutodiffBackend>(
 ) -> Result<Fitted<B::InnerBackend>> {
     let device = device.clone();
     let mut rng = Rng::new(config.seed ^ 0x05ee_d0fb_a7c4);
-    let mut model: Mlp<B> = {
-        // burn keeps one random generator per process: seeding it and drawing the
-        // initial weights hold one lock, so fits side by side in a process (tests, a
-        // sweep's trials) cannot take each other's draws and break the seed's promise.
-        let _init = SEEDED_INIT.lock().unwrap_or_else(|p| p.into_inner());
-        B::seed(&device, config.seed);
-        Mlp::new(
-            prep.width(),
-            &config.hidden_layers(),
-            prep.target.outputs(),
-            &device,
-        )
-    };
+    let mut model: Mlp<B> = Mlp::seeded(
+        config.seed,
+        prep.width(),
+        &config.hidden_layers(),
+        prep.target.outputs(),
+        &device,
+    );
     let mut optim = Adam {
         weight_decay: config.weight_decay as f32,
         ..Adam::default()

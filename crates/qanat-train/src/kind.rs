@@ -81,7 +81,7 @@ impl JobKind for TrainKind {
 
 /// The process of a kind run by this binary: `program subcommand`, with the job's
 /// fields as JSON in `var`.
-pub(crate) fn worker_plan(
+pub fn worker_plan(
     program: &std::path::Path,
     subcommand: &str,
     var: &str,

@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::prep::Target;
+
 /// Accuracy: the share of rows whose predicted class is the true one (`truth` -1 is a
 /// class the model never saw: always wrong).
 pub fn accuracy(pred: &[usize], truth: &[i64]) -> f64 {
@@ -112,6 +114,51 @@ pub fn mae(pred: &[f64], truth: &[f64]) -> f64 {
         .map(|(p, t)| (p - t).abs())
         .sum::<f64>()
         / pred.len() as f64
+}
+
+/// The task's metrics of raw model outputs (`rows × outputs`, as the trainer defines
+/// them) against the encoded target `y` (class indexes, -1 for a class the model never
+/// saw; or the standardized target), names prefixed with `prefix`: accuracy, F1 and
+/// (two classes) AUC, or RMSE and MAE in the target's units.
+pub fn of_outputs(target: &Target, out: &[f32], y: &[f32], prefix: &str) -> Vec<(String, f64)> {
+    let k = target.outputs();
+    let mut m = Vec::new();
+    match target {
+        Target::Classification { classes, .. } => {
+            let truth: Vec<i64> = y.iter().map(|v| *v as i64).collect();
+            let pred: Vec<usize> = if k == 1 {
+                out.iter().map(|z| usize::from(*z > 0.0)).collect()
+            } else {
+                out.chunks(k)
+                    .map(|r| {
+                        r.iter()
+                            .enumerate()
+                            .fold(
+                                (0, f32::NEG_INFINITY),
+                                |b, (i, v)| if *v > b.1 { (i, *v) } else { b },
+                            )
+                            .0
+                    })
+                    .collect()
+            };
+            m.push((format!("{prefix}accuracy"), accuracy(&pred, &truth)));
+            m.push((format!("{prefix}f1"), f1(&pred, &truth, classes.len())));
+            if k == 1 {
+                let scores: Vec<f64> = out.iter().map(|z| f64::from(*z)).collect();
+                let pos: Vec<bool> = truth.iter().map(|t| *t == 1).collect();
+                if let Some(a) = auc(&scores, &pos) {
+                    m.push((format!("{prefix}auc"), a));
+                }
+            }
+        }
+        Target::Regression { mean, std, .. } => {
+            let pred: Vec<f64> = out.iter().map(|p| f64::from(*p) * std + mean).collect();
+            let truth: Vec<f64> = y.iter().map(|y| f64::from(*y) * std + mean).collect();
+            m.push((format!("{prefix}rmse"), rmse(&pred, &truth)));
+            m.push((format!("{prefix}mae"), mae(&pred, &truth)));
+        }
+    }
+    m
 }
 
 #[cfg(test)]

@@ -308,6 +308,42 @@ impl Preprocessing {
     /// `config`.
     pub fn encode(&self, table: &Table, rows: &[usize], weights: &[f32]) -> Result<Encoded> {
         let width = self.width();
+        let x = self.encode_features(table, rows)?;
+        let target = table.column(self.target_name())?;
+        let mut y = Vec::with_capacity(rows.len());
+        let mut weight = Vec::with_capacity(rows.len());
+        for i in rows {
+            match &self.target {
+                Target::Classification { classes, .. } => {
+                    let label = label_of(&target.values, *i).unwrap_or_default();
+                    // A class only in validation rows has no output: it counts as
+                    // wrong, never as a crash.
+                    let k = classes.iter().position(|c| *c == label);
+                    y.push(k.map_or(-1.0, |k| k as f32));
+                    weight.push(k.map_or(0.0, |k| weights.get(k).copied().unwrap_or(1.0)));
+                }
+                Target::Regression { mean, std, .. } => {
+                    let Values::Numeric(v) = &target.values else {
+                        return Err(Error::invalid("the regression target is not numeric"));
+                    };
+                    y.push(((v[*i] - mean) / std) as f32);
+                    weight.push(1.0);
+                }
+            }
+        }
+        Ok(Encoded {
+            x,
+            width,
+            y,
+            weight,
+        })
+    }
+
+    /// The model's input for `rows` of `table` (`rows × width`, row-major): what
+    /// training fed the model, and what a runtime feeds it at prediction time. The
+    /// target column need not be present.
+    pub fn encode_features(&self, table: &Table, rows: &[usize]) -> Result<Vec<f32>> {
+        let width = self.width();
         let mut x = vec![0f32; rows.len() * width];
         let mut offset = 0;
         for f in &self.features {
@@ -358,34 +394,7 @@ impl Preprocessing {
             }
             offset += f.width();
         }
-        let target = table.column(self.target_name())?;
-        let mut y = Vec::with_capacity(rows.len());
-        let mut weight = Vec::with_capacity(rows.len());
-        for i in rows {
-            match &self.target {
-                Target::Classification { classes, .. } => {
-                    let label = label_of(&target.values, *i).unwrap_or_default();
-                    // A class only in validation rows has no output: it counts as
-                    // wrong, never as a crash.
-                    let k = classes.iter().position(|c| *c == label);
-                    y.push(k.map_or(-1.0, |k| k as f32));
-                    weight.push(k.map_or(0.0, |k| weights.get(k).copied().unwrap_or(1.0)));
-                }
-                Target::Regression { mean, std, .. } => {
-                    let Values::Numeric(v) = &target.values else {
-                        return Err(Error::invalid("the regression target is not numeric"));
-                    };
-                    y.push(((v[*i] - mean) / std) as f32);
-                    weight.push(1.0);
-                }
-            }
-        }
-        Ok(Encoded {
-            x,
-            width,
-            y,
-            weight,
-        })
+        Ok(x)
     }
 
     pub fn target_name(&self) -> &str {

@@ -1,0 +1,102 @@
+//! Qanat's model runtimes: what turns a registered model version into predictions on a
+//! plain CPU, and what makes it smaller and faster first.
+//!
+//! - [`package`]: a model version's directory — `weights.safetensors`, the signature and
+//!   preprocessing in `spec.json`, optionally `model.onnx` — read and written whole.
+//! - [`native`]: Qanat's own forward pass for its linear and MLP models, with f32 and
+//!   int8 kernels chosen for the CPU at run time.
+//! - [`Runtime`]: the one trait every runtime implements (a table in, the model's raw
+//!   outputs out), and [`evaluate`]: the quality of those outputs against the target.
+//!
+//! ```
+//! use qanat_runtime::native::{Layer, NativeMlp};
+//!
+//! // y = relu(x·W₀ᵀ + b₀)·W₁ᵀ + b₁ with 2 inputs, 3 hidden units, 1 output.
+//! let m = NativeMlp::new(vec![
+//!     Layer::f32(2, vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0], vec![0.0, 0.0, -1.0]).unwrap(),
+//!     Layer::f32(3, vec![1.0, 1.0, 1.0], vec![0.5]).unwrap(),
+//! ])
+//! .unwrap();
+//! assert_eq!(m.predict(&[1.0, 2.0], 1).unwrap(), vec![1.0 + 2.0 + 2.0 + 0.5]);
+//! let q = m.quantize_dynamic();
+//! assert!((q.predict(&[1.0, 2.0], 1).unwrap()[0] - 5.5).abs() < 0.1);
+//! ```
+
+pub mod evaluate;
+pub mod native;
+pub mod package;
+#[cfg(test)]
+pub(crate) mod testing;
+
+pub use package::{ModelPackage, Spec};
+
+/// The stated error of dynamic int8 against f32 on the same inputs: the largest
+/// absolute difference of an output, as a share of the largest absolute f32 output
+/// over the batch (tested on random networks and inputs; docs/optimization.md).
+pub const INT8_TOLERANCE: f32 = 0.03;
+
+/// What a runtime can refuse or fail at.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A model or input that cannot be used; the message says what is wrong.
+    #[error("{0}")]
+    Invalid(String),
+    /// A file of the model package could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    /// A fault of the runtime itself.
+    #[error("{0}")]
+    Internal(String),
+    /// Preprocessing (shared with the trainer) refused the input.
+    #[error(transparent)]
+    Train(#[from] qanat_train::Error),
+}
+
+impl Error {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Error::Invalid(message.into())
+    }
+
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        Error::Internal(message.into())
+    }
+
+    pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+}
+
+impl qanat_core::DomainError for Error {
+    fn kind(&self) -> qanat_core::ErrorKind {
+        use qanat_core::ErrorKind as K;
+        match self {
+            Error::Invalid(_) => K::Invalid,
+            Error::Io { .. } | Error::Internal(_) => K::Internal,
+            Error::Train(qanat_train::Error::Invalid(_)) => K::Invalid,
+            Error::Train(_) => K::Internal,
+        }
+    }
+}
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A way of running a model: a table in (the raw feature columns the model was trained
+/// on), the model's raw outputs out, `rows × outputs` row-major (as the trainer
+/// defines them: logits for classification, the standardized target for regression).
+pub trait Runtime: Send + Sync {
+    /// `native`, `tract` or `onnxruntime`: what model metadata reports.
+    fn name(&self) -> &'static str;
+
+    /// Outputs a row.
+    fn outputs(&self) -> usize;
+
+    /// Runs every row of `table`.
+    fn predict(&self, table: &qanat_train::Table) -> Result<Vec<f32>>;
+}

@@ -1,0 +1,207 @@
+//! A model version's directory, as the trainer uploads it under a run's `model/`
+//! artifact and as optimization writes it:
+//!
+//! | file | what |
+//! |---|---|
+//! | `spec.json` | the signature: input names and types, preprocessing, layer widths, precision |
+//! | `weights.safetensors` | the layers (f32, or int8 with per-channel scales) |
+//! | `model.onnx` | the same model for ONNX runtimes (f32 models) |
+//! | `input_example.json`, `output_example.json` | rows and the trainer's outputs for them |
+//!
+//! A package without `spec.json` has no signature and is refused: nothing can check what
+//! it is fed. Files are written whole (temporary file, then rename), so a failed write
+//! leaves no half package.
+
+use std::path::{Path, PathBuf};
+
+use qanat_train::prep::Preprocessing;
+use qanat_train::Table;
+use serde::{Deserialize, Serialize};
+
+use crate::native::{NativeMlp, Precision, Scratch};
+use crate::{Error, Result, Runtime};
+
+pub const SPEC: &str = "spec.json";
+pub const WEIGHTS: &str = "weights.safetensors";
+pub const ONNX: &str = "model.onnx";
+
+/// One input of the signature.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Input {
+    pub name: String,
+    /// MLflow's type name: `double` or `string`.
+    #[serde(rename = "type")]
+    pub dtype: String,
+}
+
+/// `spec.json`: what the trainer writes, plus the precision an optimized model runs at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spec {
+    /// `qanat-mlp/1`.
+    pub format: String,
+    pub inputs: Vec<Input>,
+    pub preprocessing: Preprocessing,
+    /// Widths from the encoded input to the output.
+    pub layers: Vec<usize>,
+    pub activation: String,
+    /// What the outputs mean, in words.
+    #[serde(default)]
+    pub output: String,
+    /// Absent in the trainer's f32 packages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<Precision>,
+}
+
+impl Spec {
+    pub fn precision(&self) -> Precision {
+        self.precision.unwrap_or(Precision::F32)
+    }
+}
+
+/// A model package on disk.
+#[derive(Debug, Clone)]
+pub struct ModelPackage {
+    dir: PathBuf,
+    spec: Spec,
+}
+
+impl ModelPackage {
+    /// Reads `dir/spec.json`; the weights are read by [`native`](Self::native).
+    pub fn open(dir: &Path) -> Result<Self> {
+        let path = dir.join(SPEC);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::invalid(format!(
+                    "{} has no {SPEC}: the model has no signature (input names and types, \
+                     preprocessing), so it cannot be run or optimized; models trained by \
+                     `qanat train` carry one",
+                    dir.display()
+                )))
+            }
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        let spec: Spec = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::invalid(format!("{}: not a model signature: {e}", path.display())))?;
+        if !spec.format.starts_with("qanat-mlp/") {
+            return Err(Error::invalid(format!(
+                "{}: format '{}' is not one the native runtime reads (qanat-mlp/1)",
+                path.display(),
+                spec.format
+            )));
+        }
+        Ok(ModelPackage {
+            dir: dir.to_path_buf(),
+            spec,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
+    /// `model.onnx`, where the package has one.
+    pub fn onnx(&self) -> Option<PathBuf> {
+        let p = self.dir.join(ONNX);
+        p.is_file().then_some(p)
+    }
+
+    /// The model on the native runtime, checked against its signature.
+    pub fn native(&self) -> Result<NativeModel> {
+        let path = self.dir.join(WEIGHTS);
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let mlp = NativeMlp::from_safetensors(&bytes)?;
+        NativeModel::new(self.spec.clone(), mlp)
+    }
+
+    /// Writes a package for `model` into `dir` (created if missing): `spec.json` and
+    /// `weights.safetensors`, each whole or not at all.
+    pub fn write(dir: &Path, model: &NativeModel) -> Result<ModelPackage> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        write_whole(&dir.join(WEIGHTS), &model.mlp.to_safetensors()?)?;
+        let spec = serde_json::to_vec_pretty(&model.spec)
+            .map_err(|e| Error::internal(format!("serializing the signature: {e}")))?;
+        write_whole(&dir.join(SPEC), &spec)?;
+        ModelPackage::open(dir)
+    }
+}
+
+fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("partial");
+    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+/// A package's model on the native runtime: its preprocessing and its layers.
+#[derive(Debug, Clone)]
+pub struct NativeModel {
+    spec: Spec,
+    mlp: NativeMlp,
+}
+
+impl NativeModel {
+    /// Pairs a signature with layers, refusing layers that do not fit it.
+    pub fn new(mut spec: Spec, mlp: NativeMlp) -> Result<Self> {
+        let mut widths = vec![mlp.inputs()];
+        widths.extend(mlp.layers().iter().map(|l| l.outputs()));
+        if widths != spec.layers {
+            return Err(Error::invalid(format!(
+                "{WEIGHTS} has layers {widths:?} but {SPEC} says {:?}",
+                spec.layers
+            )));
+        }
+        if spec.preprocessing.width() != mlp.inputs() {
+            return Err(Error::invalid(format!(
+                "the preprocessing gives {} values a row but the first layer takes {}",
+                spec.preprocessing.width(),
+                mlp.inputs()
+            )));
+        }
+        if spec.preprocessing.target.outputs() != mlp.outputs() {
+            return Err(Error::invalid(format!(
+                "the target needs {} outputs but the last layer gives {}",
+                spec.preprocessing.target.outputs(),
+                mlp.outputs()
+            )));
+        }
+        spec.precision = match mlp.precision() {
+            Precision::F32 => None,
+            p => Some(p),
+        };
+        Ok(NativeModel { spec, mlp })
+    }
+
+    pub fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
+    pub fn mlp(&self) -> &NativeMlp {
+        &self.mlp
+    }
+
+    /// The same model with [`NativeMlp::quantize_dynamic`] applied.
+    pub fn quantize_dynamic(&self) -> Result<NativeModel> {
+        NativeModel::new(self.spec.clone(), self.mlp.quantize_dynamic())
+    }
+}
+
+impl Runtime for NativeModel {
+    fn name(&self) -> &'static str {
+        "native"
+    }
+
+    fn outputs(&self) -> usize {
+        self.mlp.outputs()
+    }
+
+    fn predict(&self, table: &Table) -> Result<Vec<f32>> {
+        let rows: Vec<usize> = (0..table.rows()).collect();
+        let x = self.spec.preprocessing.encode_features(table, &rows)?;
+        let mut scratch = Scratch::default();
+        Ok(self.mlp.forward(&x, rows.len(), &mut scratch)?.to_vec())
+    }
+}

@@ -1,0 +1,166 @@
+//! The native runtime on models the trainer produced from the tables in examples/data:
+//! it reproduces the trainer's outputs, and int8 keeps the accuracy.
+
+use std::path::{Path, PathBuf};
+
+use qanat_runtime::evaluate::quality;
+use qanat_runtime::package::{ModelPackage, NativeModel};
+use qanat_runtime::{native::Precision, Runtime};
+use qanat_train::{train_table, Table, TrainConfig, Trained};
+use serde_json::json;
+
+fn example(name: &str) -> Table {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/data")
+        .join(name);
+    Table::read_file(&p).expect("example table")
+}
+
+/// Trains and writes the package as the train job does (weights + spec).
+fn train(table: &Table, config: serde_json::Value, dir: &Path) -> Trained {
+    let c = TrainConfig::from_value(config).expect("config");
+    let t = train_table(table, &c, None, |_| Ok(())).expect("trained");
+    let model = &t.fitted.model;
+    std::fs::write(
+        dir.join("weights.safetensors"),
+        qanat_train::export::safetensors(model).expect("weights"),
+    )
+    .expect("write weights");
+    std::fs::write(
+        dir.join("spec.json"),
+        serde_json::to_vec(&qanat_train::export::spec(model, &t.prep)).expect("spec"),
+    )
+    .expect("write spec");
+    t
+}
+
+fn trainer_outputs(t: &Trained, table: &Table, rows: &[usize]) -> Vec<f32> {
+    let enc = t.prep.encode(table, rows, &[]).expect("encode");
+    qanat_train::fit::outputs(&t.fitted.model, &enc, &Default::default()).expect("outputs")
+}
+
+#[test]
+fn native_f32_reproduces_the_trainers_outputs_and_int8_keeps_the_accuracy() {
+    let table = example("breast_cancer.csv");
+    let dir = tempfile::tempdir().expect("tmp");
+    let t = train(
+        &table,
+        json!({"target": "diagnosis", "model": "mlp", "hidden": [64, 32], "epochs": 40, "seed": 5}),
+        dir.path(),
+    );
+    let package = ModelPackage::open(dir.path()).expect("package");
+    let f32_model = package.native().expect("native");
+    assert_eq!(f32_model.spec().precision(), Precision::F32);
+
+    let all: Vec<usize> = (0..table.rows()).collect();
+    let want = trainer_outputs(&t, &table, &all);
+    let got = f32_model.predict(&table).expect("predict");
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{g} vs {w}");
+    }
+
+    let int8 = f32_model.quantize_dynamic().expect("quantized");
+    let q32 = quality(&f32_model, &t.prep, &table, &t.valid_rows).expect("f32 quality");
+    let q8 = quality(&int8, &t.prep, &table, &t.valid_rows).expect("int8 quality");
+    eprintln!("holdout accuracy: f32 {} int8 {}", q32.value, q8.value);
+    assert_eq!(q32.metric, "accuracy");
+    assert!(q32.value >= 0.9, "{q32:?}");
+    assert!(q8.value >= q32.value - 0.01, "{q8:?} vs {q32:?}");
+
+    // Written and read back, the int8 package is the same model, a quarter the size.
+    let out = tempfile::tempdir().expect("tmp");
+    let written = ModelPackage::write(out.path(), &int8).expect("written");
+    assert_eq!(written.spec().precision(), Precision::Int8);
+    let back = written.native().expect("reads");
+    assert_eq!(
+        back.predict(&table).expect("predict"),
+        int8.predict(&table).expect("predict")
+    );
+    assert!(int8.mlp().weight_bytes() * 3 < f32_model.mlp().weight_bytes());
+}
+
+#[test]
+fn int8_regression_error_stays_within_one_percent() {
+    let table = example("diabetes.csv");
+    let dir = tempfile::tempdir().expect("tmp");
+    let t = train(
+        &table,
+        json!({"target": "progression", "model": "mlp", "hidden": [32], "epochs": 60, "seed": 2}),
+        dir.path(),
+    );
+    let m = ModelPackage::open(dir.path())
+        .expect("package")
+        .native()
+        .expect("native");
+    let q32 = quality(&m, &t.prep, &table, &t.valid_rows).expect("f32");
+    let q8 = quality(
+        &m.quantize_dynamic().expect("int8"),
+        &t.prep,
+        &table,
+        &t.valid_rows,
+    )
+    .expect("int8");
+    eprintln!("holdout rmse: f32 {} int8 {}", q32.value, q8.value);
+    assert_eq!(q32.metric, "rmse");
+    assert!(q8.value <= q32.value * 1.01, "{q8:?} vs {q32:?}");
+}
+
+#[test]
+fn packages_that_cannot_be_run_are_refused_with_a_reason() {
+    let table = example("breast_cancer.csv");
+    let dir = tempfile::tempdir().expect("tmp");
+    train(
+        &table,
+        json!({"target": "diagnosis", "model": "logistic", "epochs": 2}),
+        dir.path(),
+    );
+    let spec = std::fs::read(dir.path().join("spec.json")).expect("spec");
+    let weights = std::fs::read(dir.path().join("weights.safetensors")).expect("weights");
+
+    let case = |name: &str, files: &[(&str, &[u8])], want: &str| {
+        let d = tempfile::tempdir().expect("tmp");
+        for (f, b) in files {
+            std::fs::write(d.path().join(f), b).expect("write");
+        }
+        let err = ModelPackage::open(d.path())
+            .and_then(|p| p.native())
+            .map(|_: NativeModel| ())
+            .expect_err(name);
+        assert!(err.to_string().contains(want), "{name}: {err}");
+    };
+    case(
+        "no signature",
+        &[("weights.safetensors", &weights)],
+        "has no spec.json",
+    );
+    case(
+        "a signature that is not JSON",
+        &[("spec.json", b"{"), ("weights.safetensors", &weights)],
+        "not a model signature",
+    );
+    case(
+        "corrupt weights",
+        &[("spec.json", &spec), ("weights.safetensors", &weights[..40])],
+        "cannot be read",
+    );
+    let mut wide: serde_json::Value = serde_json::from_slice(&spec).expect("json");
+    wide["layers"] = json!([31, 1]);
+    case(
+        "weights that do not fit the signature",
+        &[
+            ("spec.json", &serde_json::to_vec(&wide).expect("json")),
+            ("weights.safetensors", &weights),
+        ],
+        "says [31, 1]",
+    );
+    // A table without a feature column the model needs.
+    let m = ModelPackage::open(dir.path())
+        .expect("package")
+        .native()
+        .expect("native");
+    let mut short = table.clone();
+    short.columns.retain(|c| c.name != "radius_mean");
+    let err = m.predict(&short).expect_err("missing column");
+    assert!(err.to_string().contains("radius_mean"), "{err}");
+}
