@@ -45,7 +45,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
 
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/data/breast_cancer.csv");
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/data/breast_cancer.csv");
     let table = Table::read_file(&path)?;
     let config = TrainConfig::from_value(serde_json::json!({
         "target": "diagnosis", "model": "mlp", "hidden": [1024, 1024],
@@ -123,7 +124,10 @@ fn random_mlp(widths: &[usize]) -> NativeMlp {
         .enumerate()
         .map(|(i, w)| {
             let std = (2.0 / w[0] as f32).sqrt();
-            let weight = normals(w[0] * w[1], i as u64).iter().map(|v| v * std).collect();
+            let weight = normals(w[0] * w[1], i as u64)
+                .iter()
+                .map(|v| v * std)
+                .collect();
             Layer::f32(w[0], weight, vec![0.01; w[1]]).expect("shapes agree")
         })
         .collect();

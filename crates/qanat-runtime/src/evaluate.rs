@@ -69,3 +69,14 @@ pub fn table_rows(table: &Table, rows: &[usize]) -> Table {
             .collect(),
     }
 }
+
+/// The rows of `table` whose target is present: what a holdout can score.
+pub fn labelled_rows(table: &Table, prep: &Preprocessing) -> Result<Vec<usize>> {
+    use qanat_train::table::Values;
+    let target = table.column(prep.target_name())?;
+    Ok(match &target.values {
+        Values::Numeric(v) => (0..v.len()).filter(|i| !v[*i].is_nan()).collect(),
+        Values::Text(v) => (0..v.len()).filter(|i| v[*i].is_some()).collect(),
+        Values::Unsupported(..) => Vec::new(),
+    })
+}

@@ -7,6 +7,8 @@
 //!   int8 kernels chosen for the CPU at run time.
 //! - [`Runtime`]: the one trait every runtime implements (a table in, the model's raw
 //!   outputs out), and [`evaluate`]: the quality of those outputs against the target.
+//! - [`optimize`]: a method applied to a model, both measured on a holdout, and a gate
+//!   on the quality drop; [`kind`]: the `optimize` job kind that runs it.
 //!
 //! ```
 //! use qanat_runtime::native::{Layer, NativeMlp};
@@ -23,7 +25,9 @@
 //! ```
 
 pub mod evaluate;
+pub mod kind;
 pub mod native;
+pub mod optimize;
 pub mod package;
 #[cfg(test)]
 pub(crate) mod testing;

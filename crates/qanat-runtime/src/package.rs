@@ -81,8 +81,9 @@ impl ModelPackage {
             }
             Err(e) => return Err(Error::io(&path, e)),
         };
-        let spec: Spec = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::invalid(format!("{}: not a model signature: {e}", path.display())))?;
+        let spec: Spec = serde_json::from_slice(&bytes).map_err(|e| {
+            Error::invalid(format!("{}: not a model signature: {e}", path.display()))
+        })?;
         if !spec.format.starts_with("qanat-mlp/") {
             return Err(Error::invalid(format!(
                 "{}: format '{}' is not one the native runtime reads (qanat-mlp/1)",

@@ -141,7 +141,10 @@ fn packages_that_cannot_be_run_are_refused_with_a_reason() {
     );
     case(
         "corrupt weights",
-        &[("spec.json", &spec), ("weights.safetensors", &weights[..40])],
+        &[
+            ("spec.json", &spec),
+            ("weights.safetensors", &weights[..40]),
+        ],
         "cannot be read",
     );
     let mut wide: serde_json::Value = serde_json::from_slice(&spec).expect("json");

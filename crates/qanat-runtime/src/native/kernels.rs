@@ -2,30 +2,112 @@
 //! f32 weights and for int8 weights with int8 activations.
 //!
 //! Weights are kept as the trainer writes them, `[out, in]`, so every output is the dot
-//! product of two contiguous rows: one of `x`, one of `W`. A kernel computes a block of
-//! rows × outputs at once (4 × 2: eight accumulators, six loads per step, which fits the
-//! sixteen vector registers of AVX2) so each loaded vector is used several times.
+//! product of two contiguous rows: one of `x`, one of `W`. One driver ([`drive`]) walks
+//! both kinds of kernel over the output:
+//! - outputs in tiles of [`TILE_OUT`], so a tile's weights stay in the L2 cache while
+//!   every block of rows passes over them (otherwise a batch re-reads every weight from
+//!   memory once per block of rows);
+//! - within a tile, blocks of 4 rows × 2 outputs (eight accumulators and six loads a
+//!   step, which fits the sixteen vector registers of AVX2), so each loaded vector is
+//!   used several times; rows left over (all of them at batch 1) go 1 × 4.
 //!
-//! The int8 path stores each weight and each quantized activation sign-extended to i16
-//! and padded with zeros to a multiple of 16, so that one AVX2 `vpmaddwd` multiplies 16
-//! pairs and adds them pairwise into eight i32 lanes, exactly: no saturation is
-//! possible (|q| ≤ 127, so a pair sums to at most 2·127² and a row of up to 2^17 inputs
-//! stays far inside i32). f32 FMA does 8 multiply-adds an instruction; this does 16,
-//! and loads half the bytes.
+//! The int8 path keeps weights as i8 (a quarter of f32's bytes, which is what batch-1
+//! latency is made of) and quantized activations sign-extended to i16, both padded
+//! with zeros to a multiple of 16. On AVX2 a step widens 16 weights to i16
+//! (`vpmovsxbw`), and one `vpmaddwd` multiplies 16 pairs and adds neighbours into
+//! eight i32 lanes — exactly: |q| ≤ 127, so a pair sums to at most 2·127², and a row
+//! of up to 2^17 inputs stays far inside i32. f32 FMA does 8 multiply-adds an
+//! instruction; this does 16.
 //!
 //! Dispatch is at run time through `pulp`: AVX2 + FMA on x86-64 when the CPU has them;
 //! elsewhere the portable loops are compiled for the baseline of the target (NEON on
-//! arm64), where the compiler vectorizes them. Every kernel has a plain scalar reference
-//! in the tests, which it must match (exactly for int8, within rounding for f32).
+//! arm64), where the compiler vectorizes them. Every kernel has a plain scalar
+//! reference in the tests, which it must match (exactly for int8, within rounding for
+//! f32). Everything from the dispatch down to the intrinsics is `inline(always)` or
+//! generic over the instruction set, so all of it is compiled inside the function
+//! `pulp` enables the instruction set for.
 
 use pulp::{Simd, WithSimd};
 
 /// Inputs are padded to a multiple of this on the int8 path.
 pub(crate) const INT_LANES: usize = 16;
 
+/// Outputs whose weights are kept hot while every row block passes: 64 rows of 1,024
+/// int8 weights (64 KiB) or f32 weights of 512 inputs (128 KiB) fit in L2.
+const TILE_OUT: usize = 64;
+
 /// Rows and outputs computed together.
 const BLOCK_ROWS: usize = 4;
 const BLOCK_COLS: usize = 2;
+
+/// One block of dot products for one element type and instruction set.
+trait Kernel {
+    type X;
+    type W;
+    type Acc: Copy;
+    fn dots<const R: usize, const C: usize>(
+        &self,
+        xs: [&[Self::X]; R],
+        ws: [&[Self::W]; C],
+    ) -> [[Self::Acc; C]; R];
+}
+
+/// Walks `k` over `rows × outs` (see the module doc); `store(r, o, acc)` receives each
+/// dot product once.
+#[inline(always)]
+fn drive<'a, K: Kernel>(
+    k: &K,
+    rows: usize,
+    outs: usize,
+    xrow: impl Fn(usize) -> &'a [K::X],
+    wrow: impl Fn(usize) -> &'a [K::W],
+    mut store: impl FnMut(usize, usize, K::Acc),
+) where
+    K::X: 'a,
+    K::W: 'a,
+{
+    let mut o0 = 0;
+    while o0 < outs {
+        let o1 = (o0 + TILE_OUT).min(outs);
+        let mut r = 0;
+        while r + BLOCK_ROWS <= rows {
+            let xs: [&[K::X]; BLOCK_ROWS] = std::array::from_fn(|a| xrow(r + a));
+            let mut o = o0;
+            while o + BLOCK_COLS <= o1 {
+                let ws: [&[K::W]; BLOCK_COLS] = std::array::from_fn(|c| wrow(o + c));
+                let d = k.dots(xs, ws);
+                for (a, da) in d.iter().enumerate() {
+                    for (c, v) in da.iter().enumerate() {
+                        store(r + a, o + c, *v);
+                    }
+                }
+                o += BLOCK_COLS;
+            }
+            for o in o..o1 {
+                let d = k.dots(xs, [wrow(o)]);
+                for (a, da) in d.iter().enumerate() {
+                    store(r + a, o, da[0]);
+                }
+            }
+            r += BLOCK_ROWS;
+        }
+        for r in r..rows {
+            let xs = [xrow(r)];
+            let mut o = o0;
+            while o + 4 <= o1 {
+                let ws: [&[K::W]; 4] = std::array::from_fn(|c| wrow(o + c));
+                for (c, v) in k.dots(xs, ws)[0].iter().enumerate() {
+                    store(r, o + c, *v);
+                }
+                o += 4;
+            }
+            for o in o..o1 {
+                store(r, o, k.dots(xs, [wrow(o)])[0][0]);
+            }
+        }
+        o0 = o1;
+    }
+}
 
 /// `y[r, o] = act(Σ_k x[r, k] · w[o, k] + bias[o])`, `x` being `rows × k` and `w`
 /// `bias.len() × k`, both row-major; `y` is `rows × bias.len()`.
@@ -70,87 +152,63 @@ impl WithSimd for GemmF32<'_> {
             return;
         }
         let rows = y.len() / outs;
-        let xrow = |r: usize| &x[r * k..(r + 1) * k];
-        let wrow = |o: usize| &w[o * k..(o + 1) * k];
-        let mut store = |r: usize, o: usize, v: f32| {
-            let v = v + bias[o];
-            y[r * outs + o] = if relu && v < 0.0 { 0.0 } else { v };
-        };
-        let mut r = 0;
-        while r + BLOCK_ROWS <= rows {
-            let xs: [&[f32]; BLOCK_ROWS] = std::array::from_fn(|a| xrow(r + a));
-            let mut o = 0;
-            while o + BLOCK_COLS <= outs {
-                let ws: [&[f32]; BLOCK_COLS] = std::array::from_fn(|c| wrow(o + c));
-                let d = dots_f32(s, xs, ws);
-                for (a, da) in d.iter().enumerate() {
-                    for (c, v) in da.iter().enumerate() {
-                        store(r + a, o + c, *v);
-                    }
-                }
-                o += BLOCK_COLS;
-            }
-            for o in o..outs {
-                let d = dots_f32(s, xs, [wrow(o)]);
-                for (a, da) in d.iter().enumerate() {
-                    store(r + a, o, da[0]);
-                }
-            }
-            r += BLOCK_ROWS;
-        }
-        // The rows left over (all of them at batch 1): one row against four outputs.
-        for r in r..rows {
-            let xs = [xrow(r)];
-            let mut o = 0;
-            while o + 4 <= outs {
-                let ws: [&[f32]; 4] = std::array::from_fn(|c| wrow(o + c));
-                let d = dots_f32(s, xs, ws);
-                for (c, v) in d[0].iter().enumerate() {
-                    store(r, o + c, *v);
-                }
-                o += 4;
-            }
-            for o in o..outs {
-                store(r, o, dots_f32(s, xs, [wrow(o)])[0][0]);
-            }
-        }
+        drive(
+            &F32Dots(s),
+            rows,
+            outs,
+            |r| &x[r * k..(r + 1) * k],
+            |o| &w[o * k..(o + 1) * k],
+            |r, o, v| {
+                let v = v + bias[o];
+                y[r * outs + o] = if relu && v < 0.0 { 0.0 } else { v };
+            },
+        );
     }
 }
 
-/// The R × C dot products of `xs` with `ws` (all of one length).
-#[inline(always)]
-fn dots_f32<S: Simd, const R: usize, const C: usize>(
-    s: S,
-    xs: [&[f32]; R],
-    ws: [&[f32]; C],
-) -> [[f32; C]; R] {
-    let xh = xs.map(S::as_simd_f32s);
-    let wh = ws.map(S::as_simd_f32s);
-    let n = xh[0].0.len();
-    // Slicing to `n` lets the compiler drop the bounds checks in the loop.
-    let xv: [&[S::f32s]; R] = std::array::from_fn(|a| &xh[a].0[..n]);
-    let wv: [&[S::f32s]; C] = std::array::from_fn(|c| &wh[c].0[..n]);
-    let mut acc = [[s.splat_f32s(0.0); C]; R];
-    for i in 0..n {
-        let wi: [S::f32s; C] = std::array::from_fn(|c| wv[c][i]);
+struct F32Dots<S>(S);
+
+impl<S: Simd> Kernel for F32Dots<S> {
+    type X = f32;
+    type W = f32;
+    type Acc = f32;
+
+    /// The R × C dot products of `xs` with `ws` (all of one length).
+    #[inline(always)]
+    fn dots<const R: usize, const C: usize>(
+        &self,
+        xs: [&[f32]; R],
+        ws: [&[f32]; C],
+    ) -> [[f32; C]; R] {
+        let s = self.0;
+        let xh = xs.map(S::as_simd_f32s);
+        let wh = ws.map(S::as_simd_f32s);
+        let n = xh[0].0.len();
+        // Slicing to `n` lets the compiler drop the bounds checks in the loop.
+        let xv: [&[S::f32s]; R] = std::array::from_fn(|a| &xh[a].0[..n]);
+        let wv: [&[S::f32s]; C] = std::array::from_fn(|c| &wh[c].0[..n]);
+        let mut acc = [[s.splat_f32s(0.0); C]; R];
+        for i in 0..n {
+            let wi: [S::f32s; C] = std::array::from_fn(|c| wv[c][i]);
+            for a in 0..R {
+                let xi = xv[a][i];
+                for c in 0..C {
+                    acc[a][c] = s.mul_add_e_f32s(xi, wi[c], acc[a][c]);
+                }
+            }
+        }
+        let mut out = [[0f32; C]; R];
         for a in 0..R {
-            let xi = xv[a][i];
             for c in 0..C {
-                acc[a][c] = s.mul_add_e_f32s(xi, wi[c], acc[a][c]);
+                let mut v = s.reduce_sum_f32s(acc[a][c]);
+                for (p, q) in xh[a].1.iter().zip(wh[c].1) {
+                    v += p * q;
+                }
+                out[a][c] = v;
             }
         }
+        out
     }
-    let mut out = [[0f32; C]; R];
-    for a in 0..R {
-        for c in 0..C {
-            let mut v = s.reduce_sum_f32s(acc[a][c]);
-            for (p, q) in xh[a].1.iter().zip(wh[c].1) {
-                v += p * q;
-            }
-            out[a][c] = v;
-        }
-    }
-    out
 }
 
 /// `acc[r, o] = Σ_k xq[r, k] · wq[o, k]` in exact integer arithmetic, then
@@ -161,7 +219,7 @@ pub(crate) fn gemm_i8(
     xq: &[i16],
     x_scale: &[f32],
     kp: usize,
-    wq: &[i16],
+    wq: &[i8],
     w_scale: &[f32],
     bias: &[f32],
     relu: bool,
@@ -181,7 +239,7 @@ pub(crate) fn gemm_i8(
     };
     #[cfg(target_arch = "x86_64")]
     if let Some(v3) = pulp::x86::V3::try_new() {
-        return v3.vectorize(move || job.run(|xs, ws| x86::dots_i16(v3, xs, ws)));
+        return Simd::vectorize(v3, x86::Avx2I8(job, v3));
     }
     pulp::Arch::new().dispatch(PortableI8(job));
 }
@@ -190,20 +248,19 @@ struct GemmI8<'a> {
     xq: &'a [i16],
     x_scale: &'a [f32],
     kp: usize,
-    wq: &'a [i16],
+    wq: &'a [i8],
     w_scale: &'a [f32],
     bias: &'a [f32],
     relu: bool,
     y: &'a mut [f32],
 }
 
-type Lanes = [i16; INT_LANES];
+type XLanes = [i16; INT_LANES];
+type WLanes = [i8; INT_LANES];
 
 impl GemmI8<'_> {
-    /// The blocking, shared by the instruction sets; `dots` computes one block (it is
-    /// called with R × C of 4 × 2, 4 × 1, 1 × 4 and 1 × 1; see `dots_any`).
     #[inline(always)]
-    fn run(self, dots: impl Fn(&[&[Lanes]], &[&[Lanes]]) -> [[i32; 4]; 4]) {
+    fn run<K: Kernel<X = XLanes, W = WLanes, Acc = i32>>(self, k: K) {
         let GemmI8 {
             xq,
             x_scale,
@@ -220,86 +277,20 @@ impl GemmI8<'_> {
         }
         let rows = y.len() / outs;
         let (xl, _) = pulp::as_arrays::<INT_LANES, i16>(xq);
-        let (wl, _) = pulp::as_arrays::<INT_LANES, i16>(wq);
+        let (wl, _) = pulp::as_arrays::<INT_LANES, i8>(wq);
         let n = kp / INT_LANES;
-        let xrow = |r: usize| &xl[r * n..(r + 1) * n];
-        let wrow = |o: usize| &wl[o * n..(o + 1) * n];
-        let mut store = |r: usize, o: usize, acc: i32| {
-            let v = acc as f32 * (x_scale[r] * w_scale[o]) + bias[o];
-            y[r * outs + o] = if relu && v < 0.0 { 0.0 } else { v };
-        };
-        let mut r = 0;
-        while r + BLOCK_ROWS <= rows {
-            let xs: [&[Lanes]; BLOCK_ROWS] = std::array::from_fn(|a| xrow(r + a));
-            let mut o = 0;
-            while o + BLOCK_COLS <= outs {
-                let d = dots(&xs, &[wrow(o), wrow(o + 1)]);
-                for (a, da) in d.iter().enumerate() {
-                    store(r + a, o, da[0]);
-                    store(r + a, o + 1, da[1]);
-                }
-                o += BLOCK_COLS;
-            }
-            for o in o..outs {
-                let d = dots(&xs, &[wrow(o)]);
-                for (a, da) in d.iter().enumerate() {
-                    store(r + a, o, da[0]);
-                }
-            }
-            r += BLOCK_ROWS;
-        }
-        for r in r..rows {
-            let xs = [xrow(r)];
-            let mut o = 0;
-            while o + 4 <= outs {
-                let d = dots(&xs, &[wrow(o), wrow(o + 1), wrow(o + 2), wrow(o + 3)]);
-                for c in 0..4 {
-                    store(r, o + c, d[0][c]);
-                }
-                o += 4;
-            }
-            for o in o..outs {
-                store(r, o, dots(&xs, &[wrow(o)])[0][0]);
-            }
-        }
+        drive(
+            &k,
+            rows,
+            outs,
+            |r| &xl[r * n..(r + 1) * n],
+            |o| &wl[o * n..(o + 1) * n],
+            |r, o, acc| {
+                let v = acc as f32 * (x_scale[r] * w_scale[o]) + bias[o];
+                y[r * outs + o] = if relu && v < 0.0 { 0.0 } else { v };
+            },
+        );
     }
-}
-
-/// Calls the const-generic block `f::<R, C>` for the shapes `GemmI8::run` uses, so the
-/// block's loops are fully unrolled for each.
-macro_rules! dots_any {
-    ($f:ident ($($pre:expr),*), $xs:expr, $ws:expr) => {{
-        let (xs, ws) = ($xs, $ws);
-        let mut out = [[0i32; 4]; 4];
-        match (xs.len(), ws.len()) {
-            (4, 2) => copy_block(
-                &mut out,
-                $f($($pre,)* [xs[0], xs[1], xs[2], xs[3]], [ws[0], ws[1]]),
-            ),
-            (4, 1) => copy_block(&mut out, $f($($pre,)* [xs[0], xs[1], xs[2], xs[3]], [ws[0]])),
-            (1, 4) => copy_block(&mut out, $f($($pre,)* [xs[0]], [ws[0], ws[1], ws[2], ws[3]])),
-            _ => {
-                for (a, x) in xs.iter().enumerate() {
-                    for (c, w) in ws.iter().enumerate() {
-                        out[a][c] = copy_block_one($f($($pre,)* [*x], [*w]));
-                    }
-                }
-            }
-        }
-        out
-    }};
-}
-
-#[inline(always)]
-fn copy_block<const R: usize, const C: usize>(out: &mut [[i32; 4]; 4], d: [[i32; C]; R]) {
-    for a in 0..R {
-        out[a][..C].copy_from_slice(&d[a]);
-    }
-}
-
-#[inline(always)]
-fn copy_block_one(d: [[i32; 1]; 1]) -> i32 {
-    d[0][0]
 }
 
 /// The portable int8 path: plain loops over 16-lane arrays, which the compiler turns
@@ -311,94 +302,162 @@ impl WithSimd for PortableI8<'_> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, _s: S) {
-        self.0.run(|xs, ws| dots_any!(dots_i16_portable(), xs, ws));
+        self.0.run(PortableDots);
     }
 }
 
-#[inline(always)]
-fn dots_i16_portable<const R: usize, const C: usize>(
-    xs: [&[Lanes]; R],
-    ws: [&[Lanes]; C],
-) -> [[i32; C]; R] {
-    let n = xs[0].len();
-    let xv: [&[Lanes]; R] = std::array::from_fn(|a| &xs[a][..n]);
-    let wv: [&[Lanes]; C] = std::array::from_fn(|c| &ws[c][..n]);
-    let mut acc = [[[0i32; INT_LANES]; C]; R];
-    for i in 0..n {
-        for a in 0..R {
-            for c in 0..C {
-                for l in 0..INT_LANES {
-                    acc[a][c][l] += i32::from(xv[a][i][l]) * i32::from(wv[c][i][l]);
+struct PortableDots;
+
+impl Kernel for PortableDots {
+    type X = XLanes;
+    type W = WLanes;
+    type Acc = i32;
+
+    #[inline(always)]
+    fn dots<const R: usize, const C: usize>(
+        &self,
+        xs: [&[XLanes]; R],
+        ws: [&[WLanes]; C],
+    ) -> [[i32; C]; R] {
+        let n = xs[0].len();
+        let xv: [&[XLanes]; R] = std::array::from_fn(|a| &xs[a][..n]);
+        let wv: [&[WLanes]; C] = std::array::from_fn(|c| &ws[c][..n]);
+        let mut acc = [[[0i32; INT_LANES]; C]; R];
+        for i in 0..n {
+            for a in 0..R {
+                for c in 0..C {
+                    for l in 0..INT_LANES {
+                        acc[a][c][l] += i32::from(xv[a][i][l]) * i32::from(wv[c][i][l]);
+                    }
                 }
             }
         }
+        acc.map(|row| row.map(|lanes| lanes.iter().sum()))
     }
-    acc.map(|row| row.map(|lanes| lanes.iter().sum()))
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use pulp::x86::V3;
-    use std::arch::x86_64::__m256i;
+    use pulp::{Simd, WithSimd};
+    use std::arch::x86_64::{__m128i, __m256i};
 
-    use super::{copy_block, copy_block_one, Lanes};
+    use super::{GemmI8, Kernel, WLanes, XLanes};
 
-    #[inline(always)]
-    pub(super) fn dots_i16(v3: V3, xs: &[&[Lanes]], ws: &[&[Lanes]]) -> [[i32; 4]; 4] {
-        dots_any!(block(v3), xs, ws)
+    /// The int8 product on AVX2, run through `V3`'s `Simd::vectorize`.
+    pub(super) struct Avx2I8<'a>(pub(super) GemmI8<'a>, pub(super) V3);
+
+    impl WithSimd for Avx2I8<'_> {
+        type Output = ();
+
+        #[inline(always)]
+        fn with_simd<S: Simd>(self, _s: S) {
+            let Avx2I8(job, v3) = self;
+            job.run(Avx2Dots(v3));
+        }
     }
 
-    /// `vpmaddwd` multiplies 16 i16 pairs and adds neighbours into 8 i32 lanes.
-    #[inline(always)]
-    fn block<const R: usize, const C: usize>(
-        v3: V3,
-        xs: [&[Lanes]; R],
-        ws: [&[Lanes]; C],
-    ) -> [[i32; C]; R] {
-        let n = xs[0].len();
-        let xv: [&[Lanes]; R] = std::array::from_fn(|a| &xs[a][..n]);
-        let wv: [&[Lanes]; C] = std::array::from_fn(|c| &ws[c][..n]);
-        let mut acc = [[v3.avx._mm256_setzero_si256(); C]; R];
-        for i in 0..n {
-            let wi: [__m256i; C] = std::array::from_fn(|c| pulp::bytemuck::cast(wv[c][i]));
-            for a in 0..R {
-                let xi: __m256i = pulp::bytemuck::cast(xv[a][i]);
-                for c in 0..C {
-                    acc[a][c] = v3
-                        .avx2
-                        ._mm256_add_epi32(acc[a][c], v3.avx2._mm256_madd_epi16(xi, wi[c]));
+    struct Avx2Dots(V3);
+
+    impl Kernel for Avx2Dots {
+        type X = XLanes;
+        type W = WLanes;
+        type Acc = i32;
+
+        /// Per step: widen 16 weights to i16, then `vpmaddwd` with 16 activations.
+        #[inline(always)]
+        fn dots<const R: usize, const C: usize>(
+            &self,
+            xs: [&[XLanes]; R],
+            ws: [&[WLanes]; C],
+        ) -> [[i32; C]; R] {
+            let v3 = self.0;
+            let n = xs[0].len();
+            let xv: [&[XLanes]; R] = std::array::from_fn(|a| &xs[a][..n]);
+            let wv: [&[WLanes]; C] = std::array::from_fn(|c| &ws[c][..n]);
+            let mut acc = [[v3.avx._mm256_setzero_si256(); C]; R];
+            for i in 0..n {
+                let wi: [__m256i; C] = std::array::from_fn(|c| {
+                    let w: __m128i = pulp::bytemuck::cast(wv[c][i]);
+                    v3.avx2._mm256_cvtepi8_epi16(w)
+                });
+                for a in 0..R {
+                    let xi: __m256i = pulp::bytemuck::cast(xv[a][i]);
+                    for c in 0..C {
+                        acc[a][c] = v3
+                            .avx2
+                            ._mm256_add_epi32(acc[a][c], v3.avx2._mm256_madd_epi16(xi, wi[c]));
+                    }
                 }
             }
-        }
-        acc.map(|row| {
-            row.map(|v| {
-                let lanes: [i32; 8] = pulp::bytemuck::cast(v);
-                lanes.iter().sum()
+            acc.map(|row| {
+                row.map(|v| {
+                    let lanes: [i32; 8] = pulp::bytemuck::cast(v);
+                    lanes.iter().sum()
+                })
             })
-        })
+        }
     }
 }
 
 /// Quantizes each row of `x` (`rows × k`) to int8 symmetric with its own scale
 /// (`max |x| / 127`), written sign-extended into `xq` (`rows × kp`, zero padded).
 pub(crate) fn quantize_rows(x: &[f32], k: usize, kp: usize, xq: &mut [i16], scale: &mut [f32]) {
-    for (r, s) in scale.iter_mut().enumerate() {
-        let row = &x[r * k..(r + 1) * k];
-        let q = &mut xq[r * kp..(r + 1) * kp];
-        let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-        // NaN and infinity cannot be quantized; they come out as 0 and saturate, as a
-        // NaN input would poison any f32 sum too (the encoder never produces one).
-        let (inv, sc) = if amax > 0.0 && amax.is_finite() {
-            (127.0 / amax, amax / 127.0)
-        } else {
-            (0.0, 1.0)
-        };
-        *s = sc;
-        for (qv, v) in q.iter_mut().zip(row) {
-            *qv = (v * inv).round().clamp(-127.0, 127.0) as i16;
+    pulp::Arch::new().dispatch(QuantizeRows {
+        x,
+        k,
+        kp,
+        xq,
+        scale,
+    });
+}
+
+struct QuantizeRows<'a> {
+    x: &'a [f32],
+    k: usize,
+    kp: usize,
+    xq: &'a mut [i16],
+    scale: &'a mut [f32],
+}
+
+impl WithSimd for QuantizeRows<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _s: S) {
+        let QuantizeRows {
+            x,
+            k,
+            kp,
+            xq,
+            scale,
+        } = self;
+        for (r, s) in scale.iter_mut().enumerate() {
+            let row = &x[r * k..(r + 1) * k];
+            let q = &mut xq[r * kp..(r + 1) * kp];
+            let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+            // NaN and infinity cannot be quantized; such a row comes out as zeros (the
+            // encoder never produces one).
+            let (inv, sc) = if amax > 0.0 && amax.is_finite() {
+                (127.0 / amax, amax / 127.0)
+            } else {
+                (0.0, 1.0)
+            };
+            *s = sc;
+            for (qv, v) in q.iter_mut().zip(row) {
+                *qv = round_to_int(v * inv);
+            }
+            q[k..].fill(0);
         }
-        q[k..].fill(0);
     }
+}
+
+/// Rounds half away from zero and saturates to ±127, with a plain conversion (no libm
+/// `roundf` call, so the loop vectorizes).
+#[inline(always)]
+fn round_to_int(t: f32) -> i16 {
+    let t = t.clamp(-127.0, 127.0);
+    (t + 0.5f32.copysign(t)) as i16
 }
 
 #[cfg(test)]
@@ -422,7 +481,7 @@ mod tests {
         y
     }
 
-    fn reference_i8(xq: &[i16], kp: usize, wq: &[i16], outs: usize) -> Vec<i32> {
+    fn reference_i8(xq: &[i16], kp: usize, wq: &[i8], outs: usize) -> Vec<i32> {
         let rows = xq.len() / kp;
         let mut acc = Vec::new();
         for r in 0..rows {
@@ -438,8 +497,13 @@ mod tests {
     }
 
     fn shape() -> impl Strategy<Value = (usize, usize, usize)> {
-        // rows, k, outs: across the block edges (4 rows, 2 and 4 outputs, 8 and 16 lanes).
-        (1usize..11, 1usize..70, 1usize..11)
+        // rows, k, outs: across the block edges (4 rows, 2 and 4 outputs, 8 and 16
+        // lanes) and the output tiles (64).
+        (
+            1usize..11,
+            1usize..70,
+            prop_oneof![1usize..11, 60usize..70, 126usize..131],
+        )
     }
 
     proptest! {
@@ -464,9 +528,9 @@ mod tests {
             let mut g = crate::testing::Rng(seed);
             let kp = k.div_ceil(INT_LANES) * INT_LANES;
             let mut xq = vec![0i16; rows * kp];
-            let mut wq = vec![0i16; outs * kp];
+            let mut wq = vec![0i8; outs * kp];
             for r in 0..rows { for i in 0..k { xq[r * kp + i] = g.int8(); } }
-            for o in 0..outs { for i in 0..k { wq[o * kp + i] = g.int8(); } }
+            for o in 0..outs { for i in 0..k { wq[o * kp + i] = g.int8() as i8; } }
             let ones = vec![1f32; rows.max(outs)];
             let zeros = vec![0f32; outs];
             let mut y = vec![f32::NAN; rows * outs];
@@ -488,7 +552,7 @@ mod tests {
     fn the_extreme_int8_values_do_not_overflow() {
         let k = 4096;
         let xq = vec![-127i16; k];
-        let wq = vec![-127i16; k];
+        let wq = vec![-127i8; k];
         let mut y = [0f32];
         gemm_i8(&xq, &[1.0], k, &wq, &[1.0], &[0.0], false, &mut y);
         assert_eq!(y[0], (127 * 127 * k) as f32);

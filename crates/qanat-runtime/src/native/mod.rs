@@ -40,10 +40,10 @@ impl std::fmt::Display for Precision {
 enum Weights {
     /// `[out, in]`.
     F32(Vec<f32>),
-    /// `[out, kp]` int8 values sign-extended to i16, each row zero-padded to `kp` (a
-    /// multiple of 16) for the kernel; `w ≈ q · scale[out]`.
+    /// `[out, kp]` int8 values, each row zero-padded to `kp` (a multiple of 16) for
+    /// the kernel; `w ≈ q · scale[out]`.
     Int8 {
-        q: Vec<i16>,
+        q: Vec<i8>,
         kp: usize,
         scale: Vec<f32>,
     },
@@ -115,7 +115,7 @@ impl Layer {
     pub fn quantized(&self) -> Layer {
         let w = self.weight_f32();
         let kp = self.d_in.div_ceil(INT_LANES) * INT_LANES;
-        let mut q = vec![0i16; self.d_out * kp];
+        let mut q = vec![0i8; self.d_out * kp];
         let mut scale = vec![1f32; self.d_out];
         for o in 0..self.d_out {
             let row = &w[o * self.d_in..(o + 1) * self.d_in];
@@ -124,7 +124,7 @@ impl Layer {
                 scale[o] = amax / 127.0;
             }
             for (qv, v) in q[o * kp..].iter_mut().zip(row) {
-                *qv = (v / scale[o]).round().clamp(-127.0, 127.0) as i16;
+                *qv = (v / scale[o]).round().clamp(-127.0, 127.0) as i8;
             }
         }
         Layer {
@@ -267,11 +267,7 @@ impl NativeMlp {
         for (i, layer) in self.layers.iter().enumerate() {
             let n = rows * layer.d_out;
             grow(&mut dst, n, 0.0);
-            let input = if i == 0 {
-                x
-            } else {
-                &src[..rows * layer.d_in]
-            };
+            let input = if i == 0 { x } else { &src[..rows * layer.d_in] };
             layer.forward(input, rows, i < last, &mut dst[..n], &mut scratch.quant);
             std::mem::swap(&mut src, &mut dst);
         }
@@ -343,10 +339,10 @@ impl NativeMlp {
                         )));
                     }
                     let kp = d_in.div_ceil(INT_LANES) * INT_LANES;
-                    let mut q = vec![0i16; d_out * kp];
+                    let mut q = vec![0i8; d_out * kp];
                     for (o, row) in w.data().chunks_exact(d_in.max(1)).enumerate() {
                         for (qv, b) in q[o * kp..].iter_mut().zip(row) {
-                            *qv = i16::from(*b as i8);
+                            *qv = *b as i8;
                         }
                     }
                     Layer {
@@ -382,7 +378,7 @@ impl NativeMlp {
                 }
                 Weights::Int8 { q, kp, scale } => {
                     let bytes = (0..l.d_out)
-                        .flat_map(|o| q[o * kp..o * kp + l.d_in].iter().map(|v| *v as i8 as u8))
+                        .flat_map(|o| q[o * kp..o * kp + l.d_in].iter().map(|v| *v as u8))
                         .collect();
                     tensors.push((format!("layers.{i}.weight"), Dtype::I8, shape, bytes));
                     tensors.push((
@@ -471,8 +467,8 @@ mod tests {
         let mut g = Rng(3);
         let f = random_mlp(&mut g, &[5, 17, 3]);
         for m in [f.clone(), f.quantize_dynamic()] {
-            let back = NativeMlp::from_safetensors(&m.to_safetensors().expect("bytes"))
-                .expect("reads");
+            let back =
+                NativeMlp::from_safetensors(&m.to_safetensors().expect("bytes")).expect("reads");
             assert_eq!(back, m);
         }
         // int8 weights take about a quarter of the bytes (scales and biases stay f32).

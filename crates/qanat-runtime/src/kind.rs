@@ -1,0 +1,178 @@
+//! `kind: optimize`: optimization as a job. The scheduler runs it like any job (queue,
+//! resources, retries, logs, the job's token and run); the process is this binary's
+//! `optimize-worker`, which fetches the source version's package, applies the method,
+//! measures both on the job's input (the holdout), logs the report to the job's run and
+//! registers the result when it passes the gate (or when forced).
+
+use std::path::PathBuf;
+
+use qanat_core::{Kind, ObjectRef};
+use qanat_jobs::{JobKind, ProcessPlan};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::optimize::{Budget, Method};
+
+/// The variable the worker reads its fields from (JSON).
+pub const CONFIG_VAR: &str = "QANAT_OPTIMIZE_CONFIG";
+
+/// The fields of an optimize job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptimizeParams {
+    /// The version to optimize: `fraud@3`, `fraud@champion` or `model:fraud@3`.
+    pub model: String,
+    /// `int8`: post-training dynamic quantization.
+    pub quantize: String,
+    /// Most holdout accuracy points the result may lose (classification; default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_accuracy_drop: Option<f64>,
+    /// Most relative growth of the holdout RMSE (regression; default 0.01, i.e. 1%).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_error_increase: Option<f64>,
+    /// Register the result even if it exceeds the budget.
+    #[serde(default)]
+    pub force: bool,
+    /// The registered model to add the result to (default: the source's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub register: Option<String>,
+    /// Seconds spent timing each model at each batch size (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing_seconds: Option<f64>,
+}
+
+impl OptimizeParams {
+    /// Parses and checks a job's kind-specific fields.
+    pub fn from_params(params: &Map<String, Value>) -> Result<Self, String> {
+        let p: OptimizeParams =
+            serde_json::from_value(Value::Object(params.clone())).map_err(|e| e.to_string())?;
+        p.source()?;
+        p.method()?;
+        p.budget()?;
+        if let Some(s) = p.timing_seconds {
+            if !(s.is_finite() && (0.0..=60.0).contains(&s)) {
+                return Err(format!(
+                    "timing_seconds = {s}: give a number of seconds from 0 to 60"
+                ));
+            }
+        }
+        Ok(p)
+    }
+
+    /// The source version's reference.
+    pub fn source(&self) -> Result<ObjectRef, String> {
+        ObjectRef::parse_of(Kind::Model, &self.model)
+            .map_err(|e| format!("model = '{}': {e}", self.model))
+    }
+
+    pub fn method(&self) -> Result<Method, String> {
+        Method::parse_quantize(&self.quantize).map_err(|e| e.to_string())
+    }
+
+    pub fn budget(&self) -> Result<Budget, String> {
+        let d = Budget::default();
+        let check = |name: &str, v: Option<f64>, default: f64| match v {
+            None => Ok(default),
+            Some(x) if x.is_finite() && x >= 0.0 => Ok(x),
+            Some(x) => Err(format!("{name} = {x}: give a number from 0 up")),
+        };
+        Ok(Budget {
+            accuracy_points: check(
+                "max_accuracy_drop",
+                self.max_accuracy_drop,
+                d.accuracy_points,
+            )?,
+            relative_error: check(
+                "max_error_increase",
+                self.max_error_increase,
+                d.relative_error,
+            )?,
+        })
+    }
+}
+
+/// The `optimize` kind, starting `program optimize-worker`.
+#[derive(Debug, Clone)]
+pub struct OptimizeKind {
+    program: PathBuf,
+}
+
+impl OptimizeKind {
+    /// `program`: the `qanat` binary the worker runs as (this server's own).
+    pub fn new(program: PathBuf) -> Self {
+        OptimizeKind { program }
+    }
+}
+
+impl JobKind for OptimizeKind {
+    fn name(&self) -> &'static str {
+        "optimize"
+    }
+
+    fn check(&self, params: &Map<String, Value>, _path: &str) -> qanat_jobs::Result<()> {
+        OptimizeParams::from_params(params)
+            .map(|_| ())
+            .map_err(|e| qanat_jobs::Error::Invalid(format!("an optimize job: {e}")))
+    }
+
+    fn plan(
+        &self,
+        params: &Map<String, Value>,
+        _rank: u32,
+        _ranks: u32,
+    ) -> qanat_jobs::Result<ProcessPlan> {
+        Ok(qanat_train::kind::worker_plan(
+            &self.program,
+            "optimize-worker",
+            CONFIG_VAR,
+            params,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn params(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().expect("an object")
+    }
+
+    #[test]
+    fn bad_fields_are_refused_at_submit_with_what_to_fix() {
+        let cases = [
+            (json!({"quantize": "int8"}), "missing field `model`"),
+            (json!({"model": "fraud@3", "quantize": "int4"}), "int8"),
+            (
+                json!({"model": "dataset:tx@3", "quantize": "int8"}),
+                "needs a model",
+            ),
+            (
+                json!({"model": "fraud@0", "quantize": "int8"}),
+                "not a valid version",
+            ),
+            (
+                json!({"model": "fraud@3", "quantize": "int8", "max_accuracy_drop": -1}),
+                "from 0 up",
+            ),
+            (
+                json!({"model": "fraud@3", "quantize": "int8", "prune": 0.5}),
+                "unknown field `prune`",
+            ),
+        ];
+        let kind = OptimizeKind::new("qanat".into());
+        for (p, want) in cases {
+            let err = kind
+                .check(&params(p.clone()), "")
+                .expect_err(&p.to_string());
+            assert!(err.to_string().contains(want), "{p}: {err}");
+        }
+        let ok = params(json!({"model": "model:fraud@champion", "quantize": "int8"}));
+        kind.check(&ok, "").expect("valid");
+        let b = OptimizeParams::from_params(&ok)
+            .and_then(|p| p.budget())
+            .expect("budget");
+        assert_eq!(b, Budget::default());
+    }
+}

@@ -1,0 +1,246 @@
+//! Optimization with an evaluation gate: a model is made smaller or faster, then both
+//! the original and the result are measured on the same holdout — quality, size on
+//! disk, latency at batch 1 and 64, throughput — and the result passes only if its
+//! quality drop stays inside the budget.
+//!
+//! The gate's rule: for classification the holdout accuracy may fall by at most
+//! `budget.accuracy_points` points (default 1); for regression the RMSE may grow by at
+//! most `budget.relative_error` of the original's (default 1%). A result that does not
+//! pass is not registered unless forced, and the report says why.
+
+use std::time::{Duration, Instant};
+
+use qanat_train::Table;
+use serde::{Deserialize, Serialize};
+
+use crate::evaluate::{quality, Quality};
+use crate::native::Scratch;
+use crate::package::NativeModel;
+use crate::{Error, Result};
+
+/// What to do to a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// Post-training dynamic quantization: int8 weights per output channel, int8
+    /// activations per row at run time.
+    Int8Dynamic,
+}
+
+impl Method {
+    /// `--quantize int8` (the dynamic scheme; static calibration is a later method).
+    pub fn parse_quantize(s: &str) -> Result<Method> {
+        match s {
+            "int8" | "int8-dynamic" | "dynamic" => Ok(Method::Int8Dynamic),
+            other => Err(Error::invalid(format!(
+                "quantize = '{other}': the native runtime quantizes to int8 (dynamic)"
+            ))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Int8Dynamic => "int8-dynamic",
+        }
+    }
+
+    /// Applies the method.
+    pub fn apply(self, model: &NativeModel) -> Result<NativeModel> {
+        match self {
+            Method::Int8Dynamic => model.quantize_dynamic(),
+        }
+    }
+}
+
+/// How much quality an optimization may cost.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    /// Points of holdout accuracy (classification).
+    pub accuracy_points: f64,
+    /// Share of the holdout RMSE (regression): 0.01 is 1%.
+    pub relative_error: f64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            accuracy_points: 1.0,
+            relative_error: 0.01,
+        }
+    }
+}
+
+/// Latency and throughput of a model's forward pass on one thread, on holdout rows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Speed {
+    pub p50_us_batch1: f64,
+    pub p99_us_batch1: f64,
+    pub p50_us_batch64: f64,
+    pub p99_us_batch64: f64,
+    /// Rows a second at batch 64.
+    pub rows_per_s: f64,
+}
+
+/// One side of the comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measured {
+    pub precision: String,
+    pub quality: Quality,
+    /// `weights.safetensors` as written.
+    pub size_bytes: u64,
+    pub speed: Speed,
+}
+
+/// The outcome of an optimization: both sides, the drop, and the verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub method: Method,
+    pub holdout_rows: usize,
+    pub original: Measured,
+    pub optimized: Measured,
+    /// Accuracy points lost, or the relative RMSE growth (negative: it improved).
+    pub quality_drop: f64,
+    /// The drop allowed, in the same unit.
+    pub allowed_drop: f64,
+    pub passed: bool,
+    /// Why it passed or not, in one sentence.
+    pub verdict: String,
+}
+
+impl Report {
+    /// Size of the optimized weights as a share of the original's.
+    pub fn size_ratio(&self) -> f64 {
+        self.optimized.size_bytes as f64 / self.original.size_bytes.max(1) as f64
+    }
+
+    /// Throughput of the optimized model over the original's, at batch 64.
+    pub fn speedup(&self) -> f64 {
+        self.optimized.speed.rows_per_s / self.original.speed.rows_per_s.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// Applies `method` to `model`, measures both on `rows` of `table` (rows whose target
+/// is known) and judges the result against `budget`. `seconds` bounds the time spent
+/// timing each side at each batch size.
+pub fn optimize(
+    model: &NativeModel,
+    method: Method,
+    table: &Table,
+    rows: &[usize],
+    budget: Budget,
+    seconds: f64,
+) -> Result<(NativeModel, Report)> {
+    if rows.is_empty() {
+        return Err(Error::invalid(
+            "the holdout has no rows with the target: name a dataset version that has the target column filled",
+        ));
+    }
+    let optimized = method.apply(model)?;
+    let original = measure(model, table, rows, seconds)?;
+    let after = measure(&optimized, table, rows, seconds)?;
+    let (drop, allowed, unit) = if original.quality.higher_is_better() {
+        (
+            (original.quality.value - after.quality.value) * 100.0,
+            budget.accuracy_points,
+            "accuracy points",
+        )
+    } else {
+        let base = original.quality.value.max(f64::MIN_POSITIVE);
+        (
+            (after.quality.value - original.quality.value) / base,
+            budget.relative_error,
+            "relative RMSE",
+        )
+    };
+    // NaN (a model that outputs NaN) never passes.
+    let passed = drop <= allowed;
+    let verdict = if passed {
+        format!(
+            "passed: {} {:.4} → {:.4}, a drop of {drop:.4} {unit} within the budget of {allowed}",
+            original.quality.metric, original.quality.value, after.quality.value
+        )
+    } else {
+        format!(
+            "refused: {} {:.4} → {:.4}, a drop of {drop:.4} {unit} exceeds the budget of {allowed}; \
+             raise the budget or force the registration",
+            original.quality.metric, original.quality.value, after.quality.value
+        )
+    };
+    let report = Report {
+        method,
+        holdout_rows: rows.len(),
+        original,
+        optimized: after,
+        quality_drop: drop,
+        allowed_drop: allowed,
+        passed,
+        verdict,
+    };
+    Ok((optimized, report))
+}
+
+fn measure(model: &NativeModel, table: &Table, rows: &[usize], seconds: f64) -> Result<Measured> {
+    let prep = &model.spec().preprocessing;
+    let quality = quality(model, prep, table, rows)?;
+    let size_bytes = model.mlp().to_safetensors()?.len() as u64;
+    // Timing inputs: holdout rows, repeated to fill a batch of 64.
+    let batch: Vec<usize> = rows.iter().cycle().take(64).copied().collect();
+    let x = prep.encode_features(table, &batch)?;
+    let one = &x[..prep.width()];
+    let (p50_1, p99_1, _) = time(model, one, 1, seconds)?;
+    let (p50_64, p99_64, total) = time(model, &x, 64, seconds)?;
+    Ok(Measured {
+        precision: model.mlp().precision().to_string(),
+        quality,
+        size_bytes,
+        speed: Speed {
+            p50_us_batch1: p50_1,
+            p99_us_batch1: p99_1,
+            p50_us_batch64: p50_64,
+            p99_us_batch64: p99_64,
+            rows_per_s: total,
+        },
+    })
+}
+
+/// p50 and p99 in µs and rows a second of `rows`-row calls for about `seconds`.
+fn time(model: &NativeModel, x: &[f32], rows: usize, seconds: f64) -> Result<(f64, f64, f64)> {
+    let mut scratch = Scratch::default();
+    for _ in 0..10 {
+        std::hint::black_box(model.mlp().forward(x, rows, &mut scratch)?);
+    }
+    let budget = Duration::from_secs_f64(seconds.max(0.01));
+    let start = Instant::now();
+    let mut times = Vec::new();
+    while start.elapsed() < budget || times.len() < 100 {
+        let t = Instant::now();
+        std::hint::black_box(
+            model
+                .mlp()
+                .forward(std::hint::black_box(x), rows, &mut scratch)?,
+        );
+        times.push(t.elapsed().as_secs_f64());
+        if times.len() >= 1_000_000 {
+            break;
+        }
+    }
+    let total: f64 = times.iter().sum();
+    times.sort_by(f64::total_cmp);
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize] * 1e6;
+    Ok((at(0.5), at(0.99), (times.len() * rows) as f64 / total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_methods_parse_from_their_cli_words() {
+        assert_eq!(
+            Method::parse_quantize("int8").ok(),
+            Some(Method::Int8Dynamic)
+        );
+        let err = Method::parse_quantize("int4").expect_err("int4");
+        assert!(err.to_string().contains("int8"), "{err}");
+    }
+}
