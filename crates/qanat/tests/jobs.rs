@@ -32,45 +32,6 @@ fn submit(q: &Qanat, project: &str, spec: Value) -> Value {
     job
 }
 
-fn job(q: &Qanat, project: &str, id: &str) -> Value {
-    let (s, j) = q.http().send(
-        &q.admin_token,
-        "GET",
-        &format!("/api/v1/projects/{project}/jobs/{id}"),
-        None,
-    );
-    assert_eq!(s, 200, "show: {j}");
-    j
-}
-
-/// Polls until `done` holds for the job, panicking with its state after `secs`.
-fn wait_until(
-    q: &Qanat,
-    project: &str,
-    id: &str,
-    secs: u64,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let start = Instant::now();
-    loop {
-        let j = job(q, project, id);
-        if done(&j) {
-            return j;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(secs),
-            "job {id} did not get there in {secs}s: {j:#}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn finished(q: &Qanat, project: &str, id: &str, secs: u64) -> Value {
-    wait_until(q, project, id, secs, |j| {
-        ["succeeded", "failed", "cancelled"].contains(&j["state"].as_str().unwrap_or(""))
-    })
-}
-
 fn id(j: &Value) -> String {
     j["job_id"].as_str().expect("job id").to_string()
 }
@@ -117,13 +78,11 @@ fn a_job_survives_a_server_kill_and_completes_exactly_once() {
     );
     let jid = id(&j);
     // Acknowledged means stored: it is there after a kill -9 even before it ran.
-    wait_until(&q, "default", &jid, 20, |_| {
-        out.path().join("pid-1").exists()
-    });
+    q.wait_for_job("default", &jid, 20, |_| out.path().join("pid-1").exists());
     let first = read(&out.path().join("pid-1"));
     q.kill_hard();
     q.spawn_server();
-    let j = finished(&q, "default", &jid, 30);
+    let j = q.job_finished("default", &jid, 30);
     assert_eq!(j["state"], "succeeded", "{j:#}");
     assert_eq!(j["attempt"], 2);
     let ev = events(&j);
@@ -150,7 +109,7 @@ fn hungry_job(cgroups: &str) -> (Value, Qanat) {
             "command": ["python3", "-c", "import time\nx = bytearray(400 * 1024 * 1024)\nfor i in range(len(x) // 4096): x[i * 4096] = 1\ntime.sleep(30)"],
         }),
     );
-    (finished(&q, "default", &id(&j), 30), q)
+    (q.job_finished("default", &id(&j), 30), q)
 }
 
 #[test]
@@ -173,7 +132,7 @@ fn a_memory_hungry_job_is_killed_at_its_limit_with_a_clear_reason() {
             "default",
             json!({"name": "where", "command": "cat /proc/self/cgroup"}),
         );
-        let probe = finished(&q, "default", &id(&probe), 30);
+        let probe = q.job_finished("default", &id(&probe), 30);
         assert_eq!(probe["state"], "succeeded", "{probe:#}");
         let (_, log) = q.http().send(
             &q.admin_token,
@@ -232,7 +191,7 @@ fn a_two_rank_gang_where_one_rank_dies_fails_together_and_is_retried_whole() {
         }),
     );
     let started = Instant::now();
-    let j = finished(&q, "default", &id(&j), 40);
+    let j = q.job_finished("default", &id(&j), 40);
     assert_eq!(j["state"], "failed", "{j:#}");
     assert_eq!(j["attempt"], 2, "the whole gang was retried once");
     assert_eq!(j["failures"], 2);
@@ -273,9 +232,7 @@ fn priorities_and_quotas_order_the_queue() {
             "command": format!("while [ ! -e {} ]; do sleep 0.1; done", gate.display()),
         }),
     );
-    wait_until(&q, "default", &id(&blocker), 20, |j| {
-        j["state"] == "running"
-    });
+    q.wait_for_job("default", &id(&blocker), 20, |j| j["state"] == "running");
     let step = |name: &str, priority: i64, project: &str| {
         submit(
             &q,
@@ -291,7 +248,7 @@ fn priorities_and_quotas_order_the_queue() {
     let high = step("high", 10, "default");
     let other = step("other", 0, "other");
     // While it waits, a job says why.
-    let w = wait_until(&q, "default", &id(&high), 10, |j| {
+    let w = q.wait_for_job("default", &id(&high), 10, |j| {
         j["reason"]
             .as_str()
             .is_some_and(|r| r.contains("waiting for resources"))
@@ -299,9 +256,12 @@ fn priorities_and_quotas_order_the_queue() {
     assert_eq!(w["state"], "queued");
     std::fs::write(&gate, "").expect("open the gate");
     for j in [&low, &normal, &high] {
-        assert_eq!(finished(&q, "default", &id(j), 30)["state"], "succeeded");
+        assert_eq!(q.job_finished("default", &id(j), 30)["state"], "succeeded");
     }
-    assert_eq!(finished(&q, "other", &id(&other), 30)["state"], "succeeded");
+    assert_eq!(
+        q.job_finished("other", &id(&other), 30)["state"],
+        "succeeded"
+    );
     // Priority first; the two of priority 0 come from projects with equal (zero) use
     // once 'high' is done, so the one submitted first goes first; 'low' last.
     let got: Vec<String> = read(&order).lines().map(String::from).collect();
@@ -345,7 +305,7 @@ fn a_preempted_job_resumes_from_its_checkpoint() {
         json!({"name": "long", "priority": -5, "command": counter}),
     );
     let lid = id(&low);
-    wait_until(&q, "default", &lid, 20, |j| j["state"] == "running");
+    q.wait_for_job("default", &lid, 20, |j| j["state"] == "running");
     std::thread::sleep(Duration::from_millis(1200));
     let high = submit(
         &q,
@@ -353,10 +313,10 @@ fn a_preempted_job_resumes_from_its_checkpoint() {
         json!({"name": "urgent", "priority": 10, "command": ["true"]}),
     );
     assert_eq!(
-        finished(&q, "default", &id(&high), 30)["state"],
+        q.job_finished("default", &id(&high), 30)["state"],
         "succeeded"
     );
-    let l = finished(&q, "default", &lid, 60);
+    let l = q.job_finished("default", &lid, 60);
     assert_eq!(l["state"], "succeeded", "{l:#}");
     assert_eq!(l["preemptions"], 1);
     assert_eq!(l["failures"], 0, "a preemption spends no retry");
@@ -386,9 +346,7 @@ fn cancel_stops_a_running_job_and_its_token_stops_working() {
         }),
     );
     let jid = id(&j);
-    wait_until(&q, "default", &jid, 20, |_| {
-        out.path().join("token").exists()
-    });
+    q.wait_for_job("default", &jid, 20, |_| out.path().join("token").exists());
     let token = read(&out.path().join("token")).trim().to_string();
     // The job's token works while it runs, in its own project only.
     let (s, _) = q
@@ -397,7 +355,7 @@ fn cancel_stops_a_running_job_and_its_token_stops_working() {
     assert_eq!(s, 200);
     let (ok, _, err) = q.cli(&["jobs", "-p", "default", "cancel", &jid]);
     assert!(ok, "{err}");
-    let j = finished(&q, "default", &jid, 20);
+    let j = q.job_finished("default", &jid, 20);
     assert_eq!(j["state"], "cancelled");
     let (s, _) = q
         .http()
@@ -584,7 +542,7 @@ fn a_running_job_logs_its_system_metrics_to_its_run_and_closes_it() {
             "command": ["python3", "-c", "import time\nx = bytearray(50 * 1024 * 1024)\nt = time.time()\nwhile time.time() - t < 3.5: pass"],
         }),
     );
-    let j = finished(&q, "default", &id(&j), 30);
+    let j = q.job_finished("default", &id(&j), 30);
     assert_eq!(j["state"], "succeeded", "{j:#}");
     let run_id = j["run_id"].as_str().expect("a run");
     let (s, run) = q.http().send(

@@ -468,20 +468,7 @@ fn submit(q: &Qanat, spec: Value) -> String {
 }
 
 fn finished(q: &Qanat, id: &str) -> Value {
-    let start = Instant::now();
-    loop {
-        let (_, j) = q.http().send(
-            &q.admin_token,
-            "GET",
-            &format!("/api/v1/projects/default/jobs/{id}"),
-            None,
-        );
-        if ["succeeded", "failed", "cancelled"].contains(&j["state"].as_str().unwrap_or("")) {
-            return j;
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "stuck: {j:#}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    q.job_finished("default", id, 30)
 }
 
 #[test]

@@ -29,38 +29,6 @@ fn submit(q: &Qanat, spec: Value) -> String {
     job["job_id"].as_str().expect("id").to_string()
 }
 
-fn job(q: &Qanat, id: &str) -> Value {
-    let (s, j) = q.http().send(
-        &q.admin_token,
-        "GET",
-        &format!("/api/v1/projects/default/jobs/{id}"),
-        None,
-    );
-    assert_eq!(s, 200, "{j}");
-    j
-}
-
-fn wait_until(q: &Qanat, id: &str, secs: u64, done: impl Fn(&Value) -> bool) -> Value {
-    let start = Instant::now();
-    loop {
-        let j = job(q, id);
-        if done(&j) {
-            return j;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(secs),
-            "job {id} stuck: {j:#}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn finished(q: &Qanat, id: &str) -> Value {
-    wait_until(q, id, 120, |j| {
-        ["succeeded", "failed", "cancelled"].contains(&j["state"].as_str().unwrap_or(""))
-    })
-}
-
 fn log(q: &Qanat, id: &str, rank: u32) -> String {
     let (_, l) = q.http().send(
         &q.admin_token,
@@ -82,7 +50,7 @@ fn a_two_rank_job_runs_as_one_slurm_job_with_a_log_per_rank() {
             "command": "echo rank $RANK of $WORLD_SIZE local $LOCAL_RANK at $MASTER_ADDR; test -n \"$MLFLOW_RUN_ID\"",
         }),
     );
-    let j = finished(&q, &id);
+    let j = q.job_finished("default", &id, 120);
     assert_eq!(j["state"], "succeeded", "{j:#}");
     assert!(j["placement"]
         .as_str()
@@ -103,7 +71,7 @@ fn a_two_rank_job_runs_as_one_slurm_job_with_a_log_per_rank() {
         &q,
         json!({"name": "env", "executor": "slurm", "command": "env | grep -c QANAT_MASTER_KEY || true; env | grep -c '^QANAT_TOKEN='"}),
     );
-    assert_eq!(finished(&q, &id)["state"], "succeeded");
+    assert_eq!(q.job_finished("default", &id, 120)["state"], "succeeded");
     assert_eq!(log(&q, &id, 0).lines().collect::<Vec<_>>(), ["0", "1"]);
     // Declared outputs are collected from the shared working directory into the run.
     let id = submit(
@@ -111,7 +79,7 @@ fn a_two_rank_job_runs_as_one_slurm_job_with_a_log_per_rank() {
         json!({"name": "outputs", "executor": "slurm", "outputs": ["model"],
                "command": "mkdir -p model/sub && echo w > model/weights.txt && echo c > model/sub/config.txt"}),
     );
-    let j = finished(&q, &id);
+    let j = q.job_finished("default", &id, 120);
     assert_eq!(j["state"], "succeeded", "{j:#}");
     let run = j["run_id"].as_str().expect("run id");
     let (s, listed) = q.http().send(
@@ -136,7 +104,7 @@ fn a_two_rank_job_runs_as_one_slurm_job_with_a_log_per_rank() {
         &q,
         json!({"name": "no-output", "executor": "slurm", "outputs": ["missing.bin"], "command": "true"}),
     );
-    let j = finished(&q, &id);
+    let j = q.job_finished("default", &id, 120);
     assert_eq!(j["state"], "failed", "{j:#}");
     assert!(
         j["reason"].as_str().unwrap_or("").contains("missing.bin"),
@@ -155,7 +123,7 @@ fn a_failing_rank_fails_the_slurm_job_and_cancel_uses_scancel() {
         }),
     );
     let start = Instant::now();
-    let j = finished(&q, &id);
+    let j = q.job_finished("default", &id, 120);
     assert_eq!(j["state"], "failed", "{j:#}");
     assert!(
         start.elapsed() < Duration::from_secs(50),
@@ -165,7 +133,7 @@ fn a_failing_rank_fails_the_slurm_job_and_cancel_uses_scancel() {
         &q,
         json!({"name": "long", "executor": "slurm", "resources": {"memory": "256MiB"}, "command": ["sleep", "120"]}),
     );
-    wait_until(&q, &id, 60, |j| {
+    q.wait_for_job("default", &id, 60, |j| {
         j["reason"]
             .as_str()
             .is_some_and(|r| r.starts_with("running as Slurm job"))
@@ -177,7 +145,7 @@ fn a_failing_rank_fails_the_slurm_job_and_cancel_uses_scancel() {
         Some(json!({})),
     );
     assert_eq!(s, 200, "{body}");
-    assert_eq!(finished(&q, &id)["state"], "cancelled");
+    assert_eq!(q.job_finished("default", &id, 120)["state"], "cancelled");
 }
 
 #[test]
@@ -192,10 +160,10 @@ fn a_slurm_job_outlives_a_server_kill_and_is_not_run_twice() {
             "command": format!("echo start >> {t}; sleep 4; echo done >> {t}", t = trace.display()),
         }),
     );
-    wait_until(&q, &id, 60, |_| trace.exists());
+    q.wait_for_job("default", &id, 60, |_| trace.exists());
     q.kill_hard();
     q.spawn_server();
-    let j = finished(&q, &id);
+    let j = q.job_finished("default", &id, 120);
     assert_eq!(j["state"], "succeeded", "{j:#}");
     assert_eq!(j["attempt"], 1, "Slurm kept running it: no second attempt");
     assert_eq!(

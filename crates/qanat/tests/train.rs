@@ -20,69 +20,20 @@ fn server_with_breast_cancer_and(env: Vec<(String, String)>) -> Qanat {
         ("QANAT_JOBS_RETRY_BACKOFF_SECS".into(), "1".into()),
     ]);
     let q = Qanat::start_with(env);
-    let src = q.dir.path().join("src");
-    std::fs::create_dir_all(&src).expect("mkdir");
-    std::fs::copy(
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../examples/data/breast_cancer.csv"
-        ),
-        src.join("breast_cancer.csv"),
-    )
-    .expect("copy the example table");
-    let (ok, _, err) = q.cli(&["data", "-p", "default", "create", "cancer"]);
-    assert!(ok, "{err}");
-    let (ok, _, err) = q.cli(&[
-        "data",
-        "-p",
-        "default",
-        "push",
-        "cancer",
-        src.to_str().expect("utf8"),
-    ]);
-    assert!(ok, "{err}");
+    q.push_example("cancer", "breast_cancer.csv");
     q
 }
 
 fn finished(q: &Qanat, id: &str) -> Value {
-    let start = Instant::now();
-    loop {
-        let (s, j) = q.http().send(
-            &q.admin_token,
-            "GET",
-            &format!("/api/v1/projects/default/jobs/{id}"),
-            None,
-        );
-        assert_eq!(s, 200, "{j}");
-        if ["succeeded", "failed", "cancelled"].contains(&j["state"].as_str().unwrap_or("")) {
-            return j;
-        }
-        assert!(start.elapsed() < Duration::from_secs(180), "stuck: {j:#}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    q.job_finished("default", id, 180)
 }
 
-/// A job's log as the API returns it.
 fn job_log(q: &Qanat, id: &str) -> Value {
-    let (s, log) = q.http().send(
-        &q.admin_token,
-        "GET",
-        &format!("/api/v1/projects/default/jobs/{id}/logs"),
-        None,
-    );
-    assert_eq!(s, 200, "{log}");
-    log
+    q.job_log("default", id)
 }
 
 fn mlflow(q: &Qanat, path: &str) -> Value {
-    let (s, v) = q.http().send(
-        &q.admin_token,
-        "GET",
-        &format!("/mlflow/default/api/2.0/mlflow/{path}"),
-        None,
-    );
-    assert_eq!(s, 200, "{path}: {v}");
-    v
+    q.mlflow_get("default", path)
 }
 
 #[test]

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cases;
+pub mod jobs;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,97 @@
+//! Waiting on jobs and reading what they left, through the API.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::Qanat;
+
+impl Qanat {
+    /// A job of `project` as the API shows it.
+    pub fn job(&self, project: &str, id: &str) -> Value {
+        let (s, j) = self.http().send(
+            &self.admin_token,
+            "GET",
+            &format!("/api/v1/projects/{project}/jobs/{id}"),
+            None,
+        );
+        assert_eq!(s, 200, "show job {id}: {j}");
+        j
+    }
+
+    /// Polls until `done` holds for the job, panicking with its state after `secs`.
+    pub fn wait_for_job(
+        &self,
+        project: &str,
+        id: &str,
+        secs: u64,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let start = Instant::now();
+        loop {
+            let j = self.job(project, id);
+            if done(&j) {
+                return j;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(secs),
+                "job {id} did not get there in {secs}s: {j:#}"
+            );
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+
+    /// Waits until the job has ended: succeeded, failed or cancelled.
+    pub fn job_finished(&self, project: &str, id: &str, secs: u64) -> Value {
+        self.wait_for_job(project, id, secs, |j| {
+            ["succeeded", "failed", "cancelled"].contains(&j["state"].as_str().unwrap_or(""))
+        })
+    }
+
+    /// A job's log (rank 0) as the API returns it.
+    pub fn job_log(&self, project: &str, id: &str) -> Value {
+        let (s, log) = self.http().send(
+            &self.admin_token,
+            "GET",
+            &format!("/api/v1/projects/{project}/jobs/{id}/logs"),
+            None,
+        );
+        assert_eq!(s, 200, "{log}");
+        log
+    }
+
+    /// `GET /mlflow/{project}/api/2.0/mlflow/{path}`, which must answer 200.
+    pub fn mlflow_get(&self, project: &str, path: &str) -> Value {
+        let (s, v) = self.http().send(
+            &self.admin_token,
+            "GET",
+            &format!("/mlflow/{project}/api/2.0/mlflow/{path}"),
+            None,
+        );
+        assert_eq!(s, 200, "{path}: {v}");
+        v
+    }
+
+    /// Creates dataset `name` in `default` and pushes `examples/data/{file}` as its
+    /// first version.
+    pub fn push_example(&self, name: &str, file: &str) {
+        let src = self.dir.path().join(format!("src-{name}"));
+        std::fs::create_dir_all(&src).expect("mkdir");
+        std::fs::copy(
+            format!("{}/../../examples/data/{file}", env!("CARGO_MANIFEST_DIR")),
+            src.join(file),
+        )
+        .expect("copy the example table");
+        let (ok, _, err) = self.cli(&["data", "-p", "default", "create", name]);
+        assert!(ok, "{err}");
+        let (ok, _, err) = self.cli(&[
+            "data",
+            "-p",
+            "default",
+            "push",
+            name,
+            src.to_str().expect("utf8"),
+        ]);
+        assert!(ok, "{err}");
+    }
+}
