@@ -5,10 +5,15 @@ use qanat_tracking::wire::mlflow::{
     ArtifactList, ExperimentReply, ExperimentsPage, RunReply, RunsPage, SearchExperiments,
     SearchRuns,
 };
-use qanat_tracking::{Experiment, Run};
+use qanat_tracking::{Experiment, ModelVersion, Run};
 use reqwest::Method;
 
 use crate::{key_path, seg, ByteStream, Client, Result};
+
+#[derive(serde::Deserialize)]
+struct ModelVersionReply {
+    model_version: ModelVersion,
+}
 
 fn mlflow_path(project: &str, endpoint: &str) -> String {
     format!("/mlflow/{}/api/2.0/mlflow/{endpoint}", seg(project))
@@ -173,15 +178,73 @@ impl Client {
             .map(|_| ())
     }
 
+    /// A registered model's version by number or alias (MLflow's `model-versions/get`
+    /// or `registered-models/alias`).
+    pub async fn model_version(
+        &self,
+        project: &str,
+        name: &str,
+        selector: &qanat_core::Selector,
+    ) -> Result<ModelVersion> {
+        let reply: ModelVersionReply = match selector {
+            qanat_core::Selector::Label(alias) => {
+                let path = mlflow_path(project, "registered-models/alias");
+                self.get_query(&path, &[("name", name), ("alias", alias.as_str())])
+                    .await?
+            }
+            qanat_core::Selector::Version(n) => {
+                let path = mlflow_path(project, "model-versions/get");
+                self.get_query(&path, &[("name", name), ("version", &n.to_string())])
+                    .await?
+            }
+            qanat_core::Selector::Latest => {
+                let detail = self.model(project, name).await?;
+                let newest = detail
+                    .versions
+                    .iter()
+                    .map(|v| v.version.as_str())
+                    .max_by_key(|v| v.parse::<i64>().unwrap_or(0))
+                    .ok_or_else(|| crate::Error::Api {
+                        status: 404,
+                        code: "RESOURCE_DOES_NOT_EXIST".into(),
+                        message: format!("model '{name}' has no versions"),
+                    })?
+                    .to_string();
+                let path = mlflow_path(project, "model-versions/get");
+                self.get_query(&path, &[("name", name), ("version", &newest)])
+                    .await?
+            }
+        };
+        Ok(reply.model_version)
+    }
+
+    /// Where a version's files are (`mlflow-artifacts:/...`).
+    pub async fn model_version_download_uri(
+        &self,
+        project: &str,
+        name: &str,
+        version: &str,
+    ) -> Result<String> {
+        let path = mlflow_path(project, "model-versions/get-download-uri");
+        let reply: serde_json::Value = self
+            .get_query(&path, &[("name", name), ("version", version)])
+            .await?;
+        Ok(reply["artifact_uri"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string())
+    }
+
     /// Registers the model at `source` (e.g. `runs:/<run>/model`) as a new version of
-    /// `name`, creating the registered model when it does not exist; the version's
-    /// number.
+    /// `name` with `tags`, creating the registered model when it does not exist; the
+    /// version's number.
     pub async fn register_version(
         &self,
         project: &str,
         name: &str,
         source: &str,
         run_id: &str,
+        tags: &[(String, String)],
     ) -> Result<String> {
         let create = mlflow_path(project, "registered-models/create");
         let made: Result<serde_json::Value> = self
@@ -197,7 +260,10 @@ impl Client {
             .with_body(
                 Method::POST,
                 &path,
-                &serde_json::json!({ "name": name, "source": source, "run_id": run_id }),
+                &serde_json::json!({
+                    "name": name, "source": source, "run_id": run_id,
+                    "tags": tags.iter().map(|(k, v)| serde_json::json!({"key": k, "value": v})).collect::<Vec<_>>(),
+                }),
             )
             .await?;
         Ok(v["model_version"]["version"]

@@ -25,7 +25,7 @@ pub use model::{
 };
 pub use models::{ModelOrder, NewLoggedModel, ResolvedInput};
 pub use purge::Purged;
-pub use registry::{AliasMove, NewModelVersion};
+pub use registry::{AliasMove, NewModelVersion, DERIVED_FROM_TAG};
 pub use store::{Batch, NewRun, Page, RunLimits, RunUpdate, Tracking};
 
 /// This domain's tables: experiments, runs, metrics (0003); logged models, the model registry, aliases and their history (0004).

@@ -23,6 +23,10 @@ use crate::{Error, Result, Tracking};
 use qanat_events::EventType;
 use serde_json::{json, Value};
 
+/// The version tag naming the version a version was made from (`model:fraud@3`),
+/// which registration turns into a `derived_from` lineage edge. Optimization sets it.
+pub const DERIVED_FROM_TAG: &str = "qanat.derived_from";
+
 /// `{key: value}` of tags, as webhook payloads carry them.
 fn tag_map(tags: &[Tag]) -> Value {
     Value::Object(
@@ -562,6 +566,10 @@ impl Tracking {
             check_key("tag", &t.key)?;
         }
         let row = self.model_row_by_name(project, &new.name).await?;
+        let derived = match new.tags.iter().find(|t| t.key == DERIVED_FROM_TAG) {
+            Some(t) => Some(self.derived_from(project, &t.value).await?),
+            None => None,
+        };
         // As MLflow, the run id is stored as given; lineage links it only when this
         // project has that run.
         let run_known = match new.run_id.as_deref().filter(|r| !r.is_empty()) {
@@ -633,6 +641,9 @@ impl Tracking {
                 parents.push((format!("run:{r}"), "output_of"));
             }
             parents.push((format!("user:{}", new.user), "produced_by"));
+            if let Some(source) = &derived {
+                parents.push((source.clone(), "derived_from"));
+            }
             qanat_governance::lineage::record_edges(
                 &mut tx,
                 &project.id,
@@ -659,6 +670,21 @@ impl Tracking {
         Err(Error::invalid(
             "too many concurrent registrations of this model; try again",
         ))
+    }
+
+    /// The lineage node of the version a `qanat.derived_from` tag names (`model:fraud@3`
+    /// or `fraud@3`), which must exist in this project.
+    async fn derived_from(&self, project: &Project, value: &str) -> Result<String> {
+        let r = qanat_core::ObjectRef::parse_of(qanat_core::Kind::Model, value)
+            .map_err(|e| Error::invalid(format!("tag {DERIVED_FROM_TAG}: {e}")))?;
+        let Some(qanat_core::Selector::Version(n)) = r.selector else {
+            return Err(Error::invalid(format!(
+                "tag {DERIVED_FROM_TAG} = '{value}': name the source version by number, e.g. model:{}@3",
+                r.name
+            )));
+        };
+        self.version_row(project, &r.name, &n.to_string()).await?;
+        Ok(format!("model:{}@{n}", r.name))
     }
 
     async fn version_row(

@@ -256,7 +256,12 @@ pub async fn serve(cfg: Config) -> Result<()> {
         .with(std::sync::Arc::new(qanat_train::TrainKind::new(
             exe.clone(),
         )))
-        .with(std::sync::Arc::new(qanat_train::sweep::SweepKind::new(exe)));
+        .with(std::sync::Arc::new(qanat_train::sweep::SweepKind::new(
+            exe.clone(),
+        )))
+        .with(std::sync::Arc::new(qanat_runtime::kind::OptimizeKind::new(
+            exe,
+        )));
     state = state.with_jobs(jobs, kinds);
     let online_url = cfg.online_store_url();
     let online = qanat_features::online::OnlineStore::open(&online_url)

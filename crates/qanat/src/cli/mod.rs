@@ -13,6 +13,7 @@ mod keys;
 mod lineage;
 mod models;
 mod objects;
+mod optimize;
 mod projects;
 mod runs;
 mod server;
@@ -36,6 +37,7 @@ pub use keys::KeysCmd;
 pub use lineage::LineageArgs;
 pub use models::ModelsCmd;
 pub use objects::ObjectsCmd;
+pub use optimize::OptimizeArgs;
 pub use projects::ProjectsCmd;
 pub use runs::{ArtifactsCmd, RunsCmd};
 pub use server::ServerArgs;
@@ -186,6 +188,19 @@ pub enum Command {
         #[command(flatten)]
         args: Box<TrainArgs>,
     },
+    /// Make a registered model version smaller and faster (an `optimize` job).
+    ///
+    /// `qanat optimize -p demo cancer@1 --quantize int8 --holdout dataset:cancer@1
+    /// --wait`: both versions are measured on the holdout (quality, size, latency); the
+    /// result is registered as a new version derived from the source only if it loses
+    /// at most the budget (docs/optimization.md).
+    Optimize {
+        /// The project.
+        #[arg(long, short = 'p', env = "QANAT_PROJECT")]
+        project: Option<String>,
+        #[command(flatten)]
+        args: Box<OptimizeArgs>,
+    },
     /// The executors' capacity and GPUs (model, memory, which job holds each).
     Gpus,
     /// The process a `train` job runs (started by the scheduler, not by hand).
@@ -194,6 +209,9 @@ pub enum Command {
     /// The process a `sweep` job runs (started by the scheduler, not by hand).
     #[command(hide = true)]
     SweepWorker,
+    /// The process an `optimize` job runs (started by the scheduler, not by hand).
+    #[command(hide = true)]
+    OptimizeWorker,
     /// Purge what was deleted longer ago than the retention period.
     ///
     /// With -p (maintainers): the project's deleted datasets, experiments and runs,

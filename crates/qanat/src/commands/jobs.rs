@@ -11,7 +11,7 @@ use qanat_jobs::JobSpec;
 use serde_json::{json, Value};
 
 use super::Ctx;
-use crate::cli::{Format, JobsCmd, QuotaCmd, SubmitArgs, TrainArgs};
+use crate::cli::{Format, JobsCmd, OptimizeArgs, QuotaCmd, SubmitArgs, TrainArgs};
 use crate::output;
 
 pub async fn run(ctx: &Ctx, project: &str, cmd: JobsCmd) -> Result<()> {
@@ -174,21 +174,48 @@ pub async fn train(ctx: &Ctx, project: &str, a: TrainArgs) -> Result<()> {
     }
     if !obj.contains_key("name") {
         let target = obj.get("target").and_then(Value::as_str).unwrap_or("model");
-        let name: String = format!("train-{target}")
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .take(64)
-            .collect();
-        obj.insert("name".into(), json!(name));
+        obj.insert("name".into(), json!(job_name(&format!("train-{target}"))));
     }
     let spec: JobSpec = serde_json::from_value(v).context("the train config")?;
     submit(ctx, project, &spec, a.wait).await
+}
+
+pub async fn optimize(ctx: &Ctx, project: &str, a: OptimizeArgs) -> Result<()> {
+    let mut obj = serde_json::Map::new();
+    obj.insert("kind".into(), json!("optimize"));
+    obj.insert("model".into(), json!(a.model));
+    obj.insert("quantize".into(), json!(a.quantize));
+    obj.insert("inputs".into(), json!([a.holdout]));
+    let mut set = |k: &str, val: Option<Value>| {
+        if let Some(val) = val {
+            obj.insert(k.to_string(), val);
+        }
+    };
+    set("max_accuracy_drop", a.max_accuracy_drop.map(|v| json!(v)));
+    set("max_error_increase", a.max_error_increase.map(|v| json!(v)));
+    set("force", a.force.then_some(json!(true)));
+    set("register", a.register.map(|r| json!(r)));
+    set("experiment", a.experiment.map(|e| json!(e)));
+    let name = a
+        .name
+        .unwrap_or_else(|| job_name(&format!("optimize-{}", a.model)));
+    obj.insert("name".into(), json!(name));
+    let spec: JobSpec = serde_json::from_value(Value::Object(obj)).context("the optimize job")?;
+    submit(ctx, project, &spec, a.wait).await
+}
+
+/// A default job name from `raw`: characters a job name may not hold become `-`.
+fn job_name(raw: &str) -> String {
+    raw.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(64)
+        .collect()
 }
 
 fn spec_of(a: SubmitArgs) -> Result<JobSpec> {

@@ -14,6 +14,7 @@ mod keys;
 mod lineage;
 mod models;
 mod objects;
+mod optimize_worker;
 mod projects;
 mod runs;
 mod server;
@@ -95,6 +96,10 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Gpus => jobs::gpus(&ctx()?).await,
         Command::TrainWorker => train_worker::run().await,
         Command::SweepWorker => sweep_worker::run().await,
+        Command::OptimizeWorker => optimize_worker::run().await,
+        Command::Optimize { project, args } => {
+            jobs::optimize(&ctx()?, &which(project)?, *args).await
+        }
         Command::Train { project, args } => jobs::train(&ctx()?, &which(project)?, *args).await,
         Command::Gc { project, grace } => data::gc(&ctx()?, project.as_deref(), grace).await,
         Command::Lineage(args) => lineage::run(&ctx()?, args).await,

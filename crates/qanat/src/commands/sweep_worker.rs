@@ -413,6 +413,7 @@ pub async fn run() -> Result<()> {
                 name,
                 &format!("runs:/{best_run}/model"),
                 &best_run,
+                &[],
             )
             .await
             .with_context(|| format!("registering the best trial's model as '{name}'"))?;

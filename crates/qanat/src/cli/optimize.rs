@@ -1,0 +1,40 @@
+//! `qanat optimize`: make a registered model version smaller and faster (an `optimize`
+//! job), gated on its quality on a holdout.
+
+use clap::Args;
+
+#[derive(Args)]
+pub struct OptimizeArgs {
+    /// The version to optimize: NAME@VERSION or NAME@ALIAS (model: may be left out).
+    #[arg(value_name = "MODEL")]
+    pub model: String,
+    /// int8: post-training dynamic quantization (int8 weights per output channel, int8
+    /// activations per row at run time).
+    #[arg(long, value_name = "SCHEME")]
+    pub quantize: String,
+    /// The dataset version both models are measured on: dataset:NAME@VERSION, with the
+    /// model's feature columns and its target.
+    #[arg(long, value_name = "REF")]
+    pub holdout: String,
+    /// Most holdout accuracy points the result may lose (classification) [default: 1].
+    #[arg(long, value_name = "POINTS")]
+    pub max_accuracy_drop: Option<f64>,
+    /// Most relative growth of the holdout RMSE (regression) [default: 0.01, i.e. 1%].
+    #[arg(long, value_name = "SHARE")]
+    pub max_error_increase: Option<f64>,
+    /// Register the result even when it exceeds the budget.
+    #[arg(long)]
+    pub force: bool,
+    /// Add the result to this registered model (default: the source's).
+    #[arg(long, value_name = "MODEL")]
+    pub register: Option<String>,
+    /// The job's name (default: optimize-<model>).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The MLflow experiment of its run (the report is logged there).
+    #[arg(long)]
+    pub experiment: Option<String>,
+    /// Wait until it ends; exit non-zero unless it succeeded.
+    #[arg(long)]
+    pub wait: bool,
+}

@@ -1,0 +1,213 @@
+//! Optimization through the binary: a model trained by a `train` job is quantized to
+//! int8 by `qanat optimize`, measured on a holdout, registered as a new version derived
+//! from its source with the report in its run; a model without a signature is refused
+//! and nothing is registered.
+
+mod common;
+
+use common::Qanat;
+use serde_json::{json, Value};
+
+fn server_with_a_trained_model() -> Qanat {
+    let q = Qanat::start_with(vec![("QANAT_JOBS_CPUS".into(), "2".into())]);
+    q.push_example("cancer", "breast_cancer.csv");
+    let (s, job) = q.http().send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/projects/default/jobs",
+        Some(json!({
+            "name": "cancer-mlp", "kind": "train", "inputs": ["dataset:cancer@1"],
+            "target": "diagnosis", "model": "mlp", "hidden": [64, 32], "epochs": 25,
+            "seed": 4, "register": "cancer",
+        })),
+    );
+    assert_eq!(s, 201, "{job}");
+    let id = job["job_id"].as_str().expect("id");
+    let j = q.job_finished("default", id, 180);
+    assert_eq!(
+        j["state"],
+        "succeeded",
+        "{}",
+        q.job_log("default", id)["data"]
+    );
+    q
+}
+
+fn version(q: &Qanat, name: &str, v: u32) -> Value {
+    q.mlflow_get(
+        "default",
+        &format!("model-versions/get?name={name}&version={v}"),
+    )["model_version"]
+        .clone()
+}
+
+fn tag<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v["tags"]
+        .as_array()?
+        .iter()
+        .find(|t| t["key"] == key)
+        .and_then(|t| t["value"].as_str())
+}
+
+#[test]
+fn int8_optimization_registers_a_derived_version_with_its_report() {
+    let q = server_with_a_trained_model();
+    let (ok, out, err) = q.cli(&[
+        "optimize",
+        "-p",
+        "default",
+        "cancer@1",
+        "--quantize",
+        "int8",
+        "--holdout",
+        "dataset:cancer@1",
+        "--wait",
+    ]);
+    assert!(ok, "{out}\n{err}");
+
+    let v2 = version(&q, "cancer", 2);
+    assert_eq!(
+        tag(&v2, "qanat.derived_from"),
+        Some("model:cancer@1"),
+        "{v2:#}"
+    );
+    assert_eq!(tag(&v2, "qanat.precision"), Some("int8"), "{v2:#}");
+    assert_eq!(tag(&v2, "qanat.optimization"), Some("int8-dynamic"));
+
+    // Lineage: the new version → its source version, and → the optimize run.
+    let (s, lineage) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/projects/default/lineage?ref=model:cancer@2",
+        None,
+    );
+    assert_eq!(s, 200, "{lineage}");
+    let edges = lineage["edges"].to_string();
+    assert!(
+        edges.contains("model:cancer@1") && edges.contains("derived_from"),
+        "{lineage:#}"
+    );
+
+    // The report is the optimize run's: metrics of both sides, and report.json.
+    let run_id = v2["run_id"].as_str().expect("run");
+    let run = q.mlflow_get("default", &format!("runs/get?run_id={run_id}"));
+    let metric = |k: &str| {
+        run["run"]["data"]["metrics"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["key"] == k))
+            .and_then(|m| m["value"].as_f64())
+    };
+    let (before, after) = (
+        metric("original_accuracy").expect("original_accuracy"),
+        metric("optimized_accuracy").expect("optimized_accuracy"),
+    );
+    assert!(before > 0.9 && after >= before - 0.01, "{run:#}");
+    assert!(metric("size_ratio").expect("size_ratio") < 0.5, "{run:#}");
+    assert!(metric("optimized_p50_us_batch1").expect("latency") > 0.0);
+    let files = q.mlflow_get("default", &format!("artifacts/list?run_id={run_id}"));
+    assert!(files.to_string().contains("report.json"), "{files}");
+    let model_files = q.mlflow_get(
+        "default",
+        &format!("artifacts/list?run_id={run_id}&path=model"),
+    );
+    for f in ["spec.json", "weights.safetensors", "input_example.json"] {
+        assert!(model_files.to_string().contains(f), "{f}: {model_files}");
+    }
+}
+
+#[test]
+fn a_model_without_a_signature_is_refused_and_nothing_is_registered() {
+    let q = server_with_a_trained_model();
+    // A version whose files hold weights but no spec.json.
+    let exp = q.mlflow_get("default", "experiments/get-by-name?experiment_name=Default");
+    let exp_id = exp["experiment"]["experiment_id"].as_str().expect("id");
+    let (s, run) = q.http().send(
+        &q.admin_token,
+        "POST",
+        "/mlflow/default/api/2.0/mlflow/runs/create",
+        Some(json!({"experiment_id": exp_id})),
+    );
+    assert_eq!(s, 200, "{run}");
+    let root = run["run"]["info"]["artifact_uri"].as_str().expect("root");
+    let run_id = run["run"]["info"]["run_id"].as_str().expect("run id");
+    let path = root
+        .trim_start_matches("mlflow-artifacts:")
+        .trim_matches('/');
+    let put = q
+        .http()
+        .raw(
+            &q.admin_token,
+            "PUT",
+            &format!(
+                "/mlflow/default/api/2.0/mlflow-artifacts/artifacts/{path}/model/weights.safetensors"
+            ),
+        )
+        .body(vec![0u8; 16])
+        .send()
+        .expect("upload");
+    assert!(put.status().is_success(), "{:?}", put.text());
+    let (s, reg) = q.http().send(
+        &q.admin_token,
+        "POST",
+        "/mlflow/default/api/2.0/mlflow/model-versions/create",
+        Some(
+            json!({"name": "cancer", "source": format!("runs:/{run_id}/model"), "run_id": run_id}),
+        ),
+    );
+    assert_eq!(s, 200, "{reg}");
+    assert_eq!(reg["model_version"]["version"], "2");
+
+    let (ok, out, err) = q.cli(&[
+        "optimize",
+        "-p",
+        "default",
+        "cancer@2",
+        "--quantize",
+        "int8",
+        "--holdout",
+        "dataset:cancer@1",
+        "--wait",
+    ]);
+    assert!(!ok, "{out}");
+    let text = format!("{out}{err}");
+    assert!(text.contains("failed"), "{text}");
+    let (s, list) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/projects/default/jobs?state=failed",
+        None,
+    );
+    assert_eq!(s, 200, "{list}");
+    assert_eq!(list["jobs"][0]["kind"], "optimize", "{list}");
+    let job_id = list["jobs"][0]["job_id"].as_str().expect("job");
+    let log = q.job_log("default", job_id);
+    assert!(
+        log["data"]
+            .as_str()
+            .unwrap_or("")
+            .contains("has no spec.json"),
+        "{log}"
+    );
+    // Nothing new was registered.
+    let (s, _) = q.http().send(
+        &q.admin_token,
+        "GET",
+        "/mlflow/default/api/2.0/mlflow/model-versions/get?name=cancer&version=3",
+        None,
+    );
+    assert_eq!(s, 404);
+
+    // Bad fields are refused at submit, before anything runs.
+    let (ok, _, err) = q.cli(&[
+        "optimize",
+        "-p",
+        "default",
+        "cancer@1",
+        "--quantize",
+        "int4",
+        "--holdout",
+        "dataset:cancer@1",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("int8"), "{err}");
+}
