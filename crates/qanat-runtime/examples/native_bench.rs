@@ -5,7 +5,10 @@
 //! 2. holdout accuracy of the same shape (30 → 1024 → 1024 → 1) trained by Qanat's
 //!    trainer on examples/data/breast_cancer.csv, f32 and int8.
 //!
-//! `cargo run --release -p qanat-runtime --example native_bench [seconds per case]`
+//! `cargo run --release -p qanat-runtime --example native_bench [SECONDS [DIR]]`:
+//! SECONDS per case (default 2); with DIR, the f32 model is also written there as
+//! `weights.safetensors` and one JSON line per case is printed, for
+//! scripts/bench/native_vs_onnxruntime.sh to run the same model in onnxruntime.
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -22,8 +25,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|s| s.parse())
         .transpose()?
         .unwrap_or(2.0);
+    let dir = std::env::args().nth(2).map(PathBuf::from);
     let f32_model = random_mlp(&[256, 1024, 1024, 2]);
     let int8_model = f32_model.quantize_dynamic();
+    if let Some(dir) = &dir {
+        std::fs::write(dir.join("weights.safetensors"), f32_model.to_safetensors()?)?;
+    }
     println!("model 256-1024-1024-2, one thread, {secs} s a case");
     println!(
         "weights: f32 {:.1} MiB, int8 {:.1} MiB",
@@ -43,6 +50,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             f.p50_us,
             q.p50_us
         );
+        if dir.is_some() {
+            for (precision, m) in [("f32", &f), ("int8", &q)] {
+                println!(
+                    "{{\"impl\": \"qanat native\", \"precision\": \"{precision}\", \"batch\": {batch}, \"rows_per_s\": {:.0}, \"p50_us\": {:.1}}}",
+                    m.rows_per_s, m.p50_us
+                );
+            }
+        }
+    }
+    if dir.is_some() {
+        // The accuracy half trains a large model; the onnxruntime comparison skips it.
+        return Ok(());
     }
 
     let path =

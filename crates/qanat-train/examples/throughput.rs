@@ -13,7 +13,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use qanat_train::adam::Adam;
 use qanat_train::fit::{epoch_steps, CpuTrain, Mlp};
 use qanat_train::mixed::Mixed;
-use qanat_train::prep::{Encoded, Rng, Target};
+use qanat_train::prep::Rng;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -26,21 +26,8 @@ fn main() {
         .filter_map(|h| h.parse().ok())
         .collect();
     let (batch, epochs) = (num(4, 256), num(5, 3).max(2));
+    let (data, target) = qanat_train::synthetic::binary(rows, inputs, 1);
     let mut rng = Rng::new(1);
-    let x: Vec<f32> = (0..rows * inputs)
-        .map(|_| (rng.next_u64() >> 40) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0)
-        .collect();
-    let y: Vec<f32> = (0..rows).map(|r| f32::from(x[r * inputs] > 0.0)).collect();
-    let data = Encoded {
-        x,
-        width: inputs,
-        y,
-        weight: vec![1.0; rows],
-    };
-    let target = Target::Classification {
-        name: "label".into(),
-        classes: vec!["0".into(), "1".into()],
-    };
     let device = Default::default();
     let mut model: Mlp<CpuTrain> = Mlp::seeded(1, inputs, &hidden, 1, &device);
     let mut optim = Adam::default().init::<CpuTrain, Mlp<CpuTrain>>();

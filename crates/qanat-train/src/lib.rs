@@ -25,6 +25,7 @@ pub mod onnx;
 pub mod prep;
 pub mod space;
 pub mod sweep;
+pub mod synthetic;
 pub mod table;
 
 pub use config::{Task, TrainConfig};

@@ -15,13 +15,16 @@
 //! latency is made of) and quantized activations sign-extended to i16, both padded
 //! with zeros to a multiple of 16. On AVX2 a step widens 16 weights to i16
 //! (`vpmovsxbw`), and one `vpmaddwd` multiplies 16 pairs and adds neighbours into
-//! eight i32 lanes — exactly: |q| ≤ 127, so a pair sums to at most 2·127², and a row
-//! of up to 2^17 inputs stays far inside i32. f32 FMA does 8 multiply-adds an
-//! instruction; this does 16.
+//! eight i32 lanes — exactly: |q| ≤ 127, so a pair sums to at most 2·127², and a row of
+//! up to 2^17 inputs stays far inside i32. f32 FMA does 8 multiply-adds an
+//! instruction; this does 16. (An AVX-512 variant of it, 4 × 4 blocks, measured slower
+//! than this one on the AMD EPYC this was written on, which runs 512-bit operations as
+//! two 256-bit halves; it was not kept.)
 //!
-//! Dispatch is at run time through `pulp`: AVX2 + FMA on x86-64 when the CPU has them;
-//! elsewhere the portable loops are compiled for the baseline of the target (NEON on
-//! arm64), where the compiler vectorizes them. Every kernel has a plain scalar
+//! Dispatch is at run time through `pulp`: for f32 AVX-512 or else AVX2 + FMA, for
+//! int8 AVX2, on x86-64 when the CPU has them; elsewhere the portable loops are
+//! compiled for the baseline of the target (NEON on arm64), where the compiler
+//! vectorizes them. Every kernel has a plain scalar
 //! reference in the tests, which it must match (exactly for int8, within rounding for
 //! f32). Everything from the dispatch down to the intrinsics is `inline(always)` or
 //! generic over the instruction set, so all of it is compiled inside the function
@@ -29,7 +32,7 @@
 
 use pulp::{Simd, WithSimd};
 
-/// Inputs are padded to a multiple of this on the int8 path.
+/// Inputs are padded to a multiple of this on the int8 path (one AVX2 register of i16).
 pub(crate) const INT_LANES: usize = 16;
 
 /// Outputs whose weights are kept hot while every row block passes: 64 rows of 1,024
@@ -55,7 +58,7 @@ trait Kernel {
 /// Walks `k` over `rows × outs` (see the module doc); `store(r, o, acc)` receives each
 /// dot product once.
 #[inline(always)]
-fn drive<'a, K: Kernel>(
+fn drive<'a, K: Kernel, const COLS: usize>(
     k: &K,
     rows: usize,
     outs: usize,
@@ -73,15 +76,15 @@ fn drive<'a, K: Kernel>(
         while r + BLOCK_ROWS <= rows {
             let xs: [&[K::X]; BLOCK_ROWS] = std::array::from_fn(|a| xrow(r + a));
             let mut o = o0;
-            while o + BLOCK_COLS <= o1 {
-                let ws: [&[K::W]; BLOCK_COLS] = std::array::from_fn(|c| wrow(o + c));
+            while o + COLS <= o1 {
+                let ws: [&[K::W]; COLS] = std::array::from_fn(|c| wrow(o + c));
                 let d = k.dots(xs, ws);
                 for (a, da) in d.iter().enumerate() {
                     for (c, v) in da.iter().enumerate() {
                         store(r + a, o + c, *v);
                     }
                 }
-                o += BLOCK_COLS;
+                o += COLS;
             }
             for o in o..o1 {
                 let d = k.dots(xs, [wrow(o)]);
@@ -152,7 +155,7 @@ impl WithSimd for GemmF32<'_> {
             return;
         }
         let rows = y.len() / outs;
-        drive(
+        drive::<_, BLOCK_COLS>(
             &F32Dots(s),
             rows,
             outs,
@@ -181,8 +184,16 @@ impl<S: Simd> Kernel for F32Dots<S> {
         ws: [&[f32]; C],
     ) -> [[f32; C]; R] {
         let s = self.0;
-        let xh = xs.map(S::as_simd_f32s);
-        let wh = ws.map(S::as_simd_f32s);
+        // Loops, not array `map`: `map` is not always inlined, and out of line it runs
+        // without the instruction set (8% of the time in a profile).
+        let mut xh: [(&[S::f32s], &[f32]); R] = [(&[], &[]); R];
+        for (h, x) in xh.iter_mut().zip(xs) {
+            *h = S::as_simd_f32s(x);
+        }
+        let mut wh: [(&[S::f32s], &[f32]); C] = [(&[], &[]); C];
+        for (h, w) in wh.iter_mut().zip(ws) {
+            *h = S::as_simd_f32s(w);
+        }
         let n = xh[0].0.len();
         // Slicing to `n` lets the compiler drop the bounds checks in the loop.
         let xv: [&[S::f32s]; R] = std::array::from_fn(|a| &xh[a].0[..n]);
@@ -237,11 +248,7 @@ pub(crate) fn gemm_i8(
         relu,
         y,
     };
-    #[cfg(target_arch = "x86_64")]
-    if let Some(v3) = pulp::x86::V3::try_new() {
-        return Simd::vectorize(v3, x86::Avx2I8(job, v3));
-    }
-    pulp::Arch::new().dispatch(PortableI8(job));
+    job.dispatch();
 }
 
 struct GemmI8<'a> {
@@ -259,8 +266,19 @@ type XLanes = [i16; INT_LANES];
 type WLanes = [i8; INT_LANES];
 
 impl GemmI8<'_> {
+    /// Runs on the widest int8 kernel the CPU has.
+    fn dispatch(self) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if let Some(v3) = pulp::x86::V3::try_new() {
+                return Simd::vectorize(v3, x86::Avx2I8(self, v3));
+            }
+        }
+        pulp::Arch::new().dispatch(PortableI8(self));
+    }
+
     #[inline(always)]
-    fn run<K: Kernel<X = XLanes, W = WLanes, Acc = i32>>(self, k: K) {
+    fn run<K: Kernel<X = XLanes, W = WLanes, Acc = i32>, const COLS: usize>(self, k: K) {
         let GemmI8 {
             xq,
             x_scale,
@@ -279,7 +297,7 @@ impl GemmI8<'_> {
         let (xl, _) = pulp::as_arrays::<INT_LANES, i16>(xq);
         let (wl, _) = pulp::as_arrays::<INT_LANES, i8>(wq);
         let n = kp / INT_LANES;
-        drive(
+        drive::<_, COLS>(
             &k,
             rows,
             outs,
@@ -302,7 +320,7 @@ impl WithSimd for PortableI8<'_> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, _s: S) {
-        self.0.run(PortableDots);
+        self.0.run::<_, BLOCK_COLS>(PortableDots);
     }
 }
 
@@ -332,7 +350,13 @@ impl Kernel for PortableDots {
                 }
             }
         }
-        acc.map(|row| row.map(|lanes| lanes.iter().sum()))
+        let mut out = [[0i32; C]; R];
+        for a in 0..R {
+            for c in 0..C {
+                out[a][c] = acc[a][c].iter().sum();
+            }
+        }
+        out
     }
 }
 
@@ -353,7 +377,7 @@ mod x86 {
         #[inline(always)]
         fn with_simd<S: Simd>(self, _s: S) {
             let Avx2I8(job, v3) = self;
-            job.run(Avx2Dots(v3));
+            job.run::<_, { super::BLOCK_COLS }>(Avx2Dots(v3));
         }
     }
 
@@ -390,12 +414,14 @@ mod x86 {
                     }
                 }
             }
-            acc.map(|row| {
-                row.map(|v| {
-                    let lanes: [i32; 8] = pulp::bytemuck::cast(v);
-                    lanes.iter().sum()
-                })
-            })
+            let mut out = [[0i32; C]; R];
+            for a in 0..R {
+                for c in 0..C {
+                    let lanes: [i32; 8] = pulp::bytemuck::cast(acc[a][c]);
+                    out[a][c] = lanes.iter().sum();
+                }
+            }
+            out
         }
     }
 }
@@ -515,11 +541,11 @@ mod tests {
             let x = g.normals(rows * k);
             let w = g.normals(outs * k);
             let b = g.normals(outs);
-            let mut y = vec![f32::NAN; rows * outs];
-            gemm_f32(&x, k, &w, &b, relu, &mut y);
             let want = reference_f32(&x, k, &w, &b, relu);
-            for (got, want) in y.iter().zip(&want) {
-                prop_assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "{got} vs {want}");
+            for (path, y) in f32_paths(&x, k, &w, &b, relu) {
+                for (got, want) in y.iter().zip(&want) {
+                    prop_assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "{path}: {got} vs {want}");
+                }
             }
         }
 
@@ -531,21 +557,85 @@ mod tests {
             let mut wq = vec![0i8; outs * kp];
             for r in 0..rows { for i in 0..k { xq[r * kp + i] = g.int8(); } }
             for o in 0..outs { for i in 0..k { wq[o * kp + i] = g.int8() as i8; } }
-            let ones = vec![1f32; rows.max(outs)];
-            let zeros = vec![0f32; outs];
-            let mut y = vec![f32::NAN; rows * outs];
-            gemm_i8(&xq, &ones[..rows], kp, &wq, &ones[..outs], &zeros, false, &mut y);
             let want = reference_i8(&xq, kp, &wq, outs);
             // Exact: every sum here is below 2^24, where f32 holds integers exactly.
-            for (got, want) in y.iter().zip(&want) {
-                prop_assert_eq!(*got, *want as f32);
+            for (path, y) in int8_paths(&xq, rows, kp, &wq, outs) {
+                for (got, want) in y.iter().zip(&want) {
+                    prop_assert_eq!(*got, *want as f32, "{}", path);
+                }
             }
-            // The portable path (the one arm64 and old x86 take) agrees too.
-            let mut p = vec![f32::NAN; rows * outs];
-            let job = GemmI8 { xq: &xq, x_scale: &ones[..rows], kp, wq: &wq, w_scale: &ones[..outs], bias: &zeros, relu: false, y: &mut p };
-            pulp::Arch::new().dispatch(PortableI8(job));
-            prop_assert_eq!(&p, &y);
         }
+    }
+
+    /// `gemm_f32` on every instruction set this CPU has, and the plain fallback.
+    fn f32_paths(
+        x: &[f32],
+        k: usize,
+        w: &[f32],
+        b: &[f32],
+        relu: bool,
+    ) -> Vec<(&'static str, Vec<f32>)> {
+        let rows = x.len() / k;
+        let mut out = Vec::new();
+        let mut run = |name: &'static str, f: &dyn Fn(GemmF32<'_>)| {
+            let mut y = vec![f32::NAN; rows * b.len()];
+            f(GemmF32 {
+                x,
+                k,
+                w,
+                bias: b,
+                relu,
+                y: &mut y,
+            });
+            out.push((name, y));
+        };
+        run("scalar", &|j| pulp::Scalar::new().vectorize(j));
+        #[cfg(target_arch = "x86_64")]
+        {
+            if let Some(v3) = pulp::x86::V3::try_new() {
+                run("avx2", &move |j| Simd::vectorize(v3, j));
+            }
+            if let Some(v4) = pulp::x86::V4::try_new() {
+                run("avx512", &move |j| Simd::vectorize(v4, j));
+            }
+        }
+        out
+    }
+
+    /// `gemm_i8` (unit scales, no bias) on every kernel this CPU has: the portable one
+    /// (what arm64 and old x86 take) and AVX2.
+    fn int8_paths(
+        xq: &[i16],
+        rows: usize,
+        kp: usize,
+        wq: &[i8],
+        outs: usize,
+    ) -> Vec<(&'static str, Vec<f32>)> {
+        let ones = vec![1f32; rows.max(outs)];
+        let zeros = vec![0f32; outs];
+        let mut out = Vec::new();
+        let mut run = |name: &'static str, f: &dyn Fn(GemmI8<'_>)| {
+            let mut y = vec![f32::NAN; rows * outs];
+            f(GemmI8 {
+                xq,
+                x_scale: &ones[..rows],
+                kp,
+                wq,
+                w_scale: &ones[..outs],
+                bias: &zeros,
+                relu: false,
+                y: &mut y,
+            });
+            out.push((name, y));
+        };
+        run("portable", &|j| pulp::Arch::new().dispatch(PortableI8(j)));
+        #[cfg(target_arch = "x86_64")]
+        {
+            if let Some(v3) = pulp::x86::V3::try_new() {
+                run("avx2", &move |j| Simd::vectorize(v3, x86::Avx2I8(j, v3)));
+            }
+        }
+        out
     }
 
     #[test]

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The native runtime against onnxruntime (from PyPI), in one run on this machine: the
+# same MLP 256 -> 1024 -> 1024 -> 2 (He-initialized), one thread each, in-process calls
+# at batch 1 and 64, in f32 and int8 (ours: dynamic int8 kernels; onnxruntime's:
+# quantize_dynamic). Also prints int8 vs f32 on the native runtime and the holdout
+# accuracy of int8 on a trained model (native_bench without DIR).
+# usage: scripts/bench/native_vs_onnxruntime.sh [SECONDS per case]   (prints ratios)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SECONDS_PER_CASE=${1:-2}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/qanat-target}
+TORCH_REQ=examples/pytorch/requirements.txt   # holds onnx and onnxruntime
+TORCH_VENV=${QANAT_TORCH_VENV:-$HOME/.cache/qanat-torch-venv-$(sha256sum "$TORCH_REQ" | cut -c1-12)}
+if ! cmp -s "$TORCH_REQ" "$TORCH_VENV/.requirements" 2>/dev/null; then
+  rm -rf "$TORCH_VENV" && python3 -m venv "$TORCH_VENV"
+  "$TORCH_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$TORCH_REQ"
+  cp "$TORCH_REQ" "$TORCH_VENV/.requirements"
+fi
+cargo build --release --locked -p qanat-runtime --example native_bench --quiet
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/qanat-native-bench.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+"$CARGO_TARGET_DIR/release/examples/native_bench" "$SECONDS_PER_CASE" "$WORK" | tee "$WORK/ours.txt"
+OMP_NUM_THREADS=1 "$TORCH_VENV/bin/python" scripts/bench/native_ort.py "$WORK" "$SECONDS_PER_CASE" | tee "$WORK/theirs.txt"
+python3 - "$WORK/ours.txt" "$WORK/theirs.txt" <<'PY'
+import json, sys
+def cases(path):
+    return {(j["precision"], j["batch"]): j for j in
+            (json.loads(l) for l in open(path) if l.startswith("{"))}
+ours, theirs = cases(sys.argv[1]), cases(sys.argv[2])
+print("| precision | batch | qanat rows/s | onnxruntime rows/s | qanat / onnxruntime | qanat p50 µs | onnxruntime p50 µs |")
+print("|---|---|---|---|---|---|---|")
+for key in sorted(ours):
+    a, b = ours[key], theirs[key]
+    print(f"| {key[0]} | {key[1]} | {a['rows_per_s']} | {b['rows_per_s']} | {a['rows_per_s'] / b['rows_per_s']:.2f}x | {a['p50_us']} | {b['p50_us']} |")
+PY
+"$CARGO_TARGET_DIR/release/examples/native_bench" "$SECONDS_PER_CASE" | tail -1
