@@ -9,13 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_PER_CASE=${1:-2}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/qanat-target}
-TORCH_REQ=examples/pytorch/requirements.txt   # holds onnx and onnxruntime
-TORCH_VENV=${QANAT_TORCH_VENV:-$HOME/.cache/qanat-torch-venv-$(sha256sum "$TORCH_REQ" | cut -c1-12)}
-if ! cmp -s "$TORCH_REQ" "$TORCH_VENV/.requirements" 2>/dev/null; then
-  rm -rf "$TORCH_VENV" && python3 -m venv "$TORCH_VENV"
-  "$TORCH_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$TORCH_REQ"
-  cp "$TORCH_REQ" "$TORCH_VENV/.requirements"
-fi
+source scripts/bench/torch_venv.sh   # TORCH_VENV: torch, onnx, onnxruntime
 cargo build --release --locked -p qanat-runtime --example native_bench --quiet
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qanat-native-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT

@@ -10,13 +10,7 @@ EPOCHS=${2:-3}
 HIDDEN=256,256
 BATCH=256
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/qanat-target}
-TORCH_REQ=examples/pytorch/requirements.txt
-TORCH_VENV=${QANAT_TORCH_VENV:-$HOME/.cache/qanat-torch-venv-$(sha256sum "$TORCH_REQ" | cut -c1-12)}
-if ! cmp -s "$TORCH_REQ" "$TORCH_VENV/.requirements" 2>/dev/null; then
-  rm -rf "$TORCH_VENV" && python3 -m venv "$TORCH_VENV"
-  "$TORCH_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$TORCH_REQ"
-  cp "$TORCH_REQ" "$TORCH_VENV/.requirements"
-fi
+source scripts/bench/torch_venv.sh   # TORCH_VENV: torch, onnx, onnxruntime
 cargo build --release --locked -p qanat-train --example throughput --quiet
 # burn's ndarray backend runs these steps on one thread: PyTorch gets one too.
 ours=$(OMP_NUM_THREADS=1 "$CARGO_TARGET_DIR/release/examples/throughput" "$ROWS" 100 "$HIDDEN" "$BATCH" "$EPOCHS")
