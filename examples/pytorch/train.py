@@ -20,6 +20,7 @@ it with --register-as).
 """
 
 import argparse
+import gc
 import os
 import signal
 import time
@@ -187,6 +188,12 @@ def main():
             )
             mlflow.end_run()
     if world > 1:
+        # Drop DDP (its reducer holds the process group) while the interpreter is fully
+        # alive: left to interpreter shutdown, gloo's threads can be torn down after
+        # Python is gone and abort the rank ("terminate called without an active
+        # exception", seen once in CI on a rank that had finished).
+        del net
+        gc.collect()
         dist.barrier()
         dist.destroy_process_group()
 
