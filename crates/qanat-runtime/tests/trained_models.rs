@@ -167,3 +167,57 @@ fn packages_that_cannot_be_run_are_refused_with_a_reason() {
     let err = m.predict(&short).expect_err("missing column");
     assert!(err.to_string().contains("radius_mean"), "{err}");
 }
+
+#[test]
+fn the_gate_passes_a_result_within_the_budget_and_refuses_one_over_it() {
+    use qanat_runtime::optimize::{optimize, Budget, Method};
+    let table = example("breast_cancer.csv");
+    let dir = tempfile::tempdir().expect("tmp");
+    let t = train(
+        &table,
+        json!({"target": "diagnosis", "model": "mlp", "hidden": [32], "epochs": 20, "seed": 3}),
+        dir.path(),
+    );
+    let m = ModelPackage::open(dir.path())
+        .expect("package")
+        .native()
+        .expect("native");
+    let (q, report) = optimize(
+        &m,
+        Method::Int8Dynamic,
+        &table,
+        &t.valid_rows,
+        Budget::default(),
+        0.01,
+    )
+    .expect("optimized");
+    assert_eq!(q.mlp().precision(), Precision::Int8);
+    assert!(report.passed, "{}", report.verdict);
+    assert!(report.verdict.starts_with("passed"), "{}", report.verdict);
+    assert!(report.size_ratio() < 0.5, "{report:?}");
+    assert_eq!(report.holdout_rows, t.valid_rows.len());
+    // A budget that demands a gain of 50 points cannot be met: refused, with why.
+    let strict = Budget {
+        accuracy_points: -50.0,
+        ..Budget::default()
+    };
+    let (_, refused) =
+        optimize(&m, Method::Int8Dynamic, &table, &t.valid_rows, strict, 0.01).expect("ran");
+    assert!(!refused.passed);
+    assert!(
+        refused.verdict.starts_with("refused") && refused.verdict.contains("exceeds the budget"),
+        "{}",
+        refused.verdict
+    );
+    // No holdout rows: a clear error, not a report.
+    let err = optimize(
+        &m,
+        Method::Int8Dynamic,
+        &table,
+        &[],
+        Budget::default(),
+        0.01,
+    )
+    .expect_err("empty holdout");
+    assert!(err.to_string().contains("holdout has no rows"), "{err}");
+}
