@@ -115,6 +115,24 @@ impl JobKind for OptimizeKind {
             .map_err(|e| qanat_jobs::Error::Invalid(format!("an optimize job: {e}")))
     }
 
+    /// The holdout is the job's one input: refused at submit when missing or when
+    /// several are given (their files would be read as one table).
+    fn check_inputs(
+        &self,
+        _params: &Map<String, Value>,
+        inputs: &[(String, Vec<qanat_data::tabular::FileProfile>)],
+    ) -> qanat_jobs::Result<()> {
+        match inputs.len() {
+            1 => Ok(()),
+            0 => Err(qanat_jobs::Error::Invalid(
+                "an optimize job needs its holdout as its one input: inputs: [dataset:NAME@VERSION] (qanat optimize --holdout)".into(),
+            )),
+            n => Err(qanat_jobs::Error::Invalid(format!(
+                "an optimize job takes one holdout dataset version, not {n}: name one in inputs"
+            ))),
+        }
+    }
+
     fn plan(
         &self,
         params: &Map<String, Value>,
@@ -170,6 +188,15 @@ mod tests {
         }
         let ok = params(json!({"model": "model:fraud@champion", "quantize": "int8"}));
         kind.check(&ok, "").expect("valid");
+        let err = kind.check_inputs(&ok, &[]).expect_err("no holdout");
+        assert!(err.to_string().contains("holdout"), "{err}");
+        let two = vec![
+            ("dataset:a@1".to_string(), vec![]),
+            ("dataset:b@1".to_string(), vec![]),
+        ];
+        let err = kind.check_inputs(&ok, &two).expect_err("two holdouts");
+        assert!(err.to_string().contains("not 2"), "{err}");
+        kind.check_inputs(&ok, &two[..1]).expect("one holdout");
         let b = OptimizeParams::from_params(&ok)
             .and_then(|p| p.budget())
             .expect("budget");

@@ -23,7 +23,6 @@ use crate::{Error, Result, Runtime};
 
 pub const SPEC: &str = "spec.json";
 pub const WEIGHTS: &str = "weights.safetensors";
-pub const ONNX: &str = "model.onnx";
 
 /// One input of the signature.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,16 +80,7 @@ impl ModelPackage {
             }
             Err(e) => return Err(Error::io(&path, e)),
         };
-        let spec: Spec = serde_json::from_slice(&bytes).map_err(|e| {
-            Error::invalid(format!("{}: not a model signature: {e}", path.display()))
-        })?;
-        if !spec.format.starts_with("qanat-mlp/") {
-            return Err(Error::invalid(format!(
-                "{}: format '{}' is not one the native runtime reads (qanat-mlp/1)",
-                path.display(),
-                spec.format
-            )));
-        }
+        let spec = parse_spec(&bytes, &path.display().to_string())?;
         Ok(ModelPackage {
             dir: dir.to_path_buf(),
             spec,
@@ -103,12 +93,6 @@ impl ModelPackage {
 
     pub fn spec(&self) -> &Spec {
         &self.spec
-    }
-
-    /// `model.onnx`, where the package has one.
-    pub fn onnx(&self) -> Option<PathBuf> {
-        let p = self.dir.join(ONNX);
-        p.is_file().then_some(p)
     }
 
     /// The model on the native runtime, checked against its signature.
@@ -129,6 +113,20 @@ impl ModelPackage {
         write_whole(&dir.join(SPEC), &spec)?;
         ModelPackage::open(dir)
     }
+}
+
+/// `spec.json`'s bytes as a signature the native runtime reads; `origin` names them in
+/// errors.
+fn parse_spec(bytes: &[u8], origin: &str) -> Result<Spec> {
+    let spec: Spec = serde_json::from_slice(bytes)
+        .map_err(|e| Error::invalid(format!("{origin}: not a model signature: {e}")))?;
+    if !spec.format.starts_with("qanat-mlp/") {
+        return Err(Error::invalid(format!(
+            "{origin}: format '{}' is not one the native runtime reads (qanat-mlp/1)",
+            spec.format
+        )));
+    }
+    Ok(spec)
 }
 
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -174,6 +172,15 @@ impl NativeModel {
             p => Some(p),
         };
         Ok(NativeModel { spec, mlp })
+    }
+
+    /// The model from the bytes of its `spec.json` and `weights.safetensors`, as
+    /// fetched from artifact storage (nothing is written to disk).
+    pub fn from_bytes(spec: &[u8], weights: &[u8]) -> Result<Self> {
+        NativeModel::new(
+            parse_spec(spec, SPEC)?,
+            NativeMlp::from_safetensors(weights)?,
+        )
     }
 
     pub fn spec(&self) -> &Spec {

@@ -150,8 +150,15 @@ impl WithSimd for GemmF32<'_> {
             y,
         } = self;
         let outs = bias.len();
-        if outs == 0 || k == 0 {
-            y.fill(0.0);
+        if outs == 0 {
+            return;
+        }
+        if k == 0 {
+            // No inputs: every output is its bias.
+            for (i, v) in y.iter_mut().enumerate() {
+                let b = bias[i % outs];
+                *v = if relu && b < 0.0 { 0.0 } else { b };
+            }
             return;
         }
         let rows = y.len() / outs;

@@ -6,12 +6,11 @@
 //! the gate (or the job forces it). A refused result fails the job with the verdict.
 
 use anyhow::{anyhow, bail, Context, Result};
-use futures::TryStreamExt;
 use qanat_runtime::kind::{OptimizeParams, CONFIG_VAR};
-use qanat_runtime::package::{self, ModelPackage};
+use qanat_runtime::package::{self, NativeModel};
 use qanat_train::Table;
 
-use super::train_worker::job_client;
+use super::train_worker::{artifact_if_any, job_client};
 
 fn var(name: &str) -> Result<String> {
     std::env::var(name).with_context(|| {
@@ -30,14 +29,9 @@ async fn fetch(
     base: &str,
     file: &str,
 ) -> Result<Option<Vec<u8>>> {
-    match client.artifact(project, &format!("{base}/{file}")).await {
-        Ok(stream) => {
-            let chunks: Vec<bytes::Bytes> = stream.try_collect().await?;
-            Ok(Some(chunks.concat()))
-        }
-        Err(qanat_client::Error::Api { status: 404, .. }) => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("reading the source model's {file}")),
-    }
+    artifact_if_any(client, project, &format!("{base}/{file}"))
+        .await
+        .with_context(|| format!("reading the source model's {file}"))
 }
 
 pub async fn run() -> Result<()> {
@@ -71,17 +65,19 @@ pub async fn run() -> Result<()> {
         })?
         .trim_matches('/')
         .to_string();
-    let dir = std::env::temp_dir().join(format!("qanat-optimize-{run_id}"));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    for file in [package::SPEC, package::WEIGHTS] {
-        match fetch(&client, &project, &base, file).await? {
-            Some(bytes) => std::fs::write(dir.join(file), bytes)?,
-            None if file == package::SPEC => bail!(
-                "{source_node} has no {file}: it has no signature, so it cannot be optimized (models trained by `qanat train` carry one)"
-            ),
-            None => bail!("{source_node} has no {file}: the native runtime needs its weights"),
-        }
-    }
+    // The package stays in memory: nothing of the model is written to local disk.
+    let Some(spec) = fetch(&client, &project, &base, package::SPEC).await? else {
+        bail!(
+            "{source_node} has no {}: it has no signature, so it cannot be optimized (models trained by `qanat train` carry one)",
+            package::SPEC
+        );
+    };
+    let Some(weights) = fetch(&client, &project, &base, package::WEIGHTS).await? else {
+        bail!(
+            "{source_node} has no {}: the native runtime needs its weights",
+            package::WEIGHTS
+        );
+    };
     let mut examples = Vec::new();
     for file in EXAMPLES {
         if let Some(bytes) = fetch(&client, &project, &base, file).await? {
@@ -95,9 +91,8 @@ pub async fn run() -> Result<()> {
     );
 
     let seconds = p.timing_seconds.unwrap_or(1.0);
-    let pkg_dir = dir.clone();
     let (optimized, report) = tokio::task::spawn_blocking(move || -> Result<_> {
-        let model = ModelPackage::open(&pkg_dir)?.native()?;
+        let model = NativeModel::from_bytes(&spec, &weights)?;
         let table = Table::read_dir(std::path::Path::new(&inputs))?;
         let rows = qanat_runtime::evaluate::labelled_rows(&table, &model.spec().preprocessing)?;
         println!(
@@ -110,7 +105,6 @@ pub async fn run() -> Result<()> {
         )?)
     })
     .await??;
-    let _ = std::fs::remove_dir_all(&dir);
 
     let (o, n) = (&report.original, &report.optimized);
     println!(

@@ -16,6 +16,23 @@ use qanat_train::{kind, Table};
 /// The run artifact holding the latest checkpoint.
 const CHECKPOINT: &str = "checkpoints/last.ckpt";
 
+/// The bytes of the artifact at `path` (`<experiment>/<run>/artifacts/...`), or `None`
+/// when there is none.
+pub(crate) async fn artifact_if_any(
+    client: &qanat_client::Client,
+    project: &str,
+    path: &str,
+) -> Result<Option<Vec<u8>>, qanat_client::Error> {
+    match client.artifact(project, path).await {
+        Ok(stream) => {
+            let chunks: Vec<bytes::Bytes> = stream.try_collect().await?;
+            Ok(Some(chunks.concat()))
+        }
+        Err(qanat_client::Error::Api { status: 404, .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// The latest checkpoint of the run whose artifact root is `root`, if any.
 async fn last_checkpoint(
     client: &qanat_client::Client,
@@ -25,17 +42,9 @@ async fn last_checkpoint(
     let base = root
         .trim_start_matches("mlflow-artifacts:")
         .trim_matches('/');
-    match client
-        .artifact(project, &format!("{base}/{CHECKPOINT}"))
+    artifact_if_any(client, project, &format!("{base}/{CHECKPOINT}"))
         .await
-    {
-        Ok(stream) => {
-            let chunks: Vec<bytes::Bytes> = stream.try_collect().await?;
-            Ok(Some(chunks.concat()))
-        }
-        Err(qanat_client::Error::Api { status: 404, .. }) => Ok(None),
-        Err(e) => Err(e).context("reading the run's last checkpoint"),
-    }
+        .context("reading the run's last checkpoint")
 }
 
 fn var(name: &str) -> Result<String> {
