@@ -3,16 +3,23 @@ stores model/model.onnx with its preprocessing in the graph, plus an input examp
 validation rows) and what the trained model outputs for them; onnxruntime, fed the raw
 columns, must give those outputs within 1e-5 (issue 15). Covered: a binary MLP, a
 multi-class MLP over numeric columns with missing values and a text column, and a
-regression model. `--make-data DIR` writes the mixed table (run.sh pushes it)."""
+regression model. The directory also carries an MLmodel file: the `mlflow` client loads
+it with its `onnx` and `python_function` flavors, from the run and from the registry,
+and so it does an int8 version made by an `optimize` job (issue 17). `--make-data DIR`
+writes the mixed table (run.sh pushes it)."""
 
 import json
 import os
 import sys
 import tempfile
 
+import mlflow
+import mlflow.onnx
+import mlflow.pyfunc
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pandas as pd
 from mlflow import MlflowClient
 
 from runner import main, run_job, test
@@ -91,6 +98,52 @@ def a_regression_model_as_onnx_gives_the_trainers_outputs():
     check_onnx({"name": "diabetes-onnx", "kind": "train", "inputs": ["dataset:diabetes@1"],
                 "target": "progression", "model": "mlp", "hidden": [8], "epochs": 20, "seed": 4},
                ["prediction"])
+
+
+def example_frame(local):
+    """The stored input example as the DataFrame a pyfunc user passes."""
+    example = json.load(open(os.path.join(local, "input_example.json")))
+    return pd.DataFrame(example["data"], columns=example["columns"]).astype("float64")
+
+
+@test
+def mlflow_loads_a_trained_and_an_int8_version_with_its_onnx_and_pyfunc_flavors():
+    run_id = train({"name": "cancer-mlmodel", "kind": "train", "inputs": ["dataset:cancer@1"],
+                    "target": "diagnosis", "model": "mlp", "hidden": [64, 32], "epochs": 20,
+                    "seed": 5, "register": "cancer-pyfunc"})
+    info = mlflow.models.get_model_info(f"runs:/{run_id}/model")
+    assert set(info.flavors) == {"onnx", "python_function"}, info.flavors
+    assert info.metadata["qanat.runtime"] == "native" and info.metadata["qanat.precision"] == "f32"
+    assert [i.name for i in info.signature.inputs.inputs][:2] == ["radius_mean", "texture_mean"], info.signature
+    proto = mlflow.onnx.load_model(f"runs:/{run_id}/model")
+    onnx.checker.check_model(proto, full_check=True)
+
+    with tempfile.TemporaryDirectory() as d:
+        local = MlflowClient().download_artifacts(run_id, "model", d)
+        frame = example_frame(local)
+        expected = np.array(json.load(open(os.path.join(local, "output_example.json")))["output"], dtype=np.float32)
+    f32 = mlflow.pyfunc.load_model("models:/cancer-pyfunc/1").predict(frame)
+    worst = float(np.max(np.abs(f32["output"] - expected)))
+    print(f"     pyfunc f32: {len(frame)} rows, largest difference to the trainer {worst:.2e}")
+    assert worst <= 1e-5, worst
+
+    job = run_job({"name": "cancer-int8", "kind": "optimize", "model": "cancer-pyfunc@1",
+                   "quantize": "int8", "inputs": ["dataset:cancer@1"], "timing_seconds": 0.2})
+    v2 = MlflowClient().get_model_version("cancer-pyfunc", "2")
+    assert v2.tags["qanat.derived_from"] == "model:cancer-pyfunc@1", v2.tags
+    info = mlflow.models.get_model_info("models:/cancer-pyfunc/2")
+    assert info.metadata["qanat.precision"] == "int8", info.metadata
+    proto = mlflow.onnx.load_model("models:/cancer-pyfunc/2")
+    ops = {n.op_type for n in proto.graph.node}
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops, ops
+    int8 = mlflow.pyfunc.load_model("models:/cancer-pyfunc/2").predict(frame)
+    # The stated bound (INT8_TOLERANCE): 3% of the largest f32 output over the batch.
+    scale = float(np.max(np.abs(f32["output"])))
+    worst = float(np.max(np.abs(int8["output"] - f32["output"])))
+    print(f"     pyfunc int8 ({job['job_id']}): largest difference to f32 {worst:.3f} of {scale:.3f}")
+    assert worst <= 0.03 * scale, (worst, scale)
+    agree = np.mean((int8["probability"] > 0.5) == (f32["probability"] > 0.5))
+    assert agree >= 0.95, agree
 
 
 if __name__ == "__main__":

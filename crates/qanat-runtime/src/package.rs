@@ -5,7 +5,8 @@
 //! |---|---|
 //! | `spec.json` | the signature: input names and types, preprocessing, layer widths, precision |
 //! | `weights.safetensors` | the layers (f32, or int8 with per-channel scales) |
-//! | `model.onnx` | the same model for ONNX runtimes (f32 models) |
+//! | `model.onnx` | the same model with its preprocessing for ONNX runtimes |
+//! | `MLmodel` | MLflow's description: the `onnx` and `python_function` flavors, the signature |
 //! | `input_example.json`, `output_example.json` | rows and the trainer's outputs for them |
 //!
 //! A package without `spec.json` has no signature and is refused: nothing can check what
@@ -23,6 +24,8 @@ use crate::{Error, Result, Runtime};
 
 pub const SPEC: &str = "spec.json";
 pub const WEIGHTS: &str = "weights.safetensors";
+pub const ONNX: &str = "model.onnx";
+pub const MLMODEL: &str = "MLmodel";
 
 /// One input of the signature.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -103,14 +106,17 @@ impl ModelPackage {
         NativeModel::new(self.spec.clone(), mlp)
     }
 
-    /// Writes a package for `model` into `dir` (created if missing): `spec.json` and
-    /// `weights.safetensors`, each whole or not at all.
+    /// Writes a package for `model` into `dir` (created if missing): its
+    /// [`files`](NativeModel::files), each whole or not at all, `spec.json` last.
     pub fn write(dir: &Path, model: &NativeModel) -> Result<ModelPackage> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        write_whole(&dir.join(WEIGHTS), &model.mlp.to_safetensors()?)?;
-        let spec = serde_json::to_vec_pretty(&model.spec)
-            .map_err(|e| Error::internal(format!("serializing the signature: {e}")))?;
-        write_whole(&dir.join(SPEC), &spec)?;
+        let info = qanat_train::onnx::MlModelInfo {
+            artifact_path: "model".into(),
+            ..Default::default()
+        };
+        for (name, bytes) in model.files(&info)? {
+            write_whole(&dir.join(name), &bytes)?;
+        }
         ModelPackage::open(dir)
     }
 }
@@ -189,6 +195,70 @@ impl NativeModel {
 
     pub fn mlp(&self) -> &NativeMlp {
         &self.mlp
+    }
+
+    /// The model and its preprocessing as ONNX (int8 layers as onnxruntime's dynamic
+    /// quantization writes them: `DynamicQuantizeLinear` and `MatMulInteger`).
+    pub fn to_onnx(&self) -> Result<Vec<u8>> {
+        use qanat_train::onnx::{Dense, Weight};
+        let int8: Vec<_> = self.mlp.layers().iter().map(|l| l.int8()).collect();
+        let f32s: Vec<_> = self
+            .mlp
+            .layers()
+            .iter()
+            .map(|l| {
+                if l.int8().is_none() {
+                    l.weight_f32()
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
+        let dense: Vec<Dense<'_>> = self
+            .mlp
+            .layers()
+            .iter()
+            .enumerate()
+            .map(|(i, l)| Dense {
+                inputs: l.inputs(),
+                outputs: l.outputs(),
+                weight: match &int8[i] {
+                    Some((q, scale)) => Weight::Int8 { q, scale },
+                    None => Weight::F32(&f32s[i]),
+                },
+                bias: l.bias(),
+            })
+            .collect();
+        Ok(qanat_train::onnx::graph(&dense, &self.spec.preprocessing)?)
+    }
+
+    /// The package's files, ready to store under a run's `model/` artifact: the
+    /// weights, the signature, the ONNX graph and the `MLmodel` file that lets the
+    /// `mlflow` client load it (`info` says which run holds it).
+    pub fn files(
+        &self,
+        info: &qanat_train::onnx::MlModelInfo,
+    ) -> Result<Vec<(&'static str, Vec<u8>)>> {
+        let spec = serde_json::to_vec_pretty(&self.spec)
+            .map_err(|e| Error::internal(format!("serializing the signature: {e}")))?;
+        let mut info = info.clone();
+        info.metadata.extend([
+            ("qanat.runtime".to_string(), "native".to_string()),
+            (
+                "qanat.precision".to_string(),
+                self.spec.precision().to_string(),
+            ),
+        ]);
+        Ok(vec![
+            (WEIGHTS, self.mlp.to_safetensors()?),
+            (ONNX, self.to_onnx()?),
+            (
+                MLMODEL,
+                qanat_train::onnx::mlmodel(&self.spec.preprocessing, &info).into_bytes(),
+            ),
+            // Last: a package with a signature is complete.
+            (SPEC, spec),
+        ])
     }
 
     /// The same model with [`NativeMlp::quantize_dynamic`] applied.

@@ -49,6 +49,20 @@ fn tensors<B: Backend>(model: &Mlp<B>) -> Result<Vec<Named>> {
     Ok(out)
 }
 
+/// Each layer's weight (`[out, in]`) and bias, as plain values.
+pub fn dense<B: Backend>(model: &Mlp<B>) -> Result<Vec<(Vec<f32>, Vec<f32>)>> {
+    let mut out: Vec<(Vec<f32>, Vec<f32>)> = Vec::new();
+    for t in tensors(model)? {
+        if t.name.ends_with(".weight") {
+            // A zero bias until the layer's own (if it has one) follows.
+            out.push((t.data, vec![0.0; t.shape[0]]));
+        } else if let Some(last) = out.last_mut() {
+            last.1 = t.data;
+        }
+    }
+    Ok(out)
+}
+
 /// The model's weights in the safetensors format.
 pub fn safetensors<B: Backend>(model: &Mlp<B>) -> Result<Vec<u8>> {
     let ts = tensors(model)?;

@@ -6,13 +6,16 @@
 //! In the graph: numeric values are imputed with the training mean, standardized in
 //! double precision (as the trainer does) and cast to float, with a 0/1 indicator
 //! column where the trainer added one; text values go through `ai.onnx.ml`'s
-//! `LabelEncoder` to a category index and a one-hot row. Then `Gemm` and `Relu` per
-//! layer. Outputs: `output` (the raw model output the trainer computes), and
+//! `CategoryMapper` to a category index and a one-hot row. Then `Gemm` and `Relu` per
+//! layer (an int8 layer: `DynamicQuantizeLinear`, `MatMulInteger` and its scales). Outputs: `output` (the raw model output the trainer computes), and
 //! `probability` (binary: sigmoid of the logit), `probabilities` (softmax over the
 //! classes) or `prediction` (regression: de-standardized).
 //!
 //! Written with a small protobuf encoder of our own for the few ONNX messages used
 //! (field numbers from onnx.proto): IR version 8, opset 13 and `ai.onnx.ml` 2.
+//!
+//! [`mlmodel`] writes the `MLmodel` file beside it, so that the `mlflow` client loads
+//! the directory with its `onnx` and `python_function` flavors.
 
 use burn::tensor::backend::Backend;
 
@@ -22,6 +25,7 @@ use crate::{Error, Result};
 
 /// ONNX's tensor element types (TensorProto.DataType).
 const FLOAT: i64 = 1;
+const INT8: i64 = 3;
 const INT64: i64 = 7;
 const STRING: i64 = 8;
 const DOUBLE: i64 = 11;
@@ -142,6 +146,19 @@ impl Graph {
         self.nodes.push(m);
     }
 
+    /// A node of the default domain with several outputs.
+    fn node_n(&mut self, op: &str, inputs: &[&str], outputs: &[&str]) {
+        let mut m = Msg::default();
+        for i in inputs {
+            m.str(1, i);
+        }
+        for o in outputs {
+            m.str(2, o);
+        }
+        m.str(3, &format!("{op}_{}", self.nodes.len())).str(4, op);
+        self.nodes.push(m);
+    }
+
     /// A constant tensor of `elem` with `dims` and little-endian `raw` bytes.
     fn constant(&mut self, name: &str, elem: i64, dims: &[usize], raw: Vec<u8>) {
         let mut t = Msg::default();
@@ -162,9 +179,288 @@ impl Graph {
     }
 }
 
+/// A dense layer as the graph holds it.
+#[derive(Debug, Clone, Copy)]
+pub struct Dense<'a> {
+    pub inputs: usize,
+    pub outputs: usize,
+    pub weight: Weight<'a>,
+    /// `outputs` values.
+    pub bias: &'a [f32],
+}
+
+/// A dense layer's weight, `[out, in]` (PyTorch's `nn.Linear` layout).
+#[derive(Debug, Clone, Copy)]
+pub enum Weight<'a> {
+    F32(&'a [f32]),
+    /// `w ≈ q · scale[out]`: in the graph, the activations are quantized per tensor at
+    /// run time (`DynamicQuantizeLinear`), multiplied in integers (`MatMulInteger`) and
+    /// scaled back, as onnxruntime's own dynamic quantization writes it.
+    Int8 {
+        q: &'a [i8],
+        scale: &'a [f32],
+    },
+}
+
 /// The model and its preprocessing as an ONNX model's bytes.
 pub fn onnx<B: Backend>(model: &Mlp<B>, prep: &Preprocessing) -> Result<Vec<u8>> {
+    let layers = crate::export::dense(model)?;
+    let dense: Vec<Dense<'_>> = layers
+        .iter()
+        .map(|(w, b)| Dense {
+            inputs: w.len() / b.len().max(1),
+            outputs: b.len(),
+            weight: Weight::F32(w),
+            bias: b,
+        })
+        .collect();
+    graph(&dense, prep)
+}
+
+/// Dense `layers` (ReLU between them) after `prep`'s preprocessing as an ONNX model's
+/// bytes: what the trainer exports, and what optimization writes for a model it
+/// changed.
+pub fn graph(layers: &[Dense<'_>], prep: &Preprocessing) -> Result<Vec<u8>> {
+    check_layers(layers, prep)?;
     let mut g = Graph::default();
+    let columns = preprocessing(&mut g, prep);
+    let refs: Vec<&str> = columns.iter().map(String::as_str).collect();
+    g.node("Concat", "", &refs, "features", &[Attr::Int("axis", 1)]);
+
+    let last = layers.len() - 1;
+    let mut x = "features".to_string();
+    for (i, layer) in layers.iter().enumerate() {
+        let out = if i == last {
+            "output".to_string()
+        } else {
+            format!("layer{i}")
+        };
+        dense(&mut g, i, layer, &x, &out);
+        if i < last {
+            g.node("Relu", "", &[&out], &format!("{out}_relu"), &[]);
+            x = format!("{out}_relu");
+        }
+    }
+    let k = prep.target.outputs();
+    g.outputs.push(value_info("output", FLOAT, k));
+    match &prep.target {
+        Target::Classification { classes, .. } if classes.len() == 2 => {
+            g.node("Sigmoid", "", &["output"], "probability", &[]);
+            g.outputs.push(value_info("probability", FLOAT, 1));
+        }
+        Target::Classification { .. } => {
+            g.node(
+                "Softmax",
+                "",
+                &["output"],
+                "probabilities",
+                &[Attr::Int("axis", 1)],
+            );
+            g.outputs.push(value_info("probabilities", FLOAT, k));
+        }
+        Target::Regression { mean, std, .. } => {
+            g.floats("target_std", &[1], &[*std as f32]);
+            g.floats("target_mean", &[1], &[*mean as f32]);
+            g.node("Mul", "", &["output", "target_std"], "scaled", &[]);
+            g.node("Add", "", &["scaled", "target_mean"], "prediction", &[]);
+            g.outputs.push(value_info("prediction", FLOAT, 1));
+        }
+    }
+
+    let mut graph = Msg::default();
+    for n in &g.nodes {
+        graph.msg(1, n);
+    }
+    graph.str(2, "qanat_mlp");
+    for t in &g.initializers {
+        graph.msg(5, t);
+    }
+    for v in &g.inputs {
+        graph.msg(11, v);
+    }
+    for v in &g.outputs {
+        graph.msg(12, v);
+    }
+    let mut model_proto = Msg::default();
+    model_proto
+        .int(1, 8)
+        .str(2, "qanat")
+        .str(3, env!("CARGO_PKG_VERSION"))
+        .msg(7, &graph);
+    for (domain, version) in [("", 13), ("ai.onnx.ml", 2)] {
+        let mut opset = Msg::default();
+        opset.str(1, domain).int(2, version);
+        model_proto.msg(8, &opset);
+    }
+    Ok(model_proto.0)
+}
+
+/// What the `MLmodel` file records besides the signature.
+#[derive(Debug, Clone, Default)]
+pub struct MlModelInfo {
+    /// The run whose artifacts hold the model.
+    pub run_id: String,
+    /// The artifact path under the run (`model`).
+    pub artifact_path: String,
+    /// RFC 3339, UTC.
+    pub created: String,
+    /// Free-form `metadata` (the runtime and precision the model is made for).
+    pub metadata: Vec<(String, String)>,
+}
+
+/// The `MLmodel` file for the ONNX graph [`graph`] writes for `prep` (YAML): the `onnx`
+/// flavor and `python_function` through `mlflow.onnx`, with a tensor signature, since
+/// the graph takes one `[N, 1]` tensor per column (MLflow's pyfunc feeds each column of
+/// a DataFrame to the input of its name).
+pub fn mlmodel(prep: &Preprocessing, info: &MlModelInfo) -> String {
+    use serde_json::json;
+    let q = |s: &str| serde_json::Value::from(s).to_string();
+    let tensor = |name: &str, dtype: &str, width: usize| json!({"type": "tensor", "tensor-spec": {"dtype": dtype, "shape": [-1, width]}, "name": name});
+    let inputs: Vec<_> = prep
+        .features
+        .iter()
+        .map(|f| match f {
+            Feature::Numeric { name, .. } => tensor(name, "float64", 1),
+            Feature::Categorical { name, .. } => tensor(name, "object", 1),
+        })
+        .collect();
+    let k = prep.target.outputs();
+    let mut outputs = vec![tensor("output", "float32", k)];
+    outputs.push(match &prep.target {
+        Target::Classification { classes, .. } if classes.len() == 2 => {
+            tensor("probability", "float32", 1)
+        }
+        Target::Classification { .. } => tensor("probabilities", "float32", k),
+        Target::Regression { .. } => tensor("prediction", "float32", 1),
+    });
+    let mut y = String::new();
+    y.push_str(&format!("artifact_path: {}\n", q(&info.artifact_path)));
+    y.push_str("flavors:\n  onnx:\n    code: null\n    data: model.onnx\n");
+    y.push_str(&format!("    onnx_version: {}\n", q(ONNX_VERSION)));
+    y.push_str("    providers: [CPUExecutionProvider]\n");
+    y.push_str("  python_function:\n    data: model.onnx\n    loader_module: mlflow.onnx\n");
+    if !info.metadata.is_empty() {
+        y.push_str("metadata:\n");
+        for (k, v) in &info.metadata {
+            y.push_str(&format!("  {}: {}\n", q(k), q(v)));
+        }
+    }
+    y.push_str(&format!("run_id: {}\n", q(&info.run_id)));
+    y.push_str("saved_input_example_info:\n  artifact_path: input_example.json\n");
+    y.push_str("  pandas_orient: split\n  type: dataframe\n");
+    y.push_str("signature:\n");
+    y.push_str(&format!("  inputs: {}\n", q(&json!(inputs).to_string())));
+    y.push_str(&format!("  outputs: {}\n", q(&json!(outputs).to_string())));
+    y.push_str("  params: null\n");
+    y.push_str(&format!("utc_time_created: {}\n", q(&info.created)));
+    y
+}
+
+/// The ONNX release whose IR and opsets the graph uses (IR 8, opset 13 are 1.10's).
+const ONNX_VERSION: &str = "1.10.0";
+
+/// The layers must chain from the preprocessed width to the target's outputs.
+fn check_layers(layers: &[Dense<'_>], prep: &Preprocessing) -> Result<()> {
+    let mut width = prep.width();
+    for (i, l) in layers.iter().enumerate() {
+        let weights = match l.weight {
+            Weight::F32(w) => w.len(),
+            Weight::Int8 { q, scale } => {
+                if scale.len() != l.outputs {
+                    return Err(Error::invalid(format!(
+                        "layer {i} has {} scales for {} outputs",
+                        scale.len(),
+                        l.outputs
+                    )));
+                }
+                q.len()
+            }
+        };
+        if l.inputs != width || weights != l.inputs * l.outputs || l.bias.len() != l.outputs {
+            return Err(Error::invalid(format!(
+                "layer {i} is [{}, {}] with {weights} weights and {} biases; the layer \
+                 before gives {width} values",
+                l.outputs,
+                l.inputs,
+                l.bias.len()
+            )));
+        }
+        width = l.outputs;
+    }
+    if layers.is_empty() || width != prep.target.outputs() {
+        return Err(Error::invalid(format!(
+            "the layers end with {width} outputs; the target needs {}",
+            prep.target.outputs()
+        )));
+    }
+    Ok(())
+}
+
+/// `x · Wᵀ + b` into `out`: a `Gemm` for a float layer; for an int8 one, the
+/// activations quantized at run time, an integer matmul and the two scales.
+fn dense(g: &mut Graph, i: usize, l: &Dense<'_>, x: &str, out: &str) {
+    let p = format!("layers.{i}");
+    g.floats(&format!("{p}.bias"), &[l.outputs], l.bias);
+    match l.weight {
+        Weight::F32(w) => {
+            g.floats(&format!("{p}.weight"), &[l.outputs, l.inputs], w);
+            g.node(
+                "Gemm",
+                "",
+                &[x, &format!("{p}.weight"), &format!("{p}.bias")],
+                out,
+                &[Attr::Int("transB", 1)],
+            );
+        }
+        Weight::Int8 { q, scale } => {
+            // MatMulInteger multiplies [N, in] by [in, out].
+            let mut t = vec![0u8; q.len()];
+            for o in 0..l.outputs {
+                for k in 0..l.inputs {
+                    t[k * l.outputs + o] = q[o * l.inputs + k] as u8;
+                }
+            }
+            g.constant(&format!("{p}.weight"), INT8, &[l.inputs, l.outputs], t);
+            g.floats(&format!("{p}.weight_scale"), &[l.outputs], scale);
+            let n = |s: &str| format!("{p}.{s}");
+            g.node_n(
+                "DynamicQuantizeLinear",
+                &[x],
+                &[&n("x_q"), &n("x_scale"), &n("x_zero")],
+            );
+            g.node_n(
+                "MatMulInteger",
+                &[&n("x_q"), &n("weight"), &n("x_zero")],
+                &[&n("acc")],
+            );
+            g.node(
+                "Cast",
+                "",
+                &[&n("acc")],
+                &n("acc_f"),
+                &[Attr::Int("to", FLOAT)],
+            );
+            g.node(
+                "Mul",
+                "",
+                &[&n("acc_f"), &n("x_scale")],
+                &n("x_scaled"),
+                &[],
+            );
+            g.node(
+                "Mul",
+                "",
+                &[&n("x_scaled"), &n("weight_scale")],
+                &n("scaled"),
+                &[],
+            );
+            g.node("Add", "", &[&n("scaled"), &n("bias")], out, &[]);
+        }
+    }
+}
+
+/// The preprocessing as nodes from the raw inputs; the encoded columns' names.
+fn preprocessing(g: &mut Graph, prep: &Preprocessing) -> Vec<String> {
     let mut columns = Vec::new();
     for (i, f) in prep.features.iter().enumerate() {
         match f {
@@ -223,13 +519,13 @@ pub fn onnx<B: Backend>(model: &Mlp<B>, prep: &Preprocessing) -> Result<Vec<u8>>
                 g.inputs.push(value_info(name, STRING, 1));
                 let p = format!("f{i}");
                 g.node(
-                    "LabelEncoder",
+                    "CategoryMapper",
                     "ai.onnx.ml",
                     &[name],
                     &format!("{p}_index"),
                     &[
-                        Attr::Strings("keys_strings", categories.clone()),
-                        Attr::Ints("values_int64s", (0..categories.len() as i64).collect()),
+                        Attr::Strings("cats_strings", categories.clone()),
+                        Attr::Ints("cats_int64s", (0..categories.len() as i64).collect()),
                         Attr::Int("default_int64", categories.len() as i64),
                     ],
                 );
@@ -260,97 +556,7 @@ pub fn onnx<B: Backend>(model: &Mlp<B>, prep: &Preprocessing) -> Result<Vec<u8>>
             }
         }
     }
-    let refs: Vec<&str> = columns.iter().map(String::as_str).collect();
-    g.node("Concat", "", &refs, "features", &[Attr::Int("axis", 1)]);
-
-    let read = |d: burn::tensor::TensorData| {
-        d.to_vec::<f32>()
-            .map_err(|e| Error::internal(format!("reading weights: {e:?}")))
-    };
-    let last = model.layers.len().saturating_sub(1);
-    let mut x = "features".to_string();
-    for (i, layer) in model.layers.iter().enumerate() {
-        let w = layer.weight.val();
-        let [d_in, d_out] = w.dims();
-        // burn's [in, out] is Gemm's B without transB.
-        g.floats(
-            &format!("layers.{i}.weight"),
-            &[d_in, d_out],
-            &read(w.into_data())?,
-        );
-        let mut inputs = vec![x.clone(), format!("layers.{i}.weight")];
-        if let Some(b) = &layer.bias {
-            g.floats(
-                &format!("layers.{i}.bias"),
-                &[d_out],
-                &read(b.val().into_data())?,
-            );
-            inputs.push(format!("layers.{i}.bias"));
-        }
-        let out = if i == last {
-            "output".to_string()
-        } else {
-            format!("layer{i}")
-        };
-        let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
-        g.node("Gemm", "", &refs, &out, &[]);
-        if i < last {
-            g.node("Relu", "", &[&out], &format!("{out}_relu"), &[]);
-            x = format!("{out}_relu");
-        }
-    }
-    let k = prep.target.outputs();
-    g.outputs.push(value_info("output", FLOAT, k));
-    match &prep.target {
-        Target::Classification { classes, .. } if classes.len() == 2 => {
-            g.node("Sigmoid", "", &["output"], "probability", &[]);
-            g.outputs.push(value_info("probability", FLOAT, 1));
-        }
-        Target::Classification { .. } => {
-            g.node(
-                "Softmax",
-                "",
-                &["output"],
-                "probabilities",
-                &[Attr::Int("axis", 1)],
-            );
-            g.outputs.push(value_info("probabilities", FLOAT, k));
-        }
-        Target::Regression { mean, std, .. } => {
-            g.floats("target_std", &[1], &[*std as f32]);
-            g.floats("target_mean", &[1], &[*mean as f32]);
-            g.node("Mul", "", &["output", "target_std"], "scaled", &[]);
-            g.node("Add", "", &["scaled", "target_mean"], "prediction", &[]);
-            g.outputs.push(value_info("prediction", FLOAT, 1));
-        }
-    }
-
-    let mut graph = Msg::default();
-    for n in &g.nodes {
-        graph.msg(1, n);
-    }
-    graph.str(2, "qanat_mlp");
-    for t in &g.initializers {
-        graph.msg(5, t);
-    }
-    for v in &g.inputs {
-        graph.msg(11, v);
-    }
-    for v in &g.outputs {
-        graph.msg(12, v);
-    }
-    let mut model_proto = Msg::default();
-    model_proto
-        .int(1, 8)
-        .str(2, "qanat")
-        .str(3, env!("CARGO_PKG_VERSION"))
-        .msg(7, &graph);
-    for (domain, version) in [("", 13), ("ai.onnx.ml", 2)] {
-        let mut opset = Msg::default();
-        opset.str(1, domain).int(2, version);
-        model_proto.msg(8, &opset);
-    }
-    Ok(model_proto.0)
+    columns
 }
 
 #[cfg(test)]

@@ -110,6 +110,19 @@ impl Layer {
         &self.bias
     }
 
+    /// An int8 layer's `[out, in]` values and per-output scales (`None` for f32).
+    pub fn int8(&self) -> Option<(Vec<i8>, &[f32])> {
+        match &self.weights {
+            Weights::F32(_) => None,
+            Weights::Int8 { q, kp, scale } => Some((
+                (0..self.d_out)
+                    .flat_map(|o| q[o * kp..o * kp + self.d_in].iter().copied())
+                    .collect(),
+                scale,
+            )),
+        }
+    }
+
     /// This layer with its weight quantized to int8, one symmetric scale per output
     /// channel (`max |w[o, :]| / 127`).
     pub fn quantized(&self) -> Layer {

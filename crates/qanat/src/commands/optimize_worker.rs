@@ -177,23 +177,20 @@ pub async fn run() -> Result<()> {
             report.verdict
         );
     }
-    let model = optimized;
-    let weights = model.mlp().to_safetensors()?;
-    let spec = serde_json::to_vec_pretty(model.spec())?;
-    client
-        .upload_artifact(&project, &root, "model/weights.safetensors", weights)
-        .await
-        .context("storing the optimized weights")?;
+    let info = super::train_worker::mlmodel_info(&run_id);
     for (file, bytes) in examples {
         client
             .upload_artifact(&project, &root, &format!("model/{file}"), bytes)
             .await
             .with_context(|| format!("storing {file}"))?;
     }
-    client
-        .upload_artifact(&project, &root, "model/spec.json", spec)
-        .await
-        .context("storing the optimized model's spec")?;
+    // spec.json comes last in `files`: a package with a signature is complete.
+    for (file, bytes) in optimized.files(&info)? {
+        client
+            .upload_artifact(&project, &root, &format!("model/{file}"), bytes)
+            .await
+            .with_context(|| format!("storing the optimized model's {file}"))?;
+    }
     let name = p.register.clone().unwrap_or_else(|| version.name.clone());
     let v = client
         .register_version(

@@ -232,6 +232,20 @@ pub async fn run() -> Result<()> {
         .upload_artifact(&project, &root, "model/model.onnx", onnx)
         .await
         .context("storing the model as ONNX")?;
+    let mut info = mlmodel_info(&run_id);
+    info.metadata.extend([
+        ("qanat.runtime".to_string(), "native".to_string()),
+        ("qanat.precision".to_string(), "f32".to_string()),
+    ]);
+    client
+        .upload_artifact(
+            &project,
+            &root,
+            "model/MLmodel",
+            qanat_train::onnx::mlmodel(&trained.prep, &info).into_bytes(),
+        )
+        .await
+        .context("storing the model's MLmodel file")?;
     for (name, v) in [
         ("model/input_example.json", input),
         ("model/output_example.json", output),
@@ -285,4 +299,17 @@ pub async fn run() -> Result<()> {
         println!("registered model '{name}' version {v}");
     }
     Ok(())
+}
+
+/// What the `MLmodel` file of a model stored under run `run_id`'s `model/` records.
+pub(crate) fn mlmodel_info(run_id: &str) -> qanat_train::onnx::MlModelInfo {
+    qanat_train::onnx::MlModelInfo {
+        run_id: run_id.to_string(),
+        artifact_path: "model".to_string(),
+        // As MLflow writes it (Python's str of a UTC datetime).
+        created: chrono::Utc::now()
+            .format("%Y-%m-%d %H:%M:%S%.6f")
+            .to_string(),
+        metadata: Vec::new(),
+    }
 }
