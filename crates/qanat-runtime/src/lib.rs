@@ -5,6 +5,8 @@
 //!   preprocessing in `spec.json`, optionally `model.onnx` — read and written whole.
 //! - [`native`]: Qanat's own forward pass for its linear and MLP models, with f32 and
 //!   int8 kernels chosen for the CPU at run time.
+//! - [`onnx`]: any ONNX model on `tract` (pure Rust, the default for ONNX) or on
+//!   `onnxruntime` (loaded at run time when a library is configured or found).
 //! - [`Runtime`]: the one trait every runtime implements (a table in, the model's raw
 //!   outputs out), and [`evaluate`]: the quality of those outputs against the target.
 //! - [`optimize`]: a method applied to a model, both measured on a holdout, and a gate
@@ -27,6 +29,7 @@
 pub mod evaluate;
 pub mod kind;
 pub mod native;
+pub mod onnx;
 pub mod optimize;
 pub mod package;
 #[cfg(test)]
@@ -54,6 +57,10 @@ pub enum Error {
     /// A fault of the runtime itself.
     #[error("{0}")]
     Internal(String),
+    /// The runtime cannot run here (no onnxruntime library); the message says how to
+    /// make it available.
+    #[error("{0}")]
+    Unavailable(String),
     /// Preprocessing (shared with the trainer) refused the input.
     #[error(transparent)]
     Train(#[from] qanat_train::Error),
@@ -81,6 +88,7 @@ impl qanat_core::DomainError for Error {
         use qanat_core::ErrorKind as K;
         match self {
             Error::Invalid(_) => K::Invalid,
+            Error::Unavailable(_) => K::Unavailable,
             Error::Io { .. } | Error::Internal(_) => K::Internal,
             Error::Train(qanat_train::Error::Invalid(_)) => K::Invalid,
             Error::Train(_) => K::Internal,

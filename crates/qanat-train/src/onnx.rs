@@ -25,7 +25,7 @@ use crate::{Error, Result};
 
 /// ONNX's tensor element types (TensorProto.DataType).
 const FLOAT: i64 = 1;
-const INT8: i64 = 3;
+const UINT8: i64 = 2;
 const INT64: i64 = 7;
 const STRING: i64 = 8;
 const DOUBLE: i64 = 11;
@@ -413,14 +413,17 @@ fn dense(g: &mut Graph, i: usize, l: &Dense<'_>, x: &str, out: &str) {
             );
         }
         Weight::Int8 { q, scale } => {
-            // MatMulInteger multiplies [N, in] by [in, out].
+            // MatMulInteger multiplies [N, in] by [in, out]. The weights go in as
+            // uint8 with zero point 128 (q + 128, exact): onnxruntime's u8×s8 kernels
+            // on AVX2 without VNNI add products pairwise in int16 and saturate.
             let mut t = vec![0u8; q.len()];
             for o in 0..l.outputs {
                 for k in 0..l.inputs {
-                    t[k * l.outputs + o] = q[o * l.inputs + k] as u8;
+                    t[k * l.outputs + o] = (i16::from(q[o * l.inputs + k]) + 128) as u8;
                 }
             }
-            g.constant(&format!("{p}.weight"), INT8, &[l.inputs, l.outputs], t);
+            g.constant(&format!("{p}.weight"), UINT8, &[l.inputs, l.outputs], t);
+            g.constant(&format!("{p}.weight_zero"), UINT8, &[], vec![128]);
             g.floats(&format!("{p}.weight_scale"), &[l.outputs], scale);
             let n = |s: &str| format!("{p}.{s}");
             g.node_n(
@@ -430,7 +433,7 @@ fn dense(g: &mut Graph, i: usize, l: &Dense<'_>, x: &str, out: &str) {
             );
             g.node_n(
                 "MatMulInteger",
-                &[&n("x_q"), &n("weight"), &n("x_zero")],
+                &[&n("x_q"), &n("weight"), &n("x_zero"), &n("weight_zero")],
                 &[&n("acc")],
             );
             g.node(
@@ -474,11 +477,13 @@ fn preprocessing(g: &mut Graph, prep: &Preprocessing) -> Vec<String> {
                 let p = format!("f{i}");
                 g.double(&format!("{p}_mean"), *mean);
                 g.double(&format!("{p}_std"), *std);
-                g.node("IsNaN", "", &[name], &format!("{p}_nan"), &[]);
+                // x == x is false only for NaN (IsNaN's output type is not inferred
+                // by every runtime).
+                g.node("Equal", "", &[name, name], &format!("{p}_present"), &[]);
                 g.node(
                     "Where",
                     "",
-                    &[&format!("{p}_nan"), &format!("{p}_mean"), name],
+                    &[&format!("{p}_present"), name, &format!("{p}_mean")],
                     &format!("{p}_filled"),
                     &[],
                 );
@@ -505,6 +510,13 @@ fn preprocessing(g: &mut Graph, prep: &Preprocessing) -> Vec<String> {
                 );
                 columns.push(format!("{p}_col"));
                 if *indicator {
+                    g.node(
+                        "Not",
+                        "",
+                        &[&format!("{p}_present")],
+                        &format!("{p}_nan"),
+                        &[],
+                    );
                     g.node(
                         "Cast",
                         "",

@@ -1,0 +1,219 @@
+//! The `onnxruntime` runtime: Microsoft's ONNX Runtime through the `ort` crate, loaded
+//! at run time from a `libonnxruntime.so` (1.20 or newer) — the one the PyPI
+//! `onnxruntime` wheel ships does. Nothing is linked or downloaded at build time: with
+//! no library the runtime is unavailable, with a message that says how to configure
+//! one, and the process goes on.
+//!
+//! Where the library is looked for, first found wins: the path given to [`configure`],
+//! `QANAT_RUNTIME_ONNXRUNTIME_LIB` (a path), ort's own `ORT_DYLIB_PATH`, `LD_LIBRARY_PATH` and the system library
+//! folders, then the `onnxruntime` package of the active Python virtual environment
+//! (`VIRTUAL_ENV`).
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use ort::session::Session;
+use ort::value::{DynValue, Tensor};
+use qanat_train::Table;
+
+use super::{columns, Column, OnnxGraph};
+use crate::{Error, Result, Runtime};
+
+/// The variable that names the library.
+pub const LIB_VAR: &str = "QANAT_RUNTIME_ONNXRUNTIME_LIB";
+
+static CONFIGURED: OnceLock<PathBuf> = OnceLock::new();
+
+/// Names the library to use, before the first model is loaded (a process loads one
+/// library once; later calls change nothing).
+pub fn configure(path: &Path) {
+    let _ = CONFIGURED.set(path.to_path_buf());
+}
+
+fn candidates() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = CONFIGURED.get().cloned().into_iter().collect();
+    for var in [LIB_VAR, "ORT_DYLIB_PATH"] {
+        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            out.push(PathBuf::from(v));
+        }
+    }
+    let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH")
+        .map(|v| std::env::split_paths(&v).collect())
+        .unwrap_or_default();
+    dirs.extend(
+        [
+            "/usr/local/lib",
+            "/usr/lib",
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/lib/aarch64-linux-gnu",
+        ]
+        .map(PathBuf::from),
+    );
+    if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
+        let lib = Path::new(&venv).join("lib");
+        for py in std::fs::read_dir(&lib).into_iter().flatten().flatten() {
+            dirs.push(py.path().join("site-packages/onnxruntime/capi"));
+        }
+    }
+    for d in dirs {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    n == "libonnxruntime.so" || n.starts_with("libonnxruntime.so.")
+                })
+            })
+            .collect();
+        found.sort();
+        out.extend(found);
+    }
+    out
+}
+
+/// The library this process uses: found and loaded once; the reason when there is none
+/// or it cannot be used.
+pub fn library() -> Result<&'static Path> {
+    static LOADED: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
+    LOADED
+        .get_or_init(|| load(&candidates()))
+        .as_ref()
+        .map(PathBuf::as_path)
+        .map_err(|e| Error::Unavailable(e.clone()))
+}
+
+/// Loads the first of `candidates` that is a file.
+fn load(candidates: &[PathBuf]) -> std::result::Result<PathBuf, String> {
+    let Some(path) = candidates.iter().find(|p| p.is_file()) else {
+        return Err(format!(
+            "the onnxruntime runtime is unavailable: no libonnxruntime.so was found; set \
+             {LIB_VAR} to one (`pip install onnxruntime` ships it under \
+             site-packages/onnxruntime/capi/), or use the tract runtime"
+        ));
+    };
+    let shown = path.display().to_string();
+    // ort panics when the library cannot be loaded or is older than the API it speaks;
+    // that must not take the process down.
+    let loaded = std::panic::catch_unwind(|| ort::init_from(&shown).with_name("qanat").commit());
+    match loaded {
+        Ok(Ok(_)) => Ok(path.clone()),
+        Ok(Err(e)) => Err(format!("onnxruntime at {shown} failed to start: {e}")),
+        Err(panic) => Err(format!(
+            "onnxruntime at {shown} cannot be used (ONNX Runtime 1.20 or newer is needed): {}",
+            panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("the library failed to load")
+        )),
+    }
+}
+
+/// An ONNX model in an onnxruntime session.
+pub struct OrtModel {
+    graph: OnnxGraph,
+    session: Session,
+    width: usize,
+}
+
+impl std::fmt::Debug for OrtModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OrtModel")
+            .field("inputs", &self.graph.inputs)
+            .field("result", self.graph.result())
+            .finish()
+    }
+}
+
+impl OrtModel {
+    /// Loads the model in `bytes` for table inputs (see [`super`]) into a session that
+    /// uses `threads` threads for one call (0: onnxruntime's default).
+    pub fn load(bytes: &[u8], threads: usize) -> Result<OrtModel> {
+        library()?;
+        let graph = OnnxGraph::read(bytes)?;
+        graph.check_table_signature()?;
+        let width = graph.result().width().unwrap_or(1);
+        let mut builder = Session::builder().map_err(|e| Error::internal(e.to_string()))?;
+        if threads > 0 {
+            builder = builder
+                .with_intra_threads(threads)
+                .and_then(|b| b.with_inter_threads(1))
+                .map_err(|e| Error::internal(e.to_string()))?;
+        }
+        let session = builder
+            .commit_from_memory(bytes)
+            .map_err(|e| Error::invalid(format!("onnxruntime cannot load this ONNX model: {e}")))?;
+        Ok(OrtModel {
+            graph,
+            session,
+            width,
+        })
+    }
+
+    pub fn graph(&self) -> &OnnxGraph {
+        &self.graph
+    }
+}
+
+fn value(col: Column, rank1: bool) -> Result<DynValue> {
+    let n = match &col {
+        Column::F32(v) => v.len(),
+        Column::F64(v) => v.len(),
+        Column::I64(v) => v.len(),
+        Column::Str(v) => v.len(),
+    };
+    let shape: Vec<i64> = if rank1 {
+        vec![n as i64]
+    } else {
+        vec![n as i64, 1]
+    };
+    let v = match col {
+        Column::F32(v) => Tensor::from_array((shape, v)).map(Tensor::into_dyn),
+        Column::F64(v) => Tensor::from_array((shape, v)).map(Tensor::into_dyn),
+        Column::I64(v) => Tensor::from_array((shape, v)).map(Tensor::into_dyn),
+        Column::Str(v) => Tensor::from_string_array((shape, v)).map(Tensor::into_dyn),
+    };
+    v.map_err(|e| Error::internal(format!("building an input of {n} rows: {e}")))
+}
+
+impl Runtime for OrtModel {
+    fn name(&self) -> &'static str {
+        "onnxruntime"
+    }
+
+    fn outputs(&self) -> usize {
+        self.width
+    }
+
+    fn predict(&self, table: &Table) -> Result<Vec<f32>> {
+        let mut inputs: Vec<(String, DynValue)> = Vec::new();
+        for (port, col) in self.graph.inputs.iter().zip(columns(&self.graph, table)?) {
+            inputs.push((port.name.clone(), value(col, port.dims.len() == 1)?));
+        }
+        let out = self
+            .session
+            .run(inputs)
+            .map_err(|e| Error::invalid(format!("onnxruntime failed to run the model: {e}")))?;
+        let name = &self.graph.result().name;
+        let (_, v) = out[name.as_str()]
+            .try_extract_raw_tensor::<f32>()
+            .map_err(|e| Error::internal(format!("reading output '{name}': {e}")))?;
+        Ok(v.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_library_is_a_clear_refusal_not_a_crash() {
+        let e = load(&[PathBuf::from("/nonexistent/libonnxruntime.so")]).expect_err("none");
+        assert!(
+            e.contains("no libonnxruntime.so was found") && e.contains(LIB_VAR),
+            "{e}"
+        );
+    }
+}

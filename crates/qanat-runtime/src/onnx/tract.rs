@@ -1,0 +1,113 @@
+//! The `tract` runtime: any ONNX model, in pure Rust (sonos/tract), optimized once at
+//! load for the batch dimension left symbolic.
+
+use std::sync::Arc;
+
+use qanat_train::Table;
+use tract_onnx::prelude::*;
+
+use super::{columns, Column, OnnxGraph};
+use crate::{Error, Result, Runtime};
+
+/// An ONNX model loaded and optimized by tract.
+pub struct TractModel {
+    graph: OnnxGraph,
+    plan: Arc<TypedSimplePlan>,
+    width: usize,
+}
+
+impl std::fmt::Debug for TractModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TractModel")
+            .field("inputs", &self.graph.inputs)
+            .field("result", self.graph.result())
+            .finish()
+    }
+}
+
+fn refused(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::invalid(format!("tract cannot {what} this ONNX model: {e}"))
+}
+
+impl TractModel {
+    /// Loads the model in `bytes` for table inputs (see [`super`]), refusing a corrupt
+    /// file, an unsupported signature or an operator tract does not implement.
+    pub fn load(bytes: &[u8]) -> Result<TractModel> {
+        let graph = OnnxGraph::read(bytes)?;
+        graph.check_table_signature()?;
+        let result = graph.result().name.clone();
+        let width = graph.result().width().unwrap_or(1);
+        let mut model = tract_onnx::onnx()
+            .model_for_proto_model(&graph.proto)
+            .map_err(|e| refused("read", format!("{e:#}")))?;
+        model
+            .select_outputs_by_name([result.as_str()])
+            .map_err(|e| refused("select the output of", e))?;
+        let plan = model
+            .into_optimized()
+            .and_then(|m| m.into_runnable())
+            .map_err(|e| refused("plan", format!("{e:#}")))?;
+        Ok(TractModel { graph, plan, width })
+    }
+
+    pub fn graph(&self) -> &OnnxGraph {
+        &self.graph
+    }
+}
+
+fn tensor(col: Column) -> Result<Tensor> {
+    let n = match &col {
+        Column::F32(v) => v.len(),
+        Column::F64(v) => v.len(),
+        Column::I64(v) => v.len(),
+        Column::Str(v) => v.len(),
+    };
+    let shaped = |t: std::result::Result<Tensor, _>| -> Result<Tensor> {
+        t.map_err(|e: TractError| Error::internal(format!("building an input of {n} rows: {e}")))
+    };
+    match col {
+        Column::F32(v) => shaped(Tensor::from_shape(&[n, 1], &v)),
+        Column::F64(v) => shaped(Tensor::from_shape(&[n, 1], &v)),
+        Column::I64(v) => shaped(Tensor::from_shape(&[n, 1], &v)),
+        Column::Str(v) => tract_ndarray::Array2::from_shape_vec((n, 1), v)
+            .map(Tensor::from)
+            .map_err(|e| Error::internal(format!("building a text input of {n} rows: {e}"))),
+    }
+}
+
+impl Runtime for TractModel {
+    fn name(&self) -> &'static str {
+        "tract"
+    }
+
+    fn outputs(&self) -> usize {
+        self.width
+    }
+
+    fn predict(&self, table: &Table) -> Result<Vec<f32>> {
+        let mut inputs: TVec<TValue> = TVec::new();
+        for (port, col) in self.graph.inputs.iter().zip(columns(&self.graph, table)?) {
+            let mut t = tensor(col)?;
+            if port.dims.len() == 1 {
+                t = t
+                    .into_shape(&[table.rows()])
+                    .map_err(|e| Error::internal(e.to_string()))?;
+            }
+            inputs.push(t.into());
+        }
+        let out = self
+            .plan
+            .run(inputs)
+            .map_err(|e| Error::invalid(format!("tract failed to run the model: {e:#}")))?;
+        let first = out
+            .first()
+            .ok_or_else(|| Error::internal("tract returned no output"))?;
+        let v = first
+            .cast_to::<f32>()
+            .map_err(|e| Error::internal(format!("reading the output: {e}")))?;
+        let v = v
+            .to_plain_array_view::<f32>()
+            .map_err(|e| Error::internal(format!("reading the output: {e}")))?;
+        Ok(v.iter().copied().collect())
+    }
+}

@@ -1,0 +1,201 @@
+//! The three runtimes on the same models: the native kernels, tract and onnxruntime give
+//! the same outputs for the trainer's ONNX export (f32) and for the int8 model's ONNX
+//! graph; corrupt and unsupported ONNX files are refused with the reason.
+//!
+//! onnxruntime needs its library: `QANAT_TEST_ONNXRUNTIME_LIB` names it (.ci/run
+//! installs PyPI's `onnxruntime` and sets it); without it, on a developer's machine,
+//! the onnxruntime half is skipped with a note.
+
+use std::path::Path;
+
+use qanat_runtime::onnx::onnxruntime::{self, OrtModel};
+use qanat_runtime::onnx::tract::TractModel;
+use qanat_runtime::onnx::OnnxGraph;
+use qanat_runtime::package::NativeModel;
+use qanat_runtime::{Runtime, INT8_TOLERANCE};
+use qanat_train::{train_table, Table, TrainConfig, Trained};
+use serde_json::json;
+
+/// 400 rows: two numeric columns with gaps, a text column with gaps and an unseen-at-
+/// training value risk, and a 3-class label depending on all three.
+fn mixed(dir: &Path) -> Table {
+    let mut csv = String::from("x1,x2,colour,label\n");
+    let mut s = 17u64;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 11) as f64 / (1u64 << 53) as f64
+    };
+    for i in 0..400 {
+        let (x1, x2) = (next() * 4.0 - 2.0, next() * 10.0 - 3.0);
+        let colour = ["red", "green", "blue", ""][i % 4];
+        let score = x1 + 0.3 * x2 + [1.0, -1.0, 0.0, 0.5][i % 4];
+        let label = if score < 0.0 {
+            "low"
+        } else if score < 1.5 {
+            "mid"
+        } else {
+            "high"
+        };
+        let cell = |v: f64, gap: bool| {
+            if gap {
+                String::new()
+            } else {
+                format!("{v:.5}")
+            }
+        };
+        csv.push_str(&format!(
+            "{},{},{colour},{label}\n",
+            cell(x1, i % 11 == 0),
+            cell(x2, i % 13 == 0)
+        ));
+    }
+    let path = dir.join("mixed.csv");
+    std::fs::write(&path, csv).expect("write");
+    Table::read_file(&path).expect("table")
+}
+
+fn train(table: &Table, hidden: &[usize]) -> (Trained, NativeModel, Vec<u8>) {
+    let c = TrainConfig::from_value(
+        json!({"target": "label", "model": "mlp", "hidden": hidden, "epochs": 30, "seed": 3}),
+    )
+    .expect("config");
+    let t = train_table(table, &c, None, |_| Ok(())).expect("trained");
+    let m = &t.fitted.model;
+    let native = NativeModel::from_bytes(
+        &serde_json::to_vec(&qanat_train::export::spec(m, &t.prep)).expect("spec"),
+        &qanat_train::export::safetensors(m).expect("weights"),
+    )
+    .expect("native");
+    let onnx = qanat_train::onnx::onnx(m, &t.prep).expect("onnx");
+    (t, native, onnx)
+}
+
+fn ort(bytes: &[u8]) -> Option<OrtModel> {
+    let lib = qanat_store::testing::service_var("QANAT_TEST_ONNXRUNTIME_LIB")?;
+    onnxruntime::configure(Path::new(&lib));
+    Some(OrtModel::load(bytes, 1).expect("onnxruntime loads the model"))
+}
+
+/// The largest difference, as a share of 1 + |reference|.
+fn worst(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs() / (1.0 + y.abs()))
+        .fold(0.0, f32::max)
+}
+
+#[test]
+fn native_tract_and_onnxruntime_agree_on_the_trainers_onnx_export() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let table = mixed(dir.path());
+    let (_, native, onnx) = train(&table, &[32, 16]);
+    let want = native.predict(&table).expect("native");
+    let tract = TractModel::load(&onnx).expect("tract loads the export");
+    assert_eq!((tract.name(), tract.outputs()), ("tract", 3));
+    let got = tract.predict(&table).expect("tract runs");
+    eprintln!("tract vs native: {:.2e}", worst(&got, &want));
+    assert!(worst(&got, &want) <= 1e-4);
+    if let Some(ort) = ort(&onnx) {
+        let got = ort.predict(&table).expect("onnxruntime runs");
+        eprintln!("onnxruntime vs native: {:.2e}", worst(&got, &want));
+        assert!(worst(&got, &want) <= 1e-4);
+    }
+}
+
+#[test]
+fn the_int8_graph_runs_on_tract_and_onnxruntime_within_the_stated_error() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let table = mixed(dir.path());
+    let (_, f32_model, _) = train(&table, &[64, 32]);
+    let int8 = f32_model.quantize_dynamic().expect("int8");
+    let onnx = int8.to_onnx().expect("int8 graph");
+    let ops: Vec<String> = OnnxGraph::read(&onnx)
+        .expect("reads")
+        .proto
+        .graph
+        .expect("graph")
+        .node
+        .iter()
+        .map(|n| n.op_type.clone())
+        .collect();
+    assert!(ops.iter().any(|o| o == "MatMulInteger"), "{ops:?}");
+
+    let f32_out = f32_model.predict(&table).expect("f32");
+    let scale = f32_out.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let within = |name: &str, got: &[f32]| {
+        let d = got
+            .iter()
+            .zip(&f32_out)
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        eprintln!("{name} int8 vs f32: {d:.4} of {scale:.3}");
+        assert!(
+            d <= INT8_TOLERANCE * scale,
+            "{name}: {d} > {INT8_TOLERANCE} × {scale}"
+        );
+    };
+    within("native", &int8.predict(&table).expect("native int8"));
+    let tract = TractModel::load(&onnx).expect("tract loads the int8 graph");
+    let t = tract.predict(&table).expect("tract int8");
+    within("tract", &t);
+    if let Some(ort) = ort(&onnx) {
+        let o = ort.predict(&table).expect("onnxruntime int8");
+        within("onnxruntime", &o);
+        // The same quantization arithmetic: the two agree far more closely.
+        eprintln!("tract vs onnxruntime int8: {:.2e}", worst(&t, &o));
+        assert!(worst(&t, &o) <= 1e-3);
+    }
+}
+
+#[test]
+fn corrupt_and_unsupported_onnx_files_are_refused_with_the_reason() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let table = mixed(dir.path());
+    let (_, _, onnx) = train(&table, &[8]);
+    let err = |r: qanat_runtime::Result<TractModel>| r.expect_err("refused").to_string();
+
+    let e = err(TractModel::load(b"definitely not a protobuf \xff\xff\xff"));
+    assert!(e.contains("not an ONNX model"), "{e}");
+    let e = err(TractModel::load(&onnx[..onnx.len() / 2]));
+    assert!(e.contains("not an ONNX model"), "{e}");
+    let e = err(TractModel::load(&[]));
+    assert!(
+        e.contains("no graph") || e.contains("not an ONNX model"),
+        "{e}"
+    );
+
+    // An operator no runtime here knows.
+    let mut g = OnnxGraph::read(&onnx).expect("reads");
+    let graph = g.proto.graph.as_mut().expect("graph");
+    let relu = graph
+        .node
+        .iter_mut()
+        .find(|n| n.op_type == "Relu")
+        .expect("a Relu");
+    relu.op_type = "NoSuchOperator".into();
+    let e = err(TractModel::load(&g.to_bytes()));
+    assert!(
+        e.contains("tract cannot") && e.contains("NoSuchOperator"),
+        "{e}"
+    );
+    if let Some(lib) = qanat_store::testing::service_var("QANAT_TEST_ONNXRUNTIME_LIB") {
+        onnxruntime::configure(Path::new(&lib));
+        let e = OrtModel::load(&g.to_bytes(), 1)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("NoSuchOperator"), "{e}");
+    }
+
+    // A table without a column the model takes.
+    let tract = TractModel::load(&onnx).expect("loads");
+    let other = Table::read_file(&{
+        let p = dir.path().join("other.csv");
+        std::fs::write(&p, "x1,colour\n1.0,red\n").expect("write");
+        p
+    })
+    .expect("table");
+    let e = tract.predict(&other).expect_err("refused").to_string();
+    assert!(e.contains("'x2'"), "{e}");
+}
