@@ -39,6 +39,10 @@ pub struct OptimizeParams {
     /// Seconds spent timing each model at each batch size (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing_seconds: Option<f64>,
+    /// The runtime both models are measured on, and the result is made for: `native`
+    /// (default), `tract` or `onnxruntime` (their `model.onnx`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
 }
 
 impl OptimizeParams {
@@ -49,6 +53,7 @@ impl OptimizeParams {
         p.source()?;
         p.method()?;
         p.budget()?;
+        p.runtime()?;
         if let Some(s) = p.timing_seconds {
             if !(s.is_finite() && (0.0..=60.0).contains(&s)) {
                 return Err(format!(
@@ -63,6 +68,13 @@ impl OptimizeParams {
     pub fn source(&self) -> Result<ObjectRef, String> {
         ObjectRef::parse_of(Kind::Model, &self.model)
             .map_err(|e| format!("model = '{}': {e}", self.model))
+    }
+
+    pub fn runtime(&self) -> Result<crate::RuntimeKind, String> {
+        self.runtime
+            .as_deref()
+            .map_or(Ok(crate::RuntimeKind::Native), crate::RuntimeKind::parse)
+            .map_err(|e| e.to_string())
     }
 
     pub fn method(&self) -> Result<Method, String> {
@@ -177,6 +189,10 @@ mod tests {
             (
                 json!({"model": "fraud@3", "quantize": "int8", "prune": 0.5}),
                 "unknown field `prune`",
+            ),
+            (
+                json!({"model": "fraud@3", "quantize": "int8", "runtime": "tvm"}),
+                "choose native, tract or onnxruntime",
             ),
         ];
         let kind = OptimizeKind::new("qanat".into());

@@ -36,6 +36,7 @@ pub mod package;
 pub(crate) mod testing;
 
 pub use package::{ModelPackage, Spec};
+use serde::{Deserialize, Serialize};
 
 /// The stated error of dynamic int8 against f32 on the same inputs: the largest
 /// absolute difference of an output, as a share of the largest absolute f32 output
@@ -98,6 +99,40 @@ impl qanat_core::DomainError for Error {
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The runtimes a model can run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuntimeKind {
+    /// Qanat's kernels, from `weights.safetensors`.
+    #[default]
+    Native,
+    /// tract, from `model.onnx`.
+    Tract,
+    /// onnxruntime, from `model.onnx`, when its library is found.
+    Onnxruntime,
+}
+
+impl RuntimeKind {
+    pub fn parse(s: &str) -> Result<RuntimeKind> {
+        match s {
+            "native" => Ok(RuntimeKind::Native),
+            "tract" => Ok(RuntimeKind::Tract),
+            "onnxruntime" | "ort" => Ok(RuntimeKind::Onnxruntime),
+            other => Err(Error::invalid(format!(
+                "runtime '{other}': choose native, tract or onnxruntime"
+            ))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuntimeKind::Native => "native",
+            RuntimeKind::Tract => "tract",
+            RuntimeKind::Onnxruntime => "onnxruntime",
+        }
+    }
+}
 
 /// A way of running a model: a table in (the raw feature columns the model was trained
 /// on), the model's raw outputs out, `rows × outputs` row-major (as the trainer

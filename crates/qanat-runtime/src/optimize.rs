@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 use qanat_train::Table;
 use serde::{Deserialize, Serialize};
 
-use crate::evaluate::{quality, Quality};
+use crate::evaluate::{quality, table_rows, Quality};
 use crate::native::Scratch;
+use crate::onnx::{onnxruntime::OrtModel, tract::TractModel};
 use crate::package::NativeModel;
-use crate::{Error, Result};
+use crate::{Error, Result, Runtime, RuntimeKind};
 
 /// What to do to a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,6 +86,8 @@ pub struct Speed {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Measured {
     pub precision: String,
+    /// The runtime it was measured on.
+    pub runtime: RuntimeKind,
     pub quality: Quality,
     /// `weights.safetensors` as written.
     pub size_bytes: u64,
@@ -129,6 +132,7 @@ pub fn optimize(
     rows: &[usize],
     budget: Budget,
     seconds: f64,
+    runtime: RuntimeKind,
 ) -> Result<(NativeModel, Report)> {
     if rows.is_empty() {
         return Err(Error::invalid(
@@ -136,8 +140,8 @@ pub fn optimize(
         ));
     }
     let optimized = method.apply(model)?;
-    let original = measure(model, table, rows, seconds)?;
-    let after = measure(&optimized, table, rows, seconds)?;
+    let original = measure(model, table, rows, seconds, runtime)?;
+    let after = measure(&optimized, table, rows, seconds, runtime)?;
     let (drop, allowed, unit) = if original.quality.higher_is_better() {
         (
             (original.quality.value - after.quality.value) * 100.0,
@@ -179,18 +183,46 @@ pub fn optimize(
     Ok((optimized, report))
 }
 
-fn measure(model: &NativeModel, table: &Table, rows: &[usize], seconds: f64) -> Result<Measured> {
+fn measure(
+    model: &NativeModel,
+    table: &Table,
+    rows: &[usize],
+    seconds: f64,
+    runtime: RuntimeKind,
+) -> Result<Measured> {
     let prep = &model.spec().preprocessing;
-    let quality = quality(model, prep, table, rows)?;
-    let size_bytes = model.mlp().to_safetensors()?.len() as u64;
     // Timing inputs: holdout rows, repeated to fill a batch of 64.
     let batch: Vec<usize> = rows.iter().cycle().take(64).copied().collect();
-    let x = prep.encode_features(table, &batch)?;
-    let one = &x[..prep.width()];
-    let (p50_1, p99_1, _) = time(model, one, 1, seconds)?;
-    let (p50_64, p99_64, total) = time(model, &x, 64, seconds)?;
+    let (quality, size_bytes, (p50_1, p99_1, _), (p50_64, p99_64, total)) = match runtime {
+        RuntimeKind::Native => {
+            let x = prep.encode_features(table, &batch)?;
+            let one = &x[..prep.width()];
+            (
+                quality(model, prep, table, rows)?,
+                model.mlp().to_safetensors()?.len() as u64,
+                time_native(model, one, 1, seconds)?,
+                time_native(model, &x, 64, seconds)?,
+            )
+        }
+        onnx => {
+            // The ONNX graph holds the preprocessing: its calls take raw rows.
+            let bytes = model.to_onnx()?;
+            let rt: Box<dyn Runtime> = match onnx {
+                RuntimeKind::Tract => Box::new(TractModel::load(&bytes)?),
+                _ => Box::new(OrtModel::load(&bytes, 1)?),
+            };
+            let (one, many) = (table_rows(table, &batch[..1]), table_rows(table, &batch));
+            (
+                quality(rt.as_ref(), prep, table, rows)?,
+                bytes.len() as u64,
+                time(|| rt.predict(&one).map(drop), 1, seconds)?,
+                time(|| rt.predict(&many).map(drop), 64, seconds)?,
+            )
+        }
+    };
     Ok(Measured {
         precision: model.mlp().precision().to_string(),
+        runtime,
         quality,
         size_bytes,
         speed: Speed {
@@ -203,22 +235,44 @@ fn measure(model: &NativeModel, table: &Table, rows: &[usize], seconds: f64) -> 
     })
 }
 
-/// p50 and p99 in µs and rows a second of `rows`-row calls for about `seconds`.
-fn time(model: &NativeModel, x: &[f32], rows: usize, seconds: f64) -> Result<(f64, f64, f64)> {
+/// [`time`] for the native kernels alone, with a warm scratch.
+fn time_native(
+    model: &NativeModel,
+    x: &[f32],
+    rows: usize,
+    seconds: f64,
+) -> Result<(f64, f64, f64)> {
     let mut scratch = Scratch::default();
+    time(
+        || {
+            std::hint::black_box(model.mlp().forward(
+                std::hint::black_box(x),
+                rows,
+                &mut scratch,
+            )?);
+            Ok(())
+        },
+        rows,
+        seconds,
+    )
+}
+
+/// p50 and p99 in µs and rows a second of `rows`-row calls of `call` for about
+/// `seconds` (after 10 warm-up calls; at least 100 timed).
+fn time(
+    mut call: impl FnMut() -> Result<()>,
+    rows: usize,
+    seconds: f64,
+) -> Result<(f64, f64, f64)> {
     for _ in 0..10 {
-        std::hint::black_box(model.mlp().forward(x, rows, &mut scratch)?);
+        call()?;
     }
     let budget = Duration::from_secs_f64(seconds.max(0.01));
     let start = Instant::now();
     let mut times = Vec::new();
     while start.elapsed() < budget || times.len() < 100 {
         let t = Instant::now();
-        std::hint::black_box(
-            model
-                .mlp()
-                .forward(std::hint::black_box(x), rows, &mut scratch)?,
-        );
+        call()?;
         times.push(t.elapsed().as_secs_f64());
         if times.len() >= 1_000_000 {
             break;

@@ -234,7 +234,8 @@ impl NativeModel {
 
     /// The package's files, ready to store under a run's `model/` artifact: the
     /// weights, the signature, the ONNX graph and the `MLmodel` file that lets the
-    /// `mlflow` client load it (`info` says which run holds it).
+    /// `mlflow` client load it (`info` says which run holds it and, in its metadata,
+    /// `qanat.runtime` when the model is made for another runtime than `native`).
     pub fn files(
         &self,
         info: &qanat_train::onnx::MlModelInfo,
@@ -242,13 +243,14 @@ impl NativeModel {
         let spec = serde_json::to_vec_pretty(&self.spec)
             .map_err(|e| Error::internal(format!("serializing the signature: {e}")))?;
         let mut info = info.clone();
-        info.metadata.extend([
-            ("qanat.runtime".to_string(), "native".to_string()),
-            (
-                "qanat.precision".to_string(),
-                self.spec.precision().to_string(),
-            ),
-        ]);
+        if !info.metadata.iter().any(|(k, _)| k == "qanat.runtime") {
+            info.metadata
+                .push(("qanat.runtime".to_string(), "native".to_string()));
+        }
+        info.metadata.push((
+            "qanat.precision".to_string(),
+            self.spec.precision().to_string(),
+        ));
         Ok(vec![
             (WEIGHTS, self.mlp.to_safetensors()?),
             (ONNX, self.to_onnx()?),

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use qanat_runtime::evaluate::quality;
 use qanat_runtime::package::{ModelPackage, NativeModel};
-use qanat_runtime::{native::Precision, Runtime};
+use qanat_runtime::{native::Precision, Runtime, RuntimeKind};
 use qanat_train::{train_table, Table, TrainConfig, Trained};
 use serde_json::json;
 
@@ -189,6 +189,7 @@ fn the_gate_passes_a_result_within_the_budget_and_refuses_one_over_it() {
         &t.valid_rows,
         Budget::default(),
         0.01,
+        RuntimeKind::Native,
     )
     .expect("optimized");
     assert_eq!(q.mlp().precision(), Precision::Int8);
@@ -201,8 +202,16 @@ fn the_gate_passes_a_result_within_the_budget_and_refuses_one_over_it() {
         accuracy_points: -50.0,
         ..Budget::default()
     };
-    let (_, refused) =
-        optimize(&m, Method::Int8Dynamic, &table, &t.valid_rows, strict, 0.01).expect("ran");
+    let (_, refused) = optimize(
+        &m,
+        Method::Int8Dynamic,
+        &table,
+        &t.valid_rows,
+        strict,
+        0.01,
+        RuntimeKind::Native,
+    )
+    .expect("ran");
     assert!(!refused.passed);
     assert!(
         refused.verdict.starts_with("refused") && refused.verdict.contains("exceeds the budget"),
@@ -217,7 +226,28 @@ fn the_gate_passes_a_result_within_the_budget_and_refuses_one_over_it() {
         &[],
         Budget::default(),
         0.01,
+        RuntimeKind::Native,
     )
     .expect_err("empty holdout");
     assert!(err.to_string().contains("holdout has no rows"), "{err}");
+
+    // Measured on tract, from the two models' ONNX graphs: the same verdict, the
+    // ONNX sizes and the runtime in the report.
+    let (_, on_tract) = optimize(
+        &m,
+        Method::Int8Dynamic,
+        &table,
+        &t.valid_rows,
+        Budget::default(),
+        0.01,
+        RuntimeKind::Tract,
+    )
+    .expect("measured on tract");
+    assert!(on_tract.passed, "{}", on_tract.verdict);
+    assert_eq!(on_tract.optimized.runtime, RuntimeKind::Tract);
+    assert!(on_tract.optimized.size_bytes < on_tract.original.size_bytes);
+    assert!(
+        (on_tract.original.quality.value - report.original.quality.value).abs() < 1e-9,
+        "{on_tract:?}"
+    );
 }

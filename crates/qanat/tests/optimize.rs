@@ -110,9 +110,44 @@ fn int8_optimization_registers_a_derived_version_with_its_report() {
         "default",
         &format!("artifacts/list?run_id={run_id}&path=model"),
     );
-    for f in ["spec.json", "weights.safetensors", "input_example.json"] {
+    for f in [
+        "spec.json",
+        "weights.safetensors",
+        "model.onnx",
+        "MLmodel",
+        "input_example.json",
+    ] {
         assert!(model_files.to_string().contains(f), "{f}: {model_files}");
     }
+
+    // Measured on tract (the two models' ONNX graphs) and registered for it.
+    let (ok, out, err) = q.cli(&[
+        "optimize",
+        "-p",
+        "default",
+        "cancer@1",
+        "--quantize",
+        "int8",
+        "--holdout",
+        "dataset:cancer@1",
+        "--runtime",
+        "tract",
+        "--register",
+        "cancer-tract",
+        "--wait",
+    ]);
+    assert!(ok, "{out}\n{err}");
+    let t1 = version(&q, "cancer-tract", 1);
+    assert_eq!(tag(&t1, "qanat.runtime"), Some("tract"), "{t1:#}");
+    assert_eq!(tag(&t1, "qanat.derived_from"), Some("model:cancer@1"));
+    let run = q.mlflow_get(
+        "default",
+        &format!("runs/get?run_id={}", t1["run_id"].as_str().expect("run")),
+    );
+    assert!(
+        run["run"]["data"]["params"].to_string().contains("tract"),
+        "{run:#}"
+    );
 }
 
 #[test]

@@ -22,6 +22,10 @@ pub struct OptimizeArgs {
     /// Most relative growth of the holdout RMSE (regression) [default: 0.01, i.e. 1%].
     #[arg(long, value_name = "SHARE")]
     pub max_error_increase: Option<f64>,
+    /// The runtime both models are measured on, and the result is made for: native,
+    /// tract or onnxruntime (the last two run the models' model.onnx) [default: native].
+    #[arg(long, value_name = "RUNTIME")]
+    pub runtime: Option<String>,
     /// Register the result even when it exceeds the budget.
     #[arg(long)]
     pub force: bool,

@@ -196,6 +196,7 @@ pub async fn optimize(ctx: &Ctx, project: &str, a: OptimizeArgs) -> Result<()> {
     set("force", a.force.then_some(json!(true)));
     set("register", a.register.map(|r| json!(r)));
     set("experiment", a.experiment.map(|e| json!(e)));
+    set("runtime", a.runtime.map(|r| json!(r)));
     let name = a
         .name
         .unwrap_or_else(|| job_name(&format!("optimize-{}", a.model)));

@@ -38,10 +38,11 @@ pub async fn run() -> Result<()> {
     let fields: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(&var(CONFIG_VAR)?).context("reading the optimize job's fields")?;
     let p = OptimizeParams::from_params(&fields).map_err(|e| anyhow!(e))?;
-    let (source, method, budget) = (
+    let (source, method, budget, runtime) = (
         p.source().map_err(|e| anyhow!(e))?,
         p.method().map_err(|e| anyhow!(e))?,
         p.budget().map_err(|e| anyhow!(e))?,
+        p.runtime().map_err(|e| anyhow!(e))?,
     );
     let project = var("QANAT_PROJECT")?;
     let run_id = var("MLFLOW_RUN_ID")?;
@@ -85,9 +86,10 @@ pub async fn run() -> Result<()> {
         }
     }
     println!(
-        "optimizing {source_node} ({}) with {}",
+        "optimizing {source_node} ({}) with {}, measured on the {} runtime",
         uri,
-        method.as_str()
+        method.as_str(),
+        runtime.as_str()
     );
 
     let seconds = p.timing_seconds.unwrap_or(1.0);
@@ -101,7 +103,7 @@ pub async fn run() -> Result<()> {
             rows.len()
         );
         Ok(qanat_runtime::optimize::optimize(
-            &model, method, &table, &rows, budget, seconds,
+            &model, method, &table, &rows, budget, seconds, runtime,
         )?)
     })
     .await??;
@@ -149,10 +151,11 @@ pub async fn run() -> Result<()> {
         ("holdout_rows".to_string(), report.holdout_rows.to_string()),
         ("allowed_drop".to_string(), report.allowed_drop.to_string()),
         ("force".to_string(), p.force.to_string()),
+        ("runtime".to_string(), runtime.as_str().to_string()),
     ];
     let tags = vec![
         ("qanat.optimize.verdict".to_string(), report.verdict.clone()),
-        ("qanat.runtime".to_string(), "native".to_string()),
+        ("qanat.runtime".to_string(), runtime.as_str().to_string()),
         ("qanat.precision".to_string(), n.precision.clone()),
     ];
     client
@@ -177,7 +180,9 @@ pub async fn run() -> Result<()> {
             report.verdict
         );
     }
-    let info = super::train_worker::mlmodel_info(&run_id);
+    let mut info = super::train_worker::mlmodel_info(&run_id);
+    info.metadata
+        .push(("qanat.runtime".to_string(), runtime.as_str().to_string()));
     for (file, bytes) in examples {
         client
             .upload_artifact(&project, &root, &format!("model/{file}"), bytes)
@@ -207,7 +212,7 @@ pub async fn run() -> Result<()> {
                     "qanat.optimization".to_string(),
                     method.as_str().to_string(),
                 ),
-                ("qanat.runtime".to_string(), "native".to_string()),
+                ("qanat.runtime".to_string(), runtime.as_str().to_string()),
                 ("qanat.precision".to_string(), n.precision.clone()),
             ],
         )
