@@ -23,7 +23,24 @@ pub struct OptimizeParams {
     /// The version to optimize: `fraud@3`, `fraud@champion` or `model:fraud@3`.
     pub model: String,
     /// `int8`: post-training dynamic quantization.
-    pub quantize: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantize: Option<String>,
+    /// `magnitude` (weights) or `structured` (hidden units), with `sparsity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prune: Option<String>,
+    /// The share pruning removes: of each hidden layer's weights (magnitude) or units
+    /// (structured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparsity: Option<f64>,
+    /// Epochs of fine-tuning after pruning (default 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finetune_epochs: Option<u32>,
+    /// Fine-tuning's learning rate (default 0.001).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learning_rate: Option<f64>,
+    /// Seeds the split of the input and the fine-tuning (default 0).
+    #[serde(default)]
+    pub seed: u64,
     /// Most holdout accuracy points the result may lose (classification; default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_accuracy_drop: Option<f64>,
@@ -54,6 +71,7 @@ impl OptimizeParams {
         p.method()?;
         p.budget()?;
         p.runtime()?;
+        p.fine_tune()?;
         if let Some(s) = p.timing_seconds {
             if !(s.is_finite() && (0.0..=60.0).contains(&s)) {
                 return Err(format!(
@@ -78,7 +96,46 @@ impl OptimizeParams {
     }
 
     pub fn method(&self) -> Result<Method, String> {
-        Method::parse_quantize(&self.quantize).map_err(|e| e.to_string())
+        match (&self.quantize, &self.prune) {
+            (Some(q), None) => Method::parse_quantize(q).map_err(|e| e.to_string()),
+            (None, Some(kind)) => {
+                let share = self.sparsity.ok_or(
+                    "prune needs sparsity: the share to remove, e.g. sparsity: 0.5".to_string(),
+                )?;
+                Method::parse_prune(kind, share).map_err(|e| e.to_string())
+            }
+            (None, None) => Err(
+                "say what to do: quantize: int8, or prune: magnitude|structured with sparsity"
+                    .into(),
+            ),
+            (Some(_), Some(_)) => Err(
+                "one method a job: quantize or prune (prune first, then quantize the result in a second job)"
+                    .into(),
+            ),
+        }
+    }
+
+    /// Fine-tuning for the methods that train.
+    pub fn fine_tune(&self) -> Result<crate::prune::FineTune, String> {
+        let d = crate::prune::FineTune::default();
+        let learning_rate = match self.learning_rate {
+            None => d.learning_rate,
+            Some(r) if r.is_finite() && r > 0.0 && r <= 1.0 => r,
+            Some(r) => {
+                return Err(format!(
+                    "learning_rate = {r}: give a rate above 0, at most 1"
+                ))
+            }
+        };
+        let epochs = self.finetune_epochs.unwrap_or(d.epochs);
+        if epochs > 1000 {
+            return Err(format!("finetune_epochs = {epochs}: give at most 1000"));
+        }
+        Ok(crate::prune::FineTune {
+            epochs,
+            learning_rate,
+            seed: self.seed,
+        })
     }
 
     pub fn budget(&self) -> Result<Budget, String> {
@@ -173,6 +230,27 @@ mod tests {
     fn bad_fields_are_refused_at_submit_with_what_to_fix() {
         let cases = [
             (json!({"quantize": "int8"}), "missing field `model`"),
+            (json!({"model": "fraud@3"}), "say what to do"),
+            (
+                json!({"model": "fraud@3", "quantize": "int8", "prune": "magnitude", "sparsity": 0.5}),
+                "one method a job",
+            ),
+            (
+                json!({"model": "fraud@3", "prune": "magnitude"}),
+                "prune needs sparsity",
+            ),
+            (
+                json!({"model": "fraud@3", "prune": "magnitude", "sparsity": 1.5}),
+                "above 0 and below 1",
+            ),
+            (
+                json!({"model": "fraud@3", "prune": "random", "sparsity": 0.5}),
+                "magnitude (weights) or structured",
+            ),
+            (
+                json!({"model": "fraud@3", "prune": "structured", "sparsity": 0.5, "learning_rate": 0}),
+                "learning_rate = 0",
+            ),
             (json!({"model": "fraud@3", "quantize": "int4"}), "int8"),
             (
                 json!({"model": "dataset:tx@3", "quantize": "int8"}),
@@ -187,8 +265,8 @@ mod tests {
                 "from 0 up",
             ),
             (
-                json!({"model": "fraud@3", "quantize": "int8", "prune": 0.5}),
-                "unknown field `prune`",
+                json!({"model": "fraud@3", "quantize": "int8", "distill": 0.5}),
+                "unknown field `distill`",
             ),
             (
                 json!({"model": "fraud@3", "quantize": "int8", "runtime": "tvm"}),

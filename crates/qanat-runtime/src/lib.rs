@@ -32,6 +32,7 @@ pub mod native;
 pub mod onnx;
 pub mod optimize;
 pub mod package;
+pub mod prune;
 #[cfg(test)]
 pub(crate) mod testing;
 

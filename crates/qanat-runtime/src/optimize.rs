@@ -17,19 +17,25 @@ use crate::evaluate::{quality, table_rows, Quality};
 use crate::native::Scratch;
 use crate::onnx::{onnxruntime::OrtModel, tract::TractModel};
 use crate::package::NativeModel;
+use crate::prune::{self, FineTune};
 use crate::{Error, Result, Runtime, RuntimeKind};
 
 /// What to do to a model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
-    /// Post-training dynamic quantization: int8 weights per output channel, int8
-    /// activations per row at run time.
+    /// Post-training dynamic int8 quantization.
     Int8Dynamic,
+    /// Magnitude pruning to `sparsity` (a share of each hidden layer's weights), then
+    /// fine-tuning with the pruned weights held at zero.
+    PruneMagnitude { sparsity: f64 },
+    /// Structured pruning: `fraction` of every hidden layer's units removed, then
+    /// fine-tuning of the smaller network.
+    PruneStructured { fraction: f64 },
 }
 
 impl Method {
-    /// `--quantize int8` (the dynamic scheme; static calibration is a later method).
+    /// The method of `--quantize SCHEME`.
     pub fn parse_quantize(s: &str) -> Result<Method> {
         match s {
             "int8" | "int8-dynamic" | "dynamic" => Ok(Method::Int8Dynamic),
@@ -39,18 +45,75 @@ impl Method {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::Int8Dynamic => "int8-dynamic",
+    /// The method of `--prune KIND --sparsity SHARE`.
+    pub fn parse_prune(kind: &str, share: f64) -> Result<Method> {
+        if !(share.is_finite() && share > 0.0 && share < 1.0) {
+            return Err(Error::invalid(format!(
+                "sparsity = {share}: give a share above 0 and below 1 (0.5 prunes half)"
+            )));
+        }
+        match kind {
+            "magnitude" => Ok(Method::PruneMagnitude { sparsity: share }),
+            "structured" => Ok(Method::PruneStructured { fraction: share }),
+            other => Err(Error::invalid(format!(
+                "prune = '{other}': choose magnitude (weights) or structured (hidden units)"
+            ))),
         }
     }
 
-    /// Applies the method.
-    pub fn apply(self, model: &NativeModel) -> Result<NativeModel> {
+    pub fn as_str(self) -> &'static str {
         match self {
-            Method::Int8Dynamic => model.quantize_dynamic(),
+            Method::Int8Dynamic => "int8-dynamic",
+            Method::PruneMagnitude { .. } => "prune-magnitude",
+            Method::PruneStructured { .. } => "prune-structured",
         }
     }
+
+    /// Whether it trains (and so needs training rows besides the holdout).
+    pub fn fine_tunes(self) -> bool {
+        !matches!(self, Method::Int8Dynamic)
+    }
+
+    /// The method applied to `model`; a pruning method fine-tunes on `train` rows,
+    /// choosing its best epoch on `valid` rows.
+    pub fn apply(
+        self,
+        model: &NativeModel,
+        table: &Table,
+        train: &[usize],
+        valid: &[usize],
+        tune: FineTune,
+    ) -> Result<NativeModel> {
+        match self {
+            Method::Int8Dynamic => model.quantize_dynamic(),
+            Method::PruneMagnitude { sparsity } => {
+                let (pruned, masks) = prune::magnitude(model.mlp(), sparsity)?;
+                prune::fine_tuned(model, &pruned, Some(masks), table, train, valid, tune)
+            }
+            Method::PruneStructured { fraction } => {
+                let smaller = prune::structured(model.mlp(), fraction)?;
+                prune::fine_tuned(model, &smaller, None, table, train, valid, tune)
+            }
+        }
+    }
+}
+
+/// The job's rows for a method that fine-tunes: shuffled by `seed`, 30% held out for
+/// the gate, 10% to choose the fine-tuning epoch, 60% to train on.
+pub fn split(rows: &[usize], seed: u64) -> Result<(Vec<usize>, Vec<usize>, Vec<usize>)> {
+    if rows.len() < 20 {
+        return Err(Error::invalid(format!(
+            "fine-tuning needs at least 20 rows with the target in the job's input, not {}",
+            rows.len()
+        )));
+    }
+    let mut order = rows.to_vec();
+    qanat_train::prep::Rng::new(seed ^ 0x5e1f_0a11).shuffle(&mut order);
+    let holdout = order.len() * 3 / 10;
+    let valid = order.len() / 10;
+    let (h, rest) = order.split_at(holdout);
+    let (v, t) = rest.split_at(valid);
+    Ok((h.to_vec(), t.to_vec(), v.to_vec()))
 }
 
 /// How much quality an optimization may cost.
@@ -88,8 +151,12 @@ pub struct Measured {
     pub precision: String,
     /// The runtime it was measured on.
     pub runtime: RuntimeKind,
+    /// Widths from the encoded input to the output.
+    pub layers: Vec<usize>,
+    /// The share of zero weights in the hidden layers (what magnitude pruning sets).
+    pub sparsity: f64,
     pub quality: Quality,
-    /// `weights.safetensors` as written.
+    /// `weights.safetensors` as written (`model.onnx` for the ONNX runtimes).
     pub size_bytes: u64,
     pub speed: Speed,
 }
@@ -122,24 +189,54 @@ impl Report {
     }
 }
 
+/// How [`optimize`] measures and judges.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    pub budget: Budget,
+    /// Time spent timing each side at each batch size.
+    pub seconds: f64,
+    /// The runtime both sides are measured on.
+    pub runtime: RuntimeKind,
+    /// Fine-tuning, for the methods that train.
+    pub tune: FineTune,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            budget: Budget::default(),
+            seconds: 1.0,
+            runtime: RuntimeKind::Native,
+            tune: FineTune::default(),
+        }
+    }
+}
+
 /// Applies `method` to `model`, measures both on `rows` of `table` (rows whose target
-/// is known) and judges the result against `budget`. `seconds` bounds the time spent
-/// timing each side at each batch size.
+/// is known) and judges the result against the budget. A method that fine-tunes
+/// ([`Method::fine_tunes`]) trains on part of `rows` ([`split`]) and is measured on
+/// the rest.
 pub fn optimize(
     model: &NativeModel,
     method: Method,
     table: &Table,
     rows: &[usize],
-    budget: Budget,
-    seconds: f64,
-    runtime: RuntimeKind,
+    settings: &Settings,
 ) -> Result<(NativeModel, Report)> {
     if rows.is_empty() {
         return Err(Error::invalid(
             "the holdout has no rows with the target: name a dataset version that has the target column filled",
         ));
     }
-    let optimized = method.apply(model)?;
+    let (budget, seconds, runtime) = (settings.budget, settings.seconds, settings.runtime);
+    // A method that trains is measured on rows it did not train on.
+    let (holdout, train, valid) = if method.fine_tunes() {
+        split(rows, settings.tune.seed)?
+    } else {
+        (rows.to_vec(), Vec::new(), Vec::new())
+    };
+    let rows = &holdout[..];
+    let optimized = method.apply(model, table, &train, &valid, settings.tune)?;
     let original = measure(model, table, rows, seconds, runtime)?;
     let after = measure(&optimized, table, rows, seconds, runtime)?;
     let (drop, allowed, unit) = if original.quality.higher_is_better() {
@@ -223,6 +320,8 @@ fn measure(
     Ok(Measured {
         precision: model.mlp().precision().to_string(),
         runtime,
+        layers: model.spec().layers.clone(),
+        sparsity: prune::sparsity(model.mlp()),
         quality,
         size_bytes,
         speed: Speed {

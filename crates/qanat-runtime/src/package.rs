@@ -263,6 +263,16 @@ impl NativeModel {
         ])
     }
 
+    /// The same preprocessing with another network of the same inputs and outputs (a
+    /// pruned one may have narrower hidden layers).
+    pub fn with_mlp(&self, mlp: NativeMlp) -> Result<NativeModel> {
+        let mut spec = self.spec.clone();
+        spec.layers = std::iter::once(mlp.inputs())
+            .chain(mlp.layers().iter().map(|l| l.outputs()))
+            .collect();
+        NativeModel::new(spec, mlp)
+    }
+
     /// The same model with [`NativeMlp::quantize_dynamic`] applied.
     pub fn quantize_dynamic(&self) -> Result<NativeModel> {
         NativeModel::new(self.spec.clone(), self.mlp.quantize_dynamic())

@@ -170,7 +170,7 @@ fn packages_that_cannot_be_run_are_refused_with_a_reason() {
 
 #[test]
 fn the_gate_passes_a_result_within_the_budget_and_refuses_one_over_it() {
-    use qanat_runtime::optimize::{optimize, Budget, Method};
+    use qanat_runtime::optimize::{optimize, Budget, Method, Settings};
     let table = example("breast_cancer.csv");
     let dir = tempfile::tempdir().expect("tmp");
     let t = train(
@@ -187,9 +187,10 @@ fn the_gate_passes_a_result_within_the_budget_and_refuses_one_over_it() {
         Method::Int8Dynamic,
         &table,
         &t.valid_rows,
-        Budget::default(),
-        0.01,
-        RuntimeKind::Native,
+        &Settings {
+            seconds: 0.01,
+            ..Settings::default()
+        },
     )
     .expect("optimized");
     assert_eq!(q.mlp().precision(), Precision::Int8);
@@ -207,9 +208,11 @@ fn the_gate_passes_a_result_within_the_budget_and_refuses_one_over_it() {
         Method::Int8Dynamic,
         &table,
         &t.valid_rows,
-        strict,
-        0.01,
-        RuntimeKind::Native,
+        &Settings {
+            budget: strict,
+            seconds: 0.01,
+            ..Settings::default()
+        },
     )
     .expect("ran");
     assert!(!refused.passed);
@@ -224,9 +227,10 @@ fn the_gate_passes_a_result_within_the_budget_and_refuses_one_over_it() {
         Method::Int8Dynamic,
         &table,
         &[],
-        Budget::default(),
-        0.01,
-        RuntimeKind::Native,
+        &Settings {
+            seconds: 0.01,
+            ..Settings::default()
+        },
     )
     .expect_err("empty holdout");
     assert!(err.to_string().contains("holdout has no rows"), "{err}");
@@ -238,9 +242,11 @@ fn the_gate_passes_a_result_within_the_budget_and_refuses_one_over_it() {
         Method::Int8Dynamic,
         &table,
         &t.valid_rows,
-        Budget::default(),
-        0.01,
-        RuntimeKind::Tract,
+        &Settings {
+            seconds: 0.01,
+            runtime: RuntimeKind::Tract,
+            ..Settings::default()
+        },
     )
     .expect("measured on tract");
     assert!(on_tract.passed, "{}", on_tract.verdict);

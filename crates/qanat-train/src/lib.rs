@@ -14,6 +14,7 @@ pub mod adam;
 pub mod checkpoint;
 pub mod config;
 pub mod export;
+pub mod finetune;
 pub mod fit;
 #[cfg(feature = "cuda")]
 pub mod gpu;

@@ -148,6 +148,38 @@ fn int8_optimization_registers_a_derived_version_with_its_report() {
         run["run"]["data"]["params"].to_string().contains("tract"),
         "{run:#}"
     );
+
+    // Structured pruning: half the hidden units go, the rest are fine-tuned by the
+    // native trainer, and the smaller network is registered.
+    let (ok, out, err) = q.cli(&[
+        "optimize",
+        "-p",
+        "default",
+        "cancer@1",
+        "--prune",
+        "structured",
+        "--sparsity",
+        "0.5",
+        "--finetune-epochs",
+        "3",
+        "--max-accuracy-drop",
+        "5",
+        "--holdout",
+        "dataset:cancer@1",
+        "--register",
+        "cancer-small",
+        "--wait",
+    ]);
+    assert!(ok, "{out}\n{err}");
+    let s1 = version(&q, "cancer-small", 1);
+    assert_eq!(tag(&s1, "qanat.optimization"), Some("prune-structured"));
+    assert_eq!(tag(&s1, "qanat.derived_from"), Some("model:cancer@1"));
+    let run = q.mlflow_get(
+        "default",
+        &format!("runs/get?run_id={}", s1["run_id"].as_str().expect("run")),
+    );
+    let params = run["run"]["data"]["params"].to_string();
+    assert!(params.contains("[30, 32, 16, 1]"), "{params}");
 }
 
 #[test]

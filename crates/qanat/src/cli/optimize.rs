@@ -10,10 +10,26 @@ pub struct OptimizeArgs {
     pub model: String,
     /// int8: post-training dynamic quantization (int8 weights per output channel, int8
     /// activations per row at run time).
-    #[arg(long, value_name = "SCHEME")]
-    pub quantize: String,
+    #[arg(
+        long,
+        value_name = "SCHEME",
+        required_unless_present = "prune",
+        conflicts_with = "prune"
+    )]
+    pub quantize: Option<String>,
+    /// magnitude (the smallest weights of each hidden layer) or structured (whole hidden
+    /// units), then fine-tuning with the native trainer; needs --sparsity.
+    #[arg(long, value_name = "KIND", requires = "sparsity")]
+    pub prune: Option<String>,
+    /// The share --prune removes, above 0 and below 1.
+    #[arg(long, value_name = "SHARE")]
+    pub sparsity: Option<f64>,
+    /// Epochs of fine-tuning after pruning [default: 5].
+    #[arg(long, value_name = "N")]
+    pub finetune_epochs: Option<u32>,
     /// The dataset version both models are measured on: dataset:NAME@VERSION, with the
-    /// model's feature columns and its target.
+    /// model's feature columns and its target (with --prune: 60% of its rows fine-tune,
+    /// 10% choose the epoch, 30% are the holdout).
     #[arg(long, value_name = "REF")]
     pub holdout: String,
     /// Most holdout accuracy points the result may lose (classification) [default: 1].

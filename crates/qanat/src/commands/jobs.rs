@@ -184,7 +184,6 @@ pub async fn optimize(ctx: &Ctx, project: &str, a: OptimizeArgs) -> Result<()> {
     let mut obj = serde_json::Map::new();
     obj.insert("kind".into(), json!("optimize"));
     obj.insert("model".into(), json!(a.model));
-    obj.insert("quantize".into(), json!(a.quantize));
     obj.insert("inputs".into(), json!([a.holdout]));
     let mut set = |k: &str, val: Option<Value>| {
         if let Some(val) = val {
@@ -197,6 +196,10 @@ pub async fn optimize(ctx: &Ctx, project: &str, a: OptimizeArgs) -> Result<()> {
     set("register", a.register.map(|r| json!(r)));
     set("experiment", a.experiment.map(|e| json!(e)));
     set("runtime", a.runtime.map(|r| json!(r)));
+    set("quantize", a.quantize.map(|q| json!(q)));
+    set("prune", a.prune.map(|p| json!(p)));
+    set("sparsity", a.sparsity.map(|s| json!(s)));
+    set("finetune_epochs", a.finetune_epochs.map(|e| json!(e)));
     let name = a
         .name
         .unwrap_or_else(|| job_name(&format!("optimize-{}", a.model)));

@@ -38,12 +38,17 @@ pub async fn run() -> Result<()> {
     let fields: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(&var(CONFIG_VAR)?).context("reading the optimize job's fields")?;
     let p = OptimizeParams::from_params(&fields).map_err(|e| anyhow!(e))?;
-    let (source, method, budget, runtime) = (
+    let (source, method, runtime) = (
         p.source().map_err(|e| anyhow!(e))?,
         p.method().map_err(|e| anyhow!(e))?,
-        p.budget().map_err(|e| anyhow!(e))?,
         p.runtime().map_err(|e| anyhow!(e))?,
     );
+    let settings = qanat_runtime::optimize::Settings {
+        budget: p.budget().map_err(|e| anyhow!(e))?,
+        seconds: p.timing_seconds.unwrap_or(1.0),
+        runtime,
+        tune: p.fine_tune().map_err(|e| anyhow!(e))?,
+    };
     let project = var("QANAT_PROJECT")?;
     let run_id = var("MLFLOW_RUN_ID")?;
     let inputs = std::env::var("QANAT_INPUTS").map_err(|_| {
@@ -92,7 +97,6 @@ pub async fn run() -> Result<()> {
         runtime.as_str()
     );
 
-    let seconds = p.timing_seconds.unwrap_or(1.0);
     let (optimized, report) = tokio::task::spawn_blocking(move || -> Result<_> {
         let model = NativeModel::from_bytes(&spec, &weights)?;
         let table = Table::read_dir(std::path::Path::new(&inputs))?;
@@ -103,7 +107,7 @@ pub async fn run() -> Result<()> {
             rows.len()
         );
         Ok(qanat_runtime::optimize::optimize(
-            &model, method, &table, &rows, budget, seconds, runtime,
+            &model, method, &table, &rows, &settings,
         )?)
     })
     .await??;
@@ -124,6 +128,12 @@ pub async fn run() -> Result<()> {
         n.speed.rows_per_s,
         report.speedup()
     );
+    if method.fine_tunes() {
+        println!(
+            "layers {:?} → {:?}; hidden-layer sparsity {:.3} → {:.3}",
+            o.layers, n.layers, o.sparsity, n.sparsity
+        );
+    }
     println!("{}", report.verdict);
 
     let mut metrics: Vec<(String, f64, i64)> = Vec::new();
@@ -142,6 +152,7 @@ pub async fn run() -> Result<()> {
     }
     metrics.extend([
         ("quality_drop".to_string(), report.quality_drop, 0),
+        ("optimized_sparsity".to_string(), n.sparsity, 0),
         ("size_ratio".to_string(), report.size_ratio(), 0),
         ("speedup".to_string(), report.speedup(), 0),
     ]);
@@ -152,6 +163,7 @@ pub async fn run() -> Result<()> {
         ("allowed_drop".to_string(), report.allowed_drop.to_string()),
         ("force".to_string(), p.force.to_string()),
         ("runtime".to_string(), runtime.as_str().to_string()),
+        ("optimized_layers".to_string(), format!("{:?}", n.layers)),
     ];
     let tags = vec![
         ("qanat.optimize.verdict".to_string(), report.verdict.clone()),

@@ -1,0 +1,166 @@
+//! Fine-tuning from given weights, on the CPU: what pruning (qanat-runtime) runs after
+//! it removes weights or hidden units. The network's shape comes from the weights; a
+//! mask per layer (1 keeps a weight, 0 holds it at zero) is applied after every step,
+//! so pruned weights stay pruned. The best epoch by validation loss is returned, as
+//! [`crate::fit::fit`] does.
+
+use burn::module::{AutodiffModule, Param};
+use burn::nn::Linear;
+use burn::tensor::{Tensor, TensorData};
+
+use crate::adam::Adam;
+use crate::config::{Precision, TrainConfig};
+use crate::fit::{epoch_steps, evaluate, Cpu, CpuTrain, EpochMetrics, Fitted, Mlp};
+use crate::mixed::Mixed;
+use crate::prep::{Encoded, Preprocessing, Rng};
+use crate::{Error, Result};
+
+/// The weights to start from: per layer, the `[out, in]` weight and the bias, and
+/// optionally a mask of the weight's shape.
+#[derive(Debug, Clone, Default)]
+pub struct Start {
+    pub layers: Vec<(Vec<f32>, Vec<f32>)>,
+    pub masks: Option<Vec<Vec<f32>>>,
+}
+
+/// `[out, in]` → burn's `[in, out]`.
+fn transpose(w: &[f32], out: usize) -> Vec<f32> {
+    let inp = w.len() / out.max(1);
+    let mut t = vec![0f32; w.len()];
+    for o in 0..out {
+        for k in 0..inp {
+            t[k * out + o] = w[o * inp + k];
+        }
+    }
+    t
+}
+
+/// Trains `config.epochs` epochs (learning rate, batch size and seed from `config`;
+/// its `hidden` is ignored) from `start` on `train`, validating on `valid`.
+pub fn fine_tune(
+    config: &TrainConfig,
+    prep: &Preprocessing,
+    train: &Encoded,
+    valid: &Encoded,
+    start: &Start,
+    mut on_epoch: impl FnMut(&EpochMetrics),
+) -> Result<Fitted<Cpu>> {
+    let device = Default::default();
+    let mut width = prep.width();
+    let mut masks: Vec<Option<Tensor<Cpu, 2>>> = Vec::new();
+    let mut layers = Vec::new();
+    for (i, (w, b)) in start.layers.iter().enumerate() {
+        let out = b.len();
+        if out == 0 || w.len() != width * out {
+            return Err(Error::invalid(format!(
+                "layer {i}: a [{out}, {width}] weight needs {} values, not {}",
+                width * out,
+                w.len()
+            )));
+        }
+        let mask = match start.masks.as_ref().map(|m| m.get(i)) {
+            None => None,
+            Some(Some(m)) if m.len() == w.len() => Some(Tensor::<Cpu, 2>::from_data(
+                TensorData::new(transpose(m, out), [width, out]),
+                &device,
+            )),
+            Some(_) => {
+                return Err(Error::invalid(format!(
+                    "layer {i}: the mask must have the weight's {} values",
+                    w.len()
+                )))
+            }
+        };
+        masks.push(mask);
+        layers.push(Linear {
+            weight: Param::from_tensor(Tensor::from_data(
+                TensorData::new(transpose(w, out), [width, out]),
+                &device,
+            )),
+            bias: Some(Param::from_tensor(Tensor::from_data(
+                TensorData::new(b.clone(), [out]),
+                &device,
+            ))),
+        });
+        width = out;
+    }
+    if layers.is_empty() || width != prep.target.outputs() {
+        return Err(Error::invalid(format!(
+            "the layers end with {width} outputs; the target needs {}",
+            prep.target.outputs()
+        )));
+    }
+    let mut model: Mlp<CpuTrain> = Mlp { layers };
+    let apply = |mut m: Mlp<CpuTrain>| {
+        for (layer, mask) in m.layers.iter_mut().zip(&masks) {
+            if let Some(mask) = mask {
+                let w = std::mem::replace(
+                    &mut layer.weight,
+                    Param::from_tensor(Tensor::zeros([1, 1], &Default::default())),
+                );
+                layer.weight =
+                    w.map(|t| Tensor::from_inner(t.inner() * mask.clone()).require_grad());
+            }
+        }
+        m
+    };
+    model = apply(model);
+    let mut optim = Adam {
+        weight_decay: config.weight_decay as f32,
+        ..Adam::default()
+    }
+    .init::<CpuTrain, Mlp<CpuTrain>>();
+    let mut rng = Rng::new(config.seed ^ 0x0f1e_7a9e);
+    let mut order: Vec<usize> = (0..train.rows()).collect();
+    let mut mixed = Mixed::new(Precision::Fp32);
+    let mut best: Option<(f64, u32, Mlp<Cpu>)> = None;
+    let mut history = Vec::new();
+    for epoch in 0..config.epochs {
+        let lr = config.rate_at(epoch);
+        rng.shuffle(&mut order);
+        for rows in order.chunks(config.batch_size.max(1)) {
+            model = epoch_steps(
+                model,
+                &mut optim,
+                &prep.target,
+                train,
+                rows,
+                rows.len(),
+                lr,
+                &mut mixed,
+                &device,
+            );
+            model = apply(model);
+        }
+        let eval = model.valid();
+        let mut values = evaluate(&eval, prep, train, "train_", &device)?;
+        values.extend(evaluate(&eval, prep, valid, "val_", &device)?);
+        let m = EpochMetrics {
+            epoch,
+            learning_rate: lr,
+            values,
+        };
+        let loss = m.get("val_loss").unwrap_or(f64::INFINITY);
+        if !loss.is_finite() {
+            return Err(Error::invalid(format!(
+                "the validation loss is {loss} at fine-tuning epoch {epoch}: lower the learning_rate (now {lr})"
+            )));
+        }
+        on_epoch(&m);
+        if best.as_ref().is_none_or(|(b, _, _)| loss < *b) {
+            best = Some((loss, epoch, eval));
+        }
+        history.push(m);
+    }
+    let (_, best_epoch, model) = best.ok_or_else(|| {
+        Error::invalid("fine-tuning needs at least one epoch: give epochs of 1 or more")
+    })?;
+    Ok(Fitted {
+        model,
+        best_epoch,
+        epochs_run: config.epochs,
+        history,
+        backend: "cpu".to_string(),
+        precision: Precision::Fp32,
+    })
+}
