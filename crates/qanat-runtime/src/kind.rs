@@ -32,10 +32,21 @@ pub struct OptimizeParams {
     /// (structured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sparsity: Option<f64>,
-    /// Epochs of fine-tuning after pruning (default 5).
+    /// Distillation: the student's hidden layer widths, e.g. `[16]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distill: Option<Vec<usize>>,
+    /// Distillation: softens the teacher's and the student's logits (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Distillation: the weight of matching the teacher, the rest going to the labels
+    /// (default 0.7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpha: Option<f64>,
+    /// Epochs of fine-tuning after pruning (default 5), or of training the student
+    /// (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finetune_epochs: Option<u32>,
-    /// Fine-tuning's learning rate (default 0.001).
+    /// Fine-tuning's learning rate (default 0.001; 0.01 for a student).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learning_rate: Option<f64>,
     /// Seeds the split of the input and the fine-tuning (default 0).
@@ -96,29 +107,64 @@ impl OptimizeParams {
     }
 
     pub fn method(&self) -> Result<Method, String> {
-        match (&self.quantize, &self.prune) {
-            (Some(q), None) => Method::parse_quantize(q).map_err(|e| e.to_string()),
-            (None, Some(kind)) => {
-                let share = self.sparsity.ok_or(
-                    "prune needs sparsity: the share to remove, e.g. sparsity: 0.5".to_string(),
-                )?;
-                Method::parse_prune(kind, share).map_err(|e| e.to_string())
+        let chosen = [
+            self.quantize.is_some(),
+            self.prune.is_some(),
+            self.distill.is_some(),
+        ];
+        match chosen.iter().filter(|c| **c).count() {
+            0 => {
+                return Err(
+                    "say what to do: quantize: int8, prune: magnitude|structured with sparsity, or distill: [hidden widths]"
+                        .into(),
+                )
             }
-            (None, None) => Err(
-                "say what to do: quantize: int8, or prune: magnitude|structured with sparsity"
-                    .into(),
-            ),
-            (Some(_), Some(_)) => Err(
-                "one method a job: quantize or prune (prune first, then quantize the result in a second job)"
-                    .into(),
-            ),
+            1 => {}
+            _ => {
+                return Err(
+                    "one method a job: quantize, prune or distill (chain jobs to combine them: each result is a version)"
+                        .into(),
+                )
+            }
         }
+        if let Some(q) = &self.quantize {
+            return Method::parse_quantize(q).map_err(|e| e.to_string());
+        }
+        if let Some(kind) = &self.prune {
+            let share = self.sparsity.ok_or(
+                "prune needs sparsity: the share to remove, e.g. sparsity: 0.5".to_string(),
+            )?;
+            return Method::parse_prune(kind, share).map_err(|e| e.to_string());
+        }
+        let hidden = self.distill.clone().unwrap_or_default();
+        if hidden.is_empty() || hidden.iter().any(|w| *w == 0 || *w > 4096) {
+            return Err(format!(
+                "distill = {hidden:?}: give the student's hidden layer widths, each 1 to 4096, e.g. distill: [16]"
+            ));
+        }
+        let temperature = self.temperature.unwrap_or(crate::distill::TEMPERATURE);
+        if !(temperature.is_finite() && temperature > 0.0 && temperature <= 100.0) {
+            return Err(format!(
+                "temperature = {temperature}: give a number above 0, at most 100"
+            ));
+        }
+        let alpha = self.alpha.unwrap_or(crate::distill::ALPHA);
+        if !(0.0..=1.0).contains(&alpha) {
+            return Err(format!("alpha = {alpha}: give a weight from 0 to 1"));
+        }
+        Ok(Method::Distill {
+            hidden,
+            temperature,
+            alpha,
+        })
     }
 
     /// Fine-tuning for the methods that train.
     pub fn fine_tune(&self) -> Result<crate::prune::FineTune, String> {
         let d = crate::prune::FineTune::default();
         let learning_rate = match self.learning_rate {
+            // A student starts from scratch: the trainer's own default rate.
+            None if self.distill.is_some() => 0.01,
             None => d.learning_rate,
             Some(r) if r.is_finite() && r > 0.0 && r <= 1.0 => r,
             Some(r) => {
@@ -127,7 +173,8 @@ impl OptimizeParams {
                 ))
             }
         };
-        let epochs = self.finetune_epochs.unwrap_or(d.epochs);
+        let default = if self.distill.is_some() { 30 } else { d.epochs };
+        let epochs = self.finetune_epochs.unwrap_or(default);
         if epochs > 1000 {
             return Err(format!("finetune_epochs = {epochs}: give at most 1000"));
         }
@@ -236,6 +283,14 @@ mod tests {
                 "one method a job",
             ),
             (
+                json!({"model": "fraud@3", "distill": []}),
+                "hidden layer widths",
+            ),
+            (
+                json!({"model": "fraud@3", "distill": [16], "alpha": 2}),
+                "alpha = 2",
+            ),
+            (
                 json!({"model": "fraud@3", "prune": "magnitude"}),
                 "prune needs sparsity",
             ),
@@ -265,8 +320,8 @@ mod tests {
                 "from 0 up",
             ),
             (
-                json!({"model": "fraud@3", "quantize": "int8", "distill": 0.5}),
-                "unknown field `distill`",
+                json!({"model": "fraud@3", "quantize": "int8", "student": 0.5}),
+                "unknown field `student`",
             ),
             (
                 json!({"model": "fraud@3", "quantize": "int8", "runtime": "tvm"}),

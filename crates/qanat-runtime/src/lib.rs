@@ -26,6 +26,7 @@
 //! assert!((q.predict(&[1.0, 2.0], 1).unwrap()[0] - 5.5).abs() < 0.1);
 //! ```
 
+pub mod distill;
 pub mod evaluate;
 pub mod kind;
 pub mod native;

@@ -21,7 +21,7 @@ use crate::prune::{self, FineTune};
 use crate::{Error, Result, Runtime, RuntimeKind};
 
 /// What to do to a model.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
     /// Post-training dynamic int8 quantization.
@@ -32,6 +32,13 @@ pub enum Method {
     /// Structured pruning: `fraction` of every hidden layer's units removed, then
     /// fine-tuning of the smaller network.
     PruneStructured { fraction: f64 },
+    /// A fresh native MLP with `hidden` layers trained on the teacher's outputs
+    /// softened by `temperature` (weight `alpha`) and on the labels (the rest).
+    Distill {
+        hidden: Vec<usize>,
+        temperature: f64,
+        alpha: f64,
+    },
 }
 
 impl Method {
@@ -61,23 +68,24 @@ impl Method {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &'static str {
         match self {
             Method::Int8Dynamic => "int8-dynamic",
             Method::PruneMagnitude { .. } => "prune-magnitude",
             Method::PruneStructured { .. } => "prune-structured",
+            Method::Distill { .. } => "distill",
         }
     }
 
     /// Whether it trains (and so needs training rows besides the holdout).
-    pub fn fine_tunes(self) -> bool {
+    pub fn fine_tunes(&self) -> bool {
         !matches!(self, Method::Int8Dynamic)
     }
 
     /// The method applied to `model`; a pruning method fine-tunes on `train` rows,
     /// choosing its best epoch on `valid` rows.
     pub fn apply(
-        self,
+        &self,
         model: &NativeModel,
         table: &Table,
         train: &[usize],
@@ -87,13 +95,28 @@ impl Method {
         match self {
             Method::Int8Dynamic => model.quantize_dynamic(),
             Method::PruneMagnitude { sparsity } => {
-                let (pruned, masks) = prune::magnitude(model.mlp(), sparsity)?;
+                let (pruned, masks) = prune::magnitude(model.mlp(), *sparsity)?;
                 prune::fine_tuned(model, &pruned, Some(masks), table, train, valid, tune)
             }
             Method::PruneStructured { fraction } => {
-                let smaller = prune::structured(model.mlp(), fraction)?;
+                let smaller = prune::structured(model.mlp(), *fraction)?;
                 prune::fine_tuned(model, &smaller, None, table, train, valid, tune)
             }
+            Method::Distill {
+                hidden,
+                temperature,
+                alpha,
+            } => crate::distill::distill(
+                model,
+                model,
+                hidden,
+                *temperature,
+                *alpha,
+                table,
+                train,
+                valid,
+                tune,
+            ),
         }
     }
 }
@@ -166,6 +189,10 @@ pub struct Measured {
 pub struct Report {
     pub method: Method,
     pub holdout_rows: usize,
+    /// How closely the result follows the original on the holdout: the share of rows
+    /// with the same predicted class, or R² of its predictions against the
+    /// original's (regression).
+    pub fidelity: f64,
     pub original: Measured,
     pub optimized: Measured,
     /// Accuracy points lost, or the relative RMSE growth (negative: it improved).
@@ -239,6 +266,13 @@ pub fn optimize(
     let optimized = method.apply(model, table, &train, &valid, settings.tune)?;
     let original = measure(model, table, rows, seconds, runtime)?;
     let after = measure(&optimized, table, rows, seconds, runtime)?;
+    let fidelity = crate::distill::fidelity(
+        model,
+        &optimized,
+        &model.spec().preprocessing.target,
+        table,
+        rows,
+    )?;
     let (drop, allowed, unit) = if original.quality.higher_is_better() {
         (
             (original.quality.value - after.quality.value) * 100.0,
@@ -270,6 +304,7 @@ pub fn optimize(
     let report = Report {
         method,
         holdout_rows: rows.len(),
+        fidelity,
         original,
         optimized: after,
         quality_drop: drop,

@@ -1,7 +1,10 @@
-//! Fine-tuning from given weights, on the CPU: what pruning (qanat-runtime) runs after
-//! it removes weights or hidden units. The network's shape comes from the weights; a
-//! mask per layer (1 keeps a weight, 0 holds it at zero) is applied after every step,
-//! so pruned weights stay pruned. The best epoch by validation loss is returned, as
+//! Training from a starting point, on the CPU: fine-tuning given weights (what pruning
+//! in qanat-runtime runs after it removes weights or hidden units) and distilling a
+//! teacher into a fresh student ([`distill`]).
+//!
+//! Fine-tuning: the network's shape comes from the weights; a mask per layer (1 keeps
+//! a weight, 0 holds it at zero) is applied after every step, so pruned weights stay
+//! pruned. The best epoch by validation loss is returned, as
 //! [`crate::fit::fit`] does.
 
 use burn::module::{AutodiffModule, Param};
@@ -154,6 +157,148 @@ pub fn fine_tune(
     }
     let (_, best_epoch, model) = best.ok_or_else(|| {
         Error::invalid("fine-tuning needs at least one epoch: give epochs of 1 or more")
+    })?;
+    Ok(Fitted {
+        model,
+        best_epoch,
+        epochs_run: config.epochs,
+        history,
+        backend: "cpu".to_string(),
+        precision: Precision::Fp32,
+    })
+}
+
+/// What a student learns from besides the labels: the teacher's raw outputs for each
+/// training row (`rows × outputs`, as the trainer defines outputs).
+#[derive(Debug, Clone, Copy)]
+pub struct Teacher<'a> {
+    pub outputs: &'a [f32],
+    /// Softens both sides' logits (classification); 1 leaves them as they are.
+    pub temperature: f64,
+    /// The weight of matching the teacher; the rest goes to the labels.
+    pub alpha: f64,
+}
+
+/// The distillation loss of `out` (the student's outputs for `rows`): the
+/// temperature-softened cross-entropy against the teacher's softened outputs, scaled by
+/// T² (classification), or the squared distance to the teacher's output (regression).
+fn soft_loss(
+    target: &crate::prep::Target,
+    out: Tensor<CpuTrain, 2>,
+    teacher: &Teacher<'_>,
+    rows: &[usize],
+    device: &<CpuTrain as burn::tensor::backend::Backend>::Device,
+) -> Tensor<CpuTrain, 1> {
+    use burn::tensor::activation::{log_softmax, sigmoid, softmax};
+    let [n, k] = out.dims();
+    let t: Vec<f32> = rows
+        .iter()
+        .flat_map(|r| teacher.outputs[r * k..(r + 1) * k].iter().copied())
+        .collect();
+    let t = Tensor::<CpuTrain, 2>::from_data(TensorData::new(t, [n, k]), device);
+    let temp = teacher.temperature as f32;
+    match target {
+        crate::prep::Target::Regression { .. } => {
+            let d = out - t;
+            (d.clone() * d).sum() / n as f32
+        }
+        crate::prep::Target::Classification { .. } if k == 1 => {
+            // Binary: cross-entropy of the softened student logit against the softened
+            // teacher probability, stably.
+            let p = sigmoid(t / temp);
+            let z = out / temp;
+            let l = crate::fit::relu(z.clone()) - z.clone() * p + (z.abs().neg().exp() + 1.0).log();
+            l.sum() * (temp * temp) / n as f32
+        }
+        crate::prep::Target::Classification { .. } => {
+            let p = softmax(t / temp, 1);
+            let logq = log_softmax(out / temp, 1);
+            (p * logq).sum().neg() * (temp * temp) / n as f32
+        }
+    }
+}
+
+/// Trains a fresh student (`config.hidden`, seeded by `config.seed`) on `train` from
+/// the teacher's outputs for the same rows and the labels, choosing the best epoch by
+/// validation loss on `valid`.
+pub fn distill(
+    config: &TrainConfig,
+    prep: &Preprocessing,
+    train: &Encoded,
+    valid: &Encoded,
+    teacher: &Teacher<'_>,
+    mut on_epoch: impl FnMut(&EpochMetrics),
+) -> Result<Fitted<Cpu>> {
+    use burn::optim::{GradientsParams, Optimizer};
+    let k = prep.target.outputs();
+    if teacher.outputs.len() != train.rows() * k {
+        return Err(Error::invalid(format!(
+            "the teacher gave {} outputs for {} rows of {k}",
+            teacher.outputs.len(),
+            train.rows()
+        )));
+    }
+    let usable = teacher.temperature.is_finite()
+        && teacher.temperature > 0.0
+        && (0.0..=1.0).contains(&teacher.alpha);
+    if !usable {
+        return Err(Error::invalid(format!(
+            "temperature {} and alpha {}: give a temperature above 0 and alpha from 0 to 1",
+            teacher.temperature, teacher.alpha
+        )));
+    }
+    let device = Default::default();
+    let mut model: Mlp<CpuTrain> = Mlp::seeded(
+        config.seed,
+        prep.width(),
+        &config.hidden_layers(),
+        k,
+        &device,
+    );
+    let mut optim = Adam {
+        weight_decay: config.weight_decay as f32,
+        ..Adam::default()
+    }
+    .init::<CpuTrain, Mlp<CpuTrain>>();
+    let mut rng = Rng::new(config.seed ^ 0x0d15_7111);
+    let mut order: Vec<usize> = (0..train.rows()).collect();
+    let mut best: Option<(f64, u32, Mlp<Cpu>)> = None;
+    let mut history = Vec::new();
+    let alpha = teacher.alpha as f32;
+    for epoch in 0..config.epochs {
+        let lr = config.rate_at(epoch);
+        rng.shuffle(&mut order);
+        for rows in order.chunks(config.batch_size.max(1)) {
+            let (x, y, w) = crate::fit::batch::<CpuTrain>(train, rows, &device);
+            let out = model.forward(x);
+            let hard = crate::fit::loss(&prep.target, out.clone(), &y, &w, &device);
+            let soft = soft_loss(&prep.target, out, teacher, rows, &device);
+            let l = soft * alpha + hard * (1.0 - alpha);
+            let grads = GradientsParams::from_grads(l.backward(), &model);
+            model = optim.step(lr, model, grads);
+        }
+        let eval = model.valid();
+        let mut values = evaluate(&eval, prep, train, "train_", &device)?;
+        values.extend(evaluate(&eval, prep, valid, "val_", &device)?);
+        let m = EpochMetrics {
+            epoch,
+            learning_rate: lr,
+            values,
+        };
+        let loss = m.get("val_loss").unwrap_or(f64::INFINITY);
+        if !loss.is_finite() {
+            return Err(Error::invalid(format!(
+                "the validation loss is {loss} at distillation epoch {epoch}: lower the learning_rate (now {lr})"
+            )));
+        }
+        on_epoch(&m);
+        if best.as_ref().is_none_or(|(b, _, _)| loss < *b) {
+            best = Some((loss, epoch, eval));
+        }
+        history.push(m);
+    }
+    let (_, best_epoch, model) = best.ok_or_else(|| {
+        Error::invalid("distillation needs at least one epoch: give epochs of 1 or more")
     })?;
     Ok(Fitted {
         model,

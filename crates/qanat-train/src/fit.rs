@@ -153,7 +153,7 @@ pub struct Fitted<B: Backend> {
 }
 
 /// The loss of `out` against `y` with row weights `w`, on any backend.
-fn loss<B: Backend>(
+pub(crate) fn loss<B: Backend>(
     target: &Target,
     out: Tensor<B, 2>,
     y: &[f32],
@@ -190,7 +190,7 @@ fn loss<B: Backend>(
     }
 }
 
-fn batch<B: Backend>(
+pub(crate) fn batch<B: Backend>(
     data: &Encoded,
     rows: &[usize],
     device: &B::Device,

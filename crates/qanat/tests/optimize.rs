@@ -180,6 +180,44 @@ fn int8_optimization_registers_a_derived_version_with_its_report() {
     );
     let params = run["run"]["data"]["params"].to_string();
     assert!(params.contains("[30, 32, 16, 1]"), "{params}");
+
+    // Distillation into a student with one hidden layer of 8, with its fidelity.
+    let (ok, out, err) = q.cli(&[
+        "optimize",
+        "-p",
+        "default",
+        "cancer@1",
+        "--distill",
+        "8",
+        "--finetune-epochs",
+        "20",
+        "--max-accuracy-drop",
+        "10",
+        "--holdout",
+        "dataset:cancer@1",
+        "--register",
+        "cancer-student",
+        "--wait",
+    ]);
+    assert!(ok, "{out}\n{err}");
+    let d1 = version(&q, "cancer-student", 1);
+    assert_eq!(tag(&d1, "qanat.optimization"), Some("distill"));
+    let run = q.mlflow_get(
+        "default",
+        &format!("runs/get?run_id={}", d1["run_id"].as_str().expect("run")),
+    );
+    let fidelity = run["run"]["data"]["metrics"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["key"] == "fidelity"))
+        .and_then(|m| m["value"].as_f64())
+        .expect("fidelity");
+    assert!(fidelity > 0.8, "{run:#}");
+    assert!(
+        run["run"]["data"]["params"]
+            .to_string()
+            .contains("[30, 8, 1]"),
+        "{run:#}"
+    );
 }
 
 #[test]

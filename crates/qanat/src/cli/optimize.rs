@@ -10,21 +10,32 @@ pub struct OptimizeArgs {
     pub model: String,
     /// int8: post-training dynamic quantization (int8 weights per output channel, int8
     /// activations per row at run time).
-    #[arg(
-        long,
-        value_name = "SCHEME",
-        required_unless_present = "prune",
-        conflicts_with = "prune"
-    )]
+    #[arg(long, value_name = "SCHEME", conflicts_with_all = ["prune", "distill"])]
     pub quantize: Option<String>,
     /// magnitude (the smallest weights of each hidden layer) or structured (whole hidden
     /// units), then fine-tuning with the native trainer; needs --sparsity.
-    #[arg(long, value_name = "KIND", requires = "sparsity")]
+    #[arg(
+        long,
+        value_name = "KIND",
+        requires = "sparsity",
+        conflicts_with = "distill"
+    )]
     pub prune: Option<String>,
     /// The share --prune removes, above 0 and below 1.
     #[arg(long, value_name = "SHARE")]
     pub sparsity: Option<f64>,
-    /// Epochs of fine-tuning after pruning [default: 5].
+    /// Distill into a fresh native MLP with these hidden layer widths (e.g. 16 or 32,16),
+    /// trained on the model's temperature-softened outputs and the labels.
+    #[arg(long, value_name = "WIDTHS", value_delimiter = ',')]
+    pub distill: Option<Vec<usize>>,
+    /// Distillation's temperature [default: 2].
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f64>,
+    /// Distillation's weight of the teacher; the rest goes to the labels [default: 0.7].
+    #[arg(long, value_name = "WEIGHT")]
+    pub alpha: Option<f64>,
+    /// Epochs of fine-tuning after pruning [default: 5], or of training the student
+    /// [default: 30].
     #[arg(long, value_name = "N")]
     pub finetune_epochs: Option<u32>,
     /// The dataset version both models are measured on: dataset:NAME@VERSION, with the

@@ -200,6 +200,9 @@ pub async fn optimize(ctx: &Ctx, project: &str, a: OptimizeArgs) -> Result<()> {
     set("prune", a.prune.map(|p| json!(p)));
     set("sparsity", a.sparsity.map(|s| json!(s)));
     set("finetune_epochs", a.finetune_epochs.map(|e| json!(e)));
+    set("distill", a.distill.map(|h| json!(h)));
+    set("temperature", a.temperature.map(|t| json!(t)));
+    set("alpha", a.alpha.map(|x| json!(x)));
     let name = a
         .name
         .unwrap_or_else(|| job_name(&format!("optimize-{}", a.model)));

@@ -97,6 +97,7 @@ pub async fn run() -> Result<()> {
         runtime.as_str()
     );
 
+    let chosen = method.clone();
     let (optimized, report) = tokio::task::spawn_blocking(move || -> Result<_> {
         let model = NativeModel::from_bytes(&spec, &weights)?;
         let table = Table::read_dir(std::path::Path::new(&inputs))?;
@@ -107,7 +108,7 @@ pub async fn run() -> Result<()> {
             rows.len()
         );
         Ok(qanat_runtime::optimize::optimize(
-            &model, method, &table, &rows, &settings,
+            &model, chosen, &table, &rows, &settings,
         )?)
     })
     .await??;
@@ -130,8 +131,8 @@ pub async fn run() -> Result<()> {
     );
     if method.fine_tunes() {
         println!(
-            "layers {:?} → {:?}; hidden-layer sparsity {:.3} → {:.3}",
-            o.layers, n.layers, o.sparsity, n.sparsity
+            "layers {:?} → {:?}; hidden-layer sparsity {:.3} → {:.3}; fidelity to the original {:.4}",
+            o.layers, n.layers, o.sparsity, n.sparsity, report.fidelity
         );
     }
     println!("{}", report.verdict);
@@ -153,6 +154,7 @@ pub async fn run() -> Result<()> {
     metrics.extend([
         ("quality_drop".to_string(), report.quality_drop, 0),
         ("optimized_sparsity".to_string(), n.sparsity, 0),
+        ("fidelity".to_string(), report.fidelity, 0),
         ("size_ratio".to_string(), report.size_ratio(), 0),
         ("speedup".to_string(), report.speedup(), 0),
     ]);

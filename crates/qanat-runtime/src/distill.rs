@@ -1,0 +1,148 @@
+//! Distillation: a small native MLP (the student) trained on a teacher's outputs —
+//! softened by a temperature for classification — and on the labels, with the
+//! teacher's preprocessing; and fidelity, how closely one model follows another.
+//!
+//! The teacher is any model the runtimes run on a table with Qanat's signature: the
+//! native runtime, or its `model.onnx` on tract or onnxruntime.
+
+use qanat_train::finetune::Teacher;
+use qanat_train::prep::Target;
+use qanat_train::{Table, TrainConfig};
+
+use crate::evaluate::table_rows;
+use crate::native::{Layer, NativeMlp};
+use crate::package::NativeModel;
+use crate::prune::FineTune;
+use crate::{Error, Result, Runtime};
+
+/// The default temperature and weight of the teacher.
+pub const TEMPERATURE: f64 = 2.0;
+pub const ALPHA: f64 = 0.7;
+
+/// Trains a student with `hidden` layers from `teacher` on `train` rows of `table`
+/// (`how.epochs`, `how.learning_rate`, `how.seed`), choosing its best epoch on `valid`.
+/// `base` gives the signature and preprocessing the student takes (the teacher's own
+/// package); the teacher may run on any runtime.
+#[allow(clippy::too_many_arguments)]
+pub fn distill(
+    teacher: &dyn Runtime,
+    base: &NativeModel,
+    hidden: &[usize],
+    temperature: f64,
+    alpha: f64,
+    table: &Table,
+    train: &[usize],
+    valid: &[usize],
+    how: FineTune,
+) -> Result<NativeModel> {
+    if hidden.is_empty() || hidden.iter().any(|w| *w == 0 || *w > 4096) {
+        return Err(Error::invalid(format!(
+            "hidden = {hidden:?}: give the student's hidden layer widths, each 1 to 4096"
+        )));
+    }
+    let prep = &base.spec().preprocessing;
+    if teacher.outputs() != prep.target.outputs() {
+        return Err(Error::invalid(format!(
+            "the teacher gives {} outputs a row; the signature's target needs {}",
+            teacher.outputs(),
+            prep.target.outputs()
+        )));
+    }
+    let soft = teacher.predict(&table_rows(table, train))?;
+    let config = TrainConfig::from_value(serde_json::json!({
+        "target": prep.target_name(),
+        "model": "mlp",
+        "hidden": hidden,
+        "epochs": how.epochs,
+        "learning_rate": how.learning_rate,
+        "seed": how.seed,
+    }))?;
+    let fitted = qanat_train::finetune::distill(
+        &config,
+        prep,
+        &prep.encode(table, train, &[])?,
+        &prep.encode(table, valid, &[])?,
+        &Teacher {
+            outputs: &soft,
+            temperature,
+            alpha,
+        },
+        |m| {
+            println!(
+                "distillation epoch {}: val_loss {:.4}",
+                m.epoch,
+                m.get("val_loss").unwrap_or(f64::NAN)
+            )
+        },
+    )?;
+    let mut d_in = prep.width();
+    let mut layers = Vec::new();
+    for (w, b) in qanat_train::export::dense(&fitted.model)? {
+        let d_out = b.len();
+        layers.push(Layer::f32(d_in, w, b)?);
+        d_in = d_out;
+    }
+    base.with_mlp(NativeMlp::new(layers)?)
+}
+
+/// How closely `model` follows `reference` on `rows` of `table`: for classification
+/// the share of rows where both predict the same class; for regression R² of
+/// `model`'s outputs against `reference`'s (1 is identical).
+pub fn fidelity(
+    reference: &dyn Runtime,
+    model: &dyn Runtime,
+    target: &Target,
+    table: &Table,
+    rows: &[usize],
+) -> Result<f64> {
+    if reference.outputs() != model.outputs() {
+        return Err(Error::invalid(format!(
+            "the models give {} and {} outputs a row",
+            reference.outputs(),
+            model.outputs()
+        )));
+    }
+    let sub = table_rows(table, rows);
+    let (a, b) = (reference.predict(&sub)?, model.predict(&sub)?);
+    let k = reference.outputs();
+    let n = a.len() / k.max(1);
+    if n == 0 {
+        return Ok(f64::NAN);
+    }
+    let class = |v: &[f32]| -> usize {
+        if k == 1 {
+            usize::from(v[0] > 0.0)
+        } else {
+            v.iter()
+                .enumerate()
+                .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, x)| {
+                    if *x > bv {
+                        (i, *x)
+                    } else {
+                        (bi, bv)
+                    }
+                })
+                .0
+        }
+    };
+    if matches!(target, Target::Classification { .. }) {
+        let same = a
+            .chunks(k)
+            .zip(b.chunks(k))
+            .filter(|(x, y)| class(x) == class(y))
+            .count();
+        return Ok(same as f64 / n as f64);
+    }
+    let mean = a.iter().map(|v| f64::from(*v)).sum::<f64>() / n as f64;
+    let total: f64 = a.iter().map(|v| (f64::from(*v) - mean).powi(2)).sum();
+    let resid: f64 = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2))
+        .sum();
+    Ok(if total > 0.0 {
+        1.0 - resid / total
+    } else {
+        f64::from(u8::from(resid == 0.0))
+    })
+}
