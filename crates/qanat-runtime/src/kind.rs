@@ -22,7 +22,7 @@ pub const CONFIG_VAR: &str = "QANAT_OPTIMIZE_CONFIG";
 pub struct OptimizeParams {
     /// The version to optimize: `fraud@3`, `fraud@champion` or `model:fraud@3`.
     pub model: String,
-    /// `int8`: post-training dynamic quantization.
+    /// `int8`: post-training dynamic quantization; `int8-static`: calibrated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quantize: Option<String>,
     /// `magnitude` (weights) or `structured` (hidden units), with `sparsity`.

@@ -26,6 +26,9 @@ use crate::{Error, Result, Runtime, RuntimeKind};
 pub enum Method {
     /// Post-training dynamic int8 quantization.
     Int8Dynamic,
+    /// Post-training static int8 quantization: one activation scale a layer,
+    /// calibrated on the job's training rows.
+    Int8Static,
     /// Magnitude pruning to `sparsity` (a share of each hidden layer's weights), then
     /// fine-tuning with the pruned weights held at zero.
     PruneMagnitude { sparsity: f64 },
@@ -46,8 +49,9 @@ impl Method {
     pub fn parse_quantize(s: &str) -> Result<Method> {
         match s {
             "int8" | "int8-dynamic" | "dynamic" => Ok(Method::Int8Dynamic),
+            "int8-static" | "static" => Ok(Method::Int8Static),
             other => Err(Error::invalid(format!(
-                "quantize = '{other}': the native runtime quantizes to int8 (dynamic)"
+                "quantize = '{other}': the native runtime quantizes to int8 (dynamic) or int8-static (calibrated)"
             ))),
         }
     }
@@ -71,14 +75,15 @@ impl Method {
     pub fn as_str(&self) -> &'static str {
         match self {
             Method::Int8Dynamic => "int8-dynamic",
+            Method::Int8Static => "int8-static",
             Method::PruneMagnitude { .. } => "prune-magnitude",
             Method::PruneStructured { .. } => "prune-structured",
             Method::Distill { .. } => "distill",
         }
     }
 
-    /// Whether it trains (and so needs training rows besides the holdout).
-    pub fn fine_tunes(&self) -> bool {
+    /// Whether it trains or calibrates, and so needs rows besides the holdout.
+    pub fn needs_training_rows(&self) -> bool {
         !matches!(self, Method::Int8Dynamic)
     }
 
@@ -94,6 +99,11 @@ impl Method {
     ) -> Result<NativeModel> {
         match self {
             Method::Int8Dynamic => model.quantize_dynamic(),
+            Method::Int8Static => {
+                let prep = &model.spec().preprocessing;
+                let x = prep.encode_features(table, train)?;
+                model.with_mlp(model.mlp().quantize_static(&x, train.len())?)
+            }
             Method::PruneMagnitude { sparsity } => {
                 let (pruned, masks) = prune::magnitude(model.mlp(), *sparsity)?;
                 prune::fine_tuned(model, &pruned, Some(masks), table, train, valid, tune)
@@ -121,8 +131,8 @@ impl Method {
     }
 }
 
-/// The job's rows for a method that fine-tunes: shuffled by `seed`, 30% held out for
-/// the gate, 10% to choose the fine-tuning epoch, 60% to train on.
+/// The job's rows for a method that trains or calibrates: shuffled by `seed`, 30% held
+/// out for the gate, 10% to choose the fine-tuning epoch, 60% to train or calibrate on.
 pub fn split(rows: &[usize], seed: u64) -> Result<(Vec<usize>, Vec<usize>, Vec<usize>)> {
     if rows.len() < 20 {
         return Err(Error::invalid(format!(
@@ -257,7 +267,7 @@ pub fn optimize(
     }
     let (budget, seconds, runtime) = (settings.budget, settings.seconds, settings.runtime);
     // A method that trains is measured on rows it did not train on.
-    let (holdout, train, valid) = if method.fine_tunes() {
+    let (holdout, train, valid) = if method.needs_training_rows() {
         split(rows, settings.tune.seed)?
     } else {
         (rows.to_vec(), Vec::new(), Vec::new())

@@ -223,7 +223,11 @@ impl NativeModel {
                 inputs: l.inputs(),
                 outputs: l.outputs(),
                 weight: match &int8[i] {
-                    Some((q, scale)) => Weight::Int8 { q, scale },
+                    Some((q, scale)) => Weight::Int8 {
+                        q,
+                        scale,
+                        input_amax: l.input_amax(),
+                    },
                     None => Weight::F32(&f32s[i]),
                 },
                 bias: l.bias(),

@@ -199,3 +199,98 @@ fn corrupt_and_unsupported_onnx_files_are_refused_with_the_reason() {
     let e = tract.predict(&other).expect_err("refused").to_string();
     assert!(e.contains("'x2'"), "{e}");
 }
+
+#[test]
+fn static_int8_is_calibrated_on_data_and_runs_on_every_runtime() {
+    use qanat_runtime::optimize::{optimize, Method, Settings};
+    let dir = tempfile::tempdir().expect("tmp");
+    let table = mixed(dir.path());
+    let (t, f32_model, _) = train(&table, &[64, 32]);
+    let prep = &f32_model.spec().preprocessing;
+    let x = prep
+        .encode_features(&table, &t.train_rows)
+        .expect("encoded");
+    let stat = f32_model
+        .with_mlp(
+            f32_model
+                .mlp()
+                .quantize_static(&x, t.train_rows.len())
+                .expect("calibrated"),
+        )
+        .expect("model");
+    assert!(stat.mlp().layers()[0].input_amax().is_some());
+    // Written and read back, the calibration stays.
+    let back = NativeModel::from_bytes(
+        &serde_json::to_vec(stat.spec()).expect("spec"),
+        &stat.mlp().to_safetensors().expect("weights"),
+    )
+    .expect("reads");
+    assert_eq!(back.mlp(), stat.mlp());
+
+    let f32_out = f32_model.predict(&table).expect("f32");
+    let scale = f32_out.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let native = stat.predict(&table).expect("static");
+    let d = native
+        .iter()
+        .zip(&f32_out)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    eprintln!("static int8 vs f32: {d:.4} of {scale:.3}");
+    assert!(d <= INT8_TOLERANCE * scale, "{d}");
+
+    let onnx = stat.to_onnx().expect("graph");
+    let g = OnnxGraph::read(&onnx).expect("reads");
+    let ops: Vec<&str> = g
+        .proto
+        .graph
+        .as_ref()
+        .expect("graph")
+        .node
+        .iter()
+        .map(|n| n.op_type.as_str())
+        .collect();
+    assert!(
+        ops.contains(&"QuantizeLinear") && !ops.contains(&"DynamicQuantizeLinear"),
+        "{ops:?}"
+    );
+    let tract = TractModel::load(&onnx)
+        .expect("tract")
+        .predict(&table)
+        .expect("runs");
+    // The same fixed scales: only rounding ties and the -128 end can differ.
+    eprintln!(
+        "tract static vs native static: {:.2e}",
+        worst(&tract, &native)
+    );
+    assert!(worst(&tract, &native) <= 1e-3, "{}", worst(&tract, &native));
+    if let Some(ort) = ort(&onnx) {
+        let o = ort.predict(&table).expect("onnxruntime static");
+        eprintln!(
+            "onnxruntime static vs tract static: {:.2e}",
+            worst(&o, &tract)
+        );
+        assert!(worst(&o, &tract) <= 1e-3);
+    }
+
+    // Through the gate: calibrated on the input's training share, measured on its
+    // holdout; calibration data without the model's columns is refused by name.
+    let rows: Vec<usize> = (0..table.rows()).collect();
+    let settings = Settings {
+        seconds: 0.01,
+        ..Settings::default()
+    };
+    let (_, report) =
+        optimize(&f32_model, Method::Int8Static, &table, &rows, &settings).expect("gated");
+    assert!(report.passed, "{}", report.verdict);
+    let p = dir.path().join("other.csv");
+    std::fs::write(
+        &p,
+        "x1,colour,label\n".to_string() + &"1.0,red,low\n".repeat(40),
+    )
+    .expect("w");
+    let other = Table::read_file(&p).expect("table");
+    let rows: Vec<usize> = (0..other.rows()).collect();
+    let e = optimize(&f32_model, Method::Int8Static, &other, &rows, &settings)
+        .expect_err("wrong schema")
+        .to_string();
+    assert!(e.contains("'x2'"), "{e}");
+}

@@ -199,6 +199,10 @@ pub enum Weight<'a> {
     Int8 {
         q: &'a [i8],
         scale: &'a [f32],
+        /// Static quantization: the calibrated input magnitude. The graph then uses
+        /// `QuantizeLinear` with the fixed scale `amax / 127` instead of
+        /// `DynamicQuantizeLinear`.
+        input_amax: Option<f32>,
     },
 }
 
@@ -365,7 +369,7 @@ fn check_layers(layers: &[Dense<'_>], prep: &Preprocessing) -> Result<()> {
     for (i, l) in layers.iter().enumerate() {
         let weights = match l.weight {
             Weight::F32(w) => w.len(),
-            Weight::Int8 { q, scale } => {
+            Weight::Int8 { q, scale, .. } => {
                 if scale.len() != l.outputs {
                     return Err(Error::invalid(format!(
                         "layer {i} has {} scales for {} outputs",
@@ -412,7 +416,11 @@ fn dense(g: &mut Graph, i: usize, l: &Dense<'_>, x: &str, out: &str) {
                 &[Attr::Int("transB", 1)],
             );
         }
-        Weight::Int8 { q, scale } => {
+        Weight::Int8 {
+            q,
+            scale,
+            input_amax,
+        } => {
             // MatMulInteger multiplies [N, in] by [in, out]. The weights go in as
             // uint8 with zero point 128 (q + 128, exact): onnxruntime's u8×s8 kernels
             // on AVX2 without VNNI add products pairwise in int16 and saturate.
@@ -426,11 +434,24 @@ fn dense(g: &mut Graph, i: usize, l: &Dense<'_>, x: &str, out: &str) {
             g.constant(&format!("{p}.weight_zero"), UINT8, &[], vec![128]);
             g.floats(&format!("{p}.weight_scale"), &[l.outputs], scale);
             let n = |s: &str| format!("{p}.{s}");
-            g.node_n(
-                "DynamicQuantizeLinear",
-                &[x],
-                &[&n("x_q"), &n("x_scale"), &n("x_zero")],
-            );
+            match input_amax {
+                None => g.node_n(
+                    "DynamicQuantizeLinear",
+                    &[x],
+                    &[&n("x_q"), &n("x_scale"), &n("x_zero")],
+                ),
+                Some(amax) => {
+                    // Symmetric, held as uint8 around 128 (onnxruntime's AVX2 kernels,
+                    // as for the weights).
+                    g.floats(&n("x_scale"), &[], &[amax / 127.0]);
+                    g.constant(&n("x_zero"), UINT8, &[], vec![128]);
+                    g.node_n(
+                        "QuantizeLinear",
+                        &[x, &n("x_scale"), &n("x_zero")],
+                        &[&n("x_q")],
+                    );
+                }
+            }
             g.node_n(
                 "MatMulInteger",
                 &[&n("x_q"), &n("weight"), &n("x_zero"), &n("weight_zero")],

@@ -435,13 +435,21 @@ mod x86 {
 
 /// Quantizes each row of `x` (`rows × k`) to int8 symmetric with its own scale
 /// (`max |x| / 127`), written sign-extended into `xq` (`rows × kp`, zero padded).
-pub(crate) fn quantize_rows(x: &[f32], k: usize, kp: usize, xq: &mut [i16], scale: &mut [f32]) {
+pub(crate) fn quantize_rows(
+    x: &[f32],
+    k: usize,
+    kp: usize,
+    xq: &mut [i16],
+    scale: &mut [f32],
+    fixed: Option<f32>,
+) {
     pulp::Arch::new().dispatch(QuantizeRows {
         x,
         k,
         kp,
         xq,
         scale,
+        fixed,
     });
 }
 
@@ -451,6 +459,9 @@ struct QuantizeRows<'a> {
     kp: usize,
     xq: &'a mut [i16],
     scale: &'a mut [f32],
+    /// Static quantization: the calibrated largest magnitude, used for every row
+    /// (values beyond it saturate); `None` takes each row's own.
+    fixed: Option<f32>,
 }
 
 impl WithSimd for QuantizeRows<'_> {
@@ -464,11 +475,12 @@ impl WithSimd for QuantizeRows<'_> {
             kp,
             xq,
             scale,
+            fixed,
         } = self;
         for (r, s) in scale.iter_mut().enumerate() {
             let row = &x[r * k..(r + 1) * k];
             let q = &mut xq[r * kp..(r + 1) * kp];
-            let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let amax = fixed.unwrap_or_else(|| row.iter().fold(0f32, |m, v| m.max(v.abs())));
             // NaN and infinity cannot be quantized; such a row comes out as zeros (the
             // encoder never produces one).
             let (inv, sc) = if amax > 0.0 && amax.is_finite() {
@@ -660,7 +672,7 @@ mod tests {
         let x = [0.5f32, -1.0, 0.25, 0.0, 0.0, 0.0];
         let mut xq = vec![9i16; 2 * 16];
         let mut s = [0f32; 2];
-        quantize_rows(&x, 3, 16, &mut xq, &mut s);
+        quantize_rows(&x, 3, 16, &mut xq, &mut s, None);
         assert_eq!(&xq[..3], &[64, -127, 32]);
         assert!(xq[3..16].iter().all(|v| *v == 0));
         assert_eq!(s[0], 1.0 / 127.0);

@@ -56,6 +56,9 @@ pub struct Layer {
     d_out: usize,
     weights: Weights,
     bias: Vec<f32>,
+    /// Static int8: the calibrated largest input magnitude (one activation scale for
+    /// every row); `None` quantizes each row with its own (dynamic).
+    input_amax: Option<f32>,
 }
 
 impl Layer {
@@ -74,6 +77,7 @@ impl Layer {
             d_out,
             weights: Weights::F32(weight),
             bias,
+            input_amax: None,
         })
     }
 
@@ -108,6 +112,11 @@ impl Layer {
 
     pub fn bias(&self) -> &[f32] {
         &self.bias
+    }
+
+    /// The calibrated input magnitude of a statically quantized layer.
+    pub fn input_amax(&self) -> Option<f32> {
+        self.input_amax
     }
 
     /// An int8 layer's `[out, in]` values and per-output scales (`None` for f32).
@@ -154,7 +163,7 @@ impl Layer {
                 grow(&mut scratch.scale, rows, 0.0);
                 let xq = &mut scratch.q[..rows * kp];
                 let xs = &mut scratch.scale[..rows];
-                kernels::quantize_rows(x, self.d_in, *kp, xq, xs);
+                kernels::quantize_rows(x, self.d_in, *kp, xq, xs, self.input_amax);
                 kernels::gemm_i8(xq, xs, *kp, q, scale, &self.bias, relu, y);
             }
         }
@@ -247,6 +256,46 @@ impl NativeMlp {
     /// weights (per output channel) and int8 activations (per row, at run time). The
     /// output layer stays f32: it is a small share of the work and carries the
     /// decision, so its rounding would cost accuracy for no speed.
+    /// Static int8: as [`quantize_dynamic`](Self::quantize_dynamic), but each int8
+    /// layer quantizes its inputs with one scale, calibrated as the largest input
+    /// magnitude the f32 network sees on `rows` rows of `x` (the encoded calibration
+    /// data), instead of each row's own.
+    pub fn quantize_static(&self, x: &[f32], rows: usize) -> Result<NativeMlp> {
+        if rows == 0 || x.len() != rows * self.inputs() {
+            return Err(Error::invalid(format!(
+                "calibration needs rows of {} values; got {} values for {rows} rows",
+                self.inputs(),
+                x.len()
+            )));
+        }
+        if self.precision() != Precision::F32 {
+            return Err(Error::invalid(
+                "static quantization calibrates an f32 model",
+            ));
+        }
+        let last = self.layers.len() - 1;
+        let mut layers = Vec::with_capacity(self.layers.len());
+        let mut a = x.to_vec();
+        let mut scratch = Quant::default();
+        for (i, l) in self.layers.iter().enumerate() {
+            let amax = a
+                .iter()
+                .filter(|v| v.is_finite())
+                .fold(0f32, |m, v| m.max(v.abs()));
+            if i < last {
+                let mut q = l.quantized();
+                q.input_amax = Some(if amax > 0.0 { amax } else { 1.0 });
+                layers.push(q);
+            } else {
+                layers.push(l.clone());
+            }
+            let mut y = vec![0f32; rows * l.d_out];
+            l.forward(&a, rows, i < last, &mut y, &mut scratch);
+            a = y;
+        }
+        NativeMlp::new(layers)
+    }
+
     pub fn quantize_dynamic(&self) -> NativeMlp {
         let last = self.layers.len() - 1;
         NativeMlp {
@@ -313,7 +362,7 @@ impl NativeMlp {
                 .and_then(|r| r.split_once('.'))
                 .is_some_and(|(i, t)| {
                     i.parse::<usize>().is_ok_and(|i| i < count)
-                        && matches!(t, "weight" | "bias" | "weight_scale")
+                        && matches!(t, "weight" | "bias" | "weight_scale" | "input_amax")
                 })
         };
         if let Some(extra) = st.names().into_iter().find(|n| !known(n)) {
@@ -358,11 +407,24 @@ impl NativeMlp {
                             *qv = *b as i8;
                         }
                     }
+                    let aname = format!("layers.{i}.input_amax");
+                    let input_amax = match st.tensor(&aname) {
+                        Err(_) => None,
+                        Ok(t) => match f32s(&aname, &t, &[1])?[..] {
+                            [a] if a > 0.0 => Some(a),
+                            _ => {
+                                return Err(Error::invalid(format!(
+                                    "{aname} must be positive: it is the calibrated input range"
+                                )))
+                            }
+                        },
+                    };
                     Layer {
                         d_in,
                         d_out,
                         weights: Weights::Int8 { q, kp, scale },
                         bias,
+                        input_amax,
                     }
                 }
                 other => {
@@ -400,6 +462,14 @@ impl NativeMlp {
                         vec![l.d_out],
                         le(scale),
                     ));
+                    if let Some(a) = l.input_amax {
+                        tensors.push((
+                            format!("layers.{i}.input_amax"),
+                            Dtype::F32,
+                            vec![1],
+                            le(&[a]),
+                        ));
+                    }
                 }
             }
             tensors.push((

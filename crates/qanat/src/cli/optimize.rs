@@ -9,7 +9,8 @@ pub struct OptimizeArgs {
     #[arg(value_name = "MODEL")]
     pub model: String,
     /// int8: post-training dynamic quantization (int8 weights per output channel, int8
-    /// activations per row at run time).
+    /// activations per row at run time); int8-static: one activation scale a layer,
+    /// calibrated on 60% of the --holdout dataset's rows (the rest measure).
     #[arg(long, value_name = "SCHEME", conflicts_with_all = ["prune", "distill"])]
     pub quantize: Option<String>,
     /// magnitude (the smallest weights of each hidden layer) or structured (whole hidden

@@ -129,7 +129,7 @@ pub async fn run() -> Result<()> {
         n.speed.rows_per_s,
         report.speedup()
     );
-    if method.fine_tunes() {
+    if method.needs_training_rows() {
         println!(
             "layers {:?} → {:?}; hidden-layer sparsity {:.3} → {:.3}; fidelity to the original {:.4}",
             o.layers, n.layers, o.sparsity, n.sparsity, report.fidelity
