@@ -178,6 +178,9 @@ impl OptimizeParams {
         if epochs > 1000 {
             return Err(format!("finetune_epochs = {epochs}: give at most 1000"));
         }
+        if epochs == 0 && self.distill.is_some() {
+            return Err("finetune_epochs = 0: a student needs at least one epoch".into());
+        }
         Ok(crate::prune::FineTune {
             epochs,
             learning_rate,
@@ -285,6 +288,10 @@ mod tests {
             (
                 json!({"model": "fraud@3", "distill": []}),
                 "hidden layer widths",
+            ),
+            (
+                json!({"model": "fraud@3", "distill": [16], "finetune_epochs": 0}),
+                "finetune_epochs = 0",
             ),
             (
                 json!({"model": "fraud@3", "distill": [16], "alpha": 2}),

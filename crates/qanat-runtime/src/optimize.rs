@@ -136,7 +136,9 @@ impl Method {
 pub fn split(rows: &[usize], seed: u64) -> Result<(Vec<usize>, Vec<usize>, Vec<usize>)> {
     if rows.len() < 20 {
         return Err(Error::invalid(format!(
-            "fine-tuning needs at least 20 rows with the target in the job's input, not {}",
+            "a method that trains or calibrates splits the job's input (60% train or \
+             calibrate, 10% choose the epoch, 30% holdout) and needs at least 20 rows with \
+             the target, not {}",
             rows.len()
         )));
     }
@@ -251,7 +253,7 @@ impl Default for Settings {
 
 /// Applies `method` to `model`, measures both on `rows` of `table` (rows whose target
 /// is known) and judges the result against the budget. A method that fine-tunes
-/// ([`Method::fine_tunes`]) trains on part of `rows` ([`split`]) and is measured on
+/// ([`Method::needs_training_rows`]) trains on part of `rows` ([`split`]) and is measured on
 /// the rest.
 pub fn optimize(
     model: &NativeModel,

@@ -23,6 +23,11 @@ fn f32_layers(mlp: &NativeMlp) -> Result<Vec<(Vec<f32>, Vec<f32>)>> {
             "pruning takes an f32 model: prune the original, then quantize the result",
         ));
     }
+    if mlp.layers().len() < 2 {
+        return Err(Error::invalid(
+            "the model has no hidden layer to prune: its one (output) layer is never pruned",
+        ));
+    }
     Ok(mlp
         .layers()
         .iter()

@@ -680,4 +680,16 @@ mod tests {
         assert_eq!(s[1], 1.0);
         assert!(xq[16..].iter().all(|v| *v == 0));
     }
+
+    #[test]
+    fn a_fixed_scale_is_used_for_every_row_and_saturates_beyond_it() {
+        let x = [0.5f32, -1.0, 0.25, 0.05, 0.0, -0.5];
+        let mut xq = vec![9i16; 2 * 16];
+        let mut s = [0f32; 2];
+        quantize_rows(&x, 3, 16, &mut xq, &mut s, Some(0.5));
+        assert_eq!(s, [0.5 / 127.0; 2]);
+        // -1.0 lies beyond the calibrated 0.5: it saturates at -127.
+        assert_eq!(&xq[..3], &[127, -127, 64]);
+        assert_eq!(&xq[16..19], &[13, 0, -127]);
+    }
 }

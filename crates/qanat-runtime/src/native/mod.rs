@@ -151,6 +151,8 @@ impl Layer {
         }
         Layer {
             weights: Weights::Int8 { q, kp, scale },
+            // Dynamic unless a calibration sets it.
+            input_amax: None,
             ..self.clone()
         }
     }
@@ -252,10 +254,6 @@ impl NativeMlp {
         self.layers.iter().map(Layer::stored_bytes).sum()
     }
 
-    /// Post-training dynamic quantization: every layer but the output layer gets int8
-    /// weights (per output channel) and int8 activations (per row, at run time). The
-    /// output layer stays f32: it is a small share of the work and carries the
-    /// decision, so its rounding would cost accuracy for no speed.
     /// Static int8: as [`quantize_dynamic`](Self::quantize_dynamic), but each int8
     /// layer quantizes its inputs with one scale, calibrated as the largest input
     /// magnitude the f32 network sees on `rows` rows of `x` (the encoded calibration
@@ -296,6 +294,10 @@ impl NativeMlp {
         NativeMlp::new(layers)
     }
 
+    /// Post-training dynamic quantization: every layer but the output layer gets int8
+    /// weights (per output channel) and int8 activations (per row, at run time). The
+    /// output layer stays f32: it is a small share of the work and carries the
+    /// decision, so its rounding would cost accuracy for no speed.
     pub fn quantize_dynamic(&self) -> NativeMlp {
         let last = self.layers.len() - 1;
         NativeMlp {
@@ -411,10 +413,10 @@ impl NativeMlp {
                     let input_amax = match st.tensor(&aname) {
                         Err(_) => None,
                         Ok(t) => match f32s(&aname, &t, &[1])?[..] {
-                            [a] if a > 0.0 => Some(a),
+                            [a] if a.is_finite() && a > 0.0 => Some(a),
                             _ => {
                                 return Err(Error::invalid(format!(
-                                    "{aname} must be positive: it is the calibrated input range"
+                                    "{aname} must be positive and finite: it is the calibrated input range"
                                 )))
                             }
                         },

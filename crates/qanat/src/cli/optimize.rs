@@ -10,7 +10,7 @@ pub struct OptimizeArgs {
     pub model: String,
     /// int8: post-training dynamic quantization (int8 weights per output channel, int8
     /// activations per row at run time); int8-static: one activation scale a layer,
-    /// calibrated on 60% of the --holdout dataset's rows (the rest measure).
+    /// calibrated on 60% of the --holdout dataset's rows (30% measure).
     #[arg(long, value_name = "SCHEME", conflicts_with_all = ["prune", "distill"])]
     pub quantize: Option<String>,
     /// magnitude (the smallest weights of each hidden layer) or structured (whole hidden
@@ -40,8 +40,8 @@ pub struct OptimizeArgs {
     #[arg(long, value_name = "N")]
     pub finetune_epochs: Option<u32>,
     /// The dataset version both models are measured on: dataset:NAME@VERSION, with the
-    /// model's feature columns and its target (with --prune: 60% of its rows fine-tune,
-    /// 10% choose the epoch, 30% are the holdout).
+    /// model's feature columns and its target (with --prune, --distill or int8-static:
+    /// 60% of its rows train or calibrate, 10% choose the epoch, 30% are the holdout).
     #[arg(long, value_name = "REF")]
     pub holdout: String,
     /// Most holdout accuracy points the result may lose (classification) [default: 1].

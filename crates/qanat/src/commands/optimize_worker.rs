@@ -103,7 +103,7 @@ pub async fn run() -> Result<()> {
         let table = Table::read_dir(std::path::Path::new(&inputs))?;
         let rows = qanat_runtime::evaluate::labelled_rows(&table, &model.spec().preprocessing)?;
         println!(
-            "holdout: {} rows, {} with the target",
+            "input: {} rows, {} with the target",
             table.rows(),
             rows.len()
         );
