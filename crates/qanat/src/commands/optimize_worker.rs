@@ -20,8 +20,9 @@ fn var(name: &str) -> Result<String> {
     })
 }
 
-/// Files of the source package copied into the result when present.
-const EXAMPLES: [&str; 2] = ["input_example.json", "output_example.json"];
+/// Files of the source package copied into the result when present. Not
+/// `output_example.json`: those are the source model's outputs, not the result's.
+const EXAMPLES: [&str; 1] = ["input_example.json"];
 
 async fn fetch(
     client: &qanat_client::Client,
