@@ -10,7 +10,7 @@ use qanat_train::prep::Target;
 use qanat_train::{Table, TrainConfig};
 
 use crate::evaluate::table_rows;
-use crate::native::{Layer, NativeMlp};
+use crate::native::NativeMlp;
 use crate::package::NativeModel;
 use crate::prune::FineTune;
 use crate::{Error, Result, Runtime};
@@ -75,14 +75,10 @@ pub fn distill(
             )
         },
     )?;
-    let mut d_in = prep.width();
-    let mut layers = Vec::new();
-    for (w, b) in qanat_train::export::dense(&fitted.model)? {
-        let d_out = b.len();
-        layers.push(Layer::f32(d_in, w, b)?);
-        d_in = d_out;
-    }
-    base.with_mlp(NativeMlp::new(layers)?)
+    base.with_mlp(NativeMlp::from_dense(
+        prep.width(),
+        qanat_train::export::dense(&fitted.model)?,
+    )?)
 }
 
 /// How closely `model` follows `reference` on `rows` of `table`: for classification

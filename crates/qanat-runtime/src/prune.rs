@@ -118,14 +118,7 @@ pub fn structured(mlp: &NativeMlp, fraction: f64) -> Result<NativeMlp> {
         layers[i] = (w2, b2);
         layers[i + 1].0 = nw;
     }
-    let mut d_in = mlp.inputs();
-    let mut out = Vec::with_capacity(layers.len());
-    for (w, b) in layers {
-        let d_out = b.len();
-        out.push(Layer::f32(d_in, w, b)?);
-        d_in = d_out;
-    }
-    NativeMlp::new(out)
+    NativeMlp::from_dense(mlp.inputs(), layers)
 }
 
 /// How fine-tuning runs.
@@ -188,12 +181,8 @@ pub fn fine_tuned(
             )
         },
     )?;
-    let mut d_in = mlp.inputs();
-    let mut layers = Vec::new();
-    for (w, b) in qanat_train::export::dense(&fitted.model)? {
-        let d_out = b.len();
-        layers.push(Layer::f32(d_in, w, b)?);
-        d_in = d_out;
-    }
-    model.with_mlp(NativeMlp::new(layers)?)
+    model.with_mlp(NativeMlp::from_dense(
+        mlp.inputs(),
+        qanat_train::export::dense(&fitted.model)?,
+    )?)
 }

@@ -26,6 +26,75 @@ pub struct Start {
     pub masks: Option<Vec<Vec<f32>>>,
 }
 
+/// The epochs so far and the best by validation loss.
+struct Best {
+    what: &'static str,
+    best: Option<(f64, u32, Mlp<Cpu>)>,
+    history: Vec<EpochMetrics>,
+}
+
+impl Best {
+    fn new(what: &'static str) -> Best {
+        Best {
+            what,
+            best: None,
+            history: Vec::new(),
+        }
+    }
+
+    /// Evaluates the epoch's model, reports it, and keeps it if it is the best.
+    #[allow(clippy::too_many_arguments)]
+    fn epoch_end(
+        &mut self,
+        eval: Mlp<Cpu>,
+        epoch: u32,
+        lr: f64,
+        prep: &Preprocessing,
+        train: &Encoded,
+        valid: &Encoded,
+        on_epoch: &mut impl FnMut(&EpochMetrics),
+    ) -> Result<()> {
+        let device = Default::default();
+        let mut values = evaluate(&eval, prep, train, "train_", &device)?;
+        values.extend(evaluate(&eval, prep, valid, "val_", &device)?);
+        let m = EpochMetrics {
+            epoch,
+            learning_rate: lr,
+            values,
+        };
+        let loss = m.get("val_loss").unwrap_or(f64::INFINITY);
+        if !loss.is_finite() {
+            return Err(Error::invalid(format!(
+                "the validation loss is {loss} at {} epoch {epoch}: lower the learning_rate (now {lr})",
+                self.what
+            )));
+        }
+        on_epoch(&m);
+        if self.best.as_ref().is_none_or(|(b, _, _)| loss < *b) {
+            self.best = Some((loss, epoch, eval));
+        }
+        self.history.push(m);
+        Ok(())
+    }
+
+    fn finish(self, config: &TrainConfig) -> Result<Fitted<Cpu>> {
+        let (_, best_epoch, model) = self.best.ok_or_else(|| {
+            Error::invalid(format!(
+                "{} needs at least one epoch: give epochs of 1 or more",
+                self.what
+            ))
+        })?;
+        Ok(Fitted {
+            model,
+            best_epoch,
+            epochs_run: config.epochs,
+            history: self.history,
+            backend: "cpu".to_string(),
+            precision: Precision::Fp32,
+        })
+    }
+}
+
 /// `[out, in]` → burn's `[in, out]`.
 fn transpose(w: &[f32], out: usize) -> Vec<f32> {
     let inp = w.len() / out.max(1);
@@ -116,8 +185,7 @@ pub fn fine_tune(
     let mut rng = Rng::new(config.seed ^ 0x0f1e_7a9e);
     let mut order: Vec<usize> = (0..train.rows()).collect();
     let mut mixed = Mixed::new(Precision::Fp32);
-    let mut best: Option<(f64, u32, Mlp<Cpu>)> = None;
-    let mut history = Vec::new();
+    let mut best = Best::new("fine-tuning");
     for epoch in 0..config.epochs {
         let lr = config.rate_at(epoch);
         rng.shuffle(&mut order);
@@ -135,37 +203,9 @@ pub fn fine_tune(
             );
             model = apply(model);
         }
-        let eval = model.valid();
-        let mut values = evaluate(&eval, prep, train, "train_", &device)?;
-        values.extend(evaluate(&eval, prep, valid, "val_", &device)?);
-        let m = EpochMetrics {
-            epoch,
-            learning_rate: lr,
-            values,
-        };
-        let loss = m.get("val_loss").unwrap_or(f64::INFINITY);
-        if !loss.is_finite() {
-            return Err(Error::invalid(format!(
-                "the validation loss is {loss} at fine-tuning epoch {epoch}: lower the learning_rate (now {lr})"
-            )));
-        }
-        on_epoch(&m);
-        if best.as_ref().is_none_or(|(b, _, _)| loss < *b) {
-            best = Some((loss, epoch, eval));
-        }
-        history.push(m);
+        best.epoch_end(model.valid(), epoch, lr, prep, train, valid, &mut on_epoch)?;
     }
-    let (_, best_epoch, model) = best.ok_or_else(|| {
-        Error::invalid("fine-tuning needs at least one epoch: give epochs of 1 or more")
-    })?;
-    Ok(Fitted {
-        model,
-        best_epoch,
-        epochs_run: config.epochs,
-        history,
-        backend: "cpu".to_string(),
-        precision: Precision::Fp32,
-    })
+    best.finish(config)
 }
 
 /// What a student learns from besides the labels: the teacher's raw outputs for each
@@ -262,8 +302,7 @@ pub fn distill(
     .init::<CpuTrain, Mlp<CpuTrain>>();
     let mut rng = Rng::new(config.seed ^ 0x0d15_7111);
     let mut order: Vec<usize> = (0..train.rows()).collect();
-    let mut best: Option<(f64, u32, Mlp<Cpu>)> = None;
-    let mut history = Vec::new();
+    let mut best = Best::new("distillation");
     let alpha = teacher.alpha as f32;
     for epoch in 0..config.epochs {
         let lr = config.rate_at(epoch);
@@ -277,35 +316,7 @@ pub fn distill(
             let grads = GradientsParams::from_grads(l.backward(), &model);
             model = optim.step(lr, model, grads);
         }
-        let eval = model.valid();
-        let mut values = evaluate(&eval, prep, train, "train_", &device)?;
-        values.extend(evaluate(&eval, prep, valid, "val_", &device)?);
-        let m = EpochMetrics {
-            epoch,
-            learning_rate: lr,
-            values,
-        };
-        let loss = m.get("val_loss").unwrap_or(f64::INFINITY);
-        if !loss.is_finite() {
-            return Err(Error::invalid(format!(
-                "the validation loss is {loss} at distillation epoch {epoch}: lower the learning_rate (now {lr})"
-            )));
-        }
-        on_epoch(&m);
-        if best.as_ref().is_none_or(|(b, _, _)| loss < *b) {
-            best = Some((loss, epoch, eval));
-        }
-        history.push(m);
+        best.epoch_end(model.valid(), epoch, lr, prep, train, valid, &mut on_epoch)?;
     }
-    let (_, best_epoch, model) = best.ok_or_else(|| {
-        Error::invalid("distillation needs at least one epoch: give epochs of 1 or more")
-    })?;
-    Ok(Fitted {
-        model,
-        best_epoch,
-        epochs_run: config.epochs,
-        history,
-        backend: "cpu".to_string(),
-        precision: Precision::Fp32,
-    })
+    best.finish(config)
 }

@@ -254,6 +254,19 @@ impl NativeMlp {
         self.layers.iter().map(Layer::stored_bytes).sum()
     }
 
+    /// An f32 network from `inputs` and each layer's `[out, in]` weight and bias (as
+    /// `qanat_train::export::dense` gives them).
+    pub fn from_dense(inputs: usize, layers: Vec<(Vec<f32>, Vec<f32>)>) -> Result<NativeMlp> {
+        let mut d_in = inputs;
+        let mut out = Vec::with_capacity(layers.len());
+        for (w, b) in layers {
+            let d_out = b.len();
+            out.push(Layer::f32(d_in, w, b)?);
+            d_in = d_out;
+        }
+        NativeMlp::new(out)
+    }
+
     /// Static int8: as [`quantize_dynamic`](Self::quantize_dynamic), but each int8
     /// layer quantizes its inputs with one scale, calibrated as the largest input
     /// magnitude the f32 network sees on `rows` rows of `x` (the encoded calibration
