@@ -2,16 +2,17 @@
 //! softened by a temperature for classification — and on the labels, with the
 //! teacher's preprocessing; and fidelity, how closely one model follows another.
 //!
-//! The teacher is any model the runtimes run on a table with Qanat's signature: the
-//! native runtime, or its `model.onnx` on tract or onnxruntime.
+//! The teacher is any model the runtimes run on a table: a native model, its
+//! `model.onnx` on tract or onnxruntime, or an ONNX model made elsewhere
+//! ([`crate::imported`]).
 
 use qanat_train::finetune::Teacher;
-use qanat_train::prep::Target;
+use qanat_train::prep::{Preprocessing, Target};
 use qanat_train::{Table, TrainConfig};
 
 use crate::evaluate::table_rows;
 use crate::native::NativeMlp;
-use crate::package::NativeModel;
+use crate::package::{NativeModel, Spec};
 use crate::prune::FineTune;
 use crate::{Error, Result, Runtime};
 
@@ -21,12 +22,14 @@ pub const ALPHA: f64 = 0.7;
 
 /// Trains a student with `hidden` layers from `teacher` on `train` rows of `table`
 /// (`how.epochs`, `how.learning_rate`, `how.seed`), choosing its best epoch on `valid`.
-/// `base` gives the signature and preprocessing the student takes (the teacher's own
-/// package); the teacher may run on any runtime.
+/// `prep` is the preprocessing the student takes (the teacher's own, or one fitted on
+/// the training rows for a teacher made elsewhere); the teacher may run on any
+/// runtime, and gives its outputs as the trainer defines them (logits, or the
+/// standardized target).
 #[allow(clippy::too_many_arguments)]
 pub fn distill(
     teacher: &dyn Runtime,
-    base: &NativeModel,
+    prep: &Preprocessing,
     hidden: &[usize],
     temperature: f64,
     alpha: f64,
@@ -40,7 +43,6 @@ pub fn distill(
             "hidden = {hidden:?}: give the student's hidden layer widths, each 1 to 4096"
         )));
     }
-    let prep = &base.spec().preprocessing;
     if teacher.outputs() != prep.target.outputs() {
         return Err(Error::invalid(format!(
             "the teacher gives {} outputs a row; the signature's target needs {}",
@@ -75,10 +77,11 @@ pub fn distill(
             )
         },
     )?;
-    base.with_mlp(NativeMlp::from_dense(
-        prep.width(),
-        qanat_train::export::dense(&fitted.model)?,
-    )?)
+    let mlp = NativeMlp::from_dense(prep.width(), qanat_train::export::dense(&fitted.model)?)?;
+    let layers = std::iter::once(mlp.inputs())
+        .chain(mlp.layers().iter().map(|l| l.outputs()))
+        .collect();
+    NativeModel::new(Spec::for_layers(prep, layers)?, mlp)
 }
 
 /// How closely `model` follows `reference` on `rows` of `table`: for classification

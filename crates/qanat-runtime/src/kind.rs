@@ -68,9 +68,21 @@ pub struct OptimizeParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing_seconds: Option<f64>,
     /// The runtime both models are measured on, and the result is made for: `native`
-    /// (default), `tract` or `onnxruntime` (their `model.onnx`).
+    /// (default), `tract` or `onnxruntime` (their `model.onnx`); for an ONNX model
+    /// made elsewhere, `tract` (default) or `onnxruntime`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
+    /// An ONNX model made elsewhere (no Qanat signature): the holdout's target column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// An ONNX model made elsewhere: `classification` or `regression` (default: read
+    /// from the target column, as the trainer does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<qanat_train::config::Task>,
+    /// An ONNX model made elsewhere with one `[N, F]` input: the F columns that fill it,
+    /// in order (default: its MLflow signature's, else the holdout's other columns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<Vec<String>>,
 }
 
 impl OptimizeParams {
@@ -83,6 +95,12 @@ impl OptimizeParams {
         p.budget()?;
         p.runtime()?;
         p.fine_tune()?;
+        if p.target.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            return Err("target = '': name the holdout's target column".into());
+        }
+        if p.features.as_ref().is_some_and(Vec::is_empty) {
+            return Err("features = []: name the columns that fill the model's input".into());
+        }
         if let Some(s) = p.timing_seconds {
             if !(s.is_finite() && (0.0..=60.0).contains(&s)) {
                 return Err(format!(

@@ -9,6 +9,8 @@
 //!   `onnxruntime` (loaded at run time when a library is configured or found).
 //! - [`Runtime`]: the one trait every runtime implements (a table in, the model's raw
 //!   outputs out), and [`evaluate`]: the quality of those outputs against the target.
+//! - [`imported`]: ONNX models made elsewhere (PyTorch, scikit-learn), their outputs
+//!   read as the trainer's, so they are measured, quantized and distilled like Qanat's.
 //! - [`optimize`]: a method applied to a model, both measured on a holdout, and a gate
 //!   on the quality drop; [`kind`]: the `optimize` job kind that runs it.
 //!
@@ -28,6 +30,7 @@
 
 pub mod distill;
 pub mod evaluate;
+pub mod imported;
 pub mod kind;
 pub mod native;
 pub mod onnx;

@@ -14,6 +14,7 @@ use qanat_train::Table;
 use serde::{Deserialize, Serialize};
 
 use crate::evaluate::{quality, table_rows, Quality};
+use crate::imported::Imported;
 use crate::native::Scratch;
 use crate::onnx::{onnxruntime::OrtModel, tract::TractModel};
 use crate::package::NativeModel;
@@ -118,7 +119,7 @@ impl Method {
                 alpha,
             } => crate::distill::distill(
                 model,
-                model,
+                &model.spec().preprocessing,
                 hidden,
                 *temperature,
                 *alpha,
@@ -214,6 +215,9 @@ pub struct Report {
     pub passed: bool,
     /// Why it passed or not, in one sentence.
     pub verdict: String,
+    /// Products of an imported model left in float by int8's accuracy-aware fallback.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kept_float: Vec<String>,
 }
 
 impl Report {
@@ -285,20 +289,26 @@ pub fn optimize(
         table,
         rows,
     )?;
-    let (drop, allowed, unit) = if original.quality.higher_is_better() {
-        (
-            (original.quality.value - after.quality.value) * 100.0,
-            budget.accuracy_points,
-            "accuracy points",
-        )
-    } else {
-        let base = original.quality.value.max(f64::MIN_POSITIVE);
-        (
-            (after.quality.value - original.quality.value) / base,
-            budget.relative_error,
-            "relative RMSE",
-        )
+    let (drop, allowed, passed, verdict) = judge(&original, &after, budget);
+    let report = Report {
+        method,
+        holdout_rows: rows.len(),
+        fidelity,
+        original,
+        optimized: after,
+        quality_drop: drop,
+        allowed_drop: allowed,
+        passed,
+        verdict,
+        kept_float: Vec::new(),
     };
+    Ok((optimized, report))
+}
+
+/// The quality drop from `original` to `after`, the drop allowed, whether it passes
+/// and why, in one sentence.
+fn judge(original: &Measured, after: &Measured, budget: Budget) -> (f64, f64, bool, String) {
+    let (drop, allowed, unit) = drop_of(&original.quality, &after.quality, budget);
     // NaN (a model that outputs NaN) never passes.
     let passed = drop <= allowed;
     let verdict = if passed {
@@ -313,6 +323,207 @@ pub fn optimize(
             original.quality.metric, original.quality.value, after.quality.value
         )
     };
+    (drop, allowed, passed, verdict)
+}
+
+/// The quality drop from `original` to `after`, the drop allowed and its unit.
+fn drop_of(original: &Quality, after: &Quality, budget: Budget) -> (f64, f64, &'static str) {
+    if original.higher_is_better() {
+        (
+            (original.value - after.value) * 100.0,
+            budget.accuracy_points,
+            "accuracy points",
+        )
+    } else {
+        let base = original.value.max(f64::MIN_POSITIVE);
+        (
+            (after.value - original.value) / base,
+            budget.relative_error,
+            "relative RMSE",
+        )
+    }
+}
+
+/// Dynamic int8 for an imported model, with accuracy-aware fallback (as Intel Neural
+/// Compressor tunes): every product quantized; if that loses more than the budget on
+/// `rows`, the products whose quantization costs most — each measured alone — go back
+/// to float one by one until the budget holds (at least one stays int8). The best
+/// attempt is returned when none holds; the gate then refuses it. Also: the products
+/// left in float.
+fn int8_with_fallback(
+    model: &Imported,
+    runtime: RuntimeKind,
+    table: &Table,
+    rows: &[usize],
+    original: &Quality,
+    budget: Budget,
+) -> Result<(Imported, Vec<String>)> {
+    use crate::onnx::quantize::dynamic_except;
+    let prep = model.preprocessing();
+    let attempt = |keep: &[String]| -> Result<(Imported, f64)> {
+        let q = dynamic_except(model.graph(), keep)?;
+        let m = model.with_bytes(q.graph.to_bytes())?;
+        let (drop, _, _) = drop_of(
+            original,
+            &quality(&m.on(runtime)?, prep, table, rows)?,
+            budget,
+        );
+        // NaN (a model that outputs NaN) is the worst drop.
+        Ok((m, if drop.is_nan() { f64::INFINITY } else { drop }))
+    };
+    let all = crate::onnx::quantize::dynamic(model.graph())?;
+    if !all.skipped.is_empty() {
+        println!(
+            "left in float (not quantizable): {}",
+            all.skipped.join("; ")
+        );
+    }
+    let (mut best, mut best_drop) = attempt(&[])?;
+    let allowed = drop_of(original, original, budget).1;
+    if best_drop <= allowed || all.products.len() < 2 {
+        return Ok((best, Vec::new()));
+    }
+    let mut costs = Vec::new();
+    for p in &all.products {
+        let (_, drop) = attempt(std::slice::from_ref(p))?;
+        costs.push((p.clone(), drop));
+    }
+    costs.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut keep: Vec<String> = Vec::new();
+    let mut best_keep = Vec::new();
+    for (p, _) in costs.into_iter().take(all.products.len() - 1) {
+        keep.push(p);
+        let (m, drop) = attempt(&keep)?;
+        println!(
+            "int8 fallback: {} in float, a drop of {drop:.4} (budget {allowed})",
+            keep.join(", ")
+        );
+        if drop < best_drop {
+            (best, best_drop, best_keep) = (m, drop, keep.clone());
+        }
+        if drop <= allowed {
+            break;
+        }
+    }
+    Ok((best, best_keep))
+}
+
+/// What optimizing an imported model gives: a rewritten ONNX model, or a native student.
+#[derive(Debug, Clone)]
+pub enum Optimized {
+    Onnx(Box<Imported>),
+    Native(Box<NativeModel>),
+}
+
+/// [`optimize`] for an ONNX model made elsewhere ([`crate::imported`]): `int8-dynamic`
+/// rewrites its matrix products ([`crate::onnx::quantize`]); `distill` trains a native
+/// student on its outputs, with preprocessing fitted on the training rows. Both sides
+/// are measured on `settings.runtime` (tract or onnxruntime; the student through its
+/// ONNX export), so like is compared with like. The other methods need a native model.
+pub fn optimize_imported(
+    model: &Imported,
+    method: Method,
+    table: &Table,
+    rows: &[usize],
+    settings: &Settings,
+) -> Result<(Optimized, Report)> {
+    if rows.is_empty() {
+        return Err(Error::invalid(
+            "the holdout has no rows with the target: name a dataset version that has the target column filled",
+        ));
+    }
+    let (budget, seconds, runtime) = (settings.budget, settings.seconds, settings.runtime);
+    if runtime == RuntimeKind::Native {
+        return Err(Error::invalid(
+            "an ONNX model made elsewhere is measured on tract or onnxruntime (--runtime)",
+        ));
+    }
+    let (holdout, train, valid) = if method.needs_training_rows() {
+        split(rows, settings.tune.seed)?
+    } else {
+        (rows.to_vec(), Vec::new(), Vec::new())
+    };
+    let rows = &holdout[..];
+    let mut kept_float = Vec::new();
+    let teacher = model.on(runtime)?;
+    let prep = model.preprocessing();
+    let original = measure_on(
+        &teacher,
+        runtime,
+        prep,
+        table,
+        rows,
+        seconds,
+        model.bytes().len() as u64,
+        ("f32".into(), Vec::new(), 0.0),
+    )?;
+    let (optimized, after) = match &method {
+        Method::Int8Dynamic => {
+            let (quantized, float) =
+                int8_with_fallback(model, runtime, table, rows, &original.quality, budget)?;
+            kept_float = float;
+            let after = measure_on(
+                &quantized.on(runtime)?,
+                runtime,
+                prep,
+                table,
+                rows,
+                seconds,
+                quantized.bytes().len() as u64,
+                ("int8".into(), Vec::new(), 0.0),
+            )?;
+            (Optimized::Onnx(Box::new(quantized)), after)
+        }
+        Method::Distill {
+            hidden,
+            temperature,
+            alpha,
+        } => {
+            // The student's features are fitted on its own training rows.
+            let described = crate::imported::Described {
+                target: prep.target_name().to_string(),
+                task: Some(prep.target.task()),
+                features: Some(model.features()),
+            };
+            let fitted = crate::imported::Imported::new(
+                model.bytes().to_vec(),
+                &described,
+                None,
+                table,
+                &train,
+                runtime,
+            )?;
+            let student = crate::distill::distill(
+                &fitted.on(runtime)?,
+                fitted.preprocessing(),
+                hidden,
+                *temperature,
+                *alpha,
+                table,
+                &train,
+                &valid,
+                settings.tune,
+            )?;
+            let after = measure(&student, table, rows, seconds, runtime)?;
+            (Optimized::Native(Box::new(student)), after)
+        }
+        other => {
+            return Err(Error::invalid(format!(
+                "{}: an ONNX model made elsewhere can be quantized (int8) or distilled; \
+                 pruning and static quantization need a model trained by qanat train",
+                other.as_str()
+            )))
+        }
+    };
+    let fidelity = match &optimized {
+        Optimized::Onnx(q) => {
+            crate::distill::fidelity(&teacher, &q.on(runtime)?, &prep.target, table, rows)?
+        }
+        Optimized::Native(student) => {
+            crate::distill::fidelity(&teacher, student.as_ref(), &prep.target, table, rows)?
+        }
+    };
+    let (drop, allowed, passed, verdict) = judge(&original, &after, budget);
     let report = Report {
         method,
         holdout_rows: rows.len(),
@@ -323,6 +534,7 @@ pub fn optimize(
         allowed_drop: allowed,
         passed,
         verdict,
+        kept_float,
     };
     Ok((optimized, report))
 }
@@ -335,41 +547,77 @@ fn measure(
     runtime: RuntimeKind,
 ) -> Result<Measured> {
     let prep = &model.spec().preprocessing;
+    let about = (
+        model.mlp().precision().to_string(),
+        model.spec().layers.clone(),
+        prune::sparsity(model.mlp()),
+    );
+    if runtime != RuntimeKind::Native {
+        // The ONNX graph holds the preprocessing: its calls take raw rows.
+        let bytes = model.to_onnx()?;
+        let rt: Box<dyn Runtime> = match runtime {
+            RuntimeKind::Tract => Box::new(TractModel::load(&bytes)?),
+            _ => Box::new(OrtModel::load(&bytes, 1)?),
+        };
+        let size = bytes.len() as u64;
+        return measure_on(
+            rt.as_ref(),
+            runtime,
+            prep,
+            table,
+            rows,
+            seconds,
+            size,
+            about,
+        );
+    }
     // Timing inputs: holdout rows, repeated to fill a batch of 64.
     let batch: Vec<usize> = rows.iter().cycle().take(64).copied().collect();
-    let (quality, size_bytes, (p50_1, p99_1, _), (p50_64, p99_64, total)) = match runtime {
-        RuntimeKind::Native => {
-            let x = prep.encode_features(table, &batch)?;
-            let one = &x[..prep.width()];
-            (
-                quality(model, prep, table, rows)?,
-                model.mlp().to_safetensors()?.len() as u64,
-                time_native(model, one, 1, seconds)?,
-                time_native(model, &x, 64, seconds)?,
-            )
-        }
-        onnx => {
-            // The ONNX graph holds the preprocessing: its calls take raw rows.
-            let bytes = model.to_onnx()?;
-            let rt: Box<dyn Runtime> = match onnx {
-                RuntimeKind::Tract => Box::new(TractModel::load(&bytes)?),
-                _ => Box::new(OrtModel::load(&bytes, 1)?),
-            };
-            let (one, many) = (table_rows(table, &batch[..1]), table_rows(table, &batch));
-            (
-                quality(rt.as_ref(), prep, table, rows)?,
-                bytes.len() as u64,
-                time(|| rt.predict(&one).map(drop), 1, seconds)?,
-                time(|| rt.predict(&many).map(drop), 64, seconds)?,
-            )
-        }
-    };
+    let x = prep.encode_features(table, &batch)?;
+    let (p50_1, p99_1, _) = time_native(model, &x[..prep.width()], 1, seconds)?;
+    let (p50_64, p99_64, total) = time_native(model, &x, 64, seconds)?;
+    let (precision, layers, sparsity) = about;
     Ok(Measured {
-        precision: model.mlp().precision().to_string(),
+        precision,
         runtime,
-        layers: model.spec().layers.clone(),
-        sparsity: prune::sparsity(model.mlp()),
-        quality,
+        layers,
+        sparsity,
+        quality: quality(model, prep, table, rows)?,
+        size_bytes: model.mlp().to_safetensors()?.len() as u64,
+        speed: Speed {
+            p50_us_batch1: p50_1,
+            p99_us_batch1: p99_1,
+            p50_us_batch64: p50_64,
+            p99_us_batch64: p99_64,
+            rows_per_s: total,
+        },
+    })
+}
+
+/// Quality, latency and throughput of `rt` (which takes raw rows) on `rows`;
+/// `about` is the precision, layer widths and sparsity reported for it.
+#[allow(clippy::too_many_arguments)]
+fn measure_on(
+    rt: &dyn Runtime,
+    runtime: RuntimeKind,
+    prep: &qanat_train::prep::Preprocessing,
+    table: &Table,
+    rows: &[usize],
+    seconds: f64,
+    size_bytes: u64,
+    about: (String, Vec<usize>, f64),
+) -> Result<Measured> {
+    let batch: Vec<usize> = rows.iter().cycle().take(64).copied().collect();
+    let (one, many) = (table_rows(table, &batch[..1]), table_rows(table, &batch));
+    let (p50_1, p99_1, _) = time(|| rt.predict(&one).map(drop), 1, seconds)?;
+    let (p50_64, p99_64, total) = time(|| rt.predict(&many).map(drop), 64, seconds)?;
+    let (precision, layers, sparsity) = about;
+    Ok(Measured {
+        precision,
+        runtime,
+        layers,
+        sparsity,
+        quality: quality(rt, prep, table, rows)?,
         size_bytes,
         speed: Speed {
             p50_us_batch1: p50_1,

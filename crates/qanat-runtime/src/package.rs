@@ -55,6 +55,14 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// The trainer's signature for a ReLU MLP of `layers` widths after `prep`.
+    pub fn for_layers(prep: &Preprocessing, layers: Vec<usize>) -> Result<Spec> {
+        let spec = qanat_train::export::spec_for(prep, layers);
+        serde_json::to_value(&spec)
+            .and_then(serde_json::from_value)
+            .map_err(|e| Error::internal(format!("the trainer's signature: {e}")))
+    }
+
     pub fn precision(&self) -> Precision {
         self.precision.unwrap_or(Precision::F32)
     }

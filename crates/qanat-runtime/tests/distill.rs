@@ -80,7 +80,7 @@ fn an_onnx_teacher_on_tract_teaches_as_well() {
     let onnx = TractModel::load(&teacher.to_onnx().expect("onnx")).expect("tract");
     let student = distill::distill(
         &onnx,
-        &teacher,
+        &teacher.spec().preprocessing,
         &[8],
         distill::TEMPERATURE,
         distill::ALPHA,
@@ -116,7 +116,7 @@ fn an_onnx_teacher_on_tract_teaches_as_well() {
     );
     let e = distill::distill(
         &onnx,
-        &teacher,
+        &teacher.spec().preprocessing,
         &[],
         2.0,
         0.5,

@@ -121,6 +121,11 @@ pub struct ModelSpec<'a> {
 pub fn spec<'a, B: Backend>(model: &Mlp<B>, prep: &'a Preprocessing) -> ModelSpec<'a> {
     let mut layers = vec![prep.width()];
     layers.extend(model.layers.iter().map(|l| l.weight.val().dims()[1]));
+    spec_for(prep, layers)
+}
+
+/// `spec.json` for a ReLU MLP of `layers` widths (the encoded input's first) after `prep`.
+pub fn spec_for(prep: &Preprocessing, layers: Vec<usize>) -> ModelSpec<'_> {
     ModelSpec {
         format: "qanat-mlp/1",
         inputs: prep

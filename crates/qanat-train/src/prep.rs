@@ -73,6 +73,68 @@ impl Target {
             _ => 1,
         }
     }
+
+    /// Learns the encoding of target column `name` for `task` from the `train` rows:
+    /// the classes found there (sorted; numbers in numeric order), or the mean and
+    /// standard deviation of a numeric target.
+    pub fn fit(table: &Table, name: &str, task: Task, train: &[usize]) -> Result<Target> {
+        let target_col = table.column(name)?;
+        Ok(match task {
+            Task::Classification => {
+                let mut classes: Vec<String> = train
+                    .iter()
+                    .filter_map(|i| label_of(&target_col.values, *i))
+                    .collect();
+                classes.sort();
+                classes.dedup();
+                // Numeric labels in numeric order (2 before 10).
+                if classes.iter().all(|c| c.parse::<f64>().is_ok()) {
+                    classes.sort_by(|a, b| {
+                        let (x, y) = (
+                            a.parse::<f64>().unwrap_or(0.0),
+                            b.parse::<f64>().unwrap_or(0.0),
+                        );
+                        x.total_cmp(&y)
+                    });
+                }
+                if classes.len() < 2 {
+                    return Err(Error::invalid(format!(
+                    "target '{}' has one class ({}) in the training rows: a classifier needs at least two",
+                    name,
+                    classes.first().map_or("none", String::as_str)
+                )));
+                }
+                if classes.len() > 1000 {
+                    return Err(Error::invalid(format!(
+                    "target '{}' has {} classes: use task: regression for a numeric target, or at most 1000 classes",
+                    name,
+                    classes.len()
+                )));
+                }
+                Target::Classification {
+                    name: name.to_string(),
+                    classes,
+                }
+            }
+            Task::Regression => {
+                let Values::Numeric(v) = &target_col.values else {
+                    return Err(Error::invalid(format!(
+                        "target '{}' is not numeric: a regression target must be a number",
+                        name
+                    )));
+                };
+                let ys: Vec<f64> = train.iter().map(|i| v[*i]).collect();
+                let n = ys.len() as f64;
+                let mean = ys.iter().sum::<f64>() / n;
+                let var = ys.iter().map(|y| (y - mean) * (y - mean)).sum::<f64>() / n;
+                Target::Regression {
+                    name: name.to_string(),
+                    mean,
+                    std: if var.sqrt() > 1e-12 { var.sqrt() } else { 1.0 },
+                }
+            }
+        })
+    }
 }
 
 /// Everything between a table and the model's input, fitted on training rows.
@@ -240,62 +302,7 @@ impl Preprocessing {
                 }
             });
         }
-        let target_col = table.column(&config.target)?;
-        let target = match task {
-            Task::Classification => {
-                let mut classes: Vec<String> = train
-                    .iter()
-                    .filter_map(|i| label_of(&target_col.values, *i))
-                    .collect();
-                classes.sort();
-                classes.dedup();
-                // Numeric labels in numeric order (2 before 10).
-                if classes.iter().all(|c| c.parse::<f64>().is_ok()) {
-                    classes.sort_by(|a, b| {
-                        let (x, y) = (
-                            a.parse::<f64>().unwrap_or(0.0),
-                            b.parse::<f64>().unwrap_or(0.0),
-                        );
-                        x.total_cmp(&y)
-                    });
-                }
-                if classes.len() < 2 {
-                    return Err(Error::invalid(format!(
-                        "target '{}' has one class ({}) in the training rows: a classifier needs at least two",
-                        config.target,
-                        classes.first().map_or("none", String::as_str)
-                    )));
-                }
-                if classes.len() > 1000 {
-                    return Err(Error::invalid(format!(
-                        "target '{}' has {} classes: use task: regression for a numeric target, or at most 1000 classes",
-                        config.target,
-                        classes.len()
-                    )));
-                }
-                Target::Classification {
-                    name: config.target.clone(),
-                    classes,
-                }
-            }
-            Task::Regression => {
-                let Values::Numeric(v) = &target_col.values else {
-                    return Err(Error::invalid(format!(
-                        "target '{}' is not numeric: a regression target must be a number",
-                        config.target
-                    )));
-                };
-                let ys: Vec<f64> = train.iter().map(|i| v[*i]).collect();
-                let n = ys.len() as f64;
-                let mean = ys.iter().sum::<f64>() / n;
-                let var = ys.iter().map(|y| (y - mean) * (y - mean)).sum::<f64>() / n;
-                Target::Regression {
-                    name: config.target.clone(),
-                    mean,
-                    std: if var.sqrt() > 1e-12 { var.sqrt() } else { 1.0 },
-                }
-            }
-        };
+        let target = Target::fit(table, &config.target, task, train)?;
         Ok(Preprocessing { features, target })
     }
 

@@ -3,12 +3,21 @@
 //! default) and [`onnxruntime`] (loaded at run time when a `libonnxruntime.so` is
 //! configured or found).
 //!
-//! A model fed from a table takes one `[N, 1]` (or `[N]`) input per column, named as
-//! the column: `double`, `float` or `int64` for numbers, `string` for text (missing
-//! text is the empty string) — as the trainer's export and MLflow's pyfunc do. Its
-//! result is the output named `output` when there is one, else the first output.
+//! A table feeds a model in one of two ways ([`Feed`]):
+//! - one `[N, 1]` (or `[N]`) input per column, named as the column: `double`, `float`
+//!   or `int64` for numbers, `string` for text (missing text is the empty string) — as
+//!   the trainer's export and MLflow's pyfunc do;
+//! - one `[N, F]` `float` or `double` matrix of F numeric columns named by the caller,
+//!   in that order (missing values as NaN) — how models exported from PyTorch or
+//!   scikit-learn take their features, and how MLflow's pyfunc feeds a DataFrame to a
+//!   model with one input.
+//!
+//! The result is the output named `output` when there is one, else the first `float`
+//! output (a scikit-learn classifier's `probabilities` rather than its `label`), else
+//! the first.
 
 pub mod onnxruntime;
+pub mod quantize;
 pub mod tract;
 
 use prost::Message;
@@ -137,17 +146,39 @@ impl OnnxGraph {
         self.proto.encode_to_vec()
     }
 
-    /// The output a table runtime returns: `output`, else the first.
+    /// The output a table runtime returns: `output`, else the first `float` one, else
+    /// the first.
     pub fn result(&self) -> &Port {
         self.outputs
             .iter()
             .find(|p| p.name == "output")
+            .or_else(|| {
+                self.outputs
+                    .iter()
+                    .find(|p| Elem::of(p.elem_type) == Some(Elem::F32))
+            })
             .unwrap_or(&self.outputs[0])
     }
 
-    /// Checks that every input is a column a table can feed, and the result a float
-    /// matrix; the reason otherwise.
-    pub fn check_table_signature(&self) -> Result<()> {
+    /// How a table feeds this graph, checked: one input per column, or, for a graph
+    /// with a single `[N, F]` numeric input, the `features` named (F of them); and the
+    /// result a float tensor of a known width. The reason otherwise.
+    pub fn feed(&self, features: Option<&[String]>) -> Result<Feed> {
+        let r = self.result();
+        if Elem::of(r.elem_type) != Some(Elem::F32) || r.width().is_none() {
+            return Err(Error::invalid(format!(
+                "output '{}' is not a float tensor of a known width (type {}, shape {:?})",
+                r.name, r.elem_type, r.dims
+            )));
+        }
+        if let [p] = &self.inputs[..] {
+            let numeric = matches!(Elem::of(p.elem_type), Some(Elem::F32 | Elem::F64));
+            if let (true, [_, Some(width)]) = (numeric, &p.dims[..]) {
+                if *width > 1 || features.is_some() {
+                    return matrix(p, *width, features);
+                }
+            }
+        }
         for p in &self.inputs {
             if Elem::of(p.elem_type).is_none() {
                 return Err(Error::invalid(format!(
@@ -157,19 +188,53 @@ impl OnnxGraph {
             }
             if !(p.dims.len() == 1 || (p.dims.len() == 2 && p.dims[1] == Some(1))) {
                 return Err(Error::invalid(format!(
-                    "input '{}' has shape {:?}: a table feeds one [N, 1] column per input",
+                    "input '{}' has shape {:?}: a table feeds one [N, 1] column per input, \
+                     or one [N, F] float matrix of named columns",
                     p.name, p.dims
                 )));
             }
         }
-        let r = self.result();
-        if Elem::of(r.elem_type) != Some(Elem::F32) || r.width().is_none() {
-            return Err(Error::invalid(format!(
-                "output '{}' is not a float tensor of a known width (type {}, shape {:?})",
-                r.name, r.elem_type, r.dims
-            )));
+        Ok(Feed::Columns)
+    }
+}
+
+fn matrix(p: &Port, width: usize, features: Option<&[String]>) -> Result<Feed> {
+    let Some(features) = features else {
+        return Err(Error::invalid(format!(
+            "the model takes one [N, {width}] matrix '{}': name the {width} feature columns \
+             that fill it, in order",
+            p.name
+        )));
+    };
+    if features.len() != width {
+        return Err(Error::invalid(format!(
+            "the model's input '{}' is [N, {width}] but {} feature columns were named ({})",
+            p.name,
+            features.len(),
+            features.join(", ")
+        )));
+    }
+    Ok(Feed::Matrix {
+        features: features.to_vec(),
+    })
+}
+
+/// How a table feeds a graph (see [the module](self)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Feed {
+    /// One input per column, named as the column.
+    Columns,
+    /// The graph's one input is a matrix of these numeric columns, in order.
+    Matrix { features: Vec<String> },
+}
+
+impl Feed {
+    /// The table columns it reads.
+    pub fn columns<'a>(&'a self, graph: &'a OnnxGraph) -> Vec<&'a str> {
+        match self {
+            Feed::Columns => graph.inputs.iter().map(|p| p.name.as_str()).collect(),
+            Feed::Matrix { features } => features.iter().map(String::as_str).collect(),
         }
-        Ok(())
     }
 }
 
@@ -182,8 +247,40 @@ pub enum Column {
     Str(Vec<String>),
 }
 
-/// The table's columns as the graph's inputs, in the graph's order.
-pub fn columns(graph: &OnnxGraph, table: &Table) -> Result<Vec<Column>> {
+/// One input of the graph, filled: its values, row-major, and its shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Input {
+    pub values: Column,
+    pub shape: Vec<usize>,
+}
+
+/// The table as the graph's inputs, in the graph's order.
+pub fn inputs(graph: &OnnxGraph, feed: &Feed, table: &Table) -> Result<Vec<Input>> {
+    let n = table.rows();
+    if let Feed::Matrix { features } = feed {
+        let p = &graph.inputs[0];
+        let width = features.len();
+        let mut x = vec![0f64; n * width];
+        for (j, name) in features.iter().enumerate() {
+            let Values::Numeric(v) = &table.column(name)?.values else {
+                return Err(Error::invalid(format!(
+                    "column '{name}' is not numeric: the model's input '{}' is a matrix of numbers",
+                    p.name
+                )));
+            };
+            for (r, value) in v.iter().enumerate() {
+                x[r * width + j] = *value;
+            }
+        }
+        let values = match Elem::of(p.elem_type) {
+            Some(Elem::F64) => Column::F64(x),
+            _ => Column::F32(x.into_iter().map(|v| v as f32).collect()),
+        };
+        return Ok(vec![Input {
+            values,
+            shape: vec![n, width],
+        }]);
+    }
     graph
         .inputs
         .iter()
@@ -192,7 +289,7 @@ pub fn columns(graph: &OnnxGraph, table: &Table) -> Result<Vec<Column>> {
             let elem = Elem::of(p.elem_type).ok_or_else(|| {
                 Error::invalid(format!("input '{}' has an unsupported element type", p.name))
             })?;
-            Ok(match (&col.values, elem) {
+            let values = match (&col.values, elem) {
                 (Values::Numeric(v), Elem::F64) => Column::F64(v.clone()),
                 (Values::Numeric(v), Elem::F32) => Column::F32(v.iter().map(|x| *x as f32).collect()),
                 (Values::Numeric(v), Elem::I64) => Column::I64(
@@ -225,7 +322,9 @@ pub fn columns(graph: &OnnxGraph, table: &Table) -> Result<Vec<Column>> {
                         elem
                     )))
                 }
-            })
+            };
+            let shape = if p.dims.len() == 1 { vec![n] } else { vec![n, 1] };
+            Ok(Input { values, shape })
         })
         .collect()
 }

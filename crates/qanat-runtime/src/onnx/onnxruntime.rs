@@ -16,7 +16,7 @@ use ort::session::Session;
 use ort::value::{DynValue, Tensor};
 use qanat_train::Table;
 
-use super::{columns, Column, OnnxGraph};
+use super::{inputs, Column, Feed, Input, OnnxGraph};
 use crate::{Error, Result, Runtime};
 
 /// The variable that names the library.
@@ -114,6 +114,7 @@ fn load(candidates: &[PathBuf]) -> std::result::Result<PathBuf, String> {
 /// An ONNX model in an onnxruntime session.
 pub struct OrtModel {
     graph: OnnxGraph,
+    feed: Feed,
     session: Session,
     width: usize,
 }
@@ -131,9 +132,15 @@ impl OrtModel {
     /// Loads the model in `bytes` for table inputs (see [`super`]) into a session that
     /// uses `threads` threads for one call (0: onnxruntime's default).
     pub fn load(bytes: &[u8], threads: usize) -> Result<OrtModel> {
+        OrtModel::load_fed(bytes, None, threads)
+    }
+
+    /// [`load`](Self::load) for a model whose one matrix input is filled with the
+    /// named `features` (see [`OnnxGraph::feed`]).
+    pub fn load_fed(bytes: &[u8], features: Option<&[String]>, threads: usize) -> Result<OrtModel> {
         library()?;
         let graph = OnnxGraph::read(bytes)?;
-        graph.check_table_signature()?;
+        let feed = graph.feed(features)?;
         let width = graph.result().width().unwrap_or(1);
         let mut builder = Session::builder().map_err(|e| Error::internal(e.to_string()))?;
         if threads > 0 {
@@ -147,6 +154,7 @@ impl OrtModel {
             .map_err(|e| Error::invalid(format!("onnxruntime cannot load this ONNX model: {e}")))?;
         Ok(OrtModel {
             graph,
+            feed,
             session,
             width,
         })
@@ -157,25 +165,16 @@ impl OrtModel {
     }
 }
 
-fn value(col: Column, rank1: bool) -> Result<DynValue> {
-    let n = match &col {
-        Column::F32(v) => v.len(),
-        Column::F64(v) => v.len(),
-        Column::I64(v) => v.len(),
-        Column::Str(v) => v.len(),
+fn value(input: Input) -> Result<DynValue> {
+    let Input { values, shape } = input;
+    let dims: Vec<i64> = shape.iter().map(|d| *d as i64).collect();
+    let v = match values {
+        Column::F32(v) => Tensor::from_array((dims, v)).map(Tensor::into_dyn),
+        Column::F64(v) => Tensor::from_array((dims, v)).map(Tensor::into_dyn),
+        Column::I64(v) => Tensor::from_array((dims, v)).map(Tensor::into_dyn),
+        Column::Str(v) => Tensor::from_string_array((dims, v)).map(Tensor::into_dyn),
     };
-    let shape: Vec<i64> = if rank1 {
-        vec![n as i64]
-    } else {
-        vec![n as i64, 1]
-    };
-    let v = match col {
-        Column::F32(v) => Tensor::from_array((shape, v)).map(Tensor::into_dyn),
-        Column::F64(v) => Tensor::from_array((shape, v)).map(Tensor::into_dyn),
-        Column::I64(v) => Tensor::from_array((shape, v)).map(Tensor::into_dyn),
-        Column::Str(v) => Tensor::from_string_array((shape, v)).map(Tensor::into_dyn),
-    };
-    v.map_err(|e| Error::internal(format!("building an input of {n} rows: {e}")))
+    v.map_err(|e| Error::internal(format!("building an input {shape:?}: {e}")))
 }
 
 impl Runtime for OrtModel {
@@ -188,13 +187,18 @@ impl Runtime for OrtModel {
     }
 
     fn predict(&self, table: &Table) -> Result<Vec<f32>> {
-        let mut inputs: Vec<(String, DynValue)> = Vec::new();
-        for (port, col) in self.graph.inputs.iter().zip(columns(&self.graph, table)?) {
-            inputs.push((port.name.clone(), value(col, port.dims.len() == 1)?));
+        let mut fed: Vec<(String, DynValue)> = Vec::new();
+        for (port, input) in self
+            .graph
+            .inputs
+            .iter()
+            .zip(inputs(&self.graph, &self.feed, table)?)
+        {
+            fed.push((port.name.clone(), value(input)?));
         }
         let out = self
             .session
-            .run(inputs)
+            .run(fed)
             .map_err(|e| Error::invalid(format!("onnxruntime failed to run the model: {e}")))?;
         let name = &self.graph.result().name;
         let (_, v) = out[name.as_str()]

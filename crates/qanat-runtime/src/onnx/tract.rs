@@ -6,12 +6,13 @@ use std::sync::Arc;
 use qanat_train::Table;
 use tract_onnx::prelude::*;
 
-use super::{columns, Column, OnnxGraph};
+use super::{inputs, Column, Feed, Input, OnnxGraph};
 use crate::{Error, Result, Runtime};
 
 /// An ONNX model loaded and optimized by tract.
 pub struct TractModel {
     graph: OnnxGraph,
+    feed: Feed,
     plan: Arc<TypedSimplePlan>,
     width: usize,
 }
@@ -30,11 +31,18 @@ fn refused(what: &str, e: impl std::fmt::Display) -> Error {
 }
 
 impl TractModel {
-    /// Loads the model in `bytes` for table inputs (see [`super`]), refusing a corrupt
-    /// file, an unsupported signature or an operator tract does not implement.
+    /// Loads the model in `bytes` for table inputs, one per column (see [`super`]),
+    /// refusing a corrupt file, an unsupported signature or an operator tract does not
+    /// implement.
     pub fn load(bytes: &[u8]) -> Result<TractModel> {
+        TractModel::load_fed(bytes, None)
+    }
+
+    /// [`load`](Self::load) for a model whose one matrix input is filled with the
+    /// named `features` (see [`OnnxGraph::feed`]).
+    pub fn load_fed(bytes: &[u8], features: Option<&[String]>) -> Result<TractModel> {
         let graph = OnnxGraph::read(bytes)?;
-        graph.check_table_signature()?;
+        let feed = graph.feed(features)?;
         let result = graph.result().name.clone();
         let width = graph.result().width().unwrap_or(1);
         let mut model = tract_onnx::onnx()
@@ -47,7 +55,12 @@ impl TractModel {
             .into_optimized()
             .and_then(|m| m.into_runnable())
             .map_err(|e| refused("plan", format!("{e:#}")))?;
-        Ok(TractModel { graph, plan, width })
+        Ok(TractModel {
+            graph,
+            feed,
+            plan,
+            width,
+        })
     }
 
     pub fn graph(&self) -> &OnnxGraph {
@@ -55,23 +68,18 @@ impl TractModel {
     }
 }
 
-fn tensor(col: Column) -> Result<Tensor> {
-    let n = match &col {
-        Column::F32(v) => v.len(),
-        Column::F64(v) => v.len(),
-        Column::I64(v) => v.len(),
-        Column::Str(v) => v.len(),
-    };
+fn tensor(input: Input) -> Result<Tensor> {
+    let Input { values, shape } = input;
     let shaped = |t: std::result::Result<Tensor, _>| -> Result<Tensor> {
-        t.map_err(|e: TractError| Error::internal(format!("building an input of {n} rows: {e}")))
+        t.map_err(|e: TractError| Error::internal(format!("building an input {shape:?}: {e}")))
     };
-    match col {
-        Column::F32(v) => shaped(Tensor::from_shape(&[n, 1], &v)),
-        Column::F64(v) => shaped(Tensor::from_shape(&[n, 1], &v)),
-        Column::I64(v) => shaped(Tensor::from_shape(&[n, 1], &v)),
-        Column::Str(v) => tract_ndarray::Array2::from_shape_vec((n, 1), v)
+    match values {
+        Column::F32(v) => shaped(Tensor::from_shape(&shape, &v)),
+        Column::F64(v) => shaped(Tensor::from_shape(&shape, &v)),
+        Column::I64(v) => shaped(Tensor::from_shape(&shape, &v)),
+        Column::Str(v) => tract_ndarray::ArrayD::from_shape_vec(shape.clone(), v)
             .map(Tensor::from)
-            .map_err(|e| Error::internal(format!("building a text input of {n} rows: {e}"))),
+            .map_err(|e| Error::internal(format!("building a text input {shape:?}: {e}"))),
     }
 }
 
@@ -85,19 +93,13 @@ impl Runtime for TractModel {
     }
 
     fn predict(&self, table: &Table) -> Result<Vec<f32>> {
-        let mut inputs: TVec<TValue> = TVec::new();
-        for (port, col) in self.graph.inputs.iter().zip(columns(&self.graph, table)?) {
-            let mut t = tensor(col)?;
-            if port.dims.len() == 1 {
-                t = t
-                    .into_shape(&[table.rows()])
-                    .map_err(|e| Error::internal(e.to_string()))?;
-            }
-            inputs.push(t.into());
-        }
+        let fed = inputs(&self.graph, &self.feed, table)?
+            .into_iter()
+            .map(|i| tensor(i).map(TValue::from))
+            .collect::<Result<TVec<TValue>>>()?;
         let out = self
             .plan
-            .run(inputs)
+            .run(fed)
             .map_err(|e| Error::invalid(format!("tract failed to run the model: {e:#}")))?;
         let first = out
             .first()

@@ -51,9 +51,23 @@ pub struct OptimizeArgs {
     #[arg(long, value_name = "SHARE")]
     pub max_error_increase: Option<f64>,
     /// The runtime both models are measured on, and the result is made for: native,
-    /// tract or onnxruntime (the last two run the models' model.onnx) [default: native].
+    /// tract or onnxruntime (the last two run the models' model.onnx) [default: native;
+    /// tract for an ONNX model made elsewhere].
     #[arg(long, value_name = "RUNTIME")]
     pub runtime: Option<String>,
+    /// An ONNX model made elsewhere (logged with mlflow.onnx, no Qanat signature): the
+    /// holdout's target column. It quantizes (int8) or teaches a student (--distill).
+    #[arg(long, value_name = "COLUMN")]
+    pub target: Option<String>,
+    /// An ONNX model made elsewhere: classification or regression [default: read from
+    /// the target column].
+    #[arg(long, value_name = "TASK")]
+    pub task: Option<String>,
+    /// An ONNX model made elsewhere with one [N, F] input: the F columns that fill it,
+    /// in order (e.g. a,b,c) [default: its MLflow signature's, else the holdout's other
+    /// columns].
+    #[arg(long, value_name = "COLUMNS", value_delimiter = ',')]
+    pub features: Option<Vec<String>>,
     /// Register the result even when it exceeds the budget.
     #[arg(long)]
     pub force: bool,

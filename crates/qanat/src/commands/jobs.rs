@@ -203,6 +203,9 @@ pub async fn optimize(ctx: &Ctx, project: &str, a: OptimizeArgs) -> Result<()> {
     set("distill", a.distill.map(|h| json!(h)));
     set("temperature", a.temperature.map(|t| json!(t)));
     set("alpha", a.alpha.map(|x| json!(x)));
+    set("target", a.target.map(|t| json!(t)));
+    set("task", a.task.map(|t| json!(t)));
+    set("features", a.features.map(|f| json!(f)));
     let name = a
         .name
         .unwrap_or_else(|| job_name(&format!("optimize-{}", a.model)));

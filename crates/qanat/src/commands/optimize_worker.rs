@@ -6,8 +6,11 @@
 //! the gate (or the job forces it). A refused result fails the job with the verdict.
 
 use anyhow::{anyhow, bail, Context, Result};
+use qanat_runtime::imported::Imported;
 use qanat_runtime::kind::{OptimizeParams, CONFIG_VAR};
+use qanat_runtime::optimize::Optimized;
 use qanat_runtime::package::{self, NativeModel};
+use qanat_runtime::RuntimeKind;
 use qanat_train::Table;
 
 use super::train_worker::{artifact_if_any, job_client};
@@ -23,6 +26,71 @@ fn var(name: &str) -> Result<String> {
 /// Files of the source package copied into the result when present. Not
 /// `output_example.json`: those are the source model's outputs, not the result's.
 const EXAMPLES: [&str; 1] = ["input_example.json"];
+
+/// Files of an imported ONNX model's directory (as `mlflow.onnx.log_model` writes it)
+/// kept with a quantized version: its environment and input examples.
+const IMPORTED_FILES: [&str; 6] = [
+    "input_example.json",
+    "serving_input_example.json",
+    "conda.yaml",
+    "python_env.yaml",
+    "requirements.txt",
+    "registered_model_meta",
+];
+
+/// The source model, fetched.
+enum Source {
+    /// `spec.json` and `weights.safetensors`.
+    Native(Vec<u8>, Vec<u8>),
+    /// `model.onnx` of a model made elsewhere.
+    Onnx(Vec<u8>),
+}
+
+/// The column names of an `MLmodel` file's signature when its inputs are columns
+/// (`None` for a tensor signature or none).
+fn signature_columns(mlmodel: &[u8]) -> Option<Vec<String>> {
+    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_slice(mlmodel).ok()?;
+    let inputs = doc.get("signature")?.get("inputs")?.as_str()?;
+    let inputs: Vec<serde_json::Value> = serde_json::from_str(inputs).ok()?;
+    inputs
+        .iter()
+        .map(|i| {
+            (i.get("type")?.as_str()? != "tensor")
+                .then(|| i.get("name")?.as_str().map(str::to_string))?
+        })
+        .collect()
+}
+
+/// The `MLmodel` file of a version derived from an imported model: the source's, with
+/// this run's id, path and time, without the source's model ids, and with Qanat's
+/// metadata; a minimal `onnx` + `python_function` one when the source had none.
+fn derived_mlmodel(source: Option<&[u8]>, info: &qanat_train::onnx::MlModelInfo) -> Result<String> {
+    use serde_yaml_ng::{Mapping, Value};
+    let mut doc: Mapping = match source {
+        Some(bytes) => serde_yaml_ng::from_slice(bytes).context("reading the source's MLmodel")?,
+        None => serde_yaml_ng::from_str(
+            "flavors:\n  onnx:\n    code: null\n    data: model.onnx\n    providers: [CPUExecutionProvider]\n  python_function:\n    data: model.onnx\n    loader_module: mlflow.onnx\n",
+        )?,
+    };
+    for stale in ["model_uuid", "model_id", "model_size_bytes"] {
+        doc.remove(stale);
+    }
+    doc.insert("run_id".into(), Value::from(info.run_id.clone()));
+    doc.insert(
+        "artifact_path".into(),
+        Value::from(info.artifact_path.clone()),
+    );
+    doc.insert("utc_time_created".into(), Value::from(info.created.clone()));
+    let mut metadata = match doc.remove("metadata") {
+        Some(Value::Mapping(m)) => m,
+        _ => Mapping::new(),
+    };
+    for (k, v) in &info.metadata {
+        metadata.insert(Value::from(k.clone()), Value::from(v.clone()));
+    }
+    doc.insert("metadata".into(), Value::Mapping(metadata));
+    Ok(serde_yaml_ng::to_string(&doc)?)
+}
 
 async fn fetch(
     client: &qanat_client::Client,
@@ -73,44 +141,109 @@ pub async fn run() -> Result<()> {
         .trim_matches('/')
         .to_string();
     // The package stays in memory: nothing of the model is written to local disk.
-    let Some(spec) = fetch(&client, &project, &base, package::SPEC).await? else {
-        bail!(
-            "{source_node} has no {}: it has no signature, so it cannot be optimized (models trained by `qanat train` carry one)",
-            package::SPEC
-        );
+    let spec = fetch(&client, &project, &base, package::SPEC).await?;
+    let onnx = match spec {
+        Some(_) => None,
+        None => fetch(&client, &project, &base, package::ONNX).await?,
     };
-    let Some(weights) = fetch(&client, &project, &base, package::WEIGHTS).await? else {
-        bail!(
-            "{source_node} has no {}: the native runtime needs its weights",
-            package::WEIGHTS
-        );
-    };
+    let imported = onnx.is_some();
     let mut examples = Vec::new();
-    for file in EXAMPLES {
+    let keep: &[&str] = if imported { &IMPORTED_FILES } else { &EXAMPLES };
+    for file in keep {
         if let Some(bytes) = fetch(&client, &project, &base, file).await? {
-            examples.push((file, bytes));
+            examples.push((*file, bytes));
         }
     }
+    let source_mlmodel = match onnx {
+        Some(_) => fetch(&client, &project, &base, package::MLMODEL).await?,
+        None => None,
+    };
+    // A model made elsewhere runs on tract unless the job says otherwise.
+    let runtime = if onnx.is_some() && p.runtime.is_none() {
+        RuntimeKind::Tract
+    } else {
+        runtime
+    };
+    let settings = qanat_runtime::optimize::Settings {
+        runtime,
+        ..settings
+    };
+    let source_input = match (&spec, &onnx) {
+        (Some(spec), _) => {
+            let Some(weights) = fetch(&client, &project, &base, package::WEIGHTS).await? else {
+                bail!(
+                    "{source_node} has no {}: the native runtime needs its weights",
+                    package::WEIGHTS
+                );
+            };
+            Source::Native(spec.clone(), weights)
+        }
+        (None, Some(bytes)) => Source::Onnx(bytes.clone()),
+        (None, None) => bail!(
+            "{source_node} has neither {} (a model trained by `qanat train`) nor {} (an ONNX \
+             model): it has no signature, so it cannot be optimized",
+            package::SPEC,
+            package::ONNX
+        ),
+    };
     println!(
-        "optimizing {source_node} ({}) with {}, measured on the {} runtime",
+        "optimizing {source_node} ({}{}) with {}, measured on the {} runtime",
         uri,
+        if matches!(source_input, Source::Onnx(_)) {
+            ", an ONNX model made elsewhere"
+        } else {
+            ""
+        },
         method.as_str(),
         runtime.as_str()
     );
 
     let chosen = method.clone();
+    let described = qanat_runtime::imported::Described {
+        target: p.target.clone().unwrap_or_default(),
+        task: p.task,
+        features: p.features.clone(),
+    };
+    let signature = source_mlmodel.as_deref().map(signature_columns);
     let (optimized, report) = tokio::task::spawn_blocking(move || -> Result<_> {
-        let model = NativeModel::from_bytes(&spec, &weights)?;
         let table = Table::read_dir(std::path::Path::new(&inputs))?;
-        let rows = qanat_runtime::evaluate::labelled_rows(&table, &model.spec().preprocessing)?;
-        println!(
-            "input: {} rows, {} with the target",
-            table.rows(),
-            rows.len()
-        );
-        Ok(qanat_runtime::optimize::optimize(
-            &model, chosen, &table, &rows, &settings,
-        )?)
+        match source_input {
+            Source::Native(spec, weights) => {
+                let model = NativeModel::from_bytes(&spec, &weights)?;
+                let rows =
+                    qanat_runtime::evaluate::labelled_rows(&table, &model.spec().preprocessing)?;
+                println!(
+                    "input: {} rows, {} with the target",
+                    table.rows(),
+                    rows.len()
+                );
+                let (m, r) =
+                    qanat_runtime::optimize::optimize(&model, chosen, &table, &rows, &settings)?;
+                Ok((Optimized::Native(Box::new(m)), r))
+            }
+            Source::Onnx(bytes) => {
+                let all: Vec<usize> = (0..table.rows()).collect();
+                let model = Imported::new(
+                    bytes,
+                    &described,
+                    signature.as_ref().and_then(|s| s.as_deref()),
+                    &table,
+                    &all,
+                    settings.runtime,
+                )?;
+                let rows = qanat_runtime::evaluate::labelled_rows(&table, model.preprocessing())?;
+                println!(
+                    "input: {} rows, {} with the target; the model reads {:?}; its scores are {:?}",
+                    table.rows(),
+                    rows.len(),
+                    model.features(),
+                    model.scores()
+                );
+                Ok(qanat_runtime::optimize::optimize_imported(
+                    &model, chosen, &table, &rows, &settings,
+                )?)
+            }
+        }
     })
     .await??;
 
@@ -198,14 +331,36 @@ pub async fn run() -> Result<()> {
     let mut info = super::train_worker::mlmodel_info(&run_id);
     info.metadata
         .push(("qanat.runtime".to_string(), runtime.as_str().to_string()));
-    for (file, bytes) in examples {
-        client
-            .upload_artifact(&project, &root, &format!("model/{file}"), bytes)
-            .await
-            .with_context(|| format!("storing {file}"))?;
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    match &optimized {
+        Optimized::Native(model) => {
+            // A student of an imported model takes columns, not the source's input.
+            if !imported {
+                files.extend(examples.into_iter().map(|(f, b)| (f.to_string(), b)));
+            }
+            // spec.json comes last in `files`: a package with a signature is complete.
+            files.extend(
+                model
+                    .files(&info)?
+                    .into_iter()
+                    .map(|(f, b)| (f.to_string(), b)),
+            );
+        }
+        Optimized::Onnx(model) => {
+            info.metadata
+                .push(("qanat.precision".to_string(), n.precision.clone()));
+            info.metadata
+                .push(("qanat.derived_from".to_string(), source_node.clone()));
+            files.extend(examples.into_iter().map(|(f, b)| (f.to_string(), b)));
+            files.push((package::ONNX.to_string(), model.bytes().to_vec()));
+            // MLmodel last: it is what makes the directory a model for mlflow.
+            files.push((
+                package::MLMODEL.to_string(),
+                derived_mlmodel(source_mlmodel.as_deref(), &info)?.into_bytes(),
+            ));
+        }
     }
-    // spec.json comes last in `files`: a package with a signature is complete.
-    for (file, bytes) in optimized.files(&info)? {
+    for (file, bytes) in files {
         client
             .upload_artifact(&project, &root, &format!("model/{file}"), bytes)
             .await
