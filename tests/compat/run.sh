@@ -115,7 +115,7 @@ echo "compat: the native trainer's ONNX export in onnxruntime (from the PyTorch 
 "$Q" data -p default create mixed >/dev/null
 "$Q" data -p default push mixed "$WORK/mixed" -m "compat" >/dev/null
 MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
-  QANAT_URL=$QANAT_SERVER_URL MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
+  QANAT_URL=$QANAT_SERVER_URL QANAT_EXAMPLE_DATA=$ROOT/examples/data MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
   "$TORCH_VENV/bin/python" "$ROOT/tests/compat/train_onnx.py" || status=1
 echo "compat: the PyTorch example as jobs (1 rank, 2 ranks over gloo${QANAT_TEST_SLURM:+, and on Slurm})" >&2
 MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \

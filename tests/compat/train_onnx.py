@@ -146,6 +146,105 @@ def mlflow_loads_a_trained_and_an_int8_version_with_its_onnx_and_pyfunc_flavors(
     assert agree >= 0.95, agree
 
 
+def torch_cancer_onnx(path):
+    """A PyTorch MLP trained here on the breast cancer table (normalization in its
+    forward pass, two logits then softmax), exported with torch.onnx.export: the kind of
+    model a team brings from elsewhere. Returns the feature frame and labels."""
+    import torch
+
+    frame = pd.read_csv(os.path.join(os.environ["QANAT_EXAMPLE_DATA"], "breast_cancer.csv"))
+    y = (frame.pop("diagnosis") == "malignant").astype("int64").to_numpy()
+    x = frame.astype("float32")
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self, mean, std):
+            super().__init__()
+            self.register_buffer("mean", torch.tensor(mean))
+            self.register_buffer("std", torch.tensor(std))
+            self.body = torch.nn.Sequential(torch.nn.Linear(30, 64), torch.nn.ReLU(),
+                                            torch.nn.Linear(64, 32), torch.nn.ReLU(),
+                                            torch.nn.Linear(32, 2))
+
+        def forward(self, t):
+            return torch.softmax(self.body((t - self.mean) / self.std), dim=1)
+
+    net = Net(x.mean().to_numpy(), x.std().to_numpy() + 1e-6)
+    opt = torch.optim.Adam(net.parameters(), lr=0.01)
+    xt, yt = torch.tensor(x.to_numpy()), torch.tensor(y)
+    for _ in range(200):
+        opt.zero_grad()
+        loss = torch.nn.functional.nll_loss(torch.log(net(xt) + 1e-9), yt)
+        loss.backward()
+        opt.step()
+    net.eval()
+    torch.onnx.export(net, xt[:2], path, input_names=["input"], output_names=["probabilities"],
+                      dynamic_axes={"input": {0: "N"}, "probabilities": {0: "N"}}, opset_version=17,
+                      dynamo=False)
+    return x, y
+
+
+@test
+def an_onnx_model_from_pytorch_logged_with_mlflow_is_quantized_and_distilled():
+    from mlflow.models import infer_signature
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "net.onnx")
+        frame, y = torch_cancer_onnx(path)
+        proto = onnx.load(path)
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    probs = session.run(None, {"input": frame.to_numpy()})[0]
+    with mlflow.start_run():
+        mlflow.onnx.log_model(proto, name="model", registered_model_name="torch-cancer",
+                              signature=infer_signature(frame, probs), input_example=frame.head(3))
+    # Quantized: the MatMul/Gemm products rewritten, measured on tract, registered as v2.
+    job = run_job({"name": "torch-int8", "kind": "optimize", "model": "torch-cancer@1",
+                   "quantize": "int8", "target": "diagnosis", "inputs": ["dataset:cancer@1"],
+                   "timing_seconds": 0.2})
+    client = MlflowClient()
+    v2 = client.get_model_version("torch-cancer", "2")
+    assert v2.tags["qanat.derived_from"] == "model:torch-cancer@1", v2.tags
+    assert v2.tags["qanat.runtime"] == "tract" and v2.tags["qanat.precision"] == "int8", v2.tags
+    run = client.get_run(job["run_id"])
+    assert run.data.metrics["original_accuracy"] >= 0.95, run.data.metrics
+    proto2 = mlflow.onnx.load_model("models:/torch-cancer/2")
+    ops = {n.op_type for n in proto2.graph.node}
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops, ops
+    # 4,032 weights: int8 stores a quarter of their bytes; the rest of the file is the
+    # graph, the biases and the scales.
+    m = run.data.metrics
+    assert m["optimized_size_bytes"] < 0.6 * m["original_size_bytes"], m
+    info = mlflow.models.get_model_info("models:/torch-cancer/2")
+    assert info.metadata["qanat.precision"] == "int8" and info.signature is not None, info
+    out = mlflow.pyfunc.load_model("models:/torch-cancer/2").predict(frame)["probabilities"]
+    int8 = np.asarray(list(out), dtype=np.float32).reshape(len(frame), 2)
+    worst = float(np.max(np.abs(int8 - probs)))
+    agree = float(np.mean(int8.argmax(1) == probs.argmax(1)))
+    print(f"     pytorch → int8 ({job['job_id']}): largest probability difference {worst:.4f}, "
+          f"same class on {agree:.4f}; accuracy {run.data.metrics['original_accuracy']:.4f} → "
+          f"{run.data.metrics['optimized_accuracy']:.4f}")
+    assert worst <= 0.03 and agree >= 0.98, (worst, agree)
+
+    # Distilled: a native student of one hidden layer, which mlflow loads by columns.
+    # (The teacher was fitted on every row, holdout included, so it scores 1.0 there;
+    # the budget allows the student a few points.)
+    job = run_job({"name": "torch-student", "kind": "optimize", "model": "torch-cancer@1",
+                   "distill": [8], "target": "diagnosis", "inputs": ["dataset:cancer@1"],
+                   "max_accuracy_drop": 5, "timing_seconds": 0.2})
+    run = client.get_run(job["run_id"])
+    assert run.data.metrics["fidelity"] >= 0.9, run.data.metrics
+    assert run.data.params["hidden"] == "[8]" and run.data.params["finetune_epochs"] == "30", run.data.params
+    v3 = client.get_model_version("torch-cancer", "3")
+    assert v3.tags["qanat.derived_from"] == "model:torch-cancer@1", v3.tags
+    assert v3.tags["qanat.runtime"] == "native", v3.tags
+    out = mlflow.pyfunc.load_model("models:/torch-cancer/3").predict(frame.astype("float64"))
+    student = np.asarray(list(out["probability"]), dtype=np.float32).reshape(len(frame))
+    agree = float(np.mean((student > 0.5) == (probs[:, 1] > 0.5)))
+    print(f"     pytorch → student [8]: fidelity {run.data.metrics['fidelity']:.4f}, "
+          f"agreement on every row {agree:.4f}")
+    assert agree >= 0.9, agree
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--make-data":
         make_mixed(sys.argv[2])

@@ -417,9 +417,10 @@ pub enum Optimized {
 
 /// [`optimize`] for an ONNX model made elsewhere ([`crate::imported`]): `int8-dynamic`
 /// rewrites its matrix products ([`crate::onnx::quantize`]); `distill` trains a native
-/// student on its outputs, with preprocessing fitted on the training rows. Both sides
-/// are measured on `settings.runtime` (tract or onnxruntime; the student through its
-/// ONNX export), so like is compared with like. The other methods need a native model.
+/// student on its outputs, with preprocessing fitted on the training rows. The source
+/// is measured on `settings.runtime` (tract or onnxruntime), as is its int8 rewrite; a
+/// student on the native runtime, where it runs (each side's report names its
+/// runtime). The other methods need a native model.
 pub fn optimize_imported(
     model: &Imported,
     method: Method,
@@ -504,7 +505,8 @@ pub fn optimize_imported(
                 &valid,
                 settings.tune,
             )?;
-            let after = measure(&student, table, rows, seconds, runtime)?;
+            // The student is a native model: measured where it will run.
+            let after = measure(&student, table, rows, seconds, RuntimeKind::Native)?;
             (Optimized::Native(Box::new(student)), after)
         }
         other => {

@@ -219,6 +219,102 @@ fn matrix(p: &Port, width: usize, features: Option<&[String]>) -> Result<Feed> {
     })
 }
 
+/// The files an ONNX model keeps tensors in beside itself (external data, as
+/// `onnx.save(..., save_as_external_data=True)` and `mlflow.onnx.log_model` write
+/// them), by their paths relative to the model; refused when a path leaves the model's
+/// directory.
+pub fn external_files(bytes: &[u8]) -> Result<Vec<String>> {
+    let proto = pb::ModelProto::decode(bytes)
+        .map_err(|e| Error::invalid(format!("not an ONNX model (protobuf: {e})")))?;
+    let mut files: Vec<String> = Vec::new();
+    for t in proto.graph.iter().flat_map(|g| &g.initializer) {
+        if let Some(place) = external(t)? {
+            if !files.contains(&place.file) {
+                files.push(place.file);
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// The model with its external tensors read in from `files` (contents by relative
+/// path), so it stands alone.
+pub fn with_external(
+    bytes: &[u8],
+    files: &std::collections::HashMap<String, Vec<u8>>,
+) -> Result<Vec<u8>> {
+    let mut proto = pb::ModelProto::decode(bytes)
+        .map_err(|e| Error::invalid(format!("not an ONNX model (protobuf: {e})")))?;
+    for t in proto.graph.iter_mut().flat_map(|g| &mut g.initializer) {
+        let Some(place) = external(t)? else { continue };
+        let data = files.get(&place.file).ok_or_else(|| {
+            Error::invalid(format!(
+                "tensor '{}' is stored in '{}', which is not beside the model",
+                t.name, place.file
+            ))
+        })?;
+        let end = place.length.map_or(data.len(), |l| place.offset + l);
+        let raw = data.get(place.offset..end).ok_or_else(|| {
+            Error::invalid(format!(
+                "tensor '{}' is at bytes {}..{end} of '{}', which has {}",
+                t.name,
+                place.offset,
+                place.file,
+                data.len()
+            ))
+        })?;
+        t.raw_data = raw.to_vec();
+        t.data_location = None;
+        t.external_data.clear();
+    }
+    Ok(proto.encode_to_vec())
+}
+
+struct Place {
+    file: String,
+    offset: usize,
+    length: Option<usize>,
+}
+
+/// Where a tensor's data is kept outside the model, if it is.
+fn external(t: &pb::TensorProto) -> Result<Option<Place>> {
+    if t.data_location != Some(1) && t.external_data.is_empty() {
+        return Ok(None);
+    }
+    let get = |k: &str| {
+        t.external_data
+            .iter()
+            .find(|e| e.key == k)
+            .map(|e| e.value.as_str())
+    };
+    let number = |k: &str| -> Result<Option<usize>> {
+        get(k)
+            .map(|v| {
+                v.parse::<usize>().map_err(|_| {
+                    Error::invalid(format!("tensor '{}' has external data {k} '{v}'", t.name))
+                })
+            })
+            .transpose()
+    };
+    let file = get("location").unwrap_or_default().to_string();
+    let path = std::path::Path::new(&file);
+    let inside = !file.is_empty()
+        && path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !inside {
+        return Err(Error::invalid(format!(
+            "tensor '{}' names external data '{file}': it must be a file beside the model",
+            t.name
+        )));
+    }
+    Ok(Some(Place {
+        offset: number("offset")?.unwrap_or(0),
+        length: number("length")?,
+        file,
+    }))
+}
+
 /// How a table feeds a graph (see [the module](self)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Feed {

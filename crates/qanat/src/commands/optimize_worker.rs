@@ -142,10 +142,23 @@ pub async fn run() -> Result<()> {
         .to_string();
     // The package stays in memory: nothing of the model is written to local disk.
     let spec = fetch(&client, &project, &base, package::SPEC).await?;
-    let onnx = match spec {
+    let mut onnx = match spec {
         Some(_) => None,
         None => fetch(&client, &project, &base, package::ONNX).await?,
     };
+    // Tensors kept beside the model (mlflow.onnx.log_model's default) are read in.
+    if let Some(bytes) = &onnx {
+        let mut files = std::collections::HashMap::new();
+        for file in qanat_runtime::onnx::external_files(bytes)? {
+            let Some(data) = fetch(&client, &project, &base, &file).await? else {
+                bail!("{source_node}'s model.onnx keeps tensors in {file}, which is not beside it");
+            };
+            files.insert(file, data);
+        }
+        if !files.is_empty() {
+            onnx = Some(qanat_runtime::onnx::with_external(bytes, &files)?);
+        }
+    }
     let imported = onnx.is_some();
     let mut examples = Vec::new();
     let keep: &[&str] = if imported { &IMPORTED_FILES } else { &EXAMPLES };
@@ -248,6 +261,8 @@ pub async fn run() -> Result<()> {
     .await??;
 
     let (o, n) = (&report.original, &report.optimized);
+    // The runtime the result is measured on and made for (a student: native).
+    let made_for = n.runtime.as_str();
     println!(
         "{}: {} {:.4} → {:.4}; weights {} → {} bytes ({:.0}%); batch 1 p50 {:.1} → {:.1} µs; batch 64 {:.0} → {:.0} rows/s ({:.2}x)",
         report.method.as_str(),
@@ -267,6 +282,12 @@ pub async fn run() -> Result<()> {
         println!(
             "layers {:?} → {:?}; hidden-layer sparsity {:.3} → {:.3}; fidelity to the original {:.4}",
             o.layers, n.layers, o.sparsity, n.sparsity, report.fidelity
+        );
+    }
+    if !report.kept_float.is_empty() {
+        println!(
+            "left in float by the accuracy-aware fallback: {}",
+            report.kept_float.join(", ")
         );
     }
     println!("{}", report.verdict);
@@ -299,11 +320,39 @@ pub async fn run() -> Result<()> {
         ("allowed_drop".to_string(), report.allowed_drop.to_string()),
         ("force".to_string(), p.force.to_string()),
         ("runtime".to_string(), runtime.as_str().to_string()),
+        ("optimized_runtime".to_string(), made_for.to_string()),
         ("optimized_layers".to_string(), format!("{:?}", n.layers)),
     ];
+    let mut params = params;
+    // The method's own settings (sparsity, hidden widths, temperature …) and training's.
+    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(&report.method) {
+        for (_, v) in fields {
+            if let serde_json::Value::Object(values) = v {
+                for (k, v) in values {
+                    params.push((k, v.to_string()));
+                }
+            }
+        }
+    }
+    if method.needs_training_rows() {
+        params.extend([
+            (
+                "finetune_epochs".to_string(),
+                settings.tune.epochs.to_string(),
+            ),
+            (
+                "learning_rate".to_string(),
+                settings.tune.learning_rate.to_string(),
+            ),
+            ("seed".to_string(), settings.tune.seed.to_string()),
+        ]);
+    }
+    if !report.kept_float.is_empty() {
+        params.push(("kept_float".to_string(), report.kept_float.join(",")));
+    }
     let tags = vec![
         ("qanat.optimize.verdict".to_string(), report.verdict.clone()),
-        ("qanat.runtime".to_string(), runtime.as_str().to_string()),
+        ("qanat.runtime".to_string(), made_for.to_string()),
         ("qanat.precision".to_string(), n.precision.clone()),
     ];
     client
@@ -330,7 +379,7 @@ pub async fn run() -> Result<()> {
     }
     let mut info = super::train_worker::mlmodel_info(&run_id);
     info.metadata
-        .push(("qanat.runtime".to_string(), runtime.as_str().to_string()));
+        .push(("qanat.runtime".to_string(), made_for.to_string()));
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     match &optimized {
         Optimized::Native(model) => {
@@ -382,7 +431,7 @@ pub async fn run() -> Result<()> {
                     "qanat.optimization".to_string(),
                     method.as_str().to_string(),
                 ),
-                ("qanat.runtime".to_string(), runtime.as_str().to_string()),
+                ("qanat.runtime".to_string(), made_for.to_string()),
                 ("qanat.precision".to_string(), n.precision.clone()),
             ],
         )
