@@ -244,6 +244,19 @@ def an_onnx_model_from_pytorch_logged_with_mlflow_is_quantized_and_distilled():
           f"agreement on every row {agree:.4f}")
     assert agree >= 0.9, agree
 
+    # Static int8: each product's input scale calibrated on the job's training rows.
+    job = run_job({"name": "torch-static", "kind": "optimize", "model": "torch-cancer@1",
+                   "quantize": "int8-static", "target": "diagnosis",
+                   "inputs": ["dataset:cancer@1"], "timing_seconds": 0.2})
+    ops = [n.op_type for n in mlflow.onnx.load_model("models:/torch-cancer/4").graph.node]
+    assert ops.count("QuantizeLinear") == 3 and "DynamicQuantizeLinear" not in ops, ops
+    out = mlflow.pyfunc.load_model("models:/torch-cancer/4").predict(frame)["probabilities"]
+    static = np.asarray(list(out), dtype=np.float32).reshape(len(frame), 2)
+    agree = float(np.mean(static.argmax(1) == probs.argmax(1)))
+    print(f"     pytorch → int8-static ({job['job_id']}): same class on {agree:.4f}, largest "
+          f"probability difference {float(np.max(np.abs(static - probs))):.4f}")
+    assert agree >= 0.98, agree
+
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--make-data":

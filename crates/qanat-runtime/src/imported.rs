@@ -189,6 +189,26 @@ impl Imported {
         })
     }
 
+    /// The largest absolute value of each product's input over `rows` of `table`:
+    /// static quantization's calibration ([`crate::onnx::quantize::product_inputs`]).
+    pub fn calibrate(
+        &self,
+        table: &Table,
+        rows: &[usize],
+    ) -> Result<std::collections::HashMap<String, f32>> {
+        let names = crate::onnx::quantize::product_inputs(&self.graph)?;
+        let features = match &self.feed {
+            Feed::Matrix { features } => Some(features.as_slice()),
+            Feed::Columns => None,
+        };
+        crate::onnx::tract::largest_values(
+            &self.bytes,
+            features,
+            &crate::evaluate::table_rows(table, rows),
+            &names,
+        )
+    }
+
     fn load(&self, kind: RuntimeKind) -> Result<Box<dyn Runtime>> {
         let features = match &self.feed {
             Feed::Matrix { features } => Some(features.as_slice()),

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::evaluate::{quality, table_rows, Quality};
 use crate::imported::Imported;
 use crate::native::Scratch;
+use crate::onnx::quantize::Activations;
 use crate::onnx::{onnxruntime::OrtModel, tract::TractModel};
 use crate::package::NativeModel;
 use crate::prune::{self, FineTune};
@@ -344,7 +345,8 @@ fn drop_of(original: &Quality, after: &Quality, budget: Budget) -> (f64, f64, &'
     }
 }
 
-/// Dynamic int8 for an imported model, with accuracy-aware fallback (as Intel Neural
+/// int8 for an imported model (dynamic, or static with calibrated scales), with
+/// accuracy-aware fallback (as Intel Neural
 /// Compressor tunes): every product quantized; if that loses more than the budget on
 /// `rows`, the products whose quantization costs most — each measured alone — go back
 /// to float one by one until the budget holds (at least one stays int8). The best
@@ -352,16 +354,17 @@ fn drop_of(original: &Quality, after: &Quality, budget: Budget) -> (f64, f64, &'
 /// left in float.
 fn int8_with_fallback(
     model: &Imported,
+    activations: Activations<'_>,
     runtime: RuntimeKind,
     table: &Table,
     rows: &[usize],
     original: &Quality,
     budget: Budget,
 ) -> Result<(Imported, Vec<String>)> {
-    use crate::onnx::quantize::dynamic_except;
+    use crate::onnx::quantize::rewrite_products;
     let prep = model.preprocessing();
     let attempt = |keep: &[String]| -> Result<(Imported, f64)> {
-        let q = dynamic_except(model.graph(), keep)?;
+        let q = rewrite_products(model.graph(), keep, activations)?;
         let m = model.with_bytes(q.graph.to_bytes())?;
         let (drop, _, _) = drop_of(
             original,
@@ -371,7 +374,7 @@ fn int8_with_fallback(
         // NaN (a model that outputs NaN) is the worst drop.
         Ok((m, if drop.is_nan() { f64::INFINITY } else { drop }))
     };
-    let all = crate::onnx::quantize::dynamic(model.graph())?;
+    let all = rewrite_products(model.graph(), &[], activations)?;
     if !all.skipped.is_empty() {
         println!(
             "left in float (not quantizable): {}",
@@ -416,7 +419,8 @@ pub enum Optimized {
 }
 
 /// [`optimize`] for an ONNX model made elsewhere ([`crate::imported`]): `int8-dynamic`
-/// rewrites its matrix products ([`crate::onnx::quantize`]); `distill` trains a native
+/// rewrites its matrix products ([`crate::onnx::quantize`]), `int8-static` too, with
+/// each product's input scale calibrated on the training rows; `distill` trains a native
 /// student on its outputs, with preprocessing fitted on the training rows. The source
 /// is measured on `settings.runtime` (tract or onnxruntime), as is its int8 rewrite; a
 /// student on the native runtime, where it runs (each side's report names its
@@ -459,9 +463,24 @@ pub fn optimize_imported(
         ("f32".into(), Vec::new(), 0.0),
     )?;
     let (optimized, after) = match &method {
-        Method::Int8Dynamic => {
-            let (quantized, float) =
-                int8_with_fallback(model, runtime, table, rows, &original.quality, budget)?;
+        Method::Int8Dynamic | Method::Int8Static => {
+            let calibrated = match method {
+                Method::Int8Static => model.calibrate(table, &train)?,
+                _ => Default::default(),
+            };
+            let activations = match method {
+                Method::Int8Static => Activations::Static(&calibrated),
+                _ => Activations::Dynamic,
+            };
+            let (quantized, float) = int8_with_fallback(
+                model,
+                activations,
+                runtime,
+                table,
+                rows,
+                &original.quality,
+                budget,
+            )?;
             kept_float = float;
             let after = measure_on(
                 &quantized.on(runtime)?,
@@ -511,8 +530,8 @@ pub fn optimize_imported(
         }
         other => {
             return Err(Error::invalid(format!(
-                "{}: an ONNX model made elsewhere can be quantized (int8) or distilled; \
-                 pruning and static quantization need a model trained by qanat train",
+                "{}: an ONNX model made elsewhere can be quantized (int8, int8-static) or \
+                 distilled; pruning needs a model trained by qanat train",
                 other.as_str()
             )))
         }

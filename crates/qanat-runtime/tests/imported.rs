@@ -338,6 +338,50 @@ fn the_gate_measures_an_imported_model_and_its_int8_rewrite_and_a_student() {
     assert_eq!(report.optimized.precision, "int8");
     assert!(report.optimized.size_bytes < report.original.size_bytes);
 
+    // Static: each product's input scale calibrated on the training rows.
+    let (q, report) =
+        optimize_imported(&imported, Method::Int8Static, &table, &rows, &settings).expect("static");
+    let Optimized::Onnx(q) = q else {
+        panic!("an ONNX model")
+    };
+    let ops: Vec<&str> = q
+        .graph()
+        .proto
+        .graph
+        .iter()
+        .flat_map(|g| &g.node)
+        .map(|n| n.op_type.as_str())
+        .collect();
+    assert_eq!(
+        ops.iter().filter(|o| **o == "QuantizeLinear").count(),
+        2,
+        "{ops:?}"
+    );
+    assert!(!ops.contains(&"DynamicQuantizeLinear"), "{ops:?}");
+    assert!(report.passed, "{}", report.verdict);
+    assert!(report.fidelity >= 0.97, "{}", report.fidelity);
+    if ort_configured() {
+        let a = q
+            .on(RuntimeKind::Tract)
+            .expect("tract")
+            .predict(&table)
+            .expect("tract");
+        let b = q
+            .on(RuntimeKind::Onnxruntime)
+            .expect("onnxruntime")
+            .predict(&table)
+            .expect("onnxruntime");
+        let gap = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs() / (1.0 + x.abs()))
+            .fold(0.0, f32::max);
+        assert!(
+            gap < 1e-4,
+            "tract and onnxruntime differ by {gap} on the static rewrite"
+        );
+    }
+
     // Raw features straight into the first product: one scale for the whole input
     // matrix loses its small columns, so that product goes back to float.
     let folded = Imported::new(
@@ -392,7 +436,11 @@ fn the_gate_measures_an_imported_model_and_its_int8_rewrite_and_a_student() {
         &settings,
     )
     .expect_err("pruning needs a native model");
-    assert!(e.to_string().contains("trained by qanat train"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("needs a model trained by qanat train"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! Dynamic int8 quantization of any ONNX model, by rewriting its matrix products: every
+//! int8 quantization of any ONNX model, by rewriting its matrix products: every
 //! `MatMul` and `Gemm` whose weights are a constant float matrix (an initializer)
 //! becomes
 //!
@@ -8,7 +8,8 @@
 //! ```
 //!
 //! as onnxruntime's `quantize_dynamic` writes it, so tract and onnxruntime both run the
-//! result. The weights are quantized per output column (symmetric, ±127) and stored as
+//! result. Static quantization ([`Activations::Static`]) replaces the first step with
+//! `QuantizeLinear` at a scale calibrated beforehand. The weights are quantized per output column (symmetric, ±127) and stored as
 //! uint8 around the zero point 128 — exact, and what onnxruntime's AVX2 kernels
 //! multiply without saturating (the same form as the native models' export). The float
 //! weights no longer used are dropped, so the file shrinks about fourfold.
@@ -39,13 +40,60 @@ pub struct Quantized {
     pub skipped: Vec<String>,
 }
 
+/// How a rewritten product quantizes its input.
+#[derive(Debug, Clone, Copy)]
+pub enum Activations<'a> {
+    /// At run time, one scale a call (`DynamicQuantizeLinear`).
+    Dynamic,
+    /// With a fixed scale from calibration (`QuantizeLinear`): the largest absolute
+    /// value seen of each product's input, by the input's name.
+    Static(&'a HashMap<String, f32>),
+}
+
 /// Quantizes `graph`'s constant-weight `MatMul` and `Gemm` nodes to dynamic int8.
 pub fn dynamic(graph: &OnnxGraph) -> Result<Quantized> {
-    dynamic_except(graph, &[])
+    rewrite_products(graph, &[], Activations::Dynamic)
 }
 
 /// [`dynamic`], leaving in float the products whose outputs are named in `keep`.
 pub fn dynamic_except(graph: &OnnxGraph, keep: &[String]) -> Result<Quantized> {
+    rewrite_products(graph, keep, Activations::Dynamic)
+}
+
+/// The inputs of the products [`rewrite_products`] would rewrite: what static
+/// quantization calibrates.
+pub fn product_inputs(graph: &OnnxGraph) -> Result<Vec<String>> {
+    let g = graph
+        .proto
+        .graph
+        .as_ref()
+        .ok_or_else(|| Error::invalid("the ONNX model has no graph"))?;
+    let weights: HashMap<String, pb::TensorProto> = g
+        .initializer
+        .iter()
+        .map(|t| (t.name.clone(), t.clone()))
+        .collect();
+    let mut out = Vec::new();
+    for node in &g.node {
+        let product = node.domain.is_empty() && matches!(node.op_type.as_str(), "MatMul" | "Gemm");
+        if product {
+            if let Ok(p) = plan(node, &weights)? {
+                if !out.contains(&p.x) {
+                    out.push(p.x);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Rewrites `graph`'s constant-weight products to int8, quantizing their inputs as
+/// `activations` says, except those whose outputs are named in `keep`.
+pub fn rewrite_products(
+    graph: &OnnxGraph,
+    keep: &[String],
+    activations: Activations<'_>,
+) -> Result<Quantized> {
     let mut proto = graph.proto.clone();
     let opset = proto
         .opset_import
@@ -86,10 +134,16 @@ pub fn dynamic_except(graph: &OnnxGraph, keep: &[String]) -> Result<Quantized> {
             nodes.push(node);
             continue;
         }
-        match plan(&node, &weights)? {
+        let planned = plan(&node, &weights)?.and_then(|p| match activations {
+            Activations::Static(amax) if !amax.contains_key(&p.x) => {
+                Err(format!("its input '{}' was not calibrated", p.x))
+            }
+            _ => Ok(p),
+        });
+        match planned {
             Ok(p) => {
                 products.push(node.output[0].clone());
-                rewrite(&node, p, &mut nodes, &mut added);
+                rewrite(&node, p, activations, &mut nodes, &mut added);
                 count += 1;
             }
             Err(reason) => {
@@ -131,7 +185,11 @@ pub fn dynamic_except(graph: &OnnxGraph, keep: &[String]) -> Result<Quantized> {
     g.input.retain(|i| !unused.contains(&i.name));
     proto.metadata_props.push(pb::StringStringEntryProto {
         key: "qanat.quantization".into(),
-        value: "int8-dynamic".into(),
+        value: match activations {
+            Activations::Dynamic => "int8-dynamic",
+            Activations::Static(_) => "int8-static",
+        }
+        .into(),
     });
     use prost::Message;
     Ok(Quantized {
@@ -296,6 +354,7 @@ pub(crate) fn quantize_columns(w: &[f32], k: usize, n: usize) -> (Vec<u8>, Vec<f
 fn rewrite(
     old: &pb::NodeProto,
     p: Plan,
+    activations: Activations<'_>,
     nodes: &mut Vec<pb::NodeProto>,
     added: &mut Vec<pb::TensorProto>,
 ) {
@@ -308,12 +367,32 @@ fn rewrite(
     added.push(tensor(&n("weight"), UINT8, &[p.k, p.n], q));
     added.push(tensor(&n("weight_zero"), UINT8, &[], vec![128]));
     added.push(f32s(&n("weight_scale"), &[p.n], &scale));
-    nodes.push(node(
-        "DynamicQuantizeLinear",
-        &[&p.x],
-        &[&n("x_q"), &n("x_scale"), &n("x_zero")],
-        vec![],
-    ));
+    match activations {
+        Activations::Dynamic => nodes.push(node(
+            "DynamicQuantizeLinear",
+            &[&p.x],
+            &[&n("x_q"), &n("x_scale"), &n("x_zero")],
+            vec![],
+        )),
+        Activations::Static(amax) => {
+            // Symmetric, held as uint8 around 128 (as the weights); values beyond the
+            // calibrated range saturate.
+            let a = amax.get(&p.x).copied().unwrap_or(0.0);
+            let scale = if a > 0.0 && a.is_finite() {
+                a / 127.0
+            } else {
+                1.0
+            };
+            added.push(f32s(&n("x_scale"), &[], &[scale]));
+            added.push(tensor(&n("x_zero"), UINT8, &[], vec![128]));
+            nodes.push(node(
+                "QuantizeLinear",
+                &[&p.x, &n("x_scale"), &n("x_zero")],
+                &[&n("x_q")],
+                vec![],
+            ));
+        }
+    }
     nodes.push(node(
         "MatMulInteger",
         &[&n("x_q"), &n("weight"), &n("x_zero"), &n("weight_zero")],

@@ -113,3 +113,66 @@ impl Runtime for TractModel {
         Ok(v.iter().copied().collect())
     }
 }
+
+/// The largest absolute value each of the tensors `names` takes over the rows of
+/// `table` (fed as [`TractModel::load_fed`] feeds it): static quantization's
+/// calibration. A name may be a graph input or any node's output.
+pub fn largest_values(
+    bytes: &[u8],
+    features: Option<&[String]>,
+    table: &Table,
+    names: &[String],
+) -> Result<std::collections::HashMap<String, f32>> {
+    let graph = OnnxGraph::read(bytes)?;
+    let feed = graph.feed(features)?;
+    let fed = inputs(&graph, &feed, table)?;
+    let largest = |v: &mut dyn Iterator<Item = f32>| v.fold(0f32, |m, x| m.max(x.abs()));
+    let mut out = std::collections::HashMap::new();
+    for (port, input) in graph.inputs.iter().zip(&fed) {
+        if names.contains(&port.name) {
+            let a = match &input.values {
+                Column::F32(v) => largest(&mut v.iter().copied()),
+                Column::F64(v) => largest(&mut v.iter().map(|x| *x as f32)),
+                _ => continue,
+            };
+            out.insert(port.name.clone(), a);
+        }
+    }
+    let inner: Vec<&String> = names.iter().filter(|n| !out.contains_key(*n)).collect();
+    if inner.is_empty() {
+        return Ok(out);
+    }
+    // The inner tensors become the graph's outputs, their types inferred.
+    let mut proto = graph.proto.clone();
+    if let Some(g) = proto.graph.as_mut() {
+        g.output = inner
+            .iter()
+            .map(|n| tract_onnx::pb::ValueInfoProto {
+                name: n.to_string(),
+                ..Default::default()
+            })
+            .collect();
+    }
+    let plan = tract_onnx::onnx()
+        .model_for_proto_model(&proto)
+        .and_then(|m| m.into_optimized())
+        .and_then(|m| m.into_runnable())
+        .map_err(|e| refused("calibrate", format!("{e:#}")))?;
+    let tensors = fed
+        .into_iter()
+        .map(|i| tensor(i).map(TValue::from))
+        .collect::<Result<TVec<TValue>>>()?;
+    let values = plan
+        .run(tensors)
+        .map_err(|e| Error::invalid(format!("tract failed to run the model: {e:#}")))?;
+    for (name, v) in inner.into_iter().zip(values.iter()) {
+        let v = v
+            .cast_to::<f32>()
+            .map_err(|e| Error::internal(format!("reading '{name}': {e}")))?;
+        let v = v
+            .to_plain_array_view::<f32>()
+            .map_err(|e| Error::internal(format!("reading '{name}': {e}")))?;
+        out.insert(name.clone(), largest(&mut v.iter().copied()));
+    }
+    Ok(out)
+}
