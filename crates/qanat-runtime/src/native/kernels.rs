@@ -9,7 +9,9 @@
 //!   memory once per block of rows);
 //! - within a tile, blocks of 4 rows × 2 outputs (eight accumulators and six loads a
 //!   step, which fits the sixteen vector registers of AVX2), so each loaded vector is
-//!   used several times; rows left over (all of them at batch 1) go 1 × 4.
+//!   used several times; rows left over (all of them at batch 1) go 1 × 4. With
+//!   AVX-512's 32 registers, f32 takes 4 × 4 blocks (16 accumulators in flight) and
+//!   int8 8 × 2.
 //!
 //! The int8 path keeps weights as i8 (a quarter of f32's bytes, which is what batch-1
 //! latency is made of) and quantized activations sign-extended to i16, both padded
@@ -17,12 +19,14 @@
 //! (`vpmovsxbw`), and one `vpmaddwd` multiplies 16 pairs and adds neighbours into
 //! eight i32 lanes — exactly: |q| ≤ 127, so a pair sums to at most 2·127², and a row of
 //! up to 2^17 inputs stays far inside i32. f32 FMA does 8 multiply-adds an
-//! instruction; this does 16. (An AVX-512 variant of it, 4 × 4 blocks, measured slower
-//! than this one on the AMD EPYC this was written on, which runs 512-bit operations as
-//! two 256-bit halves; it was not kept.)
+//! instruction; this does 16. Where the CPU has AVX-512 (BW), the same step runs on
+//! 32 lanes. (A 4 × 4 AVX-512 variant measured slower than AVX2 on the AMD EPYC this
+//! was first written on, which runs 512-bit operations as two 256-bit halves; on a Zen 5
+//! EPYC, which runs them whole, the 8 × 2 AVX-512 kernel gave batch 1 18% more rows a
+//! second than AVX2 and batch 64 the same — docs/benchmarks.md.)
 //!
 //! Dispatch is at run time through `pulp`: for f32 AVX-512 or else AVX2 + FMA, for
-//! int8 AVX2, on x86-64 when the CPU has them; elsewhere the portable loops are
+//! int8 AVX-512 (BW) or else AVX2, on x86-64 when the CPU has them; elsewhere the portable loops are
 //! compiled for the baseline of the target (NEON on arm64), where the compiler
 //! vectorizes them. Every kernel has a plain scalar
 //! reference in the tests, which it must match (exactly for int8, within rounding for
@@ -32,8 +36,15 @@
 
 use pulp::{Simd, WithSimd};
 
-/// Inputs are padded to a multiple of this on the int8 path (one AVX2 register of i16).
+/// Activations in one AVX2 register of i16: the int8 kernels' step.
 pub(crate) const INT_LANES: usize = 16;
+
+/// Inputs are padded to a multiple of this on the int8 path: one AVX-512 register of
+/// i16 (two steps of the AVX2 and portable kernels).
+pub(crate) const INT_PAD: usize = 32;
+
+/// The AVX-512 int8 kernel's step.
+const WIDE_LANES: usize = 32;
 
 /// Outputs whose weights are kept hot while every row block passes: 64 rows of 1,024
 /// int8 weights (64 KiB) or f32 weights of 512 inputs (128 KiB) fit in L2.
@@ -42,6 +53,12 @@ const TILE_OUT: usize = 64;
 /// Rows and outputs computed together.
 const BLOCK_ROWS: usize = 4;
 const BLOCK_COLS: usize = 2;
+/// f32 blocks on AVX-512 (32 registers: 16 accumulators, 4 weight vectors, 1 input).
+const WIDE_ROWS: usize = 4;
+const WIDE_COLS: usize = 4;
+/// int8 blocks on AVX-512: 8 rows share each widened weight vector.
+const I8_WIDE_ROWS: usize = 8;
+const I8_WIDE_COLS: usize = 2;
 
 /// One block of dot products for one element type and instruction set.
 trait Kernel {
@@ -58,7 +75,7 @@ trait Kernel {
 /// Walks `k` over `rows × outs` (see the module doc); `store(r, o, acc)` receives each
 /// dot product once.
 #[inline(always)]
-fn drive<'a, K: Kernel, const COLS: usize>(
+fn drive<'a, K: Kernel, const ROWS: usize, const COLS: usize>(
     k: &K,
     rows: usize,
     outs: usize,
@@ -73,8 +90,8 @@ fn drive<'a, K: Kernel, const COLS: usize>(
     while o0 < outs {
         let o1 = (o0 + TILE_OUT).min(outs);
         let mut r = 0;
-        while r + BLOCK_ROWS <= rows {
-            let xs: [&[K::X]; BLOCK_ROWS] = std::array::from_fn(|a| xrow(r + a));
+        while r + ROWS <= rows {
+            let xs: [&[K::X]; ROWS] = std::array::from_fn(|a| xrow(r + a));
             let mut o = o0;
             while o + COLS <= o1 {
                 let ws: [&[K::W]; COLS] = std::array::from_fn(|c| wrow(o + c));
@@ -92,7 +109,7 @@ fn drive<'a, K: Kernel, const COLS: usize>(
                     store(r + a, o, da[0]);
                 }
             }
-            r += BLOCK_ROWS;
+            r += ROWS;
         }
         for r in r..rows {
             let xs = [xrow(r)];
@@ -162,7 +179,21 @@ impl WithSimd for GemmF32<'_> {
             return;
         }
         let rows = y.len() / outs;
-        drive::<_, BLOCK_COLS>(
+        // 512-bit registers come 32 to a core: a wider block keeps more FMAs in flight.
+        if std::mem::size_of::<S::f32s>() >= 64 {
+            return drive::<_, WIDE_ROWS, WIDE_COLS>(
+                &F32Dots(s),
+                rows,
+                outs,
+                |r| &x[r * k..(r + 1) * k],
+                |o| &w[o * k..(o + 1) * k],
+                |r, o, v| {
+                    let v = v + bias[o];
+                    y[r * outs + o] = if relu && v < 0.0 { 0.0 } else { v };
+                },
+            );
+        }
+        drive::<_, BLOCK_ROWS, BLOCK_COLS>(
             &F32Dots(s),
             rows,
             outs,
@@ -231,7 +262,7 @@ impl<S: Simd> Kernel for F32Dots<S> {
 
 /// `acc[r, o] = Σ_k xq[r, k] · wq[o, k]` in exact integer arithmetic, then
 /// `y[r, o] = act(acc · x_scale[r] · w_scale[o] + bias[o])`. `xq` is `rows × kp` and
-/// `wq` `bias.len() × kp`, with `kp` a multiple of [`INT_LANES`] (zero padding).
+/// `wq` `bias.len() × kp`, with `kp` a multiple of [`INT_PAD`] (zero padding).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm_i8(
     xq: &[i16],
@@ -243,7 +274,7 @@ pub(crate) fn gemm_i8(
     relu: bool,
     y: &mut [f32],
 ) {
-    debug_assert_eq!(kp % INT_LANES, 0);
+    debug_assert_eq!(kp % INT_PAD, 0);
     debug_assert_eq!(wq.len(), bias.len() * kp);
     let job = GemmI8 {
         xq,
@@ -277,6 +308,9 @@ impl GemmI8<'_> {
     fn dispatch(self) {
         #[cfg(target_arch = "x86_64")]
         {
+            if let Some(v4) = pulp::x86::V4::try_new() {
+                return Simd::vectorize(v4, x86::Avx512I8(self, v4));
+            }
             if let Some(v3) = pulp::x86::V3::try_new() {
                 return Simd::vectorize(v3, x86::Avx2I8(self, v3));
             }
@@ -285,7 +319,15 @@ impl GemmI8<'_> {
     }
 
     #[inline(always)]
-    fn run<K: Kernel<X = XLanes, W = WLanes, Acc = i32>, const COLS: usize>(self, k: K) {
+    fn run<
+        const N: usize,
+        K: Kernel<X = [i16; N], W = [i8; N], Acc = i32>,
+        const ROWS: usize,
+        const COLS: usize,
+    >(
+        self,
+        k: K,
+    ) {
         let GemmI8 {
             xq,
             x_scale,
@@ -301,10 +343,10 @@ impl GemmI8<'_> {
             return;
         }
         let rows = y.len() / outs;
-        let (xl, _) = pulp::as_arrays::<INT_LANES, i16>(xq);
-        let (wl, _) = pulp::as_arrays::<INT_LANES, i8>(wq);
-        let n = kp / INT_LANES;
-        drive::<_, COLS>(
+        let (xl, _) = pulp::as_arrays::<N, i16>(xq);
+        let (wl, _) = pulp::as_arrays::<N, i8>(wq);
+        let n = kp / N;
+        drive::<_, ROWS, COLS>(
             &k,
             rows,
             outs,
@@ -327,7 +369,8 @@ impl WithSimd for PortableI8<'_> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, _s: S) {
-        self.0.run::<_, BLOCK_COLS>(PortableDots);
+        self.0
+            .run::<INT_LANES, _, BLOCK_ROWS, BLOCK_COLS>(PortableDots);
     }
 }
 
@@ -369,11 +412,71 @@ impl Kernel for PortableDots {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use pulp::x86::V3;
+    use pulp::x86::{V3, V4};
     use pulp::{Simd, WithSimd};
-    use std::arch::x86_64::{__m128i, __m256i};
+    use std::arch::x86_64::{__m128i, __m256i, __m512i};
 
-    use super::{GemmI8, Kernel, WLanes, XLanes};
+    use super::{GemmI8, Kernel, WLanes, XLanes, WIDE_LANES};
+
+    /// The int8 product on AVX-512 (BW): 32 activations a step, in blocks of
+    /// `I8_WIDE_ROWS × I8_WIDE_COLS`.
+    pub(super) struct Avx512I8<'a>(pub(super) GemmI8<'a>, pub(super) V4);
+
+    impl WithSimd for Avx512I8<'_> {
+        type Output = ();
+
+        #[inline(always)]
+        fn with_simd<S: Simd>(self, _s: S) {
+            let Avx512I8(job, v4) = self;
+            job.run::<WIDE_LANES, _, { super::I8_WIDE_ROWS }, { super::I8_WIDE_COLS }>(Avx512Dots(
+                v4,
+            ));
+        }
+    }
+
+    struct Avx512Dots(V4);
+
+    impl Kernel for Avx512Dots {
+        type X = [i16; WIDE_LANES];
+        type W = [i8; WIDE_LANES];
+        type Acc = i32;
+
+        /// Per step: widen 32 weights to i16, then `vpmaddwd` with 32 activations.
+        #[inline(always)]
+        fn dots<const R: usize, const C: usize>(
+            &self,
+            xs: [&[Self::X]; R],
+            ws: [&[Self::W]; C],
+        ) -> [[i32; C]; R] {
+            let v4 = self.0;
+            let n = xs[0].len();
+            let xv: [&[Self::X]; R] = std::array::from_fn(|a| &xs[a][..n]);
+            let wv: [&[Self::W]; C] = std::array::from_fn(|c| &ws[c][..n]);
+            let mut acc = [[v4.avx512f._mm512_setzero_si512(); C]; R];
+            for i in 0..n {
+                let wi: [__m512i; C] = std::array::from_fn(|c| {
+                    let w: __m256i = pulp::bytemuck::cast(wv[c][i]);
+                    v4.avx512bw._mm512_cvtepi8_epi16(w)
+                });
+                for a in 0..R {
+                    let xi: __m512i = pulp::bytemuck::cast(xv[a][i]);
+                    for c in 0..C {
+                        acc[a][c] = v4
+                            .avx512f
+                            ._mm512_add_epi32(acc[a][c], v4.avx512bw._mm512_madd_epi16(xi, wi[c]));
+                    }
+                }
+            }
+            let mut out = [[0i32; C]; R];
+            for a in 0..R {
+                for c in 0..C {
+                    let lanes: [i32; 16] = pulp::bytemuck::cast(acc[a][c]);
+                    out[a][c] = lanes.iter().sum();
+                }
+            }
+            out
+        }
+    }
 
     /// The int8 product on AVX2, run through `V3`'s `Simd::vectorize`.
     pub(super) struct Avx2I8<'a>(pub(super) GemmI8<'a>, pub(super) V3);
@@ -384,7 +487,9 @@ mod x86 {
         #[inline(always)]
         fn with_simd<S: Simd>(self, _s: S) {
             let Avx2I8(job, v3) = self;
-            job.run::<_, { super::BLOCK_COLS }>(Avx2Dots(v3));
+            job.run::<{ super::INT_LANES }, _, { super::BLOCK_ROWS }, { super::BLOCK_COLS }>(
+                Avx2Dots(v3),
+            );
         }
     }
 
@@ -542,8 +647,8 @@ mod tests {
     }
 
     fn shape() -> impl Strategy<Value = (usize, usize, usize)> {
-        // rows, k, outs: across the block edges (4 rows, 2 and 4 outputs, 8 and 16
-        // lanes) and the output tiles (64).
+        // rows, k, outs: across the block edges (4 and 8 rows, 2 and 4 outputs, 8, 16
+        // and 32 lanes) and the output tiles (64).
         (
             1usize..11,
             1usize..70,
@@ -571,7 +676,7 @@ mod tests {
         #[test]
         fn int8_kernel_is_exact_integer_arithmetic((rows, k, outs) in shape(), seed in any::<u64>()) {
             let mut g = crate::testing::Rng(seed);
-            let kp = k.div_ceil(INT_LANES) * INT_LANES;
+            let kp = k.div_ceil(INT_PAD) * INT_PAD;
             let mut xq = vec![0i16; rows * kp];
             let mut wq = vec![0i8; outs * kp];
             for r in 0..rows { for i in 0..k { xq[r * kp + i] = g.int8(); } }
@@ -622,7 +727,7 @@ mod tests {
     }
 
     /// `gemm_i8` (unit scales, no bias) on every kernel this CPU has: the portable one
-    /// (what arm64 and old x86 take) and AVX2.
+    /// (what arm64 and old x86 take), AVX2 and AVX-512.
     fn int8_paths(
         xq: &[i16],
         rows: usize,
@@ -652,6 +757,11 @@ mod tests {
         {
             if let Some(v3) = pulp::x86::V3::try_new() {
                 run("avx2", &move |j| Simd::vectorize(v3, x86::Avx2I8(j, v3)));
+            }
+            if let Some(v4) = pulp::x86::V4::try_new() {
+                run("avx512", &move |j| {
+                    Simd::vectorize(v4, x86::Avx512I8(j, v4))
+                });
             }
         }
         out

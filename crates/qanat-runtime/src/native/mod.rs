@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use safetensors::{Dtype, SafeTensors};
 
 use crate::{Error, Result};
-use kernels::INT_LANES;
+use kernels::INT_PAD;
 
 /// How a layer's weights are held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -136,7 +136,7 @@ impl Layer {
     /// channel (`max |w[o, :]| / 127`).
     pub fn quantized(&self) -> Layer {
         let w = self.weight_f32();
-        let kp = self.d_in.div_ceil(INT_LANES) * INT_LANES;
+        let kp = self.d_in.div_ceil(INT_PAD) * INT_PAD;
         let mut q = vec![0i8; self.d_out * kp];
         let mut scale = vec![1f32; self.d_out];
         for o in 0..self.d_out {
@@ -415,7 +415,7 @@ impl NativeMlp {
                             "{sname} holds {bad}; scales must be positive and finite"
                         )));
                     }
-                    let kp = d_in.div_ceil(INT_LANES) * INT_LANES;
+                    let kp = d_in.div_ceil(INT_PAD) * INT_PAD;
                     let mut q = vec![0i8; d_out * kp];
                     for (o, row) in w.data().chunks_exact(d_in.max(1)).enumerate() {
                         for (qv, b) in q[o * kp..].iter_mut().zip(row) {
