@@ -118,6 +118,10 @@ pub async fn run() -> Result<()> {
         runtime,
         tune: p.fine_tune().map_err(|e| anyhow!(e))?,
     };
+    // Before any fetching or training: a runtime that cannot run here fails the job now.
+    if p.runtime() == Ok(RuntimeKind::Onnxruntime) {
+        qanat_runtime::onnx::onnxruntime::library().map_err(|e| anyhow!(e))?;
+    }
     let project = var("QANAT_PROJECT")?;
     let run_id = var("MLFLOW_RUN_ID")?;
     let inputs = std::env::var("QANAT_INPUTS").map_err(|_| {
