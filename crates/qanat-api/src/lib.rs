@@ -24,6 +24,7 @@ mod mlflow;
 mod models;
 mod objects;
 mod projects;
+mod serving;
 mod system;
 
 use std::sync::Arc;
@@ -99,6 +100,8 @@ pub struct Services {
     pub jobs: qanat_jobs::Jobs,
     /// The feature store: registry, training sets, online features.
     pub features: qanat_features::Features,
+    /// Registered models answered in the Open Inference Protocol.
+    pub serving: qanat_serving::Serving,
     pub metrics: Arc<Metrics>,
     pub limits: ApiLimits,
     /// The project the root-mounted MLflow API (`/api/2.0/mlflow/...`) works in.
@@ -135,6 +138,7 @@ impl AppState {
             ),
             qanat_jobs::Kinds::standard(),
         );
+        let serving = qanat_serving::Serving::new(storage.clone(), tracking.clone());
         AppState(Arc::new(Services {
             gov: Governance::new(meta.clone()),
             datasets: qanat_data::Datasets::new(meta.clone(), storage.clone()),
@@ -146,6 +150,7 @@ impl AppState {
                 storage.clone(),
                 qanat_data::Datasets::new(meta.clone(), storage.clone()),
             ),
+            serving,
             mlflow_project: "default".into(),
             audit_sinks_ok: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             retention: Duration::from_secs(30 * 86_400),
@@ -222,6 +227,7 @@ pub fn route_table(limits: &ApiLimits) -> route_table::RouteTable {
             events::routes(),
             jobs::routes(),
             features::routes(),
+            serving::routes(),
             mlflow::routes(),
         ],
     )

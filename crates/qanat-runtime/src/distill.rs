@@ -112,16 +112,7 @@ pub fn fidelity(
         if k == 1 {
             usize::from(v[0] > 0.0)
         } else {
-            v.iter()
-                .enumerate()
-                .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, x)| {
-                    if *x > bv {
-                        (i, *x)
-                    } else {
-                        (bi, bv)
-                    }
-                })
-                .0
+            crate::evaluate::argmax(v)
         }
     };
     if matches!(target, Target::Classification { .. }) {

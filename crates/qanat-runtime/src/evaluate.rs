@@ -80,3 +80,17 @@ pub fn labelled_rows(table: &Table, prep: &Preprocessing) -> Result<Vec<usize>> 
         Values::Unsupported(..) => Vec::new(),
     })
 }
+
+/// The index of the largest value (the first of equals; 0 for none): a row's class.
+pub fn argmax(v: &[f32]) -> usize {
+    v.iter()
+        .enumerate()
+        .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, x)| {
+            if *x > bv {
+                (i, *x)
+            } else {
+                (bi, bv)
+            }
+        })
+        .0
+}

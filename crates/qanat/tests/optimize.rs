@@ -11,25 +11,11 @@ use serde_json::{json, Value};
 fn server_with_a_trained_model() -> Qanat {
     let q = Qanat::start_with(vec![("QANAT_JOBS_CPUS".into(), "2".into())]);
     q.push_example("cancer", "breast_cancer.csv");
-    let (s, job) = q.http().send(
-        &q.admin_token,
-        "POST",
-        "/api/v1/projects/default/jobs",
-        Some(json!({
-            "name": "cancer-mlp", "kind": "train", "inputs": ["dataset:cancer@1"],
-            "target": "diagnosis", "model": "mlp", "hidden": [64, 32], "epochs": 25,
-            "seed": 4, "register": "cancer",
-        })),
-    );
-    assert_eq!(s, 201, "{job}");
-    let id = job["job_id"].as_str().expect("id");
-    let j = q.job_finished("default", id, 180);
-    assert_eq!(
-        j["state"],
-        "succeeded",
-        "{}",
-        q.job_log("default", id)["data"]
-    );
+    q.train(json!({
+        "name": "cancer-mlp", "inputs": ["dataset:cancer@1"],
+        "target": "diagnosis", "model": "mlp", "hidden": [64, 32], "epochs": 25,
+        "seed": 4, "register": "cancer",
+    }));
     q
 }
 
@@ -290,7 +276,7 @@ fn a_model_without_a_signature_is_refused_and_nothing_is_registered() {
         log["data"]
             .as_str()
             .unwrap_or("")
-            .contains("has no spec.json"),
+            .contains("has neither spec.json"),
         "{log}"
     );
     // Nothing new was registered.

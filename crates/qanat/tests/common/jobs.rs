@@ -72,6 +72,28 @@ impl Qanat {
         v
     }
 
+    /// Runs a `train` job in `default` with `spec` (its fields besides `kind`), which
+    /// must succeed.
+    pub fn train(&self, spec: Value) {
+        let mut spec = spec;
+        spec["kind"] = Value::from("train");
+        let (s, job) = self.http().send(
+            &self.admin_token,
+            "POST",
+            "/api/v1/projects/default/jobs",
+            Some(spec),
+        );
+        assert_eq!(s, 201, "{job}");
+        let id = job["job_id"].as_str().expect("id");
+        let j = self.job_finished("default", id, 180);
+        assert_eq!(
+            j["state"],
+            "succeeded",
+            "{}",
+            self.job_log("default", id)["data"]
+        );
+    }
+
     /// Creates dataset `name` in `default` and pushes `examples/data/{file}` as its
     /// first version.
     pub fn push_example(&self, name: &str, file: &str) {

@@ -1,0 +1,232 @@
+//! The Open Inference Protocol (KServe v2) over REST, for the default project's
+//! registered models: server and model health and metadata, and inference with JSON
+//! tensors (`qanat_serving`). Errors are OIP's `{"error": "..."}`.
+//!
+//! The probes and server metadata are public, as load balancers and Triton's clients
+//! expect; model metadata and inference need a viewer of the project, and every
+//! inference is audited.
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use qanat_governance::Role::Viewer;
+use qanat_serving::oip::{InferRequest, InferResponse, ModelMetadata, ServerMetadata};
+use serde::Deserialize;
+use serde_json::json;
+use utoipa_axum::routes;
+
+use crate::authz::Policy;
+use crate::error::{ApiError, ErrorNote};
+use crate::extract::{ApiPath, Scope};
+use crate::route_table::Fragment;
+use crate::AppState;
+
+/// An error in OIP's shape: the status Qanat maps it to, the body `{"error": message}`.
+pub(crate) struct OipError(ApiError);
+
+impl<E: Into<ApiError>> From<E> for OipError {
+    fn from(e: E) -> Self {
+        OipError(e.into())
+    }
+}
+
+impl IntoResponse for OipError {
+    fn into_response(self) -> Response {
+        let mut resp = self.0.into_response();
+        // The caller-facing message (generic for an internal error, whose detail is
+        // logged under the request id).
+        let message = resp
+            .extensions()
+            .get::<ErrorNote>()
+            .map(|n| n.0.clone())
+            .unwrap_or_default();
+        *resp.body_mut() = Body::from(json!({ "error": message }).to_string());
+        resp
+    }
+}
+
+type Reply<T> = Result<Json<T>, OipError>;
+
+#[derive(Deserialize)]
+pub(crate) struct ModelPath {
+    name: String,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct VersionPath {
+    name: String,
+    version: String,
+}
+
+/// The server: name, version and the protocol extensions it speaks.
+#[utoipa::path(get, path = "/v2", tag = "serving",
+    responses((status = 200, body = ServerMetadata)))]
+pub(crate) async fn server_metadata() -> Json<ServerMetadata> {
+    Json(ServerMetadata {
+        name: "qanat".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        extensions: Vec::new(),
+    })
+}
+
+/// Live: the process answers.
+#[utoipa::path(get, path = "/v2/health/live", tag = "serving", responses((status = 200)))]
+pub(crate) async fn live() -> Json<serde_json::Value> {
+    Json(json!({ "live": true }))
+}
+
+/// Ready: the server takes inference requests.
+#[utoipa::path(get, path = "/v2/health/ready", tag = "serving", responses((status = 200)))]
+pub(crate) async fn ready() -> Json<serde_json::Value> {
+    Json(json!({ "ready": true }))
+}
+
+async fn metadata(
+    state: &AppState,
+    scope: &Scope,
+    name: &str,
+    version: Option<&str>,
+) -> Reply<ModelMetadata> {
+    let p = &scope.project;
+    let loaded = state.serving.model(p, name, version).await?;
+    let versions = match version {
+        Some(v) => vec![v.to_string()],
+        None => state.serving.versions(p, name).await?,
+    };
+    Ok(Json(ModelMetadata {
+        name: name.to_string(),
+        versions,
+        platform: qanat_serving::PLATFORM.into(),
+        inputs: loaded.inputs.clone(),
+        outputs: loaded.outputs.clone(),
+    }))
+}
+
+/// A model's metadata: its versions, inputs and outputs (the newest version's).
+#[utoipa::path(get, path = "/v2/models/{name}", tag = "serving", security(("bearer" = [])),
+    params(("name" = String, Path)),
+    responses((status = 200, body = ModelMetadata), (status = 404)))]
+pub(crate) async fn model_metadata(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiPath(path): ApiPath<ModelPath>,
+) -> Reply<ModelMetadata> {
+    metadata(&state, &scope, &path.name, None).await
+}
+
+/// A version's metadata.
+#[utoipa::path(get, path = "/v2/models/{name}/versions/{version}", tag = "serving", security(("bearer" = [])),
+    params(("name" = String, Path), ("version" = String, Path)),
+    responses((status = 200, body = ModelMetadata), (status = 404)))]
+pub(crate) async fn version_metadata(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiPath(path): ApiPath<VersionPath>,
+) -> Reply<ModelMetadata> {
+    metadata(&state, &scope, &path.name, Some(&path.version)).await
+}
+
+async fn readiness(
+    state: &AppState,
+    scope: &Scope,
+    name: &str,
+    version: Option<&str>,
+) -> Reply<serde_json::Value> {
+    state.serving.model(&scope.project, name, version).await?;
+    Ok(Json(json!({ "name": name, "ready": true })))
+}
+
+/// Ready when the newest version is loaded (it is loaded on this call if need be).
+#[utoipa::path(get, path = "/v2/models/{name}/ready", tag = "serving", security(("bearer" = [])),
+    params(("name" = String, Path)), responses((status = 200), (status = 404)))]
+pub(crate) async fn model_ready(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiPath(path): ApiPath<ModelPath>,
+) -> Reply<serde_json::Value> {
+    readiness(&state, &scope, &path.name, None).await
+}
+
+/// Ready when the version is loaded.
+#[utoipa::path(get, path = "/v2/models/{name}/versions/{version}/ready", tag = "serving", security(("bearer" = [])),
+    params(("name" = String, Path), ("version" = String, Path)), responses((status = 200), (status = 404)))]
+pub(crate) async fn version_ready(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiPath(path): ApiPath<VersionPath>,
+) -> Reply<serde_json::Value> {
+    readiness(&state, &scope, &path.name, Some(&path.version)).await
+}
+
+/// The body as an inference request, whatever its content type (Triton's clients send
+/// none).
+fn request(body: &Bytes) -> Result<InferRequest, OipError> {
+    serde_json::from_slice(body).map_err(|e| {
+        OipError(ApiError::bad_request(format!(
+            "the body is not an inference request: {e}"
+        )))
+    })
+}
+
+async fn run(
+    state: &AppState,
+    scope: &Scope,
+    name: &str,
+    version: Option<&str>,
+    body: &Bytes,
+) -> Reply<InferResponse> {
+    let req = request(body)?;
+    Ok(Json(
+        state
+            .serving
+            .infer(&scope.project, name, version, req)
+            .await?,
+    ))
+}
+
+/// Inference on the newest version: JSON tensors in, the model's outputs out.
+#[utoipa::path(post, path = "/v2/models/{name}/infer", tag = "serving", security(("bearer" = [])),
+    params(("name" = String, Path)), request_body = InferRequest,
+    responses((status = 200, body = InferResponse), (status = 400), (status = 404)))]
+pub(crate) async fn model_infer(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiPath(path): ApiPath<ModelPath>,
+    body: Bytes,
+) -> Reply<InferResponse> {
+    run(&state, &scope, &path.name, None, &body).await
+}
+
+/// Inference on a version.
+#[utoipa::path(post, path = "/v2/models/{name}/versions/{version}/infer", tag = "serving", security(("bearer" = [])),
+    params(("name" = String, Path), ("version" = String, Path)), request_body = InferRequest,
+    responses((status = 200, body = InferResponse), (status = 400), (status = 404)))]
+pub(crate) async fn version_infer(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiPath(path): ApiPath<VersionPath>,
+    body: Bytes,
+) -> Reply<InferResponse> {
+    run(&state, &scope, &path.name, Some(&path.version), &body).await
+}
+
+pub(crate) fn routes() -> Fragment {
+    let read = |action| Policy::in_project(action, Viewer).default_project();
+    Fragment::default()
+        .route(routes!(server_metadata), Policy::public("serving.server"))
+        .route(routes!(live), Policy::public("serving.live"))
+        .route(routes!(ready), Policy::public("serving.ready"))
+        .route(routes!(model_metadata), read("serving.model.read"))
+        .route(routes!(version_metadata), read("serving.model.read"))
+        .route(routes!(model_ready), read("serving.model.read"))
+        .route(routes!(version_ready), read("serving.model.read"))
+        .route(
+            routes!(model_infer),
+            read("serving.infer").query().governed_read(),
+        )
+        .route(
+            routes!(version_infer),
+            read("serving.infer").query().governed_read(),
+        )
+}

@@ -1,0 +1,224 @@
+//! Serving through the binary: a version trained by a `train` job answers in the Open
+//! Inference Protocol (KServe v2) over REST — probes, server and model metadata, JSON
+//! inference by version and by the newest — and bad requests get a 4xx with OIP's
+//! `{"error": "..."}`, never a 500.
+
+mod common;
+
+use common::Qanat;
+use serde_json::{json, Value};
+
+/// The first `n` rows of the breast cancer table: the 30 feature columns as OIP
+/// inputs (FP64, `[n, 1]`), and the labels.
+fn rows(n: usize) -> (Vec<Value>, Vec<String>) {
+    let text = std::fs::read_to_string(format!(
+        "{}/../../examples/data/breast_cancer.csv",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("table");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let body: Vec<Vec<&str>> = lines.take(n).map(|l| l.split(',').collect()).collect();
+    let target = header
+        .iter()
+        .position(|h| *h == "diagnosis")
+        .expect("target");
+    let inputs = header
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != target)
+        .map(|(i, name)| {
+            let data: Vec<f64> = body.iter().map(|r| r[i].parse().expect("number")).collect();
+            // Nested for one column, flat for the others: both are row-major.
+            let data = if i == 0 {
+                json!(data.iter().map(|v| vec![*v]).collect::<Vec<_>>())
+            } else {
+                json!(data)
+            };
+            json!({"name": name, "datatype": "FP64", "shape": [n, 1], "data": data})
+        })
+        .collect();
+    let labels = body.iter().map(|r| r[target].to_string()).collect();
+    (inputs, labels)
+}
+
+#[test]
+fn a_trained_version_answers_in_the_open_inference_protocol() {
+    let q = Qanat::start_with(vec![("QANAT_JOBS_CPUS".into(), "2".into())]);
+    q.push_example("cancer", "breast_cancer.csv");
+    q.train(json!({
+        "name": "cancer-mlp", "inputs": ["dataset:cancer@1"], "target": "diagnosis",
+        "model": "mlp", "hidden": [32], "epochs": 20, "seed": 2, "register": "cancer",
+    }));
+    let http = q.http();
+    let token = &q.admin_token;
+
+    // Probes and server metadata: public.
+    assert_eq!(
+        http.send("", "GET", "/v2/health/live", None),
+        (200, json!({"live": true}))
+    );
+    assert_eq!(
+        http.send("", "GET", "/v2/health/ready", None),
+        (200, json!({"ready": true}))
+    );
+    let (s, server) = http.send("", "GET", "/v2", None);
+    assert_eq!(
+        (s, server["name"].as_str()),
+        (200, Some("qanat")),
+        "{server}"
+    );
+
+    // Model metadata needs a token; it lists the versions and the signature.
+    assert_eq!(http.send("", "GET", "/v2/models/cancer", None).0, 401);
+    let (s, meta) = http.send(token, "GET", "/v2/models/cancer", None);
+    assert_eq!(s, 200, "{meta}");
+    assert_eq!(meta["versions"], json!(["1"]));
+    assert_eq!(meta["platform"], "qanat_native");
+    let inputs = meta["inputs"].as_array().expect("inputs");
+    assert_eq!(inputs.len(), 30);
+    assert_eq!(
+        inputs[0],
+        json!({"name": "radius_mean", "datatype": "FP64", "shape": [-1, 1]})
+    );
+    let names: Vec<&str> = meta["outputs"]
+        .as_array()
+        .expect("outputs")
+        .iter()
+        .filter_map(|o| o["name"].as_str())
+        .collect();
+    assert_eq!(names, ["output", "probability", "label"]);
+    let (s, ready) = http.send(token, "GET", "/v2/models/cancer/versions/1/ready", None);
+    assert_eq!((s, &ready["ready"]), (200, &json!(true)), "{ready}");
+
+    // Inference: 40 rows, by version; the id is echoed.
+    let (inputs, labels) = rows(40);
+    let (s, out) = http.send(
+        token,
+        "POST",
+        "/v2/models/cancer/versions/1/infer",
+        Some(json!({"id": "req-7", "inputs": inputs})),
+    );
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(
+        (out["model_name"].as_str(), out["model_version"].as_str()),
+        (Some("cancer"), Some("1"))
+    );
+    assert_eq!(out["id"], "req-7");
+    let output = |name: &str| -> Value {
+        out["outputs"]
+            .as_array()
+            .expect("outputs")
+            .iter()
+            .find(|o| o["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} in {out}"))
+    };
+    assert_eq!(output("output")["shape"], json!([40, 1]));
+    assert_eq!(output("label")["datatype"], "BYTES");
+    let logits: Vec<f64> =
+        serde_json::from_value(output("output")["data"].clone()).expect("floats");
+    let probs: Vec<f64> =
+        serde_json::from_value(output("probability")["data"].clone()).expect("floats");
+    let got: Vec<String> = serde_json::from_value(output("label")["data"].clone()).expect("labels");
+    for ((z, p), l) in logits.iter().zip(&probs).zip(&got) {
+        assert!((p - 1.0 / (1.0 + (-z).exp())).abs() < 1e-5, "{p} vs σ({z})");
+        assert_eq!(l, if *p > 0.5 { "malignant" } else { "benign" });
+    }
+    let right = got.iter().zip(&labels).filter(|(a, b)| a == b).count();
+    assert!(right >= 36, "{right} of 40 right");
+
+    // The newest version, and only the outputs asked for.
+    let (s, only) = http.send(
+        token,
+        "POST",
+        "/v2/models/cancer/infer",
+        Some(json!({"inputs": rows(3).0, "outputs": [{"name": "label"}]})),
+    );
+    assert_eq!(s, 200, "{only}");
+    assert_eq!(only["outputs"].as_array().map(Vec::len), Some(1), "{only}");
+    assert_eq!(only["outputs"][0]["data"], json!(got[..3]));
+    assert!(only.get("id").is_none(), "{only}");
+
+    // Caller mistakes: a 4xx with {"error": ...} that says what to fix.
+    let mut missing = rows(2).0;
+    missing.pop();
+    let mut wrong_shape = rows(2).0;
+    wrong_shape[0]["shape"] = json!([1, 2]);
+    let mut wrong_type = rows(2).0;
+    wrong_type[1]["datatype"] = json!("BYTES");
+    let mut short = rows(2).0;
+    short[2]["data"] = json!([1.0]);
+    let bad: Vec<(&str, Value, u16, &str)> = vec![
+        (
+            "/v2/models/cancer/versions/1/infer",
+            json!({"inputs": missing}),
+            400,
+            "is missing",
+        ),
+        (
+            "/v2/models/cancer/versions/1/infer",
+            json!({"inputs": wrong_shape}),
+            400,
+            "[N] or [N, 1]",
+        ),
+        (
+            "/v2/models/cancer/versions/1/infer",
+            json!({"inputs": wrong_type}),
+            400,
+            "numeric",
+        ),
+        (
+            "/v2/models/cancer/versions/1/infer",
+            json!({"inputs": short}),
+            400,
+            "data values",
+        ),
+        (
+            "/v2/models/cancer/versions/1/infer",
+            json!({"inputs": rows(1).0, "outputs": [{"name": "nope"}]}),
+            400,
+            "not one of",
+        ),
+        (
+            "/v2/models/cancer/versions/1/infer",
+            json!({"inputs": 5}),
+            400,
+            "not an inference request",
+        ),
+        (
+            "/v2/models/cancer/versions/0/infer",
+            json!({"inputs": rows(1).0}),
+            400,
+            "number from 1",
+        ),
+        (
+            "/v2/models/cancer/versions/9/infer",
+            json!({"inputs": rows(1).0}),
+            404,
+            "",
+        ),
+        (
+            "/v2/models/nope/infer",
+            json!({"inputs": rows(1).0}),
+            404,
+            "nope",
+        ),
+    ];
+    for (path, body, status, says) in bad {
+        let (s, v) = http.send(token, "POST", path, Some(body));
+        let message = v["error"].as_str().unwrap_or_else(|| panic!("{path}: {v}"));
+        assert_eq!(s, status, "{path}: {v}");
+        assert!(message.contains(says), "{path}: {message}");
+    }
+    assert_eq!(
+        http.send(
+            "",
+            "POST",
+            "/v2/models/cancer/infer",
+            Some(json!({"inputs": []}))
+        )
+        .0,
+        401
+    );
+}
