@@ -1,0 +1,108 @@
+"""Triton's own Python client (`tritonclient[http]` from PyPI) against Qanat's Open
+Inference Protocol routes (issue 18): server liveness, readiness and metadata, a
+model's metadata and readiness, and inference with JSON tensors on a version a `train`
+job registered (cancer-pyfunc, from train_onnx.py) and on the int8 version an
+`optimize` job derived from it; errors reach the client as its exception with the
+server's message. Binary tensors are not built yet, so every tensor is sent and asked
+for with binary_data=False."""
+
+import csv
+import os
+
+import numpy as np
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from runner import main, test
+
+URL = os.environ["QANAT_URL"].removeprefix("http://")
+HEADERS = {"Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"}
+MODEL = "cancer-pyfunc"
+
+
+def client():
+    return httpclient.InferenceServerClient(url=URL)
+
+
+def table(n):
+    path = os.path.join(os.environ["QANAT_EXAMPLE_DATA"], "breast_cancer.csv")
+    with open(path) as f:
+        rows = list(csv.DictReader(f))[:n]
+    labels = [r.pop("diagnosis") for r in rows]
+    return rows, labels
+
+
+def infer(c, version, n, outputs):
+    meta = c.get_model_metadata(MODEL, model_version=version, headers=HEADERS)
+    rows, labels = table(n)
+    inputs = []
+    for spec in meta["inputs"]:
+        x = np.array([[float(r[spec["name"]])] for r in rows], dtype=np.float64)
+        t = httpclient.InferInput(spec["name"], list(x.shape), spec["datatype"])
+        t.set_data_from_numpy(x, binary_data=False)
+        inputs.append(t)
+    wanted = [httpclient.InferRequestedOutput(o, binary_data=False) for o in outputs]
+    result = c.infer(MODEL, inputs, model_version=version, outputs=wanted, request_id="compat-1",
+                     headers=HEADERS)
+    return result, labels
+
+
+@test
+def the_server_is_live_ready_and_describes_itself():
+    c = client()
+    assert c.is_server_live() and c.is_server_ready()
+    meta = c.get_server_metadata()
+    assert meta["name"] == "qanat", meta
+
+
+@test
+def a_trained_version_describes_itself_and_answers_triton_s_client():
+    c = client()
+    assert c.is_model_ready(MODEL, "1", headers=HEADERS)
+    meta = c.get_model_metadata(MODEL, headers=HEADERS)
+    assert "1" in meta["versions"] and meta["platform"] == "qanat_native", meta
+    assert len(meta["inputs"]) == 30 and meta["inputs"][0]["shape"] == [-1, 1], meta["inputs"][0]
+    result, labels = infer(c, "1", 60, ["probability", "label"])
+    probs, got = result.as_numpy("probability"), result.as_numpy("label")
+    assert probs.shape == (60, 1) and got.shape == (60,), (probs.shape, got.shape)
+    got = [g.decode() if isinstance(g, bytes) else g for g in got]
+    assert result.get_response()["id"] == "compat-1"
+    assert all((p > 0.5) == (g == "malignant") for p, g in zip(probs[:, 0], got))
+    right = sum(g == want for g, want in zip(got, labels))
+    print(f"     tritonclient: 60 rows on version 1, {right} labels right")
+    assert right >= 54, right
+
+
+@test
+def the_int8_version_answers_as_the_f32_one_within_its_bound():
+    c = client()
+    f32, _ = infer(c, "1", 60, ["output"])
+    int8, _ = infer(c, "2", 60, ["output"])
+    a, b = f32.as_numpy("output"), int8.as_numpy("output")
+    worst = float(np.max(np.abs(a - b)))
+    print(f"     tritonclient: int8 version 2 against f32, largest difference {worst:.3f} of {float(np.max(np.abs(a))):.3f}")
+    assert worst <= 0.03 * float(np.max(np.abs(a))), worst
+
+
+@test
+def mistakes_reach_the_client_with_the_server_s_message():
+    c = client()
+    assert not c.is_model_ready(MODEL, "0", headers=HEADERS)
+    assert not c.is_model_ready("no-such-model", headers=HEADERS)
+    try:
+        c.get_model_metadata("no-such-model", headers=HEADERS)
+    except InferenceServerException as e:
+        assert "no-such-model" in str(e), e
+    else:
+        raise AssertionError("an unknown model was described")
+    x = httpclient.InferInput("radius_mean", [1, 1], "FP64")
+    x.set_data_from_numpy(np.array([[1.0]]), binary_data=False)
+    try:
+        c.infer(MODEL, [x], model_version="1", headers=HEADERS)
+    except InferenceServerException as e:
+        assert "is missing" in str(e), e
+    else:
+        raise AssertionError("an incomplete request was answered")
+
+if __name__ == "__main__":
+    main()
