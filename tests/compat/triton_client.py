@@ -3,8 +3,8 @@ Inference Protocol routes (issue 18): server liveness, readiness and metadata, a
 model's metadata and readiness, and inference with JSON tensors on a version a `train`
 job registered (cancer-pyfunc, from train_onnx.py) and on the int8 version an
 `optimize` job derived from it; errors reach the client as its exception with the
-server's message. Binary tensors are not built yet, so every tensor is sent and asked
-for with binary_data=False."""
+server's message. Tensors go as JSON and as binary data (Triton's binary tensor
+extension, the client's default), which must give the same answers."""
 
 import csv
 import os
@@ -16,7 +16,14 @@ from tritonclient.utils import InferenceServerException
 from runner import main, test
 
 URL = os.environ["QANAT_URL"].removeprefix("http://")
-HEADERS = {"Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"}
+TOKEN = os.environ["MLFLOW_TRACKING_TOKEN"]
+
+
+def headers():
+    """A fresh header dict per call: tritonclient writes its own headers
+    (Inference-Header-Content-Length) into the dict it is given, which would then go
+    with the next request too."""
+    return {"Authorization": f"Bearer {TOKEN}"}
 MODEL = "cancer-pyfunc"
 
 
@@ -32,18 +39,18 @@ def table(n):
     return rows, labels
 
 
-def infer(c, version, n, outputs):
-    meta = c.get_model_metadata(MODEL, model_version=version, headers=HEADERS)
+def infer(c, version, n, outputs, binary=False):
+    meta = c.get_model_metadata(MODEL, model_version=version, headers=headers())
     rows, labels = table(n)
     inputs = []
     for spec in meta["inputs"]:
         x = np.array([[float(r[spec["name"]])] for r in rows], dtype=np.float64)
         t = httpclient.InferInput(spec["name"], list(x.shape), spec["datatype"])
-        t.set_data_from_numpy(x, binary_data=False)
+        t.set_data_from_numpy(x, binary_data=binary)
         inputs.append(t)
-    wanted = [httpclient.InferRequestedOutput(o, binary_data=False) for o in outputs]
+    wanted = [httpclient.InferRequestedOutput(o, binary_data=binary) for o in outputs]
     result = c.infer(MODEL, inputs, model_version=version, outputs=wanted, request_id="compat-1",
-                     headers=HEADERS)
+                     headers=headers())
     return result, labels
 
 
@@ -58,8 +65,8 @@ def the_server_is_live_ready_and_describes_itself():
 @test
 def a_trained_version_describes_itself_and_answers_triton_s_client():
     c = client()
-    assert c.is_model_ready(MODEL, "1", headers=HEADERS)
-    meta = c.get_model_metadata(MODEL, headers=HEADERS)
+    assert c.is_model_ready(MODEL, "1", headers=headers())
+    meta = c.get_model_metadata(MODEL, headers=headers())
     assert "1" in meta["versions"] and meta["platform"] == "qanat_native", meta
     assert len(meta["inputs"]) == 30 and meta["inputs"][0]["shape"] == [-1, 1], meta["inputs"][0]
     result, labels = infer(c, "1", 60, ["probability", "label"])
@@ -71,6 +78,21 @@ def a_trained_version_describes_itself_and_answers_triton_s_client():
     right = sum(g == want for g, want in zip(got, labels))
     print(f"     tritonclient: 60 rows on version 1, {right} labels right")
     assert right >= 54, right
+
+
+@test
+def binary_tensors_give_what_json_gives():
+    c = client()
+    as_json, _ = infer(c, "1", 25, ["output", "label"])
+    as_binary, _ = infer(c, "1", 25, ["output", "label"], binary=True)
+    a, b = as_json.as_numpy("output"), as_binary.as_numpy("output")
+    assert a.shape == b.shape == (25, 1), (a.shape, b.shape)
+    assert float(np.max(np.abs(a - b))) < 1e-6, (a, b)
+    la = [x.decode() if isinstance(x, bytes) else x for x in as_json.as_numpy("label")]
+    lb = [x.decode() if isinstance(x, bytes) else x for x in as_binary.as_numpy("label")]
+    assert la == lb, (la, lb)
+    params = as_binary.get_output("output").get("parameters", {})
+    assert params.get("binary_data_size") == 25 * 4, params
 
 
 @test
@@ -87,10 +109,10 @@ def the_int8_version_answers_as_the_f32_one_within_its_bound():
 @test
 def mistakes_reach_the_client_with_the_server_s_message():
     c = client()
-    assert not c.is_model_ready(MODEL, "0", headers=HEADERS)
-    assert not c.is_model_ready("no-such-model", headers=HEADERS)
+    assert not c.is_model_ready(MODEL, "0", headers=headers())
+    assert not c.is_model_ready("no-such-model", headers=headers())
     try:
-        c.get_model_metadata("no-such-model", headers=HEADERS)
+        c.get_model_metadata("no-such-model", headers=headers())
     except InferenceServerException as e:
         assert "no-such-model" in str(e), e
     else:
@@ -98,7 +120,7 @@ def mistakes_reach_the_client_with_the_server_s_message():
     x = httpclient.InferInput("radius_mean", [1, 1], "FP64")
     x.set_data_from_numpy(np.array([[1.0]]), binary_data=False)
     try:
-        c.infer(MODEL, [x], model_version="1", headers=HEADERS)
+        c.infer(MODEL, [x], model_version="1", headers=headers())
     except InferenceServerException as e:
         assert "is missing" in str(e), e
     else:

@@ -8,6 +8,8 @@
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use qanat_governance::Role::Viewer;
@@ -66,7 +68,7 @@ pub(crate) async fn server_metadata() -> Json<ServerMetadata> {
     Json(ServerMetadata {
         name: "qanat".into(),
         version: env!("CARGO_PKG_VERSION").into(),
-        extensions: Vec::new(),
+        extensions: vec!["binary_tensor_data".into()],
     })
 }
 
@@ -159,33 +161,59 @@ pub(crate) async fn version_ready(
     readiness(&state, &scope, &path.name, Some(&path.version)).await
 }
 
-/// The body as an inference request, whatever its content type (Triton's clients send
-/// none).
-fn request(body: &Bytes) -> Result<InferRequest, OipError> {
-    serde_json::from_slice(body).map_err(|e| {
-        OipError(ApiError::bad_request(format!(
-            "the body is not an inference request: {e}"
-        )))
-    })
-}
+/// The header of Triton's binary tensor extension: the length of the JSON part.
+const JSON_LENGTH: &str = "inference-header-content-length";
 
+/// Reads the request (JSON whatever its content type — Triton's clients send none —
+/// or JSON and binary tensors), runs it, and writes the response the same way.
 async fn run(
     state: &AppState,
     scope: &Scope,
     name: &str,
     version: Option<&str>,
+    headers: &HeaderMap,
     body: &Bytes,
-) -> Reply<InferResponse> {
-    let req = request(body)?;
-    Ok(Json(
-        state
-            .serving
-            .infer(&scope.project, name, version, req)
-            .await?,
-    ))
+) -> Result<Response, OipError> {
+    use qanat_serving::oip;
+    let json_length = match headers.get(JSON_LENGTH) {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .ok_or_else(|| {
+                    OipError(ApiError::bad_request(
+                        "Inference-Header-Content-Length is not a byte count",
+                    ))
+                })?,
+        ),
+    };
+    let req = oip::decode(body, json_length)?;
+    let (parameters, outputs) = (req.parameters.clone(), req.outputs.clone());
+    let answer = state
+        .serving
+        .infer(&scope.project, name, version, req)
+        .await?;
+    let (bytes, json_length) = oip::encode(answer, parameters.as_ref(), outputs.as_deref())?;
+    let mut resp = Response::new(Body::from(bytes));
+    let h = resp.headers_mut();
+    match json_length {
+        None => {
+            h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
+        Some(n) => {
+            h.insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            );
+            h.insert(JSON_LENGTH, HeaderValue::from(n));
+        }
+    }
+    Ok(resp)
 }
 
-/// Inference on the newest version: JSON tensors in, the model's outputs out.
+/// Inference on the newest version: tensors in (JSON, or JSON and binary data with
+/// Triton's binary tensor extension), the model's outputs out.
 #[utoipa::path(post, path = "/v2/models/{name}/infer", tag = "serving", security(("bearer" = [])),
     params(("name" = String, Path)), request_body = InferRequest,
     responses((status = 200, body = InferResponse), (status = 400), (status = 404)))]
@@ -193,9 +221,10 @@ pub(crate) async fn model_infer(
     State(state): State<AppState>,
     scope: Scope,
     ApiPath(path): ApiPath<ModelPath>,
+    headers: HeaderMap,
     body: Bytes,
-) -> Reply<InferResponse> {
-    run(&state, &scope, &path.name, None, &body).await
+) -> Result<Response, OipError> {
+    run(&state, &scope, &path.name, None, &headers, &body).await
 }
 
 /// Inference on a version.
@@ -206,9 +235,18 @@ pub(crate) async fn version_infer(
     State(state): State<AppState>,
     scope: Scope,
     ApiPath(path): ApiPath<VersionPath>,
+    headers: HeaderMap,
     body: Bytes,
-) -> Reply<InferResponse> {
-    run(&state, &scope, &path.name, Some(&path.version), &body).await
+) -> Result<Response, OipError> {
+    run(
+        &state,
+        &scope,
+        &path.name,
+        Some(&path.version),
+        &headers,
+        &body,
+    )
+    .await
 }
 
 pub(crate) fn routes() -> Fragment {

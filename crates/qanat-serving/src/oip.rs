@@ -58,7 +58,9 @@ pub struct RequestInput {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub parameters: Option<Map<String, Value>>,
-    /// Row-major, flat or nested.
+    /// Row-major, flat or nested; absent when the tensor comes as binary data
+    /// (`parameters.binary_data_size`, Triton's binary tensor extension).
+    #[serde(default)]
     #[schema(value_type = Vec<Object>)]
     pub data: Value,
 }
@@ -92,7 +94,12 @@ pub struct ResponseOutput {
     pub name: String,
     pub shape: Vec<usize>,
     pub datatype: String,
-    /// Row-major, flat.
+    /// `binary_data_size` when the data follow the JSON as bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub parameters: Option<Map<String, Value>>,
+    /// Row-major, flat (absent for a binary output).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
     #[schema(value_type = Vec<Object>)]
     pub data: Value,
 }
@@ -346,6 +353,7 @@ pub fn infer(loaded: &Loaded, request: InferRequest) -> Result<InferResponse> {
         name: "output".into(),
         shape: vec![n, k],
         datatype: "FP32".into(),
+        parameters: None,
         data: floats(raw.clone()),
     }];
     match target {
@@ -375,12 +383,14 @@ pub fn infer(loaded: &Loaded, request: InferRequest) -> Result<InferResponse> {
                 .into(),
                 shape: vec![n, width],
                 datatype: "FP32".into(),
+                parameters: None,
                 data: floats(probs),
             });
             outputs.push(ResponseOutput {
                 name: "label".into(),
                 shape: vec![n],
                 datatype: "BYTES".into(),
+                parameters: None,
                 data: Value::Array(labels),
             });
         }
@@ -388,6 +398,7 @@ pub fn infer(loaded: &Loaded, request: InferRequest) -> Result<InferResponse> {
             name: "prediction".into(),
             shape: vec![n, 1],
             datatype: "FP32".into(),
+            parameters: None,
             data: Value::from(
                 raw.iter()
                     .map(|z| f64::from((f64::from(*z) * std + mean) as f32))
@@ -411,6 +422,204 @@ fn softmax(z: &[f32]) -> Vec<f32> {
     let e: Vec<f32> = z.iter().map(|v| (v - m).exp()).collect();
     let s: f32 = e.iter().sum();
     e.into_iter().map(|v| v / s).collect()
+}
+
+/// Reads a request body: JSON, or — with Triton's binary tensor extension, when
+/// `json_length` (the `Inference-Header-Content-Length` header) is given — that many
+/// bytes of JSON followed by the raw tensors of the inputs that name a
+/// `binary_data_size`, in order (little-endian; BOOL one byte; BYTES each element a
+/// 4-byte length then its bytes).
+pub fn decode(body: &[u8], json_length: Option<usize>) -> Result<InferRequest> {
+    let (head, mut tail) = match json_length {
+        None => (body, &[][..]),
+        Some(n) if n <= body.len() => body.split_at(n),
+        Some(n) => {
+            return Err(Error::Invalid(format!(
+                "Inference-Header-Content-Length is {n} but the body has {} bytes",
+                body.len()
+            )))
+        }
+    };
+    let mut req: InferRequest = serde_json::from_slice(head)
+        .map_err(|e| Error::Invalid(format!("the body is not an inference request: {e}")))?;
+    for input in &mut req.inputs {
+        let Some(size) = input
+            .parameters
+            .as_ref()
+            .and_then(|p| p.get("binary_data_size"))
+        else {
+            continue;
+        };
+        let size = size
+            .as_u64()
+            .and_then(|s| usize::try_from(s).ok())
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "input '{}': binary_data_size {size} is not a size",
+                    input.name
+                ))
+            })?;
+        if size > tail.len() {
+            return Err(Error::Invalid(format!(
+                "input '{}' has binary_data_size {size} but only {} bytes of binary data remain \
+                 (a truncated body?)",
+                input.name,
+                tail.len()
+            )));
+        }
+        let (raw, rest) = tail.split_at(size);
+        tail = rest;
+        input.data = values_of(&input.name, &input.datatype, raw)?;
+    }
+    if !tail.is_empty() {
+        return Err(Error::Invalid(format!(
+            "{} bytes of binary data follow the inputs that named theirs",
+            tail.len()
+        )));
+    }
+    Ok(req)
+}
+
+/// Raw little-endian tensor bytes as JSON values.
+fn values_of(name: &str, datatype: &str, raw: &[u8]) -> Result<Value> {
+    let width = match datatype {
+        "BOOL" | "UINT8" | "INT8" => 1,
+        "UINT16" | "INT16" | "FP16" | "BF16" => 2,
+        "UINT32" | "INT32" | "FP32" => 4,
+        "UINT64" | "INT64" | "FP64" => 8,
+        "BYTES" => 0,
+        other => {
+            return Err(Error::Invalid(format!(
+                "input '{name}' has datatype {other}, which is not one of the protocol's"
+            )))
+        }
+    };
+    if width == 0 {
+        let mut out = Vec::new();
+        let mut rest = raw;
+        while !rest.is_empty() {
+            let Some((len, after)) = rest.split_first_chunk::<4>() else {
+                return Err(Error::Invalid(format!(
+                    "input '{name}': a BYTES element is cut short in its length prefix"
+                )));
+            };
+            let len = u32::from_le_bytes(*len) as usize;
+            if len > after.len() {
+                return Err(Error::Invalid(format!(
+                    "input '{name}': a BYTES element of {len} bytes is cut short"
+                )));
+            }
+            let (text, next) = after.split_at(len);
+            out.push(Value::from(String::from_utf8_lossy(text).into_owned()));
+            rest = next;
+        }
+        return Ok(Value::Array(out));
+    }
+    if !raw.len().is_multiple_of(width) {
+        return Err(Error::Invalid(format!(
+            "input '{name}': {} bytes are not whole {datatype} values",
+            raw.len()
+        )));
+    }
+    let v: Vec<Value> = raw
+        .chunks_exact(width)
+        .map(|b| {
+            let le = |n: usize| {
+                let mut a = [0u8; 8];
+                a[..n].copy_from_slice(&b[..n]);
+                a
+            };
+            match datatype {
+                "BOOL" => Value::from(b[0] != 0),
+                "UINT8" => Value::from(b[0]),
+                "INT8" => Value::from(b[0] as i8),
+                "UINT16" => Value::from(u16::from_le_bytes([b[0], b[1]])),
+                "INT16" => Value::from(i16::from_le_bytes([b[0], b[1]])),
+                "UINT32" => Value::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                "INT32" => Value::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                "FP32" => Value::from(f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+                "UINT64" => Value::from(u64::from_le_bytes(le(8))),
+                "INT64" => Value::from(i64::from_le_bytes(le(8))),
+                "FP64" => Value::from(f64::from_le_bytes(le(8))),
+                "FP16" => Value::from(f64::from(half(u16::from_le_bytes([b[0], b[1]])))),
+                // BF16: the top half of an f32.
+                _ => Value::from(f64::from(f32::from_bits(
+                    u32::from(u16::from_le_bytes([b[0], b[1]])) << 16,
+                ))),
+            }
+        })
+        .collect();
+    // NaN and infinity have no JSON number: they are missing values.
+    Ok(Value::Array(v))
+}
+
+/// IEEE half precision to f32.
+fn half(h: u16) -> f32 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = i32::from((h >> 10) & 0x1f);
+    let frac = f32::from(h & 0x3ff);
+    sign * match exp {
+        0 => frac * 2f32.powi(-24),
+        31 if frac == 0.0 => f32::INFINITY,
+        31 => f32::NAN,
+        e => (1.0 + frac / 1024.0) * 2f32.powi(e - 15),
+    }
+}
+
+/// The response as bytes: JSON, or JSON followed by the raw data of the outputs that
+/// are binary — those whose request output says `binary_data: true`, or every other
+/// one when the request says `binary_data_output: true`. Returns the body and, when
+/// binary data follow, the JSON's length (`Inference-Header-Content-Length`).
+pub fn encode(
+    mut response: InferResponse,
+    request_parameters: Option<&Map<String, Value>>,
+    requested: Option<&[RequestOutput]>,
+) -> Result<(Vec<u8>, Option<usize>)> {
+    let all = request_parameters
+        .and_then(|p| p.get("binary_data_output"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let binary = |name: &str| {
+        requested
+            .and_then(|r| r.iter().find(|o| o.name == name))
+            .and_then(|o| o.parameters.as_ref())
+            .and_then(|p| p.get("binary_data"))
+            .and_then(Value::as_bool)
+            .unwrap_or(all)
+    };
+    let mut tail = Vec::new();
+    for out in &mut response.outputs {
+        if !binary(&out.name) {
+            continue;
+        }
+        let start = tail.len();
+        let values = out.data.as_array().map(Vec::as_slice).unwrap_or_default();
+        for v in values {
+            match (out.datatype.as_str(), v) {
+                ("BYTES", v) => {
+                    let s = v.as_str().unwrap_or_default().as_bytes();
+                    tail.extend_from_slice(&(s.len() as u32).to_le_bytes());
+                    tail.extend_from_slice(s);
+                }
+                (_, v) => {
+                    let x = v.as_f64().unwrap_or(f64::NAN) as f32;
+                    tail.extend_from_slice(&x.to_le_bytes());
+                }
+            }
+        }
+        let mut p = out.parameters.take().unwrap_or_default();
+        p.insert("binary_data_size".into(), Value::from(tail.len() - start));
+        out.parameters = Some(p);
+        out.data = Value::Null;
+    }
+    let mut body = serde_json::to_vec(&response)
+        .map_err(|e| Error::Internal(format!("writing the response: {e}")))?;
+    if tail.is_empty() {
+        return Ok((body, None));
+    }
+    let json = body.len();
+    body.extend_from_slice(&tail);
+    Ok((body, Some(json)))
 }
 
 #[cfg(test)]
@@ -459,5 +668,70 @@ mod tests {
         assert!(e.to_string().contains("not FP32"), "{e}");
         let i = input(json!({"name": "a", "shape": [-1], "datatype": "FP32", "data": []}));
         assert!(rows_of(&i).is_err());
+    }
+
+    #[test]
+    fn binary_inputs_decode_and_binary_outputs_encode() {
+        let head = json!({"inputs": [
+            {"name": "a", "shape": [2, 1], "datatype": "FP32", "parameters": {"binary_data_size": 8}},
+            {"name": "b", "shape": [1], "datatype": "BYTES", "parameters": {"binary_data_size": 6}},
+            {"name": "c", "shape": [1], "datatype": "INT64", "data": [3]}
+        ]})
+        .to_string();
+        let mut body = head.clone().into_bytes();
+        body.extend_from_slice(&1.5f32.to_le_bytes());
+        body.extend_from_slice(&(-2f32).to_le_bytes());
+        body.extend_from_slice(&2u32.to_le_bytes());
+        body.extend_from_slice(b"hi");
+        let req = decode(&body, Some(head.len())).expect("decoded");
+        assert_eq!(req.inputs[0].data, json!([1.5, -2.0]));
+        assert_eq!(req.inputs[1].data, json!(["hi"]));
+        assert_eq!(req.inputs[2].data, json!([3]));
+        // Truncated: the last 3 bytes missing.
+        let e = decode(&body[..body.len() - 3], Some(head.len())).expect_err("cut");
+        assert!(
+            e.to_string().contains("cut short") || e.to_string().contains("truncated"),
+            "{e}"
+        );
+        let e = decode(&body, Some(body.len() + 1)).expect_err("too long a header");
+        assert!(
+            e.to_string().contains("Inference-Header-Content-Length"),
+            "{e}"
+        );
+
+        let resp = InferResponse {
+            model_name: "m".into(),
+            model_version: "1".into(),
+            id: None,
+            outputs: vec![
+                ResponseOutput {
+                    name: "x".into(),
+                    shape: vec![2],
+                    datatype: "FP32".into(),
+                    parameters: None,
+                    data: json!([0.5, 2.0]),
+                },
+                ResponseOutput {
+                    name: "y".into(),
+                    shape: vec![1],
+                    datatype: "BYTES".into(),
+                    parameters: None,
+                    data: json!(["ok"]),
+                },
+            ],
+        };
+        let wanted: Vec<RequestOutput> = serde_json::from_value(json!([
+            {"name": "x", "parameters": {"binary_data": true}}, {"name": "y"}
+        ]))
+        .expect("outputs");
+        let (body, json_len) = encode(resp, None, Some(&wanted)).expect("encoded");
+        let n = json_len.expect("binary follows");
+        let head: Value = serde_json::from_slice(&body[..n]).expect("json");
+        assert_eq!(head["outputs"][0]["parameters"]["binary_data_size"], 8);
+        assert!(head["outputs"][0].get("data").is_none());
+        assert_eq!(head["outputs"][1]["data"], json!(["ok"]));
+        assert_eq!(&body[n..n + 4], &0.5f32.to_le_bytes());
+        assert_eq!(half(0x3c00), 1.0);
+        assert_eq!(half(0xc000), -2.0);
     }
 }

@@ -221,4 +221,62 @@ fn a_trained_version_answers_in_the_open_inference_protocol() {
         .0,
         401
     );
+
+    // Triton's binary tensor extension: the same rows as raw FP64, the label as raw
+    // BYTES back, after the JSON part whose length a header gives.
+    let (inputs, _) = rows(3);
+    let mut head =
+        json!({"inputs": [], "outputs": [{"name": "label", "parameters": {"binary_data": true}}]});
+    let mut raw = Vec::new();
+    for mut i in inputs {
+        let data: Vec<f64> = i["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .map(|v| v.as_f64().or_else(|| v[0].as_f64()).expect("number"))
+            .collect();
+        i["parameters"] = json!({"binary_data_size": data.len() * 8});
+        i.as_object_mut().expect("input").remove("data");
+        raw.extend(data.iter().flat_map(|v| v.to_le_bytes()));
+        head["inputs"].as_array_mut().expect("inputs").push(i);
+    }
+    let head = head.to_string();
+    let mut body = head.clone().into_bytes();
+    body.extend_from_slice(&raw);
+    let send = |body: Vec<u8>, json_length: usize| {
+        http.raw(token, "POST", "/v2/models/cancer/versions/1/infer")
+            .header("Inference-Header-Content-Length", json_length)
+            .body(body)
+            .send()
+            .expect("request")
+    };
+    let resp = send(body.clone(), head.len());
+    assert_eq!(resp.status(), 200);
+    let n: usize = resp.headers()["inference-header-content-length"]
+        .to_str()
+        .expect("header")
+        .parse()
+        .expect("length");
+    let bytes = resp.bytes().expect("body");
+    let out: Value = serde_json::from_slice(&bytes[..n]).expect("json part");
+    assert_eq!(
+        out["outputs"][0]["parameters"]["binary_data_size"],
+        bytes.len() - n
+    );
+    let mut labels = Vec::new();
+    let mut rest = &bytes[n..];
+    while let Some((len, after)) = rest.split_first_chunk::<4>() {
+        let len = u32::from_le_bytes(*len) as usize;
+        labels.push(String::from_utf8(after[..len].to_vec()).expect("utf8"));
+        rest = &after[len..];
+    }
+    assert_eq!(labels, got[..3]);
+    // A truncated body is the caller's mistake.
+    let resp = send(body[..body.len() - 5].to_vec(), head.len());
+    assert_eq!(resp.status(), 400);
+    let v: Value = resp.json().expect("json");
+    assert!(
+        v["error"].as_str().unwrap_or("").contains("truncated"),
+        "{v}"
+    );
 }
