@@ -66,10 +66,19 @@ impl<B: Backend> Mlp<B> {
         let mut widths = vec![inputs];
         widths.extend_from_slice(hidden);
         widths.push(outputs);
-        let layers = widths
+        let layers: Vec<Linear<B>> = widths
             .windows(2)
             .map(|w| LinearConfig::new(w[0], w[1]).init(device))
             .collect();
+        // burn draws a parameter's initial values lazily, on its first use: drawn here,
+        // inside the caller's lock, not during the first step, when another fit in the
+        // process may be drawing from the same generator.
+        for layer in &layers {
+            let _ = layer.weight.val();
+            if let Some(b) = &layer.bias {
+                let _ = b.val();
+            }
+        }
         Mlp { layers }
     }
 
