@@ -129,7 +129,7 @@ if ! cmp -s "$TRITON_REQ" "$TRITON_VENV/.requirements" 2>/dev/null; then
   "$TRITON_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$TRITON_REQ"
   cp "$TRITON_REQ" "$TRITON_VENV/.requirements"
 fi
-echo "compat: tritonclient (HTTP, JSON tensors) against the Open Inference Protocol" >&2
+echo "compat: tritonclient (HTTP, JSON and binary tensors) against the Open Inference Protocol" >&2
 MLFLOW_TRACKING_TOKEN=$ALICE QANAT_URL=$QANAT_SERVER_URL QANAT_EXAMPLE_DATA=$ROOT/examples/data \
   "$TRITON_VENV/bin/python" "$ROOT/tests/compat/triton_client.py" || status=1
 echo "compat: the PyTorch example as jobs (1 rank, 2 ranks over gloo${QANAT_TEST_SLURM:+, and on Slurm})" >&2
