@@ -8,7 +8,8 @@
 //! `cargo run --release -p qanat-runtime --example native_bench [SECONDS [DIR]]`:
 //! SECONDS per case (default 2); with DIR, the f32 model is also written there as
 //! `weights.safetensors` and one JSON line per case is printed, for
-//! scripts/bench/native_vs_onnxruntime.sh to run the same model in onnxruntime.
+//! scripts/bench/native_vs_onnxruntime.sh to run the same model in onnxruntime. With
+//! `QANAT_BENCH_CASE=int8:64` (PRECISION:BATCH) only that case runs, for a profiler.
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -30,6 +31,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let int8_model = f32_model.quantize_dynamic();
     if let Some(dir) = &dir {
         std::fs::write(dir.join("weights.safetensors"), f32_model.to_safetensors()?)?;
+    }
+    // QANAT_BENCH_CASE=int8:64 (or f32:1, …): that case alone, for a profiler.
+    if let Ok(case) = std::env::var("QANAT_BENCH_CASE") {
+        let (precision, batch) = case
+            .split_once(':')
+            .ok_or("QANAT_BENCH_CASE is PRECISION:BATCH, e.g. int8:64")?;
+        let model = if precision == "int8" {
+            &int8_model
+        } else {
+            &f32_model
+        };
+        let m = measure(model, batch.parse()?, secs)?;
+        println!("{case}: {:.0} rows/s, p50 {:.1} µs", m.rows_per_s, m.p50_us);
+        return Ok(());
     }
     println!("model 256-1024-1024-2, one thread, {secs} s a case");
     println!(

@@ -23,7 +23,9 @@
 //! 32 lanes. (A 4 × 4 AVX-512 variant measured slower than AVX2 on the AMD EPYC this
 //! was first written on, which runs 512-bit operations as two 256-bit halves; on a Zen 5
 //! EPYC, which runs them whole, the 8 × 2 AVX-512 kernel gave batch 1 18% more rows a
-//! second than AVX2 and batch 64 the same — docs/benchmarks.md.)
+//! second than AVX2 — docs/benchmarks.md.) Each accumulator's lanes are summed by
+//! adding halves in registers: summed as an array, LLVM compiled them into gathers
+//! from the stack, which took 60% of the time at batch 64.
 //!
 //! Dispatch is at run time through `pulp`: for f32 AVX-512 or else AVX2 + FMA, for
 //! int8 AVX-512 (BW) or else AVX2, on x86-64 when the CPU has them; elsewhere the portable loops are
@@ -470,8 +472,13 @@ mod x86 {
             let mut out = [[0i32; C]; R];
             for a in 0..R {
                 for c in 0..C {
-                    let lanes: [i32; 16] = pulp::bytemuck::cast(acc[a][c]);
-                    out[a][c] = lanes.iter().sum();
+                    // Halves added in registers: a plain sum of the 16 lanes was
+                    // compiled into gathers, 60% of int8's time at batch 64.
+                    let [lo, hi]: [__m256i; 2] = pulp::bytemuck::cast(acc[a][c]);
+                    let v = v4.avx2._mm256_add_epi32(lo, hi);
+                    let [lo, hi]: [__m128i; 2] = pulp::bytemuck::cast(v);
+                    let lanes: [i32; 4] = pulp::bytemuck::cast(v4.sse2._mm_add_epi32(lo, hi));
+                    out[a][c] = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
                 }
             }
             out
@@ -529,8 +536,9 @@ mod x86 {
             let mut out = [[0i32; C]; R];
             for a in 0..R {
                 for c in 0..C {
-                    let lanes: [i32; 8] = pulp::bytemuck::cast(acc[a][c]);
-                    out[a][c] = lanes.iter().sum();
+                    let [lo, hi]: [__m128i; 2] = pulp::bytemuck::cast(acc[a][c]);
+                    let lanes: [i32; 4] = pulp::bytemuck::cast(v3.sse2._mm_add_epi32(lo, hi));
+                    out[a][c] = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
                 }
             }
             out
