@@ -153,6 +153,26 @@ pub fn split(rows: &[usize], seed: u64) -> Result<(Vec<usize>, Vec<usize>, Vec<u
     Ok((h.to_vec(), t.to_vec(), v.to_vec()))
 }
 
+/// The holdout, training and validation rows of `method` from the job's `rows`: all
+/// of them the holdout, or for a method that trains, the [`split`] (a method that trains
+/// is measured on rows it did not train on).
+fn rows_for(
+    method: &Method,
+    rows: &[usize],
+    seed: u64,
+) -> Result<(Vec<usize>, Vec<usize>, Vec<usize>)> {
+    if rows.is_empty() {
+        return Err(Error::invalid(
+            "the holdout has no rows with the target: name a dataset version that has the target column filled",
+        ));
+    }
+    if method.needs_training_rows() {
+        split(rows, seed)
+    } else {
+        Ok((rows.to_vec(), Vec::new(), Vec::new()))
+    }
+}
+
 /// How much quality an optimization may cost.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Budget {
@@ -267,18 +287,8 @@ pub fn optimize(
     rows: &[usize],
     settings: &Settings,
 ) -> Result<(NativeModel, Report)> {
-    if rows.is_empty() {
-        return Err(Error::invalid(
-            "the holdout has no rows with the target: name a dataset version that has the target column filled",
-        ));
-    }
     let (budget, seconds, runtime) = (settings.budget, settings.seconds, settings.runtime);
-    // A method that trains is measured on rows it did not train on.
-    let (holdout, train, valid) = if method.needs_training_rows() {
-        split(rows, settings.tune.seed)?
-    } else {
-        (rows.to_vec(), Vec::new(), Vec::new())
-    };
+    let (holdout, train, valid) = rows_for(&method, rows, settings.tune.seed)?;
     let rows = &holdout[..];
     let optimized = method.apply(model, table, &train, &valid, settings.tune)?;
     let original = measure(model, table, rows, seconds, runtime)?;
@@ -290,25 +300,29 @@ pub fn optimize(
         table,
         rows,
     )?;
-    let (drop, allowed, passed, verdict) = judge(&original, &after, budget);
-    let report = Report {
+    let report = judge(
         method,
-        holdout_rows: rows.len(),
+        rows.len(),
         fidelity,
         original,
-        optimized: after,
-        quality_drop: drop,
-        allowed_drop: allowed,
-        passed,
-        verdict,
-        kept_float: Vec::new(),
-    };
+        after,
+        budget,
+        Vec::new(),
+    );
     Ok((optimized, report))
 }
 
-/// The quality drop from `original` to `after`, the drop allowed, whether it passes
-/// and why, in one sentence.
-fn judge(original: &Measured, after: &Measured, budget: Budget) -> (f64, f64, bool, String) {
+/// The report of `after` against `original`: the quality drop, the drop allowed,
+/// whether it passes and why, in one sentence.
+fn judge(
+    method: Method,
+    holdout_rows: usize,
+    fidelity: f64,
+    original: Measured,
+    after: Measured,
+    budget: Budget,
+    kept_float: Vec<String>,
+) -> Report {
     let (drop, allowed, unit) = drop_of(&original.quality, &after.quality, budget);
     // NaN (a model that outputs NaN) never passes.
     let passed = drop <= allowed;
@@ -324,7 +338,18 @@ fn judge(original: &Measured, after: &Measured, budget: Budget) -> (f64, f64, bo
             original.quality.metric, original.quality.value, after.quality.value
         )
     };
-    (drop, allowed, passed, verdict)
+    Report {
+        method,
+        holdout_rows,
+        fidelity,
+        original,
+        optimized: after,
+        quality_drop: drop,
+        allowed_drop: allowed,
+        passed,
+        verdict,
+        kept_float,
+    }
 }
 
 /// The quality drop from `original` to `after`, the drop allowed and its unit.
@@ -432,22 +457,13 @@ pub fn optimize_imported(
     rows: &[usize],
     settings: &Settings,
 ) -> Result<(Optimized, Report)> {
-    if rows.is_empty() {
-        return Err(Error::invalid(
-            "the holdout has no rows with the target: name a dataset version that has the target column filled",
-        ));
-    }
     let (budget, seconds, runtime) = (settings.budget, settings.seconds, settings.runtime);
     if runtime == RuntimeKind::Native {
         return Err(Error::invalid(
             "an ONNX model made elsewhere is measured on tract or onnxruntime (--runtime)",
         ));
     }
-    let (holdout, train, valid) = if method.needs_training_rows() {
-        split(rows, settings.tune.seed)?
-    } else {
-        (rows.to_vec(), Vec::new(), Vec::new())
-    };
+    let (holdout, train, valid) = rows_for(&method, rows, settings.tune.seed)?;
     let rows = &holdout[..];
     let mut kept_float = Vec::new();
     let teacher = model.on(runtime)?;
@@ -544,19 +560,15 @@ pub fn optimize_imported(
             crate::distill::fidelity(&teacher, student.as_ref(), &prep.target, table, rows)?
         }
     };
-    let (drop, allowed, passed, verdict) = judge(&original, &after, budget);
-    let report = Report {
+    let report = judge(
         method,
-        holdout_rows: rows.len(),
+        rows.len(),
         fidelity,
         original,
-        optimized: after,
-        quality_drop: drop,
-        allowed_drop: allowed,
-        passed,
-        verdict,
+        after,
+        budget,
         kept_float,
-    };
+    );
     Ok((optimized, report))
 }
 

@@ -2,7 +2,7 @@
 //! student with one hidden layer of 8 reaches the fidelity the report states, from a
 //! native teacher through the gate, and from the same teacher's ONNX graph on tract.
 
-use std::path::PathBuf;
+mod common;
 
 use qanat_runtime::distill::{self, fidelity};
 use qanat_runtime::evaluate::labelled_rows;
@@ -10,23 +10,15 @@ use qanat_runtime::onnx::tract::TractModel;
 use qanat_runtime::optimize::{optimize, split, Method, Settings};
 use qanat_runtime::package::NativeModel;
 use qanat_runtime::prune::FineTune;
-use qanat_train::{train_table, Table, TrainConfig};
+use qanat_train::Table;
 use serde_json::json;
 
 fn teacher() -> (Table, NativeModel) {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/data/breast_cancer.csv");
-    let table = Table::read_file(&p).expect("table");
-    let c = TrainConfig::from_value(
+    let table = common::example("breast_cancer.csv");
+    let (_, native) = common::trained(
+        &table,
         json!({"target": "diagnosis", "model": "mlp", "hidden": [64, 32], "epochs": 30, "seed": 6}),
-    )
-    .expect("config");
-    let t = train_table(&table, &c, None, |_| Ok(())).expect("trained");
-    let m = &t.fitted.model;
-    let native = NativeModel::from_bytes(
-        &serde_json::to_vec(&qanat_train::export::spec(m, &t.prep)).expect("spec"),
-        &qanat_train::export::safetensors(m).expect("weights"),
-    )
-    .expect("native");
+    );
     (table, native)
 }
 

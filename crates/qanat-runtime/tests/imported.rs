@@ -12,7 +12,9 @@
 //! onnxruntime needs its library: `QANAT_TEST_ONNXRUNTIME_LIB` (.ci/run sets it); its
 //! half is skipped without it, and fails under CI.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 
 use prost::Message;
 use qanat_runtime::evaluate::labelled_rows;
@@ -22,24 +24,16 @@ use qanat_runtime::optimize::{optimize_imported, Method, Optimized, Settings};
 use qanat_runtime::package::NativeModel;
 use qanat_runtime::{Runtime, RuntimeKind, INT8_TOLERANCE};
 use qanat_train::prep::Feature;
-use qanat_train::{train_table, Table, TrainConfig};
+use qanat_train::Table;
 use serde_json::json;
 use tract_onnx::pb;
 
 fn trained() -> (Table, NativeModel) {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/data/breast_cancer.csv");
-    let table = Table::read_file(&p).expect("table");
-    let c = TrainConfig::from_value(
+    let table = common::example("breast_cancer.csv");
+    let (_, native) = common::trained(
+        &table,
         json!({"target": "diagnosis", "model": "mlp", "hidden": [32], "epochs": 20, "seed": 3}),
-    )
-    .expect("config");
-    let t = train_table(&table, &c, None, |_| Ok(())).expect("trained");
-    let m = &t.fitted.model;
-    let native = NativeModel::from_bytes(
-        &serde_json::to_vec(&qanat_train::export::spec(m, &t.prep)).expect("spec"),
-        &qanat_train::export::safetensors(m).expect("weights"),
-    )
-    .expect("native");
+    );
     (table, native)
 }
 
@@ -222,6 +216,28 @@ fn ort_configured() -> bool {
     }
 }
 
+/// The largest difference between the model's outputs on tract and on onnxruntime (as
+/// a share of 1 + |tract's|), when onnxruntime's library is configured.
+fn tract_against_onnxruntime(model: &Imported, table: &Table) -> Option<f32> {
+    if !ort_configured() {
+        return None;
+    }
+    let on = |kind| {
+        model
+            .on(kind)
+            .expect("loads")
+            .predict(table)
+            .expect("predicts")
+    };
+    let (a, b) = (on(RuntimeKind::Tract), on(RuntimeKind::Onnxruntime));
+    Some(
+        a.iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs() / (1.0 + x.abs()))
+            .fold(0.0, f32::max),
+    )
+}
+
 #[test]
 fn an_exported_model_reads_as_the_trainers_logits_and_quantizes_within_the_bound() {
     let (table, native) = trained();
@@ -274,22 +290,7 @@ fn an_exported_model_reads_as_the_trainers_logits_and_quantizes_within_the_bound
         .fold(0.0, f32::max);
     assert!(worst <= INT8_TOLERANCE, "{worst}");
 
-    if ort_configured() {
-        let a = quantized
-            .on(RuntimeKind::Tract)
-            .expect("tract")
-            .predict(&table)
-            .expect("tract");
-        let b = quantized
-            .on(RuntimeKind::Onnxruntime)
-            .expect("onnxruntime")
-            .predict(&table)
-            .expect("onnxruntime");
-        let gap = a
-            .iter()
-            .zip(&b)
-            .map(|(x, y)| (x - y).abs() / (1.0 + x.abs()))
-            .fold(0.0, f32::max);
+    if let Some(gap) = tract_against_onnxruntime(&quantized, &table) {
         assert!(
             gap < 1e-4,
             "tract and onnxruntime differ by {gap} on the int8 rewrite"
@@ -360,22 +361,7 @@ fn the_gate_measures_an_imported_model_and_its_int8_rewrite_and_a_student() {
     assert!(!ops.contains(&"DynamicQuantizeLinear"), "{ops:?}");
     assert!(report.passed, "{}", report.verdict);
     assert!(report.fidelity >= 0.97, "{}", report.fidelity);
-    if ort_configured() {
-        let a = q
-            .on(RuntimeKind::Tract)
-            .expect("tract")
-            .predict(&table)
-            .expect("tract");
-        let b = q
-            .on(RuntimeKind::Onnxruntime)
-            .expect("onnxruntime")
-            .predict(&table)
-            .expect("onnxruntime");
-        let gap = a
-            .iter()
-            .zip(&b)
-            .map(|(x, y)| (x - y).abs() / (1.0 + x.abs()))
-            .fold(0.0, f32::max);
+    if let Some(gap) = tract_against_onnxruntime(&q, &table) {
         assert!(
             gap < 1e-4,
             "tract and onnxruntime differ by {gap} on the static rewrite"

@@ -2,30 +2,22 @@
 //! its target sparsity and keeps it through fine-tuning; structured pruning shrinks the
 //! hidden layers; both keep the holdout accuracy close to the original's.
 
-use std::path::PathBuf;
+mod common;
 
 use qanat_runtime::evaluate::quality;
 use qanat_runtime::onnx::tract::TractModel;
 use qanat_runtime::package::NativeModel;
 use qanat_runtime::prune::{self, FineTune};
 use qanat_runtime::Runtime;
-use qanat_train::{train_table, Table, TrainConfig, Trained};
+use qanat_train::{Table, Trained};
 use serde_json::json;
 
 fn trained() -> (Table, Trained, NativeModel) {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/data/breast_cancer.csv");
-    let table = Table::read_file(&p).expect("table");
-    let c = TrainConfig::from_value(
+    let table = common::example("breast_cancer.csv");
+    let (t, native) = common::trained(
+        &table,
         json!({"target": "diagnosis", "model": "mlp", "hidden": [64, 32], "epochs": 30, "seed": 8}),
-    )
-    .expect("config");
-    let t = train_table(&table, &c, None, |_| Ok(())).expect("trained");
-    let m = &t.fitted.model;
-    let native = NativeModel::from_bytes(
-        &serde_json::to_vec(&qanat_train::export::spec(m, &t.prep)).expect("spec"),
-        &qanat_train::export::safetensors(m).expect("weights"),
-    )
-    .expect("native");
+    );
     (table, t, native)
 }
 

@@ -34,7 +34,7 @@ pub struct Quantized {
     pub graph: OnnxGraph,
     /// Products rewritten to integer ones.
     pub nodes: usize,
-    /// Their outputs' names, which [`dynamic_except`] takes.
+    /// Their outputs' names, which [`rewrite_products`] takes.
     pub products: Vec<String>,
     /// Products left in float, each with the reason.
     pub skipped: Vec<String>,
@@ -55,11 +55,6 @@ pub fn dynamic(graph: &OnnxGraph) -> Result<Quantized> {
     rewrite_products(graph, &[], Activations::Dynamic)
 }
 
-/// [`dynamic`], leaving in float the products whose outputs are named in `keep`.
-pub fn dynamic_except(graph: &OnnxGraph, keep: &[String]) -> Result<Quantized> {
-    rewrite_products(graph, keep, Activations::Dynamic)
-}
-
 /// The inputs of the products [`rewrite_products`] would rewrite: what static
 /// quantization calibrates.
 pub fn product_inputs(graph: &OnnxGraph) -> Result<Vec<String>> {
@@ -68,14 +63,10 @@ pub fn product_inputs(graph: &OnnxGraph) -> Result<Vec<String>> {
         .graph
         .as_ref()
         .ok_or_else(|| Error::invalid("the ONNX model has no graph"))?;
-    let weights: HashMap<String, pb::TensorProto> = g
-        .initializer
-        .iter()
-        .map(|t| (t.name.clone(), t.clone()))
-        .collect();
+    let weights = initializers(g);
     let mut out = Vec::new();
     for node in &g.node {
-        let product = node.domain.is_empty() && matches!(node.op_type.as_str(), "MatMul" | "Gemm");
+        let product = is_product(node);
         if product {
             if let Ok(p) = plan(node, &weights)? {
                 if !out.contains(&p.x) {
@@ -112,16 +103,12 @@ pub fn rewrite_products(
         .graph
         .as_mut()
         .ok_or_else(|| Error::invalid("the ONNX model has no graph"))?;
-    let weights: HashMap<String, pb::TensorProto> = g
-        .initializer
-        .iter()
-        .map(|t| (t.name.clone(), t.clone()))
-        .collect();
+    let weights = initializers(g);
     let mut nodes = Vec::with_capacity(g.node.len());
     let mut added = Vec::new();
     let (mut count, mut skipped, mut products) = (0, Vec::new(), Vec::new());
     for node in std::mem::take(&mut g.node) {
-        let product = node.domain.is_empty() && matches!(node.op_type.as_str(), "MatMul" | "Gemm");
+        let product = is_product(&node);
         if !product {
             nodes.push(node);
             continue;
@@ -198,6 +185,19 @@ pub fn rewrite_products(
         products,
         skipped,
     })
+}
+
+/// The graph's initializers by name.
+fn initializers(g: &pb::GraphProto) -> HashMap<String, pb::TensorProto> {
+    g.initializer
+        .iter()
+        .map(|t| (t.name.clone(), t.clone()))
+        .collect()
+}
+
+/// A matrix product of the default domain.
+fn is_product(node: &pb::NodeProto) -> bool {
+    node.domain.is_empty() && matches!(node.op_type.as_str(), "MatMul" | "Gemm")
 }
 
 /// A product to rewrite: `x · W · alpha + C · beta`, `W` as `[K, N]`.

@@ -164,28 +164,8 @@ pub async fn run() -> Result<()> {
         }
     }
     let imported = onnx.is_some();
-    let mut examples = Vec::new();
-    let keep: &[&str] = if imported { &IMPORTED_FILES } else { &EXAMPLES };
-    for file in keep {
-        if let Some(bytes) = fetch(&client, &project, &base, file).await? {
-            examples.push((*file, bytes));
-        }
-    }
-    let source_mlmodel = match onnx {
-        Some(_) => fetch(&client, &project, &base, package::MLMODEL).await?,
-        None => None,
-    };
-    // A model made elsewhere runs on tract unless the job says otherwise.
-    let runtime = if onnx.is_some() && p.runtime.is_none() {
-        RuntimeKind::Tract
-    } else {
-        runtime
-    };
-    let settings = qanat_runtime::optimize::Settings {
-        runtime,
-        ..settings
-    };
-    let source_input = match (&spec, &onnx) {
+    // What the model is, before anything else is fetched: no copy of its bytes.
+    let source_input = match (spec, onnx) {
         (Some(spec), _) => {
             let Some(weights) = fetch(&client, &project, &base, package::WEIGHTS).await? else {
                 bail!(
@@ -193,15 +173,37 @@ pub async fn run() -> Result<()> {
                     package::WEIGHTS
                 );
             };
-            Source::Native(spec.clone(), weights)
+            Source::Native(spec, weights)
         }
-        (None, Some(bytes)) => Source::Onnx(bytes.clone()),
+        (None, Some(bytes)) => Source::Onnx(bytes),
         (None, None) => bail!(
             "{source_node} has neither {} (a model trained by `qanat train`) nor {} (an ONNX \
              model): it has no signature, so it cannot be optimized",
             package::SPEC,
             package::ONNX
         ),
+    };
+    let mut examples = Vec::new();
+    let keep: &[&str] = if imported { &IMPORTED_FILES } else { &EXAMPLES };
+    for file in keep {
+        if let Some(bytes) = fetch(&client, &project, &base, file).await? {
+            examples.push((*file, bytes));
+        }
+    }
+    let source_mlmodel = if imported {
+        fetch(&client, &project, &base, package::MLMODEL).await?
+    } else {
+        None
+    };
+    // A model made elsewhere runs on tract unless the job says otherwise.
+    let runtime = if imported && p.runtime.is_none() {
+        RuntimeKind::Tract
+    } else {
+        runtime
+    };
+    let settings = qanat_runtime::optimize::Settings {
+        runtime,
+        ..settings
     };
     println!(
         "optimizing {source_node} ({}{}) with {}, measured on the {} runtime",
