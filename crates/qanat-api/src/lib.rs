@@ -15,6 +15,7 @@ pub mod route_table;
 
 // One module per domain, each returning its fragment of the route table.
 mod datasets;
+mod deployments;
 mod events;
 mod features;
 mod gc;
@@ -138,7 +139,7 @@ impl AppState {
             ),
             qanat_jobs::Kinds::standard(),
         );
-        let serving = qanat_serving::Serving::new(storage.clone(), tracking.clone());
+        let serving = qanat_serving::Serving::new(meta.clone(), storage.clone(), tracking.clone());
         AppState(Arc::new(Services {
             gov: Governance::new(meta.clone()),
             datasets: qanat_data::Datasets::new(meta.clone(), storage.clone()),
@@ -204,6 +205,7 @@ pub static SCHEMA: &[&qanat_store::migrations::DomainMigrations] = &[
     &qanat_events::MIGRATIONS,
     &qanat_jobs::MIGRATIONS,
     &qanat_features::MIGRATIONS,
+    &qanat_serving::MIGRATIONS,
 ];
 
 /// [`SCHEMA`], checked: what the server opens its metadata store with.
@@ -228,6 +230,7 @@ pub fn route_table(limits: &ApiLimits) -> route_table::RouteTable {
             jobs::routes(),
             features::routes(),
             serving::routes(),
+            deployments::routes(),
             mlflow::routes(),
         ],
     )

@@ -90,19 +90,12 @@ async fn metadata(
     name: &str,
     version: Option<&str>,
 ) -> Reply<ModelMetadata> {
-    let p = &scope.project;
-    let loaded = state.serving.model(p, name, version).await?;
-    let versions = match version {
-        Some(v) => vec![v.to_string()],
-        None => state.serving.versions(p, name).await?,
-    };
-    Ok(Json(ModelMetadata {
-        name: name.to_string(),
-        versions,
-        platform: qanat_serving::PLATFORM.into(),
-        inputs: loaded.inputs.clone(),
-        outputs: loaded.outputs.clone(),
-    }))
+    Ok(Json(
+        state
+            .serving
+            .metadata(&scope.project, name, version)
+            .await?,
+    ))
 }
 
 /// A model's metadata: its versions, inputs and outputs (the newest version's).
@@ -135,7 +128,7 @@ async fn readiness(
     name: &str,
     version: Option<&str>,
 ) -> Reply<serde_json::Value> {
-    state.serving.model(&scope.project, name, version).await?;
+    state.serving.ready(&scope.project, name, version).await?;
     Ok(Json(json!({ "name": name, "ready": true })))
 }
 
@@ -163,6 +156,8 @@ pub(crate) async fn version_ready(
 
 /// The header of Triton's binary tensor extension: the length of the JSON part.
 const JSON_LENGTH: &str = "inference-header-content-length";
+/// The key a sticky (A/B) deployment routes by, when the request carries one.
+const ROUTING_KEY: &str = "x-routing-key";
 
 /// Reads the request (JSON whatever its content type — Triton's clients send none —
 /// or JSON and binary tensors), runs it, and writes the response the same way.
@@ -190,9 +185,13 @@ async fn run(
     };
     let req = oip::decode(body, json_length)?;
     let (parameters, outputs) = (req.parameters.clone(), req.outputs.clone());
+    let key = headers
+        .get(ROUTING_KEY)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let answer = state
         .serving
-        .infer(&scope.project, name, version, req)
+        .infer(&scope.project, name, version, req, key.as_deref())
         .await?;
     let (bytes, json_length) = oip::encode(answer, parameters.as_ref(), outputs.as_deref())?;
     let mut resp = Response::new(Body::from(bytes));

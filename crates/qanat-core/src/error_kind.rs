@@ -19,6 +19,8 @@ pub enum ErrorKind {
     Forbidden,
     /// A dependency is down or busy; retry later.
     Unavailable,
+    /// A bounded resource (a queue, a rate limit) is full: refused at once, retry later.
+    Exhausted,
     /// Stored bytes failed verification: the caller must know, and nothing is served.
     Integrity,
     /// A fault inside the platform. Details go to the log, never to the caller.

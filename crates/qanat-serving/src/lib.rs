@@ -13,14 +13,20 @@
 //! Deployments, dynamic batching, gRPC, the binary tensor extension and ONNX models
 //! made elsewhere come next (docs/serving.md).
 
+pub mod batch;
+pub mod deploy;
 pub mod oip;
+mod route;
+
+pub use deploy::{Deployment, DeploymentSpec, Deployments, Revision, Routing, Target};
+pub use route::{ArmStatus, DeploymentStatus, ShadowStats};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use qanat_governance::Project;
 use qanat_runtime::package::NativeModel;
-use qanat_store::{ObjectKey, ObjectStorage};
+use qanat_store::{MetaStore, ObjectKey, ObjectStorage};
 use qanat_tracking::Tracking;
 
 /// What serving can refuse or fail at.
@@ -40,6 +46,22 @@ pub enum Error {
     Governance(#[from] qanat_governance::Error),
     #[error(transparent)]
     Runtime(#[from] qanat_runtime::Error),
+    #[error(transparent)]
+    Refused(#[from] qanat_core::Refusal),
+    /// A change lost to a concurrent one; nothing was written.
+    #[error("{0}")]
+    Conflict(String),
+    /// A bounded queue is full: refused at once.
+    #[error("{0}")]
+    Busy(String),
+    /// The request waited in the queue past its timeout and never ran.
+    #[error("{0}")]
+    TimedOut(String),
+    /// Nothing can answer now (no healthy version).
+    #[error("{0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
     #[error("{0}")]
     Internal(String),
 }
@@ -54,7 +76,11 @@ impl qanat_core::DomainError for Error {
             Error::Store(e) => e.kind(),
             Error::Governance(e) => e.kind(),
             Error::Runtime(e) => e.kind(),
-            Error::Internal(_) => K::Internal,
+            Error::Refused(r) => r.kind(),
+            Error::Conflict(_) => K::Conflict,
+            Error::Busy(_) => K::Exhausted,
+            Error::TimedOut(_) | Error::Unavailable(_) => K::Unavailable,
+            Error::Db(_) | Error::Internal(_) => K::Internal,
         }
     }
 
@@ -66,7 +92,18 @@ impl qanat_core::DomainError for Error {
             _ => None,
         }
     }
+
+    fn refusal(&self) -> Option<&qanat_core::Refusal> {
+        match self {
+            Error::Refused(r) => Some(r),
+            _ => None,
+        }
+    }
 }
+
+/// The deployments table, applied after every earlier domain's.
+pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
+    qanat_store::domain_migrations!("serving");
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -85,12 +122,15 @@ pub const PLATFORM: &str = "qanat_native";
 
 type Key = (String, String, String);
 
-/// The serving domain: loads versions from the registry and answers for them.
+/// The serving domain: loads versions from the registry, routes requests to them
+/// (deployments, or a registered model's versions by name) and batches them.
 #[derive(Clone)]
 pub struct Serving {
     storage: ObjectStorage,
     tracking: Tracking,
+    deployments: Deployments,
     loaded: Arc<Mutex<HashMap<Key, Arc<Loaded>>>>,
+    routes: route::Routes,
 }
 
 impl std::fmt::Debug for Serving {
@@ -100,12 +140,18 @@ impl std::fmt::Debug for Serving {
 }
 
 impl Serving {
-    pub fn new(storage: ObjectStorage, tracking: Tracking) -> Self {
+    pub fn new(meta: MetaStore, storage: ObjectStorage, tracking: Tracking) -> Self {
         Serving {
             storage,
+            deployments: Deployments::new(meta, tracking.clone()),
             tracking,
             loaded: Arc::default(),
+            routes: route::Routes::default(),
         }
+    }
+
+    pub fn deployments(&self) -> &Deployments {
+        &self.deployments
     }
 
     /// The model's versions, newest first (OIP's `versions`).
@@ -120,34 +166,27 @@ impl Serving {
             .collect())
     }
 
-    /// Version `version` of `name`, or its newest version, loaded (once).
-    pub async fn model(
+    /// Version `version` of model `name`, loaded (once: versions are immutable).
+    pub async fn loaded(
         &self,
         project: &Project,
         name: &str,
-        version: Option<&str>,
+        version: &str,
     ) -> Result<Arc<Loaded>> {
-        let version = match version {
-            Some(v) => {
-                if v.parse::<u64>().map_or(true, |n| n == 0) {
-                    return Err(Error::Invalid(format!(
-                        "version '{v}': a model version is a number from 1"
-                    )));
-                }
-                v.to_string()
-            }
-            None => self
-                .versions(project, name)
-                .await?
-                .into_iter()
-                .next()
-                .ok_or_else(|| Error::NotFound(format!("model '{name}' has no versions")))?,
-        };
-        let key = (project.id.to_string(), name.to_string(), version.clone());
+        if version.parse::<u64>().map_or(true, |n| n == 0) {
+            return Err(Error::Invalid(format!(
+                "version '{version}': a model version is a number from 1"
+            )));
+        }
+        let key = (
+            project.id.to_string(),
+            name.to_string(),
+            version.to_string(),
+        );
         if let Some(m) = self.cached(&key) {
             return Ok(m);
         }
-        let loaded = Arc::new(self.load(project, name, &version).await?);
+        let loaded = Arc::new(self.load(project, name, version).await?);
         self.loaded
             .lock()
             .map_err(|_| Error::Internal("the model cache lock is poisoned".into()))?
@@ -206,25 +245,10 @@ impl Serving {
             model,
         })
     }
-
-    /// Answers `request` with version `version` (or the newest) of `name`; the model
-    /// runs off the async runtime.
-    pub async fn infer(
-        &self,
-        project: &Project,
-        name: &str,
-        version: Option<&str>,
-        request: oip::InferRequest,
-    ) -> Result<oip::InferResponse> {
-        let loaded = self.model(project, name, version).await?;
-        tokio::task::spawn_blocking(move || oip::infer(&loaded, request))
-            .await
-            .map_err(|e| Error::Internal(format!("inference stopped: {e}")))?
-    }
 }
 
 /// A registry "not found" as serving's own, naming what was asked for.
-fn not_found(what: &str, e: qanat_tracking::Error) -> Error {
+pub(crate) fn not_found(what: &str, e: qanat_tracking::Error) -> Error {
     use qanat_core::DomainError;
     if e.kind() == qanat_core::ErrorKind::NotFound {
         Error::NotFound(format!("model '{what}' not found: {e}"))

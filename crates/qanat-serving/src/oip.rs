@@ -316,8 +316,19 @@ pub fn table(loaded: &Loaded, request: &InferRequest) -> Result<Table> {
     Ok(Table { columns })
 }
 
-/// Runs `request` on `loaded` (blocking: call off the async runtime).
-pub fn infer(loaded: &Loaded, request: InferRequest) -> Result<InferResponse> {
+/// A request checked against a model and encoded as the matrix its layers take.
+#[derive(Debug)]
+pub struct Prepared {
+    /// `rows × inputs`, row-major, after the model's preprocessing.
+    pub x: Vec<f32>,
+    pub rows: usize,
+    /// The outputs asked for (`None`: all).
+    pub wanted: Option<Vec<String>>,
+    pub id: Option<String>,
+}
+
+/// Checks `request` against `loaded` (inputs, requested outputs) and encodes its rows.
+pub fn prepare(loaded: &Loaded, request: InferRequest) -> Result<Prepared> {
     let wanted: Option<Vec<String>> = request
         .outputs
         .as_ref()
@@ -340,12 +351,49 @@ pub fn infer(loaded: &Loaded, request: InferRequest) -> Result<InferResponse> {
         }
     }
     let table = table(loaded, &request)?;
-    let n = table.rows();
-    let raw = if n == 0 {
+    let rows = table.rows();
+    let index: Vec<usize> = (0..rows).collect();
+    let x = loaded
+        .model
+        .spec()
+        .preprocessing
+        .encode_features(&table, &index)
+        .map_err(qanat_runtime::Error::from)?;
+    Ok(Prepared {
+        x,
+        rows,
+        wanted,
+        id: request.id,
+    })
+}
+
+/// Runs `request` on `loaded` in the calling thread (blocking): [`prepare`], the
+/// model, [`respond`].
+pub fn infer(loaded: &Loaded, request: InferRequest) -> Result<InferResponse> {
+    let p = prepare(loaded, request)?;
+    let raw = if p.rows == 0 {
         Vec::new()
     } else {
-        loaded.model.predict(&table)?
+        let mut scratch = qanat_runtime::native::Scratch::default();
+        loaded
+            .model
+            .mlp()
+            .forward(&p.x, p.rows, &mut scratch)?
+            .to_vec()
     };
+    Ok(respond(loaded, &loaded.name, p.rows, &raw, p.id, p.wanted))
+}
+
+/// The response to a prepared request of `n` rows whose model gave `raw`, answered
+/// under model name `name`.
+pub fn respond(
+    loaded: &Loaded,
+    name: &str,
+    n: usize,
+    raw: &[f32],
+    id: Option<String>,
+    wanted: Option<Vec<String>>,
+) -> InferResponse {
     let k = loaded.model.outputs();
     let target = &loaded.model.spec().preprocessing.target;
     let floats = |v: Vec<f32>| Value::from(v.into_iter().map(f64::from).collect::<Vec<_>>());
@@ -354,7 +402,7 @@ pub fn infer(loaded: &Loaded, request: InferRequest) -> Result<InferResponse> {
         shape: vec![n, k],
         datatype: "FP32".into(),
         parameters: None,
-        data: floats(raw.clone()),
+        data: floats(raw.to_vec()),
     }];
     match target {
         Target::Classification { classes, .. } => {
@@ -409,12 +457,12 @@ pub fn infer(loaded: &Loaded, request: InferRequest) -> Result<InferResponse> {
     if let Some(w) = wanted {
         outputs.retain(|o| w.contains(&o.name));
     }
-    Ok(InferResponse {
-        model_name: loaded.name.clone(),
+    InferResponse {
+        model_name: name.to_string(),
         model_version: loaded.version.clone(),
-        id: request.id,
+        id,
         outputs,
-    })
+    }
 }
 
 fn softmax(z: &[f32]) -> Vec<f32> {

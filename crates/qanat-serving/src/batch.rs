@@ -1,0 +1,754 @@
+//! Dynamic batching, with Triton's knobs.
+//!
+//! Requests for one served version wait in a bounded queue (one FIFO per priority
+//! level). A sized pool of worker threads — off the async runtime — takes whole batches
+//! from it and runs each as one matrix. How a batch is formed, in this order:
+//!
+//! 1. requests are taken highest priority first, oldest first, while their rows fit in
+//!    `max_batch_size` (a request larger than that runs alone);
+//! 2. when those fill the batch, it goes at once;
+//! 3. otherwise, when some prefix of them adds up to a preferred batch size, the largest
+//!    such prefix goes at once (a preferred size is honoured, not merely allowed);
+//! 4. otherwise the batch waits for more requests until its oldest request has waited
+//!    `max_queue_delay_us`, then goes as it is.
+//!
+//! A full queue refuses a request at once ([`crate::Error::Busy`]: 429,
+//! `RESOURCE_EXHAUSTED`); a request still queued at its timeout is answered with
+//! [`crate::Error::TimedOut`] and never runs. Memory is bounded by the queue size
+//! times the rows a request may carry.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use crate::{Error, Result};
+
+/// How a served version batches requests (Triton's `dynamic_batching` settings).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Batching {
+    /// The most rows one batch carries.
+    pub max_batch_size: usize,
+    /// How long a batch that is neither full nor of a preferred size waits for more
+    /// requests, counted from its oldest request's arrival (microseconds). 0: a batch
+    /// is whatever is queued when a worker is free.
+    pub max_queue_delay_us: u64,
+    /// Batch sizes (rows) sent as soon as they can be formed.
+    pub preferred_batch_sizes: Vec<usize>,
+    /// The most requests waiting; one more is refused at once.
+    pub max_queue_size: usize,
+    /// Priority levels: a request's `priority` parameter is 1 (highest) to this.
+    pub priority_levels: u32,
+    /// The level of a request that names none.
+    pub default_priority: u32,
+    /// How long a request may wait in the queue when it does not say (its `timeout`
+    /// parameter, microseconds); 0: no limit.
+    pub default_timeout_us: u64,
+    /// Worker threads running batches of this version (Triton's instance count); 0: one
+    /// per core.
+    pub instances: usize,
+}
+
+impl Default for Batching {
+    fn default() -> Self {
+        Batching {
+            max_batch_size: 64,
+            max_queue_delay_us: 0,
+            preferred_batch_sizes: Vec::new(),
+            max_queue_size: 1024,
+            priority_levels: 1,
+            default_priority: 1,
+            default_timeout_us: 0,
+            instances: 0,
+        }
+    }
+}
+
+/// The most rows `max_batch_size` may be set to.
+pub const MAX_BATCH_LIMIT: usize = 65_536;
+/// The most requests `max_queue_size` may be set to.
+pub const MAX_QUEUE_LIMIT: usize = 1 << 20;
+
+impl Batching {
+    /// Refuses settings that cannot work, saying which and why.
+    pub fn check(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Invalid(format!("batching: {m}")));
+        if self.max_batch_size == 0 || self.max_batch_size > MAX_BATCH_LIMIT {
+            return bad(format!(
+                "max_batch_size is {}; it is 1 to {MAX_BATCH_LIMIT} rows",
+                self.max_batch_size
+            ));
+        }
+        if let Some(p) = self
+            .preferred_batch_sizes
+            .iter()
+            .find(|&&p| p == 0 || p > self.max_batch_size)
+        {
+            return bad(format!(
+                "preferred batch size {p} is not 1 to max_batch_size ({})",
+                self.max_batch_size
+            ));
+        }
+        if self.max_queue_size == 0 || self.max_queue_size > MAX_QUEUE_LIMIT {
+            return bad(format!(
+                "max_queue_size is {}; it is 1 to {MAX_QUEUE_LIMIT} requests",
+                self.max_queue_size
+            ));
+        }
+        if self.priority_levels == 0 || self.priority_levels > 16 {
+            return bad(format!(
+                "priority_levels is {}; it is 1 to 16",
+                self.priority_levels
+            ));
+        }
+        if self.default_priority == 0 || self.default_priority > self.priority_levels {
+            return bad(format!(
+                "default_priority is {}; it is 1 to priority_levels ({})",
+                self.default_priority, self.priority_levels
+            ));
+        }
+        if self.max_queue_delay_us > 10_000_000 {
+            return bad("max_queue_delay_us is more than 10 s".into());
+        }
+        if self.instances > 256 {
+            return bad(format!("instances is {}; at most 256", self.instances));
+        }
+        Ok(())
+    }
+
+    fn workers(&self) -> usize {
+        if self.instances > 0 {
+            self.instances
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+}
+
+/// What runs a batch: `rows` rows of `inputs()` values in, `rows` rows of
+/// `outputs()` values out.
+pub trait Engine: Send + Sync + 'static {
+    /// Per-worker buffers, reused from batch to batch.
+    type Scratch: Default + Send;
+    fn inputs(&self) -> usize;
+    fn outputs(&self) -> usize;
+    fn run(&self, x: &[f32], rows: usize, scratch: &mut Self::Scratch) -> Result<Vec<f32>>;
+}
+
+/// What a request waits for: its rows' outputs, and how long it queued.
+pub type Reply = Result<(Vec<f32>, Duration)>;
+
+struct Item {
+    x: Vec<f32>,
+    rows: usize,
+    enqueued: Instant,
+    deadline: Option<Instant>,
+    reply: oneshot::Sender<Reply>,
+}
+
+#[derive(Default)]
+struct Queue {
+    /// One FIFO per priority level, highest first.
+    levels: Vec<VecDeque<Item>>,
+    waiting: usize,
+    closed: bool,
+}
+
+/// Counts kept as batches run, for metrics and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct BatchStats {
+    /// Batches run, by their size in rows.
+    pub batch_sizes: BTreeMap<usize, u64>,
+    /// Requests refused because the queue was full.
+    pub rejected: u64,
+    /// Requests that timed out in the queue.
+    pub timed_out: u64,
+    /// Requests waiting now.
+    pub waiting: usize,
+}
+
+struct Shared<E> {
+    engine: E,
+    config: Batching,
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    stats: Mutex<BatchStats>,
+}
+
+impl<E> Shared<E> {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // A worker never panics while holding the lock (engines run outside it), so a
+        // poisoned lock still holds a consistent queue.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn stats(&self) -> MutexGuard<'_, BatchStats> {
+        self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The queue and workers of one served version. Cloning shares them; when the last
+/// clone is dropped the workers finish what is queued and stop.
+pub struct Batcher<E: Engine> {
+    handle: Arc<Handle<E>>,
+}
+
+impl<E: Engine> Clone for Batcher<E> {
+    fn clone(&self) -> Self {
+        Batcher {
+            handle: self.handle.clone(),
+        }
+    }
+}
+
+struct Handle<E: Engine> {
+    shared: Arc<Shared<E>>,
+}
+
+impl<E: Engine> Drop for Handle<E> {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.wake.notify_all();
+    }
+}
+
+impl<E: Engine> std::fmt::Debug for Batcher<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batcher")
+            .field("config", &self.handle.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: Engine> Batcher<E> {
+    /// Starts the workers of `engine` with `config` (checked).
+    pub fn start(engine: E, config: Batching) -> Result<Self> {
+        config.check()?;
+        let levels = config.priority_levels as usize;
+        let workers = config.workers();
+        let shared = Arc::new(Shared {
+            engine,
+            config,
+            queue: Mutex::new(Queue {
+                levels: (0..levels).map(|_| VecDeque::new()).collect(),
+                ..Queue::default()
+            }),
+            wake: Condvar::new(),
+            stats: Mutex::default(),
+        });
+        for i in 0..workers {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("qanat-infer-{i}"))
+                .spawn(move || work(&shared))
+                .map_err(|e| Error::Internal(format!("cannot start an inference worker: {e}")))?;
+        }
+        Ok(Batcher {
+            handle: Arc::new(Handle { shared }),
+        })
+    }
+
+    pub fn config(&self) -> &Batching {
+        &self.handle.shared.config
+    }
+
+    pub fn engine(&self) -> &E {
+        &self.handle.shared.engine
+    }
+
+    /// Queues `rows` rows of `x` at `priority` (1 highest; `None`: the default), to
+    /// wait at most `timeout` (`None`: the default). Refused at once when the queue is
+    /// full; the receiver gets the outputs, or why there are none.
+    pub fn submit(
+        &self,
+        x: Vec<f32>,
+        rows: usize,
+        priority: Option<u32>,
+        timeout: Option<Duration>,
+    ) -> Result<oneshot::Receiver<Reply>> {
+        let shared = &self.handle.shared;
+        let config = &shared.config;
+        let inputs = shared.engine.inputs();
+        if x.len() != rows * inputs {
+            return Err(Error::Invalid(format!(
+                "{} values are not {rows} rows of {inputs}",
+                x.len()
+            )));
+        }
+        let level = priority.unwrap_or(config.default_priority);
+        if level == 0 || level > config.priority_levels {
+            return Err(Error::Invalid(format!(
+                "priority {level}: this model has priority levels 1 (highest) to {}",
+                config.priority_levels
+            )));
+        }
+        let timeout = timeout.or_else(|| {
+            (config.default_timeout_us > 0)
+                .then(|| Duration::from_micros(config.default_timeout_us))
+        });
+        let now = Instant::now();
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut q = shared.lock();
+            if q.waiting >= config.max_queue_size {
+                drop(q);
+                shared.stats().rejected += 1;
+                return Err(Error::Busy(format!(
+                    "the model's queue is full ({} requests waiting): retry later",
+                    config.max_queue_size
+                )));
+            }
+            q.levels[level as usize - 1].push_back(Item {
+                x,
+                rows,
+                enqueued: now,
+                deadline: timeout.map(|t| now + t),
+                reply: tx,
+            });
+            q.waiting += 1;
+        }
+        shared.wake.notify_one();
+        Ok(rx)
+    }
+
+    /// Queues and waits: [`Batcher::submit`] then the reply.
+    pub async fn infer(
+        &self,
+        x: Vec<f32>,
+        rows: usize,
+        priority: Option<u32>,
+        timeout: Option<Duration>,
+    ) -> Reply {
+        self.submit(x, rows, priority, timeout)?
+            .await
+            .map_err(|_| Error::Internal("the inference worker stopped".into()))?
+    }
+
+    pub fn stats(&self) -> BatchStats {
+        let shared = &self.handle.shared;
+        let waiting = shared.lock().waiting;
+        let mut s = shared.stats().clone();
+        s.waiting = waiting;
+        s
+    }
+}
+
+/// What a worker does next with the queue as it is.
+enum Plan {
+    /// Take this many requests, in queue order.
+    Take(usize),
+    /// Nothing is due: sleep until then, or until a request arrives.
+    Wait(Instant),
+}
+
+fn plan(q: &Queue, config: &Batching, now: Instant) -> Plan {
+    let mut rows = 0;
+    let mut count = 0;
+    let mut preferred = None;
+    let mut full = false;
+    let mut oldest: Option<Instant> = None;
+    for item in q.levels.iter().flatten() {
+        oldest = Some(oldest.map_or(item.enqueued, |o| o.min(item.enqueued)));
+        if count == 0 && item.rows >= config.max_batch_size {
+            count = 1;
+            full = true;
+            break;
+        }
+        if rows + item.rows > config.max_batch_size {
+            full = true;
+            break;
+        }
+        rows += item.rows;
+        count += 1;
+        if config.preferred_batch_sizes.contains(&rows) {
+            preferred = Some(count);
+        }
+        if rows == config.max_batch_size {
+            full = true;
+            break;
+        }
+    }
+    if full {
+        return Plan::Take(count);
+    }
+    if let Some(n) = preferred {
+        return Plan::Take(n);
+    }
+    let due = oldest.unwrap_or(now) + Duration::from_micros(config.max_queue_delay_us);
+    if due <= now {
+        Plan::Take(count)
+    } else {
+        Plan::Wait(due)
+    }
+}
+
+/// Answers every queued request whose deadline has passed; the earliest deadline left.
+fn expire<E>(shared: &Shared<E>, q: &mut Queue, now: Instant) -> Option<Instant> {
+    let mut next: Option<Instant> = None;
+    let mut expired = 0;
+    for level in &mut q.levels {
+        if level.iter().all(|i| i.deadline.is_none()) {
+            continue;
+        }
+        let mut kept = VecDeque::with_capacity(level.len());
+        for item in level.drain(..) {
+            match item.deadline {
+                Some(d) if d <= now => {
+                    expired += 1;
+                    let waited = now - item.enqueued;
+                    let _ = item.reply.send(Err(Error::TimedOut(format!(
+                        "the request waited {} µs in the queue, past its timeout",
+                        waited.as_micros()
+                    ))));
+                }
+                d => {
+                    if let Some(d) = d {
+                        next = Some(next.map_or(d, |n| n.min(d)));
+                    }
+                    kept.push_back(item);
+                }
+            }
+        }
+        *level = kept;
+    }
+    if expired > 0 {
+        q.waiting -= expired;
+        shared.stats().timed_out += expired as u64;
+    }
+    next
+}
+
+fn work<E: Engine>(shared: &Shared<E>) {
+    let mut scratch = E::Scratch::default();
+    let mut q = shared.lock();
+    loop {
+        let now = Instant::now();
+        let deadline = expire(shared, &mut q, now);
+        if q.waiting == 0 {
+            if q.closed {
+                return;
+            }
+            q = match deadline {
+                Some(d) => {
+                    shared
+                        .wake
+                        .wait_timeout(q, d - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+                None => shared.wake.wait(q).unwrap_or_else(|p| p.into_inner()),
+            };
+            continue;
+        }
+        match plan(&q, &shared.config, now) {
+            Plan::Wait(until) => {
+                let until = deadline.map_or(until, |d| d.min(until));
+                q = shared
+                    .wake
+                    .wait_timeout(q, until.saturating_duration_since(now))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            Plan::Take(n) => {
+                let mut batch = Vec::with_capacity(n);
+                for level in &mut q.levels {
+                    while batch.len() < n {
+                        match level.pop_front() {
+                            Some(item) => batch.push(item),
+                            None => break,
+                        }
+                    }
+                }
+                q.waiting -= batch.len();
+                let more = q.waiting > 0;
+                drop(q);
+                if more {
+                    shared.wake.notify_one();
+                }
+                run(shared, batch, &mut scratch);
+                q = shared.lock();
+            }
+        }
+    }
+}
+
+fn run<E: Engine>(shared: &Shared<E>, batch: Vec<Item>, scratch: &mut E::Scratch) {
+    let started = Instant::now();
+    let rows: usize = batch.iter().map(|i| i.rows).sum();
+    let engine = &shared.engine;
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        if let [one] = &batch[..] {
+            engine.run(&one.x, rows, scratch)
+        } else {
+            let mut x = Vec::with_capacity(rows * engine.inputs());
+            for item in &batch {
+                x.extend_from_slice(&item.x);
+            }
+            engine.run(&x, rows, scratch)
+        }
+    }))
+    .unwrap_or_else(|_| Err(Error::Internal("the model panicked on a batch".into())));
+    *shared.stats().batch_sizes.entry(rows).or_default() += 1;
+    let k = engine.outputs();
+    match outcome {
+        Ok(y) if y.len() == rows * k => {
+            let mut at = 0;
+            for item in batch {
+                let n = item.rows * k;
+                let _ = item
+                    .reply
+                    .send(Ok((y[at..at + n].to_vec(), started - item.enqueued)));
+                at += n;
+            }
+        }
+        Ok(y) => {
+            let e = format!("the model gave {} values for {rows} rows of {k}", y.len());
+            for item in batch {
+                let _ = item.reply.send(Err(Error::Internal(e.clone())));
+            }
+        }
+        Err(e) => {
+            let message = e.to_string();
+            let kind = qanat_core::DomainError::kind(&e);
+            for item in batch {
+                let _ = item.reply.send(Err(match kind {
+                    qanat_core::ErrorKind::Invalid => Error::Invalid(message.clone()),
+                    _ => Error::Internal(message.clone()),
+                }));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    type Gate = Arc<(Mutex<bool>, Condvar)>;
+
+    /// Doubles each value; records batch sizes; can be held closed to build a backlog.
+    struct Doubler {
+        gate: Gate,
+        busy: Arc<AtomicBool>,
+    }
+
+    impl Engine for Doubler {
+        type Scratch = ();
+        fn inputs(&self) -> usize {
+            2
+        }
+        fn outputs(&self) -> usize {
+            2
+        }
+        fn run(&self, x: &[f32], _rows: usize, _: &mut ()) -> Result<Vec<f32>> {
+            self.busy.store(true, Ordering::SeqCst);
+            let (open, cv) = &*self.gate;
+            let mut g = open.lock().unwrap_or_else(|p| p.into_inner());
+            while !*g {
+                g = cv.wait(g).unwrap_or_else(|p| p.into_inner());
+            }
+            if x.first() == Some(&-1.0) {
+                return Err(Error::Invalid("negative one".into()));
+            }
+            Ok(x.iter().map(|v| v * 2.0).collect())
+        }
+    }
+
+    fn doubler(open: bool) -> (Doubler, Gate, Arc<AtomicBool>) {
+        let gate = Arc::new((Mutex::new(open), Condvar::new()));
+        let busy = Arc::new(AtomicBool::new(false));
+        (
+            Doubler {
+                gate: gate.clone(),
+                busy: busy.clone(),
+            },
+            gate,
+            busy,
+        )
+    }
+
+    fn open(gate: &(Mutex<bool>, Condvar)) {
+        *gate.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        gate.1.notify_all();
+    }
+
+    fn one_worker(config: Batching) -> Batching {
+        Batching {
+            instances: 1,
+            ..config
+        }
+    }
+
+    /// Occupies the one worker with a full batch, so later requests queue up.
+    async fn hold(b: &Batcher<Doubler>, busy: &AtomicBool) -> oneshot::Receiver<Reply> {
+        let rows = b.config().max_batch_size;
+        let first = b
+            .submit(vec![0.0; 2 * rows], rows, None, None)
+            .expect("queued");
+        while !busy.load(Ordering::SeqCst) {
+            tokio::task::yield_now().await;
+        }
+        first
+    }
+
+    #[tokio::test]
+    async fn answers_each_request_with_its_own_rows() {
+        let (engine, _, _) = doubler(true);
+        let b = Batcher::start(engine, Batching::default()).expect("start");
+        let (y, _) = b
+            .infer(vec![1.0, 2.0, 3.0, 4.0], 2, None, None)
+            .await
+            .expect("ok");
+        assert_eq!(y, vec![2.0, 4.0, 6.0, 8.0]);
+        let wrong = b.submit(vec![1.0; 3], 2, None, None).expect_err("3 values");
+        assert!(wrong.to_string().contains("not 2 rows of 2"), "{wrong}");
+        let err = b
+            .infer(vec![-1.0, 0.0], 1, None, None)
+            .await
+            .expect_err("engine error");
+        assert!(matches!(err, Error::Invalid(_)), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_backlog_forms_the_largest_preferred_batch_and_splits_answers() {
+        let (engine, gate, busy) = doubler(false);
+        let config = one_worker(Batching {
+            max_batch_size: 8,
+            preferred_batch_sizes: vec![4],
+            max_queue_delay_us: 5_000_000,
+            ..Batching::default()
+        });
+        let b = Batcher::start(engine, config).expect("start");
+        let first = hold(&b, &busy).await;
+        // Six one-row requests wait: a batch of 4 (preferred) must go, not 6.
+        let waiting: Vec<_> = (0..6)
+            .map(|i| {
+                b.submit(vec![i as f32, 0.5], 1, None, None)
+                    .expect("queued")
+            })
+            .collect();
+        open(&gate);
+        first.await.expect("reply").expect("ok");
+        let mut answers = Vec::new();
+        for (i, rx) in waiting.into_iter().take(4).enumerate() {
+            let (y, _) = rx.await.expect("reply").expect("ok");
+            assert_eq!(y, vec![2.0 * i as f32, 1.0]);
+            answers.push(y);
+        }
+        let stats = b.stats();
+        assert_eq!(stats.batch_sizes.get(&4), Some(&1), "{stats:?}");
+        assert!(!stats.batch_sizes.contains_key(&6), "{stats:?}");
+        // The remaining two wait for the delay (5 s) or more requests: two more make 4.
+        assert_eq!(stats.waiting, 2);
+        let more: Vec<_> = (0..2)
+            .map(|_| b.submit(vec![1.0, 1.0], 1, None, None).expect("queued"))
+            .collect();
+        for rx in more {
+            rx.await.expect("reply").expect("ok");
+        }
+        assert_eq!(b.stats().batch_sizes.get(&4), Some(&2));
+    }
+
+    #[tokio::test]
+    async fn the_queue_delay_sends_a_partial_batch() {
+        let (engine, _, _) = doubler(true);
+        let config = one_worker(Batching {
+            max_batch_size: 8,
+            max_queue_delay_us: 20_000,
+            ..Batching::default()
+        });
+        let b = Batcher::start(engine, config).expect("start");
+        let rx: Vec<_> = (0..3)
+            .map(|_| b.submit(vec![1.0, 1.0], 1, None, None).expect("queued"))
+            .collect();
+        for r in rx {
+            r.await.expect("reply").expect("ok");
+        }
+        // Nothing preferred and never full: the three went together after the delay.
+        assert_eq!(b.stats().batch_sizes.get(&3), Some(&1), "{:?}", b.stats());
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_refuses_at_once_and_timeouts_expire() {
+        let (engine, gate, busy) = doubler(false);
+        let config = one_worker(Batching {
+            max_queue_size: 2,
+            ..Batching::default()
+        });
+        let b = Batcher::start(engine, config).expect("start");
+        let first = hold(&b, &busy).await;
+        let timed = b
+            .submit(vec![1.0, 1.0], 1, None, Some(Duration::from_millis(1)))
+            .expect("queued");
+        let kept = b.submit(vec![1.0, 1.0], 1, None, None).expect("queued");
+        let refused = b.submit(vec![1.0, 1.0], 1, None, None).expect_err("full");
+        assert!(matches!(refused, Error::Busy(_)), "{refused}");
+        assert_eq!(
+            qanat_core::DomainError::kind(&refused),
+            qanat_core::ErrorKind::Exhausted
+        );
+        std::thread::sleep(Duration::from_millis(5));
+        open(&gate);
+        first.await.expect("reply").expect("ok");
+        let late = timed.await.expect("reply").expect_err("timed out");
+        assert!(matches!(late, Error::TimedOut(_)), "{late}");
+        kept.await.expect("reply").expect("ok");
+        let s = b.stats();
+        assert_eq!((s.rejected, s.timed_out, s.waiting), (1, 1, 0));
+    }
+
+    #[tokio::test]
+    async fn higher_priority_goes_first() {
+        let (engine, gate, busy) = doubler(false);
+        let config = one_worker(Batching {
+            max_batch_size: 1,
+            priority_levels: 2,
+            default_priority: 2,
+            ..Batching::default()
+        });
+        let b = Batcher::start(engine, config).expect("start");
+        let first = hold(&b, &busy).await;
+        let low = b.submit(vec![1.0, 1.0], 1, None, None).expect("queued");
+        let high = b.submit(vec![2.0, 2.0], 1, Some(1), None).expect("queued");
+        let bad = b
+            .submit(vec![2.0, 2.0], 1, Some(3), None)
+            .expect_err("no level 3");
+        assert!(bad.to_string().contains("1 (highest) to 2"), "{bad}");
+        open(&gate);
+        first.await.expect("reply").expect("ok");
+        let (_, high_wait) = high.await.expect("reply").expect("ok");
+        let (_, low_wait) = low.await.expect("reply").expect("ok");
+        assert!(high_wait <= low_wait, "{high_wait:?} vs {low_wait:?}");
+    }
+
+    #[test]
+    fn settings_that_cannot_work_are_refused() {
+        let cases = [
+            Batching {
+                max_batch_size: 0,
+                ..Batching::default()
+            },
+            Batching {
+                preferred_batch_sizes: vec![128],
+                ..Batching::default()
+            },
+            Batching {
+                default_priority: 2,
+                ..Batching::default()
+            },
+            Batching {
+                max_queue_size: 0,
+                ..Batching::default()
+            },
+        ];
+        for c in cases {
+            assert!(c.check().is_err(), "{c:?}");
+        }
+        Batching::default().check().expect("defaults work");
+    }
+}

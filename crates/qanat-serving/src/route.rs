@@ -1,0 +1,752 @@
+//! Routing: what answers a request for an OIP model name.
+//!
+//! A name is a deployment of the project or, when there is none by that name, a
+//! registered model (its newest version). Its [`Route`] holds one arm per target, each
+//! with the version loaded and its batcher started, checked healthy by a probe before
+//! it gets traffic. Routes are built once and swapped whole: a request holds the
+//! `Arc` of the route it started with, so a change (a promotion, a rollback, an alias
+//! moved) drops no request in flight, and the old version's queue drains before its
+//! workers stop. Servers rebuild a route when its deployment's revision, a followed
+//! alias or a model's newest version changes: at once after a change made through
+//! this process, and within the refresh period otherwise (`qanat serve` replicas).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use qanat_governance::Project;
+use qanat_runtime::native::Scratch;
+use qanat_train::prep::Target as Kind;
+use serde::{Deserialize, Serialize};
+
+use crate::batch::{BatchStats, Batcher, Batching, Engine};
+use crate::deploy::{Deployment, DeploymentSpec, Routing, Target};
+use crate::oip::{self, InferRequest, InferResponse, ModelMetadata};
+use crate::{Error, Loaded, Result, Serving};
+
+/// A loaded version as a batch engine.
+pub struct Native(pub Arc<Loaded>);
+
+impl Engine for Native {
+    type Scratch = Scratch;
+    fn inputs(&self) -> usize {
+        self.0.model.mlp().inputs()
+    }
+    fn outputs(&self) -> usize {
+        self.0.model.mlp().outputs()
+    }
+    fn run(&self, x: &[f32], rows: usize, scratch: &mut Scratch) -> Result<Vec<f32>> {
+        Ok(self.0.model.mlp().forward(x, rows, scratch)?.to_vec())
+    }
+}
+
+/// A version ready for traffic.
+#[derive(Clone)]
+pub struct Served {
+    pub loaded: Arc<Loaded>,
+    pub batcher: Batcher<Native>,
+}
+
+/// How a shadow's answers compare with what was returned.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ShadowStats {
+    /// Requests the shadow answered and that were compared.
+    pub compared: u64,
+    /// Rows compared.
+    pub rows: u64,
+    /// Rows where a classifier's label agreed with the answer returned.
+    pub agreed: u64,
+    /// Mean absolute difference of the raw `output` values.
+    pub mean_abs_diff: f64,
+    /// Copies not run: the shadow's queue was full, or it failed.
+    pub dropped: u64,
+}
+
+/// One target of a route.
+pub struct Arm {
+    pub target: Target,
+    /// The version the target resolved to (`None` when its alias did not resolve).
+    pub version: Option<String>,
+    /// Ready, or why it gets no traffic.
+    pub served: std::result::Result<Served, String>,
+    requests: AtomicU64,
+    failures: AtomicU64,
+    shadow: Mutex<ShadowStats>,
+}
+
+impl Arm {
+    fn healthy(&self) -> bool {
+        self.served.is_ok()
+    }
+}
+
+/// What decides whether a route is stale: the deployment's revision and the version
+/// each target resolved to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fingerprint {
+    revision: Option<i64>,
+    versions: Vec<Option<String>>,
+}
+
+/// What answers one OIP model name.
+pub struct Route {
+    pub project: Project,
+    /// The OIP model name (a deployment, or a registered model).
+    pub name: String,
+    /// The registered model.
+    pub model: String,
+    /// The deployment behind it, when there is one.
+    pub deployment: Option<Deployment>,
+    /// A route for one named version (`/versions/{v}`): fixed, never refreshed.
+    pinned: bool,
+    routing: Routing,
+    arms: Vec<Arc<Arm>>,
+    shadows: Vec<Arc<Arm>>,
+    fingerprint: Fingerprint,
+}
+
+/// A stable 64-bit FNV-1a hash: the same key lands on the same target across
+/// processes and releases.
+fn fnv1a(key: &str) -> u64 {
+    key.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+impl Route {
+    /// The arm a request goes to: by weight among the healthy ones, by the key's hash
+    /// when routing is sticky and a key is given.
+    fn pick(&self, key: Option<&str>) -> Result<&Arc<Arm>> {
+        let total: u64 = self
+            .arms
+            .iter()
+            .filter(|a| a.healthy())
+            .map(|a| u64::from(a.target.weight))
+            .sum();
+        if total == 0 {
+            let why: Vec<String> = self
+                .arms
+                .iter()
+                .filter_map(|a| {
+                    a.served
+                        .as_ref()
+                        .err()
+                        .map(|e| format!("{}: {e}", a.target.label()))
+                })
+                .collect();
+            return Err(Error::Unavailable(format!(
+                "'{}' has no healthy version to answer ({})",
+                self.name,
+                why.join("; ")
+            )));
+        }
+        let mut point = match (self.routing, key) {
+            (Routing::Sticky, Some(k)) => fnv1a(k) % total,
+            _ => rand::random::<u64>() % total,
+        };
+        for arm in self.arms.iter().filter(|a| a.healthy()) {
+            let w = u64::from(arm.target.weight);
+            if point < w {
+                return Ok(arm);
+            }
+            point -= w;
+        }
+        Err(Error::Internal("weights did not cover the pick".into()))
+    }
+
+    /// The first healthy answering arm (metadata is the primary's).
+    fn primary(&self) -> Result<&Served> {
+        self.arms
+            .iter()
+            .find_map(|a| a.served.as_ref().ok())
+            .ok_or_else(|| Error::Unavailable(format!("'{}' has no healthy version", self.name)))
+    }
+}
+
+/// The routes this process has built, by (project id, name, pinned version).
+#[derive(Clone, Default)]
+pub(crate) struct Routes {
+    map: Arc<RwLock<HashMap<RouteKey, Arc<Route>>>>,
+    /// Builds run one at a time (they are rare and may load models).
+    building: Arc<tokio::sync::Mutex<()>>,
+}
+
+type RouteKey = (String, String, Option<String>);
+
+impl Routes {
+    fn get(&self, key: &RouteKey) -> Option<Arc<Route>> {
+        self.map.read().ok()?.get(key).cloned()
+    }
+
+    fn put(&self, key: RouteKey, route: Arc<Route>) {
+        if let Ok(mut m) = self.map.write() {
+            m.insert(key, route);
+        }
+    }
+
+    fn remove(&self, key: &RouteKey) {
+        if let Ok(mut m) = self.map.write() {
+            m.remove(key);
+        }
+    }
+
+    fn all(&self) -> Vec<(RouteKey, Arc<Route>)> {
+        self.map
+            .read()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// A target's state in this server, for `qanat deploy status`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ArmStatus {
+    /// `3` or `@champion`.
+    pub target: String,
+    /// `primary`, `canary` or `shadow`.
+    pub role: String,
+    pub weight: u32,
+    /// The version it resolved to.
+    pub version: Option<String>,
+    pub healthy: bool,
+    /// Why it gets no traffic, when it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub requests: u64,
+    pub failures: u64,
+    pub batching: Option<BatchStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowStats>,
+}
+
+/// A deployment and how this server is serving it.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct DeploymentStatus {
+    pub deployment: Deployment,
+    pub targets: Vec<ArmStatus>,
+}
+
+/// A request's `priority` and `timeout` (microseconds) parameters.
+fn queue_parameters(req: &InferRequest) -> Result<(Option<u32>, Option<Duration>)> {
+    let Some(p) = &req.parameters else {
+        return Ok((None, None));
+    };
+    let number = |name: &str| -> Result<Option<u64>> {
+        match p.get(name) {
+            None => Ok(None),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "parameter '{name}' is {v}: it is a whole number ≥ 0"
+                ))
+            }),
+        }
+    };
+    let priority = match number("priority")? {
+        None | Some(0) => None,
+        Some(n) => Some(
+            u32::try_from(n)
+                .map_err(|_| Error::Invalid(format!("parameter 'priority' is {n}: too large")))?,
+        ),
+    };
+    let timeout = number("timeout")?
+        .filter(|&t| t > 0)
+        .map(Duration::from_micros);
+    Ok((priority, timeout))
+}
+
+impl Serving {
+    /// The route for `name` (or its version `version`), built on first use.
+    async fn route(
+        &self,
+        project: &Project,
+        name: &str,
+        version: Option<&str>,
+    ) -> Result<Arc<Route>> {
+        let key: RouteKey = (
+            project.id.to_string(),
+            name.to_string(),
+            version.map(str::to_string),
+        );
+        if let Some(r) = self.routes.get(&key) {
+            return Ok(r);
+        }
+        let _one = self.routes.building.lock().await;
+        if let Some(r) = self.routes.get(&key) {
+            return Ok(r);
+        }
+        let route = Arc::new(self.build(project, name, version, None).await?);
+        self.routes.put(key, route.clone());
+        Ok(route)
+    }
+
+    /// Rebuilds the route of `name` now if this server has one (after a change made
+    /// here), so the change holds when the call that made it returns.
+    pub async fn refresh(&self, project: &Project, name: &str) -> Result<()> {
+        let key: RouteKey = (project.id.to_string(), name.to_string(), None);
+        let _one = self.routes.building.lock().await;
+        let old = self.routes.get(&key);
+        match self.build(project, name, None, old.as_deref()).await {
+            Ok(r) => self.routes.put(key, Arc::new(r)),
+            Err(e) if qanat_core::DomainError::kind(&e) == qanat_core::ErrorKind::NotFound => {
+                self.routes.remove(&key)
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// Checks every route against the registry and the deployments every `every`,
+    /// rebuilding the stale ones (what makes `qanat serve` replicas follow changes).
+    pub fn spawn_refresh(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                me.refresh_stale().await;
+            }
+        })
+    }
+
+    async fn refresh_stale(&self) {
+        for (key, route) in self.routes.all() {
+            if route.pinned {
+                continue;
+            }
+            let stale = match self.fingerprint(&route).await {
+                Ok(fp) => fp != route.fingerprint,
+                Err(_) => true,
+            };
+            if !stale {
+                continue;
+            }
+            if let Err(e) = self.refresh(&route.project, &key.1).await {
+                tracing::warn!(model = %key.1, error = %e, "serving: a route could not be rebuilt; the old one keeps answering");
+            }
+        }
+    }
+
+    /// What the route would be built from now.
+    async fn fingerprint(&self, route: &Route) -> Result<Fingerprint> {
+        let project = &route.project;
+        match &route.deployment {
+            Some(d) => {
+                let revision = self.deployments.revision(project, &route.name).await?;
+                if revision != Some(d.revision) {
+                    return Ok(Fingerprint {
+                        revision,
+                        versions: Vec::new(),
+                    });
+                }
+                let mut versions = Vec::new();
+                for t in &d.spec.targets {
+                    versions.push(self.resolve(project, &d.spec.model, t).await.ok());
+                }
+                Ok(Fingerprint { revision, versions })
+            }
+            None => {
+                if self
+                    .deployments
+                    .revision(project, &route.name)
+                    .await?
+                    .is_some()
+                {
+                    return Ok(Fingerprint {
+                        revision: Some(0),
+                        versions: Vec::new(),
+                    });
+                }
+                let newest = self
+                    .versions(project, &route.model)
+                    .await?
+                    .into_iter()
+                    .next();
+                Ok(Fingerprint {
+                    revision: None,
+                    versions: vec![newest],
+                })
+            }
+        }
+    }
+
+    async fn resolve(&self, project: &Project, model: &str, t: &Target) -> Result<String> {
+        match (&t.version, &t.alias) {
+            (Some(v), _) => Ok(v.clone()),
+            (_, Some(a)) => Ok(self
+                .tracking
+                .version_by_alias(project, model, a)
+                .await
+                .map_err(|e| crate::not_found(&format!("{model}@{a}"), e))?
+                .version),
+            _ => Err(Error::Invalid("a target is a version or an alias".into())),
+        }
+    }
+
+    async fn build(
+        &self,
+        project: &Project,
+        name: &str,
+        version: Option<&str>,
+        old: Option<&Route>,
+    ) -> Result<Route> {
+        let deployment = self.deployments.find(project, name).await?;
+        let (model, spec, pinned) = match (&deployment, version) {
+            (Some(d), None) => (d.spec.model.clone(), d.spec.clone(), false),
+            (Some(d), Some(v)) => (
+                d.spec.model.clone(),
+                DeploymentSpec {
+                    targets: vec![Target::version(v, 100)],
+                    ..d.spec.clone()
+                },
+                true,
+            ),
+            (None, v) => {
+                let v = match v {
+                    Some(v) => v.to_string(),
+                    None => self
+                        .versions(project, name)
+                        .await?
+                        .into_iter()
+                        .next()
+                        .ok_or_else(|| {
+                            Error::NotFound(format!("model '{name}' has no versions"))
+                        })?,
+                };
+                (
+                    name.to_string(),
+                    DeploymentSpec {
+                        model: name.to_string(),
+                        targets: vec![Target::version(v, 100)],
+                        routing: Routing::Weighted,
+                        batching: Batching::default(),
+                    },
+                    version.is_some(),
+                )
+            }
+        };
+        let mut arms = Vec::new();
+        let mut shadows = Vec::new();
+        let mut versions = Vec::new();
+        for t in &spec.targets {
+            let resolved = self.resolve(project, &model, t).await;
+            versions.push(resolved.as_ref().ok().cloned());
+            let arm = match resolved {
+                Err(e) => fresh_arm(t, None, Err(e.to_string())),
+                Ok(v) => match reuse(old, t, &v, &spec.batching) {
+                    Some(Reused::Arm(a)) => a,
+                    Some(Reused::Served(s)) => fresh_arm(t, Some(v), Ok(s)),
+                    None => {
+                        let served = match self.serve(project, &model, &v, &spec.batching).await {
+                            // A registered model without a deployment, or a named version,
+                            // has one arm: why it cannot be served is the caller's answer.
+                            Err(e) if deployment.is_none() || pinned => return Err(e),
+                            s => s.map_err(|e| e.to_string()),
+                        };
+                        fresh_arm(t, Some(v), served)
+                    }
+                },
+            };
+            if t.shadow {
+                shadows.push(arm);
+            } else {
+                arms.push(arm);
+            }
+        }
+        Ok(Route {
+            project: project.clone(),
+            name: name.to_string(),
+            model,
+            routing: spec.routing,
+            fingerprint: Fingerprint {
+                revision: deployment.as_ref().map(|d| d.revision),
+                versions,
+            },
+            deployment: if pinned { None } else { deployment },
+            pinned,
+            arms,
+            shadows,
+        })
+    }
+
+    /// Loads `version`, probes it with one row, and starts its batcher.
+    async fn serve(
+        &self,
+        project: &Project,
+        model: &str,
+        version: &str,
+        batching: &Batching,
+    ) -> Result<Served> {
+        let loaded = self.loaded(project, model, version).await?;
+        let batcher = Batcher::start(Native(loaded.clone()), batching.clone())?;
+        let probe = vec![0f32; loaded.model.mlp().inputs()];
+        let (y, _) = batcher.infer(probe, 1, None, None).await?;
+        if y.iter().any(|v| !v.is_finite()) {
+            return Err(Error::Unavailable(format!(
+                "model '{model}' version {version} failed its health probe: its outputs are not finite"
+            )));
+        }
+        Ok(Served { loaded, batcher })
+    }
+
+    /// Answers `request` for `name` (a deployment or a registered model) or its
+    /// version `version`. `key` routes sticky deployments (else the request's
+    /// `routing_key` parameter).
+    pub async fn infer(
+        &self,
+        project: &Project,
+        name: &str,
+        version: Option<&str>,
+        request: InferRequest,
+        key: Option<&str>,
+    ) -> Result<InferResponse> {
+        let route = self.route(project, name, version).await?;
+        let param_key = request
+            .parameters
+            .as_ref()
+            .and_then(|p| p.get("routing_key"))
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
+        let arm = route.pick(key.or(param_key.as_deref()))?.clone();
+        let served = arm
+            .served
+            .as_ref()
+            .map_err(|e| Error::Unavailable(e.clone()))?;
+        let (priority, timeout) = queue_parameters(&request)?;
+        let copy = (!route.shadows.is_empty()).then(|| request.clone());
+        arm.requests.fetch_add(1, Ordering::Relaxed);
+        let answer = run(served, request, priority, timeout).await;
+        let (rows, raw, id, wanted) = match answer {
+            Ok(a) => a,
+            Err(e) => {
+                arm.failures.fetch_add(1, Ordering::Relaxed);
+                return Err(e);
+            }
+        };
+        if let Some(copy) = copy {
+            let raw = Arc::new(raw.clone());
+            for shadow in route.shadows.iter().cloned() {
+                tokio::spawn(shadow_run(shadow, copy.clone(), raw.clone()));
+            }
+        }
+        Ok(oip::respond(
+            &served.loaded,
+            &route.name,
+            rows,
+            &raw,
+            id,
+            wanted,
+        ))
+    }
+
+    /// A model's (or a deployment's) metadata; its inputs and outputs are those of
+    /// the version that answers first.
+    pub async fn metadata(
+        &self,
+        project: &Project,
+        name: &str,
+        version: Option<&str>,
+    ) -> Result<ModelMetadata> {
+        let route = self.route(project, name, version).await?;
+        let primary = route.primary()?;
+        let versions = match (version, &route.deployment) {
+            (Some(v), _) => vec![v.to_string()],
+            (None, Some(_)) => {
+                let mut vs: Vec<String> = Vec::new();
+                for a in route.arms.iter().filter(|a| a.healthy()) {
+                    if let Some(v) = &a.version {
+                        if !vs.contains(v) {
+                            vs.push(v.clone());
+                        }
+                    }
+                }
+                vs
+            }
+            (None, None) => self.versions(project, &route.model).await?,
+        };
+        Ok(ModelMetadata {
+            name: name.to_string(),
+            versions,
+            platform: crate::PLATFORM.into(),
+            inputs: primary.loaded.inputs.clone(),
+            outputs: primary.loaded.outputs.clone(),
+        })
+    }
+
+    /// Ready when some version of `name` can answer.
+    pub async fn ready(&self, project: &Project, name: &str, version: Option<&str>) -> Result<()> {
+        self.route(project, name, version)
+            .await?
+            .primary()
+            .map(|_| ())
+    }
+
+    /// Deployment `name` and how this server serves it.
+    pub async fn status(&self, project: &Project, name: &str) -> Result<DeploymentStatus> {
+        let deployment = self.deployments.get(project, name).await?;
+        let route = self.route(project, name, None).await?;
+        let targets = route
+            .arms
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (if i == 0 { "primary" } else { "canary" }, a))
+            .chain(route.shadows.iter().map(|a| ("shadow", a)))
+            .map(|(role, a)| ArmStatus {
+                target: a.target.label(),
+                role: role.into(),
+                weight: a.target.weight,
+                version: a.version.clone(),
+                healthy: a.healthy(),
+                reason: a.served.as_ref().err().cloned(),
+                requests: a.requests.load(Ordering::Relaxed),
+                failures: a.failures.load(Ordering::Relaxed),
+                batching: a.served.as_ref().ok().map(|s| s.batcher.stats()),
+                shadow: a
+                    .target
+                    .shadow
+                    .then(|| a.shadow.lock().map(|s| s.clone()).unwrap_or_default()),
+            })
+            .collect();
+        Ok(DeploymentStatus {
+            // What this server runs may trail the store for a refresh period.
+            deployment: route.deployment.clone().unwrap_or(deployment),
+            targets,
+        })
+    }
+}
+
+type Answer = (usize, Vec<f32>, Option<String>, Option<Vec<String>>);
+
+/// Prepares `request` for `served` (off the async runtime when it is large), queues
+/// it and waits for its rows' outputs.
+async fn run(
+    served: &Served,
+    request: InferRequest,
+    priority: Option<u32>,
+    timeout: Option<Duration>,
+) -> Result<Answer> {
+    let loaded = served.loaded.clone();
+    let large = request
+        .inputs
+        .first()
+        .and_then(|i| i.shape.first())
+        .is_some_and(|&n| n > 256);
+    let p = if large {
+        tokio::task::spawn_blocking(move || oip::prepare(&loaded, request))
+            .await
+            .map_err(|e| Error::Internal(format!("inference stopped: {e}")))??
+    } else {
+        oip::prepare(&loaded, request)?
+    };
+    let raw = if p.rows == 0 {
+        Vec::new()
+    } else {
+        served
+            .batcher
+            .infer(p.x, p.rows, priority, timeout)
+            .await?
+            .0
+    };
+    Ok((p.rows, raw, p.id, p.wanted))
+}
+
+/// Runs a copy of a request on a shadow and compares its outputs with `answer`'s.
+async fn shadow_run(arm: Arc<Arm>, request: InferRequest, answer: Arc<Vec<f32>>) {
+    let Ok(served) = arm.served.as_ref() else {
+        return;
+    };
+    arm.requests.fetch_add(1, Ordering::Relaxed);
+    let got = run(served, request, None, None).await;
+    let mut stats = arm.shadow.lock().unwrap_or_else(|p| p.into_inner());
+    let Ok((rows, raw, ..)) = got else {
+        stats.dropped += 1;
+        arm.failures.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    if raw.len() != answer.len() || rows == 0 {
+        stats.dropped += 1;
+        return;
+    }
+    let k = raw.len() / rows;
+    let diff: f64 = raw
+        .iter()
+        .zip(answer.iter())
+        .map(|(a, b)| f64::from((a - b).abs()))
+        .sum::<f64>()
+        / raw.len() as f64;
+    let classifier = matches!(
+        served.loaded.model.spec().preprocessing.target,
+        Kind::Classification { .. }
+    );
+    if classifier {
+        let label = |z: &[f32]| {
+            if k == 1 {
+                usize::from(z[0] > 0.0)
+            } else {
+                qanat_runtime::evaluate::argmax(z)
+            }
+        };
+        stats.agreed += raw
+            .chunks(k)
+            .zip(answer.chunks(k))
+            .filter(|(a, b)| label(a) == label(b))
+            .count() as u64;
+    }
+    let before = stats.rows as f64;
+    stats.rows += rows as u64;
+    stats.mean_abs_diff = (stats.mean_abs_diff * before + diff * rows as f64) / stats.rows as f64;
+    stats.compared += 1;
+}
+
+fn fresh_arm(
+    target: &Target,
+    version: Option<String>,
+    served: std::result::Result<Served, String>,
+) -> Arc<Arm> {
+    Arc::new(Arm {
+        target: target.clone(),
+        version,
+        served,
+        requests: AtomicU64::new(0),
+        failures: AtomicU64::new(0),
+        shadow: Mutex::default(),
+    })
+}
+
+enum Reused {
+    /// The same target, version and batching: the arm as it is (its counts go on).
+    Arm(Arc<Arm>),
+    /// The same version and batching under another target: its loaded model and queue.
+    Served(Served),
+}
+
+fn reuse(old: Option<&Route>, t: &Target, version: &str, batching: &Batching) -> Option<Reused> {
+    let old = old?;
+    let same = |a: &&Arc<Arm>| {
+        a.version.as_deref() == Some(version)
+            && a.served
+                .as_ref()
+                .is_ok_and(|s| s.batcher.config() == batching)
+    };
+    let all = || old.arms.iter().chain(old.shadows.iter());
+    if let Some(a) = all().filter(same).find(|a| a.target == *t) {
+        return Some(Reused::Arm(a.clone()));
+    }
+    all()
+        .find(same)
+        .and_then(|a| a.served.as_ref().ok().cloned())
+        .map(Reused::Served)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fnv1a;
+
+    #[test]
+    fn the_sticky_hash_is_stable() {
+        // Pinned: changing it would move every A/B key to another arm.
+        assert_eq!(fnv1a(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a("a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}
