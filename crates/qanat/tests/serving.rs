@@ -280,3 +280,373 @@ fn a_trained_version_answers_in_the_open_inference_protocol() {
         "{v}"
     );
 }
+
+/// One inference on deployment (or model) `name`, with a routing key when given:
+/// (status, the version that answered or the error).
+fn infer_one(http: &common::Http, token: &str, name: &str, key: Option<&str>) -> (u16, String) {
+    let mut rb = http
+        .raw(token, "POST", &format!("/v2/models/{name}/infer"))
+        .json(&json!({"inputs": rows(1).0, "outputs": [{"name": "label"}]}));
+    if let Some(k) = key {
+        rb = rb.header("X-Routing-Key", k);
+    }
+    let resp = rb.send().expect("request");
+    let status = resp.status().as_u16();
+    let v: Value = resp.json().unwrap_or(Value::Null);
+    let what = if status == 200 {
+        v["model_version"].as_str().unwrap_or("?").to_string()
+    } else {
+        v["error"].as_str().unwrap_or("?").to_string()
+    };
+    (status, what)
+}
+
+/// Counts answers by version over `n` requests; every one must succeed.
+fn split(
+    http: &common::Http,
+    token: &str,
+    name: &str,
+    n: usize,
+) -> std::collections::BTreeMap<String, usize> {
+    let mut by = std::collections::BTreeMap::new();
+    for _ in 0..n {
+        let (s, v) = infer_one(http, token, name, None);
+        assert_eq!(s, 200, "{v}");
+        *by.entry(v).or_default() += 1;
+    }
+    by
+}
+
+fn deploy(q: &Qanat, args: &[&str]) -> String {
+    let mut all = vec!["deploy", "-p", "default"];
+    all.extend_from_slice(args);
+    let (ok, out, err) = q.cli(&all);
+    assert!(ok, "qanat {}: {err}", all.join(" "));
+    out
+}
+
+fn status(q: &Qanat, name: &str) -> Value {
+    serde_json::from_str(&deploy(q, &["status", name, "-o", "json"])).expect("status json")
+}
+
+#[test]
+fn deployments_split_traffic_promote_and_roll_back_without_dropping_requests() {
+    let q = Qanat::start_with(vec![("QANAT_JOBS_CPUS".into(), "2".into())]);
+    q.push_example("cancer", "breast_cancer.csv");
+    q.train(json!({
+        "name": "cancer-mlp", "inputs": ["dataset:cancer@1"], "target": "diagnosis",
+        "model": "mlp", "hidden": [16], "epochs": 5, "seed": 3, "register": "cancer",
+    }));
+    let http = q.http();
+    let token = &q.admin_token;
+    // Version 2: the same package; version 3: one whose files are missing.
+    let v1 = q.mlflow_get("default", "model-versions/get?name=cancer&version=1");
+    let source = v1["model_version"]["source"].as_str().expect("source");
+    for src in [source, "mlflow-artifacts:/nowhere/model"] {
+        let (s, v) = http.send(
+            token,
+            "POST",
+            "/api/2.0/mlflow/model-versions/create",
+            Some(json!({"name": "cancer", "source": src})),
+        );
+        assert_eq!(s, 200, "{v}");
+    }
+
+    // A canary of 30%: the split holds within 4 standard deviations (n = 300).
+    let out = deploy(
+        &q,
+        &[
+            "create",
+            "web",
+            "--model",
+            "cancer",
+            "--primary",
+            "1",
+            "--canary",
+            "2",
+            "--canary-weight",
+            "30",
+        ],
+    );
+    assert!(out.contains("/v2/models/web/infer"), "{out}");
+    let by = split(&http, token, "web", 300);
+    let canary = by.get("2").copied().unwrap_or(0);
+    assert!((90 - 32..=90 + 32).contains(&canary), "{by:?}");
+    assert_eq!(by.keys().collect::<Vec<_>>(), ["1", "2"], "{by:?}");
+    let (s, meta) = http.send(token, "GET", "/v2/models/web", None);
+    assert_eq!((s, &meta["versions"]), (200, &json!(["1", "2"])), "{meta}");
+
+    // Sticky A/B: a key keeps its side; both sides get keys.
+    deploy(&q, &["update", "web", "--sticky", "--canary-weight", "50"]);
+    let mut sides = std::collections::BTreeSet::new();
+    for k in 0..30 {
+        let key = format!("user-{k}");
+        let first = infer_one(&http, token, "web", Some(&key));
+        for _ in 0..3 {
+            assert_eq!(infer_one(&http, token, "web", Some(&key)), first, "{key}");
+        }
+        sides.insert(first.1);
+    }
+    assert_eq!(sides.len(), 2, "{sides:?}");
+
+    // A shadow gets a copy of the traffic; its answers are compared, never returned.
+    deploy(
+        &q,
+        &[
+            "update",
+            "web",
+            "--no-canary",
+            "--shadow",
+            "2",
+            "--weighted",
+        ],
+    );
+    assert_eq!(
+        split(&http, token, "web", 40).keys().collect::<Vec<_>>(),
+        ["1"]
+    );
+    let mut compared = 0;
+    for _ in 0..50 {
+        let st = status(&q, "web");
+        let shadow = st["targets"]
+            .as_array()
+            .expect("targets")
+            .iter()
+            .find(|t| t["role"] == "shadow")
+            .cloned()
+            .expect("a shadow");
+        compared = shadow["shadow"]["compared"].as_u64().unwrap_or(0);
+        if compared == 40 {
+            // The same package: every label agrees and outputs are equal.
+            assert_eq!(
+                shadow["shadow"]["agreed"], shadow["shadow"]["rows"],
+                "{shadow}"
+            );
+            assert_eq!(shadow["shadow"]["mean_abs_diff"], 0.0, "{shadow}");
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(compared, 40);
+
+    // A version failing its health check gets no traffic.
+    deploy(
+        &q,
+        &[
+            "update",
+            "web",
+            "--no-shadow",
+            "--canary",
+            "3",
+            "--canary-weight",
+            "50",
+        ],
+    );
+    let st = status(&q, "web");
+    let three = &st["targets"][1];
+    assert_eq!(
+        (three["version"].as_str(), three["healthy"].as_bool()),
+        (Some("3"), Some(false)),
+        "{st}"
+    );
+    assert_eq!(
+        split(&http, token, "web", 30).keys().collect::<Vec<_>>(),
+        ["1"]
+    );
+
+    // Promote a canary; roll back under continuous load: every request is answered.
+    deploy(
+        &q,
+        &["update", "web", "--canary", "2", "--canary-weight", "20"],
+    );
+    deploy(&q, &["promote", "web"]);
+    assert_eq!(
+        split(&http, token, "web", 20).keys().collect::<Vec<_>>(),
+        ["2"]
+    );
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (sent, answered, versions) = std::thread::scope(|s| {
+        let load: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(|| {
+                    let http = q.http();
+                    let (mut sent, mut ok) = (0, 0);
+                    let mut seen = std::collections::BTreeSet::new();
+                    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                        sent += 1;
+                        let (st, v) = infer_one(&http, token, "web", None);
+                        assert_eq!(st, 200, "dropped during the rollback: {v}");
+                        ok += 1;
+                        seen.insert(v);
+                    }
+                    (sent, ok, seen)
+                })
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        deploy(&q, &["rollback", "web"]);
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        load.into_iter()
+            .map(|h| h.join().expect("load thread"))
+            .fold(
+                (0, 0, std::collections::BTreeSet::new()),
+                |(a, b, mut c), (x, y, z)| {
+                    c.extend(z);
+                    (a + x, b + y, c)
+                },
+            )
+    });
+    assert_eq!(sent, answered);
+    assert!(sent > 20, "{sent}");
+    assert!(
+        versions.contains("1") && versions.contains("2"),
+        "{versions:?}"
+    );
+    let history = deploy(&q, &["history", "web"]);
+    for action in [
+        "create",
+        "update",
+        "promote",
+        "rollback",
+        "rolled back to revision 5",
+    ] {
+        assert!(history.contains(action), "{action}: {history}");
+    }
+
+    // Bad deployments are refused with the reason.
+    let refusals: [(&[&str], &str); 4] = [
+        (
+            &["create", "web", "--model", "cancer", "--primary", "1"],
+            "already exists",
+        ),
+        (
+            &["create", "w2", "--model", "cancer", "--primary", "9"],
+            "not found",
+        ),
+        (
+            &["create", "w3", "--model", "nope", "--primary", "1"],
+            "nope",
+        ),
+        (&["rollback", "web", "--to", "99"], "earlier revision"),
+    ];
+    for (args, says) in refusals {
+        let mut all = vec!["deploy", "-p", "default"];
+        all.extend_from_slice(args);
+        let (ok, _, err) = q.cli(&all);
+        assert!(!ok && err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn the_batcher_forms_preferred_batches_and_a_full_queue_refuses() {
+    let q = Qanat::start_with(vec![("QANAT_JOBS_CPUS".into(), "2".into())]);
+    q.push_example("cancer", "breast_cancer.csv");
+    q.train(json!({
+        "name": "cancer-mlp", "inputs": ["dataset:cancer@1"], "target": "diagnosis",
+        "model": "mlp", "hidden": [16], "epochs": 3, "seed": 4, "register": "cancer",
+    }));
+    let token = &q.admin_token;
+
+    // Preferred size 4, a long delay: eight senders' requests go in batches of 4.
+    deploy(
+        &q,
+        &[
+            "create",
+            "batched",
+            "--model",
+            "cancer",
+            "--primary",
+            "1",
+            "--max-batch-size",
+            "8",
+            "--preferred-batch-size",
+            "4",
+            "--max-queue-delay-us",
+            "300000",
+            "--instances",
+            "1",
+        ],
+    );
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                let http = q.http();
+                for _ in 0..6 {
+                    assert_eq!(infer_one(&http, token, "batched", None).0, 200);
+                }
+            });
+        }
+    });
+    let st = status(&q, "batched");
+    let sizes = &st["targets"][0]["batching"]["batch_sizes"];
+    let fours = sizes["4"].as_u64().unwrap_or(0);
+    let batches: u64 = sizes
+        .as_object()
+        .expect("sizes")
+        .values()
+        .filter_map(Value::as_u64)
+        .sum();
+    // 48 requests, the health probe's batch of 1 aside: most ran in batches of 4.
+    assert!(fours * 4 >= 32, "{sizes}");
+    assert!(batches < 20, "{sizes}");
+
+    // One worker, one place in the queue, large requests: a flood is refused with
+    // 429 at once rather than queued without bound; nothing fails otherwise.
+    deploy(
+        &q,
+        &[
+            "create",
+            "tiny",
+            "--model",
+            "cancer",
+            "--primary",
+            "1",
+            "--max-batch-size",
+            "1",
+            "--max-queue-size",
+            "1",
+            "--instances",
+            "1",
+        ],
+    );
+    let body = json!({"inputs": rows(400).0, "outputs": [{"name": "label"}]});
+    let (ok, refused) = std::thread::scope(|s| {
+        let senders: Vec<_> = (0..12)
+            .map(|_| {
+                s.spawn(|| {
+                    let http = q.http();
+                    let (mut ok, mut refused) = (0, 0);
+                    for _ in 0..8 {
+                        let resp = http
+                            .raw(token, "POST", "/v2/models/tiny/infer")
+                            .json(&body)
+                            .send()
+                            .expect("request");
+                        match resp.status().as_u16() {
+                            200 => ok += 1,
+                            429 => {
+                                let v: Value = resp.json().expect("json");
+                                assert!(
+                                    v["error"].as_str().unwrap_or("").contains("queue is full"),
+                                    "{v}"
+                                );
+                                refused += 1;
+                            }
+                            other => panic!("{other}: {}", resp.text().unwrap_or_default()),
+                        }
+                    }
+                    (ok, refused)
+                })
+            })
+            .collect();
+        senders
+            .into_iter()
+            .map(|h| h.join().expect("sender"))
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    });
+    assert_eq!(ok + refused, 96);
+    assert!(refused > 0 && ok > 0, "ok {ok}, refused {refused}");
+    let st = status(&q, "tiny");
+    assert_eq!(st["targets"][0]["batching"]["rejected"], refused, "{st}");
+}

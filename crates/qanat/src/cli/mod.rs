@@ -6,6 +6,7 @@ mod audit;
 mod certs;
 mod config;
 mod data;
+mod deploy;
 mod experiments;
 mod features;
 mod jobs;
@@ -30,6 +31,7 @@ pub use audit::AuditCmd;
 pub use certs::CertsCmd;
 pub use config::ConfigCmd;
 pub use data::DataCmd;
+pub use deploy::{DeployCmd, SpecArgs};
 pub use experiments::ExperimentsCmd;
 pub use features::FeaturesCmd;
 pub use jobs::{JobsCmd, QuotaCmd, SubmitArgs};
@@ -168,6 +170,15 @@ pub enum Command {
         project: Option<String>,
         #[command(subcommand)]
         cmd: JobsCmd,
+    },
+    /// Deployments that serve registered models: create, update, promote, rollback,
+    /// status, ls, history, delete (docs/serving.md).
+    Deploy {
+        /// The project (anywhere on the command line).
+        #[arg(long, short = 'p', env = "QANAT_PROJECT", global = true)]
+        project: Option<String>,
+        #[command(subcommand)]
+        cmd: DeployCmd,
     },
     /// The feature store: plan, apply, ls, show.
     Features {

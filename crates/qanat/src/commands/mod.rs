@@ -6,6 +6,7 @@ mod audit;
 mod certs;
 mod config;
 mod data;
+mod deploy;
 mod experiments;
 mod features;
 pub mod init;
@@ -92,6 +93,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Models { project, cmd } => models::run(&ctx()?, &which(project)?, cmd).await,
         Command::Webhooks { project, cmd } => webhooks::run(&ctx()?, &which(project)?, cmd).await,
         Command::Jobs { project, cmd } => jobs::run(&ctx()?, &which(project)?, cmd).await,
+        Command::Deploy { project, cmd } => deploy::run(&ctx()?, &which(project)?, cmd).await,
         Command::Features { project, cmd } => features::run(&ctx()?, &which(project)?, cmd).await,
         Command::Gpus => jobs::gpus(&ctx()?).await,
         Command::TrainWorker => train_worker::run().await,

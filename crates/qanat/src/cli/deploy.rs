@@ -1,0 +1,108 @@
+//! `qanat deploy`.
+
+use clap::{Args, Subcommand};
+
+#[derive(Subcommand)]
+pub enum DeployCmd {
+    /// Create a deployment: `qanat deploy create fraud --model fraud --primary 3
+    /// [--canary 4 --canary-weight 10] [--shadow @challenger] [--sticky]`. Its versions
+    /// are loaded and health-probed before this returns; it answers at
+    /// /v2/models/NAME/infer.
+    Create {
+        name: String,
+        #[command(flatten)]
+        spec: SpecArgs,
+    },
+    /// Change a deployment (a new revision): flags given replace those parts of its
+    /// spec; the rest stays.
+    Update {
+        name: String,
+        #[command(flatten)]
+        spec: SpecArgs,
+    },
+    /// Give all the traffic to the canary (or, with no canary, the shadow), or to the
+    /// target named with --to.
+    Promote {
+        name: String,
+        /// The target to promote: a version (`4`) or an alias (`@challenger`).
+        #[arg(long)]
+        to: Option<String>,
+    },
+    /// Restore the previous revision, or --to REVISION.
+    Rollback {
+        name: String,
+        #[arg(long)]
+        to: Option<i64>,
+    },
+    /// A deployment: its spec and, per target, version, health, traffic, batches and
+    /// how a shadow's answers compare.
+    Status { name: String },
+    /// The project's deployments.
+    Ls,
+    /// A deployment's revisions, newest first.
+    History { name: String },
+    /// Delete a deployment.
+    Delete { name: String },
+}
+
+#[derive(Args, Default)]
+pub struct SpecArgs {
+    /// A YAML or JSON file with the spec (model, targets, routing, batching); flags
+    /// given beside it override it.
+    #[arg(long, short = 'f')]
+    pub file: Option<std::path::PathBuf>,
+    /// The registered model (create only: a deployment keeps its model).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The primary target: a version (`3`) or an alias (`@champion`, followed when it
+    /// moves).
+    #[arg(long)]
+    pub primary: Option<String>,
+    /// A canary beside the primary: a version (`4`) or an alias (`@challenger`).
+    #[arg(long, conflicts_with = "no_canary")]
+    pub canary: Option<String>,
+    /// The canary's share of the traffic, in percent (default 10).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=99))]
+    pub canary_weight: Option<u32>,
+    /// Remove the canary.
+    #[arg(long)]
+    pub no_canary: bool,
+    /// A shadow: gets a copy of every request; its answers are compared, never
+    /// returned.
+    #[arg(long, conflicts_with = "no_shadow")]
+    pub shadow: Option<String>,
+    /// Remove the shadow.
+    #[arg(long)]
+    pub no_shadow: bool,
+    /// Route by a hash of the request's routing key (`X-Routing-Key` header or the
+    /// `routing_key` parameter): an A/B test where a key keeps its side.
+    #[arg(long, conflicts_with = "weighted")]
+    pub sticky: bool,
+    /// Route each request independently by weight (the default).
+    #[arg(long)]
+    pub weighted: bool,
+    /// The most rows in one batch.
+    #[arg(long)]
+    pub max_batch_size: Option<usize>,
+    /// How long a partial batch waits for more requests, in microseconds.
+    #[arg(long)]
+    pub max_queue_delay_us: Option<u64>,
+    /// A batch size sent as soon as it forms (repeat for several).
+    #[arg(long = "preferred-batch-size")]
+    pub preferred_batch_sizes: Vec<usize>,
+    /// The most requests waiting; more are refused with 429.
+    #[arg(long)]
+    pub max_queue_size: Option<usize>,
+    /// Priority levels (a request's `priority` parameter: 1 is the highest).
+    #[arg(long)]
+    pub priority_levels: Option<u32>,
+    /// The level of requests that name none.
+    #[arg(long)]
+    pub default_priority: Option<u32>,
+    /// How long a request may queue when it gives no `timeout`, in microseconds.
+    #[arg(long)]
+    pub default_timeout_us: Option<u64>,
+    /// Worker threads per version (0: one per core).
+    #[arg(long)]
+    pub instances: Option<usize>,
+}
