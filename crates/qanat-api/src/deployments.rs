@@ -8,14 +8,16 @@ use axum::http::StatusCode;
 use axum::Json;
 use qanat_governance::Project;
 use qanat_governance::Role::{Editor, Viewer};
-use qanat_serving::deploy::wire::{DeploymentList, NewDeployment, Promote, RevisionList, Rollback};
+use qanat_serving::deploy::wire::{
+    DeploymentList, LogList, NewDeployment, Promote, RevisionList, Rollback,
+};
 use qanat_serving::{Deployment, DeploymentSpec, DeploymentStatus};
 use serde::Deserialize;
 use utoipa_axum::routes;
 
 use crate::authz::{AuditTicket, Policy};
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, Caller, Scope};
+use crate::extract::{ApiJson, ApiPath, ApiQuery, Caller, Scope};
 use crate::route_table::Fragment;
 use crate::AppState;
 
@@ -210,6 +212,38 @@ pub(crate) async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[derive(Deserialize, utoipa::IntoParams)]
+pub(crate) struct LogParams {
+    /// At most this many records, newest first (default 100, at most 10,000).
+    limit: Option<usize>,
+}
+
+/// The newest records of the inference log of a deployment (or a registered model
+/// served by name): inputs (PII pseudonymized), outputs, version, latency, who asked.
+/// Viewers; a governed read (audited).
+#[utoipa::path(get, path = "/api/v1/projects/{project}/deployments/{name}/log", tag = "serving", security(("bearer" = [])),
+    params(("project" = String, Path), ("name" = String, Path), LogParams),
+    responses((status = 200, body = LogList), (status = 400, body = crate::ErrorBody)))]
+pub(crate) async fn log(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiPath(path): ApiPath<DeploymentPath>,
+    ApiQuery(q): ApiQuery<LogParams>,
+) -> Result<Json<LogList>, ApiError> {
+    let limit = q.limit.unwrap_or(100);
+    if limit == 0 || limit > 10_000 {
+        return Err(ApiError::bad_request("limit is 1 to 10000 records"));
+    }
+    let records = state
+        .serving
+        .log_records(&scope.project, &path.name, limit)
+        .await?;
+    Ok(Json(LogList {
+        records,
+        stats: state.serving.log_stats(),
+    }))
+}
+
 pub(crate) fn routes() -> Fragment {
     Fragment::default()
         .route(
@@ -240,5 +274,9 @@ pub(crate) fn routes() -> Fragment {
         .route(
             routes!(delete),
             Policy::in_project("deployment.delete", Editor),
+        )
+        .route(
+            routes!(log),
+            Policy::in_project("deployment.log.read", Viewer).governed_read(),
         )
 }

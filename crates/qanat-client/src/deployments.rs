@@ -1,6 +1,8 @@
 //! Deployments: create, update, promote, roll back, delete; status, list, history.
 
-use qanat_serving::deploy::wire::{DeploymentList, NewDeployment, Promote, RevisionList, Rollback};
+use qanat_serving::deploy::wire::{
+    DeploymentList, LogList, NewDeployment, Promote, RevisionList, Rollback,
+};
 use qanat_serving::{Deployment, DeploymentSpec, DeploymentStatus};
 use reqwest::Method;
 
@@ -79,6 +81,12 @@ impl Client {
     pub async fn deployment_revisions(&self, project: &str, name: &str) -> Result<RevisionList> {
         let path = format!("{}/revisions", Self::deployment_path(project, name));
         self.get(&path).await
+    }
+
+    /// The newest `limit` inference log records of a deployment (or model).
+    pub async fn deployment_log(&self, project: &str, name: &str, limit: usize) -> Result<LogList> {
+        let path = format!("{}/log", Self::deployment_path(project, name));
+        self.get_query(&path, &[("limit", limit)]).await
     }
 
     /// Deletes a deployment.

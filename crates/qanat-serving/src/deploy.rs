@@ -88,6 +88,9 @@ pub struct DeploymentSpec {
     pub routing: Routing,
     #[serde(default)]
     pub batching: Batching,
+    /// What goes to the inference log.
+    #[serde(default)]
+    pub log: crate::log::LogSpec,
 }
 
 impl DeploymentSpec {
@@ -148,7 +151,8 @@ impl DeploymentSpec {
                 "the weights of the targets that answer add up to {total}, not 100"
             ));
         }
-        self.batching.check()
+        self.batching.check()?;
+        self.log.check()
     }
 
     /// The weighted targets, primary first.
@@ -202,6 +206,13 @@ pub mod wire {
     #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
     pub struct RevisionList {
         pub revisions: Vec<Revision>,
+    }
+
+    /// `GET …/deployments/{name}/log`: the newest records, and how the log keeps up.
+    #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+    pub struct LogList {
+        pub records: Vec<crate::log::LogRecord>,
+        pub stats: crate::log::LogStats,
     }
 
     /// `POST …/deployments/{name}/promote`: which target (`3`, `@challenger`); by
@@ -639,6 +650,7 @@ mod tests {
             targets,
             routing: Routing::Weighted,
             batching: Batching::default(),
+            log: Default::default(),
         }
     }
 

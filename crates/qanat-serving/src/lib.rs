@@ -15,6 +15,7 @@
 
 pub mod batch;
 pub mod deploy;
+pub mod log;
 pub mod oip;
 mod route;
 
@@ -131,6 +132,16 @@ pub struct Serving {
     deployments: Deployments,
     loaded: Arc<Mutex<HashMap<Key, Arc<Loaded>>>>,
     routes: route::Routes,
+    log: Arc<std::sync::OnceLock<log::InferenceLog>>,
+}
+
+/// Who is asking, for the inference log, and the key sticky routing uses.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Caller<'a> {
+    pub actor: &'a str,
+    pub request_id: &'a str,
+    /// `X-Routing-Key`; else the request's `routing_key` parameter is used.
+    pub routing_key: Option<&'a str>,
 }
 
 impl std::fmt::Debug for Serving {
@@ -147,7 +158,32 @@ impl Serving {
             tracking,
             loaded: Arc::default(),
             routes: route::Routes::default(),
+            log: Arc::default(),
         }
+    }
+
+    /// Starts the background work of a server: the inference log's writer and the
+    /// route refresh (every `refresh`).
+    pub fn start(&self, refresh: std::time::Duration) {
+        self.log.get_or_init(|| {
+            log::InferenceLog::start(self.storage.clone(), std::time::Duration::from_secs(1))
+        });
+        self.spawn_refresh(refresh);
+    }
+
+    /// The inference log's counters (zero until [`Serving::start`]).
+    pub fn log_stats(&self) -> log::LogStats {
+        self.log.get().map(|l| l.stats()).unwrap_or_default()
+    }
+
+    /// The newest `limit` inference log records of `name` (a deployment or model).
+    pub async fn log_records(
+        &self,
+        project: &Project,
+        name: &str,
+        limit: usize,
+    ) -> Result<Vec<log::LogRecord>> {
+        log::read(&self.storage, project.id.as_str(), name, limit).await
     }
 
     pub fn deployments(&self) -> &Deployments {

@@ -159,6 +159,10 @@ const NUMERIC: [&str; 13] = [
 ];
 
 /// Flattens row-major `data` (flat or nested) into `out`.
+pub fn flatten_values<'a>(data: &'a Value, out: &mut Vec<&'a Value>) {
+    flatten(data, out)
+}
+
 fn flatten<'a>(data: &'a Value, out: &mut Vec<&'a Value>) {
     match data {
         Value::Array(items) => {

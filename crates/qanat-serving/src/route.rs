@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::batch::{BatchStats, Batcher, Batching, Engine};
 use crate::deploy::{Deployment, DeploymentSpec, Routing, Target};
 use crate::oip::{self, InferRequest, InferResponse, ModelMetadata};
-use crate::{Error, Loaded, Result, Serving};
+use crate::{Caller, Error, Loaded, Result, Serving};
 
 /// A loaded version as a batch engine.
 pub struct Native(pub Arc<Loaded>);
@@ -101,6 +101,7 @@ pub struct Route {
     /// A route for one named version (`/versions/{v}`): fixed, never refreshed.
     pinned: bool,
     routing: Routing,
+    log: crate::log::LogSpec,
     arms: Vec<Arc<Arm>>,
     shadows: Vec<Arc<Arm>>,
     fingerprint: Fingerprint,
@@ -421,6 +422,7 @@ impl Serving {
                         targets: vec![Target::version(v, 100)],
                         routing: Routing::Weighted,
                         batching: Batching::default(),
+                        log: Default::default(),
                     },
                     version.is_some(),
                 )
@@ -459,6 +461,7 @@ impl Serving {
             name: name.to_string(),
             model,
             routing: spec.routing,
+            log: spec.log.clone(),
             fingerprint: Fingerprint {
                 revision: deployment.as_ref().map(|d| d.revision),
                 versions,
@@ -491,16 +494,16 @@ impl Serving {
     }
 
     /// Answers `request` for `name` (a deployment or a registered model) or its
-    /// version `version`. `key` routes sticky deployments (else the request's
-    /// `routing_key` parameter).
+    /// version `version`, and logs it (a sample, when the deployment says so).
     pub async fn infer(
         &self,
         project: &Project,
         name: &str,
         version: Option<&str>,
         request: InferRequest,
-        key: Option<&str>,
+        caller: Caller<'_>,
     ) -> Result<InferResponse> {
+        let started = std::time::Instant::now();
         let route = self.route(project, name, version).await?;
         let param_key = request
             .parameters
@@ -508,27 +511,52 @@ impl Serving {
             .and_then(|p| p.get("routing_key"))
             .and_then(|v| v.as_str())
             .map(str::to_string);
-        let arm = route.pick(key.or(param_key.as_deref()))?.clone();
+        let arm = route
+            .pick(caller.routing_key.or(param_key.as_deref()))?
+            .clone();
         let served = arm
             .served
             .as_ref()
             .map_err(|e| Error::Unavailable(e.clone()))?;
         let (priority, timeout) = queue_parameters(&request)?;
-        let copy = (!route.shadows.is_empty()).then(|| request.clone());
+        let log = self
+            .log
+            .get()
+            .filter(|_| route.log.sample >= 1.0 || rand::random::<f64>() < route.log.sample);
+        let copy = (log.is_some() || !route.shadows.is_empty()).then(|| Arc::new(request.clone()));
         arm.requests.fetch_add(1, Ordering::Relaxed);
-        let answer = run(served, request, priority, timeout).await;
-        let (rows, raw, id, wanted) = match answer {
+        let (rows, raw, id, wanted, queued) = match run(served, request, priority, timeout).await {
             Ok(a) => a,
             Err(e) => {
                 arm.failures.fetch_add(1, Ordering::Relaxed);
                 return Err(e);
             }
         };
-        if let Some(copy) = copy {
-            let raw = Arc::new(raw.clone());
-            for shadow in route.shadows.iter().cloned() {
-                tokio::spawn(shadow_run(shadow, copy.clone(), raw.clone()));
+        let raw = Arc::new(raw);
+        let context = log.map(|log| LogContext {
+            log: log.clone(),
+            project_id: project.id.to_string(),
+            deployment: route.name.clone(),
+            model: route.model.clone(),
+            actor: caller.actor.to_string(),
+            request_id: caller.request_id.to_string(),
+            pii: route.log.pii.clone(),
+            mac_purpose: format!("pii:{}", project.id),
+            keyring: self.storage.keyring().clone(),
+        });
+        if let Some(copy) = &copy {
+            for shadow in &route.shadows {
+                tokio::spawn(shadow_run(
+                    shadow.clone(),
+                    copy.clone(),
+                    raw.clone(),
+                    context.clone(),
+                ));
             }
+        }
+        if let (Some(ctx), Some(copy)) = (&context, &copy) {
+            let all = oip::respond(&served.loaded, &route.name, rows, &raw, id.clone(), None);
+            ctx.record(copy, &all, "answer", rows, started.elapsed(), queued);
         }
         Ok(oip::respond(
             &served.loaded,
@@ -616,7 +644,57 @@ impl Serving {
     }
 }
 
-type Answer = (usize, Vec<f32>, Option<String>, Option<Vec<String>>);
+type Answer = (
+    usize,
+    Vec<f32>,
+    Option<String>,
+    Option<Vec<String>>,
+    Duration,
+);
+
+/// What a logged record needs besides the request and its answer.
+#[derive(Clone)]
+struct LogContext {
+    log: crate::log::InferenceLog,
+    project_id: String,
+    deployment: String,
+    model: String,
+    actor: String,
+    request_id: String,
+    pii: Vec<String>,
+    mac_purpose: String,
+    keyring: qanat_store::Keyring,
+}
+
+impl LogContext {
+    fn record(
+        &self,
+        request: &InferRequest,
+        response: &InferResponse,
+        role: &str,
+        rows: usize,
+        latency: Duration,
+        queued: Duration,
+    ) {
+        let mac = |v: &[u8]| self.keyring.mac(&self.mac_purpose, v).1;
+        let record = crate::log::LogRecord {
+            time: qanat_store::now_micros(),
+            request_id: self.request_id.clone(),
+            inference_id: response.id.clone(),
+            actor: self.actor.clone(),
+            deployment: self.deployment.clone(),
+            model: self.model.clone(),
+            version: response.model_version.clone(),
+            role: role.to_string(),
+            rows: u32::try_from(rows).unwrap_or(u32::MAX),
+            latency_us: u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+            queue_us: u64::try_from(queued.as_micros()).unwrap_or(u64::MAX),
+            inputs: crate::log::inputs_json(request, &self.pii, &mac),
+            outputs: crate::log::outputs_json(response),
+        };
+        self.log.record(&self.project_id, record);
+    }
+}
 
 /// Prepares `request` for `served` (off the async runtime when it is large), queues
 /// it and waits for its rows' outputs.
@@ -639,25 +717,46 @@ async fn run(
     } else {
         oip::prepare(&loaded, request)?
     };
-    let raw = if p.rows == 0 {
-        Vec::new()
+    let (raw, queued) = if p.rows == 0 {
+        (Vec::new(), Duration::ZERO)
     } else {
-        served
-            .batcher
-            .infer(p.x, p.rows, priority, timeout)
-            .await?
-            .0
+        served.batcher.infer(p.x, p.rows, priority, timeout).await?
     };
-    Ok((p.rows, raw, p.id, p.wanted))
+    Ok((p.rows, raw, p.id, p.wanted, queued))
 }
 
-/// Runs a copy of a request on a shadow and compares its outputs with `answer`'s.
-async fn shadow_run(arm: Arc<Arm>, request: InferRequest, answer: Arc<Vec<f32>>) {
+/// Runs a copy of a request on a shadow, compares its outputs with `answer`'s and
+/// logs them.
+async fn shadow_run(
+    arm: Arc<Arm>,
+    request: Arc<InferRequest>,
+    answer: Arc<Vec<f32>>,
+    log: Option<LogContext>,
+) {
     let Ok(served) = arm.served.as_ref() else {
         return;
     };
+    let started = std::time::Instant::now();
     arm.requests.fetch_add(1, Ordering::Relaxed);
-    let got = run(served, request, None, None).await;
+    let got = run(served, (*request).clone(), None, None).await;
+    if let (Ok((rows, raw, id, _, queued)), Some(ctx)) = (&got, &log) {
+        let response = oip::respond(
+            &served.loaded,
+            &ctx.deployment,
+            *rows,
+            raw,
+            id.clone(),
+            None,
+        );
+        ctx.record(
+            &request,
+            &response,
+            "shadow",
+            *rows,
+            started.elapsed(),
+            *queued,
+        );
+    }
     let mut stats = arm.shadow.lock().unwrap_or_else(|p| p.into_inner());
     let Ok((rows, raw, ..)) = got else {
         stats.dropped += 1;

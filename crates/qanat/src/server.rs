@@ -310,9 +310,10 @@ pub async fn serve(cfg: Config) -> Result<()> {
     qanat_events::Dispatcher::spawn(state.events.clone());
     // Jobs this server ran before a crash are recovered first, then the queue runs.
     qanat_jobs::Scheduler::spawn(state.jobs.clone());
-    // Deployments changed elsewhere (another server, `qanat serve` replicas) and
-    // moved aliases reach this server's routes within a second.
-    state.serving.spawn_refresh(Duration::from_secs(1));
+    // The inference log's writer; deployments changed elsewhere (another server,
+    // `qanat serve` replicas) and moved aliases reach this server's routes within a
+    // second.
+    state.serving.start(Duration::from_secs(1));
     let app = qanat_api::router(state);
 
     let handle = axum_server::Handle::new();

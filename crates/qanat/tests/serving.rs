@@ -429,6 +429,58 @@ fn deployments_split_traffic_promote_and_roll_back_without_dropping_requests() {
     }
     assert_eq!(compared, 40);
 
+    // The inference log: each answer and each shadow's copy, with who asked; an
+    // input named PII is written as a keyed pseudonym.
+    deploy(&q, &["update", "web", "--pii", "radius_mean"]);
+    assert_eq!(infer_one(&http, token, "web", None).0, 200);
+    let mut records = Vec::new();
+    for _ in 0..100 {
+        let log: Value = serde_json::from_str(&deploy(
+            &q,
+            &["log", "web", "--limit", "1000", "-o", "json"],
+        ))
+        .expect("log json");
+        records = log["records"].as_array().cloned().unwrap_or_default();
+        let shadows = records.iter().filter(|r| r["role"] == "shadow").count();
+        if shadows >= 41 && records.len() >= 82 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let of = |role: &str| {
+        records
+            .iter()
+            .filter(|r| r["role"] == role)
+            .collect::<Vec<_>>()
+    };
+    let shadowed: std::collections::BTreeSet<&str> = of("shadow")
+        .iter()
+        .filter_map(|r| r["request_id"].as_str())
+        .collect();
+    let answered: Vec<&Value> = of("answer")
+        .into_iter()
+        .filter(|r| shadowed.contains(r["request_id"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        answered.len(),
+        shadowed.len(),
+        "each shadowed request was answered and logged"
+    );
+    assert!(answered
+        .iter()
+        .all(|r| r["version"] == "1" && r["actor"] == "admin"));
+    assert!(of("shadow").iter().all(|r| r["version"] == "2"));
+    assert!(shadowed.len() >= 41, "{}", shadowed.len());
+    let newest = of("answer")[0];
+    let inputs: Value =
+        serde_json::from_str(newest["inputs"].as_str().expect("inputs")).expect("json");
+    let hidden = inputs["radius_mean"][0].as_str().expect("pseudonym");
+    assert!(hidden.starts_with("pii:"), "{inputs}");
+    assert!(inputs["texture_mean"][0].is_number(), "{inputs}");
+    let outputs: Value =
+        serde_json::from_str(newest["outputs"].as_str().expect("outputs")).expect("json");
+    assert!(outputs["label"][0].is_string(), "{outputs}");
+
     // A version failing its health check gets no traffic.
     deploy(
         &q,
@@ -509,7 +561,7 @@ fn deployments_split_traffic_promote_and_roll_back_without_dropping_requests() {
         "update",
         "promote",
         "rollback",
-        "rolled back to revision 5",
+        "rolled back to revision 6",
     ] {
         assert!(history.contains(action), "{action}: {history}");
     }

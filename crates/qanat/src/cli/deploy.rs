@@ -43,6 +43,13 @@ pub enum DeployCmd {
     History { name: String },
     /// Delete a deployment.
     Delete { name: String },
+    /// The newest inference log records of a deployment (or a model served by name):
+    /// time, version, who asked, latency, inputs and outputs (JSON with -o json).
+    Log {
+        name: String,
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
 }
 
 #[derive(Args, Default)]
@@ -105,4 +112,11 @@ pub struct SpecArgs {
     /// Worker threads per version (0: one per core).
     #[arg(long)]
     pub instances: Option<usize>,
+    /// The share of requests written to the inference log, 0 to 1 (default 1).
+    #[arg(long)]
+    pub log_sample: Option<f64>,
+    /// An input written to the inference log as a keyed pseudonym (repeat for
+    /// several).
+    #[arg(long = "pii")]
+    pub pii: Vec<String>,
 }

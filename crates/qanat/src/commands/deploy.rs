@@ -66,6 +66,16 @@ columns!(ArmStatus, |a| {
     }),
 });
 
+columns!(qanat_serving::log::LogRecord, |r| {
+    "time" => when(r.time),
+    "version" => r.version.clone(),
+    "role" => r.role.clone(),
+    "actor" => r.actor.clone(),
+    "rows" => r.rows.to_string(),
+    "latency µs" => r.latency_us.to_string(),
+    "outputs" => r.outputs.chars().take(60).collect(),
+});
+
 /// A target from the command line: `4` is a version, `@name` an alias.
 fn target(s: &str, weight: u32) -> Result<Target> {
     Ok(match s.strip_prefix('@') {
@@ -140,6 +150,13 @@ fn spec_of(base: Option<DeploymentSpec>, a: SpecArgs) -> Result<DeploymentSpec> 
     } else {
         base.as_ref().map(|b| b.routing).unwrap_or_default()
     };
+    let mut log = base.as_ref().map(|b| b.log.clone()).unwrap_or_default();
+    if let Some(v) = a.log_sample {
+        log.sample = v;
+    }
+    if !a.pii.is_empty() {
+        log.pii = a.pii;
+    }
     let mut batching = base.map(|b| b.batching).unwrap_or_default();
     let b = &mut batching;
     if let Some(v) = a.max_batch_size {
@@ -171,6 +188,7 @@ fn spec_of(base: Option<DeploymentSpec>, a: SpecArgs) -> Result<DeploymentSpec> 
         targets: all,
         routing,
         batching,
+        log,
     })
 }
 
@@ -215,6 +233,13 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: DeployCmd) -> Result<()> {
             format,
             &c.deployment_revisions(project, &name).await?.revisions,
         ),
+        DeployCmd::Log { name, limit } => {
+            let l = c.deployment_log(project, &name, limit).await?;
+            if format == Format::Json {
+                return output::json(&l);
+            }
+            output::list(format, &l.records)
+        }
         DeployCmd::Delete { name } => {
             c.delete_deployment(project, &name).await?;
             if format == Format::Table {

@@ -1,0 +1,511 @@
+//! The inference log: every answered request (or a sample of them) — who asked, the
+//! inputs, the outputs, the version that answered, latency and queue time — and every
+//! shadow's answer beside it. Monitoring reads it (issue 19); so do auditors, since it
+//! is the record of who read which model with what.
+//!
+//! Records leave the request path through a bounded channel. A writer task batches
+//! them (up to 4,096, or what arrived within a second) and writes one Parquet file per
+//! deployment and batch to the project's artifact storage (encrypted at rest like
+//! every object): `projects/<id>/inference-log/<deployment>/<yyyy-mm-dd>/<time>-<id>.parquet`.
+//! When the writer falls behind, new records are dropped and counted rather than
+//! queued without bound or slowing requests. Inputs a deployment names as PII are
+//! written as keyed pseudonyms (HMAC under the keyring), so they still group and join
+//! but cannot be read back.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::{
+    Array, ArrayRef, RecordBatch, StringArray, TimestampMicrosecondArray, UInt32Array, UInt64Array,
+};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use qanat_store::{ObjectKey, ObjectStorage};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+
+use crate::oip::InferRequest;
+use crate::{Error, Result};
+
+/// What a deployment logs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogSpec {
+    /// The share of requests logged, 0 to 1.
+    pub sample: f64,
+    /// Inputs written as keyed pseudonyms instead of their values.
+    pub pii: Vec<String>,
+}
+
+impl Default for LogSpec {
+    fn default() -> Self {
+        LogSpec {
+            sample: 1.0,
+            pii: Vec::new(),
+        }
+    }
+}
+
+impl Eq for LogSpec {}
+
+impl LogSpec {
+    pub fn check(&self) -> Result<()> {
+        if !(0.0..=1.0).contains(&self.sample) {
+            return Err(Error::Invalid(format!(
+                "log.sample is {}: it is a share of requests, 0 to 1",
+                self.sample
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One logged answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct LogRecord {
+    /// When it was answered, microseconds since the epoch.
+    pub time: i64,
+    /// The HTTP request's id (`x-request-id`).
+    pub request_id: String,
+    /// The request's own `id`, when it gave one.
+    pub inference_id: Option<String>,
+    pub actor: String,
+    /// The OIP model name asked for (a deployment or a registered model).
+    pub deployment: String,
+    pub model: String,
+    pub version: String,
+    /// `answer`, or `shadow` for a copy a shadow ran.
+    pub role: String,
+    pub rows: u32,
+    /// Microseconds from the request reaching serving to its answer.
+    pub latency_us: u64,
+    /// Microseconds it waited in the batcher's queue.
+    pub queue_us: u64,
+    /// `{input: [values...]}`, PII inputs pseudonymized.
+    pub inputs: String,
+    /// `{output: [values...]}`, every output the model gives.
+    pub outputs: String,
+}
+
+/// How the log is keeping up.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct LogStats {
+    pub written: u64,
+    pub dropped: u64,
+    pub files: u64,
+    pub failed_writes: u64,
+}
+
+/// The most records waiting for the writer.
+const QUEUE: usize = 16_384;
+/// The most bytes of inputs and outputs waiting for the writer.
+const QUEUE_BYTES: usize = 64 << 20;
+/// The most records in one file.
+const BATCH: usize = 4_096;
+
+struct Pending {
+    project_id: String,
+    record: LogRecord,
+}
+
+/// The log's front: what requests hand records to.
+#[derive(Clone)]
+pub struct InferenceLog {
+    tx: mpsc::Sender<Pending>,
+    stats: Arc<Counters>,
+}
+
+#[derive(Default)]
+struct Counters {
+    written: AtomicU64,
+    dropped: AtomicU64,
+    files: AtomicU64,
+    failed: AtomicU64,
+    bytes: AtomicUsize,
+}
+
+impl std::fmt::Debug for InferenceLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InferenceLog").finish_non_exhaustive()
+    }
+}
+
+impl InferenceLog {
+    /// Starts the writer on the current runtime; it flushes every `every`.
+    pub fn start(storage: ObjectStorage, every: Duration) -> Self {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let stats = Arc::new(Counters::default());
+        tokio::spawn(write_loop(storage, rx, stats.clone(), every));
+        InferenceLog { tx, stats }
+    }
+
+    /// Hands `record` to the writer, or drops and counts it when the writer is behind.
+    pub fn record(&self, project_id: &str, record: LogRecord) {
+        let size = record.inputs.len() + record.outputs.len();
+        if self.stats.bytes.load(Ordering::Relaxed) + size > QUEUE_BYTES {
+            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.stats.bytes.fetch_add(size, Ordering::Relaxed);
+        let pending = Pending {
+            project_id: project_id.to_string(),
+            record,
+        };
+        if self.tx.try_send(pending).is_err() {
+            self.stats.bytes.fetch_sub(size, Ordering::Relaxed);
+            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn stats(&self) -> LogStats {
+        LogStats {
+            written: self.stats.written.load(Ordering::Relaxed),
+            dropped: self.stats.dropped.load(Ordering::Relaxed),
+            files: self.stats.files.load(Ordering::Relaxed),
+            failed_writes: self.stats.failed.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A request's inputs as `{name: [values]}`, the inputs named in `pii` replaced by
+/// `pii:<keyed hash>` of each value.
+pub fn inputs_json(
+    request: &InferRequest,
+    pii: &[String],
+    mac: &dyn Fn(&[u8]) -> String,
+) -> String {
+    let mut out = Map::new();
+    for input in &request.inputs {
+        let mut flat = Vec::new();
+        crate::oip::flatten_values(&input.data, &mut flat);
+        let values: Vec<Value> = if pii.contains(&input.name) {
+            flat.iter()
+                .map(|v| match v {
+                    Value::Null => Value::Null,
+                    Value::String(s) => Value::from(format!("pii:{}", &mac(s.as_bytes())[..32])),
+                    other => {
+                        Value::from(format!("pii:{}", &mac(other.to_string().as_bytes())[..32]))
+                    }
+                })
+                .collect()
+        } else {
+            flat.into_iter().cloned().collect()
+        };
+        out.insert(input.name.clone(), Value::Array(values));
+    }
+    Value::Object(out).to_string()
+}
+
+/// A response's outputs as `{name: data}`.
+pub fn outputs_json(response: &crate::oip::InferResponse) -> String {
+    let out: Map<String, Value> = response
+        .outputs
+        .iter()
+        .map(|o| (o.name.clone(), o.data.clone()))
+        .collect();
+    Value::Object(out).to_string()
+}
+
+async fn write_loop(
+    storage: ObjectStorage,
+    mut rx: mpsc::Receiver<Pending>,
+    stats: Arc<Counters>,
+    every: Duration,
+) {
+    loop {
+        let Some(first) = rx.recv().await else {
+            return;
+        };
+        let mut batch = vec![first];
+        let deadline = tokio::time::Instant::now() + every;
+        while batch.len() < BATCH {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(p)) => batch.push(p),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        let size: usize = batch
+            .iter()
+            .map(|p| p.record.inputs.len() + p.record.outputs.len())
+            .sum();
+        let mut groups: BTreeMap<(String, String), Vec<LogRecord>> = BTreeMap::new();
+        for p in batch {
+            groups
+                .entry((p.project_id, p.record.deployment.clone()))
+                .or_default()
+                .push(p.record);
+        }
+        for ((project_id, deployment), records) in groups {
+            let n = records.len() as u64;
+            match write_file(&storage, &project_id, &deployment, records).await {
+                Ok(()) => {
+                    stats.written.fetch_add(n, Ordering::Relaxed);
+                    stats.files.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    stats.failed.fetch_add(1, Ordering::Relaxed);
+                    stats.dropped.fetch_add(n, Ordering::Relaxed);
+                    tracing::warn!(deployment = %deployment, error = %e, records = n, "the inference log could not write a batch; its records are dropped");
+                }
+            }
+        }
+        stats.bytes.fetch_sub(size, Ordering::Relaxed);
+    }
+}
+
+fn prefix(project_id: &str, deployment: &str) -> String {
+    format!("projects/{project_id}/inference-log/{deployment}")
+}
+
+fn schema() -> Arc<Schema> {
+    let text = |n: &str, null: bool| Field::new(n, DataType::Utf8, null);
+    Arc::new(Schema::new(vec![
+        Field::new(
+            "time",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        ),
+        text("request_id", false),
+        text("inference_id", true),
+        text("actor", false),
+        text("deployment", false),
+        text("model", false),
+        text("version", false),
+        text("role", false),
+        Field::new("rows", DataType::UInt32, false),
+        Field::new("latency_us", DataType::UInt64, false),
+        Field::new("queue_us", DataType::UInt64, false),
+        text("inputs", false),
+        text("outputs", false),
+    ]))
+}
+
+fn to_batch(records: &[LogRecord]) -> Result<RecordBatch> {
+    let text = |f: &dyn Fn(&LogRecord) -> &str| -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(records.iter().map(f)))
+    };
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(
+            TimestampMicrosecondArray::from_iter_values(records.iter().map(|r| r.time))
+                .with_timezone("UTC"),
+        ),
+        text(&|r| &r.request_id),
+        Arc::new(StringArray::from_iter(
+            records.iter().map(|r| r.inference_id.as_deref()),
+        )),
+        text(&|r| &r.actor),
+        text(&|r| &r.deployment),
+        text(&|r| &r.model),
+        text(&|r| &r.version),
+        text(&|r| &r.role),
+        Arc::new(UInt32Array::from_iter_values(
+            records.iter().map(|r| r.rows),
+        )),
+        Arc::new(UInt64Array::from_iter_values(
+            records.iter().map(|r| r.latency_us),
+        )),
+        Arc::new(UInt64Array::from_iter_values(
+            records.iter().map(|r| r.queue_us),
+        )),
+        text(&|r| &r.inputs),
+        text(&|r| &r.outputs),
+    ];
+    RecordBatch::try_new(schema(), columns)
+        .map_err(|e| Error::Internal(format!("an inference log batch: {e}")))
+}
+
+async fn write_file(
+    storage: &ObjectStorage,
+    project_id: &str,
+    deployment: &str,
+    records: Vec<LogRecord>,
+) -> Result<()> {
+    let first = records.first().map_or(0, |r| r.time);
+    let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>> {
+        let batch = to_batch(&records)?;
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+            .build();
+        let mut out = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, batch.schema(), Some(props))
+            .map_err(|e| Error::Internal(format!("an inference log file: {e}")))?;
+        w.write(&batch)
+            .and_then(|()| w.close().map(|_| ()))
+            .map_err(|e| Error::Internal(format!("an inference log file: {e}")))?;
+        Ok(out)
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("the inference log writer stopped: {e}")))??;
+    let day = qanat_store::format_micros(first);
+    let key = format!(
+        "{}/{}/{first:016}-{}.parquet",
+        prefix(project_id, deployment),
+        day.get(..10).unwrap_or("unknown"),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let key: ObjectKey = key.parse()?;
+    let location = storage.default_location().to_string();
+    storage
+        .put_bytes(&location, &key, bytes::Bytes::from(bytes))
+        .await?;
+    Ok(())
+}
+
+/// The newest `limit` records of `deployment` in project `project_id`, newest first.
+pub async fn read(
+    storage: &ObjectStorage,
+    project_id: &str,
+    deployment: &str,
+    limit: usize,
+) -> Result<Vec<LogRecord>> {
+    let location = storage.default_location().to_string();
+    let prefix: ObjectKey = prefix(project_id, deployment).parse()?;
+    let mut files = storage.list(&location, Some(&prefix)).await?;
+    // Keys sort by day, then by the first record's time.
+    files.reverse();
+    let mut out = Vec::new();
+    for f in files {
+        if out.len() >= limit {
+            break;
+        }
+        let key: ObjectKey = f.key.parse()?;
+        let bytes = storage.get_bytes(&location, &key).await?;
+        let mut records = tokio::task::spawn_blocking(move || decode(bytes))
+            .await
+            .map_err(|e| Error::Internal(format!("reading the inference log: {e}")))??;
+        records.sort_by_key(|r| std::cmp::Reverse(r.time));
+        out.extend(records);
+    }
+    out.truncate(limit);
+    Ok(out)
+}
+
+fn decode(bytes: bytes::Bytes) -> Result<Vec<LogRecord>> {
+    let bad = |e: String| Error::Internal(format!("an inference log file does not read: {e}"));
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .and_then(|b| b.build())
+        .map_err(|e| bad(e.to_string()))?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| bad(e.to_string()))?;
+        let col = |name: &str| -> Result<&ArrayRef> {
+            batch
+                .column_by_name(name)
+                .ok_or_else(|| bad(format!("no column {name}")))
+        };
+        let s = |name: &str| -> Result<&StringArray> {
+            col(name)?
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .ok_or_else(|| bad(format!("{name} is not text")))
+        };
+        let u64s = |name: &str| -> Result<&UInt64Array> {
+            col(name)?
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .ok_or_else(|| bad(format!("{name} is not a count")))
+        };
+        let time = col("time")?
+            .as_any()
+            .downcast_ref::<TimestampMicrosecondArray>()
+            .ok_or_else(|| bad("time is not a timestamp".into()))?;
+        let rows = col("rows")?
+            .as_any()
+            .downcast_ref::<UInt32Array>()
+            .ok_or_else(|| bad("rows is not a count".into()))?;
+        let (request_id, inference_id, actor, deployment, model, version, role, inputs, outputs) = (
+            s("request_id")?,
+            s("inference_id")?,
+            s("actor")?,
+            s("deployment")?,
+            s("model")?,
+            s("version")?,
+            s("role")?,
+            s("inputs")?,
+            s("outputs")?,
+        );
+        let (latency, queue) = (u64s("latency_us")?, u64s("queue_us")?);
+        for i in 0..batch.num_rows() {
+            out.push(LogRecord {
+                time: time.value(i),
+                request_id: request_id.value(i).to_string(),
+                inference_id: (!inference_id.is_null(i)).then(|| inference_id.value(i).to_string()),
+                actor: actor.value(i).to_string(),
+                deployment: deployment.value(i).to_string(),
+                model: model.value(i).to_string(),
+                version: version.value(i).to_string(),
+                role: role.value(i).to_string(),
+                rows: rows.value(i),
+                latency_us: latency.value(i),
+                queue_us: queue.value(i),
+                inputs: inputs.value(i).to_string(),
+                outputs: outputs.value(i).to_string(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(i: i64) -> LogRecord {
+        LogRecord {
+            time: 1_700_000_000_000_000 + i,
+            request_id: format!("r{i}"),
+            inference_id: (i % 2 == 0).then(|| format!("id{i}")),
+            actor: "ana".into(),
+            deployment: "web".into(),
+            model: "cancer".into(),
+            version: "1".into(),
+            role: "answer".into(),
+            rows: 1,
+            latency_us: 100 + i as u64,
+            queue_us: 5,
+            inputs: r#"{"x":[1.5]}"#.into(),
+            outputs: r#"{"label":["a"]}"#.into(),
+        }
+    }
+
+    #[test]
+    fn records_round_trip_through_parquet() {
+        let records: Vec<LogRecord> = (0..5).map(record).collect();
+        let batch = to_batch(&records).expect("batch");
+        let mut out = Vec::new();
+        let mut w =
+            parquet::arrow::ArrowWriter::try_new(&mut out, batch.schema(), None).expect("writer");
+        w.write(&batch).expect("write");
+        w.close().expect("close");
+        assert_eq!(decode(bytes::Bytes::from(out)).expect("decode"), records);
+    }
+
+    #[test]
+    fn pii_inputs_become_keyed_pseudonyms() {
+        let req: InferRequest = serde_json::from_value(serde_json::json!({
+            "inputs": [
+                {"name": "email", "datatype": "BYTES", "shape": [2], "data": ["a@x.ae", null]},
+                {"name": "age", "datatype": "FP64", "shape": [2, 1], "data": [[31], [40]]},
+            ]
+        }))
+        .expect("request");
+        let mac = |v: &[u8]| format!("{:064x}", v.len());
+        let text = inputs_json(&req, &["email".to_string()], &mac);
+        let v: Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(v["age"], serde_json::json!([31, 40]));
+        assert_eq!(v["email"][1], Value::Null);
+        let hidden = v["email"][0].as_str().expect("text");
+        assert!(
+            hidden.starts_with("pii:") && !hidden.contains("a@x"),
+            "{hidden}"
+        );
+        assert!(LogSpec {
+            sample: 1.5,
+            pii: vec![]
+        }
+        .check()
+        .is_err());
+    }
+}
