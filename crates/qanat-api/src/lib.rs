@@ -249,7 +249,20 @@ pub(crate) fn request_id(headers: &axum::http::HeaderMap) -> &str {
 
 /// The complete application: routes, authorization, metrics, request ids, tracing.
 pub fn router(state: AppState) -> Router {
-    let (routes, policies) = route_table(&state.limits).into_parts();
+    let table = route_table(&state.limits);
+    app(state, table)
+}
+
+/// What `qanat serve` answers: the Open Inference Protocol, health and metrics — a
+/// data plane with no control-plane routes. Authorization, auditing of refusals,
+/// request ids and limits are the same layers as [`router`]'s.
+pub fn data_plane_router(state: AppState) -> Router {
+    let table = route_table::RouteTable::new(&state.limits, [system::routes(), serving::routes()]);
+    app(state, table)
+}
+
+fn app(state: AppState, table: route_table::RouteTable) -> Router {
+    let (routes, policies) = table.into_parts();
     let x_request_id = HeaderName::from_static(REQUEST_ID);
     let app = routes
         .fallback(|| async {

@@ -316,6 +316,59 @@ pub async fn serve(cfg: Config) -> Result<()> {
     state.serving.start(Duration::from_secs(1));
     let app = qanat_api::router(state);
 
+    listen(&cfg, listener, tls, app, "server").await?;
+    inst.meta.close().await;
+    tracing::info!("qanat server stopped");
+    Ok(())
+}
+
+/// `qanat serve`: the inference data plane alone, on an installation `qanat server`
+/// (or `qanat init`) created. No jobs, webhooks or feature streams run here.
+pub async fn serve_data_plane(cfg: Config) -> Result<()> {
+    let tls = load_tls(&cfg)?;
+    let addr: SocketAddr = cfg.server.bind.parse().with_context(|| {
+        format!(
+            "server.bind = '{}' is not an address like 127.0.0.1:8081",
+            cfg.server.bind
+        )
+    })?;
+    let inst = open(&cfg, false)
+        .await
+        .context("qanat serve runs on an installation: run `qanat init` or `qanat server` first")?;
+    let listener = std::net::TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
+    listener.set_nonblocking(true)?;
+    let local = listener.local_addr()?;
+    if tls.is_none() && !local.ip().is_loopback() {
+        tracing::warn!(
+            address = %local,
+            "serving plain HTTP on a non-loopback address: tokens and data cross the network unencrypted; configure server.tls_cert and server.tls_key"
+        );
+    }
+    let limits = ApiLimits {
+        max_request_bytes: cfg.server.max_request_bytes,
+        request_timeout: Duration::from_secs(cfg.server.request_timeout_secs),
+        body_read_timeout: Duration::from_secs(cfg.server.body_read_timeout_secs),
+    };
+    let mut state = AppState::new(inst.meta.clone(), inst.storage.clone(), limits);
+    state.mlflow_project = cfg.tracking.default_project.clone();
+    state.serving.start(Duration::from_secs(1));
+    let app = qanat_api::data_plane_router(state);
+    listen(&cfg, listener, tls, app, "serve").await?;
+    inst.meta.close().await;
+    tracing::info!("qanat serve stopped");
+    Ok(())
+}
+
+/// Serves `app` on `listener` (TLS when configured) until SIGINT/SIGTERM, then
+/// finishes in-flight requests within the grace period.
+async fn listen(
+    cfg: &Config,
+    listener: std::net::TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    app: axum::Router,
+    what: &str,
+) -> Result<()> {
+    let local = listener.local_addr()?;
     let handle = axum_server::Handle::new();
     let grace = Duration::from_secs(cfg.server.shutdown_grace_secs);
     tokio::spawn({
@@ -328,9 +381,9 @@ pub async fn serve(cfg: Config) -> Result<()> {
     });
 
     let scheme = if tls.is_some() { "https" } else { "http" };
-    tracing::info!(address = %local, tls = tls.is_some(), "qanat server started");
+    tracing::info!(address = %local, tls = tls.is_some(), what, "qanat started");
     // A line on stdout that scripts (and the tests) wait for.
-    println!("qanat server listening on {scheme}://{local}");
+    println!("qanat {what} listening on {scheme}://{local}");
     let service = app.into_make_service();
     let fd_limit = crate::connections::raise_fd_limit();
     let cap = crate::connections::effective_cap(cfg.server.max_connections, fd_limit);
@@ -361,8 +414,6 @@ pub async fn serve(cfg: Config) -> Result<()> {
             server.handle(handle).serve(service).await?
         }
     }
-    inst.meta.close().await;
-    tracing::info!("qanat server stopped");
     Ok(())
 }
 

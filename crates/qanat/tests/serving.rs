@@ -702,3 +702,78 @@ fn the_batcher_forms_preferred_batches_and_a_full_queue_refuses() {
     let st = status(&q, "tiny");
     assert_eq!(st["targets"][0]["batching"]["rejected"], refused, "{st}");
 }
+
+/// `qanat serve` beside `qanat server`: the data plane answers deployments and models
+/// with the same tokens, follows a deployment changed through the server within the
+/// refresh period, and has no control-plane routes.
+#[test]
+fn qanat_serve_is_a_data_plane_that_follows_deployment_changes() {
+    use std::io::BufRead;
+    let q = Qanat::start_with(vec![("QANAT_JOBS_CPUS".into(), "2".into())]);
+    q.push_example("cancer", "breast_cancer.csv");
+    q.train(json!({
+        "name": "cancer-mlp", "inputs": ["dataset:cancer@1"], "target": "diagnosis",
+        "model": "mlp", "hidden": [8], "epochs": 2, "seed": 5, "register": "cancer",
+    }));
+    let v1 = q.mlflow_get("default", "model-versions/get?name=cancer&version=1");
+    let source = v1["model_version"]["source"].as_str().expect("source");
+    let (s, v) = q.http().send(
+        &q.admin_token,
+        "POST",
+        "/api/2.0/mlflow/model-versions/create",
+        Some(json!({"name": "cancer", "source": source})),
+    );
+    assert_eq!(s, 200, "{v}");
+    deploy(
+        &q,
+        &["create", "web", "--model", "cancer", "--primary", "1"],
+    );
+
+    let mut child = common::base_cmd(q.dir.path(), &[])
+        .arg("serve")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("qanat serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let url = std::io::BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.strip_prefix("qanat serve listening on ")
+                .map(str::to_string)
+        })
+        .expect("qanat serve started");
+    let plane = common::Http {
+        client: reqwest::blocking::Client::new(),
+        url,
+    };
+    let token = &q.admin_token;
+    assert_eq!(plane.send("", "GET", "/v2/health/ready", None).0, 200);
+    assert_eq!(
+        split(&plane, token, "web", 5).keys().collect::<Vec<_>>(),
+        ["1"]
+    );
+    assert_eq!(
+        split(&plane, token, "cancer", 2).keys().collect::<Vec<_>>(),
+        ["2"]
+    );
+    // No control plane here: deployments are changed through the server.
+    let (s, _) = plane.send(token, "GET", "/api/v1/projects/default/deployments", None);
+    assert_eq!(s, 404);
+    deploy(&q, &["update", "web", "--primary", "2"]);
+    let mut followed = false;
+    for _ in 0..50 {
+        if infer_one(&plane, token, "web", None) == (200, "2".to_string()) {
+            followed = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        followed,
+        "qanat serve did not follow the deployment's change"
+    );
+}

@@ -93,6 +93,11 @@ pub enum Command {
     Init,
     /// Run the API server.
     Server(ServerArgs),
+    /// Run the inference data plane alone: the Open Inference Protocol for this
+    /// installation's deployments and models, health and metrics, nothing else. Run
+    /// as many as needed behind a load balancer, on the same metadata store and
+    /// storage as `qanat server`; each follows deployment changes within a second.
+    Serve(ServerArgs),
     /// Show configuration.
     Config {
         #[command(subcommand)]

@@ -69,6 +69,14 @@ pub async fn run(cli: Cli) -> Result<()> {
             })?;
             server::run(cfg).await
         }
+        Command::Serve(args) => {
+            let cfg = load(&Overrides {
+                bind: args.bind,
+                port: args.port,
+                ..overrides
+            })?;
+            server::run_data_plane(cfg).await
+        }
         Command::Config { cmd } => config::run(&load(&overrides)?, format, cmd),
         Command::Certs { cmd } => certs::run(&load(&overrides)?, cmd),
         Command::Login { ca_cert } => {

@@ -9,6 +9,12 @@ pub async fn run(cfg: Config) -> Result<()> {
     crate::server::serve(cfg).await
 }
 
+/// `qanat serve`.
+pub async fn run_data_plane(cfg: Config) -> Result<()> {
+    init_tracing(&cfg)?;
+    crate::server::serve_data_plane(cfg).await
+}
+
 fn init_tracing(cfg: &Config) -> Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cfg.log.level))
