@@ -117,7 +117,7 @@ echo "compat: the native trainer's ONNX export in onnxruntime (from the PyTorch 
 MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
   QANAT_URL=$QANAT_SERVER_URL QANAT_EXAMPLE_DATA=$ROOT/examples/data MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
   "$TORCH_VENV/bin/python" "$ROOT/tests/compat/train_onnx.py" || status=1
-# Triton's own HTTP client against the Open Inference Protocol routes, on the versions
+# Triton's own HTTP and gRPC clients against the Open Inference Protocol, on the versions
 # train_onnx.py registered (cancer-pyfunc 1 and its int8 version 2). Its own venv, keyed
 # by its requirements.
 TRITON_REQ=$ROOT/tests/compat/triton-requirements.txt
@@ -129,7 +129,7 @@ if ! cmp -s "$TRITON_REQ" "$TRITON_VENV/.requirements" 2>/dev/null; then
   "$TRITON_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$TRITON_REQ"
   cp "$TRITON_REQ" "$TRITON_VENV/.requirements"
 fi
-echo "compat: tritonclient (HTTP, JSON and binary tensors) against the Open Inference Protocol" >&2
+echo "compat: tritonclient (HTTP with JSON and binary tensors, and gRPC) against the Open Inference Protocol" >&2
 MLFLOW_TRACKING_TOKEN=$ALICE QANAT_URL=$QANAT_SERVER_URL QANAT_EXAMPLE_DATA=$ROOT/examples/data \
   "$TRITON_VENV/bin/python" "$ROOT/tests/compat/triton_client.py" || status=1
 echo "compat: the PyTorch example as jobs (1 rank, 2 ranks over gloo${QANAT_TEST_SLURM:+, and on Slurm})" >&2

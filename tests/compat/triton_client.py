@@ -1,15 +1,18 @@
-"""Triton's own Python client (`tritonclient[http]` from PyPI) against Qanat's Open
+"""Triton's own Python client (`tritonclient[http,grpc]` from PyPI) against Qanat's Open
 Inference Protocol routes (issue 18): server liveness, readiness and metadata, a
 model's metadata and readiness, and inference with JSON tensors on a version a `train`
 job registered (cancer-pyfunc, from train_onnx.py) and on the int8 version an
 `optimize` job derived from it; errors reach the client as its exception with the
 server's message. Tensors go as JSON and as binary data (Triton's binary tensor
-extension, the client's default), which must give the same answers."""
+extension, the client's default), which must give the same answers. The gRPC client
+(`inference.GRPCInferenceService`, on the same port) must answer as REST does, and
+refusals reach it as gRPC status codes."""
 
 import csv
 import os
 
 import numpy as np
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
@@ -25,6 +28,11 @@ def headers():
     with the next request too."""
     return {"Authorization": f"Bearer {TOKEN}"}
 MODEL = "cancer-pyfunc"
+
+
+def grpc_headers():
+    """gRPC metadata keys are lowercase."""
+    return {"authorization": f"Bearer {TOKEN}"}
 
 
 def client():
@@ -125,6 +133,74 @@ def mistakes_reach_the_client_with_the_server_s_message():
         assert "is missing" in str(e), e
     else:
         raise AssertionError("an incomplete request was answered")
+
+
+def grpc_client():
+    return grpcclient.InferenceServerClient(url=URL)
+
+
+def grpc_infer(c, version, n, outputs, headers_=None):
+    meta = c.get_model_metadata(MODEL, model_version=version, headers=grpc_headers(), as_json=True)
+    rows, labels = table(n)
+    inputs = []
+    for spec in meta["inputs"]:
+        x = np.array([[float(r[spec["name"]])] for r in rows], dtype=np.float64)
+        t = grpcclient.InferInput(spec["name"], list(x.shape), spec["datatype"])
+        t.set_data_from_numpy(x)
+        inputs.append(t)
+    wanted = [grpcclient.InferRequestedOutput(o) for o in outputs]
+    result = c.infer(MODEL, inputs, model_version=version, outputs=wanted, request_id="grpc-1",
+                     headers=headers_ if headers_ is not None else grpc_headers())
+    return result, labels
+
+
+@test
+def the_grpc_client_gets_metadata_and_the_same_answers_as_rest():
+    c = grpc_client()
+    assert c.is_server_live() and c.is_server_ready()
+    assert c.get_server_metadata(as_json=True)["name"] == "qanat"
+    assert c.is_model_ready(MODEL, "1", headers=grpc_headers())
+    meta = c.get_model_metadata(MODEL, headers=grpc_headers(), as_json=True)
+    assert "1" in meta["versions"] and len(meta["inputs"]) == 30, meta
+    assert meta["inputs"][0]["shape"] == ["-1", "1"] or meta["inputs"][0]["shape"] == [-1, 1], meta["inputs"][0]
+    by_grpc, labels = grpc_infer(c, "1", 60, ["output", "probability", "label"])
+    by_rest, _ = infer(client(), "1", 60, ["output", "probability", "label"])
+    a, b = by_grpc.as_numpy("output"), by_rest.as_numpy("output")
+    assert a.shape == b.shape == (60, 1), (a.shape, b.shape)
+    assert float(np.max(np.abs(a - b))) < 1e-6, (a, b)
+    got = [g.decode() if isinstance(g, bytes) else g for g in by_grpc.as_numpy("label")]
+    right = sum(g == want for g, want in zip(got, labels))
+    assert by_grpc.get_response(as_json=True)["id"] == "grpc-1"
+    print(f"     tritonclient (gRPC): 60 rows on version 1, {right} labels right, equal to REST")
+    assert right >= 54, right
+
+
+@test
+def grpc_refusals_are_status_codes_with_the_server_s_message():
+    c = grpc_client()
+    assert not c.is_model_ready(MODEL, "0", headers=grpc_headers())
+    assert not c.is_model_ready("no-such-model", headers=grpc_headers())
+    try:
+        c.get_model_metadata("no-such-model", headers=grpc_headers())
+    except InferenceServerException as e:
+        assert "NOT_FOUND" in str(e.status()) and "no-such-model" in str(e), (e.status(), e)
+    else:
+        raise AssertionError("an unknown model was described")
+    x = grpcclient.InferInput("radius_mean", [1, 1], "FP64")
+    x.set_data_from_numpy(np.array([[1.0]]))
+    try:
+        c.infer(MODEL, [x], model_version="1", headers=grpc_headers())
+    except InferenceServerException as e:
+        assert "INVALID_ARGUMENT" in str(e.status()) and "is missing" in str(e), (e.status(), e)
+    else:
+        raise AssertionError("an incomplete request was answered")
+    try:
+        grpc_infer(c, "1", 1, ["label"], headers_={})
+    except InferenceServerException as e:
+        assert "UNAUTHENTICATED" in str(e.status()), (e.status(), e)
+    else:
+        raise AssertionError("a call without a token was answered")
+
 
 if __name__ == "__main__":
     main()

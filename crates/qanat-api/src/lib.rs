@@ -19,6 +19,7 @@ mod deployments;
 mod events;
 mod features;
 mod gc;
+mod grpc;
 mod identity;
 mod jobs;
 mod mlflow;
@@ -230,6 +231,7 @@ pub fn route_table(limits: &ApiLimits) -> route_table::RouteTable {
             jobs::routes(),
             features::routes(),
             serving::routes(),
+            grpc::routes(),
             deployments::routes(),
             mlflow::routes(),
         ],
@@ -257,7 +259,10 @@ pub fn router(state: AppState) -> Router {
 /// data plane with no control-plane routes. Authorization, auditing of refusals,
 /// request ids and limits are the same layers as [`router`]'s.
 pub fn data_plane_router(state: AppState) -> Router {
-    let table = route_table::RouteTable::new(&state.limits, [system::routes(), serving::routes()]);
+    let table = route_table::RouteTable::new(
+        &state.limits,
+        [system::routes(), serving::routes(), grpc::routes()],
+    );
     app(state, table)
 }
 

@@ -533,6 +533,29 @@ pub fn decode(body: &[u8], json_length: Option<usize>) -> Result<InferRequest> {
 }
 
 /// Raw little-endian tensor bytes as JSON values.
+/// A tensor's raw bytes (little-endian; BYTES elements length-prefixed) as the JSON
+/// values of its `data`: what the binary extension and gRPC's raw contents carry.
+pub fn raw_values(name: &str, datatype: &str, raw: &[u8]) -> Result<Value> {
+    values_of(name, datatype, raw)
+}
+
+/// An output's data as raw bytes: FP32 little-endian, BYTES length-prefixed.
+pub fn raw_output(out: &ResponseOutput) -> Vec<u8> {
+    let mut raw = Vec::new();
+    let values = out.data.as_array().map(Vec::as_slice).unwrap_or_default();
+    for v in values {
+        if out.datatype == "BYTES" {
+            let s = v.as_str().unwrap_or_default().as_bytes();
+            raw.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            raw.extend_from_slice(s);
+        } else {
+            let x = v.as_f64().unwrap_or(f64::NAN) as f32;
+            raw.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+    raw
+}
+
 fn values_of(name: &str, datatype: &str, raw: &[u8]) -> Result<Value> {
     let width = match datatype {
         "BOOL" | "UINT8" | "INT8" => 1,
@@ -645,20 +668,7 @@ pub fn encode(
             continue;
         }
         let start = tail.len();
-        let values = out.data.as_array().map(Vec::as_slice).unwrap_or_default();
-        for v in values {
-            match (out.datatype.as_str(), v) {
-                ("BYTES", v) => {
-                    let s = v.as_str().unwrap_or_default().as_bytes();
-                    tail.extend_from_slice(&(s.len() as u32).to_le_bytes());
-                    tail.extend_from_slice(s);
-                }
-                (_, v) => {
-                    let x = v.as_f64().unwrap_or(f64::NAN) as f32;
-                    tail.extend_from_slice(&x.to_le_bytes());
-                }
-            }
-        }
+        tail.extend_from_slice(&raw_output(out));
         let mut p = out.parameters.take().unwrap_or_default();
         p.insert("binary_data_size".into(), Value::from(tail.len() - start));
         out.parameters = Some(p);
