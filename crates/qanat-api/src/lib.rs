@@ -141,6 +141,7 @@ impl AppState {
             qanat_jobs::Kinds::standard(),
         );
         let serving = qanat_serving::Serving::new(meta.clone(), storage.clone(), tracking.clone());
+        let metrics = Arc::new(Metrics::with_serving(&serving));
         AppState(Arc::new(Services {
             gov: Governance::new(meta.clone()),
             datasets: qanat_data::Datasets::new(meta.clone(), storage.clone()),
@@ -158,7 +159,7 @@ impl AppState {
             retention: Duration::from_secs(30 * 86_400),
             meta,
             storage,
-            metrics: Arc::new(Metrics::default()),
+            metrics,
             limits,
         }))
     }

@@ -119,6 +119,13 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// The server's metrics with serving's families registered beside them.
+    pub fn with_serving(serving: &qanat_serving::Serving) -> Self {
+        let mut m = Metrics::default();
+        serving.metrics().register(&mut m.registry);
+        m
+    }
+
     /// Sets the feature store's gauges from its current state.
     pub(crate) async fn observe_features(&self, features: &qanat_features::Features) {
         match features.freshness_all().await {

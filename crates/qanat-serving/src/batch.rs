@@ -171,8 +171,12 @@ pub struct BatchStats {
     pub waiting: usize,
 }
 
+/// Called with the rows of each batch run (a metric).
+pub type Observer = Box<dyn Fn(usize) + Send + Sync>;
+
 struct Shared<E> {
     engine: E,
+    observe: Option<Observer>,
     config: Batching,
     queue: Mutex<Queue>,
     wake: Condvar,
@@ -227,11 +231,17 @@ impl<E: Engine> std::fmt::Debug for Batcher<E> {
 impl<E: Engine> Batcher<E> {
     /// Starts the workers of `engine` with `config` (checked).
     pub fn start(engine: E, config: Batching) -> Result<Self> {
+        Self::start_observed(engine, config, None)
+    }
+
+    /// [`Batcher::start`], telling `observe` the rows of each batch.
+    pub fn start_observed(engine: E, config: Batching, observe: Option<Observer>) -> Result<Self> {
         config.check()?;
         let levels = config.priority_levels as usize;
         let workers = config.workers();
         let shared = Arc::new(Shared {
             engine,
+            observe,
             config,
             queue: Mutex::new(Queue {
                 levels: (0..levels).map(|_| VecDeque::new()).collect(),
@@ -493,6 +503,9 @@ fn run<E: Engine>(shared: &Shared<E>, batch: Vec<Item>, scratch: &mut E::Scratch
     }))
     .unwrap_or_else(|_| Err(Error::Internal("the model panicked on a batch".into())));
     *shared.stats().batch_sizes.entry(rows).or_default() += 1;
+    if let Some(observe) = &shared.observe {
+        observe(rows);
+    }
     let k = engine.outputs();
     match outcome {
         Ok(y) if y.len() == rows * k => {

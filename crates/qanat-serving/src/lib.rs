@@ -16,6 +16,7 @@
 pub mod batch;
 pub mod deploy;
 pub mod log;
+pub mod metrics;
 pub mod oip;
 mod route;
 
@@ -133,6 +134,7 @@ pub struct Serving {
     loaded: Arc<Mutex<HashMap<Key, Arc<Loaded>>>>,
     routes: route::Routes,
     log: Arc<std::sync::OnceLock<log::InferenceLog>>,
+    metrics: metrics::ServingMetrics,
 }
 
 /// Who is asking, for the inference log, and the key sticky routing uses.
@@ -159,7 +161,13 @@ impl Serving {
             loaded: Arc::default(),
             routes: route::Routes::default(),
             log: Arc::default(),
+            metrics: metrics::ServingMetrics::default(),
         }
+    }
+
+    /// The metric families, for the server's registry.
+    pub fn metrics(&self) -> &metrics::ServingMetrics {
+        &self.metrics
     }
 
     /// Starts the background work of a server: the inference log's writer and the

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::batch::{BatchStats, Batcher, Batching, Engine};
 use crate::deploy::{Deployment, DeploymentSpec, Routing, Target};
+use crate::metrics::{BatchLabels, OutcomeLabels, ServingMetrics, VersionLabels};
 use crate::oip::{self, InferRequest, InferResponse, ModelMetadata};
 use crate::{Caller, Error, Loaded, Result, Serving};
 
@@ -482,7 +483,18 @@ impl Serving {
         batching: &Batching,
     ) -> Result<Served> {
         let loaded = self.loaded(project, model, version).await?;
-        let batcher = Batcher::start(Native(loaded.clone()), batching.clone())?;
+        let rows = self
+            .metrics
+            .batch_rows
+            .get_or_create(&BatchLabels {
+                project: project.name.clone(),
+                model: model.to_string(),
+                version: version.to_string(),
+            })
+            .clone();
+        let observe: crate::batch::Observer = Box::new(move |n| rows.observe(n as f64));
+        let batcher =
+            Batcher::start_observed(Native(loaded.clone()), batching.clone(), Some(observe))?;
         let probe = vec![0f32; loaded.model.mlp().inputs()];
         let (y, _) = batcher.infer(probe, 1, None, None).await?;
         if y.iter().any(|v| !v.is_finite()) {
@@ -525,13 +537,29 @@ impl Serving {
             .filter(|_| route.log.sample >= 1.0 || rand::random::<f64>() < route.log.sample);
         let copy = (log.is_some() || !route.shadows.is_empty()).then(|| Arc::new(request.clone()));
         arm.requests.fetch_add(1, Ordering::Relaxed);
+        let labels = VersionLabels {
+            project: project.name.clone(),
+            deployment: route.name.clone(),
+            version: served.loaded.version.clone(),
+            role: "answer".into(),
+        };
         let (rows, raw, id, wanted, queued) = match run(served, request, priority, timeout).await {
             Ok(a) => a,
             Err(e) => {
                 arm.failures.fetch_add(1, Ordering::Relaxed);
+                count(&self.metrics, &labels, Some(&e));
                 return Err(e);
             }
         };
+        count(&self.metrics, &labels, None);
+        self.metrics
+            .latency
+            .get_or_create(&labels)
+            .observe(started.elapsed().as_secs_f64());
+        self.metrics
+            .queue
+            .get_or_create(&labels)
+            .observe(queued.as_secs_f64());
         let raw = Arc::new(raw);
         let context = log.map(|log| LogContext {
             log: log.clone(),
@@ -546,11 +574,17 @@ impl Serving {
         });
         if let Some(copy) = &copy {
             for shadow in &route.shadows {
+                let labels = VersionLabels {
+                    role: "shadow".into(),
+                    version: shadow.version.clone().unwrap_or_default(),
+                    ..labels.clone()
+                };
                 tokio::spawn(shadow_run(
                     shadow.clone(),
                     copy.clone(),
                     raw.clone(),
                     context.clone(),
+                    (self.metrics.clone(), labels),
                 ));
             }
         }
@@ -732,6 +766,7 @@ async fn shadow_run(
     request: Arc<InferRequest>,
     answer: Arc<Vec<f32>>,
     log: Option<LogContext>,
+    (metrics, labels): (ServingMetrics, VersionLabels),
 ) {
     let Ok(served) = arm.served.as_ref() else {
         return;
@@ -739,6 +774,13 @@ async fn shadow_run(
     let started = std::time::Instant::now();
     arm.requests.fetch_add(1, Ordering::Relaxed);
     let got = run(served, (*request).clone(), None, None).await;
+    count(&metrics, &labels, got.as_ref().err());
+    if got.is_ok() {
+        metrics
+            .latency
+            .get_or_create(&labels)
+            .observe(started.elapsed().as_secs_f64());
+    }
     if let (Ok((rows, raw, id, _, queued)), Some(ctx)) = (&got, &log) {
         let response = oip::respond(
             &served.loaded,
@@ -796,6 +838,24 @@ async fn shadow_run(
     stats.rows += rows as u64;
     stats.mean_abs_diff = (stats.mean_abs_diff * before + diff * rows as f64) / stats.rows as f64;
     stats.compared += 1;
+}
+
+/// Counts a request by its outcome.
+fn count(metrics: &ServingMetrics, labels: &VersionLabels, error: Option<&Error>) {
+    let outcome = match error {
+        None => "ok".to_string(),
+        Some(e) => format!("{:?}", qanat_core::DomainError::kind(e)).to_lowercase(),
+    };
+    metrics
+        .requests
+        .get_or_create(&OutcomeLabels {
+            project: labels.project.clone(),
+            deployment: labels.deployment.clone(),
+            version: labels.version.clone(),
+            role: labels.role.clone(),
+            outcome,
+        })
+        .inc();
 }
 
 fn fresh_arm(

@@ -701,6 +701,41 @@ fn the_batcher_forms_preferred_batches_and_a_full_queue_refuses() {
     assert!(refused > 0 && ok > 0, "ok {ok}, refused {refused}");
     let st = status(&q, "tiny");
     assert_eq!(st["targets"][0]["batching"]["rejected"], refused, "{st}");
+
+    // The same counts in Prometheus' text, per deployment and version.
+    let text = q
+        .http()
+        .raw("", "GET", "/metrics")
+        .send()
+        .expect("metrics")
+        .text()
+        .expect("text");
+    let value = |prefix: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {prefix} in the metrics"))
+    };
+    let labels = r#"project="default",deployment="tiny",version="1",role="answer""#;
+    assert_eq!(
+        value(&format!(
+            "qanat_serving_requests_total{{{labels},outcome=\"exhausted\"}}"
+        )),
+        refused as f64
+    );
+    assert_eq!(
+        value(&format!(
+            "qanat_serving_requests_total{{{labels},outcome=\"ok\"}}"
+        )),
+        ok as f64
+    );
+    assert!(
+        value(&format!(
+            "qanat_serving_request_duration_seconds_count{{{labels}}}"
+        )) >= ok as f64
+    );
+    let batched = r#"project="default",model="cancer",version="1""#;
+    assert!(value(&format!("qanat_serving_batch_rows_count{{{batched}}}")) >= batches as f64);
 }
 
 /// `qanat serve` beside `qanat server`: the data plane answers deployments and models
