@@ -135,6 +135,21 @@ def mistakes_reach_the_client_with_the_server_s_message():
         raise AssertionError("an incomplete request was answered")
 
 
+@test
+def the_repository_extension_lists_loads_and_unloads():
+    c = client()
+    assert "model_repository" in c.get_server_metadata()["extensions"]
+    index = {m["name"]: m for m in c.get_model_repository_index(headers=headers())}
+    assert MODEL in index, index
+    c.unload_model(MODEL, headers=headers())
+    index = {m["name"]: m for m in c.get_model_repository_index(headers=headers())}
+    assert index[MODEL]["state"] == "UNAVAILABLE", index[MODEL]
+    c.load_model(MODEL, headers=headers())
+    index = {m["name"]: m for m in c.get_model_repository_index(headers=headers())}
+    assert index[MODEL]["state"] == "READY", index[MODEL]
+    assert c.is_model_ready(MODEL, headers=headers())
+
+
 def grpc_client():
     return grpcclient.InferenceServerClient(url=URL)
 

@@ -240,7 +240,7 @@ impl GrpcInferenceService for Inference {
         Ok(tonic::Response::new(ServerMetadataResponse {
             name: "qanat".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            extensions: vec!["binary_tensor_data".into()],
+            extensions: vec!["binary_tensor_data".into(), "model_repository".into()],
         }))
     }
 

@@ -13,7 +13,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use qanat_governance::Role::Viewer;
+use qanat_governance::Role::{Editor, Viewer};
 use qanat_serving::oip::{InferRequest, InferResponse, ModelMetadata, ServerMetadata};
 use serde::Deserialize;
 use serde_json::json;
@@ -69,7 +69,7 @@ pub(crate) async fn server_metadata() -> Json<ServerMetadata> {
     Json(ServerMetadata {
         name: "qanat".into(),
         version: env!("CARGO_PKG_VERSION").into(),
-        extensions: vec!["binary_tensor_data".into()],
+        extensions: vec!["binary_tensor_data".into(), "model_repository".into()],
     })
 }
 
@@ -254,6 +254,68 @@ pub(crate) async fn version_infer(
     .await
 }
 
+/// `POST /v2/repository/index`'s body.
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(default)]
+pub(crate) struct IndexRequest {
+    /// Only the models ready on this server.
+    ready: bool,
+}
+
+/// Triton's model-repository extension: the default project's deployments and
+/// registered models, each `READY` on this server or `UNAVAILABLE` with the reason
+/// (`unloaded` until a request or a load brings it in).
+#[utoipa::path(post, path = "/v2/repository/index", tag = "serving", security(("bearer" = [])),
+    request_body = IndexRequest,
+    responses((status = 200, body = Vec<qanat_serving::RepositoryEntry>)))]
+pub(crate) async fn repository_index(
+    State(state): State<AppState>,
+    scope: Scope,
+    body: Bytes,
+) -> Reply<Vec<qanat_serving::RepositoryEntry>> {
+    let req: IndexRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        IndexRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            OipError(ApiError::bad_request(format!(
+                "the body is not a repository index request: {e}"
+            )))
+        })?
+    };
+    Ok(Json(
+        state
+            .serving
+            .repository_index(&scope.project, req.ready)
+            .await?,
+    ))
+}
+
+/// Loads a deployment or registered model on this server (editors): its versions are
+/// loaded and probed before this answers.
+#[utoipa::path(post, path = "/v2/repository/models/{name}/load", tag = "serving", security(("bearer" = [])),
+    params(("name" = String, Path)), responses((status = 200), (status = 404)))]
+pub(crate) async fn repository_load(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiPath(path): ApiPath<ModelPath>,
+) -> Reply<serde_json::Value> {
+    state.serving.load(&scope.project, &path.name).await?;
+    Ok(Json(json!({})))
+}
+
+/// Unloads a deployment or model from this server (editors); the next request loads
+/// it again. Requests in flight finish.
+#[utoipa::path(post, path = "/v2/repository/models/{name}/unload", tag = "serving", security(("bearer" = [])),
+    params(("name" = String, Path)), responses((status = 200), (status = 404)))]
+pub(crate) async fn repository_unload(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiPath(path): ApiPath<ModelPath>,
+) -> Reply<serde_json::Value> {
+    state.serving.unload(&scope.project, &path.name).await?;
+    Ok(Json(json!({})))
+}
+
 pub(crate) fn routes() -> Fragment {
     let read = |action| Policy::in_project(action, Viewer).default_project();
     Fragment::default()
@@ -267,5 +329,17 @@ pub(crate) fn routes() -> Fragment {
         // Each answer goes to the inference log (who, when, what, which version),
         // off the request path; refusals are audited by the authorization point.
         .route(routes!(model_infer), read("serving.infer").query())
+        .route(
+            routes!(repository_index),
+            read("serving.repository.index").query(),
+        )
+        .route(
+            routes!(repository_load),
+            Policy::in_project("serving.repository.load", Editor).default_project(),
+        )
+        .route(
+            routes!(repository_unload),
+            Policy::in_project("serving.repository.unload", Editor).default_project(),
+        )
         .route(routes!(version_infer), read("serving.infer").query())
 }

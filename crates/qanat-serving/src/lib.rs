@@ -21,7 +21,7 @@ pub mod oip;
 mod route;
 
 pub use deploy::{Deployment, DeploymentSpec, Deployments, Revision, Routing, Target};
-pub use route::{ArmStatus, DeploymentStatus, ShadowStats};
+pub use route::{ArmStatus, DeploymentStatus, RepositoryEntry, ShadowStats};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -230,7 +230,7 @@ impl Serving {
         if let Some(m) = self.cached(&key) {
             return Ok(m);
         }
-        let loaded = Arc::new(self.load(project, name, version).await?);
+        let loaded = Arc::new(self.fetch(project, name, version).await?);
         self.loaded
             .lock()
             .map_err(|_| Error::Internal("the model cache lock is poisoned".into()))?
@@ -242,7 +242,7 @@ impl Serving {
         self.loaded.lock().ok()?.get(key).cloned()
     }
 
-    async fn load(&self, project: &Project, name: &str, version: &str) -> Result<Loaded> {
+    async fn fetch(&self, project: &Project, name: &str, version: &str) -> Result<Loaded> {
         let uri = self
             .tracking
             .download_uri(project, name, version)

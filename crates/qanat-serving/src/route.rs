@@ -193,6 +193,16 @@ impl Routes {
         }
     }
 
+    /// Removes every route of `name` (pinned versions too); how many there were.
+    fn remove_all(&self, project_id: &str, name: &str) -> usize {
+        let Ok(mut m) = self.map.write() else {
+            return 0;
+        };
+        let before = m.len();
+        m.retain(|(p, n, _), _| !(p == project_id && n == name));
+        before - m.len()
+    }
+
     fn all(&self) -> Vec<(RouteKey, Arc<Route>)> {
         self.map
             .read()
@@ -227,6 +237,20 @@ pub struct ArmStatus {
 pub struct DeploymentStatus {
     pub deployment: Deployment,
     pub targets: Vec<ArmStatus>,
+}
+
+/// One model of Triton's repository index: a deployment or a registered model, and
+/// whether this server has it loaded.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RepositoryEntry {
+    pub name: String,
+    /// The version answering first, once loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// `READY` or `UNAVAILABLE` (not loaded here, or no healthy version).
+    pub state: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
 }
 
 /// A request's `priority` and `timeout` (microseconds) parameters.
@@ -642,6 +666,95 @@ impl Serving {
             .await?
             .primary()
             .map(|_| ())
+    }
+
+    /// Triton's repository index: the project's deployments, then its registered
+    /// models without a deployment of the same name, each with its state here.
+    pub async fn repository_index(
+        &self,
+        project: &Project,
+        ready_only: bool,
+    ) -> Result<Vec<RepositoryEntry>> {
+        let mut names: Vec<String> = self
+            .deployments
+            .list(project)
+            .await?
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        let mut token: Option<String> = None;
+        loop {
+            let page = self
+                .tracking
+                .search_registered_models(project, None, &[], Some(1000), token.as_deref())
+                .await?;
+            for m in page.items {
+                if !names.contains(&m.name) {
+                    names.push(m.name);
+                }
+            }
+            match page.next_page_token {
+                Some(t) if !t.is_empty() => token = Some(t),
+                _ => break,
+            }
+        }
+        let mut out = Vec::new();
+        for name in names {
+            let key: RouteKey = (project.id.to_string(), name.clone(), None);
+            let entry = match self.routes.get(&key) {
+                None => RepositoryEntry {
+                    name,
+                    version: None,
+                    state: "UNAVAILABLE".into(),
+                    reason: "unloaded".into(),
+                },
+                Some(r) => match r.primary() {
+                    Ok(s) => RepositoryEntry {
+                        name,
+                        version: Some(s.loaded.version.clone()),
+                        state: "READY".into(),
+                        reason: String::new(),
+                    },
+                    Err(e) => RepositoryEntry {
+                        name,
+                        version: None,
+                        state: "UNAVAILABLE".into(),
+                        reason: e.to_string(),
+                    },
+                },
+            };
+            if !ready_only || entry.state == "READY" {
+                out.push(entry);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Loads `name` (a deployment or a registered model) on this server now: its
+    /// versions are loaded, probed and ready before this returns.
+    pub async fn load(&self, project: &Project, name: &str) -> Result<()> {
+        self.refresh(project, name).await?;
+        let key: RouteKey = (project.id.to_string(), name.to_string(), None);
+        match self.routes.get(&key) {
+            Some(r) => r.primary().map(|_| ()),
+            None => Err(Error::NotFound(format!(
+                "'{name}' is neither a deployment nor a registered model of {}",
+                project.name
+            ))),
+        }
+    }
+
+    /// Unloads `name` from this server: its routes go (requests in flight finish on
+    /// the route they hold); the next request loads it again.
+    pub async fn unload(&self, project: &Project, name: &str) -> Result<()> {
+        let _one = self.routes.building.lock().await;
+        let gone = self.routes.remove_all(project.id.as_str(), name);
+        if gone == 0 {
+            return Err(Error::NotFound(format!(
+                "'{name}' is not loaded on this server"
+            )));
+        }
+        Ok(())
     }
 
     /// Deployment `name` and how this server serves it.

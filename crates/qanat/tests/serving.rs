@@ -376,6 +376,34 @@ fn deployments_split_traffic_promote_and_roll_back_without_dropping_requests() {
     let (s, meta) = http.send(token, "GET", "/v2/models/web", None);
     assert_eq!((s, &meta["versions"]), (200, &json!(["1", "2"])), "{meta}");
 
+    // Triton's repository extension: the deployment is loaded here, the model it
+    // serves not under its own name; unload and load act on this server.
+    let index = |http: &common::Http| {
+        let (s, v) = http.send(token, "POST", "/v2/repository/index", Some(json!({})));
+        assert_eq!(s, 200, "{v}");
+        v.as_array()
+            .expect("index")
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap_or("").to_string(),
+                    e["state"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let ready = |n: &str| (n.to_string(), "READY".to_string());
+    let unavailable = |n: &str| (n.to_string(), "UNAVAILABLE".to_string());
+    assert_eq!(index(&http), [ready("web"), unavailable("cancer")]);
+    let (s, v) = http.send(token, "POST", "/v2/repository/models/web/unload", None);
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(index(&http)[0], unavailable("web"));
+    let (s, v) = http.send(token, "POST", "/v2/repository/models/web/load", None);
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(index(&http)[0], ready("web"));
+    let (s, v) = http.send(token, "POST", "/v2/repository/models/nope/load", None);
+    assert_eq!(s, 404, "{v}");
+
     // Sticky A/B: a key keeps its side; both sides get keys.
     deploy(&q, &["update", "web", "--sticky", "--canary-weight", "50"]);
     let mut sides = std::collections::BTreeSet::new();
