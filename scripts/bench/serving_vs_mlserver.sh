@@ -87,7 +87,7 @@ PIDS+=($!)
 MPORT=$(free_port) MGPORT=$(free_port) MMPORT=$(free_port)
 mkdir -p "$WORK/mlserver"
 cat >"$WORK/mlserver/settings.json" <<JSON
-{"http_port": $MPORT, "grpc_port": $MGPORT, "metrics_port": $MMPORT, "parallel_workers": $CORES, "debug": false}
+{"http_port": $MPORT, "grpc_port": $MGPORT, "metrics_port": $MMPORT, "parallel_workers": 0, "debug": false}
 JSON
 cat >"$WORK/mlserver/model-settings.json" <<JSON
 {"name": "cancer", "implementation": "mlserver_mlflow.MLflowRuntime", "parameters": {"uri": "$WORK/model"}}
@@ -95,7 +95,7 @@ JSON
 (cd "$WORK/mlserver" && exec "$VENV/bin/mlserver" start . >"$WORK/mlserver.log" 2>&1) &
 PIDS+=($!)
 FPORT=$(free_port)
-"$VENV/bin/mlflow" models serve -m "$WORK/model" -h 127.0.0.1 -p "$FPORT" --env-manager local -w "$CORES" \
+PATH="$VENV/bin:$PATH" "$VENV/bin/mlflow" models serve -m "$WORK/model" -h 127.0.0.1 -p "$FPORT" --env-manager local -w "$CORES" \
   >"$WORK/mlflow.log" 2>&1 &
 PIDS+=($!)
 wait_http "http://127.0.0.1:$SPORT/v2/health/ready"
