@@ -296,10 +296,14 @@ impl<E: Engine> Batcher<E> {
                 config.priority_levels
             )));
         }
-        let timeout = timeout.or_else(|| {
-            (config.default_timeout_us > 0)
-                .then(|| Duration::from_micros(config.default_timeout_us))
-        });
+        // A request may shorten the default timeout, not extend it (as Triton's
+        // allow_timeout_override).
+        let default = (config.default_timeout_us > 0)
+            .then(|| Duration::from_micros(config.default_timeout_us));
+        let timeout = match (timeout, default) {
+            (Some(t), Some(d)) => Some(t.min(d)),
+            (t, d) => t.or(d),
+        };
         let now = Instant::now();
         let (tx, rx) = oneshot::channel();
         {
@@ -713,6 +717,28 @@ mod tests {
         kept.await.expect("reply").expect("ok");
         let s = b.stats();
         assert_eq!((s.rejected, s.timed_out, s.waiting), (1, 1, 0));
+    }
+
+    #[tokio::test]
+    async fn a_request_may_shorten_the_default_timeout_not_extend_it() {
+        let (engine, gate, busy) = doubler(false);
+        let config = one_worker(Batching {
+            default_timeout_us: 1_000,
+            ..Batching::default()
+        });
+        let b = Batcher::start(engine, config).expect("start");
+        let first = hold(&b, &busy).await;
+        let longer = b
+            .submit(vec![1.0, 1.0], 1, None, Some(Duration::from_secs(60)))
+            .expect("queued");
+        std::thread::sleep(Duration::from_millis(5));
+        open(&gate);
+        first.await.expect("reply").expect("ok");
+        let late = longer
+            .await
+            .expect("reply")
+            .expect_err("the default bounds it");
+        assert!(matches!(late, Error::TimedOut(_)), "{late}");
     }
 
     #[tokio::test]

@@ -116,6 +116,28 @@ fn fnv1a(key: &str) -> u64 {
     })
 }
 
+/// The arm (index among `arms`: label, weight) that `key` lands on, by weighted
+/// rendezvous hashing: each arm scores the key as `-ln(u) / weight` with `u` uniform
+/// from a hash of (arm, key), and the lowest score wins. Each arm gets its weight's
+/// share of keys, and when an arm leaves (unhealthy, removed) only its keys move; the
+/// others keep their side.
+fn sticky(key: &str, arms: impl Iterator<Item = (String, u32)>) -> Option<usize> {
+    arms.enumerate()
+        .filter(|(_, (_, w))| *w > 0)
+        .map(|(i, (label, w))| {
+            let h = fnv1a(&format!("{label}\u{0}{key}"));
+            // Mix the FNV bits (its low bits are weak) into a uniform in (0, 1].
+            let mut z = h.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^= z >> 31;
+            let u = ((z >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+            (i, -u.ln() / f64::from(w))
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(i, _)| i)
+}
+
 impl Route {
     /// The arm a request goes to: by weight among the healthy ones, by the key's hash
     /// when routing is sticky and a key is given.
@@ -143,10 +165,13 @@ impl Route {
                 why.join("; ")
             )));
         }
-        let mut point = match (self.routing, key) {
-            (Routing::Sticky, Some(k)) => fnv1a(k) % total,
-            _ => rand::random::<u64>() % total,
-        };
+        if let (Routing::Sticky, Some(k)) = (self.routing, key) {
+            let healthy = self.arms.iter().filter(|a| a.healthy());
+            return sticky(k, healthy.map(|a| (a.target.label(), a.target.weight)))
+                .and_then(|i| self.arms.iter().filter(|a| a.healthy()).nth(i))
+                .ok_or_else(|| Error::Internal("no arm took the key".into()));
+        }
+        let mut point = rand::random::<u64>() % total;
         for arm in self.arms.iter().filter(|a| a.healthy()) {
             let w = u64::from(arm.target.weight);
             if point < w {
@@ -1014,6 +1039,34 @@ fn reuse(old: Option<&Route>, t: &Target, version: &str, batching: &Batching) ->
 #[cfg(test)]
 mod tests {
     use super::fnv1a;
+
+    #[test]
+    fn sticky_keys_split_by_weight_and_only_a_leaving_arm_s_keys_move() {
+        let arms = |labels: &[(&str, u32)]| -> Vec<(String, u32)> {
+            labels.iter().map(|(l, w)| (l.to_string(), *w)).collect()
+        };
+        let three = arms(&[("1", 50), ("2", 30), ("3", 20)]);
+        let keys: Vec<String> = (0..20_000).map(|i| format!("user-{i}")).collect();
+        let pick = |a: &[(String, u32)], k: &str| super::sticky(k, a.iter().cloned());
+        let mut counts = [0usize; 3];
+        for k in &keys {
+            counts[pick(&three, k).expect("an arm")] += 1;
+        }
+        for (got, want) in counts.iter().zip([0.5, 0.3, 0.2]) {
+            let share = *got as f64 / keys.len() as f64;
+            assert!((share - want).abs() < 0.02, "{counts:?}");
+        }
+        // Arm "2" leaves: its keys move, every other key stays where it was.
+        let two = arms(&[("1", 50), ("3", 20)]);
+        for k in &keys {
+            let before = &three[pick(&three, k).expect("an arm")].0;
+            let after = &two[pick(&two, k).expect("an arm")].0;
+            if before != "2" {
+                assert_eq!(before, after, "{k}");
+            }
+        }
+        assert_eq!(pick(&arms(&[("1", 0)]), "k"), None);
+    }
 
     #[test]
     fn the_sticky_hash_is_stable() {
