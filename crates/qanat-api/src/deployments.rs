@@ -26,6 +26,18 @@ pub(crate) struct DeploymentPath {
     name: String,
 }
 
+/// A change committed: the ticket is closed and this server switches to it.
+async fn changed(
+    state: &AppState,
+    project: &Project,
+    ticket: AuditTicket,
+    d: Deployment,
+) -> Deployment {
+    ticket.committed();
+    switch(state, project, &d.name).await;
+    d
+}
+
 /// Switches this server's route for `name` to what the store now says. The change
 /// is committed whatever happens here; a failure is logged, and the refresh loop
 /// tries again.
@@ -58,8 +70,7 @@ pub(crate) async fn create(
             Some(ticket.record()),
         )
         .await?;
-    ticket.committed();
-    switch(&state, &scope.project, &d.name).await;
+    let d = changed(&state, &scope.project, ticket, d).await;
     Ok((StatusCode::CREATED, Json(d)))
 }
 
@@ -113,9 +124,7 @@ pub(crate) async fn update(
             Some(ticket.record()),
         )
         .await?;
-    ticket.committed();
-    switch(&state, &scope.project, &d.name).await;
-    Ok(Json(d))
+    Ok(Json(changed(&state, &scope.project, ticket, d).await))
 }
 
 /// Promotes a canary or shadow to take all the traffic (editors).
@@ -141,9 +150,7 @@ pub(crate) async fn promote(
             Some(ticket.record()),
         )
         .await?;
-    ticket.committed();
-    switch(&state, &scope.project, &d.name).await;
-    Ok(Json(d))
+    Ok(Json(changed(&state, &scope.project, ticket, d).await))
 }
 
 /// Restores an earlier revision (editors): the one before the current by default.
@@ -169,9 +176,7 @@ pub(crate) async fn rollback(
             Some(ticket.record()),
         )
         .await?;
-    ticket.committed();
-    switch(&state, &scope.project, &d.name).await;
-    Ok(Json(d))
+    Ok(Json(changed(&state, &scope.project, ticket, d).await))
 }
 
 /// A deployment's revisions, newest first (viewers).

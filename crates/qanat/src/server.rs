@@ -208,21 +208,9 @@ pub async fn serve(cfg: Config) -> Result<()> {
     if let Some(token) = bootstrap(&cfg, &inst).await? {
         crate::commands::init::announce_bootstrap(&cfg, &token)?;
     }
-    let listener = std::net::TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
-    listener.set_nonblocking(true)?;
-    let local = listener.local_addr()?;
-    if tls.is_none() && !local.ip().is_loopback() {
-        tracing::warn!(
-            address = %local,
-            "serving plain HTTP on a non-loopback address: tokens and data cross the network unencrypted; configure server.tls_cert and server.tls_key"
-        );
-    }
+    let (listener, local) = bind(addr, tls.is_some())?;
 
-    let limits = ApiLimits {
-        max_request_bytes: cfg.server.max_request_bytes,
-        request_timeout: Duration::from_secs(cfg.server.request_timeout_secs),
-        body_read_timeout: Duration::from_secs(cfg.server.body_read_timeout_secs),
-    };
+    let limits = api_limits(&cfg);
     let mut state = AppState::new(inst.meta.clone(), inst.storage.clone(), limits)
         .with_events(cfg.events.settings())
         .context("setting up webhook deliveries")?;
@@ -335,20 +323,8 @@ pub async fn serve_data_plane(cfg: Config) -> Result<()> {
     let inst = open(&cfg, false)
         .await
         .context("qanat serve runs on an installation: run `qanat init` or `qanat server` first")?;
-    let listener = std::net::TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
-    listener.set_nonblocking(true)?;
-    let local = listener.local_addr()?;
-    if tls.is_none() && !local.ip().is_loopback() {
-        tracing::warn!(
-            address = %local,
-            "serving plain HTTP on a non-loopback address: tokens and data cross the network unencrypted; configure server.tls_cert and server.tls_key"
-        );
-    }
-    let limits = ApiLimits {
-        max_request_bytes: cfg.server.max_request_bytes,
-        request_timeout: Duration::from_secs(cfg.server.request_timeout_secs),
-        body_read_timeout: Duration::from_secs(cfg.server.body_read_timeout_secs),
-    };
+    let (listener, _) = bind(addr, tls.is_some())?;
+    let limits = api_limits(&cfg);
     let mut state = AppState::new(inst.meta.clone(), inst.storage.clone(), limits);
     state.mlflow_project = cfg.tracking.default_project.clone();
     state.serving.start(Duration::from_secs(1));
@@ -357,6 +333,29 @@ pub async fn serve_data_plane(cfg: Config) -> Result<()> {
     inst.meta.close().await;
     tracing::info!("qanat serve stopped");
     Ok(())
+}
+
+/// Binds the listener, warning when plain HTTP leaves the machine.
+fn bind(addr: SocketAddr, tls: bool) -> Result<(std::net::TcpListener, SocketAddr)> {
+    let listener = std::net::TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
+    listener.set_nonblocking(true)?;
+    let local = listener.local_addr()?;
+    if !tls && !local.ip().is_loopback() {
+        tracing::warn!(
+            address = %local,
+            "serving plain HTTP on a non-loopback address: tokens and data cross the network unencrypted; configure server.tls_cert and server.tls_key"
+        );
+    }
+    Ok((listener, local))
+}
+
+/// The request limits the configuration sets.
+fn api_limits(cfg: &Config) -> ApiLimits {
+    ApiLimits {
+        max_request_bytes: cfg.server.max_request_bytes,
+        request_timeout: Duration::from_secs(cfg.server.request_timeout_secs),
+        body_read_timeout: Duration::from_secs(cfg.server.body_read_timeout_secs),
+    }
 }
 
 /// Serves `app` on `listener` (TLS when configured) until SIGINT/SIGTERM, then
