@@ -31,7 +31,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::RequestExt;
 use qanat_governance::{
-    AuditOutcome, AuditRecord, Decision, Principal, Project, Requirement, Role,
+    AuditOutcome, AuditRecord, Decision, Principal, Project, Requirement, Role, TokenScope,
 };
 
 use crate::error::{ApiError, ErrorNote};
@@ -55,6 +55,8 @@ pub struct Policy {
     /// A POST that only reads (MLflow's searches, checkpoint verification): treated as
     /// a read — not refused while an audit sink is down, audited only as reads are.
     pub query: bool,
+    /// An inference endpoint: tokens scoped to inference may call it.
+    pub inference: bool,
 }
 
 impl Policy {
@@ -66,7 +68,14 @@ impl Policy {
             audit_writes: true,
             default_project: false,
             query: false,
+            inference: false,
         }
+    }
+
+    /// Marks an inference endpoint, which tokens scoped to inference may call.
+    pub const fn inference(mut self) -> Self {
+        self.inference = true;
+        self
     }
 
     /// Marks a POST that changes nothing as the read it is.
@@ -293,6 +302,46 @@ pub(crate) async fn authorize(
         .unwrap_or_else(|| "anonymous".into());
     if let Some(note) = req.extensions().get::<crate::access::AccessNote>() {
         note.set(&actor, project.as_deref());
+    }
+    // What the token itself allows: its scope, then its rate.
+    if let Some(p) = &principal {
+        if p.scope == TokenScope::Inference && !policy.inference {
+            let err = ApiError::forbidden(
+                "this token is scoped to inference: it may call only the inference endpoints (/v2/models/..., gRPC inference.GRPCInferenceService)",
+            );
+            return refuse(
+                &state,
+                audit(&actor, AuditOutcome::Denied, err.message.clone()),
+                err,
+            )
+            .await;
+        }
+        if let Some(rate) = p.rate_limit {
+            if let Err(limited) = state.rate_limits.check(&p.token_id, rate) {
+                let err = ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "RESOURCE_EXHAUSTED",
+                    format!(
+                        "token {} is limited to {rate} requests a second; retry after the Retry-After header's seconds",
+                        p.token_id
+                    ),
+                );
+                let retry = limited.retry_after.as_secs().max(1).to_string();
+                let mut resp = match limited.audit {
+                    // Refusals are audited one entry per interval, with their count.
+                    Some(n) => {
+                        let detail =
+                            format!("{} (refused {n} time(s) since the last entry)", err.message);
+                        refuse(&state, audit(&actor, AuditOutcome::Denied, detail), err).await
+                    }
+                    None => err.into_response(),
+                };
+                if let Ok(v) = header::HeaderValue::from_str(&retry) {
+                    resp.headers_mut().insert(header::RETRY_AFTER, v);
+                }
+                return resp;
+            }
+        }
     }
 
     // 2. The project the path names, and their role in it.

@@ -318,7 +318,11 @@ async fn call(State(state): State<AppState>, req: Request) -> Response {
 const SERVICE: &str = "/inference.GRPCInferenceService";
 
 pub(crate) fn routes() -> Fragment {
-    let read = |action| Policy::in_project(action, Viewer).default_project();
+    let read = |action| {
+        Policy::in_project(action, Viewer)
+            .default_project()
+            .inference()
+    };
     let methods: [(&str, Policy); 6] = [
         ("ServerLive", Policy::public("serving.live")),
         ("ServerReady", Policy::public("serving.ready")),

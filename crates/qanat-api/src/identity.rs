@@ -87,9 +87,14 @@ pub(crate) async fn create_token(
             ))
         }
     };
+    let grant = qanat_governance::TokenGrant {
+        expires_at,
+        scope: body.scope.unwrap_or_default(),
+        rate_limit: body.rate_limit,
+    };
     let token = state
         .gov
-        .create_token(&owner, &body.name, expires_at)
+        .create_token_with(&owner, &body.name, &grant)
         .await?;
     Ok((StatusCode::CREATED, Json(token)))
 }

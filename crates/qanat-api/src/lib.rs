@@ -11,6 +11,7 @@ mod error;
 mod extract;
 mod metrics;
 mod openapi;
+mod rate_limit;
 pub mod route_table;
 
 // One module per domain, each returning its fragment of the route table.
@@ -106,6 +107,8 @@ pub struct Services {
     pub serving: qanat_serving::Serving,
     pub metrics: Arc<Metrics>,
     pub limits: ApiLimits,
+    /// The buckets of tokens that carry a rate limit.
+    pub(crate) rate_limits: Arc<rate_limit::RateLimits>,
     /// The project the root-mounted MLflow API (`/api/2.0/mlflow/...`) works in.
     pub mlflow_project: String,
     /// False while a required audit sink cannot be written: writes are then refused
@@ -161,6 +164,7 @@ impl AppState {
             storage,
             metrics,
             limits,
+            rate_limits: Arc::default(),
         }))
     }
 }

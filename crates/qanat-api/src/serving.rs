@@ -318,17 +318,19 @@ pub(crate) async fn repository_unload(
 
 pub(crate) fn routes() -> Fragment {
     let read = |action| Policy::in_project(action, Viewer).default_project();
+    // What a token scoped to inference may call.
+    let oip = |action| read(action).inference();
     Fragment::default()
         .route(routes!(server_metadata), Policy::public("serving.server"))
         .route(routes!(live), Policy::public("serving.live"))
         .route(routes!(ready), Policy::public("serving.ready"))
-        .route(routes!(model_metadata), read("serving.model.read"))
-        .route(routes!(version_metadata), read("serving.model.read"))
-        .route(routes!(model_ready), read("serving.model.read"))
-        .route(routes!(version_ready), read("serving.model.read"))
+        .route(routes!(model_metadata), oip("serving.model.read"))
+        .route(routes!(version_metadata), oip("serving.model.read"))
+        .route(routes!(model_ready), oip("serving.model.read"))
+        .route(routes!(version_ready), oip("serving.model.read"))
         // Each answer goes to the inference log (who, when, what, which version),
         // off the request path; refusals are audited by the authorization point.
-        .route(routes!(model_infer), read("serving.infer").query())
+        .route(routes!(model_infer), oip("serving.infer").query())
         .route(
             routes!(repository_index),
             read("serving.repository.index").query(),
@@ -341,5 +343,5 @@ pub(crate) fn routes() -> Fragment {
             routes!(repository_unload),
             Policy::in_project("serving.repository.unload", Editor).default_project(),
         )
-        .route(routes!(version_infer), read("serving.infer").query())
+        .route(routes!(version_infer), oip("serving.infer").query())
 }

@@ -114,6 +114,8 @@ async fn identity_projects_and_members_read_back_as_domain_types() {
             name: "ci".into(),
             user: Some("ci-bot".into()),
             expires_in_seconds: Some(3600),
+            scope: None,
+            rate_limit: None,
         })
         .await
         .expect("token");

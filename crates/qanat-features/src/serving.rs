@@ -405,6 +405,26 @@ impl Features {
         req: &OnlineRequest,
         pii_allowed: bool,
     ) -> Result<OnlineResponse> {
+        Ok(self.online_read(project, req, pii_allowed).await?.0)
+    }
+
+    /// Online features for a model inside this process (serving's enrichment): the
+    /// stored values, PII included, and per result column whether it is PII (so the
+    /// caller can keep it out of its logs).
+    pub async fn online_for_model(
+        &self,
+        project: &Project,
+        req: &OnlineRequest,
+    ) -> Result<(OnlineResponse, Vec<bool>)> {
+        self.online_read(project, req, true).await
+    }
+
+    async fn online_read(
+        &self,
+        project: &Project,
+        req: &OnlineRequest,
+        pii_allowed: bool,
+    ) -> Result<(OnlineResponse, Vec<bool>)> {
         let store = self.online()?;
         let refs = self.online_refs(project, req).await?;
         let rows = req.entities.0.first().map_or(0, |c| c.1.len());
@@ -478,8 +498,10 @@ impl Features {
 
         let mut names = Vec::new();
         let mut results = Vec::new();
+        let mut pii = Vec::new();
         for (name, values) in &req.entities.0 {
             names.push(name.clone());
+            pii.push(false);
             results.push(FeatureColumn {
                 values: values.clone(),
                 statuses: vec!["PRESENT".into(); rows],
@@ -556,15 +578,19 @@ impl Features {
                 } else {
                     f.name.to_string()
                 });
+                pii.push(f.pii);
                 results.push(col);
             }
         }
-        Ok(OnlineResponse {
-            metadata: ResponseMetadata {
-                feature_names: names,
+        Ok((
+            OnlineResponse {
+                metadata: ResponseMetadata {
+                    feature_names: names,
+                },
+                results,
             },
-            results,
-        })
+            pii,
+        ))
     }
 
     async fn online_refs(&self, project: &Project, req: &OnlineRequest) -> Result<Vec<FeatureRef>> {

@@ -30,6 +30,32 @@ qanat_core::word_enum! {
     }
 }
 
+qanat_core::word_enum! {
+    /// What a token may be used for.
+    #[derive(Default, utoipa::ToSchema)]
+    pub enum TokenScope as "token scope" {
+        /// Everything its owner may do.
+        #[default]
+        All = "all",
+        /// Only the inference endpoints (the Open Inference Protocol over REST and
+        /// gRPC): for the services that call deployed models.
+        Inference = "inference",
+    }
+}
+
+/// The most requests a second a token's rate limit may allow.
+pub const MAX_RATE_LIMIT: u32 = 1_000_000;
+
+/// What a new token may do, beyond its owner's permissions.
+#[derive(Debug, Clone, Default)]
+pub struct TokenGrant {
+    /// Valid until then (micros), if given.
+    pub expires_at: Option<Micros>,
+    pub scope: TokenScope,
+    /// Requests per second (a burst of one second's worth), if limited.
+    pub rate_limit: Option<u32>,
+}
+
 /// An identity.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct User {
@@ -52,6 +78,12 @@ pub struct Principal {
     pub kind: UserKind,
     pub is_admin: bool,
     pub token_id: String,
+    /// What the token may be used for.
+    #[serde(default)]
+    pub scope: TokenScope,
+    /// The token's rate limit, in requests per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<u32>,
 }
 
 /// A token as listed: never the secret.
@@ -64,6 +96,11 @@ pub struct TokenInfo {
     pub expires_at: Option<String>,
     pub revoked_at: Option<String>,
     pub last_used_at: Option<String>,
+    #[serde(default)]
+    pub scope: TokenScope,
+    /// Requests per second, when limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<u32>,
 }
 
 /// A freshly created token: the only time the secret exists outside the caller.
@@ -110,11 +147,19 @@ fn token_from_row(row: &AnyRow) -> Result<TokenInfo> {
         expires_at: row.try_get::<Option<i64>, _>("expires_at")?.map(rfc3339),
         revoked_at: row.try_get::<Option<i64>, _>("revoked_at")?.map(rfc3339),
         last_used_at: row.try_get::<Option<i64>, _>("last_used_at")?.map(rfc3339),
+        scope: row.try_get::<String, _>("scope")?.parse()?,
+        rate_limit: rate_limit(row)?,
     })
 }
 
+fn rate_limit(row: &AnyRow) -> Result<Option<u32>> {
+    Ok(row
+        .try_get::<Option<i64>, _>("rate_limit")?
+        .map(|r| u32::try_from(r).unwrap_or(MAX_RATE_LIMIT)))
+}
+
 const TOKEN_COLUMNS: &str =
-    "t.id, u.name AS user_name, t.name, t.created_at, t.expires_at, t.revoked_at, t.last_used_at";
+    "t.id, u.name AS user_name, t.name, t.created_at, t.expires_at, t.revoked_at, t.last_used_at, t.scope, t.rate_limit";
 
 impl Governance {
     /// Creates a user or service account.
@@ -205,7 +250,30 @@ impl Governance {
         label: &str,
         expires_at: Option<Micros>,
     ) -> Result<NewToken> {
+        let grant = TokenGrant {
+            expires_at,
+            ..TokenGrant::default()
+        };
+        self.create_token_with(user, label, &grant).await
+    }
+
+    /// Issues a new token for `user` with `grant`'s expiry, scope and rate limit.
+    pub async fn create_token_with(
+        &self,
+        user: &str,
+        label: &str,
+        grant: &TokenGrant,
+    ) -> Result<NewToken> {
+        let expires_at = grant.expires_at;
         qanat_core::IdentityName::parse_as("token name", label)?;
+        if let Some(r) = grant.rate_limit {
+            if r == 0 || r > MAX_RATE_LIMIT {
+                return Err(Error::invalid(
+                    "rate_limit",
+                    format!("a rate limit is 1 to {MAX_RATE_LIMIT} requests a second, not {r}"),
+                ));
+            }
+        }
         let owner = self.user(user).await?;
         let now = now_micros();
         if let Some(exp) = expires_at {
@@ -221,7 +289,7 @@ impl Governance {
         );
         let id = format!("tok_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
         sqlx::query(
-            "INSERT INTO tokens (id, user_id, name, secret_hash, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO tokens (id, user_id, name, secret_hash, created_at, expires_at, scope, rate_limit) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(&id)
         .bind(&owner.id)
@@ -229,6 +297,8 @@ impl Governance {
         .bind(hash_secret(&token))
         .bind(now)
         .bind(expires_at)
+        .bind(grant.scope.as_str())
+        .bind(grant.rate_limit.map(i64::from))
         .execute(self.meta.writer())
         .await?;
         Ok(NewToken {
@@ -317,7 +387,7 @@ impl Governance {
         }
         let generation = self.principals.generation();
         let row = sqlx::query(
-            "SELECT t.id AS token_id, t.expires_at, t.revoked_at, t.last_used_at, u.id AS user_id, u.name, u.kind, u.is_admin, u.disabled \
+            "SELECT t.id AS token_id, t.expires_at, t.revoked_at, t.last_used_at, t.scope, t.rate_limit, u.id AS user_id, u.name, u.kind, u.is_admin, u.disabled \
              FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.secret_hash = $1",
         )
         .bind(&secret_hash)
@@ -355,6 +425,8 @@ impl Governance {
             kind: row.try_get::<String, _>("kind")?.parse()?,
             is_admin: row.try_get::<i64, _>("is_admin")? != 0,
             token_id,
+            scope: row.try_get::<String, _>("scope")?.parse()?,
+            rate_limit: rate_limit(&row)?,
         };
         self.principals.put(
             secret_hash,

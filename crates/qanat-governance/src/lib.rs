@@ -33,7 +33,9 @@ pub use audit::{
 pub use cache::{auth_changed, TTL as AUTH_CACHE_TTL};
 pub use checkpoint::{AuditCheckpoint, CheckpointVerification};
 pub use error::Error;
-pub use identity::{NewToken, Principal, TokenInfo, User, UserKind};
+pub use identity::{
+    NewToken, Principal, TokenGrant, TokenInfo, TokenScope, User, UserKind, MAX_RATE_LIMIT,
+};
 pub use lineage::{LineageEdge, LineageGraph};
 pub use projects::{Member, Project};
 pub use rbac::{authorize, Decision, Requirement, Role};

@@ -100,6 +100,8 @@ mod tests {
             kind: UserKind::User,
             is_admin: admin,
             token_id: "t1".into(),
+            scope: Default::default(),
+            rate_limit: None,
         }
     }
 

@@ -52,6 +52,12 @@ pub struct CreateToken {
     pub user: Option<String>,
     /// Lifetime in seconds; default: no expiry.
     pub expires_in_seconds: Option<i64>,
+    /// `inference`: the token may call only the inference endpoints. Default `all`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<crate::TokenScope>,
+    /// Requests a second this token may make (a burst of one second's worth).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<u32>,
 }
 
 /// Whose tokens to list.

@@ -91,6 +91,9 @@ pub struct DeploymentSpec {
     /// What goes to the inference log.
     #[serde(default)]
     pub log: crate::log::LogSpec,
+    /// Read the model's inputs from a feature service: requests carry entity keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<crate::enrich::Enrichment>,
 }
 
 impl DeploymentSpec {
@@ -152,6 +155,9 @@ impl DeploymentSpec {
             ));
         }
         self.batching.check()?;
+        if let Some(f) = &self.features {
+            f.check()?;
+        }
         self.log.check()
     }
 
@@ -651,6 +657,7 @@ mod tests {
             routing: Routing::Weighted,
             batching: Batching::default(),
             log: Default::default(),
+            features: None,
         }
     }
 

@@ -3,18 +3,19 @@
 //! work unchanged.
 //!
 //! A model is a registered model of the project; its OIP versions are the registry's
-//! versions. [`Serving::model`] loads a version's package from the project's artifact
+//! versions. [`Serving::loaded`] loads a version's package from the project's artifact
 //! storage (checked against the project's residency) onto the native runtime, once, and
 //! keeps it: versions are immutable. [`oip`] holds the wire types and turns request
 //! tensors into the table the runtime takes, and its outputs into response tensors.
 //!
-//! State: the first slice of issue 18 — REST health, metadata and JSON inference for
-//! models trained by `qanat train` (and versions `qanat optimize` made from them).
-//! Deployments, dynamic batching, gRPC, the binary tensor extension and ONNX models
-//! made elsewhere come next (docs/serving.md).
+//! Versions without Qanat's package but with a `model.onnx` (ONNX models made
+//! elsewhere) are served tensor by tensor on tract ([`Model::Onnx`]). Deployments
+//! ([`deploy`]) route between versions; [`enrich`] reads a deployment's inputs from
+//! the feature store; [`batch`] stacks requests; [`log`] records the answers.
 
 pub mod batch;
 pub mod deploy;
+pub mod enrich;
 pub mod log;
 pub mod metrics;
 pub mod oip;
@@ -50,6 +51,8 @@ pub enum Error {
     Runtime(#[from] qanat_runtime::Error),
     #[error(transparent)]
     Refused(#[from] qanat_core::Refusal),
+    #[error(transparent)]
+    Features(#[from] qanat_features::Error),
     /// A change lost to a concurrent one; nothing was written.
     #[error("{0}")]
     Conflict(String),
@@ -79,6 +82,7 @@ impl qanat_core::DomainError for Error {
             Error::Governance(e) => e.kind(),
             Error::Runtime(e) => e.kind(),
             Error::Refused(r) => r.kind(),
+            Error::Features(e) => e.kind(),
             Error::Conflict(_) => K::Conflict,
             Error::Busy(_) => K::Exhausted,
             Error::TimedOut(_) | Error::Unavailable(_) => K::Unavailable,
@@ -91,6 +95,7 @@ impl qanat_core::DomainError for Error {
             Error::Tracking(e) => e.code(),
             Error::Store(e) => e.code(),
             Error::Governance(e) => e.code(),
+            Error::Features(e) => e.code(),
             _ => None,
         }
     }
@@ -98,6 +103,7 @@ impl qanat_core::DomainError for Error {
     fn refusal(&self) -> Option<&qanat_core::Refusal> {
         match self {
             Error::Refused(r) => Some(r),
+            Error::Features(e) => e.refusal(),
             _ => None,
         }
     }
@@ -109,17 +115,77 @@ pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// A version ready to answer: its model on the native runtime and its tensors.
+/// A version ready to answer: its model and its tensors.
 #[derive(Debug)]
 pub struct Loaded {
     pub name: String,
     pub version: String,
-    pub model: NativeModel,
+    pub model: Model,
     pub inputs: Vec<oip::TensorMetadata>,
     pub outputs: Vec<oip::TensorMetadata>,
 }
 
-/// The platform name metadata reports.
+/// What answers for a version.
+// One per loaded version, kept behind the version's `Arc`: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Model {
+    /// A package `qanat train` wrote (or `qanat optimize` derived), on the native
+    /// runtime: one input per feature column, the outputs its target gives.
+    Native(NativeModel),
+    /// An ONNX model made elsewhere, on tract, served tensor by tensor: its graph's
+    /// inputs in, its result out (as Triton serves ONNX).
+    Onnx(qanat_runtime::onnx::tract::TensorModel),
+}
+
+impl Model {
+    pub fn native(&self) -> Option<&NativeModel> {
+        match self {
+            Model::Native(m) => Some(m),
+            Model::Onnx(_) => None,
+        }
+    }
+
+    /// Values per row the batcher stacks.
+    pub fn row_width(&self) -> usize {
+        match self {
+            Model::Native(m) => m.mlp().inputs(),
+            Model::Onnx(m) => m.row_width(),
+        }
+    }
+
+    /// Values per row out.
+    pub fn outputs(&self) -> usize {
+        match self {
+            Model::Native(m) => m.mlp().outputs(),
+            Model::Onnx(m) => m.outputs(),
+        }
+    }
+
+    /// Runs `rows` rows of `x` (blocking).
+    pub fn forward(
+        &self,
+        x: &[f32],
+        rows: usize,
+        scratch: &mut qanat_runtime::native::Scratch,
+    ) -> Result<Vec<f32>> {
+        Ok(match self {
+            Model::Native(m) => m.mlp().forward(x, rows, scratch)?.to_vec(),
+            Model::Onnx(m) => m.run(x, rows)?,
+        })
+    }
+
+    /// The platform metadata reports.
+    pub fn platform(&self) -> &'static str {
+        match self {
+            Model::Native(_) => PLATFORM,
+            // Triton's name for ONNX models.
+            Model::Onnx(_) => "onnxruntime_onnx",
+        }
+    }
+}
+
+/// The platform name metadata reports for native models.
 pub const PLATFORM: &str = "qanat_native";
 
 type Key = (String, String, String);
@@ -134,6 +200,8 @@ pub struct Serving {
     loaded: Arc<Mutex<HashMap<Key, Arc<Loaded>>>>,
     routes: route::Routes,
     log: Arc<std::sync::OnceLock<log::InferenceLog>>,
+    /// The feature store deployments with enrichment read (set by the server).
+    features: Arc<std::sync::OnceLock<qanat_features::Features>>,
     metrics: metrics::ServingMetrics,
 }
 
@@ -161,8 +229,16 @@ impl Serving {
             loaded: Arc::default(),
             routes: route::Routes::default(),
             log: Arc::default(),
+            features: Arc::default(),
             metrics: metrics::ServingMetrics::default(),
         }
+    }
+
+    /// The feature store that deployments with feature enrichment read, in this
+    /// process. Set once, by the server, after its online store is open; a server
+    /// without one refuses such deployments' requests with 503.
+    pub fn set_features(&self, features: qanat_features::Features) {
+        let _ = self.features.set(features);
     }
 
     /// The metric families, for the server's registry.
@@ -256,7 +332,7 @@ impl Serving {
         let path = path.trim_matches('/');
         let location = self.storage.default_location().to_string();
         qanat_governance::check_residency(project, &self.storage.location(&location)?)?;
-        let read = |file: &'static str| {
+        let read = |file: &str| {
             let key = format!("projects/{}/mlflow-artifacts/{path}/{file}", project.id);
             let storage = self.storage.clone();
             let location = location.clone();
@@ -272,21 +348,51 @@ impl Serving {
         use qanat_core::DomainError;
         let spec = read(qanat_runtime::package::SPEC).await?;
         let weights = read(qanat_runtime::package::WEIGHTS).await?;
-        let (Some(spec), Some(weights)) = (spec, weights) else {
+        if let (Some(spec), Some(weights)) = (spec, weights) {
+            let model = NativeModel::from_bytes(&spec, &weights)?;
+            return Ok(Loaded {
+                name: name.to_string(),
+                version: version.to_string(),
+                inputs: oip::input_metadata(&model),
+                outputs: oip::output_metadata(&model),
+                model: Model::Native(model),
+            });
+        }
+        // A model made elsewhere: its ONNX graph (as `mlflow.onnx.log_model` stores it).
+        let Some(onnx) = read(qanat_runtime::package::ONNX).await? else {
             return Err(Error::NotFound(format!(
-                "model '{name}' version {version} has no {} and {}: this server serves models \
-                 trained by `qanat train` (ONNX models made elsewhere are not served yet)",
+                "model '{name}' version {version} has neither {} and {} (a model trained by \
+                 `qanat train`) nor {} (an ONNX model): there is nothing to serve",
                 qanat_runtime::package::SPEC,
-                qanat_runtime::package::WEIGHTS
+                qanat_runtime::package::WEIGHTS,
+                qanat_runtime::package::ONNX
             )));
         };
-        let model = NativeModel::from_bytes(&spec, &weights)?;
+        let unservable = |e: qanat_runtime::Error| {
+            Error::NotFound(format!(
+                "model '{name}' version {version} cannot be served: {e}"
+            ))
+        };
+        if !qanat_runtime::onnx::external_files(&onnx)
+            .map_err(unservable)?
+            .is_empty()
+        {
+            return Err(Error::NotFound(format!(
+                "model '{name}' version {version} keeps its ONNX weights in external files, which serving does not read yet; save the model with its weights inside"
+            )));
+        }
+        let model = tokio::task::spawn_blocking(move || {
+            qanat_runtime::onnx::tract::TensorModel::load(&onnx)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("loading the model stopped: {e}")))?
+        .map_err(unservable)?;
         Ok(Loaded {
             name: name.to_string(),
             version: version.to_string(),
-            inputs: oip::input_metadata(&model),
-            outputs: oip::output_metadata(&model),
-            model,
+            inputs: oip::onnx_input_metadata(&model),
+            outputs: oip::onnx_output_metadata(&model),
+            model: Model::Onnx(model),
         })
     }
 }

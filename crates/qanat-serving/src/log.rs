@@ -26,7 +26,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
-use crate::oip::InferRequest;
 use crate::{Error, Result};
 
 /// What a deployment logs.
@@ -171,13 +170,13 @@ impl InferenceLog {
 
 /// A request's inputs as `{name: [values]}`, the inputs named in `pii` replaced by
 /// `pii:<keyed hash>` of each value.
-pub fn inputs_json(
-    request: &InferRequest,
+pub fn inputs_json<'a>(
+    inputs: impl Iterator<Item = &'a crate::oip::RequestInput>,
     pii: &[String],
     mac: &dyn Fn(&[u8]) -> String,
 ) -> String {
     let mut out = Map::new();
-    for input in &request.inputs {
+    for input in inputs {
         let mut flat = Vec::new();
         crate::oip::flatten_values(&input.data, &mut flat);
         let values: Vec<Value> = if pii.contains(&input.name) {
@@ -484,7 +483,7 @@ mod tests {
 
     #[test]
     fn pii_inputs_become_keyed_pseudonyms() {
-        let req: InferRequest = serde_json::from_value(serde_json::json!({
+        let req: crate::oip::InferRequest = serde_json::from_value(serde_json::json!({
             "inputs": [
                 {"name": "email", "datatype": "BYTES", "shape": [2], "data": ["a@x.ae", null]},
                 {"name": "age", "datatype": "FP64", "shape": [2, 1], "data": [[31], [40]]},
@@ -492,7 +491,7 @@ mod tests {
         }))
         .expect("request");
         let mac = |v: &[u8]| format!("{:064x}", v.len());
-        let text = inputs_json(&req, &["email".to_string()], &mac);
+        let text = inputs_json(req.inputs.iter(), &["email".to_string()], &mac);
         let v: Value = serde_json::from_str(&text).expect("json");
         assert_eq!(v["age"], serde_json::json!([31, 40]));
         assert_eq!(v["email"][1], Value::Null);

@@ -9,15 +9,18 @@
 //! - classification: `probability` (`[N, 1]`, binary: the second class's) or
 //!   `probabilities` (`[N, classes]`), and `label` (`BYTES`, `[N]`, the predicted class);
 //! - regression: `prediction` (`[N, 1]`, in the target's units).
+//!
+//! An ONNX model made elsewhere is served tensor by tensor, as Triton serves ONNX: its
+//! graph's inputs (`[N, …]`, any numeric datatype) and its result tensor (`FP32`).
 
+use qanat_runtime::onnx::tract::TensorModel;
 use qanat_runtime::package::NativeModel;
-use qanat_runtime::Runtime;
 use qanat_train::prep::Target;
 use qanat_train::table::{Column, Table, Values};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{Error, Loaded, Result};
+use crate::{Error, Loaded, Model, Result};
 
 /// The most rows one request may carry.
 pub const MAX_ROWS: usize = 65_536;
@@ -152,6 +155,45 @@ pub fn output_metadata(model: &NativeModel) -> Vec<TensorMetadata> {
     out
 }
 
+/// An ONNX model's inputs: the graph's, `[-1, …]` with its element type.
+pub fn onnx_input_metadata(model: &TensorModel) -> Vec<TensorMetadata> {
+    model
+        .graph()
+        .inputs
+        .iter()
+        .zip(model.input_dims())
+        .map(|(p, dims)| TensorMetadata {
+            name: p.name.clone(),
+            datatype: onnx_datatype(p.elem_type).into(),
+            shape: std::iter::once(-1)
+                .chain(dims.iter().map(|d| *d as i64))
+                .collect(),
+        })
+        .collect()
+}
+
+/// An ONNX model's output: the graph's result, `[-1, …]`, FP32.
+pub fn onnx_output_metadata(model: &TensorModel) -> Vec<TensorMetadata> {
+    let r = model.graph().result();
+    vec![TensorMetadata {
+        name: r.name.clone(),
+        datatype: "FP32".into(),
+        shape: std::iter::once(-1)
+            .chain(r.dims.iter().skip(1).map(|d| d.map_or(-1, |d| d as i64)))
+            .collect(),
+    }]
+}
+
+/// OIP's name for an ONNX element type the served models take.
+fn onnx_datatype(elem_type: i32) -> &'static str {
+    match elem_type {
+        1 => "FP32",
+        11 => "FP64",
+        7 => "INT64",
+        _ => "BYTES",
+    }
+}
+
 /// The datatypes a numeric input may come as.
 const NUMERIC: [&str; 13] = [
     "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16",
@@ -264,8 +306,8 @@ fn column(input: &RequestInput, n: usize, dtype: &str) -> Result<Column> {
 }
 
 /// The request's inputs as the table the model takes, checked against its signature.
-pub fn table(loaded: &Loaded, request: &InferRequest) -> Result<Table> {
-    let spec = loaded.model.spec();
+pub fn table(loaded: &Loaded, model: &NativeModel, request: &InferRequest) -> Result<Table> {
+    let spec = model.spec();
     for input in &request.inputs {
         if !spec.inputs.iter().any(|i| i.name == input.name) {
             return Err(Error::Invalid(format!(
@@ -331,6 +373,135 @@ pub struct Prepared {
     pub id: Option<String>,
 }
 
+/// An ONNX model's request as the matrix its batcher stacks: each graph input given
+/// once, `[N, …]` with the graph's dimensions after the batch, numeric; each row the
+/// inputs' rows side by side, in graph order.
+fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f32>, usize)> {
+    for input in &request.inputs {
+        if !loaded.inputs.iter().any(|i| i.name == input.name) {
+            return Err(Error::Invalid(format!(
+                "input '{}' is not one of model '{}''s inputs ({})",
+                input.name,
+                loaded.name,
+                loaded
+                    .inputs
+                    .iter()
+                    .map(|i| i.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    }
+    let mut rows: Option<usize> = None;
+    let mut columns: Vec<(Vec<f32>, usize)> = Vec::with_capacity(loaded.inputs.len());
+    for want in &loaded.inputs {
+        let found: Vec<&RequestInput> = request
+            .inputs
+            .iter()
+            .filter(|i| i.name == want.name)
+            .collect();
+        let input = match found[..] {
+            [one] => one,
+            [] => {
+                return Err(Error::Invalid(format!(
+                    "input '{}' is missing: model '{}' takes {}",
+                    want.name,
+                    loaded.name,
+                    loaded
+                        .inputs
+                        .iter()
+                        .map(|i| format!("{} {:?}", i.name, i.shape))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+            }
+            _ => {
+                return Err(Error::Invalid(format!(
+                    "input '{}' is given more than once",
+                    want.name
+                )))
+            }
+        };
+        let rest: Vec<i64> = want.shape[1..].to_vec();
+        let width: usize = rest.iter().map(|d| *d as usize).product();
+        let bad_shape = || {
+            Error::Invalid(format!(
+                "input '{}' has shape {:?}: the model takes [N, {}]",
+                input.name,
+                input.shape,
+                rest.iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        };
+        let n = match input.shape.split_first() {
+            Some((&n, r)) if r == rest.as_slice() || (r.is_empty() && width == 1) => {
+                usize::try_from(n).map_err(|_| bad_shape())?
+            }
+            _ => return Err(bad_shape()),
+        };
+        if n > MAX_ROWS {
+            return Err(Error::Invalid(format!(
+                "input '{}' has {n} rows; a request carries at most {MAX_ROWS}",
+                input.name
+            )));
+        }
+        if rows.is_some_and(|r| r != n) {
+            return Err(Error::Invalid(format!(
+                "input '{}' has {n} rows but another input has {}: every input carries the same rows",
+                input.name,
+                rows.unwrap_or_default()
+            )));
+        }
+        rows = Some(n);
+        if !NUMERIC.contains(&input.datatype.as_str()) {
+            return Err(Error::Invalid(format!(
+                "input '{}' is numeric: send it as {} or another numeric datatype, not {}",
+                input.name, want.datatype, input.datatype
+            )));
+        }
+        let mut flat = Vec::with_capacity(n * width);
+        flatten(&input.data, &mut flat);
+        if flat.len() != n * width {
+            return Err(Error::Invalid(format!(
+                "input '{}' has shape {:?} ({} values) but {} data values",
+                input.name,
+                input.shape,
+                n * width,
+                flat.len()
+            )));
+        }
+        let boolean = input.datatype == "BOOL";
+        let values = flat
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::Number(x) if !boolean => x.as_f64().map(|x| x as f32).ok_or(i),
+                Value::Bool(b) if boolean => Ok(f32::from(u8::from(*b))),
+                Value::Null => Ok(f32::NAN),
+                _ => Err(i),
+            })
+            .collect::<std::result::Result<Vec<f32>, usize>>()
+            .map_err(|i| {
+                Error::Invalid(format!(
+                    "input '{}' value {i} is {}, which is not {}",
+                    input.name, flat[i], input.datatype
+                ))
+            })?;
+        columns.push((values, width));
+    }
+    let rows = rows.unwrap_or_default();
+    let total: usize = columns.iter().map(|c| c.1).sum();
+    let mut x = Vec::with_capacity(rows * total);
+    for r in 0..rows {
+        for (values, w) in &columns {
+            x.extend_from_slice(&values[r * w..(r + 1) * w]);
+        }
+    }
+    Ok((x, rows))
+}
+
 /// Checks `request` against `loaded` (inputs, requested outputs) and encodes its rows.
 pub fn prepare(loaded: &Loaded, request: InferRequest) -> Result<Prepared> {
     let wanted: Option<Vec<String>> = request
@@ -354,15 +525,20 @@ pub fn prepare(loaded: &Loaded, request: InferRequest) -> Result<Prepared> {
             )));
         }
     }
-    let table = table(loaded, &request)?;
-    let rows = table.rows();
-    let index: Vec<usize> = (0..rows).collect();
-    let x = loaded
-        .model
-        .spec()
-        .preprocessing
-        .encode_features(&table, &index)
-        .map_err(qanat_runtime::Error::from)?;
+    let (x, rows) = match &loaded.model {
+        Model::Native(model) => {
+            let table = table(loaded, model, &request)?;
+            let rows = table.rows();
+            let index: Vec<usize> = (0..rows).collect();
+            let x = model
+                .spec()
+                .preprocessing
+                .encode_features(&table, &index)
+                .map_err(qanat_runtime::Error::from)?;
+            (x, rows)
+        }
+        Model::Onnx(_) => tensors(loaded, &request)?,
+    };
     Ok(Prepared {
         x,
         rows,
@@ -379,11 +555,7 @@ pub fn infer(loaded: &Loaded, request: InferRequest) -> Result<InferResponse> {
         Vec::new()
     } else {
         let mut scratch = qanat_runtime::native::Scratch::default();
-        loaded
-            .model
-            .mlp()
-            .forward(&p.x, p.rows, &mut scratch)?
-            .to_vec()
+        loaded.model.forward(&p.x, p.rows, &mut scratch)?
     };
     Ok(respond(loaded, &loaded.name, p.rows, &raw, p.id, p.wanted))
 }
@@ -399,8 +571,31 @@ pub fn respond(
     wanted: Option<Vec<String>>,
 ) -> InferResponse {
     let k = loaded.model.outputs();
-    let target = &loaded.model.spec().preprocessing.target;
     let floats = |v: Vec<f32>| Value::from(v.into_iter().map(f64::from).collect::<Vec<_>>());
+    let Model::Native(model) = &loaded.model else {
+        // An ONNX model: its result tensor, as the graph gives it.
+        let meta = &loaded.outputs[0];
+        let shape = std::iter::once(n)
+            .chain(meta.shape.iter().skip(1).map(|d| *d as usize))
+            .collect();
+        let mut outputs = vec![ResponseOutput {
+            name: meta.name.clone(),
+            shape,
+            datatype: "FP32".into(),
+            parameters: None,
+            data: floats(raw.to_vec()),
+        }];
+        if let Some(w) = wanted {
+            outputs.retain(|o| w.contains(&o.name));
+        }
+        return InferResponse {
+            model_name: name.to_string(),
+            model_version: loaded.version.clone(),
+            id,
+            outputs,
+        };
+    };
+    let target = &model.spec().preprocessing.target;
     let mut outputs = vec![ResponseOutput {
         name: "output".into(),
         shape: vec![n, k],

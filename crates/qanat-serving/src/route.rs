@@ -32,13 +32,13 @@ pub struct Native(pub Arc<Loaded>);
 impl Engine for Native {
     type Scratch = Scratch;
     fn inputs(&self) -> usize {
-        self.0.model.mlp().inputs()
+        self.0.model.row_width()
     }
     fn outputs(&self) -> usize {
-        self.0.model.mlp().outputs()
+        self.0.model.outputs()
     }
     fn run(&self, x: &[f32], rows: usize, scratch: &mut Scratch) -> Result<Vec<f32>> {
-        Ok(self.0.model.mlp().forward(x, rows, scratch)?.to_vec())
+        self.0.model.forward(x, rows, scratch)
     }
 }
 
@@ -103,6 +103,8 @@ pub struct Route {
     pinned: bool,
     routing: Routing,
     log: crate::log::LogSpec,
+    /// The feature service requests are enriched from, if any.
+    enrich: Option<Arc<crate::enrich::Enrichment>>,
     arms: Vec<Arc<Arm>>,
     shadows: Vec<Arc<Arm>>,
     fingerprint: Fingerprint,
@@ -473,6 +475,7 @@ impl Serving {
                         routing: Routing::Weighted,
                         batching: Batching::default(),
                         log: Default::default(),
+                        features: None,
                     },
                     version.is_some(),
                 )
@@ -512,6 +515,7 @@ impl Serving {
             model,
             routing: spec.routing,
             log: spec.log.clone(),
+            enrich: spec.features.clone().map(Arc::new),
             fingerprint: Fingerprint {
                 revision: deployment.as_ref().map(|d| d.revision),
                 versions,
@@ -544,7 +548,7 @@ impl Serving {
         let observe: crate::batch::Observer = Box::new(move |n| rows.observe(n as f64));
         let batcher =
             Batcher::start_observed(Native(loaded.clone()), batching.clone(), Some(observe))?;
-        let probe = vec![0f32; loaded.model.mlp().inputs()];
+        let probe = vec![0f32; loaded.model.row_width()];
         let (y, _) = batcher.infer(probe, 1, None, None).await?;
         if y.iter().any(|v| !v.is_finite()) {
             return Err(Error::Unavailable(format!(
@@ -580,6 +584,28 @@ impl Serving {
             .as_ref()
             .map_err(|e| Error::Unavailable(e.clone()))?;
         let (priority, timeout) = queue_parameters(&request)?;
+        let (request, fetched) = match &route.enrich {
+            None => (request, None),
+            Some(spec) => {
+                let features = self.features.get().ok_or_else(|| {
+                    Error::Unavailable(format!(
+                        "deployment '{}' reads features from service '{}', but this server has no feature store",
+                        route.name, spec.service
+                    ))
+                })?;
+                let fetched = crate::enrich::fetch(
+                    features,
+                    project,
+                    spec,
+                    &route.name,
+                    &served.loaded,
+                    request,
+                )
+                .await?;
+                let request = fetched.for_model(&served.loaded, spec, &route.name)?;
+                (request, Some(Arc::new(fetched)))
+            }
+        };
         let log = self
             .log
             .get()
@@ -617,7 +643,12 @@ impl Serving {
             model: route.model.clone(),
             actor: caller.actor.to_string(),
             request_id: caller.request_id.to_string(),
-            pii: route.log.pii.clone(),
+            pii: match &fetched {
+                // Features the store marks PII are pseudonymized like declared ones.
+                Some(f) => route.log.pii.iter().chain(f.pii()).cloned().collect(),
+                None => route.log.pii.clone(),
+            },
+            keys: fetched.clone(),
             mac_purpose: format!("pii:{}", project.id),
             keyring: self.storage.keyring().clone(),
         });
@@ -628,9 +659,13 @@ impl Serving {
                     version: shadow.version.clone().unwrap_or_default(),
                     ..labels.clone()
                 };
+                let input = match (&fetched, &route.enrich) {
+                    (Some(f), Some(spec)) => ShadowInput::Enriched(f.clone(), spec.clone()),
+                    _ => ShadowInput::Plain(copy.clone()),
+                };
                 tokio::spawn(shadow_run(
                     shadow.clone(),
-                    copy.clone(),
+                    input,
                     raw.clone(),
                     context.clone(),
                     (self.metrics.clone(), labels),
@@ -679,7 +714,7 @@ impl Serving {
         Ok(ModelMetadata {
             name: name.to_string(),
             versions,
-            platform: crate::PLATFORM.into(),
+            platform: primary.loaded.model.platform().into(),
             inputs: primary.loaded.inputs.clone(),
             outputs: primary.loaded.outputs.clone(),
         })
@@ -834,6 +869,8 @@ struct LogContext {
     actor: String,
     request_id: String,
     pii: Vec<String>,
+    /// The entity keys of an enriched request, logged beside the model's inputs.
+    keys: Option<Arc<crate::enrich::Fetched>>,
     mac_purpose: String,
     keyring: qanat_store::Keyring,
 }
@@ -861,7 +898,14 @@ impl LogContext {
             rows: u32::try_from(rows).unwrap_or(u32::MAX),
             latency_us: u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
             queue_us: u64::try_from(queued.as_micros()).unwrap_or(u64::MAX),
-            inputs: crate::log::inputs_json(request, &self.pii, &mac),
+            inputs: crate::log::inputs_json(
+                request
+                    .inputs
+                    .iter()
+                    .chain(self.keys.iter().flat_map(|f| f.keys.iter())),
+                &self.pii,
+                &mac,
+            ),
             outputs: crate::log::outputs_json(response),
         };
         self.log.record(&self.project_id, record);
@@ -899,9 +943,16 @@ async fn run(
 
 /// Runs a copy of a request on a shadow, compares its outputs with `answer`'s and
 /// logs them.
+/// What a shadow runs: a copy of the request, or (with enrichment) the features
+/// read for the answer, taken as its own model's inputs.
+enum ShadowInput {
+    Plain(Arc<InferRequest>),
+    Enriched(Arc<crate::enrich::Fetched>, Arc<crate::enrich::Enrichment>),
+}
+
 async fn shadow_run(
     arm: Arc<Arm>,
-    request: Arc<InferRequest>,
+    input: ShadowInput,
     answer: Arc<Vec<f32>>,
     log: Option<LogContext>,
     (metrics, labels): (ServingMetrics, VersionLabels),
@@ -911,7 +962,16 @@ async fn shadow_run(
     };
     let started = std::time::Instant::now();
     arm.requests.fetch_add(1, Ordering::Relaxed);
-    let got = run(served, (*request).clone(), None, None).await;
+    let request = match input {
+        ShadowInput::Plain(r) => Ok(r),
+        ShadowInput::Enriched(f, spec) => f
+            .for_model(&served.loaded, &spec, &labels.deployment)
+            .map(Arc::new),
+    };
+    let got = match &request {
+        Ok(r) => run(served, (**r).clone(), None, None).await,
+        Err(e) => Err(Error::Invalid(e.to_string())),
+    };
     count(&metrics, &labels, got.as_ref().err());
     if got.is_ok() {
         metrics
@@ -919,7 +979,7 @@ async fn shadow_run(
             .get_or_create(&labels)
             .observe(started.elapsed().as_secs_f64());
     }
-    if let (Ok((rows, raw, id, _, queued)), Some(ctx)) = (&got, &log) {
+    if let (Ok((rows, raw, id, _, queued)), Some(ctx), Ok(request)) = (&got, &log, &request) {
         let response = oip::respond(
             &served.loaded,
             &ctx.deployment,
@@ -929,7 +989,7 @@ async fn shadow_run(
             None,
         );
         ctx.record(
-            &request,
+            request,
             &response,
             "shadow",
             *rows,
@@ -954,10 +1014,11 @@ async fn shadow_run(
         .map(|(a, b)| f64::from((a - b).abs()))
         .sum::<f64>()
         / raw.len() as f64;
-    let classifier = matches!(
-        served.loaded.model.spec().preprocessing.target,
-        Kind::Classification { .. }
-    );
+    let classifier = served
+        .loaded
+        .model
+        .native()
+        .is_some_and(|m| matches!(m.spec().preprocessing.target, Kind::Classification { .. }));
     if classifier {
         let label = |z: &[f32]| {
             if k == 1 {

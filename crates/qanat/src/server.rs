@@ -265,6 +265,8 @@ pub async fn serve(cfg: Config) -> Result<()> {
         .clone()
         .with_online(online)
         .with_join_memory(cfg.join_memory_bytes()?);
+    // Deployments with feature enrichment read the online store in this process.
+    state.serving.set_features(state.features.clone());
     // Stream sources consume their NATS subjects for as long as the server runs.
     tokio::spawn(
         state
@@ -327,6 +329,21 @@ pub async fn serve_data_plane(cfg: Config) -> Result<()> {
     let limits = api_limits(&cfg);
     let mut state = AppState::new(inst.meta.clone(), inst.storage.clone(), limits);
     state.mlflow_project = cfg.tracking.default_project.clone();
+    // Feature enrichment reads the online store here too. An embedded store is one
+    // process's file: while `qanat server` holds it, replicas need a shared one
+    // (features.online_store = redis://...), and serve the rest meanwhile.
+    let online_url = cfg.online_store_url();
+    match qanat_features::online::OnlineStore::open(&online_url).await {
+        Ok(online) => {
+            state.features = state.features.clone().with_online(online);
+            state.serving.set_features(state.features.clone());
+        }
+        Err(e) => tracing::warn!(
+            store = %qanat_store::redact_url(&online_url),
+            error = %e,
+            "the online feature store cannot be opened: deployments that read features answer 503 here (replicas share a Redis online store)"
+        ),
+    }
     state.serving.start(Duration::from_secs(1));
     let app = qanat_api::data_plane_router(state);
     listen(&cfg, listener, tls, app, "serve").await?;

@@ -279,6 +279,87 @@ fn a_trained_version_answers_in_the_open_inference_protocol() {
         v["error"].as_str().unwrap_or("").contains("truncated"),
         "{v}"
     );
+
+    // An ONNX model made elsewhere — here the graph version 1 carries, stored alone as
+    // `mlflow.onnx.log_model` stores one — is served tensor by tensor on tract.
+    let v1 = q.mlflow_get(
+        "default",
+        "model-versions/get-download-uri?name=cancer&version=1",
+    );
+    let source = v1["artifact_uri"].as_str().expect("artifact_uri");
+    let path = source
+        .strip_prefix("mlflow-artifacts:")
+        .unwrap_or_else(|| panic!("{v1}"))
+        .trim_matches('/');
+    let artifacts = "/api/2.0/mlflow-artifacts/artifacts";
+    let graph = http
+        .raw(token, "GET", &format!("{artifacts}/{path}/model.onnx"))
+        .send()
+        .expect("request")
+        .bytes()
+        .expect("model.onnx");
+    // Beside the run, under its experiment, as a second logged model would be.
+    let experiment = path.split('/').next().expect("experiment");
+    let elsewhere = format!("{experiment}/elsewhere/model");
+    let put = http
+        .raw(token, "PUT", &format!("{artifacts}/{elsewhere}/model.onnx"))
+        .body(graph.to_vec())
+        .send()
+        .expect("request");
+    assert_eq!(put.status(), 200);
+    for (path, body) in [
+        ("registered-models/create", json!({"name": "cancer-onnx"})),
+        (
+            "model-versions/create",
+            json!({"name": "cancer-onnx", "source": format!("mlflow-artifacts:/{elsewhere}")}),
+        ),
+    ] {
+        let (s, v) = http.send(
+            token,
+            "POST",
+            &format!("/api/2.0/mlflow/{path}"),
+            Some(body),
+        );
+        assert_eq!(s, 200, "{v}");
+    }
+    let (s, meta) = http.send(token, "GET", "/v2/models/cancer-onnx", None);
+    assert_eq!(s, 200, "{meta}");
+    assert_eq!(meta["platform"], "onnxruntime_onnx");
+    assert_eq!(meta["inputs"].as_array().map(Vec::len), Some(30), "{meta}");
+    assert_eq!(meta["outputs"].as_array().map(Vec::len), Some(1), "{meta}");
+    let result = meta["outputs"][0]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    let (inputs, _) = rows(40);
+    let (s, onnx) = http.send(
+        token,
+        "POST",
+        "/v2/models/cancer-onnx/infer",
+        Some(json!({"inputs": inputs})),
+    );
+    assert_eq!(s, 200, "{onnx}");
+    assert_eq!(onnx["outputs"][0]["name"], result.as_str());
+    assert_eq!(onnx["outputs"][0]["shape"], json!([40, 1]));
+    let from_onnx: Vec<f64> =
+        serde_json::from_value(onnx["outputs"][0]["data"].clone()).expect("floats");
+    assert_eq!(from_onnx.len(), logits.len());
+    for (a, b) in from_onnx.iter().zip(&logits) {
+        assert!((a - b).abs() < 1e-3, "onnx {a} vs native {b}");
+    }
+    let mut wide = rows(2).0;
+    wide[0]["shape"] = json!([1, 2]);
+    let (s, v) = http.send(
+        token,
+        "POST",
+        "/v2/models/cancer-onnx/infer",
+        Some(json!({"inputs": wide})),
+    );
+    assert_eq!(s, 400, "{v}");
+    assert!(
+        v["error"].as_str().is_some_and(|m| m.contains("[N, 1]")),
+        "{v}"
+    );
 }
 
 /// One inference on deployment (or model) `name`, with a routing key when given:
@@ -839,4 +920,294 @@ fn qanat_serve_is_a_data_plane_that_follows_deployment_changes() {
         followed,
         "qanat serve did not follow the deployment's change"
     );
+}
+
+/// The feature repo of the enrichment test: the 30 cell measurements per patient,
+/// pushed; `radius_mean` is PII.
+fn cells_repo() -> String {
+    let (inputs, _) = rows(1);
+    let mut schema = String::new();
+    for i in &inputs {
+        let name = i["name"].as_str().expect("name");
+        let pii = if name == "radius_mean" {
+            ", pii: true"
+        } else {
+            ""
+        };
+        schema.push_str(&format!("  - {{name: {name}, type: float64{pii}}}\n"));
+    }
+    format!(
+        "kind: entity\nname: patient\njoin_keys: [{{name: patient_id, type: int64}}]\n---\n\
+         kind: source\nname: cells_push\ntype: push\ntimestamp_field: event_timestamp\n---\n\
+         kind: feature_view\nname: cells\nentities: [patient]\nsource: cells_push\nttl: 0\nschema:\n{schema}---\n\
+         kind: feature_service\nname: cancer_features\nfeatures: [cells]\n"
+    )
+}
+
+#[test]
+fn a_deployment_reads_its_inputs_from_the_online_store_by_entity_key() {
+    let q = Qanat::start_with(vec![("QANAT_JOBS_CPUS".into(), "2".into())]);
+    q.push_example("cancer", "breast_cancer.csv");
+    q.train(json!({
+        "name": "cancer-mlp", "inputs": ["dataset:cancer@1"], "target": "diagnosis",
+        "model": "mlp", "hidden": [16], "epochs": 5, "seed": 4, "register": "cancer",
+    }));
+    let http = q.http();
+    let token = &q.admin_token;
+    let repo = q.dir.path().join("cells-repo");
+    std::fs::create_dir_all(&repo).expect("repo dir");
+    std::fs::write(repo.join("cells.yaml"), cells_repo()).expect("repo");
+    let (ok, _, err) = q.cli(&[
+        "features",
+        "-p",
+        "default",
+        "apply",
+        repo.to_str().expect("path"),
+    ]);
+    assert!(ok, "{err}");
+
+    // Patients 1..=40 are the table's first 40 rows, pushed online.
+    let (inputs, _) = rows(40);
+    let mut df = serde_json::Map::new();
+    df.insert("patient_id".into(), json!((1..=40).collect::<Vec<i64>>()));
+    df.insert(
+        "event_timestamp".into(),
+        json!(vec!["2026-06-01T00:00:00Z"; 40]),
+    );
+    for i in &inputs {
+        let mut flat = Vec::new();
+        flatten(&i["data"], &mut flat);
+        df.insert(i["name"].as_str().expect("name").into(), json!(flat));
+    }
+    let (s, pushed) = http.send(
+        token,
+        "POST",
+        "/push",
+        Some(json!({"push_source_name": "cells_push", "to": "online", "df": df})),
+    );
+    assert_eq!((s, &pushed["accepted"]), (200, &json!(40)), "{pushed}");
+
+    deploy(
+        &q,
+        &[
+            "create",
+            "cells",
+            "--model",
+            "cancer",
+            "--primary",
+            "1",
+            "--features",
+            "cancer_features",
+        ],
+    );
+    let keys = |ids: Vec<i64>| json!({"name": "patient_id", "datatype": "INT64", "shape": [ids.len()], "data": ids});
+    // Keys only: the answers equal those for the features sent in full.
+    let (s, by_key) = http.send(
+        token,
+        "POST",
+        "/v2/models/cells/infer",
+        Some(json!({"inputs": [keys((1..=40).collect())], "outputs": [{"name": "output"}]})),
+    );
+    assert_eq!(s, 200, "{by_key}");
+    let (s, direct) = http.send(
+        token,
+        "POST",
+        "/v2/models/cancer/versions/1/infer",
+        Some(json!({"inputs": inputs, "outputs": [{"name": "output"}]})),
+    );
+    assert_eq!(s, 200, "{direct}");
+    assert_eq!(by_key["outputs"][0]["shape"], json!([40, 1]));
+    assert_eq!(by_key["outputs"][0]["data"], direct["outputs"][0]["data"]);
+
+    // An input the request gives wins over the stored feature.
+    let (one, _) = rows(1);
+    let mut radius = one[0].clone();
+    radius["data"] = json!([[40.0]]);
+    let (s, given) = http.send(
+        token,
+        "POST",
+        "/v2/models/cells/infer",
+        Some(json!({"inputs": [keys(vec![1]), radius], "outputs": [{"name": "output"}]})),
+    );
+    assert_eq!(s, 200, "{given}");
+    assert_ne!(
+        given["outputs"][0]["data"][0],
+        direct["outputs"][0]["data"][0]
+    );
+
+    // An unknown patient is refused by default, naming the entity and the feature;
+    // no keys at all is refused too.
+    let (s, refused) = http.send(
+        token,
+        "POST",
+        "/v2/models/cells/infer",
+        Some(json!({"inputs": [keys(vec![1, 999])]})),
+    );
+    assert_eq!(s, 400, "{refused}");
+    let msg = refused["error"].as_str().expect("error");
+    assert!(
+        msg.contains("patient_id=999") && msg.contains("NOT_FOUND"),
+        "{msg}"
+    );
+    let (s, none) = http.send(
+        token,
+        "POST",
+        "/v2/models/cells/infer",
+        Some(json!({"inputs": [radius_only()]})),
+    );
+    assert_eq!(s, 400, "{none}");
+    assert!(
+        none["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("entity keys")),
+        "{none}"
+    );
+
+    // Under `default`, a missing feature takes its default or is imputed.
+    deploy(
+        &q,
+        &[
+            "update",
+            "cells",
+            "--on-missing",
+            "default",
+            "--feature-default",
+            "radius_mean=14.1",
+        ],
+    );
+    let (s, filled) = http.send(
+        token,
+        "POST",
+        "/v2/models/cells/infer",
+        Some(json!({"inputs": [keys(vec![1, 999])], "outputs": [{"name": "label"}]})),
+    );
+    assert_eq!(s, 200, "{filled}");
+    assert_eq!(filled["outputs"][0]["shape"], json!([2]));
+
+    // The log keeps the keys beside the model's inputs; the PII feature is
+    // pseudonymized.
+    let mut records = Vec::new();
+    for _ in 0..100 {
+        let log: Value = serde_json::from_str(&deploy(
+            &q,
+            &["log", "cells", "--limit", "100", "-o", "json"],
+        ))
+        .expect("log json");
+        records = log["records"].as_array().cloned().unwrap_or_default();
+        if records.len() >= 3 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(records.len() >= 3, "{records:?}");
+    let inputs: Value =
+        serde_json::from_str(records[0]["inputs"].as_str().expect("inputs")).expect("json");
+    assert_eq!(inputs["patient_id"], json!([1, 999]), "{inputs}");
+    assert!(
+        inputs["radius_mean"][0]
+            .as_str()
+            .is_some_and(|v| v.starts_with("pii:")),
+        "{inputs}"
+    );
+    assert!(inputs["texture_mean"][0].is_number(), "{inputs}");
+    assert!(inputs["texture_mean"][1].is_null(), "{inputs}");
+}
+
+fn radius_only() -> Value {
+    json!({"name": "radius_mean", "datatype": "FP64", "shape": [1], "data": [14.0]})
+}
+
+fn flatten(v: &Value, out: &mut Vec<Value>) {
+    match v {
+        Value::Array(items) => items.iter().for_each(|i| flatten(i, out)),
+        other => out.push(other.clone()),
+    }
+}
+
+#[test]
+fn inference_tokens_call_only_inference_and_rate_limits_answer_429() {
+    let q = Qanat::start();
+    let (ok, out, err) = q.cli(&[
+        "tokens",
+        "create",
+        "--name",
+        "scorer",
+        "--scope",
+        "inference",
+        "--rate-limit",
+        "5",
+    ]);
+    assert!(ok, "{err}");
+    let scorer = out.trim().to_string();
+    let http = q.http();
+
+    // The inference endpoints let it through (no such model: 404, not 403)...
+    let (s, body) = http.send(&scorer, "GET", "/v2/models/nothing", None);
+    assert_eq!(s, 404, "{body}");
+    // ...anything else is refused, token creation included (no way out of the scope).
+    for (method, path) in [
+        ("GET", "/api/v1/projects"),
+        ("POST", "/api/v1/tokens"),
+        ("GET", "/api/v1/projects/default/deployments"),
+    ] {
+        let body = (method == "POST").then(|| json!({"name": "wider"}));
+        let (s, refused) = http.send(&scorer, method, path, body);
+        assert_eq!(s, 403, "{method} {path}: {refused}");
+        assert!(
+            refused.to_string().contains("scoped to inference"),
+            "{refused}"
+        );
+    }
+    let (ok, listed, err) = q.cli(&["tokens", "ls", "-o", "json"]);
+    assert!(ok, "{err}");
+    let listed: Value = serde_json::from_str(&listed).expect("json");
+    let row = listed
+        .as_array()
+        .expect("tokens")
+        .iter()
+        .find(|t| t["name"] == "scorer")
+        .cloned()
+        .expect("listed");
+    assert_eq!(
+        (&row["scope"], &row["rate_limit"]),
+        (&json!("inference"), &json!(5))
+    );
+
+    // Five a second: a burst gets 429 with Retry-After once the bucket is empty.
+    let mut limited = None;
+    for _ in 0..200 {
+        let resp = http
+            .raw(&scorer, "GET", "/v2/models/nothing")
+            .send()
+            .expect("request");
+        if resp.status().as_u16() == 429 {
+            limited = Some(resp);
+            break;
+        }
+        assert_eq!(resp.status().as_u16(), 404);
+    }
+    let limited = limited.expect("a 429 within 200 requests at 5 a second");
+    let retry: u64 = limited.headers()["retry-after"]
+        .to_str()
+        .expect("text")
+        .parse()
+        .expect("seconds");
+    assert!((1..=2).contains(&retry), "{retry}");
+    // Other tokens are not limited by it.
+    assert_eq!(
+        http.send(&q.admin_token, "GET", "/v2/models/nothing", None)
+            .0,
+        404
+    );
+    // The refusal is audited.
+    let (ok, audit, err) = q.cli(&[
+        "audit",
+        "tail",
+        "--action",
+        "serving.model.read",
+        "-n",
+        "20",
+    ]);
+    assert!(ok, "{err}");
+    assert!(audit.contains("limited to 5 requests a second"), "{audit}");
 }

@@ -119,4 +119,19 @@ pub struct SpecArgs {
     /// several).
     #[arg(long = "pii")]
     pub pii: Vec<String>,
+    /// Read the model's inputs from this feature service's online features:
+    /// requests then carry entity keys only.
+    #[arg(long, value_name = "SERVICE", conflicts_with = "no_features")]
+    pub features: Option<String>,
+    /// Stop reading features (requests carry the model's inputs again).
+    #[arg(long)]
+    pub no_features: bool,
+    /// When an entity's feature is missing or past its ttl: reject the request, or
+    /// use the default (--feature-default, else null, imputed by the model).
+    #[arg(long, value_name = "POLICY", value_parser = ["reject", "default"])]
+    pub on_missing: Option<String>,
+    /// A feature's default under --on-missing default, as NAME=VALUE (repeat for
+    /// several; VALUE is a number, true/false or text).
+    #[arg(long = "feature-default", value_name = "NAME=VALUE")]
+    pub feature_defaults: Vec<String>,
 }

@@ -183,7 +183,7 @@ pub enum Command {
         #[arg(long, short = 'p', env = "QANAT_PROJECT", global = true)]
         project: Option<String>,
         #[command(subcommand)]
-        cmd: DeployCmd,
+        cmd: Box<DeployCmd>,
     },
     /// The feature store: plan, apply, ls, show.
     Features {

@@ -157,6 +157,38 @@ fn spec_of(base: Option<DeploymentSpec>, a: SpecArgs) -> Result<DeploymentSpec> 
     if !a.pii.is_empty() {
         log.pii = a.pii;
     }
+    let mut features = base.as_ref().and_then(|b| b.features.clone());
+    if a.no_features {
+        features = None;
+    }
+    if let Some(service) = a.features {
+        features = Some(qanat_serving::enrich::Enrichment {
+            service,
+            ..features.unwrap_or_else(|| qanat_serving::enrich::Enrichment {
+                service: String::new(),
+                missing: Default::default(),
+                defaults: Default::default(),
+            })
+        });
+    }
+    if a.on_missing.is_some() || !a.feature_defaults.is_empty() {
+        let f = features
+            .as_mut()
+            .context("--on-missing and --feature-default need --features SERVICE")?;
+        if let Some(m) = &a.on_missing {
+            f.missing = m.parse()?;
+        }
+        for d in &a.feature_defaults {
+            let (name, value) = d
+                .split_once('=')
+                .with_context(|| format!("--feature-default '{d}': write NAME=VALUE"))?;
+            let value = serde_json::from_str::<serde_json::Value>(value)
+                .ok()
+                .filter(|v| v.is_number() || v.is_boolean())
+                .unwrap_or_else(|| serde_json::Value::from(value));
+            f.defaults.insert(name.to_string(), value);
+        }
+    }
     let mut batching = base.map(|b| b.batching).unwrap_or_default();
     let b = &mut batching;
     if let Some(v) = a.max_batch_size {
@@ -189,6 +221,7 @@ fn spec_of(base: Option<DeploymentSpec>, a: SpecArgs) -> Result<DeploymentSpec> 
         routing,
         batching,
         log,
+        features,
     })
 }
 

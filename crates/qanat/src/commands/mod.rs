@@ -101,7 +101,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Models { project, cmd } => models::run(&ctx()?, &which(project)?, cmd).await,
         Command::Webhooks { project, cmd } => webhooks::run(&ctx()?, &which(project)?, cmd).await,
         Command::Jobs { project, cmd } => jobs::run(&ctx()?, &which(project)?, cmd).await,
-        Command::Deploy { project, cmd } => deploy::run(&ctx()?, &which(project)?, cmd).await,
+        Command::Deploy { project, cmd } => deploy::run(&ctx()?, &which(project)?, *cmd).await,
         Command::Features { project, cmd } => features::run(&ctx()?, &which(project)?, cmd).await,
         Command::Gpus => jobs::gpus(&ctx()?).await,
         Command::TrainWorker => train_worker::run().await,

@@ -17,12 +17,16 @@ pub async fn run(ctx: &Ctx, cmd: TokensCmd) -> Result<()> {
             name,
             user,
             expires_in,
+            scope,
+            rate_limit,
         } => {
             let body = CreateToken {
                 name,
                 user,
                 expires_in_seconds: expires_in
                     .map(|d| i64::try_from(Duration::from(d).as_secs()).unwrap_or(i64::MAX)),
+                scope: scope.map(|s| s.parse()).transpose()?,
+                rate_limit,
             };
             let t = c.create_token(&body).await?;
             if format == Format::Json {
@@ -49,6 +53,8 @@ output::columns!(TokenInfo, |x| {
     "expires" => output::opt(x.expires_at.as_ref()),
     "revoked" => output::opt(x.revoked_at.as_ref()),
     "last used" => output::opt(x.last_used_at.as_ref()),
+    "scope" => x.scope.to_string(),
+    "rate limit" => x.rate_limit.map_or("-".into(), |r| format!("{r}/s")),
 });
 
 output::fields!(TokenInfo = Row);

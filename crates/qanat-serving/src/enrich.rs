@@ -1,0 +1,282 @@
+//! Feature enrichment: a deployment that names a feature service takes entity keys
+//! (the service's join keys) as its inputs, and the server reads the entities' online
+//! features in this process (no HTTP hop) before the model's own preprocessing.
+//!
+//! An input the request gives itself wins over the stored feature of the same name
+//! (a request-time feature). A feature that is missing, null or older than its view's
+//! ttl follows the deployment's policy: `reject` answers 400 naming the entity and the
+//! feature; `default` uses the declared default, or null (which the model's
+//! preprocessing imputes as it did in training).
+
+use std::collections::BTreeMap;
+
+use qanat_features::wire::{Columns, OnlineRequest, OnlineResponse};
+use qanat_features::Features;
+use qanat_governance::Project;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::oip::{InferRequest, RequestInput, MAX_ROWS};
+use crate::{Error, Loaded, Result};
+
+qanat_core::word_enum! {
+    /// What happens when an entity's feature is missing, null or past its ttl.
+    #[derive(Default, utoipa::ToSchema)]
+    pub enum Missing as "missing-feature policy" {
+        /// The request is refused (400), naming the entity and the feature.
+        #[default]
+        Reject = "reject",
+        /// The declared default is used, or null (imputed by the model's
+        /// preprocessing) when the feature declares none.
+        Default = "default",
+    }
+}
+
+/// Where a deployment's model inputs come from when the request carries keys only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Enrichment {
+    /// The feature service whose online features the model takes.
+    pub service: String,
+    #[serde(default)]
+    pub missing: Missing,
+    /// Per feature, the value used under `missing: default`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = Object)]
+    pub defaults: BTreeMap<String, Value>,
+}
+
+impl Enrichment {
+    pub fn check(&self) -> Result<()> {
+        qanat_core::Name::parse_as("feature service", &self.service)
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        for (name, v) in &self.defaults {
+            if !(v.is_number() || v.is_string() || v.is_boolean()) {
+                return Err(Error::Invalid(format!(
+                    "the default of feature '{name}' is {v}: a default is a number, a string or a boolean"
+                )));
+            }
+        }
+        if !self.defaults.is_empty() && self.missing == Missing::Reject {
+            return Err(Error::Invalid(
+                "defaults are given but missing features are rejected: set missing to default to use them"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A request's entities with their online features, read once and shared by the
+/// version that answers and its shadows (which may take other inputs).
+#[derive(Debug)]
+pub(crate) struct Fetched {
+    /// The request without its key inputs.
+    base: InferRequest,
+    /// The entity key inputs, as sent.
+    pub(crate) keys: Vec<RequestInput>,
+    online: OnlineResponse,
+    /// Per result column of `online`, whether the feature is PII.
+    pii: Vec<bool>,
+    rows: usize,
+}
+
+/// Reads the online features of `request`'s entities: every input that is not one
+/// of `loaded`'s model inputs is an entity key.
+pub(crate) async fn fetch(
+    features: &Features,
+    project: &Project,
+    spec: &Enrichment,
+    deployment: &str,
+    loaded: &Loaded,
+    mut request: InferRequest,
+) -> Result<Fetched> {
+    let model_inputs = &loaded.inputs;
+    let (given, keys): (Vec<RequestInput>, Vec<RequestInput>) = std::mem::take(&mut request.inputs)
+        .into_iter()
+        .partition(|i| model_inputs.iter().any(|m| m.name == i.name));
+    if keys.is_empty() {
+        return Err(Error::Invalid(format!(
+            "deployment '{deployment}' reads its model's inputs from feature service '{}': send the entity keys (the service's join keys) as inputs",
+            spec.service
+        )));
+    }
+    let mut rows = None;
+    let mut entities = Vec::with_capacity(keys.len());
+    for k in &keys {
+        let n = match k.shape[..] {
+            [n] | [n, 1] => usize::try_from(n).ok().filter(|&n| n <= MAX_ROWS),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "entity key input '{}' has shape {:?}: a key input is [N] or [N, 1] with N at most {MAX_ROWS}",
+                k.name, k.shape
+            ))
+        })?;
+        if rows.is_some_and(|r| r != n) {
+            return Err(Error::Invalid(format!(
+                "entity key input '{}' has {n} rows but another input has {}: every input carries the same rows",
+                k.name,
+                rows.unwrap_or_default()
+            )));
+        }
+        rows = Some(n);
+        let mut flat = Vec::with_capacity(n);
+        crate::oip::flatten_values(&k.data, &mut flat);
+        if flat.len() != n {
+            return Err(Error::Invalid(format!(
+                "entity key input '{}' has shape {:?} but {} data values",
+                k.name,
+                k.shape,
+                flat.len()
+            )));
+        }
+        entities.push((k.name.clone(), flat.into_iter().cloned().collect()));
+    }
+    let rows = rows.unwrap_or_default();
+    for g in &given {
+        let n = g.shape.first().and_then(|&n| usize::try_from(n).ok());
+        if n != Some(rows) {
+            return Err(Error::Invalid(format!(
+                "input '{}' has shape {:?}, but the entity keys give {rows} rows",
+                g.name, g.shape
+            )));
+        }
+    }
+    request.inputs = given;
+    let (online, pii) = if rows == 0 {
+        (
+            OnlineResponse {
+                metadata: qanat_features::wire::ResponseMetadata {
+                    feature_names: Vec::new(),
+                },
+                results: Vec::new(),
+            },
+            Vec::new(),
+        )
+    } else {
+        features
+            .online_for_model(
+                project,
+                &OnlineRequest {
+                    entities: Columns(entities),
+                    features: None,
+                    feature_service: Some(spec.service.clone()),
+                    full_feature_names: false,
+                },
+            )
+            .await?
+    };
+    Ok(Fetched {
+        base: request,
+        keys,
+        online,
+        pii,
+        rows,
+    })
+}
+
+impl Fetched {
+    /// The request `loaded` takes: its inputs from the request where given, else from
+    /// the online features, with `spec`'s policy for what is missing.
+    pub(crate) fn for_model(
+        &self,
+        loaded: &Loaded,
+        spec: &Enrichment,
+        deployment: &str,
+    ) -> Result<InferRequest> {
+        let names = &self.online.metadata.feature_names;
+        let first_feature = self.keys.len().min(names.len());
+        let mut inputs = Vec::with_capacity(loaded.inputs.len());
+        for want in &loaded.inputs {
+            if let Some(g) = self.base.inputs.iter().find(|g| g.name == want.name) {
+                inputs.push(g.clone());
+                continue;
+            }
+            let Some(col) = names[first_feature..]
+                .iter()
+                .position(|n| *n == want.name)
+                .map(|i| &self.online.results[first_feature + i])
+            else {
+                return Err(Error::Invalid(format!(
+                    "model input '{}' is neither in the request nor a feature of service '{}' (it gives {})",
+                    want.name,
+                    spec.service,
+                    names[first_feature..].join(", ")
+                )));
+            };
+            if want.shape[1..].iter().product::<i64>() != 1 {
+                return Err(Error::Invalid(format!(
+                    "model input '{}' is {:?}: features fill inputs of one value a row",
+                    want.name, want.shape
+                )));
+            }
+            let text = want.datatype == "BYTES";
+            let mut data = Vec::with_capacity(self.rows);
+            for (i, (v, status)) in col.values.iter().zip(&col.statuses).enumerate() {
+                let v = if status == "PRESENT" {
+                    v.clone()
+                } else {
+                    match spec.missing {
+                        Missing::Reject => {
+                            return Err(Error::Invalid(format!(
+                                "entity {}: feature '{}' is {status}, and deployment '{deployment}' rejects requests with missing features (set missing: default to use a default)",
+                                self.entity(i),
+                                want.name
+                            )))
+                        }
+                        Missing::Default => spec.defaults.get(&want.name).cloned().unwrap_or(Value::Null),
+                    }
+                };
+                data.push(match v {
+                    Value::Bool(b) if !text => Value::from(u8::from(b)),
+                    Value::Number(n) if text => Value::String(n.to_string()),
+                    Value::Bool(b) if text => Value::String(b.to_string()),
+                    v => v,
+                });
+            }
+            inputs.push(RequestInput {
+                name: want.name.clone(),
+                shape: std::iter::once(self.rows as i64)
+                    .chain(want.shape[1..].iter().copied())
+                    .collect(),
+                datatype: if text {
+                    "BYTES".into()
+                } else {
+                    want.datatype.clone()
+                },
+                parameters: None,
+                data: Value::Array(data),
+            });
+        }
+        Ok(InferRequest {
+            inputs,
+            ..self.base.clone()
+        })
+    }
+
+    /// The names of the PII features read.
+    pub(crate) fn pii(&self) -> impl Iterator<Item = &String> {
+        self.online
+            .metadata
+            .feature_names
+            .iter()
+            .zip(&self.pii)
+            .filter(|(_, p)| **p)
+            .map(|(n, _)| n)
+    }
+
+    /// Entity `i` as `key=value, ...`, for messages.
+    fn entity(&self, i: usize) -> String {
+        let mut parts = Vec::new();
+        for k in &self.keys {
+            let mut flat = Vec::new();
+            crate::oip::flatten_values(&k.data, &mut flat);
+            if let Some(v) = flat.get(i) {
+                parts.push(format!("{}={v}", k.name));
+            }
+        }
+        parts.join(", ")
+    }
+}
