@@ -607,10 +607,14 @@ mod tests {
         let first = b
             .submit(vec![0.0; 2 * rows], rows, None, None)
             .expect("queued");
-        while !busy.load(Ordering::SeqCst) {
-            tokio::task::yield_now().await;
+        // Sleeps rather than spins: on a busy machine the worker needs the core.
+        for _ in 0..30_000 {
+            if busy.load(Ordering::SeqCst) {
+                return first;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        first
+        panic!("the worker never took the first batch");
     }
 
     #[tokio::test]
@@ -722,8 +726,10 @@ mod tests {
     #[tokio::test]
     async fn a_request_may_shorten_the_default_timeout_not_extend_it() {
         let (engine, gate, busy) = doubler(false);
+        // A default long enough for the first request to reach the worker on a busy
+        // machine (it bounds the first's wait in the queue too), short against 60 s.
         let config = one_worker(Batching {
-            default_timeout_us: 1_000,
+            default_timeout_us: 500_000,
             ..Batching::default()
         });
         let b = Batcher::start(engine, config).expect("start");
@@ -731,7 +737,7 @@ mod tests {
         let longer = b
             .submit(vec![1.0, 1.0], 1, None, Some(Duration::from_secs(60)))
             .expect("queued");
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(700));
         open(&gate);
         first.await.expect("reply").expect("ok");
         let late = longer
