@@ -45,16 +45,7 @@ impl TractModel {
         let feed = graph.feed(features)?;
         let result = graph.result().name.clone();
         let width = graph.result().width().unwrap_or(1);
-        let mut model = tract_onnx::onnx()
-            .model_for_proto_model(&graph.proto)
-            .map_err(|e| refused("read", format!("{e:#}")))?;
-        model
-            .select_outputs_by_name([result.as_str()])
-            .map_err(|e| refused("select the output of", e))?;
-        let plan = model
-            .into_optimized()
-            .and_then(|m| m.into_runnable())
-            .map_err(|e| refused("plan", format!("{e:#}")))?;
+        let plan = plan(&graph, &result)?;
         Ok(TractModel {
             graph,
             feed,
@@ -66,6 +57,37 @@ impl TractModel {
     pub fn graph(&self) -> &OnnxGraph {
         &self.graph
     }
+}
+
+/// The graph read and optimized for its `output` alone, the batch left symbolic.
+fn plan(graph: &OnnxGraph, output: &str) -> Result<Arc<TypedSimplePlan>> {
+    let mut model = tract_onnx::onnx()
+        .model_for_proto_model(&graph.proto)
+        .map_err(|e| refused("read", format!("{e:#}")))?;
+    model
+        .select_outputs_by_name([output])
+        .map_err(|e| refused("select the output of", e))?;
+    model
+        .into_optimized()
+        .and_then(|m| m.into_runnable())
+        .map_err(|e| refused("plan", format!("{e:#}")))
+}
+
+/// Runs `plan` on `fed`: its one output as floats, row-major.
+fn run_plan(plan: &Arc<TypedSimplePlan>, fed: TVec<TValue>) -> Result<Vec<f32>> {
+    let out = plan
+        .run(fed)
+        .map_err(|e| Error::invalid(format!("tract failed to run the model: {e:#}")))?;
+    let first = out
+        .first()
+        .ok_or_else(|| Error::internal("tract returned no output"))?;
+    let v = first
+        .cast_to::<f32>()
+        .map_err(|e| Error::internal(format!("reading the output: {e}")))?;
+    let v = v
+        .to_plain_array_view::<f32>()
+        .map_err(|e| Error::internal(format!("reading the output: {e}")))?;
+    Ok(v.iter().copied().collect())
 }
 
 fn tensor(input: Input) -> Result<Tensor> {
@@ -97,20 +119,7 @@ impl Runtime for TractModel {
             .into_iter()
             .map(|i| tensor(i).map(TValue::from))
             .collect::<Result<TVec<TValue>>>()?;
-        let out = self
-            .plan
-            .run(fed)
-            .map_err(|e| Error::invalid(format!("tract failed to run the model: {e:#}")))?;
-        let first = out
-            .first()
-            .ok_or_else(|| Error::internal("tract returned no output"))?;
-        let v = first
-            .cast_to::<f32>()
-            .map_err(|e| Error::internal(format!("reading the output: {e}")))?;
-        let v = v
-            .to_plain_array_view::<f32>()
-            .map_err(|e| Error::internal(format!("reading the output: {e}")))?;
-        Ok(v.iter().copied().collect())
+        run_plan(&self.plan, fed)
     }
 }
 
@@ -236,16 +245,7 @@ impl TensorModel {
             };
             inputs.push((elem, rest.iter().product(), rest));
         }
-        let mut model = tract_onnx::onnx()
-            .model_for_proto_model(&graph.proto)
-            .map_err(|e| refused("read", format!("{e:#}")))?;
-        model
-            .select_outputs_by_name([r.name.as_str()])
-            .map_err(|e| refused("select the output of", e))?;
-        let plan = model
-            .into_optimized()
-            .and_then(|m| m.into_runnable())
-            .map_err(|e| refused("plan", format!("{e:#}")))?;
+        let plan = plan(&graph, &r.name)?;
         Ok(TensorModel {
             graph,
             plan,
@@ -314,19 +314,6 @@ impl TensorModel {
             fed.push(TValue::from(t));
             offset += w;
         }
-        let out = self
-            .plan
-            .run(fed)
-            .map_err(|e| Error::invalid(format!("tract failed to run the model: {e:#}")))?;
-        let first = out
-            .first()
-            .ok_or_else(|| Error::internal("tract returned no output"))?;
-        let v = first
-            .cast_to::<f32>()
-            .map_err(|e| Error::internal(format!("reading the output: {e}")))?;
-        let v = v
-            .to_plain_array_view::<f32>()
-            .map_err(|e| Error::internal(format!("reading the output: {e}")))?;
-        Ok(v.iter().copied().collect())
+        run_plan(&self.plan, fed)
     }
 }
