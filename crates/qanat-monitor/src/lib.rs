@@ -6,4 +6,10 @@
 //! the tests that have one. They are checked against SciPy in
 //! `tests/compat/drift_stats.py`.
 
+//! [`profile`] keeps what a column looked like in memory that does not grow with its
+//! rows, and merges; [`drift`] compares a current profile with a reference, column by
+//! column with the method Evidently would choose, and the dataset as a whole.
+
+pub mod drift;
+pub mod profile;
 pub mod stats;

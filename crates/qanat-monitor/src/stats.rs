@@ -57,6 +57,24 @@ pub fn ks_sorted(a: &[f64], b: &[f64]) -> TestResult {
     // it: the statistic is an integer over m·n, which the p-value's lattice walk
     // compares exactly, ties included.
     let d = ks_distance(a, b);
+    ks_result(m, n, d)
+}
+
+/// The KS test for a distance `d` between the distribution functions of samples of
+/// `m` and `n` values, found some other way (from histograms, say).
+pub fn ks_p_for(m: usize, n: usize, d: f64) -> TestResult {
+    if m == 0 || n == 0 {
+        return TestResult {
+            statistic: d,
+            p_value: 1.0,
+        };
+    }
+    let scaled = (d.clamp(0.0, 1.0) * m as f64 * n as f64).round() as u128;
+    ks_result(m, n, scaled)
+}
+
+/// The statistic D = d/(m·n) and its p-value: exact up to [`KS_EXACT_MAX`] rows.
+fn ks_result(m: usize, n: usize, d: u128) -> TestResult {
     let statistic = d as f64 / (m as f64 * n as f64);
     let p_value = if m.max(n) <= KS_EXACT_MAX {
         ks_exact_p(m, n, d)
@@ -209,6 +227,39 @@ pub fn chi_squared_counts(reference: &[u64], current: &[u64]) -> Option<TestResu
     let expected: Vec<f64> = reference.iter().map(|&r| r as f64 * scale).collect();
     let observed: Vec<f64> = current.iter().map(|&c| c as f64).collect();
     chi_squared(&observed, &expected)
+}
+
+/// The two-proportion z-test, two-sided, for a binary column: `hits` of `n` rows in
+/// each sample fall in one category. The statistic is (p_r − p_c) / √(P(1−P)(1/n_r +
+/// 1/n_c)) with P the pooled share; the p-value is P(|Z| ≥ |z|) = erfc(|z|/√2).
+/// Equal proportions in both (including a category present in every row of both)
+/// give z = 0 and p = 1.
+pub fn proportions_z(ref_hits: u64, ref_n: u64, cur_hits: u64, cur_n: u64) -> Option<TestResult> {
+    if ref_n == 0 || cur_n == 0 || ref_hits > ref_n || cur_hits > cur_n {
+        return None;
+    }
+    let (p1, p2) = (
+        ref_hits as f64 / ref_n as f64,
+        cur_hits as f64 / cur_n as f64,
+    );
+    let pooled = (ref_hits + cur_hits) as f64 / (ref_n + cur_n) as f64;
+    let spread = (pooled * (1.0 - pooled) * (1.0 / ref_n as f64 + 1.0 / cur_n as f64)).sqrt();
+    if spread == 0.0 || p1 == p2 {
+        return Some(TestResult {
+            statistic: 0.0,
+            p_value: 1.0,
+        });
+    }
+    let z = (p1 - p2) / spread;
+    Some(TestResult {
+        statistic: z,
+        p_value: normal_two_sided(z),
+    })
+}
+
+/// P(|Z| ≥ |z|) for a standard normal Z: erfc(|z|/√2) = Q(½, z²/2).
+pub(crate) fn normal_two_sided(z: f64) -> f64 {
+    upper_regularized_gamma(0.5, z * z / 2.0)
 }
 
 /// The first Wasserstein distance (earth mover's) between two samples:
@@ -503,6 +554,25 @@ mod tests {
         let js =
             jensen_shannon(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]).expect("two samples give a result");
         assert!(close(js, 0.295_310_047_172_049_34, 1e-12), "{js}");
+    }
+
+    #[test]
+    fn the_proportions_z_test_is_the_normal_tail() {
+        // z = 1.959964 is the two-sided 5% point.
+        assert!(close(normal_two_sided(1.959_963_984_540_054), 0.05, 1e-12));
+        // 30 of 100 against 45 of 100: z = −2.19089..., p = 0.028459...
+        let r = proportions_z(30, 100, 45, 100).expect("two samples give a result");
+        let pooled: f64 = 0.375;
+        let z = (0.30 - 0.45) / (pooled * (1.0 - pooled) * 0.02).sqrt();
+        assert!(close(r.statistic, z, 1e-12));
+        assert!(
+            close(r.p_value, 0.028_459_736_916_310_55, 1e-12),
+            "{}",
+            r.p_value
+        );
+        let same = proportions_z(100, 100, 7, 7).expect("two samples give a result");
+        assert_eq!((same.statistic, same.p_value), (0.0, 1.0));
+        assert!(proportions_z(1, 0, 1, 2).is_none());
     }
 
     #[test]

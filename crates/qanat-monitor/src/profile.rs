@@ -1,0 +1,434 @@
+//! Column profiles: what a column looked like, in a form whose size does not grow with
+//! its rows and that merges (two windows' profiles add up to the profile of both).
+//!
+//! A numeric column keeps its count, nulls, range, mean and variance (Welford, merged
+//! with Chan's formula), a histogram on bins fixed in advance, and — while small
+//! enough — its exact values and its distinct values. A categorical column keeps
+//! counts per category, up to a limit past which the rest are counted together.
+//!
+//! The histogram's bins come from the reference: [`Bins::spanning`] its range in
+//! [`BINS`] equal widths. A current window is profiled on the reference's bins, so the
+//! two line up bin for bin; values outside the reference's range go to two tails that
+//! keep their count and sum, which is all the Wasserstein distance needs of them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Exact values kept per numeric column; past this only the histogram answers.
+pub const EXACT_VALUES: usize = 10_000;
+/// Distinct values tracked per numeric column (a column with few is compared as
+/// categories, as Evidently does).
+pub const DISTINCT_MAX: usize = 32;
+/// Histogram bins over the reference's range.
+pub const BINS: usize = 4096;
+/// Categories counted by name per categorical column; the rest are counted together.
+pub const CATEGORIES_MAX: usize = 10_000;
+
+/// Equal-width bins over `[lo, hi]`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Bins {
+    pub lo: f64,
+    pub hi: f64,
+    pub count: usize,
+}
+
+impl Bins {
+    /// [`BINS`] bins over `[lo, hi]` (one bin when the two are equal).
+    pub fn spanning(lo: f64, hi: f64) -> Bins {
+        Bins {
+            lo,
+            hi,
+            count: if hi > lo { BINS } else { 1 },
+        }
+    }
+
+    fn width(&self) -> f64 {
+        (self.hi - self.lo) / self.count as f64
+    }
+
+    /// The bin of `x`, or `Err(false)` below the range and `Err(true)` above.
+    fn of(&self, x: f64) -> Result<usize, bool> {
+        if x < self.lo {
+            return Err(false);
+        }
+        if x > self.hi {
+            return Err(true);
+        }
+        if self.count == 1 {
+            return Ok(0);
+        }
+        let i = ((x - self.lo) / self.width()) as usize;
+        Ok(i.min(self.count - 1))
+    }
+
+    /// The left edge of bin `i`.
+    pub fn edge(&self, i: usize) -> f64 {
+        if i >= self.count {
+            self.hi
+        } else {
+            self.lo + self.width() * i as f64
+        }
+    }
+}
+
+/// Values outside the bins: how many, and their sum.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tail {
+    pub count: u64,
+    pub sum: f64,
+}
+
+/// A numeric column's profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NumericProfile {
+    /// Non-null values.
+    pub count: u64,
+    /// Nulls and NaNs.
+    pub nulls: u64,
+    pub min: f64,
+    pub max: f64,
+    pub mean: f64,
+    /// Σ (x − mean)², for the variance.
+    m2: f64,
+    pub bins: Bins,
+    pub counts: Vec<u64>,
+    pub below: Tail,
+    pub above: Tail,
+    /// Every value, while there are at most [`EXACT_VALUES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Vec<f64>>,
+    /// Each distinct value and its count, while there are at most [`DISTINCT_MAX`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distinct: Option<Vec<(f64, u64)>>,
+}
+
+impl NumericProfile {
+    /// An empty profile on `bins`.
+    pub fn new(bins: Bins) -> NumericProfile {
+        NumericProfile {
+            count: 0,
+            nulls: 0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+            mean: 0.0,
+            m2: 0.0,
+            bins,
+            counts: vec![0; bins.count],
+            below: Tail::default(),
+            above: Tail::default(),
+            values: Some(Vec::new()),
+            distinct: Some(Vec::new()),
+        }
+    }
+
+    /// The profile of `values` (None for a null) on bins spanning their own range:
+    /// a reference.
+    pub fn reference(values: &[Option<f64>]) -> NumericProfile {
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for x in values.iter().flatten().filter(|x| x.is_finite()) {
+            lo = lo.min(*x);
+            hi = hi.max(*x);
+        }
+        let bins = if lo <= hi {
+            Bins::spanning(lo, hi)
+        } else {
+            Bins::spanning(0.0, 0.0)
+        };
+        let mut p = NumericProfile::new(bins);
+        for x in values {
+            p.add(*x);
+        }
+        p
+    }
+
+    /// Counts one value; `None`, NaN and infinities are nulls.
+    pub fn add(&mut self, x: Option<f64>) {
+        let Some(x) = x.filter(|x| x.is_finite()) else {
+            self.nulls += 1;
+            return;
+        };
+        // `+ 0.0`: −0 and 0 are one value.
+        let x = x + 0.0;
+        self.count += 1;
+        self.min = self.min.min(x);
+        self.max = self.max.max(x);
+        let delta = x - self.mean;
+        self.mean += delta / self.count as f64;
+        self.m2 += delta * (x - self.mean);
+        match self.bins.of(x) {
+            Ok(i) => self.counts[i] += 1,
+            Err(false) => {
+                self.below.count += 1;
+                self.below.sum += x;
+            }
+            Err(true) => {
+                self.above.count += 1;
+                self.above.sum += x;
+            }
+        }
+        if let Some(v) = &mut self.values {
+            if v.len() < EXACT_VALUES {
+                v.push(x);
+            } else {
+                self.values = None;
+            }
+        }
+        if let Some(d) = &mut self.distinct {
+            match d.binary_search_by(|(v, _)| v.total_cmp(&x)) {
+                Ok(i) => d[i].1 += 1,
+                Err(i) if d.len() < DISTINCT_MAX => d.insert(i, (x, 1)),
+                Err(_) => self.distinct = None,
+            }
+        }
+    }
+
+    /// The population standard deviation (NumPy's `std`), 0 with fewer than two values.
+    pub fn std(&self) -> f64 {
+        if self.count < 2 {
+            0.0
+        } else {
+            (self.m2 / self.count as f64).sqrt()
+        }
+    }
+
+    /// Adds `other` (profiled on the same bins) to this profile.
+    pub fn merge(&mut self, other: &NumericProfile) -> Result<(), String> {
+        if self.bins != other.bins {
+            return Err("the two profiles were made on different bins".into());
+        }
+        let n = self.count + other.count;
+        if other.count > 0 {
+            let delta = other.mean - self.mean;
+            let (a, b) = (self.count as f64, other.count as f64);
+            self.m2 += other.m2 + delta * delta * a * b / n as f64;
+            self.mean += delta * b / n as f64;
+        }
+        self.count = n;
+        self.nulls += other.nulls;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        for (c, o) in self.counts.iter_mut().zip(&other.counts) {
+            *c += o;
+        }
+        for (t, o) in [
+            (&mut self.below, other.below),
+            (&mut self.above, other.above),
+        ] {
+            t.count += o.count;
+            t.sum += o.sum;
+        }
+        self.values = match (self.values.take(), &other.values) {
+            (Some(mut a), Some(b)) if a.len() + b.len() <= EXACT_VALUES => {
+                a.extend_from_slice(b);
+                Some(a)
+            }
+            _ => None,
+        };
+        self.distinct = match (self.distinct.take(), &other.distinct) {
+            (Some(a), Some(b)) => {
+                let mut all: BTreeMap<u64, (f64, u64)> = BTreeMap::new();
+                for (v, c) in a.into_iter().chain(b.iter().copied()) {
+                    all.entry(ordered(v)).or_insert((v, 0)).1 += c;
+                }
+                (all.len() <= DISTINCT_MAX).then(|| all.into_values().collect())
+            }
+            _ => None,
+        };
+        Ok(())
+    }
+
+    /// The share of values at or below each bin's right edge, the tails included:
+    /// `shares[i]` for `i` in `0..bins.count`.
+    pub(crate) fn cdf_at_edges(&self) -> Vec<f64> {
+        let n = self.count.max(1) as f64;
+        let mut seen = self.below.count;
+        self.counts
+            .iter()
+            .map(|c| {
+                seen += c;
+                seen as f64 / n
+            })
+            .collect()
+    }
+}
+
+/// Orders f64 bit patterns as the numbers order (a map key for distinct values).
+fn ordered(x: f64) -> u64 {
+    let bits = x.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    }
+}
+
+/// A categorical column's profile.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CategoricalProfile {
+    /// Non-null values.
+    pub count: u64,
+    pub nulls: u64,
+    /// Rows per category, for the first [`CATEGORIES_MAX`] categories seen.
+    pub categories: BTreeMap<String, u64>,
+    /// Rows of the categories past that limit.
+    pub other: u64,
+}
+
+impl CategoricalProfile {
+    pub fn add(&mut self, x: Option<&str>) {
+        let Some(x) = x else {
+            self.nulls += 1;
+            return;
+        };
+        self.count += 1;
+        if let Some(c) = self.categories.get_mut(x) {
+            *c += 1;
+        } else if self.categories.len() < CATEGORIES_MAX {
+            self.categories.insert(x.to_string(), 1);
+        } else {
+            self.other += 1;
+        }
+    }
+
+    pub fn merge(&mut self, other: &CategoricalProfile) {
+        self.count += other.count;
+        self.nulls += other.nulls;
+        self.other += other.other;
+        for (k, v) in &other.categories {
+            if let Some(c) = self.categories.get_mut(k) {
+                *c += v;
+            } else if self.categories.len() < CATEGORIES_MAX {
+                self.categories.insert(k.clone(), *v);
+            } else {
+                self.other += v;
+            }
+        }
+    }
+}
+
+/// One column's profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ColumnProfile {
+    Numeric(NumericProfile),
+    Categorical(CategoricalProfile),
+}
+
+impl ColumnProfile {
+    /// Rows counted, nulls included.
+    pub fn rows(&self) -> u64 {
+        match self {
+            ColumnProfile::Numeric(p) => p.count + p.nulls,
+            ColumnProfile::Categorical(p) => p.count + p.nulls,
+        }
+    }
+
+    /// The share of rows that were null.
+    pub fn null_rate(&self) -> f64 {
+        let (nulls, rows) = match self {
+            ColumnProfile::Numeric(p) => (p.nulls, p.count + p.nulls),
+            ColumnProfile::Categorical(p) => (p.nulls, p.count + p.nulls),
+        };
+        if rows == 0 {
+            0.0
+        } else {
+            nulls as f64 / rows as f64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn some(xs: &[f64]) -> Vec<Option<f64>> {
+        xs.iter().copied().map(Some).collect()
+    }
+
+    #[test]
+    fn a_reference_profile_counts_values_nulls_and_moments() {
+        let mut xs = some(&[1.0, 2.0, 3.0, 4.0]);
+        xs.push(None);
+        xs.push(Some(f64::NAN));
+        let p = NumericProfile::reference(&xs);
+        assert_eq!((p.count, p.nulls, p.min, p.max), (4, 2, 1.0, 4.0));
+        assert!((p.mean - 2.5).abs() < 1e-15);
+        assert!((p.std() - 1.25f64.sqrt()).abs() < 1e-15);
+        assert_eq!(p.counts.iter().sum::<u64>(), 4);
+        assert_eq!((p.below.count, p.above.count), (0, 0));
+        assert_eq!(p.distinct.as_ref().map(Vec::len), Some(4));
+    }
+
+    #[test]
+    fn values_outside_the_reference_go_to_the_tails() {
+        let r = NumericProfile::reference(&some(&[0.0, 10.0]));
+        let mut c = NumericProfile::new(r.bins);
+        for x in [-3.0, -1.0, 5.0, 12.0] {
+            c.add(Some(x));
+        }
+        assert_eq!(
+            c.below,
+            Tail {
+                count: 2,
+                sum: -4.0
+            }
+        );
+        assert_eq!(
+            c.above,
+            Tail {
+                count: 1,
+                sum: 12.0
+            }
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn two_windows_merged_equal_one_window_of_both(
+            a in prop::collection::vec(-100.0f64..100.0, 0..300),
+            b in prop::collection::vec(-100.0f64..100.0, 0..300),
+        ) {
+            let bins = Bins::spanning(-50.0, 50.0);
+            let mut left = NumericProfile::new(bins);
+            let mut right = NumericProfile::new(bins);
+            let mut both = NumericProfile::new(bins);
+            for x in &a { left.add(Some(*x)); both.add(Some(*x)); }
+            for x in &b { right.add(Some(*x)); both.add(Some(*x)); }
+            left.merge(&right).map_err(TestCaseError::fail)?;
+            prop_assert_eq!(left.count, both.count);
+            prop_assert_eq!(&left.counts, &both.counts);
+            prop_assert_eq!(left.below.count, both.below.count);
+            prop_assert_eq!(left.above.count, both.above.count);
+            prop_assert!((left.mean - both.mean).abs() < 1e-9);
+            prop_assert!((left.std() - both.std()).abs() < 1e-9);
+            prop_assert_eq!(left.values.map(|v| v.len()), both.values.map(|v| v.len()));
+        }
+    }
+
+    #[test]
+    fn exact_values_and_distinct_values_give_way_past_their_limits() {
+        let xs: Vec<Option<f64>> = (0..=EXACT_VALUES).map(|i| Some(i as f64)).collect();
+        let p = NumericProfile::reference(&xs);
+        assert!(p.values.is_none() && p.distinct.is_none());
+        assert_eq!(p.count as usize, EXACT_VALUES + 1);
+        let few: Vec<Option<f64>> = (0..1000).map(|i| Some(f64::from(i % 3))).collect();
+        let p = NumericProfile::reference(&few);
+        assert_eq!(p.distinct, Some(vec![(0.0, 334), (1.0, 333), (2.0, 333)]));
+    }
+
+    #[test]
+    fn categories_past_the_limit_are_counted_together() {
+        let mut p = CategoricalProfile::default();
+        for i in 0..CATEGORIES_MAX + 5 {
+            p.add(Some(&i.to_string()));
+        }
+        p.add(None);
+        assert_eq!(
+            (p.count, p.nulls, p.other),
+            (CATEGORIES_MAX as u64 + 5, 1, 5)
+        );
+        assert_eq!(p.categories.len(), CATEGORIES_MAX);
+    }
+}
