@@ -6,10 +6,16 @@ job registered (cancer-pyfunc, from train_onnx.py) and on the int8 version an
 server's message. Tensors go as JSON and as binary data (Triton's binary tensor
 extension, the client's default), which must give the same answers. The gRPC client
 (`inference.GRPCInferenceService`, on the same port) must answer as REST does, and
-refusals reach it as gRPC status codes."""
+refusals reach it as gRPC status codes; its stream (`ModelStreamInfer`) answers every
+request in order with failures inline, and its model-repository calls work as over
+REST."""
 
 import csv
+import json
 import os
+import queue
+import time
+import urllib.request
 
 import numpy as np
 import tritonclient.grpc as grpcclient
@@ -215,6 +221,104 @@ def grpc_refusals_are_status_codes_with_the_server_s_message():
         assert "UNAUTHENTICATED" in str(e.status()), (e.status(), e)
     else:
         raise AssertionError("a call without a token was answered")
+
+
+def grpc_inputs(c, version, rows):
+    meta = c.get_model_metadata(MODEL, model_version=version, headers=grpc_headers(), as_json=True)
+    inputs = []
+    for spec in meta["inputs"]:
+        x = np.array([[float(r[spec["name"]])] for r in rows], dtype=np.float64)
+        t = grpcclient.InferInput(spec["name"], list(x.shape), spec["datatype"])
+        t.set_data_from_numpy(x)
+        inputs.append(t)
+    return inputs
+
+
+@test
+def the_grpc_stream_answers_every_request_in_order_with_failures_inline():
+    c = grpc_client()
+    rows, _ = table(20)
+    want = grpc_infer(c, "1", 1, ["output"])[0].as_numpy("output")[0, 0]
+    answers = queue.Queue()
+    c.start_stream(callback=lambda result, error: answers.put((result, error)),
+                   headers=grpc_headers())
+    bad = grpcclient.InferInput("radius_mean", [1, 1], "FP64")
+    bad.set_data_from_numpy(np.array([[1.0]]))
+    sent = []
+    for i, row in enumerate(rows):
+        if i == 7:
+            c.async_stream_infer(MODEL, [bad], model_version="1", request_id="bad-7")
+            sent.append("bad-7")
+        c.async_stream_infer(MODEL, grpc_inputs(c, "1", [row]), model_version="1",
+                             outputs=[grpcclient.InferRequestedOutput("output")],
+                             request_id=f"row-{i}")
+        sent.append(f"row-{i}")
+    c.stop_stream()
+    got = [answers.get(timeout=30) for _ in sent]
+    assert answers.empty(), "more answers than requests"
+    errors = [e for _, e in got if e is not None]
+    assert len(errors) == 1 and "is missing" in str(errors[0]), errors
+    ids = [r.get_response(as_json=True)["id"] for r, e in got if e is None]
+    assert ids == [s for s in sent if s != "bad-7"], ids
+    first = next(r for r, e in got if e is None).as_numpy("output")[0, 0]
+    assert abs(float(first) - float(want)) < 1e-6, (first, want)
+    print(f"     tritonclient (gRPC stream): {len(sent)} requests, {len(ids)} answers in order, "
+          "1 failure answered inline")
+
+
+@test
+def the_grpc_repository_extension_lists_loads_and_unloads():
+    c = grpc_client()
+    index = {m["name"]: m for m in
+             c.get_model_repository_index(headers=grpc_headers(), as_json=True)["models"]}
+    assert MODEL in index, index
+    c.unload_model(MODEL, headers=grpc_headers())
+    index = {m["name"]: m for m in
+             c.get_model_repository_index(headers=grpc_headers(), as_json=True)["models"]}
+    assert index[MODEL]["state"] == "UNAVAILABLE", index[MODEL]
+    c.load_model(MODEL, headers=grpc_headers())
+    assert c.is_model_ready(MODEL, headers=grpc_headers())
+    try:
+        c.load_model(MODEL, headers=grpc_headers(), config="{}")
+    except InferenceServerException as e:
+        assert "INVALID_ARGUMENT" in str(e.status()) and "registry" in str(e), (e.status(), e)
+    else:
+        raise AssertionError("a load with a configuration was accepted")
+
+
+def inference_token(per_second):
+    """A token scoped to inference, limited to `per_second` requests a second."""
+    body = {"name": f"stream-{time.time_ns()}", "scope": "inference", "rate_limit": per_second}
+    req = urllib.request.Request(
+        f"http://{URL}/api/v1/tokens", method="POST", data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req) as r:
+        return json.load(r)["token"]
+
+
+@test
+def each_request_on_a_stream_counts_against_the_token_s_rate_limit():
+    c = grpc_client()
+    rows, _ = table(1)
+    inputs = grpc_inputs(c, "1", rows)
+    limited = {"authorization": f"Bearer {inference_token(3)}"}
+    answers = queue.Queue()
+    c.start_stream(callback=lambda result, error: answers.put((result, error)), headers=limited)
+    for i in range(12):
+        c.async_stream_infer(MODEL, inputs, model_version="1", request_id=f"r-{i}")
+    c.stop_stream()
+    got = [answers.get(timeout=30) for _ in range(12)]
+    refused = [e for _, e in got if e is not None]
+    assert 0 < len(refused) <= 9, [str(e) for e in refused]
+    assert all("RESOURCE_EXHAUSTED" in str(e) for e in refused), [str(e) for e in refused]
+    # The scope holds on gRPC too: an inference token cannot unload a model.
+    try:
+        c.unload_model(MODEL, headers=limited)
+    except InferenceServerException as e:
+        assert "PERMISSION_DENIED" in str(e.status()), (e.status(), e)
+    else:
+        raise AssertionError("a token scoped to inference unloaded a model")
+    print(f"     tritonclient (gRPC stream, 3/s token): 12 requests, {len(refused)} refused inline")
 
 
 if __name__ == "__main__":

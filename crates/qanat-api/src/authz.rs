@@ -307,7 +307,7 @@ pub(crate) async fn authorize(
     if let Some(p) = &principal {
         if p.scope == TokenScope::Inference && !policy.inference {
             let err = ApiError::forbidden(
-                "this token is scoped to inference: it may call only the inference endpoints (/v2/models/..., gRPC inference.GRPCInferenceService)",
+                "this token is scoped to inference: it may call only the inference endpoints (/v2/models/..., and gRPC ModelMetadata, ModelReady, ModelInfer, ModelStreamInfer)",
             );
             return refuse(
                 &state,
@@ -316,31 +316,18 @@ pub(crate) async fn authorize(
             )
             .await;
         }
-        if let Some(rate) = p.rate_limit {
-            if let Err(limited) = state.rate_limits.check(&p.token_id, rate) {
-                let err = ApiError::new(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "RESOURCE_EXHAUSTED",
-                    format!(
-                        "token {} is limited to {rate} requests a second; retry after the Retry-After header's seconds",
-                        p.token_id
-                    ),
-                );
-                let retry = limited.retry_after.as_secs().max(1).to_string();
-                let mut resp = match limited.audit {
-                    // Refusals are audited one entry per interval, with their count.
-                    Some(n) => {
-                        let detail =
-                            format!("{} (refused {n} time(s) since the last entry)", err.message);
-                        refuse(&state, audit(&actor, AuditOutcome::Denied, detail), err).await
-                    }
-                    None => err.into_response(),
-                };
-                if let Ok(v) = header::HeaderValue::from_str(&retry) {
-                    resp.headers_mut().insert(header::RETRY_AFTER, v);
+        if let Err(r) = rate_check(&state, p) {
+            let mut resp = match r.audit_detail {
+                // Refusals are audited one entry per interval, with their count.
+                Some(detail) => {
+                    refuse(&state, audit(&actor, AuditOutcome::Denied, detail), r.err).await
                 }
-                return resp;
+                None => r.err.into_response(),
+            };
+            if let Ok(v) = header::HeaderValue::from_str(&r.retry_after_s.to_string()) {
+                resp.headers_mut().insert(header::RETRY_AFTER, v);
             }
+            return resp;
         }
     }
 
@@ -457,6 +444,42 @@ pub(crate) async fn authorize(
         Ok(_) => resp,
         Err(e) => audit_unavailable(e),
     }
+}
+
+/// A request over its token's rate limit.
+pub(crate) struct RateRefusal {
+    /// 429 `RESOURCE_EXHAUSTED`, saying what the limit is.
+    pub(crate) err: ApiError,
+    /// Whole seconds until the bucket holds a request again (at least 1).
+    pub(crate) retry_after_s: u64,
+    /// Set on the one refusal per interval that is audited: the entry's detail, with
+    /// the count of refusals since the last entry.
+    pub(crate) audit_detail: Option<String>,
+}
+
+/// Whether `p` may make one more request now, against its token's rate limit (one
+/// bucket per token, shared by every request and every message of a stream).
+pub(crate) fn rate_check(state: &AppState, p: &Principal) -> Result<(), RateRefusal> {
+    let Some(rate) = p.rate_limit else {
+        return Ok(());
+    };
+    state.rate_limits.check(&p.token_id, rate).map_err(|limited| {
+        let err = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "RESOURCE_EXHAUSTED",
+            format!(
+                "token {} is limited to {rate} requests a second; retry after the Retry-After header's seconds",
+                p.token_id
+            ),
+        );
+        RateRefusal {
+            audit_detail: limited
+                .audit
+                .map(|n| format!("{} (refused {n} time(s) since the last entry)", err.message)),
+            retry_after_s: limited.retry_after.as_secs().max(1),
+            err,
+        }
+    })
 }
 
 async fn refuse(state: &AppState, mut record: AuditRecord, err: ApiError) -> Response {

@@ -1,5 +1,6 @@
 //! The Open Inference Protocol over gRPC (`inference.GRPCInferenceService`), as
-//! Triton's and KServe's gRPC clients call it: the six core methods, on the same port
+//! Triton's and KServe's gRPC clients call it: the six core methods, Triton's
+//! streaming `ModelStreamInfer` and its model-repository extension, on the same port
 //! as REST (HTTP/2, h2c or TLS).
 //!
 //! Each method is a route of the route table (`POST /inference.GRPCInferenceService/…`)
@@ -10,11 +11,15 @@
 //! time by protox (pure Rust: no `protoc` to install). Requests become the same
 //! [`InferRequest`] REST builds, so a gRPC answer equals the REST one.
 
+use std::pin::Pin;
+
 use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt};
 use qanat_core::{DomainError, ErrorKind};
-use qanat_governance::Role::Viewer;
+use qanat_governance::Role::{Editor, Viewer};
+use qanat_governance::{AuditOutcome, AuditRecord, Principal};
 use qanat_serving::oip::{self, InferRequest, InferResponse, RequestInput, RequestOutput};
 use serde_json::{Map, Value};
 use tonic::{Code, Status};
@@ -34,8 +39,11 @@ use proto::infer_parameter::ParameterChoice;
 use proto::{
     model_infer_response, model_metadata_response, InferParameter, InferTensorContents,
     ModelInferRequest, ModelInferResponse, ModelMetadataRequest, ModelMetadataResponse,
-    ModelReadyRequest, ModelReadyResponse, ServerLiveRequest, ServerLiveResponse,
-    ServerMetadataRequest, ServerMetadataResponse, ServerReadyRequest, ServerReadyResponse,
+    ModelReadyRequest, ModelReadyResponse, ModelStreamInferResponse, RepositoryIndexRequest,
+    RepositoryIndexResponse, RepositoryModelLoadRequest, RepositoryModelLoadResponse,
+    RepositoryModelUnloadRequest, RepositoryModelUnloadResponse, ServerLiveRequest,
+    ServerLiveResponse, ServerMetadataRequest, ServerMetadataResponse, ServerReadyRequest,
+    ServerReadyResponse,
 };
 
 /// The service, answering for the state's serving domain.
@@ -77,6 +85,134 @@ fn scope<T>(req: &tonic::Request<T>) -> Result<(ProjectScope, String), Status> {
         .map(|p| p.name.clone())
         .unwrap_or_else(|| "anonymous".into());
     Ok((scope, actor))
+}
+
+/// The call's request id and routing key (`x-routing-key`, for sticky A/B), from its
+/// metadata.
+fn call_metadata<T>(req: &tonic::Request<T>) -> (String, Option<String>) {
+    let text = |name: &str| {
+        req.metadata()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    (
+        text(crate::REQUEST_ID).unwrap_or_default(),
+        text("x-routing-key"),
+    )
+}
+
+/// A repository request's `repository_name`: empty, or the project the call resolved
+/// to (the model repository a Qanat server answers for is a project's deployments and
+/// models).
+fn repository(scope: &ProjectScope, name: &str) -> Result<(), Status> {
+    if name.is_empty() || name == scope.project.name {
+        Ok(())
+    } else {
+        Err(Status::not_found(format!(
+            "repository '{name}': this server's repository is project '{}'; leave repository_name empty",
+            scope.project.name
+        )))
+    }
+}
+
+/// Load and unload take no configuration and no files: a model comes from the
+/// registry. Unload's `unload_dependents` (which Triton's client always sends) is
+/// accepted: a deployment has no dependent models to unload with it.
+fn repository_parameters(
+    p: &std::collections::HashMap<String, proto::ModelRepositoryParameter>,
+    accepted: &[&str],
+) -> Result<(), Status> {
+    match p.keys().find(|k| !accepted.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(k) => Err(Status::invalid_argument(format!(
+            "parameter '{k}' is not supported: models are loaded from the registry, not from a configuration or files sent with the call (register a version with `qanat models`, deploy it with `qanat deploy`)"
+        ))),
+    }
+}
+
+/// How many requests of one `ModelStreamInfer` stream run at once. Answers come back
+/// in the order the requests came, so the client can match them without ids; the
+/// requests in flight together reach the dynamic batcher together.
+const STREAM_IN_FLIGHT: usize = 64;
+
+/// What every request of one stream shares.
+#[derive(Clone)]
+struct StreamCall {
+    state: AppState,
+    scope: ProjectScope,
+    actor: String,
+    principal: Option<Principal>,
+    request_id: String,
+    routing_key: Option<String>,
+}
+
+impl StreamCall {
+    /// The `n`th request of the stream (from 0): one inference, its failure answered
+    /// in `error_message` while the stream goes on, as Triton does. The call itself
+    /// passed the authorization point and counted once against the token's rate
+    /// limit as the first request; each further request counts once more.
+    async fn infer(self, n: usize, r: ModelInferRequest) -> ModelStreamInferResponse {
+        let failed = |message: String| ModelStreamInferResponse {
+            error_message: message,
+            infer_response: None,
+        };
+        if n > 0 {
+            if let Some(p) = &self.principal {
+                if let Err(refusal) = crate::authz::rate_check(&self.state, p) {
+                    if let Some(detail) = refusal.audit_detail {
+                        self.audit_refusal(detail).await;
+                    }
+                    return failed(format!(
+                        "RESOURCE_EXHAUSTED: {} (retry after {} s)",
+                        refusal.err.message, refusal.retry_after_s
+                    ));
+                }
+            }
+        }
+        // Each request of the stream has its own id in the inference log.
+        let request_id = format!("{}/{n}", self.request_id);
+        let caller = qanat_serving::Caller {
+            actor: &self.actor,
+            request_id: &request_id,
+            routing_key: self.routing_key.as_deref(),
+        };
+        let (name, v) = (r.model_name.clone(), r.model_version.clone());
+        let answer = match request(r) {
+            Ok(infer) => self
+                .state
+                .serving
+                .infer(&self.scope.project, &name, version(&v), infer, caller)
+                .await
+                .map_err(status),
+            Err(s) => Err(s),
+        };
+        match answer {
+            Ok(a) => ModelStreamInferResponse {
+                error_message: String::new(),
+                infer_response: Some(response(a)),
+            },
+            Err(s) => failed(s.message().to_string()),
+        }
+    }
+
+    /// The sampled audit entry of requests on the stream refused by the rate limit.
+    /// Nothing was done for them, so an audit log that cannot be written is logged,
+    /// not answered.
+    async fn audit_refusal(&self, detail: String) {
+        let record = AuditRecord {
+            request_id: self.request_id.clone(),
+            actor: self.actor.clone(),
+            action: "serving.infer".into(),
+            resource: format!("{SERVICE}/ModelStreamInfer"),
+            project: Some(self.scope.project.name.clone()),
+            outcome: AuditOutcome::Denied,
+            detail: format!("429 {detail}"),
+        };
+        if let Err(e) = self.state.gov.append_audit(&record).await {
+            tracing::error!(error = %e, "audit log append failed for a rate-limited stream request");
+        }
+    }
 }
 
 fn version(v: &str) -> Option<&str> {
@@ -193,6 +329,9 @@ fn response(r: InferResponse) -> ModelInferResponse {
 
 #[tonic::async_trait]
 impl GrpcInferenceService for Inference {
+    type ModelStreamInferStream =
+        Pin<Box<dyn Stream<Item = Result<ModelStreamInferResponse, Status>> + Send>>;
+
     async fn server_live(
         &self,
         _: tonic::Request<ServerLiveRequest>,
@@ -275,17 +414,7 @@ impl GrpcInferenceService for Inference {
         req: tonic::Request<ModelInferRequest>,
     ) -> Result<tonic::Response<ModelInferResponse>, Status> {
         let (scope, actor) = scope(&req)?;
-        let request_id = req
-            .metadata()
-            .get(crate::REQUEST_ID)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        let routing_key = req
-            .metadata()
-            .get("x-routing-key")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
+        let (request_id, routing_key) = call_metadata(&req);
         let r = req.into_inner();
         let (name, v) = (r.model_name.clone(), r.model_version.clone());
         let infer = request(r)?;
@@ -301,6 +430,96 @@ impl GrpcInferenceService for Inference {
             .await
             .map_err(status)?;
         Ok(tonic::Response::new(response(answer)))
+    }
+
+    async fn model_stream_infer(
+        &self,
+        req: tonic::Request<tonic::Streaming<ModelInferRequest>>,
+    ) -> Result<tonic::Response<Self::ModelStreamInferStream>, Status> {
+        let (scope, actor) = scope(&req)?;
+        let (request_id, routing_key) = call_metadata(&req);
+        let call = StreamCall {
+            state: self.state.clone(),
+            principal: req.extensions().get::<Principal>().cloned(),
+            scope,
+            actor,
+            request_id,
+            routing_key,
+        };
+        // A message that does not decode ends the stream with its status; each
+        // request that decodes is answered, in order.
+        let answers = req
+            .into_inner()
+            .enumerate()
+            .map(move |(n, message)| {
+                let call = call.clone();
+                async move {
+                    match message {
+                        Ok(r) => Ok(call.infer(n, r).await),
+                        Err(s) => Err(s),
+                    }
+                }
+            })
+            .buffered(STREAM_IN_FLIGHT);
+        Ok(tonic::Response::new(Box::pin(answers)))
+    }
+
+    async fn repository_index(
+        &self,
+        req: tonic::Request<RepositoryIndexRequest>,
+    ) -> Result<tonic::Response<RepositoryIndexResponse>, Status> {
+        let (scope, _) = scope(&req)?;
+        let r = req.into_inner();
+        repository(&scope, &r.repository_name)?;
+        let entries = self
+            .state
+            .serving
+            .repository_index(&scope.project, r.ready)
+            .await
+            .map_err(status)?;
+        Ok(tonic::Response::new(RepositoryIndexResponse {
+            models: entries
+                .into_iter()
+                .map(|e| proto::repository_index_response::ModelIndex {
+                    name: e.name,
+                    version: e.version.unwrap_or_default(),
+                    state: e.state,
+                    reason: e.reason,
+                })
+                .collect(),
+        }))
+    }
+
+    async fn repository_model_load(
+        &self,
+        req: tonic::Request<RepositoryModelLoadRequest>,
+    ) -> Result<tonic::Response<RepositoryModelLoadResponse>, Status> {
+        let (scope, _) = scope(&req)?;
+        let r = req.into_inner();
+        repository(&scope, &r.repository_name)?;
+        repository_parameters(&r.parameters, &[])?;
+        self.state
+            .serving
+            .load(&scope.project, &r.model_name)
+            .await
+            .map_err(status)?;
+        Ok(tonic::Response::new(RepositoryModelLoadResponse {}))
+    }
+
+    async fn repository_model_unload(
+        &self,
+        req: tonic::Request<RepositoryModelUnloadRequest>,
+    ) -> Result<tonic::Response<RepositoryModelUnloadResponse>, Status> {
+        let (scope, _) = scope(&req)?;
+        let r = req.into_inner();
+        repository(&scope, &r.repository_name)?;
+        repository_parameters(&r.parameters, &["unload_dependents"])?;
+        self.state
+            .serving
+            .unload(&scope.project, &r.model_name)
+            .await
+            .map_err(status)?;
+        Ok(tonic::Response::new(RepositoryModelUnloadResponse {}))
     }
 }
 
@@ -323,22 +542,66 @@ pub(crate) fn routes() -> Fragment {
             .default_project()
             .inference()
     };
-    let methods: [(&str, Policy); 6] = [
-        ("ServerLive", Policy::public("serving.live")),
-        ("ServerReady", Policy::public("serving.ready")),
-        ("ServerMetadata", Policy::public("serving.server")),
-        ("ModelReady", read("serving.model.read")),
-        ("ModelMetadata", read("serving.model.read")),
-        ("ModelInfer", read("serving.infer").query()),
+    let editor = |action| Policy::in_project(action, Editor).default_project();
+    let methods: [(&str, Policy, Transfer); 10] = [
+        (
+            "ServerLive",
+            Policy::public("serving.live"),
+            Transfer::Bounded,
+        ),
+        (
+            "ServerReady",
+            Policy::public("serving.ready"),
+            Transfer::Bounded,
+        ),
+        (
+            "ServerMetadata",
+            Policy::public("serving.server"),
+            Transfer::Bounded,
+        ),
+        ("ModelReady", read("serving.model.read"), Transfer::Bounded),
+        (
+            "ModelMetadata",
+            read("serving.model.read"),
+            Transfer::Bounded,
+        ),
+        (
+            "ModelInfer",
+            read("serving.infer").query(),
+            Transfer::Bounded,
+        ),
+        // A stream stays open for as long as the client sends: no request timeout.
+        (
+            "ModelStreamInfer",
+            read("serving.infer").query(),
+            Transfer::Streaming,
+        ),
+        (
+            "RepositoryIndex",
+            Policy::in_project("serving.repository.index", Viewer)
+                .default_project()
+                .query(),
+            Transfer::Bounded,
+        ),
+        (
+            "RepositoryModelLoad",
+            editor("serving.repository.load"),
+            Transfer::Bounded,
+        ),
+        (
+            "RepositoryModelUnload",
+            editor("serving.repository.unload"),
+            Transfer::Bounded,
+        ),
     ];
     methods
         .into_iter()
-        .fold(Fragment::default(), |f, (m, policy)| {
+        .fold(Fragment::default(), |f, (m, policy, transfer)| {
             f.foreign(
                 Method::POST,
                 &format!("{SERVICE}/{m}"),
                 policy,
-                Transfer::Bounded,
+                transfer,
                 call,
             )
         })

@@ -322,7 +322,7 @@ async fn request_timeout(
 mod tests {
     use crate::ApiLimits;
 
-    /// Only byte transfers run without the request timeout, and each is declared with
+    /// Only byte transfers and the gRPC inference stream run without the request timeout, and each is declared with
     /// `.streaming(…)`: a new route is bounded unless it says otherwise, and making one
     /// streaming means changing this list on purpose.
     #[test]
@@ -346,6 +346,8 @@ mod tests {
             "PUT /ajax-api/2.0/mlflow-artifacts/artifacts/{*path}",
             "GET /mlflow/{project}/ajax-api/2.0/mlflow-artifacts/artifacts/{*path}",
             "PUT /mlflow/{project}/ajax-api/2.0/mlflow-artifacts/artifacts/{*path}",
+            // A gRPC stream of inference requests, open while the client sends.
+            "POST /inference.GRPCInferenceService/ModelStreamInfer",
         ];
         // MLflow's UI routes that move one artifact's bytes.
         for route in [

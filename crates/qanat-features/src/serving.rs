@@ -17,8 +17,8 @@ use crate::offline::OfflineRow;
 use crate::online::{OnlineRow, OnlineStore, WriteCount};
 use crate::values::{check_value, entity_key, json_at, key_value, parse_time, plain_text, rfc3339};
 use crate::wire::{
-    FeatureColumn, Freshness, MaterializeRequest, Materialized, OnlineRequest, OnlineResponse,
-    PushMode, PushRequest, PushResult, RejectedRow, ResponseMetadata,
+    Columns, FeatureColumn, Freshness, MaterializeRequest, Materialized, OnlineRequest,
+    OnlineResponse, PushMode, PushRequest, PushResult, RejectedRow, ResponseMetadata,
 };
 use crate::{FeatureRef, Features};
 
@@ -417,6 +417,36 @@ impl Features {
         req: &OnlineRequest,
     ) -> Result<(OnlineResponse, Vec<bool>)> {
         self.online_read(project, req, true).await
+    }
+
+    /// The join keys of a feature service's views, each once, in the order its
+    /// features name them, with their types: what a caller sends to read the service.
+    pub async fn service_keys(
+        &self,
+        project: &Project,
+        service: &str,
+    ) -> Result<Vec<(String, ValueType)>> {
+        let req = OnlineRequest {
+            entities: Columns::default(),
+            features: None,
+            feature_service: Some(service.to_string()),
+            full_feature_names: false,
+        };
+        let mut keys: Vec<(String, ValueType)> = Vec::new();
+        let mut views: Vec<qanat_core::Name> = Vec::new();
+        for r in self.online_refs(project, &req).await? {
+            if views.contains(&r.view) {
+                continue;
+            }
+            let view = self.live_view_cached(project, r.view.as_str()).await?;
+            for k in &view.keys {
+                if !keys.iter().any(|(name, _)| name == &k.0) {
+                    keys.push(k.clone());
+                }
+            }
+            views.push(r.view);
+        }
+        Ok(keys)
     }
 
     async fn online_read(

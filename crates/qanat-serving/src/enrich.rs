@@ -67,6 +67,34 @@ impl Enrichment {
     }
 }
 
+/// The inputs a request to an enriched deployment carries: the feature service's join
+/// keys, typed as OIP datatypes, one value per row.
+pub(crate) async fn key_inputs(
+    features: &Features,
+    project: &Project,
+    spec: &Enrichment,
+) -> Result<Vec<crate::oip::TensorMetadata>> {
+    use qanat_features::ValueType as V;
+    Ok(features
+        .service_keys(project, &spec.service)
+        .await?
+        .into_iter()
+        .map(|(name, t)| crate::oip::TensorMetadata {
+            name,
+            datatype: match t {
+                V::Bool => "BOOL",
+                V::Int32 => "INT32",
+                V::Int64 | V::Timestamp => "INT64",
+                V::Float32 => "FP32",
+                V::Float64 => "FP64",
+                V::String | V::Bytes => "BYTES",
+            }
+            .to_string(),
+            shape: vec![-1, 1],
+        })
+        .collect())
+}
+
 /// A request's entities with their online features, read once and shared by the
 /// version that answers and its shadows (which may take other inputs).
 #[derive(Debug)]

@@ -305,58 +305,70 @@ fn column(input: &RequestInput, n: usize, dtype: &str) -> Result<Column> {
     })
 }
 
+/// The request's inputs in the order `wanted` names them: each given exactly once,
+/// and none the model does not take. `takes` describes the model's inputs for the
+/// message on a missing one.
+fn in_order<'a>(
+    model: &str,
+    wanted: &[&str],
+    request: &'a InferRequest,
+    takes: impl Fn() -> String,
+) -> Result<Vec<&'a RequestInput>> {
+    if let Some(input) = request
+        .inputs
+        .iter()
+        .find(|i| !wanted.contains(&i.name.as_str()))
+    {
+        return Err(Error::Invalid(format!(
+            "input '{}' is not one of model '{model}''s inputs ({})",
+            input.name,
+            wanted.join(", ")
+        )));
+    }
+    wanted
+        .iter()
+        .map(|&want| {
+            let mut found = request.inputs.iter().filter(|i| i.name == want);
+            match (found.next(), found.next()) {
+                (Some(one), None) => Ok(one),
+                (None, _) => Err(Error::Invalid(format!(
+                    "input '{want}' is missing: model '{model}' takes {}",
+                    takes()
+                ))),
+                (Some(_), Some(_)) => Err(Error::Invalid(format!(
+                    "input '{want}' is given more than once"
+                ))),
+            }
+        })
+        .collect()
+}
+
+/// Records that `input` has `n` rows, refusing a count that differs from the others'.
+fn same_rows(rows: &mut Option<usize>, input: &RequestInput, n: usize) -> Result<()> {
+    match *rows {
+        Some(r) if r != n => Err(Error::Invalid(format!(
+            "input '{}' has {n} rows but another input has {r}: every input carries the same rows",
+            input.name
+        ))),
+        _ => {
+            *rows = Some(n);
+            Ok(())
+        }
+    }
+}
+
 /// The request's inputs as the table the model takes, checked against its signature.
 pub fn table(loaded: &Loaded, model: &NativeModel, request: &InferRequest) -> Result<Table> {
     let spec = model.spec();
-    for input in &request.inputs {
-        if !spec.inputs.iter().any(|i| i.name == input.name) {
-            return Err(Error::Invalid(format!(
-                "input '{}' is not one of model '{}''s inputs ({})",
-                input.name,
-                loaded.name,
-                spec.inputs
-                    .iter()
-                    .map(|i| i.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
-    }
+    let wanted: Vec<&str> = spec.inputs.iter().map(|i| i.name.as_str()).collect();
+    let inputs = in_order(&loaded.name, &wanted, request, || {
+        format!("{} inputs, one per feature column", spec.inputs.len())
+    })?;
     let mut rows = None;
     let mut columns = Vec::with_capacity(spec.inputs.len());
-    for want in &spec.inputs {
-        let found: Vec<&RequestInput> = request
-            .inputs
-            .iter()
-            .filter(|i| i.name == want.name)
-            .collect();
-        let input = match found[..] {
-            [one] => one,
-            [] => {
-                return Err(Error::Invalid(format!(
-                    "input '{}' is missing: model '{}' takes {} inputs, one per feature column",
-                    want.name,
-                    loaded.name,
-                    spec.inputs.len()
-                )))
-            }
-            _ => {
-                return Err(Error::Invalid(format!(
-                    "input '{}' is given more than once",
-                    want.name
-                )))
-            }
-        };
+    for (want, input) in spec.inputs.iter().zip(inputs) {
         let n = rows_of(input)?;
-        match rows {
-            Some(r) if r != n => {
-                return Err(Error::Invalid(format!(
-                    "input '{}' has {n} rows but another input has {r}: every input carries the same rows",
-                    input.name
-                )))
-            }
-            _ => rows = Some(n),
-        }
+        same_rows(&mut rows, input, n)?;
         columns.push(column(input, n, &want.dtype)?);
     }
     Ok(Table { columns })
@@ -377,51 +389,18 @@ pub struct Prepared {
 /// once, `[N, …]` with the graph's dimensions after the batch, numeric; each row the
 /// inputs' rows side by side, in graph order.
 fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f32>, usize)> {
-    for input in &request.inputs {
-        if !loaded.inputs.iter().any(|i| i.name == input.name) {
-            return Err(Error::Invalid(format!(
-                "input '{}' is not one of model '{}''s inputs ({})",
-                input.name,
-                loaded.name,
-                loaded
-                    .inputs
-                    .iter()
-                    .map(|i| i.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
-    }
-    let mut rows: Option<usize> = None;
-    let mut columns: Vec<(Vec<f32>, usize)> = Vec::with_capacity(loaded.inputs.len());
-    for want in &loaded.inputs {
-        let found: Vec<&RequestInput> = request
+    let wanted: Vec<&str> = loaded.inputs.iter().map(|i| i.name.as_str()).collect();
+    let inputs = in_order(&loaded.name, &wanted, request, || {
+        loaded
             .inputs
             .iter()
-            .filter(|i| i.name == want.name)
-            .collect();
-        let input = match found[..] {
-            [one] => one,
-            [] => {
-                return Err(Error::Invalid(format!(
-                    "input '{}' is missing: model '{}' takes {}",
-                    want.name,
-                    loaded.name,
-                    loaded
-                        .inputs
-                        .iter()
-                        .map(|i| format!("{} {:?}", i.name, i.shape))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )))
-            }
-            _ => {
-                return Err(Error::Invalid(format!(
-                    "input '{}' is given more than once",
-                    want.name
-                )))
-            }
-        };
+            .map(|i| format!("{} {:?}", i.name, i.shape))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })?;
+    let mut rows: Option<usize> = None;
+    let mut columns: Vec<(Vec<f32>, usize)> = Vec::with_capacity(loaded.inputs.len());
+    for (want, input) in loaded.inputs.iter().zip(inputs) {
         let rest: Vec<i64> = want.shape[1..].to_vec();
         let width: usize = rest.iter().map(|d| *d as usize).product();
         let bad_shape = || {
@@ -447,14 +426,7 @@ fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f32>, usize)>
                 input.name
             )));
         }
-        if rows.is_some_and(|r| r != n) {
-            return Err(Error::Invalid(format!(
-                "input '{}' has {n} rows but another input has {}: every input carries the same rows",
-                input.name,
-                rows.unwrap_or_default()
-            )));
-        }
-        rows = Some(n);
+        same_rows(&mut rows, input, n)?;
         if !NUMERIC.contains(&input.datatype.as_str()) {
             return Err(Error::Invalid(format!(
                 "input '{}' is numeric: send it as {} or another numeric datatype, not {}",

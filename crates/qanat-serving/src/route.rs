@@ -711,11 +711,20 @@ impl Serving {
             }
             (None, None) => self.versions(project, &route.model).await?,
         };
+        // An enriched deployment takes its feature service's entity keys; the model's
+        // own inputs are read from the online store (a request may still send one to
+        // override it). Without a feature store here, the model's inputs are listed.
+        let inputs = match (&route.enrich, self.features.get()) {
+            (Some(spec), Some(features)) => {
+                crate::enrich::key_inputs(features, project, spec).await?
+            }
+            _ => primary.loaded.inputs.clone(),
+        };
         Ok(ModelMetadata {
             name: name.to_string(),
             versions,
             platform: primary.loaded.model.platform().into(),
-            inputs: primary.loaded.inputs.clone(),
+            inputs,
             outputs: primary.loaded.outputs.clone(),
         })
     }

@@ -1000,6 +1000,14 @@ fn a_deployment_reads_its_inputs_from_the_online_store_by_entity_key() {
             "cancer_features",
         ],
     );
+    // Its metadata asks for what a caller sends: the entity key.
+    let (s, meta) = http.send(token, "GET", "/v2/models/cells", None);
+    assert_eq!(s, 200, "{meta}");
+    assert_eq!(
+        meta["inputs"],
+        json!([{"name": "patient_id", "datatype": "INT64", "shape": [-1, 1]}]),
+        "{meta}"
+    );
     let keys = |ids: Vec<i64>| json!({"name": "patient_id", "datatype": "INT64", "shape": [ids.len()], "data": ids});
     // Keys only: the answers equal those for the features sent in full.
     let (s, by_key) = http.send(
