@@ -87,6 +87,9 @@ MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
   COMPAT_PYTHON=$VENV/bin/python MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
   "$VENV/bin/python" "$ROOT/tests/compat/jobs_mlflow.py" || status=1
 
+echo "compat: drift statistics against SciPy (qanat monitor compare)" >&2
+QANAT_BIN=$Q "$VENV/bin/python" "$ROOT/tests/compat/drift_stats.py" || status=1
+
 # The PyTorch example (examples/pytorch) as command jobs: one process, then two ranks
 # with DistributedDataParallel over gloo. torch from PyPI is large: its venv is cached
 # under $HOME/.cache, keyed by the example's requirements.

@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | numeric, > 5 distinct values | KS (p < 0.05) | Wasserstein / reference std (≥ 0.1) |
 //! | numeric, ≤ 5 distinct values | chi-squared, or z with ≤ 2 (p < 0.05) | Jensen–Shannon (≥ 0.1) |
-//! | categorical | chi-squared, or z with ≤ 2 categories (p < 0.05) | Jensen–Shannon (≥ 0.1) |
+//! | categorical | chi-squared, or z with ≤ 2 categories on both sides (p < 0.05) | Jensen–Shannon (≥ 0.1) |
 //!
 //! The dataset drifted when the share of drifted columns reaches 0.5.
 //!
@@ -159,6 +159,33 @@ pub fn dataset(
     }
 }
 
+/// The verdict on a column the current data lacks: no statistic, no drift, and a
+/// note saying so (a missing feature is a data-quality finding).
+pub fn missing(name: &str, reference: &ColumnProfile, current_rows: u64) -> ColumnDrift {
+    let (kind, method) = match reference {
+        ColumnProfile::Numeric(_) => ("numeric", Method::Ks),
+        ColumnProfile::Categorical(_) => ("categorical", Method::ChiSquared),
+    };
+    ColumnDrift {
+        column: name.to_string(),
+        kind: kind.into(),
+        method,
+        statistic: None,
+        test_statistic: None,
+        threshold: method.default_threshold(),
+        drifted: false,
+        exact: false,
+        reference_rows: reference.rows(),
+        current_rows,
+        quality: Quality {
+            reference_null_rate: reference.null_rate(),
+            current_null_rate: 1.0,
+            ..Quality::default()
+        },
+        note: Some(format!("column '{name}' is missing from the current data")),
+    }
+}
+
 /// One column's verdict.
 pub fn column(
     name: &str,
@@ -173,7 +200,7 @@ pub fn column(
             ("numeric", method, numeric(r, c, method))
         }
         (ColumnProfile::Categorical(r), ColumnProfile::Categorical(c)) => {
-            let method = choice.method.unwrap_or_else(|| default_categorical(r));
+            let method = choice.method.unwrap_or_else(|| default_categorical(r, c));
             ("categorical", method, categorical(r, c, method))
         }
         (r, _) => {
@@ -261,9 +288,17 @@ fn default_numeric(r: &NumericProfile, c: &NumericProfile) -> Method {
     }
 }
 
-fn default_categorical(r: &CategoricalProfile) -> Method {
+fn default_categorical(r: &CategoricalProfile, c: &CategoricalProfile) -> Method {
     if r.count <= SMALL_REFERENCE {
-        if r.categories.len() + usize::from(r.other > 0) <= 2 {
+        // The z-test compares two categories: with a third in the current data (one
+        // the reference never had), chi-squared.
+        let union = r.categories.len()
+            + c.categories
+                .keys()
+                .filter(|k| !r.categories.contains_key(*k))
+                .count()
+            + usize::from(r.other + c.other > 0);
+        if union <= 2 {
             Method::Z
         } else {
             Method::ChiSquared

@@ -8,8 +8,10 @@
 
 //! [`profile`] keeps what a column looked like in memory that does not grow with its
 //! rows, and merges; [`drift`] compares a current profile with a reference, column by
-//! column with the method Evidently would choose, and the dataset as a whole.
+//! column with the method Evidently would choose, and the dataset as a whole; [`table`]
+//! profiles CSV and Parquet files (or Arrow batches) and compares two of them.
 
 pub mod drift;
 pub mod profile;
 pub mod stats;
+pub mod table;

@@ -13,6 +13,7 @@ mod jobs;
 mod keys;
 mod lineage;
 mod models;
+mod monitor;
 mod objects;
 mod optimize;
 mod projects;
@@ -38,6 +39,7 @@ pub use jobs::{JobsCmd, QuotaCmd, SubmitArgs};
 pub use keys::KeysCmd;
 pub use lineage::LineageArgs;
 pub use models::ModelsCmd;
+pub use monitor::MonitorCmd;
 pub use objects::ObjectsCmd;
 pub use optimize::OptimizeArgs;
 pub use projects::ProjectsCmd;
@@ -216,6 +218,11 @@ pub enum Command {
         project: Option<String>,
         #[command(flatten)]
         args: Box<OptimizeArgs>,
+    },
+    /// Drift detection: `compare` two tables (docs/monitoring.md).
+    Monitor {
+        #[command(subcommand)]
+        cmd: MonitorCmd,
     },
     /// The executors' capacity and GPUs (model, memory, which job holds each).
     Gpus,

@@ -1,6 +1,7 @@
 //! The code behind each command. Local commands (`init`, `server`, `config`, `certs`)
-//! work on the data directory; the others are clients of a running server through
-//! `qanat-client`, printing through [`crate::output`].
+//! work on the data directory, and `monitor compare` on the files it is given; the
+//! others are clients of a running server through `qanat-client`, printing through
+//! [`crate::output`].
 
 mod audit;
 mod certs;
@@ -14,6 +15,7 @@ mod jobs;
 mod keys;
 mod lineage;
 mod models;
+mod monitor;
 mod objects;
 mod optimize_worker;
 mod projects;
@@ -103,6 +105,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Jobs { project, cmd } => jobs::run(&ctx()?, &which(project)?, cmd).await,
         Command::Deploy { project, cmd } => deploy::run(&ctx()?, &which(project)?, *cmd).await,
         Command::Features { project, cmd } => features::run(&ctx()?, &which(project)?, cmd).await,
+        Command::Monitor { cmd } => monitor::run(format, cmd),
         Command::Gpus => jobs::gpus(&ctx()?).await,
         Command::TrainWorker => train_worker::run().await,
         Command::SweepWorker => sweep_worker::run().await,
