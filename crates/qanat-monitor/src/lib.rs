@@ -9,9 +9,11 @@
 //! [`profile`] keeps what a column looked like in memory that does not grow with its
 //! rows, and merges; [`drift`] compares a current profile with a reference, column by
 //! column with the method Evidently would choose, and the dataset as a whole; [`table`]
-//! profiles CSV and Parquet files (or Arrow batches) and compares two of them.
+//! profiles CSV and Parquet files (or Arrow batches) and compares two of them;
+//! [`report`] writes the result as one self-contained HTML page.
 
 pub mod drift;
 pub mod profile;
+pub mod report;
 pub mod stats;
 pub mod table;

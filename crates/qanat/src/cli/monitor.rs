@@ -29,5 +29,9 @@ pub enum MonitorCmd {
         /// Only these columns (comma-separated).
         #[arg(long, value_name = "COLUMNS", value_delimiter = ',')]
         columns: Option<Vec<String>>,
+        /// Also write the report as one self-contained HTML page (the verdicts and,
+        /// per column, both distributions drawn).
+        #[arg(long, value_name = "PATH")]
+        html: Option<PathBuf>,
     },
 }

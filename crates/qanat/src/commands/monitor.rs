@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 use qanat_monitor::drift::{Choice, ColumnDrift, DatasetDrift, Method};
+use qanat_monitor::report;
 use qanat_monitor::table::{self, TableFile, TableProfile};
 
 use crate::cli::{Format, MonitorCmd};
@@ -17,6 +18,7 @@ pub fn run(format: Format, cmd: MonitorCmd) -> Result<()> {
             methods,
             thresholds,
             columns,
+            html,
         } => {
             let choices = choices(&methods, &thresholds)?;
             let reference_file = TableFile::new(&reference);
@@ -46,6 +48,21 @@ pub fn run(format: Format, cmd: MonitorCmd) -> Result<()> {
             }
             let c = table::current(&current_file, &r).context("profiling the current data")?;
             let drift = table::compare(&r, &c, &choices);
+            if let Some(path) = &html {
+                let cx = report::Context {
+                    title: format!(
+                        "Drift of {} from {}",
+                        current.display(),
+                        reference.display()
+                    ),
+                    reference: reference.display().to_string(),
+                    current: current.display().to_string(),
+                    generated_at: chrono::Utc::now()
+                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                };
+                std::fs::write(path, report::html(&drift, &r, &c, &cx))
+                    .with_context(|| format!("writing the report to {}", path.display()))?;
+            }
             print(format, &drift, r.rows, c.rows)
         }
     }
