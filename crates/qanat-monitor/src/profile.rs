@@ -145,6 +145,24 @@ impl NumericProfile {
         p
     }
 
+    /// The profile of numbers held in memory (NaN missing) on bins spanning their own
+    /// range: a reference.
+    pub fn reference_slice(xs: &[f64]) -> NumericProfile {
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for x in xs.iter().filter(|x| x.is_finite()) {
+            lo = lo.min(*x);
+            hi = hi.max(*x);
+        }
+        let bins = if lo <= hi {
+            Bins::spanning(lo, hi)
+        } else {
+            Bins::spanning(0.0, 0.0)
+        };
+        let mut p = NumericProfile::new(bins);
+        p.add_slice(xs);
+        p
+    }
+
     /// Counts one value; `None`, NaN and infinities are nulls.
     pub fn add(&mut self, x: Option<f64>) {
         let Some(x) = x.filter(|x| x.is_finite()) else {

@@ -342,6 +342,41 @@ pub fn reference(file: &TableFile) -> Result<TableProfile, Error> {
     Ok(TableProfile { rows, columns })
 }
 
+/// One column of a table held in memory (a training set).
+#[derive(Debug, Clone, Copy)]
+pub enum Values<'a> {
+    /// Numbers; NaN is missing.
+    Numeric(&'a [f64]),
+    /// Text; `None` is missing.
+    Text(&'a [Option<String>]),
+}
+
+/// The reference profile of columns held in memory, numeric ones on bins spanning
+/// their own range: what a model was trained on, for monitoring to compare with.
+pub fn reference_of(columns: &[(String, Values<'_>)]) -> TableProfile {
+    let rows = columns.first().map_or(0, |(_, v)| match v {
+        Values::Numeric(x) => x.len(),
+        Values::Text(x) => x.len(),
+    }) as u64;
+    let columns = columns
+        .par_iter()
+        .map(|(name, values)| {
+            let profile = match values {
+                Values::Numeric(xs) => ColumnProfile::Numeric(NumericProfile::reference_slice(xs)),
+                Values::Text(xs) => {
+                    let mut p = CategoricalProfile::default();
+                    for x in xs.iter() {
+                        p.add(x.as_deref());
+                    }
+                    ColumnProfile::Categorical(p)
+                }
+            };
+            (name.clone(), profile)
+        })
+        .collect();
+    TableProfile { rows, columns }
+}
+
 /// A current table's profile on the reference's columns and bins. Columns the file
 /// lacks are left out (the comparison says so); columns the reference lacks are not
 /// profiled.
@@ -496,6 +531,56 @@ mod tests {
                 "{name}"
             );
         }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_profile_of_columns_in_memory_equals_the_profile_of_the_same_file() {
+        let dir = std::env::temp_dir().join(format!("qanat-monitor-mem-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let xs: Vec<f64> = (0..300)
+            .map(|i| {
+                if i % 9 == 0 {
+                    f64::NAN
+                } else {
+                    f64::from(i % 50)
+                }
+            })
+            .collect();
+        let ks: Vec<Option<String>> = (0..300)
+            .map(|i| (i % 11 != 0).then(|| ["u", "v"][i % 2].to_string()))
+            .collect();
+        let mut text = String::from("x,k\n");
+        for (x, k) in xs.iter().zip(&ks) {
+            let x = if x.is_nan() {
+                String::new()
+            } else {
+                x.to_string()
+            };
+            text.push_str(&format!("{x},{}\n", k.clone().unwrap_or_default()));
+        }
+        let from_file = reference(&csv(&dir, "t.csv", &text)).expect("reference");
+        let in_memory = reference_of(&[
+            ("x".into(), Values::Numeric(&xs)),
+            ("k".into(), Values::Text(&ks)),
+        ]);
+        assert_eq!(in_memory.rows, 300);
+        let (ColumnProfile::Numeric(a), ColumnProfile::Numeric(b)) =
+            (&from_file.columns[0].1, &in_memory.columns[0].1)
+        else {
+            panic!("x is numeric");
+        };
+        assert_eq!(
+            (a.bins, &a.counts, a.count, a.nulls),
+            (b.bins, &b.counts, b.count, b.nulls)
+        );
+        let (ColumnProfile::Categorical(a), ColumnProfile::Categorical(b)) =
+            (&from_file.columns[1].1, &in_memory.columns[1].1)
+        else {
+            panic!("k is categorical");
+        };
+        // CSV reads an empty field as null, as the text column's None.
+        assert_eq!(a, b);
         std::fs::remove_dir_all(&dir).ok();
     }
 

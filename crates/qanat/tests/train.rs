@@ -99,6 +99,46 @@ fn a_train_job_logs_its_epochs_stores_its_model_and_registers_it() {
     );
     let root = mlflow(&q, &format!("artifacts/list?run_id={run_id}"));
     assert!(root.to_string().contains("split.json"), "{root}");
+    // The training rows' profile travels with the model, and is a reference that
+    // `monitor compare` takes: the training data against itself does not drift.
+    let (ok, profile, err) = q.cli(&[
+        "runs",
+        "-p",
+        "default",
+        "artifacts",
+        "get",
+        run_id,
+        "model/reference_profile.json",
+        "-",
+    ]);
+    assert!(ok, "{err}");
+    let profile: Value = serde_json::from_str(&profile).expect("a profile");
+    // The training split of the 569 rows, not the validation rows.
+    assert!(
+        profile["rows"].as_u64().is_some_and(|n| n > 300 && n < 569),
+        "{}",
+        profile["rows"]
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let saved = dir.path().join("reference.json");
+    std::fs::write(&saved, profile.to_string()).expect("write");
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/data/breast_cancer.csv");
+    let (ok, out, err) = q.cli(&[
+        "monitor",
+        "compare",
+        saved.to_str().expect("utf8"),
+        data.to_str().expect("utf8"),
+        "-o",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let drift: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(drift["drifted"], json!(false), "{drift:#}");
+    assert!(
+        drift["columns"].as_u64().is_some_and(|n| n >= 30),
+        "{drift:#}"
+    );
     let versions = mlflow(&q, "registered-models/get?name=cancer-classifier");
     assert_eq!(
         versions["registered_model"]["latest_versions"][0]["run_id"], run_id,

@@ -14,7 +14,8 @@ pub enum MonitorCmd {
     /// the dataset drifted when half its columns did (docs/monitoring.md). Exits 0
     /// whether or not it drifted; read `drifted` in the JSON.
     Compare {
-        /// The reference table: CSV with a header row, or Parquet (.parquet, .pq).
+        /// The reference table: CSV with a header row, or Parquet (.parquet, .pq); or a
+        /// saved profile (.json), such as a trained model's model/reference_profile.json.
         reference: PathBuf,
         /// The current table, in either format.
         current: PathBuf,

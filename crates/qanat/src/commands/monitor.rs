@@ -23,7 +23,23 @@ pub fn run(format: Format, cmd: MonitorCmd) -> Result<()> {
             let choices = choices(&methods, &thresholds)?;
             let reference_file = TableFile::new(&reference);
             let current_file = TableFile::new(&current);
-            let mut r = table::reference(&reference_file).context("profiling the reference")?;
+            // A reference is a table, or a profile saved as JSON (a trained model's
+            // model/reference_profile.json).
+            let mut r = if reference
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+            {
+                let bytes = std::fs::read(&reference)
+                    .with_context(|| format!("reading {}", reference.display()))?;
+                serde_json::from_slice::<TableProfile>(&bytes).with_context(|| {
+                    format!(
+                        "{} is not a reference profile (a trained model's model/reference_profile.json)",
+                        reference.display()
+                    )
+                })?
+            } else {
+                table::reference(&reference_file).context("profiling the reference")?
+            };
             if let Some(only) = &columns {
                 let unknown: Vec<&String> = only
                     .iter()

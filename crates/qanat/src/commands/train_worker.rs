@@ -263,6 +263,13 @@ pub async fn run() -> Result<()> {
         .upload_artifact(&project, &root, "split.json", split)
         .await
         .context("storing the split")?;
+    // What the model was fitted on, profiled for monitoring to compare live traffic
+    // with (docs/monitoring.md); it travels with the model's files.
+    let profile = serde_json::to_vec(&reference_profile(&table, &trained.train_rows))?;
+    client
+        .upload_artifact(&project, &root, "model/reference_profile.json", profile)
+        .await
+        .context("storing the reference profile")?;
     let mut summary = vec![("best_epoch".to_string(), f64::from(best), i64::from(best))];
     if let Some(m) = trained.fitted.history.get(best as usize) {
         summary.extend(
@@ -312,4 +319,44 @@ pub(crate) fn mlmodel_info(run_id: &str) -> qanat_train::onnx::MlModelInfo {
             .to_string(),
         metadata: Vec::new(),
     }
+}
+
+/// The profile of the training rows of every numeric and text column.
+fn reference_profile(
+    table: &qanat_train::table::Table,
+    rows: &[usize],
+) -> qanat_monitor::table::TableProfile {
+    use qanat_monitor::table::{reference_of, Values};
+    use qanat_train::table::Values as V;
+    enum Picked {
+        Numeric(Vec<f64>),
+        Text(Vec<Option<String>>),
+    }
+    let picked: Vec<(String, Picked)> = table
+        .columns
+        .iter()
+        .filter_map(|c| {
+            let p = match &c.values {
+                V::Numeric(v) => {
+                    Picked::Numeric(rows.iter().filter_map(|&r| v.get(r).copied()).collect())
+                }
+                V::Text(v) => {
+                    Picked::Text(rows.iter().filter_map(|&r| v.get(r).cloned()).collect())
+                }
+                V::Unsupported(..) => return None,
+            };
+            Some((c.name.clone(), p))
+        })
+        .collect();
+    let columns: Vec<(String, Values<'_>)> = picked
+        .iter()
+        .map(|(name, p)| {
+            let values = match p {
+                Picked::Numeric(v) => Values::Numeric(v),
+                Picked::Text(v) => Values::Text(v),
+            };
+            (name.clone(), values)
+        })
+        .collect();
+    reference_of(&columns)
 }
