@@ -128,21 +128,8 @@ impl NumericProfile {
     /// The profile of `values` (None for a null) on bins spanning their own range:
     /// a reference.
     pub fn reference(values: &[Option<f64>]) -> NumericProfile {
-        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-        for x in values.iter().flatten().filter(|x| x.is_finite()) {
-            lo = lo.min(*x);
-            hi = hi.max(*x);
-        }
-        let bins = if lo <= hi {
-            Bins::spanning(lo, hi)
-        } else {
-            Bins::spanning(0.0, 0.0)
-        };
-        let mut p = NumericProfile::new(bins);
-        for x in values {
-            p.add(*x);
-        }
-        p
+        let xs: Vec<f64> = values.iter().map(|x| x.unwrap_or(f64::NAN)).collect();
+        NumericProfile::reference_slice(&xs)
     }
 
     /// The profile of numbers held in memory (NaN missing) on bins spanning their own
