@@ -103,6 +103,34 @@ pub struct ColumnDrift {
     pub note: Option<String>,
 }
 
+impl ColumnDrift {
+    /// In words: why there is no statistic, values outside the reference's range,
+    /// categories it never had, a statistic from histograms ("" when none).
+    pub fn findings(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(n) = &self.note {
+            parts.push(n.clone());
+        }
+        if let Some(share) = self.quality.out_of_range.filter(|s| *s > 0.0) {
+            parts.push(format!(
+                "{:.1}% outside the reference's range",
+                share * 100.0
+            ));
+        }
+        if let Some(share) = self.quality.unseen_share.filter(|s| *s > 0.0) {
+            parts.push(format!(
+                "{:.1}% in categories the reference never had ({})",
+                share * 100.0,
+                self.quality.unseen.join(", ")
+            ));
+        }
+        if self.statistic.is_some() && !self.exact {
+            parts.push("computed from histograms".into());
+        }
+        parts.join("; ")
+    }
+}
+
 /// Data-quality findings for one column: the nulls, the values outside what the
 /// reference saw.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

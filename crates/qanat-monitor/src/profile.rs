@@ -164,17 +164,7 @@ impl NumericProfile {
         let delta = x - self.mean;
         self.mean += delta / self.count as f64;
         self.m2 += delta * (x - self.mean);
-        match self.bins.of(x, self.bins.per_unit()) {
-            Ok(i) => self.counts[i] += 1,
-            Err(false) => {
-                self.below.count += 1;
-                self.below.sum += x;
-            }
-            Err(true) => {
-                self.above.count += 1;
-                self.above.sum += x;
-            }
-        }
+        self.bin(x, self.bins.per_unit());
         if let Some(v) = &mut self.values {
             if v.len() < EXACT_VALUES {
                 v.push(x);
@@ -187,6 +177,21 @@ impl NumericProfile {
                 Ok(i) => d[i].1 += 1,
                 Err(i) if d.len() < DISTINCT_MAX => d.insert(i, (x, 1)),
                 Err(_) => self.distinct = None,
+            }
+        }
+    }
+
+    /// Counts finite `x` in its bin, or in the tail below or above the bins.
+    fn bin(&mut self, x: f64, per_unit: f64) {
+        match self.bins.of(x, per_unit) {
+            Ok(i) => self.counts[i] += 1,
+            Err(false) => {
+                self.below.count += 1;
+                self.below.sum += x;
+            }
+            Err(true) => {
+                self.above.count += 1;
+                self.above.sum += x;
             }
         }
     }
@@ -217,17 +222,7 @@ impl NumericProfile {
         for &x in xs {
             self.min = self.min.min(x);
             self.max = self.max.max(x);
-            match self.bins.of(x, per_unit) {
-                Ok(i) => self.counts[i] += 1,
-                Err(false) => {
-                    self.below.count += 1;
-                    self.below.sum += x;
-                }
-                Err(true) => {
-                    self.above.count += 1;
-                    self.above.sum += x;
-                }
-            }
+            self.bin(x, per_unit);
         }
         if let Some(v) = &mut self.values {
             if v.len() + xs.len() <= EXACT_VALUES {

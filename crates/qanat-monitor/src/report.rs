@@ -45,7 +45,9 @@ fn escape(s: &str) -> String {
     out
 }
 
-fn number(x: f64) -> String {
+/// A statistic as the report and the CLI print it: 4 decimals, or scientific
+/// notation for the very small and very large, ∞ for infinity.
+pub fn number(x: f64) -> String {
     if x.is_infinite() {
         "∞".into()
     } else if x != 0.0 && (x.abs() < 1e-3 || x.abs() >= 1e6) {
@@ -117,7 +119,7 @@ Checked {at}.</p>\n",
             },
             rn = c.quality.reference_null_rate * 100.0,
             cn = c.quality.current_null_rate * 100.0,
-            notes = escape(&notes(c)),
+            notes = escape(&c.findings()),
         );
     }
     out.push_str("</tbody></table>\n");
@@ -151,7 +153,7 @@ Checked {at}.</p>\n",
             }
             _ => {}
         }
-        let n = notes(c);
+        let n = c.findings();
         if !n.is_empty() {
             let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(&n));
         }
@@ -164,30 +166,6 @@ Checked {at}.</p>\n",
 /// An element id for a column name: its bytes in hex, so any name is a valid id.
 fn anchor(name: &str) -> String {
     name.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
-fn notes(c: &ColumnDrift) -> String {
-    let mut parts = Vec::new();
-    if let Some(n) = &c.note {
-        parts.push(n.clone());
-    }
-    if let Some(share) = c.quality.out_of_range.filter(|s| *s > 0.0) {
-        parts.push(format!(
-            "{:.1}% outside the reference's range",
-            share * 100.0
-        ));
-    }
-    if let Some(share) = c.quality.unseen_share.filter(|s| *s > 0.0) {
-        parts.push(format!(
-            "{:.1}% in categories the reference never had ({})",
-            share * 100.0,
-            c.quality.unseen.join(", ")
-        ));
-    }
-    if c.statistic.is_some() && !c.exact {
-        parts.push("computed from histograms".into());
-    }
-    parts.join("; ")
 }
 
 /// Bars of two distributions over the same labels, each side's shares. Every bar is

@@ -118,11 +118,7 @@ fn choices(
 }
 
 fn number(x: Option<f64>) -> String {
-    match x {
-        None => "-".into(),
-        Some(x) if x != 0.0 && (x.abs() < 1e-3 || x.abs() >= 1e6) => format!("{x:.3e}"),
-        Some(x) => format!("{x:.4}"),
-    }
+    x.map_or_else(|| "-".into(), report::number)
 }
 
 output::columns!(ColumnDrift, |c| {
@@ -137,34 +133,8 @@ output::columns!(ColumnDrift, |c| {
         c.quality.reference_null_rate * 100.0,
         c.quality.current_null_rate * 100.0
     ),
-    "note" => note(c),
+    "note" => c.findings(),
 });
-
-/// What the table's last column says: why there is no statistic, values outside the
-/// reference's range, categories it never had, a statistic from histograms.
-fn note(c: &ColumnDrift) -> String {
-    let mut parts = Vec::new();
-    if let Some(n) = &c.note {
-        parts.push(n.clone());
-    }
-    if let Some(share) = c.quality.out_of_range.filter(|s| *s > 0.0) {
-        parts.push(format!(
-            "{:.1}% outside the reference's range",
-            share * 100.0
-        ));
-    }
-    if let Some(share) = c.quality.unseen_share.filter(|s| *s > 0.0) {
-        parts.push(format!(
-            "{:.1}% in unseen categories ({})",
-            share * 100.0,
-            c.quality.unseen.join(", ")
-        ));
-    }
-    if c.statistic.is_some() && !c.exact {
-        parts.push("from histograms".into());
-    }
-    parts.join("; ")
-}
 
 fn print(
     format: Format,
