@@ -15,6 +15,8 @@ pub enum Entity {
     ModelVersion,
     ModelVersionTag,
     ModelVersionAlias,
+    /// A monitor's alert rule fired (Qanat's own: MLflow has no monitoring).
+    MonitorAlert,
 }
 
 /// What happened to it.
@@ -31,6 +33,8 @@ const ENTITIES: &[(Entity, &str, i64)] = &[
     (Entity::ModelVersion, "model_version", 2),
     (Entity::ModelVersionTag, "model_version_tag", 3),
     (Entity::ModelVersionAlias, "model_version_alias", 4),
+    // Past MLflow's numbers, so a future MLflow entity cannot take it.
+    (Entity::MonitorAlert, "monitor_alert", 101),
 ];
 
 /// MLflow's entities that Qanat has no counterpart for (prompts, AI-gateway budgets).
@@ -99,7 +103,7 @@ impl Entity {
 
 fn unsupported(entity: &str) -> Error {
     Error::invalid(format!(
-        "Webhook entity '{}' is not supported: Qanat has no prompt registry or AI gateway; subscribe to registered_model, model_version, model_version_tag or model_version_alias events",
+        "Webhook entity '{}' is not supported: Qanat has no prompt registry or AI gateway; subscribe to registered_model, model_version, model_version_tag, model_version_alias or monitor_alert events",
         entity.to_ascii_lowercase()
     ))
 }
@@ -149,15 +153,18 @@ impl EventType {
         EventType::pair(Entity::ModelVersionAlias, Action::Created);
     pub const MODEL_VERSION_ALIAS_DELETED: EventType =
         EventType::pair(Entity::ModelVersionAlias, Action::Deleted);
+    pub const MONITOR_ALERT_CREATED: EventType =
+        EventType::pair(Entity::MonitorAlert, Action::Created);
 
     /// Every event a webhook can subscribe to.
-    pub const ALL: [EventType; 6] = [
+    pub const ALL: [EventType; 7] = [
         Self::REGISTERED_MODEL_CREATED,
         Self::MODEL_VERSION_CREATED,
         Self::MODEL_VERSION_TAG_SET,
         Self::MODEL_VERSION_TAG_DELETED,
         Self::MODEL_VERSION_ALIAS_CREATED,
         Self::MODEL_VERSION_ALIAS_DELETED,
+        Self::MONITOR_ALERT_CREATED,
     ];
 
     const fn pair(entity: Entity, action: Action) -> EventType {
@@ -234,6 +241,18 @@ impl EventType {
             }),
             (Entity::ModelVersionAlias, _) => json!({
                 "name": "example_model", "alias": "example_alias",
+            }),
+            (Entity::MonitorAlert, _) => json!({
+                "deployment": "example_deployment",
+                "alert": 1,
+                "rule": "drift",
+                "condition": "drift_share > 0.3 in 2 consecutive windows",
+                "metric": "drift_share",
+                "value": 0.4,
+                "model": "example_model",
+                "version": "1",
+                "check": 7,
+                "actions": ["notify", "retrain"],
             }),
         }
     }

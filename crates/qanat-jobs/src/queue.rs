@@ -318,6 +318,25 @@ impl Jobs {
         })
     }
 
+    /// The spec of the job that logged to run `run_id` (as it was queued: inputs
+    /// pinned to the versions they named then), or `None` when no job of the project
+    /// did: what a retraining runs again.
+    pub async fn spec_of_run(&self, project: &Project, run_id: &str) -> Result<Option<JobSpec>> {
+        let row = sqlx::query(
+            "SELECT spec FROM jobs WHERE project_id = $1 AND run_id = $2 ORDER BY submitted_at DESC LIMIT 1",
+        )
+        .bind(&project.id)
+        .bind(run_id)
+        .fetch_optional(self.inner.meta.reader())
+        .await?;
+        row.map(|r| {
+            let spec: String = r.try_get("spec")?;
+            serde_json::from_str(&spec)
+                .map_err(|e| Error::Io(format!("a stored job spec does not parse: {e}")))
+        })
+        .transpose()
+    }
+
     /// Cancels a job: a queued one at once; a running one is stopped (SIGTERM, the
     /// grace period, SIGKILL) and ends `cancelled`.
     pub async fn cancel(

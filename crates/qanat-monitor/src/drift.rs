@@ -29,6 +29,7 @@ use crate::stats::{self, TestResult};
 
 qanat_core::word_enum! {
     /// A drift method.
+    #[derive(utoipa::ToSchema)]
     pub enum Method as "drift method" {
         /// Two-sample Kolmogorov–Smirnov (p-value).
         Ks = "ks",

@@ -332,20 +332,20 @@ mod tests {
             rk.add(Some(["a", "b"][i % 2]));
             ck.add(Some(["a", "<b>"][i % 2]));
         }
-        let reference = TableProfile {
-            rows: 2000,
-            columns: vec![
+        let reference = TableProfile::of(
+            2000,
+            vec![
                 ("x".into(), ColumnProfile::Numeric(r.clone())),
                 ("k".into(), ColumnProfile::Categorical(rk.clone())),
             ],
-        };
-        let current = TableProfile {
-            rows: 2000,
-            columns: vec![
+        );
+        let current = TableProfile::of(
+            2000,
+            vec![
                 ("x".into(), ColumnProfile::Numeric(c.clone())),
                 ("k".into(), ColumnProfile::Categorical(ck.clone())),
             ],
-        };
+        );
         let drift = crate::table::compare(&reference, &current, &BTreeMap::new());
         let page = html(
             &drift,

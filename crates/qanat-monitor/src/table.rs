@@ -168,6 +168,26 @@ impl TableFile {
 pub struct TableProfile {
     pub rows: u64,
     pub columns: Vec<(String, ColumnProfile)>,
+    /// The column a model was trained to predict (not one of its inputs), when this
+    /// profiles a training set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// The model's outputs on the same rows (`label`, `probability`, `prediction`),
+    /// when this profiles a training set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub predictions: Vec<(String, ColumnProfile)>,
+}
+
+impl TableProfile {
+    /// A profile of plain columns (no target, no predictions).
+    pub fn of(rows: u64, columns: Vec<(String, ColumnProfile)>) -> TableProfile {
+        TableProfile {
+            rows,
+            columns,
+            target: None,
+            predictions: Vec::new(),
+        }
+    }
 }
 
 /// Whether an Arrow type is profiled as numbers, as categories, or not at all
@@ -339,7 +359,7 @@ pub fn reference(file: &TableFile) -> Result<TableProfile, Error> {
         .collect();
     let (schema, batches) = file.batches()?;
     let rows = profile_into(&schema, batches, &mut columns)?;
-    Ok(TableProfile { rows, columns })
+    Ok(TableProfile::of(rows, columns))
 }
 
 /// One column of a table held in memory (a training set).
@@ -374,7 +394,7 @@ pub fn reference_of(columns: &[(String, Values<'_>)]) -> TableProfile {
             (name.clone(), profile)
         })
         .collect();
-    TableProfile { rows, columns }
+    TableProfile::of(rows, columns)
 }
 
 /// A current table's profile on the reference's columns and bins. Columns the file
@@ -397,7 +417,7 @@ pub fn current(file: &TableFile, reference: &TableProfile) -> Result<TableProfil
         })
         .collect();
     let rows = profile_into(&schema, batches, &mut columns)?;
-    Ok(TableProfile { rows, columns })
+    Ok(TableProfile::of(rows, columns))
 }
 
 /// The drift of `current` from `reference`, column by column; a column the current

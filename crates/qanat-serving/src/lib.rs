@@ -318,7 +318,16 @@ impl Serving {
         self.loaded.lock().ok()?.get(key).cloned()
     }
 
-    async fn fetch(&self, project: &Project, name: &str, version: &str) -> Result<Loaded> {
+    /// The file `file` among the model files of version `version` of `name` (checked
+    /// against the project's residency), or `None` when the version has no such file.
+    pub async fn model_file(
+        &self,
+        project: &Project,
+        name: &str,
+        version: &str,
+        file: &str,
+    ) -> Result<Option<bytes::Bytes>> {
+        use qanat_core::DomainError;
         let uri = self
             .tracking
             .download_uri(project, name, version)
@@ -332,20 +341,17 @@ impl Serving {
         let path = path.trim_matches('/');
         let location = self.storage.default_location().to_string();
         qanat_governance::check_residency(project, &self.storage.location(&location)?)?;
-        let read = |file: &str| {
-            let key = format!("projects/{}/mlflow-artifacts/{path}/{file}", project.id);
-            let storage = self.storage.clone();
-            let location = location.clone();
-            async move {
-                let key: ObjectKey = key.parse()?;
-                match storage.get_bytes(&location, &key).await {
-                    Ok(b) => Ok(Some(b)),
-                    Err(e) if e.kind() == qanat_core::ErrorKind::NotFound => Ok(None),
-                    Err(e) => Err(Error::from(e)),
-                }
-            }
-        };
-        use qanat_core::DomainError;
+        let key: ObjectKey =
+            format!("projects/{}/mlflow-artifacts/{path}/{file}", project.id).parse()?;
+        match self.storage.get_bytes(&location, &key).await {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == qanat_core::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::from(e)),
+        }
+    }
+
+    async fn fetch(&self, project: &Project, name: &str, version: &str) -> Result<Loaded> {
+        let read = |file: &'static str| self.model_file(project, name, version, file);
         let spec = read(qanat_runtime::package::SPEC).await?;
         let weights = read(qanat_runtime::package::WEIGHTS).await?;
         if let (Some(spec), Some(weights)) = (spec, weights) {

@@ -381,6 +381,55 @@ pub async fn read(
     Ok(out)
 }
 
+/// How far before a file's first record another of its records may lie: a batch holds
+/// what arrived within one flush period, in roughly the order it was answered.
+const FILE_SPREAD_US: i64 = 60_000_000;
+
+/// Every record of `deployment` answered in `[start, end)` (micros), oldest first (by
+/// time, then request id). Only the day folders the range touches are listed.
+pub async fn read_between(
+    storage: &ObjectStorage,
+    project_id: &str,
+    deployment: &str,
+    start: i64,
+    end: i64,
+) -> Result<Vec<LogRecord>> {
+    const DAY_US: i64 = 86_400_000_000;
+    let location = storage.default_location().to_string();
+    let mut out = Vec::new();
+    let first_day = (start - FILE_SPREAD_US).div_euclid(DAY_US);
+    let last_day = (end - 1).div_euclid(DAY_US);
+    for day in first_day..=last_day {
+        let date = qanat_store::format_micros(day * DAY_US);
+        let Some(date) = date.get(..10) else { continue };
+        let prefix: ObjectKey = format!("{}/{date}", prefix(project_id, deployment)).parse()?;
+        for f in storage.list(&location, Some(&prefix)).await? {
+            // `<first record's micros, 16 digits>-<id>.parquet`
+            let first = f
+                .key
+                .rsplit('/')
+                .next()
+                .and_then(|name| name.split('-').next())
+                .and_then(|t| t.parse::<i64>().ok());
+            if first.is_some_and(|t| t >= end || t < start - FILE_SPREAD_US) {
+                continue;
+            }
+            let key: ObjectKey = f.key.parse()?;
+            let bytes = storage.get_bytes(&location, &key).await?;
+            let records = tokio::task::spawn_blocking(move || decode(bytes))
+                .await
+                .map_err(|e| Error::Internal(format!("reading the inference log: {e}")))??;
+            out.extend(
+                records
+                    .into_iter()
+                    .filter(|r| r.time >= start && r.time < end),
+            );
+        }
+    }
+    out.sort_by(|a, b| (a.time, &a.request_id).cmp(&(b.time, &b.request_id)));
+    Ok(out)
+}
+
 fn decode(bytes: bytes::Bytes) -> Result<Vec<LogRecord>> {
     let bad = |e: String| Error::Internal(format!("an inference log file does not read: {e}"));
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)

@@ -1,0 +1,880 @@
+//! Alert rules and what they do. After each check (and after late labels rescore a
+//! window) every rule looks at the newest windows; one that fires records an alert
+//! and runs its actions: an event for webhooks and NATS, a rollback, or a retraining
+//! job whose registered version then gets a canary share of the traffic, judged on
+//! live quality against the primary, and promoted or rolled back.
+//!
+//! Every action is audited under the `monitor` service actor in the transaction that
+//! records it, and the objects it makes are tied into lineage: inference log → drift
+//! report → retraining run → model version.
+
+use qanat_governance::{append_audit_in, AuditRecord};
+use qanat_serving::{Deployment, DeploymentSpec, Target};
+use qanat_store::{format_micros, now_micros};
+use serde_json::json;
+use sqlx::Row;
+
+use crate::monitors::{alert_from, check_from, to_json};
+use crate::spec::{ActionKind, AlertRule, Metric};
+use crate::watch::{drift_report, Watched};
+use crate::wire::{ActionOutcome, Alert, Check};
+use crate::{Error, Monitors, Result};
+
+/// Checks looked at when rules are evaluated.
+const HISTORY: i64 = 200;
+
+const ACTIVE: [&str; 3] = ["open", "retraining", "canary"];
+
+fn outcome(
+    action: ActionKind,
+    outcome: &str,
+    message: String,
+    object: Option<String>,
+) -> ActionOutcome {
+    ActionOutcome {
+        action,
+        at: format_micros(now_micros()),
+        outcome: outcome.into(),
+        message,
+        object,
+    }
+}
+
+/// Whether `value` is worse than `baseline` by more than `by` in `metric`'s sense.
+fn worse(metric: Metric, value: f64, baseline: f64, by: f64) -> bool {
+    if metric.higher_is_better() {
+        baseline - value > by
+    } else {
+        value - baseline > by
+    }
+}
+
+/// The value `rule` compares in `check` and whether it crosses, given the checks
+/// before it (newest first) for a `drop` rule's baseline: the last value of the
+/// version that answered before.
+fn crossing(rule: &AlertRule, check: &Check, earlier: &[Check]) -> Option<(f64, bool)> {
+    let primary = check.primary()?;
+    let value = primary.value(rule.metric)?;
+    match rule.drop {
+        None => Some((value, rule.crossed(value))),
+        Some(by) => {
+            let baseline = earlier.iter().find_map(|c| {
+                let p = c.primary()?;
+                (p.version != primary.version)
+                    .then(|| p.value(rule.metric))
+                    .flatten()
+            })?;
+            Some((value, worse(rule.metric, value, baseline, by)))
+        }
+    }
+}
+
+/// The checks `rule` fires on: its `windows` newest valued checks (newest first),
+/// when each crosses. `checks` is newest first.
+fn fires<'a>(rule: &AlertRule, checks: &'a [Check]) -> Option<Vec<&'a Check>> {
+    let mut streak = Vec::new();
+    for (i, c) in checks.iter().enumerate() {
+        let Some((_, crossed)) = crossing(rule, c, &checks[i + 1..]) else {
+            continue;
+        };
+        if !crossed {
+            return None;
+        }
+        streak.push(c);
+        if streak.len() == rule.windows as usize {
+            return Some(streak);
+        }
+    }
+    None
+}
+
+impl Monitors {
+    async fn recent_checks(&self, w: &Watched) -> Result<Vec<Check>> {
+        let rows = sqlx::query(
+            "SELECT * FROM monitor_checks WHERE project_id = $1 AND deployment = $2 ORDER BY check_no DESC LIMIT $3",
+        )
+        .bind(w.project.id.as_str())
+        .bind(&w.deployment)
+        .bind(HISTORY)
+        .fetch_all(self.inner.meta.reader())
+        .await?;
+        rows.iter().map(check_from).collect()
+    }
+
+    async fn alert_rows(&self, w: &Watched, active: bool) -> Result<Vec<Alert>> {
+        let rows = sqlx::query(
+            "SELECT * FROM monitor_alerts WHERE project_id = $1 AND deployment = $2 ORDER BY alert_no DESC LIMIT 100",
+        )
+        .bind(w.project.id.as_str())
+        .bind(&w.deployment)
+        .fetch_all(self.inner.meta.reader())
+        .await?;
+        Ok(rows
+            .iter()
+            .map(alert_from)
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .filter(|a| !active || ACTIVE.contains(&a.state.as_str()))
+            .collect())
+    }
+
+    /// Runs every rule on the newest checks, then judges a canary in progress.
+    pub(crate) async fn evaluate(&self, w: &Watched, model: &str) -> Result<()> {
+        let checks = self.recent_checks(w).await?;
+        let alerts = self.alert_rows(w, false).await?;
+        for rule in &w.spec.alerts {
+            let active = alerts
+                .iter()
+                .any(|a| a.rule == rule.name && ACTIVE.contains(&a.state.as_str()));
+            if active {
+                continue;
+            }
+            let Some(streak) = fires(rule, &checks) else {
+                continue;
+            };
+            let oldest = streak.last().map_or(0, |c| c.check);
+            if alerts
+                .iter()
+                .any(|a| a.rule == rule.name && a.check >= oldest)
+            {
+                // Already fired on these windows.
+                continue;
+            }
+            let newest = streak[0];
+            let (value, _) = crossing(rule, newest, &checks[1..]).unwrap_or((f64::NAN, true));
+            self.fire(w, model, rule, newest, value).await?;
+        }
+        for alert in self.alert_rows(w, true).await? {
+            if alert.state == "canary" {
+                self.judge_canary(w, model, alert, &checks).await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn audit(&self, w: &Watched, action: &str, resource: String, detail: String) -> AuditRecord {
+        AuditRecord::by_service("monitor", action, resource, Some(&w.project.name))
+            .with_detail(detail)
+    }
+
+    /// Records a new alert and runs its first actions.
+    async fn fire(
+        &self,
+        w: &Watched,
+        model: &str,
+        rule: &AlertRule,
+        check: &Check,
+        value: f64,
+    ) -> Result<()> {
+        let version = check.primary().map_or(String::new(), |p| p.version.clone());
+        let now = now_micros();
+        let mut alert = Alert {
+            deployment: w.deployment.clone(),
+            alert: 0,
+            rule: rule.name.clone(),
+            condition: rule.describe(),
+            metric: rule.metric,
+            value,
+            version: version.clone(),
+            check: check.check,
+            state: "open".into(),
+            actions: Vec::new(),
+            job: None,
+            candidate: None,
+            canary_passed: 0,
+            canary_checks: Vec::new(),
+            canary_revision: None,
+            created_at: format_micros(now),
+            updated_at: format_micros(now),
+        };
+        let pid = w.project.id.as_str();
+        let mut tx = self.inner.meta.writer().begin().await?;
+        let n: i64 = sqlx::query(
+            "SELECT COALESCE(MAX(alert_no), 0) + 1 AS n FROM monitor_alerts WHERE project_id = $1 AND deployment = $2",
+        )
+        .bind(pid)
+        .bind(&w.deployment)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("n")?;
+        alert.alert = n;
+        let has = |a| rule.actions.contains(&a);
+        if has(ActionKind::Notify) {
+            let data = json!({
+                "deployment": w.deployment,
+                "alert": n,
+                "rule": rule.name,
+                "condition": alert.condition,
+                "metric": rule.metric,
+                "value": value,
+                "model": model,
+                "version": version,
+                "check": check.check,
+                "report": check.report.then(|| format!(
+                    "/api/v1/projects/{}/monitors/{}/checks/{}/report",
+                    w.project.name, w.deployment, check.check
+                )),
+                "actions": rule.actions,
+            });
+            let queued = self
+                .inner
+                .outbox
+                .record(
+                    &mut tx,
+                    &w.project.id,
+                    &w.project.name,
+                    qanat_events::EventType::MONITOR_ALERT_CREATED,
+                    data,
+                )
+                .await?;
+            alert.actions.push(outcome(
+                ActionKind::Notify,
+                "done",
+                format!(
+                    "monitor_alert.created queued for {queued} subscriber(s) (webhooks and NATS)"
+                ),
+                None,
+            ));
+        }
+        let resource = format!(
+            "project:{}/monitor:{}/alert:{n}",
+            w.project.name, w.deployment
+        );
+        append_audit_in(
+            &mut tx,
+            &self.audit(
+                w,
+                "monitor.alert",
+                resource,
+                format!(
+                    "{} fired on check {} ({} = {value})",
+                    rule.name, check.check, rule.metric
+                ),
+            ),
+        )
+        .await?;
+        insert_alert(&mut tx, pid, &alert).await?;
+        tx.commit().await?;
+        self.inner.outbox.wake();
+        tracing::info!(deployment = %w.deployment, alert = n, rule = %rule.name, value, "alert fired");
+        if has(ActionKind::Rollback) {
+            let o = self.rollback(w, model, &alert).await;
+            alert.actions.push(o);
+            alert.state = "done".into();
+        }
+        if has(ActionKind::Retrain) {
+            match self.retrain(w, model, &alert).await {
+                Ok((job, o)) => {
+                    alert.job = Some(job);
+                    alert.actions.push(o);
+                    alert.state = "retraining".into();
+                }
+                Err(o) => {
+                    alert.actions.push(o);
+                    alert.state = "failed".into();
+                }
+            }
+        }
+        if alert.state == "open" {
+            alert.state = "done".into();
+        }
+        self.save_alert(w, &alert).await
+    }
+
+    async fn save_alert(&self, w: &Watched, alert: &Alert) -> Result<()> {
+        sqlx::query(
+            "UPDATE monitor_alerts SET state = $1, detail = $2, updated_at = $3 WHERE project_id = $4 AND deployment = $5 AND alert_no = $6",
+        )
+        .bind(&alert.state)
+        .bind(to_json(alert)?)
+        .bind(now_micros())
+        .bind(w.project.id.as_str())
+        .bind(&w.deployment)
+        .bind(alert.alert)
+        .execute(self.inner.meta.writer())
+        .await?;
+        Ok(())
+    }
+
+    async fn deployment(&self, w: &Watched) -> Result<Deployment> {
+        Ok(self
+            .inner
+            .serving
+            .deployments()
+            .get(&w.project, &w.deployment)
+            .await?)
+    }
+
+    /// Switches this server's route after a change the monitor made (the change is
+    /// committed; other servers follow within their refresh period).
+    async fn switch(&self, w: &Watched) {
+        if let Err(e) = self.inner.serving.refresh(&w.project, &w.deployment).await {
+            tracing::warn!(deployment = %w.deployment, error = %e, "the monitor changed a deployment, but this server's route could not be rebuilt yet");
+        }
+    }
+
+    /// Undoes the last change of what answers: the alias the primary target follows
+    /// moves back, or the deployment's previous revision is restored.
+    async fn rollback(&self, w: &Watched, model: &str, alert: &Alert) -> ActionOutcome {
+        let result: Result<(String, String)> = async {
+            let d = self.deployment(w).await?;
+            let why = format!(
+                "alert {} ({}) on check {}",
+                alert.alert, alert.condition, alert.check
+            );
+            let alias = d.spec.weighted().next().and_then(|t| t.alias.clone());
+            match alias {
+                Some(alias) => {
+                    let rec = self.audit(
+                        w,
+                        "model.alias.rollback",
+                        format!("project:{}/model:{model}@{alias}", w.project.name),
+                        why,
+                    );
+                    let (from, to) = self
+                        .inner
+                        .tracking
+                        .rollback_alias(&w.project, model, &alias, &rec)
+                        .await?;
+                    self.switch(w).await;
+                    Ok((
+                        format!(
+                            "{model}@{alias} moved back from version {} to {to}",
+                            from.unwrap_or_else(|| "?".into())
+                        ),
+                        format!("model:{model}@{to}"),
+                    ))
+                }
+                None => {
+                    let rec = self.audit(w, "deployment.rollback", String::new(), why);
+                    let d = self
+                        .inner
+                        .serving
+                        .deployments()
+                        .rollback(&w.project, &w.deployment, None, "monitor", Some(&rec))
+                        .await?;
+                    self.switch(w).await;
+                    Ok((
+                        format!(
+                            "deployment {} restored to an earlier revision",
+                            w.deployment
+                        ),
+                        format!("deployment:{}@{}", w.deployment, d.revision),
+                    ))
+                }
+            }
+        }
+        .await;
+        match result {
+            Ok((message, object)) => outcome(ActionKind::Rollback, "done", message, Some(object)),
+            Err(e) => outcome(ActionKind::Rollback, "failed", e.to_string(), None),
+        }
+    }
+
+    /// Submits the job that trained the alert's version again, each dataset input on
+    /// its newest version.
+    async fn retrain(
+        &self,
+        w: &Watched,
+        model: &str,
+        alert: &Alert,
+    ) -> std::result::Result<(String, ActionOutcome), ActionOutcome> {
+        let failed = |m: String| outcome(ActionKind::Retrain, "failed", m, None);
+        let v = self
+            .inner
+            .tracking
+            .model_version(&w.project, model, &alert.version)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let Some(run_id) = v.run_id.clone() else {
+            return Err(failed(format!(
+                "{model} version {} has no run: it was not trained by a job here, so there is nothing to run again",
+                alert.version
+            )));
+        };
+        let spec = self
+            .inner
+            .jobs
+            .spec_of_run(&w.project, &run_id)
+            .await
+            .map_err(|e| failed(e.to_string()))?
+            .ok_or_else(|| {
+                failed(format!(
+                    "run {run_id} of {model} version {} was not made by a job here: there is no job spec to run again",
+                    alert.version
+                ))
+            })?;
+        let mut spec = spec;
+        // The newest data: each pinned dataset input unpinned (`dataset:name`).
+        spec.inputs = spec
+            .inputs
+            .iter()
+            .map(|i| i.split('@').next().unwrap_or(i).to_string())
+            .collect();
+        spec.name = format!("retrain-{}", w.deployment);
+        let rec = self.audit(
+            w,
+            "job.submit",
+            String::new(),
+            format!(
+                "retraining {model} (version {} trained by run {run_id}) for alert {} ({})",
+                alert.version, alert.alert, alert.condition
+            ),
+        );
+        let job = self
+            .inner
+            .jobs
+            .submit(&w.project, spec, "monitor", Some(&rec))
+            .await
+            .map_err(|e| failed(format!("the retraining job was refused: {e}")))?;
+        Ok((
+            job.job_id.clone(),
+            outcome(
+                ActionKind::Retrain,
+                "waiting",
+                format!(
+                    "retraining job {} submitted (the job of run {run_id}, on the newest data)",
+                    job.job_id
+                ),
+                Some(format!("job:{}", job.job_id)),
+            ),
+        ))
+    }
+
+    /// Moves alerts waiting on a retraining job along.
+    pub(crate) async fn progress(&self, w: &Watched, model: &str) -> Result<()> {
+        for mut alert in self.alert_rows(w, true).await? {
+            if alert.state != "retraining" {
+                continue;
+            }
+            let Some(job_id) = alert.job.clone() else {
+                continue;
+            };
+            let job = self.inner.jobs.get(&w.project, &job_id).await?.job;
+            if !job.is_finished() {
+                continue;
+            }
+            if job.state != "succeeded" {
+                alert.actions.push(outcome(
+                    ActionKind::Retrain,
+                    "failed",
+                    format!(
+                        "retraining job {job_id} {}: {}",
+                        job.state,
+                        job.reason.unwrap_or_default()
+                    ),
+                    Some(format!("job:{job_id}")),
+                ));
+                alert.state = "failed".into();
+                self.save_alert(w, &alert).await?;
+                continue;
+            }
+            let run_id = job.run_id.clone().unwrap_or_default();
+            let versions = self.inner.tracking.versions(&w.project, model).await?;
+            let Some(v) = versions
+                .iter()
+                .find(|v| v.run_id.as_deref() == Some(run_id.as_str()))
+            else {
+                alert.actions.push(outcome(
+                    ActionKind::Retrain,
+                    "failed",
+                    format!("retraining job {job_id} succeeded but registered no version of {model} (its spec has no `register: {model}`)"),
+                    Some(format!("run:{run_id}")),
+                ));
+                alert.state = "failed".into();
+                self.save_alert(w, &alert).await?;
+                continue;
+            };
+            let candidate = v.version.clone();
+            let mut tx = self.inner.meta.writer().begin().await?;
+            qanat_governance::lineage::record_edges(
+                &mut tx,
+                &w.project.id,
+                &format!("run:{run_id}"),
+                &[(drift_report(&w.deployment, alert.check), "triggered_by")],
+            )
+            .await?;
+            tx.commit().await?;
+            alert.candidate = Some(candidate.clone());
+            alert.actions.push(outcome(
+                ActionKind::Retrain,
+                "done",
+                format!("job {job_id} (run {run_id}) registered {model} version {candidate}"),
+                Some(format!("model:{model}@{candidate}")),
+            ));
+            let rule = w.spec.alerts.iter().find(|r| r.name == alert.rule);
+            if rule.is_some_and(|r| r.actions.contains(&ActionKind::Canary)) {
+                match self.start_canary(w, model, &candidate, &alert).await {
+                    Ok((revision, o)) => {
+                        alert.canary_revision = Some(revision);
+                        alert.actions.push(o);
+                        alert.state = "canary".into();
+                    }
+                    Err(e) => {
+                        alert.actions.push(outcome(
+                            ActionKind::Canary,
+                            "failed",
+                            e.to_string(),
+                            None,
+                        ));
+                        alert.state = "failed".into();
+                    }
+                }
+            } else {
+                alert.state = "done".into();
+            }
+            self.save_alert(w, &alert).await?;
+        }
+        Ok(())
+    }
+
+    async fn start_canary(
+        &self,
+        w: &Watched,
+        model: &str,
+        candidate: &str,
+        alert: &Alert,
+    ) -> Result<(i64, ActionOutcome)> {
+        let d = self.deployment(w).await?;
+        let weight = w.spec.canary.weight;
+        let primary = d
+            .spec
+            .weighted()
+            .next()
+            .cloned()
+            .ok_or_else(|| Error::Invalid("the deployment has no primary target".into()))?;
+        let spec = DeploymentSpec {
+            targets: vec![
+                Target {
+                    weight: 100 - weight,
+                    ..primary.clone()
+                },
+                Target::version(candidate, weight),
+            ],
+            ..d.spec.clone()
+        };
+        let rec = self.audit(
+            w,
+            "deployment.update",
+            String::new(),
+            format!(
+                "canary of {model} version {candidate} at {weight}% for alert {}",
+                alert.alert
+            ),
+        );
+        let d = self
+            .inner
+            .serving
+            .deployments()
+            .update(&w.project, &w.deployment, spec, "monitor", Some(&rec))
+            .await?;
+        self.switch(w).await;
+        Ok((
+            d.revision,
+            outcome(
+                ActionKind::Canary,
+                "waiting",
+                format!(
+                    "version {candidate} takes {weight}% of {} beside {} ({}); it is promoted after {} labelled windows no worse on {}",
+                    w.deployment,
+                    primary.label(),
+                    100 - weight,
+                    w.spec.canary.windows,
+                    w.spec.canary.metric
+                ),
+                Some(format!("deployment:{}@{}", w.deployment, d.revision)),
+            ),
+        ))
+    }
+
+    /// Compares the canary with the primary in each new labelled window: worse by
+    /// the margin once rolls it back; no worse in enough windows promotes it.
+    async fn judge_canary(
+        &self,
+        w: &Watched,
+        model: &str,
+        mut alert: Alert,
+        checks: &[Check],
+    ) -> Result<()> {
+        let (Some(candidate), Some(revision)) = (alert.candidate.clone(), alert.canary_revision)
+        else {
+            return Ok(());
+        };
+        let d = self.deployment(w).await?;
+        if d.revision != revision {
+            alert.actions.push(outcome(
+                ActionKind::Canary,
+                "skipped",
+                format!(
+                    "deployment {} changed (revision {} after the canary's {revision}): the canary is no longer the monitor's to judge",
+                    w.deployment, d.revision
+                ),
+                None,
+            ));
+            alert.state = "done".into();
+            return self.save_alert(w, &alert).await;
+        }
+        let policy = &w.spec.canary;
+        let mut verdict = None;
+        for c in checks.iter().rev() {
+            if alert.canary_checks.contains(&c.check) || c.check <= alert.check {
+                continue;
+            }
+            let arm = |v: &str| {
+                c.versions
+                    .iter()
+                    .find(|x| x.version == v)
+                    .filter(|x| x.quality.labelled >= policy.min_labels)
+                    .and_then(|x| x.value(policy.metric))
+            };
+            let Some(primary) = c
+                .versions
+                .iter()
+                .filter(|x| x.version != candidate)
+                .find_map(|x| {
+                    (x.quality.labelled >= policy.min_labels)
+                        .then(|| x.value(policy.metric))
+                        .flatten()
+                })
+            else {
+                continue;
+            };
+            let Some(canary) = arm(&candidate) else {
+                continue;
+            };
+            alert.canary_checks.push(c.check);
+            if worse(policy.metric, canary, primary, policy.margin) {
+                verdict = Some((false, c.check, canary, primary));
+                break;
+            }
+            alert.canary_passed += 1;
+            if alert.canary_passed >= policy.windows {
+                verdict = Some((true, c.check, canary, primary));
+                break;
+            }
+        }
+        match verdict {
+            None => {}
+            Some((false, check, canary, primary)) => {
+                let rec = self.audit(
+                    w,
+                    "deployment.rollback",
+                    String::new(),
+                    format!(
+                        "canary {model} version {candidate} worse on check {check}: {} {canary:.4} vs {primary:.4}",
+                        policy.metric
+                    ),
+                );
+                let d = self
+                    .inner
+                    .serving
+                    .deployments()
+                    .rollback(
+                        &w.project,
+                        &w.deployment,
+                        Some(revision - 1),
+                        "monitor",
+                        Some(&rec),
+                    )
+                    .await?;
+                self.switch(w).await;
+                alert.actions.push(outcome(
+                    ActionKind::Canary,
+                    "done",
+                    format!(
+                        "rolled back: version {candidate} had {} {canary:.4} against the primary's {primary:.4} on check {check}",
+                        policy.metric
+                    ),
+                    Some(format!("deployment:{}@{}", w.deployment, d.revision)),
+                ));
+                alert.state = "done".into();
+            }
+            Some((true, check, canary, primary)) => {
+                let object = self.promote(w, model, &candidate, &d, &alert).await?;
+                alert.actions.push(outcome(
+                    ActionKind::Canary,
+                    "done",
+                    format!(
+                        "promoted: version {candidate} was no worse in {} labelled windows (last, check {check}: {} {canary:.4} vs {primary:.4})",
+                        alert.canary_passed, policy.metric
+                    ),
+                    Some(object),
+                ));
+                alert.state = "done".into();
+            }
+        }
+        self.save_alert(w, &alert).await
+    }
+
+    /// Makes the candidate the primary: the alias the deployment follows moves to it
+    /// (and the deployment follows the alias alone again), or the deployment's canary
+    /// takes all the traffic.
+    async fn promote(
+        &self,
+        w: &Watched,
+        model: &str,
+        candidate: &str,
+        d: &Deployment,
+        alert: &Alert,
+    ) -> Result<String> {
+        let why = format!("canary of alert {} passed", alert.alert);
+        match d.spec.weighted().next().and_then(|t| t.alias.clone()) {
+            Some(alias) => {
+                let rec = self.audit(
+                    w,
+                    "model.alias.set",
+                    format!("project:{}/model:{model}@{alias}", w.project.name),
+                    why.clone(),
+                );
+                self.inner
+                    .tracking
+                    .set_alias(
+                        &w.project,
+                        model,
+                        &alias,
+                        candidate,
+                        "monitor promotion",
+                        &rec,
+                    )
+                    .await?;
+                let spec = DeploymentSpec {
+                    targets: vec![Target::alias(alias.clone(), 100)],
+                    ..d.spec.clone()
+                };
+                let rec = self.audit(w, "deployment.update", String::new(), why);
+                self.inner
+                    .serving
+                    .deployments()
+                    .update(&w.project, &w.deployment, spec, "monitor", Some(&rec))
+                    .await?;
+                self.switch(w).await;
+                Ok(format!("model:{model}@{alias}"))
+            }
+            None => {
+                let rec = self.audit(w, "deployment.promote", String::new(), why);
+                let d = self
+                    .inner
+                    .serving
+                    .deployments()
+                    .promote(
+                        &w.project,
+                        &w.deployment,
+                        Some(candidate),
+                        "monitor",
+                        Some(&rec),
+                    )
+                    .await?;
+                self.switch(w).await;
+                Ok(format!("deployment:{}@{}", w.deployment, d.revision))
+            }
+        }
+    }
+}
+
+async fn insert_alert(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    project_id: &str,
+    alert: &Alert,
+) -> Result<()> {
+    let now = now_micros();
+    sqlx::query(
+        "INSERT INTO monitor_alerts (project_id, deployment, alert_no, rule, check_no, state, detail, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
+    )
+    .bind(project_id)
+    .bind(&alert.deployment)
+    .bind(alert.alert)
+    .bind(&alert.rule)
+    .bind(alert.check)
+    .bind(&alert.state)
+    .bind(to_json(alert)?)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quality::LiveQuality;
+    use crate::wire::{CheckStatus, VersionCheck};
+
+    fn check(n: i64, version: &str, share: Option<f64>, accuracy: Option<f64>) -> Check {
+        Check {
+            deployment: "web".into(),
+            check: n,
+            window_start: String::new(),
+            window_end: String::new(),
+            rows: 100,
+            status: CheckStatus::Ok,
+            versions: vec![VersionCheck {
+                version: version.into(),
+                rows: 100,
+                status: CheckStatus::Ok,
+                drift: share.map(|s| crate::drift::DatasetDrift {
+                    columns: 10,
+                    drifted_columns: (s * 10.0) as usize,
+                    share: s,
+                    threshold: 0.5,
+                    drifted: s >= 0.5,
+                    by_column: Vec::new(),
+                }),
+                predictions: Vec::new(),
+                quality: LiveQuality {
+                    labelled: 50,
+                    accuracy,
+                    ..LiveQuality::default()
+                },
+                note: None,
+            }],
+            report: false,
+            created_at: String::new(),
+        }
+    }
+
+    fn rule(v: serde_json::Value) -> AlertRule {
+        serde_json::from_value(v).expect("rule")
+    }
+
+    #[test]
+    fn a_rule_fires_on_consecutive_crossing_windows_only() {
+        let r = rule(
+            serde_json::json!({"name": "d", "metric": "drift_share", "above": 0.3, "windows": 2, "actions": ["notify"]}),
+        );
+        // Newest first.
+        let once = [
+            check(3, "1", Some(0.6), None),
+            check(2, "1", Some(0.1), None),
+        ];
+        assert!(fires(&r, &once).is_none());
+        let twice = [
+            check(4, "1", Some(0.6), None),
+            // A window with no drift result (not enough data) does not break a streak.
+            check(3, "1", None, None),
+            check(2, "1", Some(0.4), None),
+            check(1, "1", Some(0.0), None),
+        ];
+        let streak = fires(&r, &twice).expect("fires");
+        assert_eq!(streak.iter().map(|c| c.check).collect::<Vec<_>>(), [4, 2]);
+    }
+
+    #[test]
+    fn a_drop_rule_compares_with_the_version_before() {
+        let r = rule(
+            serde_json::json!({"name": "q", "metric": "accuracy", "drop": 0.05, "actions": ["rollback"]}),
+        );
+        let worse = [
+            check(5, "2", None, Some(0.80)),
+            check(4, "1", None, Some(0.95)),
+        ];
+        assert!(fires(&r, &worse).is_some());
+        let fine = [
+            check(5, "2", None, Some(0.93)),
+            check(4, "1", None, Some(0.95)),
+        ];
+        assert!(fires(&r, &fine).is_none());
+        // No earlier version: nothing to compare with, no alarm.
+        assert!(fires(&r, &[check(1, "1", None, Some(0.2))]).is_none());
+    }
+}
