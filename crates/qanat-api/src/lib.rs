@@ -25,6 +25,7 @@ mod identity;
 mod jobs;
 mod mlflow;
 mod models;
+mod monitor;
 mod objects;
 mod projects;
 mod serving;
@@ -105,6 +106,8 @@ pub struct Services {
     pub features: qanat_features::Features,
     /// Registered models answered in the Open Inference Protocol.
     pub serving: qanat_serving::Serving,
+    /// Monitors of deployments: windows, checks, labels, alerts and their actions.
+    pub monitor: qanat_monitor::Monitors,
     pub metrics: Arc<Metrics>,
     pub limits: ApiLimits,
     /// The buckets of tokens that carry a rate limit.
@@ -145,8 +148,19 @@ impl AppState {
         );
         let serving = qanat_serving::Serving::new(meta.clone(), storage.clone(), tracking.clone());
         let metrics = Arc::new(Metrics::with_serving(&serving));
+        let gov = Governance::new(meta.clone());
+        let monitor = qanat_monitor::Monitors::new(
+            meta.clone(),
+            storage.clone(),
+            gov.clone(),
+            tracking.clone(),
+            serving.clone(),
+            jobs.clone(),
+            events.outbox(),
+        );
         AppState(Arc::new(Services {
-            gov: Governance::new(meta.clone()),
+            gov,
+            monitor,
             datasets: qanat_data::Datasets::new(meta.clone(), storage.clone()),
             tracking,
             events,
@@ -185,7 +199,21 @@ impl AppState {
             self.jobs.settings().clone(),
             qanat_jobs::Kinds::standard(),
         );
+        self.rebuild_monitor();
         Ok(self)
+    }
+
+    /// The monitor on the state's current tracking, jobs and event outbox.
+    fn rebuild_monitor(&mut self) {
+        self.monitor = qanat_monitor::Monitors::new(
+            self.meta.clone(),
+            self.storage.clone(),
+            self.gov.clone(),
+            self.tracking.clone(),
+            self.serving.clone(),
+            self.jobs.clone(),
+            self.events.outbox(),
+        );
     }
 
     /// The same state with other job settings (where jobs run, what they may use).
@@ -198,6 +226,7 @@ impl AppState {
             settings,
             kinds,
         );
+        self.rebuild_monitor();
         self
     }
 }
@@ -212,6 +241,7 @@ pub static SCHEMA: &[&qanat_store::migrations::DomainMigrations] = &[
     &qanat_jobs::MIGRATIONS,
     &qanat_features::MIGRATIONS,
     &qanat_serving::MIGRATIONS,
+    &qanat_monitor::MIGRATIONS,
 ];
 
 /// [`SCHEMA`], checked: what the server opens its metadata store with.
@@ -238,6 +268,7 @@ pub fn route_table(limits: &ApiLimits) -> route_table::RouteTable {
             serving::routes(),
             grpc::routes(),
             deployments::routes(),
+            monitor::routes(),
             mlflow::routes(),
         ],
     )

@@ -33,6 +33,7 @@ mod identity;
 mod jobs;
 mod mlflow;
 mod models;
+mod monitor;
 mod objects;
 mod projects;
 

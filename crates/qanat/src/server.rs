@@ -304,6 +304,9 @@ pub async fn serve(cfg: Config) -> Result<()> {
     // `qanat serve` replicas) and moved aliases reach this server's routes within a
     // second.
     state.serving.start(Duration::from_secs(1));
+    // Monitors cut their deployments' inference logs into windows, check them and
+    // run their alert rules.
+    state.monitor.spawn(Duration::from_secs(1));
     let app = qanat_api::router(state);
 
     listen(&cfg, listener, tls, app, "server").await?;

@@ -219,8 +219,12 @@ pub enum Command {
         #[command(flatten)]
         args: Box<OptimizeArgs>,
     },
-    /// Drift detection: `compare` two tables (docs/monitoring.md).
+    /// Drift detection: `compare` two tables here, or watch a deployment on the
+    /// server: set, ls, status, report, alerts, labels, delete (docs/monitoring.md).
     Monitor {
+        /// The project (anywhere on the command line; not needed by `compare`).
+        #[arg(long, short = 'p', env = "QANAT_PROJECT", global = true)]
+        project: Option<String>,
         #[command(subcommand)]
         cmd: MonitorCmd,
     },

@@ -1,4 +1,5 @@
-//! `qanat monitor`: drift between a reference and current data.
+//! `qanat monitor`: drift between a reference and current data, and the monitors that
+//! watch deployments on a server.
 
 use std::path::PathBuf;
 
@@ -35,4 +36,51 @@ pub enum MonitorCmd {
         #[arg(long, value_name = "PATH")]
         html: Option<PathBuf>,
     },
+    /// Watch a deployment: its inference log is cut into windows (`--window-rows` or
+    /// `--window-seconds`), each version's traffic is compared with the reference
+    /// profile stored with its model, and the alert rules of the spec run
+    /// (docs/monitoring.md). Replaces the spec of a monitor that exists.
+    Set {
+        deployment: String,
+        /// A YAML or JSON file with the spec (window, min_rows, methods, thresholds,
+        /// alerts, canary); flags given beside it override it.
+        #[arg(long, short = 'f')]
+        file: Option<PathBuf>,
+        /// A window per this many logged rows.
+        #[arg(long, conflicts_with = "window_seconds")]
+        window_rows: Option<u64>,
+        /// A window per this many seconds.
+        #[arg(long)]
+        window_seconds: Option<u64>,
+        /// Fewest rows a window needs to be tested (default 30).
+        #[arg(long)]
+        min_rows: Option<u64>,
+    },
+    /// The project's monitors.
+    Ls,
+    /// A monitor: its newest checks (drift share, prediction drift, live quality per
+    /// version), its alerts and what their actions did, and its labels.
+    Status { deployment: String },
+    /// One check (the newest by default), column by column; `--html PATH` saves its
+    /// report page.
+    Report {
+        deployment: String,
+        /// The check's number.
+        #[arg(long)]
+        check: Option<i64>,
+        #[arg(long, value_name = "PATH")]
+        html: Option<PathBuf>,
+    },
+    /// A monitor's alerts, newest first, with each action's outcome.
+    Alerts {
+        deployment: String,
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+    },
+    /// Post the ground truth of past requests: a CSV file with a header `id,value`
+    /// (the request's x-request-id or its own id, and the true value), or JSON
+    /// `[{"id": ..., "value": ...}]`. Live accuracy, AUC or RMSE follow per window.
+    Labels { deployment: String, file: PathBuf },
+    /// Delete a monitor with its checks, alerts and labels.
+    Delete { deployment: String },
 }

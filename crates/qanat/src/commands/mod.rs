@@ -31,7 +31,7 @@ mod webhooks;
 use anyhow::Result;
 use qanat_client::Client;
 
-use crate::cli::{Cli, Command, Format};
+use crate::cli::{Cli, Command, Format, MonitorCmd};
 use crate::config::{Config, Overrides};
 use crate::credentials::Target;
 
@@ -105,7 +105,11 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Jobs { project, cmd } => jobs::run(&ctx()?, &which(project)?, cmd).await,
         Command::Deploy { project, cmd } => deploy::run(&ctx()?, &which(project)?, *cmd).await,
         Command::Features { project, cmd } => features::run(&ctx()?, &which(project)?, cmd).await,
-        Command::Monitor { cmd } => monitor::run(format, cmd),
+        Command::Monitor {
+            cmd: cmd @ MonitorCmd::Compare { .. },
+            ..
+        } => monitor::compare(format, cmd),
+        Command::Monitor { project, cmd } => monitor::run(&ctx()?, &which(project)?, cmd).await,
         Command::Gpus => jobs::gpus(&ctx()?).await,
         Command::TrainWorker => train_worker::run().await,
         Command::SweepWorker => sweep_worker::run().await,

@@ -1,16 +1,292 @@
-//! `qanat monitor compare`: drift between two tables, profiled on this machine.
+//! `qanat monitor`: `compare` two tables on this machine, and the monitors that
+//! watch deployments on a server (set, ls, status, report, alerts, labels, delete).
 
 use std::collections::BTreeMap;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use qanat_monitor::drift::{Choice, ColumnDrift, DatasetDrift, Method};
 use qanat_monitor::report;
+use qanat_monitor::spec::{MonitorSpec, Window};
 use qanat_monitor::table::{self, TableFile, TableProfile};
+use qanat_monitor::wire::{Alert, Check, Label, Monitor, MonitorStatus, VersionCheck};
 
+use super::Ctx;
 use crate::cli::{Format, MonitorCmd};
-use crate::output;
+use crate::output::{self, columns};
 
-pub fn run(format: Format, cmd: MonitorCmd) -> Result<()> {
+/// The monitors on a server.
+pub async fn run(ctx: &Ctx, project: &str, cmd: MonitorCmd) -> Result<()> {
+    let c = &ctx.client;
+    match cmd {
+        MonitorCmd::Compare { .. } => compare(ctx.format, cmd),
+        MonitorCmd::Set {
+            deployment,
+            file,
+            window_rows,
+            window_seconds,
+            min_rows,
+        } => {
+            let mut spec = match &file {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path)
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    serde_yaml_ng::from_str::<MonitorSpec>(&text)
+                        .with_context(|| format!("{} is not a monitor spec", path.display()))?
+                }
+                None => {
+                    if window_rows.is_none() && window_seconds.is_none() {
+                        bail!("--window-rows N or --window-seconds N (or -f monitor.yaml): how the inference log is cut into windows");
+                    }
+                    serde_json::from_value(serde_json::json!({"window": {"rows": 1}}))?
+                }
+            };
+            if window_rows.is_some() || window_seconds.is_some() {
+                spec.window = Window {
+                    rows: window_rows,
+                    seconds: window_seconds,
+                };
+            }
+            if let Some(n) = min_rows {
+                spec.min_rows = n;
+            }
+            let m = c.put_monitor(project, &deployment, &spec).await?;
+            if ctx.format == Format::Json {
+                return output::json(&m);
+            }
+            println!(
+                "monitoring {deployment}: a window {}, tested from {} rows, {} alert rule(s); the first window starts {}",
+                m.spec.window.describe(),
+                m.spec.min_rows,
+                m.spec.alerts.len(),
+                m.next_window
+            );
+            Ok(())
+        }
+        MonitorCmd::Ls => output::list(ctx.format, &c.monitors(project).await?.monitors),
+        MonitorCmd::Status { deployment } => {
+            let s = c.monitor_status(project, &deployment).await?;
+            print_status(ctx.format, &s)
+        }
+        MonitorCmd::Report {
+            deployment,
+            check,
+            html,
+        } => {
+            let k = c.monitor_check(project, &deployment, check).await?;
+            if let Some(path) = &html {
+                let page = c
+                    .monitor_report(project, &deployment, Some(k.check))
+                    .await?;
+                std::fs::write(path, &page)
+                    .with_context(|| format!("writing the report to {}", path.display()))?;
+            }
+            if ctx.format == Format::Json {
+                return output::json(&k);
+            }
+            print_check(&k);
+            if let Some(path) = &html {
+                println!("report: {}", path.display());
+            }
+            Ok(())
+        }
+        MonitorCmd::Alerts { deployment, limit } => output::list(
+            ctx.format,
+            &c.monitor_alerts(project, &deployment, limit).await?.alerts,
+        ),
+        MonitorCmd::Labels { deployment, file } => {
+            let labels = read_labels(&file)?;
+            let n = labels.len();
+            let stored = c.post_labels(project, &deployment, labels).await?;
+            if ctx.format == Format::Json {
+                return output::json(&stored);
+            }
+            println!(
+                "{n} labels posted to {deployment}: {} new, {} replacing earlier ones",
+                stored.stored, stored.replaced
+            );
+            Ok(())
+        }
+        MonitorCmd::Delete { deployment } => {
+            c.delete_monitor(project, &deployment).await?;
+            println!("deleted the monitor of {deployment}");
+            Ok(())
+        }
+    }
+}
+
+/// Labels from a CSV file (`id,value`) or JSON (`[{"id": …, "value": …}]`).
+fn read_labels(path: &std::path::Path) -> Result<Vec<Label>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    if text.trim_start().starts_with('[') {
+        return serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{} is not a JSON list of {{\"id\": ..., \"value\": ...}}",
+                path.display()
+            )
+        });
+    }
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default();
+    if header.trim() != "id,value" {
+        bail!(
+            "{}: the first line is '{header}'; a labels CSV starts with the header id,value",
+            path.display()
+        );
+    }
+    lines
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            let Some((id, value)) = l.split_once(',') else {
+                bail!("{} line {}: give id,value", path.display(), i + 2);
+            };
+            let value = value.trim();
+            // A number stays a number; anything else is a class name.
+            let value = value
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .map_or_else(|| serde_json::json!(value), |x| serde_json::json!(x));
+            Ok(Label {
+                id: id.trim().to_string(),
+                value,
+            })
+        })
+        .collect()
+}
+
+fn metric(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".into(), report::number)
+}
+
+columns!(Monitor, |m| {
+    "deployment" => m.deployment.clone(),
+    "window" => m.spec.window.describe(),
+    "min rows" => m.spec.min_rows.to_string(),
+    "alerts" => output::joined(&m.spec.alerts.iter().map(|a| a.name.clone()).collect::<Vec<_>>()),
+    "checks" => m.checks.to_string(),
+    "next window" => m.next_window.clone(),
+});
+
+/// `3: drift 0.40, predictions drifted, accuracy 0.91 (120 labels)`.
+fn version_line(v: &VersionCheck) -> String {
+    let mut parts = vec![format!("v{} {} rows {}", v.version, v.rows, v.status)];
+    if let Some(d) = &v.drift {
+        parts.push(format!(
+            "drift {}/{} columns ({:.0}%)",
+            d.drifted_columns,
+            d.columns,
+            d.share * 100.0
+        ));
+    }
+    match v.prediction_drift() {
+        Some(true) => parts.push("predictions drifted".into()),
+        Some(false) => parts.push("predictions steady".into()),
+        None => {}
+    }
+    let q = &v.quality;
+    if q.labelled > 0 {
+        let mut m = Vec::new();
+        if q.accuracy.is_some() {
+            m.push(format!("accuracy {}", metric(q.accuracy)));
+        }
+        if q.auc.is_some() {
+            m.push(format!("auc {}", metric(q.auc)));
+        }
+        if q.rmse.is_some() {
+            m.push(format!("rmse {}", metric(q.rmse)));
+        }
+        parts.push(format!("{} ({} labelled)", m.join(", "), q.labelled));
+    }
+    if let Some(n) = &v.note {
+        parts.push(n.clone());
+    }
+    parts.join(", ")
+}
+
+columns!(Check, |k| {
+    "check" => k.check.to_string(),
+    "window" => format!("{} → {}", k.window_start, k.window_end),
+    "rows" => k.rows.to_string(),
+    "status" => k.status.to_string(),
+    "versions" => if k.versions.is_empty() {
+        "no traffic: not enough data".into()
+    } else {
+        k.versions.iter().map(version_line).collect::<Vec<_>>().join("\n")
+    },
+});
+
+columns!(Alert, |a| {
+    "alert" => a.alert.to_string(),
+    "rule" => a.rule.clone(),
+    "condition" => a.condition.clone(),
+    "value" => report::number(a.value),
+    "version" => a.version.clone(),
+    "check" => a.check.to_string(),
+    "state" => a.state.clone(),
+    "actions" => a.actions.iter().map(|o| format!("{} {}: {}", o.action, o.outcome, o.message)).collect::<Vec<_>>().join("\n"),
+});
+
+fn print_status(format: Format, s: &MonitorStatus) -> Result<()> {
+    if format == Format::Json {
+        return output::json(s);
+    }
+    let m = &s.monitor;
+    println!(
+        "monitor of {}: a window {}, tested from {} rows; {} windows checked, the next starts {}",
+        m.deployment,
+        m.spec.window.describe(),
+        m.spec.min_rows,
+        m.checks,
+        m.next_window
+    );
+    if s.checks.is_empty() {
+        println!("no window has closed yet");
+    } else {
+        output::list(format, &s.checks)?;
+    }
+    if !s.alerts.is_empty() {
+        output::list(format, &s.alerts)?;
+    }
+    let l = &s.labels;
+    println!(
+        "labels: {} posted, {} matched, {} waiting for their window, {} match no logged request{}",
+        l.posted,
+        l.matched,
+        l.pending,
+        l.unmatched,
+        if l.unmatched_examples.is_empty() {
+            String::new()
+        } else {
+            format!(" (e.g. {})", output::joined(&l.unmatched_examples))
+        }
+    );
+    Ok(())
+}
+
+fn print_check(k: &Check) {
+    println!(
+        "check {} of {}: {} → {}, {} rows, {}",
+        k.check, k.deployment, k.window_start, k.window_end, k.rows, k.status
+    );
+    if k.versions.is_empty() {
+        println!("no traffic in this window: not enough data to test");
+    }
+    for v in &k.versions {
+        println!("version {}", version_line(v));
+        if let Some(d) = &v.drift {
+            let mut t = output::table(<ColumnDrift as output::Row>::HEADERS);
+            for c in d.by_column.iter().chain(&v.predictions) {
+                t.add_row(output::Row::cells(c));
+            }
+            println!("{t}");
+        }
+    }
+}
+
+/// `qanat monitor compare`: two tables profiled on this machine.
+pub fn compare(format: Format, cmd: MonitorCmd) -> Result<()> {
     match cmd {
         MonitorCmd::Compare {
             reference,
@@ -81,6 +357,7 @@ pub fn run(format: Format, cmd: MonitorCmd) -> Result<()> {
             }
             print(format, &drift, r.rows, c.rows)
         }
+        _ => bail!("only compare runs without a server"),
     }
 }
 

@@ -74,6 +74,7 @@ pub async fn run() -> Result<()> {
     let inputs = std::path::PathBuf::from(var("QANAT_INPUTS")?);
     let client = job_client(var)?;
 
+    let target = config.target.clone();
     let table = tokio::task::spawn_blocking(move || Table::read_dir(&inputs)).await??;
     println!(
         "read {} rows, columns: {}",
@@ -224,6 +225,13 @@ pub async fn run() -> Result<()> {
         &rows,
         &Default::default(),
     )?;
+    // What the model was fitted on, profiled for monitoring to compare live traffic
+    // with (docs/monitoring.md); it travels with the model's files.
+    let mut profile = reference_profile(&table, &trained.train_rows);
+    profile.target = Some(target.clone());
+    profile.predictions = prediction_profile(&weights, &spec, &table, &trained.train_rows)
+        .context("profiling the model's outputs on its training rows")?;
+    let profile = serde_json::to_vec(&profile)?;
     client
         .upload_artifact(&project, &root, "model/weights.safetensors", weights)
         .await
@@ -263,9 +271,6 @@ pub async fn run() -> Result<()> {
         .upload_artifact(&project, &root, "split.json", split)
         .await
         .context("storing the split")?;
-    // What the model was fitted on, profiled for monitoring to compare live traffic
-    // with (docs/monitoring.md); it travels with the model's files.
-    let profile = serde_json::to_vec(&reference_profile(&table, &trained.train_rows))?;
     client
         .upload_artifact(&project, &root, "model/reference_profile.json", profile)
         .await
@@ -319,6 +324,112 @@ pub(crate) fn mlmodel_info(run_id: &str) -> qanat_train::onnx::MlModelInfo {
             .to_string(),
         metadata: Vec::new(),
     }
+}
+
+/// Training rows the outputs are profiled on, at most (evenly spread).
+const PREDICTION_ROWS: usize = 50_000;
+
+/// The model's outputs on its training rows — `label`, `probability` (binary) or
+/// `prediction` (regression) — computed as serving computes them, profiled for
+/// monitoring's prediction drift.
+fn prediction_profile(
+    weights: &[u8],
+    spec: &[u8],
+    table: &qanat_train::table::Table,
+    rows: &[usize],
+) -> Result<Vec<(String, qanat_monitor::profile::ColumnProfile)>> {
+    use qanat_serving::oip::{self, InferRequest, RequestInput};
+    use qanat_train::table::Values as V;
+    use serde_json::Value;
+    let model = qanat_runtime::package::NativeModel::from_bytes(spec, weights)?;
+    let loaded = qanat_serving::Loaded {
+        name: "reference".into(),
+        version: "1".into(),
+        inputs: oip::input_metadata(&model),
+        outputs: oip::output_metadata(&model),
+        model: qanat_serving::Model::Native(model),
+    };
+    let step = rows.len().div_ceil(PREDICTION_ROWS).max(1);
+    let picked: Vec<usize> = rows.iter().step_by(step).copied().collect();
+    let mut outputs: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
+    for chunk in picked.chunks(oip::MAX_ROWS) {
+        let mut inputs = Vec::new();
+        for m in &loaded.inputs {
+            let col = table.column(&m.name)?;
+            let data: Vec<Value> = chunk
+                .iter()
+                .map(|&r| match &col.values {
+                    V::Numeric(v) => v
+                        .get(r)
+                        .filter(|x| !x.is_nan())
+                        .map_or(Value::Null, |x| serde_json::json!(x)),
+                    V::Text(v) => v
+                        .get(r)
+                        .cloned()
+                        .flatten()
+                        .map_or(Value::Null, Value::String),
+                    V::Unsupported(..) => Value::Null,
+                })
+                .collect();
+            inputs.push(RequestInput {
+                name: m.name.clone(),
+                shape: vec![chunk.len() as i64, 1],
+                datatype: m.datatype.clone(),
+                parameters: None,
+                data: Value::Array(data),
+            });
+        }
+        let answer = oip::infer(
+            &loaded,
+            InferRequest {
+                id: None,
+                parameters: None,
+                inputs,
+                outputs: None,
+            },
+        )?;
+        for o in answer.outputs {
+            if !["label", "probability", "prediction"].contains(&o.name.as_str()) {
+                continue;
+            }
+            let mut flat = Vec::new();
+            oip::flatten_values(&o.data, &mut flat);
+            outputs
+                .entry(o.name)
+                .or_default()
+                .extend(flat.into_iter().cloned());
+        }
+    }
+    let numbers: Vec<(String, Vec<f64>)> = outputs
+        .iter()
+        .filter(|(n, _)| n.as_str() != "label")
+        .map(|(n, v)| {
+            (
+                n.clone(),
+                v.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect(),
+            )
+        })
+        .collect();
+    let labels: Vec<(String, Vec<Option<String>>)> = outputs
+        .iter()
+        .filter(|(n, _)| n.as_str() == "label")
+        .map(|(n, v)| {
+            (
+                n.clone(),
+                v.iter().map(|x| x.as_str().map(str::to_string)).collect(),
+            )
+        })
+        .collect();
+    let mut columns: Vec<(String, qanat_monitor::table::Values<'_>)> = numbers
+        .iter()
+        .map(|(n, v)| (n.clone(), qanat_monitor::table::Values::Numeric(v)))
+        .collect();
+    columns.extend(
+        labels
+            .iter()
+            .map(|(n, v)| (n.clone(), qanat_monitor::table::Values::Text(v))),
+    );
+    Ok(qanat_monitor::table::reference_of(&columns).columns)
 }
 
 /// The profile of the training rows of every numeric and text column.
