@@ -41,6 +41,29 @@ struct StreamLabels {
     source: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MonitorLabels {
+    project: String,
+    deployment: String,
+    version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QualityLabels {
+    project: String,
+    deployment: String,
+    version: String,
+    metric: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CountLabels {
+    project: String,
+    deployment: String,
+    /// A check's status or an alert's state.
+    state: String,
+}
+
 type FloatGauges<L> = Family<L, Gauge<f64, std::sync::atomic::AtomicU64>>;
 
 type HistogramFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
@@ -59,6 +82,11 @@ pub struct Metrics {
     stream_pending: Family<StreamLabels, Gauge>,
     stream_ingested: Family<StreamLabels, Gauge>,
     stream_rejected: Family<StreamLabels, Gauge>,
+    drift_share: FloatGauges<MonitorLabels>,
+    prediction_drift: Family<MonitorLabels, Gauge>,
+    live_quality: FloatGauges<QualityLabels>,
+    monitor_checks: Family<CountLabels, Gauge>,
+    monitor_alerts: Family<CountLabels, Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -106,7 +134,42 @@ impl Default for Metrics {
             "Rows a stream source's consumer refused since the server started",
             stream_rejected.clone(),
         );
+        let drift_share = FloatGauges::<MonitorLabels>::default();
+        registry.register(
+            "qanat_monitor_drift_share",
+            "The share of a version's inputs that drifted in its deployment's newest checked window",
+            drift_share.clone(),
+        );
+        let prediction_drift = Family::<MonitorLabels, Gauge>::default();
+        registry.register(
+            "qanat_monitor_prediction_drift",
+            "1 when a version's outputs drifted in the newest checked window, else 0",
+            prediction_drift.clone(),
+        );
+        let live_quality = FloatGauges::<QualityLabels>::default();
+        registry.register(
+            "qanat_monitor_live_quality",
+            "Live accuracy, auc or rmse of a version from the labels matched in the newest checked window",
+            live_quality.clone(),
+        );
+        let monitor_checks = Family::<CountLabels, Gauge>::default();
+        registry.register(
+            "qanat_monitor_checks",
+            "Windows checked per deployment, by status",
+            monitor_checks.clone(),
+        );
+        let monitor_alerts = Family::<CountLabels, Gauge>::default();
+        registry.register(
+            "qanat_monitor_alerts",
+            "Alerts raised per deployment, by state",
+            monitor_alerts.clone(),
+        );
         Metrics {
+            drift_share,
+            prediction_drift,
+            live_quality,
+            monitor_checks,
+            monitor_alerts,
             registry,
             requests,
             latency,
@@ -124,6 +187,68 @@ impl Metrics {
         let mut m = Metrics::default();
         serving.metrics().register(&mut m.registry);
         m
+    }
+
+    /// Sets the monitors' gauges from what the store holds (every server shows the
+    /// same: the checks are in the shared metadata store).
+    pub(crate) async fn observe_monitors(&self, monitor: &qanat_monitor::Monitors) {
+        let snap = match monitor.snapshot().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics: reading the monitors failed");
+                return;
+            }
+        };
+        self.drift_share.clear();
+        self.prediction_drift.clear();
+        self.live_quality.clear();
+        self.monitor_checks.clear();
+        self.monitor_alerts.clear();
+        for (project, check) in &snap.latest {
+            for v in &check.versions {
+                let labels = MonitorLabels {
+                    project: project.clone(),
+                    deployment: check.deployment.clone(),
+                    version: v.version.clone(),
+                };
+                if let Some(d) = &v.drift {
+                    self.drift_share.get_or_create(&labels).set(d.share);
+                }
+                if let Some(p) = v.prediction_drift() {
+                    self.prediction_drift
+                        .get_or_create(&labels)
+                        .set(i64::from(p));
+                }
+                let q = &v.quality;
+                for (metric, value) in [("accuracy", q.accuracy), ("auc", q.auc), ("rmse", q.rmse)]
+                {
+                    if let Some(x) = value {
+                        self.live_quality
+                            .get_or_create(&QualityLabels {
+                                project: project.clone(),
+                                deployment: check.deployment.clone(),
+                                version: v.version.clone(),
+                                metric: metric.into(),
+                            })
+                            .set(x);
+                    }
+                }
+            }
+        }
+        for (family, rows) in [
+            (&self.monitor_checks, &snap.checks),
+            (&self.monitor_alerts, &snap.alerts),
+        ] {
+            for (project, deployment, state, n) in rows {
+                family
+                    .get_or_create(&CountLabels {
+                        project: project.clone(),
+                        deployment: deployment.clone(),
+                        state: state.clone(),
+                    })
+                    .set(*n);
+            }
+        }
     }
 
     /// Sets the feature store's gauges from its current state.

@@ -50,6 +50,7 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
 #[utoipa::path(get, path = "/metrics", tag = "system", responses((status = 200, description = "metrics", content_type = "text/plain")))]
 pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     state.metrics.observe_features(&state.features).await;
+    state.metrics.observe_monitors(&state.monitor).await;
     (
         [(
             header::CONTENT_TYPE,

@@ -24,6 +24,9 @@ pub struct Monitors {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// (project id, model, version).
+type VersionKey = (String, String, String);
+
 pub(crate) struct Inner {
     pub(crate) meta: MetaStore,
     pub(crate) storage: ObjectStorage,
@@ -33,7 +36,7 @@ pub(crate) struct Inner {
     pub(crate) jobs: qanat_jobs::Jobs,
     pub(crate) outbox: qanat_events::Outbox,
     /// Reference profiles by (project id, model, version): versions are immutable.
-    references: Mutex<HashMap<(String, String, String), Option<Arc<TableProfile>>>>,
+    references: Mutex<HashMap<VersionKey, Option<Arc<TableProfile>>>>,
 }
 
 impl std::fmt::Debug for Monitors {
@@ -475,6 +478,52 @@ impl Monitors {
         }
         tx.commit().await?;
         Ok(wire::LabelsStored { stored, replaced })
+    }
+
+    /// What `/metrics` shows: each monitor's newest check, and its checks and alerts
+    /// counted by status and state, across live projects.
+    pub async fn snapshot(&self) -> Result<wire::Snapshot> {
+        let reader = self.inner.meta.reader();
+        let latest = sqlx::query(
+            "SELECT c.*, p.name AS project_name FROM monitor_checks c \
+             JOIN monitors m ON m.project_id = c.project_id AND m.deployment = c.deployment AND m.checks = c.check_no \
+             JOIN projects p ON p.id = c.project_id WHERE p.deleted_at IS NULL",
+        )
+        .fetch_all(reader)
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get::<String, _>("project_name")?, check_from(r)?)))
+        .collect::<Result<Vec<_>>>()?;
+        let counted = |sql: &'static str| async move {
+            sqlx::query(sql)
+                .fetch_all(reader)
+                .await?
+                .iter()
+                .map(|r| {
+                    Ok((
+                        r.try_get::<String, _>("project_name")?,
+                        r.try_get::<String, _>("deployment")?,
+                        r.try_get::<String, _>("word")?,
+                        r.try_get::<i64, _>("n")?,
+                    ))
+                })
+                .collect::<Result<Vec<_>>>()
+        };
+        let checks = counted(
+            "SELECT p.name AS project_name, c.deployment, c.status AS word, COUNT(*) AS n FROM monitor_checks c \
+             JOIN projects p ON p.id = c.project_id WHERE p.deleted_at IS NULL GROUP BY p.name, c.deployment, c.status",
+        )
+        .await?;
+        let alerts = counted(
+            "SELECT p.name AS project_name, a.deployment, a.state AS word, COUNT(*) AS n FROM monitor_alerts a \
+             JOIN projects p ON p.id = a.project_id WHERE p.deleted_at IS NULL GROUP BY p.name, a.deployment, a.state",
+        )
+        .await?;
+        Ok(wire::Snapshot {
+            latest,
+            checks,
+            alerts,
+        })
     }
 
     /// The reference profile stored with version `version` of `model`, or `None`

@@ -226,3 +226,14 @@ pub struct LabelsStored {
     /// Labels that replaced an earlier one for the same id.
     pub replaced: u64,
 }
+
+/// The monitors' state as metrics show it.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Each monitor's newest check, with its project.
+    pub latest: Vec<(String, Check)>,
+    /// (project, deployment, status, checks).
+    pub checks: Vec<(String, String, String, i64)>,
+    /// (project, deployment, state, alerts).
+    pub alerts: Vec<(String, String, String, i64)>,
+}

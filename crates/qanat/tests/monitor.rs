@@ -134,7 +134,10 @@ fn post_labels(q: &Qanat, deployment: &str, sent: &[(String, Vec<String>)]) -> V
 }
 
 /// A one-shot HTTP receiver: every request's headers and body, answered 200.
-fn receiver() -> (String, mpsc::Receiver<(Vec<(String, String)>, String)>) {
+/// One delivery: its headers (lower-case names) and body.
+type Delivery = (Vec<(String, String)>, String);
+
+fn receiver() -> (String, mpsc::Receiver<Delivery>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
     let (tx, rx) = mpsc::channel();
@@ -291,11 +294,13 @@ fn injected_drift_alerts_retrains_on_fresh_data_canaries_and_promotes_with_linea
     let checks = s["checks"].as_array().expect("checks");
     assert!(checks.len() >= 4, "{s:#}");
     assert_eq!(checks[0]["status"], "drift", "{:#}", checks[0]);
-    assert_eq!(
-        checks[0]["versions"][0]["predictions"][0]["column"]
-            .as_str()
-            .is_some(),
-        true
+    // Its outputs drifted with its inputs.
+    let predictions = &checks[0]["versions"][0]["predictions"];
+    assert!(
+        predictions
+            .as_array()
+            .is_some_and(|p| p.iter().any(|c| c["drifted"] == true)),
+        "{predictions:#}"
     );
     let alert = &s["alerts"][0];
     assert_eq!(alert["state"], "canary", "{alert:#}");
@@ -449,6 +454,23 @@ fn injected_drift_alerts_retrains_on_fresh_data_canaries_and_promotes_with_linea
         assert!(v["quality"]["auc"].as_f64().expect("auc") > 0.8, "{v:#}");
     }
     assert_eq!(s["labels"]["matched"], 20, "{:#}", s["labels"]);
+
+    // The monitors' state is in /metrics.
+    let metrics = http
+        .raw("", "GET", "/metrics")
+        .send()
+        .expect("metrics")
+        .text()
+        .expect("text");
+    for want in [
+        "qanat_monitor_checks{project=\"default\",deployment=\"web\",state=\"drift\"}",
+        "qanat_monitor_alerts{project=\"default\",deployment=\"web\",state=\"done\"} 1",
+        // Version 2 had under min_rows rows of the window: quality, but no drift test.
+        "qanat_monitor_drift_share{project=\"default\",deployment=\"web\",version=\"1\"}",
+        "qanat_monitor_live_quality{project=\"default\",deployment=\"web\",version=\"2\",metric=\"accuracy\"}",
+    ] {
+        assert!(metrics.contains(want), "no {want} in {metrics}");
+    }
 
     // The report of the drifted window is a page; the monitor's actions are audited.
     let out = q.dir.path().join("report.html");
