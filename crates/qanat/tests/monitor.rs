@@ -519,7 +519,22 @@ fn injected_drift_alerts_retrains_on_fresh_data_canaries_and_promotes_with_linea
 
 #[test]
 fn a_version_worse_on_live_labels_is_rolled_back_and_unknown_labels_are_reported() {
-    let q = Qanat::start_with(vec![("QANAT_JOBS_CPUS".into(), "2".into())]);
+    rollback_scenario(vec![]);
+}
+
+/// The same on PostgreSQL metadata (when CI provides it; see backends.rs).
+#[test]
+fn monitors_roll_back_on_postgres_too() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let Some(db) = rt.block_on(qanat_store::testing::TestDb::postgres(qanat_api::SCHEMA)) else {
+        return;
+    };
+    rollback_scenario(vec![("QANAT_METADATA_URL".into(), db.url.clone())]);
+}
+
+fn rollback_scenario(mut env: Vec<(String, String)>) {
+    env.push(("QANAT_JOBS_CPUS".into(), "2".into()));
+    let q = Qanat::start_with(env);
     let http = q.http();
     let token = &q.admin_token;
     q.push_example("cancer", "breast_cancer.csv");
