@@ -1,4 +1,4 @@
-//! Monitoring: a monitor per deployment (editors set and delete it, viewers read its
+//! Monitoring: a monitor per deployment (maintainers set and delete it, viewers read its
 //! checks, reports and alerts), and the ground truth of past requests (editors post
 //! labels). The watcher itself runs in the server, not behind a route.
 
@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use qanat_governance::Role::{Editor, Viewer};
+use qanat_governance::Role::{Editor, Maintainer, Viewer};
 use qanat_monitor::spec::MonitorSpec;
 use qanat_monitor::wire::{
     AlertList, Check, CheckList, Labels, LabelsStored, Monitor, MonitorList, MonitorStatus,
@@ -64,7 +64,8 @@ fn check_number(s: &str) -> Result<Option<i64>, ApiError> {
     }
 }
 
-/// Creates the monitor of a deployment, or replaces its spec (editors). Its windows
+/// Creates the monitor of a deployment, or replaces its spec (maintainers: its
+/// actions move aliases and deployments by themselves). Its windows
 /// start now; a replaced spec goes on from the window it was at.
 #[utoipa::path(put, path = "/api/v1/projects/{project}/monitors/{deployment}", tag = "monitoring", security(("bearer" = [])),
     params(("project" = String, Path), ("deployment" = String, Path)), request_body = MonitorSpec,
@@ -122,7 +123,7 @@ pub(crate) async fn status(
     ))
 }
 
-/// Deletes a monitor with its checks, alerts and labels (editors).
+/// Deletes a monitor with its checks, alerts and labels (maintainers).
 #[utoipa::path(delete, path = "/api/v1/projects/{project}/monitors/{deployment}", tag = "monitoring", security(("bearer" = [])),
     params(("project" = String, Path), ("deployment" = String, Path)),
     responses((status = 204), (status = 404, body = crate::ErrorBody)))]
@@ -250,7 +251,12 @@ pub(crate) async fn labels(
 
 pub(crate) fn routes() -> Fragment {
     Fragment::default()
-        .route(routes!(put), Policy::in_project("monitor.write", Editor))
+        // A monitor's actions move aliases and roll deployments back by themselves:
+        // setting one takes what moving an alias takes.
+        .route(
+            routes!(put),
+            Policy::in_project("monitor.write", Maintainer),
+        )
         .route(routes!(list), Policy::in_project("monitor.list", Viewer))
         .route(routes!(status), Policy::in_project("monitor.read", Viewer))
         .route(

@@ -88,6 +88,21 @@ fn fires<'a>(rule: &AlertRule, checks: &'a [Check]) -> Option<Vec<&'a Check>> {
     None
 }
 
+/// Whether an alert last updated at `at` (RFC 3339) is over five minutes old.
+fn stale(at: &str, now: i64) -> bool {
+    qanat_store::parse_micros(at).is_ok_and(|t| now - t > 300_000_000)
+}
+
+/// Whether a window after check `fired` and before check `streak_start` had the rule's
+/// metric without crossing. `checks` is newest first.
+fn rearmed(rule: &AlertRule, checks: &[Check], fired: i64, streak_start: i64) -> bool {
+    checks.iter().enumerate().any(|(i, c)| {
+        c.check > fired
+            && c.check < streak_start
+            && crossing(rule, c, &checks[i + 1..]).is_some_and(|(_, crossed)| !crossed)
+    })
+}
+
 impl Monitors {
     async fn recent_checks(&self, w: &Watched) -> Result<Vec<Check>> {
         let rows = sqlx::query(
@@ -122,10 +137,14 @@ impl Monitors {
     pub(crate) async fn evaluate(&self, w: &Watched, model: &str) -> Result<()> {
         let checks = self.recent_checks(w).await?;
         let alerts = self.alert_rows(w, false).await?;
+        let now = now_micros();
         for rule in &w.spec.alerts {
-            let active = alerts
-                .iter()
-                .any(|a| a.rule == rule.name && ACTIVE.contains(&a.state.as_str()));
+            let active = alerts.iter().any(|a| {
+                a.rule == rule.name
+                    && ACTIVE.contains(&a.state.as_str())
+                    // An alert left `open` by a crash mid-action stops blocking.
+                    && !(a.state == "open" && stale(&a.updated_at, now))
+            });
             if active {
                 continue;
             }
@@ -133,12 +152,13 @@ impl Monitors {
                 continue;
             };
             let oldest = streak.last().map_or(0, |c| c.check);
-            if alerts
-                .iter()
-                .any(|a| a.rule == rule.name && a.check >= oldest)
-            {
-                // Already fired on these windows.
-                continue;
+            if let Some(last) = alerts.iter().find(|a| a.rule == rule.name) {
+                // Once per episode: after an alert the rule re-arms only when a window
+                // after it passes, so a persisting drift (or the windows still holding
+                // a rolled-back version's traffic) does not fire it again and again.
+                if !rearmed(rule, &checks, last.check, oldest) {
+                    continue;
+                }
             }
             let newest = streak[0];
             let (value, _) = crossing(rule, newest, &checks[1..]).unwrap_or((f64::NAN, true));
@@ -153,8 +173,9 @@ impl Monitors {
     }
 
     fn audit(&self, w: &Watched, action: &str, resource: String, detail: String) -> AuditRecord {
-        AuditRecord::by_service("monitor", action, resource, Some(&w.project.name))
-            .with_detail(detail)
+        AuditRecord::by_service("monitor", action, resource, Some(&w.project.name)).with_detail(
+            format!("{detail} (monitor of {} set by {})", w.deployment, w.set_by),
+        )
     }
 
     /// Records a new alert and runs its first actions.
@@ -443,89 +464,92 @@ impl Monitors {
 
     /// Moves alerts waiting on a retraining job along.
     pub(crate) async fn progress(&self, w: &Watched, model: &str) -> Result<()> {
-        for mut alert in self.alert_rows(w, true).await? {
+        for alert in self.alert_rows(w, true).await? {
             if alert.state != "retraining" {
                 continue;
             }
-            let Some(job_id) = alert.job.clone() else {
-                continue;
-            };
-            let job = self.inner.jobs.get(&w.project, &job_id).await?.job;
-            if !job.is_finished() {
-                continue;
+            let n = alert.alert;
+            // One alert's trouble (a job purged meanwhile) does not hold the others.
+            if let Err(e) = self.progress_one(w, model, alert).await {
+                tracing::warn!(deployment = %w.deployment, alert = n, error = %e, "moving an alert along failed; the next pass retries");
             }
-            if job.state != "succeeded" {
-                alert.actions.push(outcome(
-                    ActionKind::Retrain,
-                    "failed",
-                    format!(
-                        "retraining job {job_id} {}: {}",
-                        job.state,
-                        job.reason.unwrap_or_default()
-                    ),
-                    Some(format!("job:{job_id}")),
-                ));
-                alert.state = "failed".into();
-                self.save_alert(w, &alert).await?;
-                continue;
-            }
-            let run_id = job.run_id.clone().unwrap_or_default();
-            let versions = self.inner.tracking.versions(&w.project, model).await?;
-            let Some(v) = versions
-                .iter()
-                .find(|v| v.run_id.as_deref() == Some(run_id.as_str()))
-            else {
-                alert.actions.push(outcome(
+        }
+        Ok(())
+    }
+
+    async fn progress_one(&self, w: &Watched, model: &str, mut alert: Alert) -> Result<()> {
+        let Some(job_id) = alert.job.clone() else {
+            return Ok(());
+        };
+        let job = self.inner.jobs.get(&w.project, &job_id).await?.job;
+        if !job.is_finished() {
+            return Ok(());
+        }
+        if job.state != "succeeded" {
+            alert.actions.push(outcome(
+                ActionKind::Retrain,
+                "failed",
+                format!(
+                    "retraining job {job_id} {}: {}",
+                    job.state,
+                    job.reason.unwrap_or_default()
+                ),
+                Some(format!("job:{job_id}")),
+            ));
+            alert.state = "failed".into();
+            return self.save_alert(w, &alert).await;
+        }
+        let run_id = job.run_id.clone().unwrap_or_default();
+        let versions = self.inner.tracking.versions(&w.project, model).await?;
+        let Some(v) = versions
+            .iter()
+            .find(|v| v.run_id.as_deref() == Some(run_id.as_str()))
+        else {
+            alert.actions.push(outcome(
                     ActionKind::Retrain,
                     "failed",
                     format!("retraining job {job_id} succeeded but registered no version of {model} (its spec has no `register: {model}`)"),
                     Some(format!("run:{run_id}")),
                 ));
-                alert.state = "failed".into();
-                self.save_alert(w, &alert).await?;
-                continue;
-            };
-            let candidate = v.version.clone();
-            let mut tx = self.inner.meta.writer().begin().await?;
-            qanat_governance::lineage::record_edges(
-                &mut tx,
-                &w.project.id,
-                &format!("run:{run_id}"),
-                &[(drift_report(&w.deployment, alert.check), "triggered_by")],
-            )
-            .await?;
-            tx.commit().await?;
-            alert.candidate = Some(candidate.clone());
-            alert.actions.push(outcome(
-                ActionKind::Retrain,
-                "done",
-                format!("job {job_id} (run {run_id}) registered {model} version {candidate}"),
-                Some(format!("model:{model}@{candidate}")),
-            ));
-            let rule = w.spec.alerts.iter().find(|r| r.name == alert.rule);
-            if rule.is_some_and(|r| r.actions.contains(&ActionKind::Canary)) {
-                match self.start_canary(w, model, &candidate, &alert).await {
-                    Ok((revision, o)) => {
-                        alert.canary_revision = Some(revision);
-                        alert.actions.push(o);
-                        alert.state = "canary".into();
-                    }
-                    Err(e) => {
-                        alert.actions.push(outcome(
-                            ActionKind::Canary,
-                            "failed",
-                            e.to_string(),
-                            None,
-                        ));
-                        alert.state = "failed".into();
-                    }
+            alert.state = "failed".into();
+            return self.save_alert(w, &alert).await;
+        };
+        let candidate = v.version.clone();
+        let mut tx = self.inner.meta.writer().begin().await?;
+        qanat_governance::lineage::record_edges(
+            &mut tx,
+            &w.project.id,
+            &format!("run:{run_id}"),
+            &[(drift_report(&w.deployment, alert.check), "triggered_by")],
+        )
+        .await?;
+        tx.commit().await?;
+        alert.candidate = Some(candidate.clone());
+        alert.actions.push(outcome(
+            ActionKind::Retrain,
+            "done",
+            format!("job {job_id} (run {run_id}) registered {model} version {candidate}"),
+            Some(format!("model:{model}@{candidate}")),
+        ));
+        let rule = w.spec.alerts.iter().find(|r| r.name == alert.rule);
+        if rule.is_some_and(|r| r.actions.contains(&ActionKind::Canary)) {
+            match self.start_canary(w, model, &candidate, &alert).await {
+                Ok((revision, o)) => {
+                    alert.canary_revision = Some(revision);
+                    alert.actions.push(o);
+                    alert.state = "canary".into();
                 }
-            } else {
-                alert.state = "done".into();
+                Err(e) => {
+                    alert
+                        .actions
+                        .push(outcome(ActionKind::Canary, "failed", e.to_string(), None));
+                    alert.state = "failed".into();
+                }
             }
-            self.save_alert(w, &alert).await?;
+        } else {
+            alert.state = "done".into();
         }
-        Ok(())
+        self.save_alert(w, &alert).await
     }
 
     async fn start_canary(
@@ -857,6 +881,27 @@ mod tests {
         ];
         let streak = fires(&r, &twice).expect("fires");
         assert_eq!(streak.iter().map(|c| c.check).collect::<Vec<_>>(), [4, 2]);
+    }
+
+    #[test]
+    fn a_rule_re_arms_only_after_a_window_that_passes() {
+        let r = rule(
+            serde_json::json!({"name": "d", "metric": "drift_share", "above": 0.3, "actions": ["rollback"]}),
+        );
+        // Newest first: fired on check 2; 3 and 4 still drift; 5 passes; 6 drifts.
+        let checks = [
+            check(6, "1", Some(0.6), None),
+            check(5, "1", Some(0.1), None),
+            check(4, "1", Some(0.6), None),
+            check(3, "1", Some(0.6), None),
+            check(2, "1", Some(0.6), None),
+        ];
+        assert!(
+            !rearmed(&r, &checks[2..], 2, 4),
+            "drift persisted since check 2"
+        );
+        assert!(rearmed(&r, &checks, 2, 6), "check 5 passed");
+        assert!(stale("2020-01-01T00:00:00Z", now_micros()));
     }
 
     #[test]

@@ -98,7 +98,8 @@ pub(crate) fn alert_from(r: &sqlx::any::AnyRow) -> Result<Alert> {
 
 /// Where a check's HTML report is stored.
 pub(crate) fn report_key(project_id: &str, deployment: &str, check: i64) -> String {
-    format!("projects/{project_id}/monitor/{deployment}/checks/{check:08}.html")
+    let unique = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    format!("projects/{project_id}/monitor/{deployment}/checks/{check:08}-{unique}.html")
 }
 
 impl Monitors {

@@ -40,6 +40,8 @@ pub(crate) struct Watched {
     pub(crate) spec: MonitorSpec,
     pub(crate) next_start: i64,
     pub(crate) checks: i64,
+    /// Who set the monitor's spec (named in the audit of what it does).
+    pub(crate) set_by: String,
 }
 
 /// What one version's references are, by version.
@@ -163,17 +165,24 @@ impl Monitors {
         .fetch_all(self.inner.meta.reader())
         .await?;
         for r in rows {
-            let project_name: String = r.try_get("project_name")?;
-            let project = self.inner.gov.project(&project_name).await?;
-            let mut w = Watched {
-                project,
-                deployment: r.try_get("deployment")?,
-                spec: parse_spec(&r.try_get::<String, _>("spec")?)?,
-                next_start: r.try_get("next_start")?,
-                checks: r.try_get("checks")?,
-            };
-            if let Err(e) = self.watch(&mut w).await {
-                tracing::warn!(project = %w.project.name, deployment = %w.deployment, error = %e, "monitoring a deployment failed; the next pass retries");
+            // One monitor that cannot be read (a spec a newer server wrote) or fails
+            // does not stop the others.
+            let deployment: String = r.try_get("deployment").unwrap_or_default();
+            let result = async {
+                let project_name: String = r.try_get("project_name")?;
+                let mut w = Watched {
+                    project: self.inner.gov.project(&project_name).await?,
+                    deployment: r.try_get("deployment")?,
+                    spec: parse_spec(&r.try_get::<String, _>("spec")?)?,
+                    next_start: r.try_get("next_start")?,
+                    checks: r.try_get("checks")?,
+                    set_by: r.try_get("updated_by")?,
+                };
+                self.watch(&mut w).await
+            }
+            .await;
+            if let Err(e) = result {
+                tracing::warn!(deployment = %deployment, error = %e, "monitoring a deployment failed; the next pass retries");
             }
         }
         Ok(())
@@ -309,6 +318,8 @@ impl Monitors {
     ) -> Result<bool> {
         let n = w.checks + 1;
         let refs = self.references(w, model, &records).await?;
+        // Labels posted from here on are looked for again by `late_labels`.
+        let looked = now_micros();
         let labels = self.labels(w, None).await?;
         let cx = report::Context {
             title: format!("{} — check {n}", w.deployment),
@@ -339,6 +350,8 @@ impl Monitors {
         let pid = w.project.id.as_str().to_string();
         let key = match &tested.html {
             Some(html) => {
+                // A key of its own: a server that loses the claim below leaves an
+                // orphan, never a report of another window under this check's key.
                 let key = report_key(&pid, &w.deployment, n);
                 let location = self.inner.storage.default_location().to_string();
                 self.inner
@@ -372,7 +385,7 @@ impl Monitors {
         }
         sqlx::query(
             "INSERT INTO monitor_checks (project_id, deployment, check_no, window_start, window_end, rows_seen, status, result, report_key, labels_at, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         )
         .bind(&pid)
         .bind(&w.deployment)
@@ -383,6 +396,7 @@ impl Monitors {
         .bind(status.as_str())
         .bind(to_json(&tested.versions)?)
         .bind(&key)
+        .bind(looked)
         .bind(now)
         .execute(&mut *tx)
         .await?;
@@ -445,6 +459,7 @@ impl Monitors {
                 end,
             )
             .await?;
+            let looked = now_micros();
             let labels = self.labels(w, Some(check.check)).await?;
             let (scores, matched) = tokio::task::spawn_blocking(move || {
                 let mut scores = BTreeMap::new();
@@ -471,7 +486,7 @@ impl Monitors {
                 "UPDATE monitor_checks SET result = $1, labels_at = $2 WHERE project_id = $3 AND deployment = $4 AND check_no = $5",
             )
             .bind(to_json(&check.versions)?)
-            .bind(now_micros())
+            .bind(looked)
             .bind(pid)
             .bind(&w.deployment)
             .bind(check.check)

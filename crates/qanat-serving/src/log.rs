@@ -381,7 +381,7 @@ pub async fn read(
     Ok(out)
 }
 
-/// How far before a file's first record another of its records may lie: a batch holds
+/// How far from a file's first record another of its records may lie: a batch holds
 /// what arrived within one flush period, in roughly the order it was answered.
 const FILE_SPREAD_US: i64 = 60_000_000;
 
@@ -411,7 +411,9 @@ pub async fn read_between(
                 .next()
                 .and_then(|name| name.split('-').next())
                 .and_then(|t| t.parse::<i64>().ok());
-            if first.is_some_and(|t| t >= end || t < start - FILE_SPREAD_US) {
+            // A file is named by its batch's first record; the others may lie up to
+            // the spread before it (stamped before they were queued) or after it.
+            if first.is_some_and(|t| t >= end + FILE_SPREAD_US || t < start - FILE_SPREAD_US) {
                 continue;
             }
             let key: ObjectKey = f.key.parse()?;

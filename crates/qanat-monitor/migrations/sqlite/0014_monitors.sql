@@ -57,3 +57,7 @@ CREATE TABLE monitor_alerts (
     PRIMARY KEY (project_id, deployment, alert_no),
     FOREIGN KEY (project_id, deployment) REFERENCES monitors(project_id, deployment) ON DELETE CASCADE
 );
+
+-- One alert per rule and window: two servers evaluating the same check cannot both
+-- fire it.
+CREATE UNIQUE INDEX monitor_alerts_once ON monitor_alerts (project_id, deployment, rule, check_no);
