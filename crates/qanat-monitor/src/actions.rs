@@ -205,6 +205,7 @@ impl Monitors {
             canary_passed: 0,
             canary_checks: Vec::new(),
             canary_revision: None,
+            canary_since: None,
             created_at: format_micros(now),
             updated_at: format_micros(now),
         };
@@ -536,6 +537,7 @@ impl Monitors {
             match self.start_canary(w, model, &candidate, &alert).await {
                 Ok((revision, o)) => {
                     alert.canary_revision = Some(revision);
+                    alert.canary_since = Some(w.checks);
                     alert.actions.push(o);
                     alert.state = "canary".into();
                 }
@@ -676,6 +678,44 @@ impl Monitors {
                 verdict = Some((true, c.check, canary, primary));
                 break;
             }
+        }
+        let newest = checks.first().map_or(0, |c| c.check);
+        let expired = verdict.is_none()
+            && alert
+                .canary_since
+                .is_some_and(|since| newest - since >= i64::from(policy.max_windows));
+        if expired {
+            let why = format!(
+                "not judged in {} windows: the arms never both had {} labels; the canary is taken back",
+                policy.max_windows, policy.min_labels
+            );
+            let rec = self.audit(
+                w,
+                "deployment.rollback",
+                String::new(),
+                format!("canary {model} version {candidate} {why}"),
+            );
+            let d = self
+                .inner
+                .serving
+                .deployments()
+                .rollback(
+                    &w.project,
+                    &w.deployment,
+                    Some(revision - 1),
+                    "monitor",
+                    Some(&rec),
+                )
+                .await?;
+            self.switch(w).await;
+            alert.actions.push(outcome(
+                ActionKind::Canary,
+                "done",
+                format!("rolled back: {why}"),
+                Some(format!("deployment:{}@{}", w.deployment, d.revision)),
+            ));
+            alert.state = "done".into();
+            return self.save_alert(w, &alert).await;
         }
         match verdict {
             None => {}

@@ -143,6 +143,8 @@ pub struct CanaryPolicy {
     pub margin: f64,
     /// Fewest labelled rows each arm needs in a window for it to count.
     pub min_labels: u64,
+    /// Windows after which a canary not yet judged (too few labels) is taken back.
+    pub max_windows: u32,
 }
 
 impl Default for CanaryPolicy {
@@ -153,6 +155,7 @@ impl Default for CanaryPolicy {
             windows: 2,
             margin: 0.02,
             min_labels: 20,
+            max_windows: 50,
         }
     }
 }
@@ -224,6 +227,12 @@ impl MonitorSpec {
             return Err(Error::Invalid(
                 "canary: windows and min_labels are at least 1, margin a number from 0".into(),
             ));
+        }
+        if c.max_windows < c.windows {
+            return Err(Error::Invalid(format!(
+                "canary.max_windows is {}: give at least canary.windows ({}), the windows a canary needs to pass",
+                c.max_windows, c.windows
+            )));
         }
         Ok(())
     }
@@ -370,6 +379,10 @@ mod tests {
             (
                 serde_json::json!({"window": {"rows": 5}, "canary": {"weight": 90}}),
                 "1 to 50 percent",
+            ),
+            (
+                serde_json::json!({"window": {"rows": 5}, "canary": {"windows": 3, "max_windows": 2}}),
+                "canary.max_windows is 2",
             ),
         ];
         for (v, want) in cases {

@@ -163,6 +163,9 @@ pub struct Alert {
     /// The deployment revision that started the canary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary_revision: Option<i64>,
+    /// The monitor's check count when the canary started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_since: Option<i64>,
     pub created_at: String,
     pub updated_at: String,
 }
