@@ -689,68 +689,36 @@ impl Monitors {
                 "not judged in {} windows: the arms never both had {} labels; the canary is taken back",
                 policy.max_windows, policy.min_labels
             );
-            let rec = self.audit(
-                w,
-                "deployment.rollback",
-                String::new(),
-                format!("canary {model} version {candidate} {why}"),
-            );
-            let d = self
-                .inner
-                .serving
-                .deployments()
-                .rollback(
-                    &w.project,
-                    &w.deployment,
-                    Some(revision - 1),
-                    "monitor",
-                    Some(&rec),
+            let o = self
+                .take_back_canary(
+                    w,
+                    revision,
+                    format!("canary {model} version {candidate} {why}"),
+                    format!("rolled back: {why}"),
                 )
                 .await?;
-            self.switch(w).await;
-            alert.actions.push(outcome(
-                ActionKind::Canary,
-                "done",
-                format!("rolled back: {why}"),
-                Some(format!("deployment:{}@{}", w.deployment, d.revision)),
-            ));
+            alert.actions.push(o);
             alert.state = "done".into();
             return self.save_alert(w, &alert).await;
         }
         match verdict {
             None => {}
             Some((false, check, canary, primary)) => {
-                let rec = self.audit(
-                    w,
-                    "deployment.rollback",
-                    String::new(),
-                    format!(
-                        "canary {model} version {candidate} worse on check {check}: {} {canary:.4} vs {primary:.4}",
-                        policy.metric
-                    ),
-                );
-                let d = self
-                    .inner
-                    .serving
-                    .deployments()
-                    .rollback(
-                        &w.project,
-                        &w.deployment,
-                        Some(revision - 1),
-                        "monitor",
-                        Some(&rec),
+                let o = self
+                    .take_back_canary(
+                        w,
+                        revision,
+                        format!(
+                            "canary {model} version {candidate} worse on check {check}: {} {canary:.4} vs {primary:.4}",
+                            policy.metric
+                        ),
+                        format!(
+                            "rolled back: version {candidate} had {} {canary:.4} against the primary's {primary:.4} on check {check}",
+                            policy.metric
+                        ),
                     )
                     .await?;
-                self.switch(w).await;
-                alert.actions.push(outcome(
-                    ActionKind::Canary,
-                    "done",
-                    format!(
-                        "rolled back: version {candidate} had {} {canary:.4} against the primary's {primary:.4} on check {check}",
-                        policy.metric
-                    ),
-                    Some(format!("deployment:{}@{}", w.deployment, d.revision)),
-                ));
+                alert.actions.push(o);
                 alert.state = "done".into();
             }
             Some((true, check, canary, primary)) => {
@@ -768,6 +736,37 @@ impl Monitors {
             }
         }
         self.save_alert(w, &alert).await
+    }
+
+    /// Restores the deployment's revision before the canary's (`revision`), audited
+    /// with `detail`; the outcome says `message`.
+    async fn take_back_canary(
+        &self,
+        w: &Watched,
+        revision: i64,
+        detail: String,
+        message: String,
+    ) -> Result<ActionOutcome> {
+        let rec = self.audit(w, "deployment.rollback", String::new(), detail);
+        let d = self
+            .inner
+            .serving
+            .deployments()
+            .rollback(
+                &w.project,
+                &w.deployment,
+                Some(revision - 1),
+                "monitor",
+                Some(&rec),
+            )
+            .await?;
+        self.switch(w).await;
+        Ok(outcome(
+            ActionKind::Canary,
+            "done",
+            message,
+            Some(format!("deployment:{}@{}", w.deployment, d.revision)),
+        ))
     }
 
     /// Makes the candidate the primary: the alias the deployment follows moves to it

@@ -531,22 +531,16 @@ mod tests {
     use serde_json::json;
 
     fn record(i: usize, version: &str, x: f64) -> LogRecord {
+        let label = if x > 0.5 { "a" } else { "b" };
         LogRecord {
             time: i as i64,
             request_id: format!("r{i}"),
-            inference_id: None,
-            actor: "a".into(),
-            deployment: "web".into(),
-            model: "m".into(),
-            version: version.into(),
-            role: "answer".into(),
-            rows: 1,
-            latency_us: 1,
-            queue_us: 0,
-            inputs: json!({"x": [x]}).to_string(),
-            outputs:
-                json!({"label": [if x > 0.5 { "a" } else { "b" }], "probability": [[x.min(1.0)]]})
-                    .to_string(),
+            ..crate::window::tests::record(
+                version,
+                json!({"x": [x]}),
+                json!({"label": [label], "probability": [[x.min(1.0)]]}),
+                1,
+            )
         }
     }
 

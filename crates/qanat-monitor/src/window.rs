@@ -198,11 +198,12 @@ pub(crate) fn scored(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
-    fn record(version: &str, inputs: Value, outputs: Value, rows: u32) -> LogRecord {
+    /// A logged answer of `version` (the watcher's tests use it too).
+    pub(crate) fn record(version: &str, inputs: Value, outputs: Value, rows: u32) -> LogRecord {
         LogRecord {
             time: 1,
             request_id: format!("r-{inputs}"),
