@@ -94,4 +94,16 @@ impl Client {
         self.no_content(Method::DELETE, &Self::deployment_path(project, name))
             .await
     }
+
+    /// Runs a request through a deployment (or a model by name) in the Open Inference
+    /// Protocol: `body` is an OIP request (`{"id": …, "inputs": [{"name", "datatype",
+    /// "shape", "data"}]}`).
+    pub async fn infer(
+        &self,
+        deployment: &str,
+        body: &serde_json::Value,
+    ) -> Result<qanat_serving::oip::InferResponse> {
+        let path = format!("/v2/models/{}/infer", seg(deployment));
+        self.with_body(Method::POST, &path, body).await
+    }
 }

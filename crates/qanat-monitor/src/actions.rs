@@ -8,6 +8,7 @@
 //! records it, and the objects it makes are tied into lineage: inference log → drift
 //! report → retraining run → model version.
 
+use qanat_core::{ObjectRef, Selector};
 use qanat_governance::{append_audit_in, AuditRecord};
 use qanat_serving::{Deployment, DeploymentSpec, Target};
 use qanat_store::{format_micros, now_micros};
@@ -24,6 +25,18 @@ use crate::{Error, Monitors, Result};
 const HISTORY: i64 = 200;
 
 const ACTIVE: [&str; 3] = ["open", "retraining", "canary"];
+
+/// Optimize jobs followed back from a derived version to the job that trained it.
+const MAX_DERIVATIONS: usize = 4;
+
+/// Each pinned dataset input unpinned (`dataset:name`): the newest data.
+fn unpin_inputs(spec: &mut qanat_jobs::JobSpec) {
+    spec.inputs = spec
+        .inputs
+        .iter()
+        .map(|i| i.split('@').next().unwrap_or(i).to_string())
+        .collect();
+}
 
 fn outcome(
     action: ActionKind,
@@ -201,6 +214,7 @@ impl Monitors {
             state: "open".into(),
             actions: Vec::new(),
             job: None,
+            rederive: Vec::new(),
             candidate: None,
             canary_passed: 0,
             canary_checks: Vec::new(),
@@ -285,7 +299,7 @@ impl Monitors {
             alert.state = "done".into();
         }
         if has(ActionKind::Retrain) {
-            match self.retrain(w, model, &alert).await {
+            match self.retrain(w, model, &mut alert).await {
                 Ok((job, o)) => {
                     alert.job = Some(job);
                     alert.actions.push(o);
@@ -394,73 +408,160 @@ impl Monitors {
     }
 
     /// Submits the job that trained the alert's version again, each dataset input on
-    /// its newest version.
+    /// its newest version. A version an `optimize` job derived from a trained one is
+    /// retrained from where it came from: the training job runs again, and the
+    /// derivations that made the alert's version from its output are queued in
+    /// [`Alert::rederive`] to run, in order, on what it registers.
     async fn retrain(
         &self,
         w: &Watched,
         model: &str,
-        alert: &Alert,
+        alert: &mut Alert,
     ) -> std::result::Result<(String, ActionOutcome), ActionOutcome> {
         let failed = |m: String| outcome(ActionKind::Retrain, "failed", m, None);
-        let v = self
-            .inner
-            .tracking
-            .model_version(&w.project, model, &alert.version)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        let Some(run_id) = v.run_id.clone() else {
-            return Err(failed(format!(
-                "{model} version {} has no run: it was not trained by a job here, so there is nothing to run again",
-                alert.version
-            )));
-        };
-        let spec = self
-            .inner
-            .jobs
-            .spec_of_run(&w.project, &run_id)
-            .await
-            .map_err(|e| failed(e.to_string()))?
-            .ok_or_else(|| {
-                failed(format!(
-                    "run {run_id} of {model} version {} was not made by a job here: there is no job spec to run again",
+        let (mut name, mut version) = (model.to_string(), alert.version.clone());
+        let mut derivations = Vec::new();
+        let (spec, run_id) = loop {
+            let v = self
+                .inner
+                .tracking
+                .model_version(&w.project, &name, &version)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            let Some(run_id) = v.run_id.clone() else {
+                return Err(failed(format!(
+                    "{name} version {version} has no run: it was not trained by a job here, so there is nothing to run again"
+                )));
+            };
+            let spec = self
+                .inner
+                .jobs
+                .spec_of_run(&w.project, &run_id)
+                .await
+                .map_err(|e| failed(e.to_string()))?
+                .ok_or_else(|| {
+                    failed(format!(
+                        "run {run_id} of {name} version {version} was not made by a job here: there is no job spec to run again"
+                    ))
+                })?;
+            if spec.kind != "optimize" {
+                break (spec, run_id);
+            }
+            if derivations.len() >= MAX_DERIVATIONS {
+                return Err(failed(format!(
+                    "{model} version {} is derived through more than {MAX_DERIVATIONS} optimize jobs: not retrained",
                     alert.version
-                ))
-            })?;
+                )));
+            }
+            // The exact source the derivation read, as the registry recorded it.
+            let source = v
+                .tags
+                .iter()
+                .find(|t| t.key == qanat_tracking::DERIVED_FROM_TAG)
+                .and_then(|t| t.value.parse::<ObjectRef>().ok())
+                .and_then(|r| match r.selector {
+                    Some(Selector::Version(n)) => Some((r.name, n.to_string())),
+                    _ => None,
+                })
+                .ok_or_else(|| {
+                    failed(format!(
+                        "{name} version {version} was made by an optimize job but names no source version ({})",
+                        qanat_tracking::DERIVED_FROM_TAG
+                    ))
+                })?;
+            derivations.push(spec);
+            (name, version) = source;
+        };
         let mut spec = spec;
-        // The newest data: each pinned dataset input unpinned (`dataset:name`).
-        spec.inputs = spec
-            .inputs
-            .iter()
-            .map(|i| i.split('@').next().unwrap_or(i).to_string())
-            .collect();
+        unpin_inputs(&mut spec);
         spec.name = format!("retrain-{}", w.deployment);
-        let rec = self.audit(
-            w,
-            "job.submit",
-            String::new(),
+        // Innermost first: the derivation of the trained version runs first.
+        derivations.reverse();
+        for d in &mut derivations {
+            unpin_inputs(d);
+        }
+        let derived = if derivations.is_empty() {
+            String::new()
+        } else {
             format!(
-                "retraining {model} (version {} trained by run {run_id}) for alert {} ({})",
-                alert.version, alert.alert, alert.condition
+                ", then {} optimize job(s) to derive the result as version {} was",
+                derivations.len(),
+                alert.version
+            )
+        };
+        alert.rederive = derivations;
+        self.submit(
+            w,
+            spec,
+            format!(
+                "retraining {name} (version {version} trained by run {run_id}) for alert {} ({}){derived}",
+                alert.alert, alert.condition
             ),
-        );
+            |job| format!("retraining job {job} submitted (the job of run {run_id}, on the newest data){derived}"),
+        )
+        .await
+        .map_err(|e| failed(format!("the retraining job was refused: {e}")))
+    }
+
+    /// Submits a job for an alert, audited with `detail`; the outcome says `message`
+    /// of the job's id.
+    async fn submit(
+        &self,
+        w: &Watched,
+        spec: qanat_jobs::JobSpec,
+        detail: String,
+        message: impl FnOnce(&str) -> String,
+    ) -> Result<(String, ActionOutcome)> {
+        let rec = self.audit(w, "job.submit", String::new(), detail);
         let job = self
             .inner
             .jobs
             .submit(&w.project, spec, "monitor", Some(&rec))
-            .await
-            .map_err(|e| failed(format!("the retraining job was refused: {e}")))?;
-        Ok((
-            job.job_id.clone(),
-            outcome(
-                ActionKind::Retrain,
-                "waiting",
-                format!(
-                    "retraining job {} submitted (the job of run {run_id}, on the newest data)",
-                    job.job_id
-                ),
-                Some(format!("job:{}", job.job_id)),
+            .await?;
+        let o = outcome(
+            ActionKind::Retrain,
+            "waiting",
+            message(&job.job_id),
+            Some(format!("job:{}", job.job_id)),
+        );
+        Ok((job.job_id, o))
+    }
+
+    /// Submits the next derivation of an alert's retraining: `spec` run on `source`
+    /// (`name@version`, what the step before registered).
+    async fn rederive(
+        &self,
+        w: &Watched,
+        alert: &Alert,
+        mut spec: qanat_jobs::JobSpec,
+        source: &str,
+    ) -> Result<(String, ActionOutcome)> {
+        spec.params.insert("model".into(), json!(source));
+        spec.name = format!("rederive-{}", w.deployment);
+        let method = ["quantize", "prune", "distill"]
+            .iter()
+            .find_map(|k| {
+                spec.params.get(*k).map(|v| match v.as_str() {
+                    Some(s) => format!("{k} {s}"),
+                    None => format!("{k} {v}"),
+                })
+            })
+            .unwrap_or_else(|| "optimize".into());
+        self.submit(
+            w,
+            spec,
+            format!(
+                "deriving from {source} ({method}) as version {} was derived, for alert {}",
+                alert.version, alert.alert
             ),
-        ))
+            |job| {
+                format!(
+                    "optimize job {job} submitted: {method} of {source}, as version {} was made",
+                    alert.version
+                )
+            },
+        )
+        .await
     }
 
     /// Moves alerts waiting on a retraining job along.
@@ -482,7 +583,8 @@ impl Monitors {
         let Some(job_id) = alert.job.clone() else {
             return Ok(());
         };
-        let job = self.inner.jobs.get(&w.project, &job_id).await?.job;
+        let detail = self.inner.jobs.get(&w.project, &job_id).await?;
+        let job = detail.job.clone();
         if !job.is_finished() {
             return Ok(());
         }
@@ -501,7 +603,28 @@ impl Monitors {
             return self.save_alert(w, &alert).await;
         }
         let run_id = job.run_id.clone().unwrap_or_default();
-        let versions = self.inner.tracking.versions(&w.project, model).await?;
+        // Where the step registers: a training job's `register`; an optimize job's
+        // `register`, else its source's model.
+        let param = |k: &str| {
+            detail
+                .spec
+                .params
+                .get(k)
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        };
+        let into = param("register")
+            .or_else(|| {
+                (detail.spec.kind == "optimize")
+                    .then(|| param("model"))
+                    .flatten()
+                    .map(|m| {
+                        let m = m.strip_prefix("model:").unwrap_or(&m).to_string();
+                        m.rsplit_once('@').map_or(m.clone(), |(n, _)| n.to_string())
+                    })
+            })
+            .unwrap_or_else(|| model.to_string());
+        let versions = self.inner.tracking.versions(&w.project, &into).await?;
         let Some(v) = versions
             .iter()
             .find(|v| v.run_id.as_deref() == Some(run_id.as_str()))
@@ -509,7 +632,7 @@ impl Monitors {
             alert.actions.push(outcome(
                     ActionKind::Retrain,
                     "failed",
-                    format!("retraining job {job_id} succeeded but registered no version of {model} (its spec has no `register: {model}`)"),
+                    format!("retraining job {job_id} succeeded but registered no version of {into} (its spec has no `register: {into}`)"),
                     Some(format!("run:{run_id}")),
                 ));
             alert.state = "failed".into();
@@ -525,6 +648,44 @@ impl Monitors {
         )
         .await?;
         tx.commit().await?;
+        if !alert.rederive.is_empty() {
+            let next = alert.rederive.remove(0);
+            alert.actions.push(outcome(
+                ActionKind::Retrain,
+                "done",
+                format!("job {job_id} (run {run_id}) registered {into} version {candidate}"),
+                Some(format!("model:{into}@{candidate}")),
+            ));
+            match self
+                .rederive(w, &alert, next, &format!("{into}@{candidate}"))
+                .await
+            {
+                Ok((job, o)) => {
+                    alert.job = Some(job);
+                    alert.actions.push(o);
+                }
+                Err(e) => {
+                    alert.actions.push(outcome(
+                        ActionKind::Retrain,
+                        "failed",
+                        format!("the optimize job was refused: {e}"),
+                        None,
+                    ));
+                    alert.state = "failed".into();
+                }
+            }
+            return self.save_alert(w, &alert).await;
+        }
+        if into != model {
+            alert.actions.push(outcome(
+                ActionKind::Retrain,
+                "failed",
+                format!("retraining registered {into} version {candidate}, not a version of {model}, which the deployment serves"),
+                Some(format!("model:{into}@{candidate}")),
+            ));
+            alert.state = "failed".into();
+            return self.save_alert(w, &alert).await;
+        }
         alert.candidate = Some(candidate.clone());
         alert.actions.push(outcome(
             ActionKind::Retrain,

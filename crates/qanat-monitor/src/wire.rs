@@ -151,6 +151,13 @@ pub struct Alert {
     /// The retraining job, once submitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
+    /// The optimize jobs still to run after the retraining job when the alert's
+    /// version was derived (int8, pruned, distilled) from a trained one: each makes
+    /// the same derivation of the version the step before registered, innermost
+    /// first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    pub rederive: Vec<qanat_jobs::JobSpec>,
     /// The retrained version, once registered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate: Option<String>,

@@ -193,6 +193,35 @@ fn load_tls(cfg: &Config) -> Result<Option<Arc<rustls::ServerConfig>>> {
 
 /// Runs the API server until SIGINT/SIGTERM, then finishes in-flight requests.
 pub async fn serve(cfg: Config) -> Result<()> {
+    start(cfg).await?.run().await
+}
+
+/// A server that has opened its installation, bound its address and started its
+/// background work (scheduler, deliveries, serving, monitors): [`Running::run`] serves
+/// requests until SIGINT/SIGTERM.
+pub struct Running {
+    cfg: Config,
+    inst: Installation,
+    listener: std::net::TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    app: axum::Router,
+    /// The URL this server answers at (the port the listener really got).
+    pub url: String,
+    /// The bootstrap admin's token, on the start that created the installation.
+    pub bootstrap: Option<NewToken>,
+}
+
+impl Running {
+    pub async fn run(self) -> Result<()> {
+        listen(&self.cfg, self.listener, self.tls, self.app, "server").await?;
+        self.inst.meta.close().await;
+        tracing::info!("qanat server stopped");
+        Ok(())
+    }
+}
+
+/// Everything `qanat server` does before it serves.
+pub async fn start(cfg: Config) -> Result<Running> {
     // Settings a user can get wrong are checked before the data directory is created
     // or touched: a typo in --bind must not leave a freshly initialised home behind.
     let tls = load_tls(&cfg)?;
@@ -205,10 +234,23 @@ pub async fn serve(cfg: Config) -> Result<()> {
     // Sinks that cannot work are refused before anything is initialized.
     let sinks = cfg.audit_sinks()?;
     let inst = open(&cfg, true).await?;
-    if let Some(token) = bootstrap(&cfg, &inst).await? {
-        crate::commands::init::announce_bootstrap(&cfg, &token)?;
+    let token = bootstrap(&cfg, &inst).await?;
+    if let Some(token) = &token {
+        crate::commands::init::announce_bootstrap(&cfg, token)?;
     }
     let (listener, local) = bind(addr, tls.is_some())?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let host = if local.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        local.ip().to_string()
+    };
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    let url = format!("{scheme}://{host}:{}", local.port());
 
     let limits = api_limits(&cfg);
     let mut state = AppState::new(inst.meta.clone(), inst.storage.clone(), limits)
@@ -226,18 +268,7 @@ pub async fn serve(cfg: Config) -> Result<()> {
     let mut jobs = cfg.jobs_settings()?;
     if cfg.jobs.server_url.is_none() {
         // The port the listener really got (bind may have asked for port 0).
-        let scheme = if tls.is_some() { "https" } else { "http" };
-        let host = if local.ip().is_unspecified() {
-            "127.0.0.1".to_string()
-        } else {
-            local.ip().to_string()
-        };
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host
-        };
-        jobs.server_url = format!("{scheme}://{host}:{}", local.port());
+        jobs.server_url = url.clone();
     }
     let exe = std::env::current_exe().context("finding this binary (train jobs run it)")?;
     let kinds = qanat_jobs::Kinds::standard()
@@ -308,11 +339,15 @@ pub async fn serve(cfg: Config) -> Result<()> {
     // run their alert rules.
     state.monitor.spawn(Duration::from_secs(1));
     let app = qanat_api::router(state);
-
-    listen(&cfg, listener, tls, app, "server").await?;
-    inst.meta.close().await;
-    tracing::info!("qanat server stopped");
-    Ok(())
+    Ok(Running {
+        cfg,
+        inst,
+        listener,
+        tls,
+        app,
+        url,
+        bootstrap: token,
+    })
 }
 
 /// `qanat serve`: the inference data plane alone, on an installation `qanat server`

@@ -17,6 +17,7 @@ mod monitor;
 mod objects;
 mod optimize;
 mod projects;
+mod quickstart;
 mod runs;
 mod server;
 mod tokens;
@@ -43,6 +44,7 @@ pub use monitor::MonitorCmd;
 pub use objects::ObjectsCmd;
 pub use optimize::OptimizeArgs;
 pub use projects::ProjectsCmd;
+pub use quickstart::QuickstartArgs;
 pub use runs::{ArtifactsCmd, RunsCmd};
 pub use server::ServerArgs;
 pub use tokens::TokensCmd;
@@ -95,6 +97,16 @@ pub enum Command {
     Init,
     /// Run the API server.
     Server(ServerArgs),
+    /// Start the server and run the whole lifecycle on a dataset shipped in this
+    /// binary, printing each step with the references and URLs to follow: dataset
+    /// push, feature apply, materialize, training set, train, register, int8
+    /// optimization, deploy, a monitor, traffic that drifts half-way, the drift alert,
+    /// retraining, canary, promotion. The server then keeps running (docs/quickstart.md).
+    ///
+    /// It works in a data directory of its own, ./.qanat-quickstart unless --home says
+    /// otherwise, made afresh on each run (a directory an earlier quickstart made is
+    /// replaced; any other is refused).
+    Quickstart(QuickstartArgs),
     /// Run the inference data plane alone: the Open Inference Protocol for this
     /// installation's deployments and models, health and metrics, nothing else. Run
     /// as many as needed behind a load balancer, on the same metadata store and

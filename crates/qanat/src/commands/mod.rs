@@ -19,6 +19,7 @@ mod monitor;
 mod objects;
 mod optimize_worker;
 mod projects;
+mod quickstart;
 mod runs;
 mod server;
 mod session;
@@ -70,6 +71,16 @@ pub async fn run(cli: Cli) -> Result<()> {
                 ..overrides
             })?;
             server::run(cfg).await
+        }
+        Command::Quickstart(args) => {
+            let cfg = load(&Overrides {
+                bind: args.server.bind,
+                port: args.server.port,
+                home: overrides
+                    .home
+                    .or_else(|| Some(quickstart::DEFAULT_HOME.into())),
+            })?;
+            quickstart::run(cfg, args.exit).await
         }
         Command::Serve(args) => {
             let cfg = load(&Overrides {

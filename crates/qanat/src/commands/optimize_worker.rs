@@ -23,9 +23,12 @@ fn var(name: &str) -> Result<String> {
     })
 }
 
-/// Files of the source package copied into the result when present. Not
-/// `output_example.json`: those are the source model's outputs, not the result's.
-const EXAMPLES: [&str; 1] = ["input_example.json"];
+/// Files of the source package copied into the result when present: its input
+/// example, and the profile of its training data that monitors compare live traffic
+/// with (the result was fitted on the same rows, and its outputs are the source's
+/// within the gate's budget). Not `output_example.json`: those are the source model's
+/// outputs, not the result's.
+const CARRIED: [&str; 2] = ["input_example.json", "reference_profile.json"];
 
 /// Files of an imported ONNX model's directory (as `mlflow.onnx.log_model` writes it)
 /// kept with a quantized version: its environment and input examples.
@@ -184,7 +187,7 @@ pub async fn run() -> Result<()> {
         ),
     };
     let mut examples = Vec::new();
-    let keep: &[&str] = if imported { &IMPORTED_FILES } else { &EXAMPLES };
+    let keep: &[&str] = if imported { &IMPORTED_FILES } else { &CARRIED };
     for file in keep {
         if let Some(bytes) = fetch(&client, &project, &base, file).await? {
             examples.push((*file, bytes));

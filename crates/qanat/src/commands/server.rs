@@ -15,7 +15,7 @@ pub async fn run_data_plane(cfg: Config) -> Result<()> {
     crate::server::serve_data_plane(cfg).await
 }
 
-fn init_tracing(cfg: &Config) -> Result<()> {
+pub(crate) fn init_tracing(cfg: &Config) -> Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cfg.log.level))
         .with_context(|| format!("log.level = '{}' is not a valid filter", cfg.log.level))?;

@@ -227,7 +227,16 @@ pub async fn run() -> Result<()> {
     )?;
     // What the model was fitted on, profiled for monitoring to compare live traffic
     // with (docs/monitoring.md); it travels with the model's files.
-    let mut profile = reference_profile(&table, &trained.train_rows);
+    // The model's inputs and its target: columns the config excluded (ids, times)
+    // are neither served nor compared.
+    let mut profiled: Vec<&str> = trained
+        .prep
+        .features
+        .iter()
+        .map(qanat_train::prep::Feature::name)
+        .collect();
+    profiled.push(target.as_str());
+    let mut profile = reference_profile(&table, &trained.train_rows, &profiled);
     profile.target = Some(target.clone());
     profile.predictions = prediction_profile(&weights, &spec, &table, &trained.train_rows)
         .context("profiling the model's outputs on its training rows")?;
@@ -432,10 +441,11 @@ fn prediction_profile(
     Ok(qanat_monitor::table::reference_of(&columns).columns)
 }
 
-/// The profile of the training rows of every numeric and text column.
+/// The profile of the training rows of the numeric and text columns in `keep`.
 fn reference_profile(
     table: &qanat_train::table::Table,
     rows: &[usize],
+    keep: &[&str],
 ) -> qanat_monitor::table::TableProfile {
     use qanat_monitor::table::{reference_of, Values};
     use qanat_train::table::Values as V;
@@ -446,6 +456,7 @@ fn reference_profile(
     let picked: Vec<(String, Picked)> = table
         .columns
         .iter()
+        .filter(|c| keep.contains(&c.name.as_str()))
         .filter_map(|c| {
             let p = match &c.values {
                 V::Numeric(v) => {

@@ -1,0 +1,80 @@
+//! `qanat quickstart`, the README's main command: the whole lifecycle runs to the end
+//! on a new data directory and again on the one it left, and a data directory it did
+//! not make is refused, untouched.
+
+mod common;
+
+use common::base_cmd;
+
+#[test]
+fn the_quickstart_runs_to_a_promoted_canary_with_its_lineage_and_runs_again() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mine = dir.path().join("mine");
+    std::fs::create_dir_all(&mine).expect("mkdir");
+    std::fs::write(mine.join("keep.txt"), "mine").expect("write");
+    let out = base_cmd(dir.path(), &[])
+        .args(["quickstart", "--exit", "--home"])
+        .arg(&mine)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("did not make"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(mine.join("keep.txt")).expect("kept"),
+        "mine"
+    );
+
+    for run in 0..2 {
+        // The default data directory, ./.qanat-quickstart.
+        let out = base_cmd(dir.path(), &[])
+            .env_remove("QANAT_HOME")
+            .args(["quickstart", "--exit"])
+            .output()
+            .expect("run");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "run {run}:\n{text}\n{err}");
+        for want in [
+            "[14/14]",
+            // Calm traffic first, then a drifted window that fires the rule.
+            "OK — ",
+            "DRIFT — ",
+            // The int8 version served is retrained from its source, then quantized
+            // again; the result gets a canary, judged on labels and promoted.
+            "registered cancer version 3",
+            "quantize int8 of cancer@3",
+            "canary done — promoted: version 4",
+            "diagnosis serves version 4 at 100%",
+            // Lineage: model version ← retraining run ← drift report ← inference log.
+            "model:cancer@4 —derived_from→ model:cancer@3",
+            "model:cancer@3 —output_of→ run:",
+            "—triggered_by→ drift_report:diagnosis@",
+            "—computed_from→ inference_log:diagnosis",
+            "—input→ dataset:cancer-train@2",
+            "dataset:cancer-train@2 —features_from→ feature_view:cells@1",
+        ] {
+            assert!(text.contains(want), "run {run}: no '{want}' in\n{text}");
+        }
+        assert_eq!(
+            text.contains("Removed the earlier quickstart's"),
+            run == 1,
+            "{text}"
+        );
+    }
+    let files = dir.path().join(".qanat-quickstart/quickstart");
+    let report = std::fs::read_dir(&files)
+        .expect("files")
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().starts_with("drift-report-"))
+        .expect("a drift report");
+    let page = std::fs::read_to_string(report.path()).expect("report");
+    assert!(
+        page.starts_with("<!doctype html>") && page.contains("<svg"),
+        "{}",
+        &page[..page.len().min(200)]
+    );
+    assert!(files.join("features/cancer.yaml").exists());
+}
