@@ -417,7 +417,11 @@ fn injected_drift_alerts_retrains_on_fresh_data_canaries_and_promotes_with_linea
     let sent = traffic(&q, "web", "judged", &spread(0), 1.0);
     let stored = post_labels(&q, "web", &sent);
     assert_eq!(stored["stored"], 20);
-    let s = wait_status(&q, "web", 60, |s| s["alerts"][0]["state"] == "done");
+    // The canary may be judged on the first labelled window, before the second is
+    // checked: wait for both windows' labels too.
+    let s = wait_status(&q, "web", 60, |s| {
+        s["alerts"][0]["state"] == "done" && s["labels"]["matched"] == 20
+    });
     let last = s["alerts"][0]["actions"]
         .as_array()
         .expect("actions")

@@ -36,6 +36,18 @@ pub enum MonitorCmd {
         #[arg(long, value_name = "PATH")]
         html: Option<PathBuf>,
     },
+    /// Profile a table as a reference, on this machine (no server): per column its
+    /// type, null rate, quantiles and histogram (numbers) or category counts (text).
+    /// `compare` takes the profile instead of the table, as it takes a trained model's
+    /// model/reference_profile.json: `qanat monitor profile train.parquet --to
+    /// train.json`, later `qanat monitor compare train.json today.parquet`.
+    Profile {
+        /// The table: CSV with a header row, or Parquet (.parquet, .pq).
+        table: PathBuf,
+        /// Where to write the profile (JSON).
+        #[arg(long, value_name = "PATH")]
+        to: PathBuf,
+    },
     /// Watch a deployment: its inference log is cut into windows (`--window-rows` or
     /// `--window-seconds`), each version's traffic is compared with the reference
     /// profile stored with its model, and the alert rules of the spec run

@@ -117,7 +117,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Deploy { project, cmd } => deploy::run(&ctx()?, &which(project)?, *cmd).await,
         Command::Features { project, cmd } => features::run(&ctx()?, &which(project)?, cmd).await,
         Command::Monitor {
-            cmd: cmd @ MonitorCmd::Compare { .. },
+            cmd: cmd @ (MonitorCmd::Compare { .. } | MonitorCmd::Profile { .. }),
             ..
         } => monitor::compare(format, cmd),
         Command::Monitor { project, cmd } => monitor::run(&ctx()?, &which(project)?, cmd).await,

@@ -18,7 +18,7 @@ use crate::output::{self, columns};
 pub async fn run(ctx: &Ctx, project: &str, cmd: MonitorCmd) -> Result<()> {
     let c = &ctx.client;
     match cmd {
-        MonitorCmd::Compare { .. } => compare(ctx.format, cmd),
+        MonitorCmd::Compare { .. } | MonitorCmd::Profile { .. } => compare(ctx.format, cmd),
         MonitorCmd::Set {
             deployment,
             file,
@@ -285,9 +285,31 @@ fn print_check(k: &Check) {
     }
 }
 
-/// `qanat monitor compare`: two tables profiled on this machine.
+/// `qanat monitor compare` and `profile`: tables profiled on this machine.
 pub fn compare(format: Format, cmd: MonitorCmd) -> Result<()> {
     match cmd {
+        MonitorCmd::Profile { table: path, to } => {
+            let file = TableFile::new(&path);
+            let profile = table::reference(&file).context("profiling the table")?;
+            let tmp = to.with_extension("json.part");
+            std::fs::write(&tmp, serde_json::to_vec(&profile)?)
+                .and_then(|()| std::fs::rename(&tmp, &to))
+                .with_context(|| format!("writing {}", to.display()))?;
+            if format == Format::Json {
+                println!(
+                    "{}",
+                    serde_json::json!({"profile": to, "rows": profile.rows, "columns": profile.columns.len()})
+                );
+            } else {
+                println!(
+                    "{}: {} rows, {} columns profiled",
+                    to.display(),
+                    profile.rows,
+                    profile.columns.len()
+                );
+            }
+            Ok(())
+        }
         MonitorCmd::Compare {
             reference,
             current,
@@ -357,7 +379,7 @@ pub fn compare(format: Format, cmd: MonitorCmd) -> Result<()> {
             }
             print(format, &drift, r.rows, c.rows)
         }
-        _ => bail!("only compare runs without a server"),
+        _ => bail!("only compare and profile run without a server"),
     }
 }
 

@@ -59,6 +59,11 @@ const MARKER: &str = "quickstart.json";
 
 pub async fn run(mut cfg: Config, exit: bool) -> Result<()> {
     let earlier_token = fresh_home(&cfg.home)?;
+    // Marked before anything else is written: a run that stops part-way (a port in
+    // use) leaves a directory the next run knows as its own.
+    std::fs::create_dir_all(&cfg.home)
+        .and_then(|()| std::fs::write(cfg.home.join(MARKER), b"{}"))
+        .with_context(|| format!("creating {}", cfg.home.display()))?;
     // A CLI login an earlier quickstart made points at a server that is gone: the new
     // one replaces it.
     if let (Some(old), Ok(Some(creds))) = (&earlier_token, crate::credentials::load_credentials()) {
@@ -72,7 +77,17 @@ pub async fn run(mut cfg: Config, exit: bool) -> Result<()> {
         cfg.log.level = "warn".into();
     }
     super::server::init_tracing(&cfg)?;
-    let server = crate::server::start(cfg.clone()).await?;
+    let had_login = matches!(crate::credentials::load_credentials(), Ok(Some(_)));
+    let server = match crate::server::start(cfg.clone()).await {
+        Ok(s) => s,
+        Err(e) => {
+            // A login the failed start stored points at a server that never ran.
+            if !had_login {
+                std::fs::remove_file(crate::credentials::credentials_path()).ok();
+            }
+            return Err(e);
+        }
+    };
     let url = server.url.clone();
     let token = server
         .bootstrap
