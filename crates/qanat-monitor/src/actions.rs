@@ -618,10 +618,8 @@ impl Monitors {
                 (detail.spec.kind == "optimize")
                     .then(|| param("model"))
                     .flatten()
-                    .map(|m| {
-                        let m = m.strip_prefix("model:").unwrap_or(&m).to_string();
-                        m.rsplit_once('@').map_or(m.clone(), |(n, _)| n.to_string())
-                    })
+                    .and_then(|m| ObjectRef::parse_of(qanat_core::Kind::Model, &m).ok())
+                    .map(|r| r.name)
             })
             .unwrap_or_else(|| model.to_string());
         let versions = self.inner.tracking.versions(&w.project, &into).await?;
