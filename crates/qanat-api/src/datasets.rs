@@ -3,10 +3,9 @@
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use axum::Json;
-use futures::{StreamExt, TryStreamExt};
 use qanat_data::wire::{
     ChunkIds, ChunkStored, CommitVersion, CopyBody, DiffParams, DiffView, ListDatasets,
     MissingChunks, TagBody, VersionWithManifest,
@@ -288,25 +287,8 @@ pub(crate) async fn file(
         ))
     })?;
     let size = entry.size;
-    let mut stream = Box::pin(state.datasets.file_stream(&d, entry));
-    // Verify the first chunk before answering (see objects::get_object).
-    let first = match stream.next().await {
-        Some(chunk) => Some(chunk?),
-        None => None,
-    };
-    let rest = futures::stream::iter(first.map(Ok)).chain(stream);
-    let body = Body::from_stream(rest.map_err(|e| {
-        tracing::error!(error = %e, "dataset file stream failed");
-        std::io::Error::other(e.to_string())
-    }));
-    Ok((
-        [
-            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
-            (header::CONTENT_LENGTH, size.to_string()),
-        ],
-        body,
-    )
-        .into_response())
+    crate::objects::verified_stream(size, state.datasets.file_stream(&d, entry), "dataset file")
+        .await
 }
 
 /// Name a version (editors). Tags are immutable.

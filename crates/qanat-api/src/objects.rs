@@ -100,14 +100,30 @@ pub(crate) async fn verified_download(
 ) -> Result<Response, ApiError> {
     // The length comes from the object being read, so that it always matches the
     // bytes sent (the index can be a version behind after a crash).
-    let (size, mut stream) = state.storage.get_sized(location, key).await?;
+    let (size, stream) = state.storage.get_sized(location, key).await?;
+    verified_stream(size, stream, "object").await
+}
+
+/// Answers with the `size` bytes of `stream` once its first chunk came out whole
+/// (decrypted and verified): a failure before the status goes out is a clean error; a
+/// later one cuts the body short. `what` names the stream in the log.
+pub(crate) async fn verified_stream<S, E>(
+    size: u64,
+    stream: S,
+    what: &'static str,
+) -> Result<Response, ApiError>
+where
+    S: futures::Stream<Item = Result<Bytes, E>> + Send + 'static,
+    E: std::fmt::Display + Into<ApiError> + 'static,
+{
+    let mut stream = Box::pin(stream);
     let first = match stream.next().await {
-        Some(chunk) => chunk?,
+        Some(chunk) => chunk.map_err(Into::into)?,
         None => Bytes::new(),
     };
     let rest = futures::stream::once(async move { Ok(first) }).chain(stream);
-    let body = Body::from_stream(rest.map_err(|e| {
-        tracing::error!(error = %e, "object stream failed");
+    let body = Body::from_stream(rest.map_err(move |e| {
+        tracing::error!(error = %e, "{what} stream failed");
         std::io::Error::other(e.to_string())
     }));
     Ok((

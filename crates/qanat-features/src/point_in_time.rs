@@ -336,21 +336,21 @@ fn column_of<'b>(batch: &'b RecordBatch, name: &str, side: &str) -> Result<&'b A
     })
 }
 
+/// The type a join key is compared as: integers that fit as int64, text as utf8;
+/// `None` for any other type (compared only with its own type).
+pub(crate) fn key_family(t: &DataType) -> Option<DataType> {
+    match t {
+        DataType::UInt64 => None,
+        t if t.is_integer() => Some(DataType::Int64),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Some(DataType::Utf8),
+        _ => None,
+    }
+}
+
 /// The two sides of a join key as one comparable type: integers as int64, strings as
 /// utf8; anything else must already be the same type on both sides.
 fn key_pair(a: &ArrayRef, b: &ArrayRef, an: &str, bn: &str) -> Result<(ArrayRef, ArrayRef)> {
-    let family = |t: &DataType| match t {
-        DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::UInt8
-        | DataType::UInt16
-        | DataType::UInt32 => Some(DataType::Int64),
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Some(DataType::Utf8),
-        _ => None,
-    };
-    let target = match (family(a.data_type()), family(b.data_type())) {
+    let target = match (key_family(a.data_type()), key_family(b.data_type())) {
         (Some(x), Some(y)) if x == y => x,
         (None, None) if a.data_type() == b.data_type() => a.data_type().clone(),
         _ => {

@@ -23,7 +23,7 @@ use arrow_ipc::writer::FileWriter;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::error::{Error, Result};
-use crate::point_in_time::{entity_time, join, ViewSide};
+use crate::point_in_time::{entity_time, join, key_family, ViewSide};
 use crate::sources::Rows;
 use crate::staging::Staged;
 use crate::training_set::{typed, ViewPart};
@@ -212,17 +212,7 @@ fn normalized(batch: &RecordBatch, keys: &[String], side: &str) -> Result<Vec<Ar
             let c = batch
                 .column_by_name(k)
                 .ok_or_else(|| Error::invalid(format!("{side} have no column '{k}'")))?;
-            let to = match c.data_type() {
-                DataType::Int8
-                | DataType::Int16
-                | DataType::Int32
-                | DataType::Int64
-                | DataType::UInt8
-                | DataType::UInt16
-                | DataType::UInt32 => DataType::Int64,
-                DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
-                other => other.clone(),
-            };
+            let to = key_family(c.data_type()).unwrap_or_else(|| c.data_type().clone());
             arrow_cast::cast(c.as_ref(), &to)
                 .map_err(|e| Error::invalid(format!("join key {k}: {e}")))
         })

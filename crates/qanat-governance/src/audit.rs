@@ -236,6 +236,19 @@ pub async fn append_audit_in(
     Ok(entries.pop().expect("one entry per record"))
 }
 
+/// Appends `audit` to the chain inside `tx`, when there is one (a request's entry or
+/// a service's), and commits `tx`: the change and its audit entry land together.
+pub async fn commit_audited(
+    mut tx: sqlx::Transaction<'_, sqlx::Any>,
+    audit: Option<&AuditRecord>,
+) -> Result<()> {
+    if let Some(rec) = audit {
+        append_audit_in(&mut tx, rec).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
 /// Reads the head inside `tx` and keeps it from moving until `tx` ends: a no-op update
 /// takes the head's row lock (PostgreSQL) or the write lock (SQLite).
 async fn lock_head(tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> Result<Head> {

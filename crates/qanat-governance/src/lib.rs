@@ -27,8 +27,8 @@ pub mod wire;
 pub mod testing;
 
 pub use audit::{
-    append_audit_in, AuditEntry, AuditOutcome, AuditRecord, AuditVerification, ChainProblem,
-    SERVICE_ACTOR_PREFIX,
+    append_audit_in, commit_audited, AuditEntry, AuditOutcome, AuditRecord, AuditVerification,
+    ChainProblem, SERVICE_ACTOR_PREFIX,
 };
 pub use cache::{auth_changed, TTL as AUTH_CACHE_TTL};
 pub use checkpoint::{AuditCheckpoint, CheckpointVerification};

@@ -3,12 +3,10 @@
 //! followed through the executor's watch; cancelled by deleting the Job; each rank's
 //! pod log copied into the job's logs when it ends.
 
-use qanat_governance::append_audit_in;
-
 use crate::kubernetes::{self, KubeState, Manifest};
 use crate::local::{Allocation, Control, Ending};
-use crate::rows::{record_event, JobRow};
-use crate::scheduler::audit;
+use crate::rows::JobRow;
+use crate::scheduler::{commit_started, show_reason};
 use crate::{Error, Jobs, Result};
 
 /// Variables that hold a secret: they go into the Secret, not the Job.
@@ -154,9 +152,7 @@ impl Jobs {
             "attempt {} created on Kubernetes as job {}/{name} ({} rank(s))",
             job.attempt, cluster.settings.namespace, job.ranks
         );
-        record_event(&mut tx, &job.job_id, job.attempt, "started", &msg).await?;
-        append_audit_in(&mut tx, &audit("job.start", job, &msg)).await?;
-        tx.commit().await?;
+        commit_started(tx, job, &msg).await?;
         Ok(name)
     }
 
@@ -213,14 +209,7 @@ impl Jobs {
                 }
                 _ => String::new(),
             };
-            if reason != last_reason {
-                sqlx::query("UPDATE jobs SET reason = $1 WHERE job_id = $2 AND state = 'running'")
-                    .bind(&reason)
-                    .bind(&job.job_id)
-                    .execute(inner.meta.writer())
-                    .await?;
-                last_reason = reason;
-            }
+            show_reason(self, job, reason, &mut last_reason).await?;
             tokio::select! {
                 changed = states.changed() => {
                     if changed.is_err() {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use qanat_core::ProjectId;
-use qanat_governance::{append_audit_in, AuditRecord, Project};
+use qanat_governance::{append_audit_in, commit_audited, AuditRecord, Project};
 use qanat_store::ObjectKey;
 use sqlx::Row;
 
@@ -388,10 +388,7 @@ impl Jobs {
             &format!("by {by}"),
         )
         .await?;
-        if let Some(rec) = audit {
-            append_audit_in(&mut tx, rec).await?;
-        }
-        tx.commit().await?;
+        commit_audited(tx, audit).await?;
         if !queued {
             self.inner
                 .local
@@ -436,10 +433,7 @@ impl Jobs {
             &format!("retried by {by}"),
         )
         .await?;
-        if let Some(rec) = audit {
-            append_audit_in(&mut tx, rec).await?;
-        }
-        tx.commit().await?;
+        commit_audited(tx, audit).await?;
         self.inner.wake.notify_one();
         Ok(self.row(&project.id, job_id).await?.view())
     }
@@ -659,10 +653,7 @@ impl Jobs {
         .bind(by)
         .execute(&mut *tx)
         .await?;
-        if let Some(rec) = audit {
-            append_audit_in(&mut tx, rec).await?;
-        }
-        tx.commit().await?;
+        commit_audited(tx, audit).await?;
         self.inner.wake.notify_one();
         self.quota(project).await
     }

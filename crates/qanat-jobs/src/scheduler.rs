@@ -97,6 +97,38 @@ pub(crate) fn audit(action: &str, job: &JobRow, detail: impl Into<String>) -> Au
     .with_detail(detail)
 }
 
+/// Records that `job`'s attempt started (`msg` says where) in its history and in the
+/// audit chain, and commits `tx`, which holds what the executor wrote for it.
+pub(crate) async fn commit_started(
+    mut tx: sqlx::Transaction<'_, sqlx::Any>,
+    job: &JobRow,
+    msg: &str,
+) -> Result<()> {
+    record_event(&mut tx, &job.job_id, job.attempt, "started", msg).await?;
+    append_audit_in(&mut tx, &audit("job.start", job, msg)).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Shows `reason` as a running job's reason (where it waits, what runs it), unless it
+/// is what `last` says it showed already.
+pub(crate) async fn show_reason(
+    jobs: &Jobs,
+    job: &JobRow,
+    reason: String,
+    last: &mut String,
+) -> Result<()> {
+    if reason != *last {
+        sqlx::query("UPDATE jobs SET reason = $1 WHERE job_id = $2 AND state = 'running'")
+            .bind(&reason)
+            .bind(&job.job_id)
+            .execute(jobs.inner.meta.writer())
+            .await?;
+        *last = reason;
+    }
+    Ok(())
+}
+
 impl Jobs {
     /// Jobs this node was running when it stopped are lost: what is left of their
     /// processes is killed, and they are queued again (a lost attempt spends no retry).
@@ -818,10 +850,7 @@ impl Jobs {
             "attempt {} started on {} ({} rank(s))",
             job.attempt, inner.settings.node, job.ranks
         );
-        record_event(&mut tx, &job.job_id, job.attempt, "started", &msg).await?;
-        append_audit_in(&mut tx, &audit("job.start", job, &msg)).await?;
-        tx.commit().await?;
-        Ok(())
+        commit_started(tx, job, &msg).await
     }
 
     /// Records how an attempt ended, then revokes its token, closes its run (when the

@@ -5,7 +5,7 @@
 //! (the next one is computed from now), as Kubernetes CronJobs do past their deadline.
 
 use chrono::{TimeZone, Utc};
-use qanat_governance::{append_audit_in, AuditRecord, Project};
+use qanat_governance::{commit_audited, AuditRecord, Project};
 use sqlx::Row;
 
 use crate::spec::JobSpec;
@@ -86,10 +86,7 @@ impl Jobs {
         .bind(by)
         .execute(&mut *tx)
         .await?;
-        if let Some(rec) = audit {
-            append_audit_in(&mut tx, rec).await?;
-        }
-        tx.commit().await?;
+        commit_audited(tx, audit).await?;
         self.schedule(project, &id).await
     }
 
@@ -137,10 +134,7 @@ impl Jobs {
         if n == 0 {
             return Err(Error::not_found("schedule", id));
         }
-        if let Some(rec) = audit {
-            append_audit_in(&mut tx, rec).await?;
-        }
-        tx.commit().await?;
+        commit_audited(tx, audit).await?;
         Ok(())
     }
 

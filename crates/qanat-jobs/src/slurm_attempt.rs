@@ -5,11 +5,9 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use qanat_governance::append_audit_in;
-
 use crate::local::{Allocation, Control, Ending};
-use crate::rows::{record_event, JobRow, JOB_COLUMNS, JOB_FROM};
-use crate::scheduler::audit;
+use crate::rows::{JobRow, JOB_COLUMNS, JOB_FROM};
+use crate::scheduler::{commit_started, show_reason};
 use crate::slurm::{self, BatchScript, SlurmState};
 use crate::{Error, Jobs, Result};
 
@@ -143,10 +141,7 @@ impl Jobs {
             "attempt {} submitted to Slurm as job {slurm_id} ({} rank(s))",
             job.attempt, job.ranks
         );
-        record_event(&mut tx, &job.job_id, job.attempt, "started", &msg).await?;
-        append_audit_in(&mut tx, &audit("job.start", job, &msg)).await?;
-        tx.commit().await?;
-        Ok(())
+        commit_started(tx, job, &msg).await
     }
 
     /// Follows Slurm job `slurm_id` to its end; a cancel order becomes `scancel`.
@@ -202,14 +197,7 @@ impl Jobs {
                     },
                 });
             }
-            if reason != last_reason {
-                sqlx::query("UPDATE jobs SET reason = $1 WHERE job_id = $2 AND state = 'running'")
-                    .bind(&reason)
-                    .bind(&job.job_id)
-                    .execute(inner.meta.writer())
-                    .await?;
-                last_reason = reason;
-            }
+            show_reason(self, job, reason, &mut last_reason).await?;
             tokio::select! {
                 changed = states.changed() => {
                     if changed.is_err() {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use qanat_governance::{append_audit_in, AuditRecord, Governance, Project};
+use qanat_governance::{append_audit_in, commit_audited, AuditRecord, Governance, Project};
 use qanat_store::{format_micros, now_micros, MetaStore, ObjectKey, ObjectStorage};
 use sqlx::Row;
 
@@ -158,10 +158,7 @@ impl Monitors {
         .bind(by)
         .execute(&mut *tx)
         .await?;
-        if let Some(rec) = audit {
-            append_audit_in(&mut tx, rec).await?;
-        }
-        tx.commit().await?;
+        commit_audited(tx, audit).await?;
         self.get(project, deployment).await
     }
 
@@ -211,10 +208,7 @@ impl Monitors {
         if gone.rows_affected() != 1 {
             return Err(qanat_core::Refusal::not_found("monitor", deployment).into());
         }
-        if let Some(rec) = audit {
-            append_audit_in(&mut tx, rec).await?;
-        }
-        tx.commit().await?;
+        commit_audited(tx, audit).await?;
         Ok(())
     }
 

@@ -37,17 +37,20 @@ fn tag_map(tags: &[Tag]) -> Value {
 }
 
 impl Tracking {
-    /// Queues `event`'s deliveries inside the change's transaction `tx`.
-    async fn record_event(
+    /// Queues `event`'s deliveries inside the change's transaction `tx`, commits it
+    /// and wakes the outbox: the change and its event land together or not at all.
+    async fn commit_with_event(
         &self,
-        tx: &mut sqlx::AnyConnection,
+        mut tx: sqlx::Transaction<'_, sqlx::Any>,
         project: &Project,
         event: EventType,
         data: Value,
     ) -> Result<()> {
         self.outbox
-            .record(tx, &project.id, &project.name, event, data)
+            .record(&mut tx, &project.id, &project.name, event, data)
             .await?;
+        tx.commit().await?;
+        self.outbox.wake();
         Ok(())
     }
 }
@@ -259,10 +262,8 @@ impl Tracking {
             upsert_model_tag(&mut tx, &id, t).await?;
         }
         let data = json!({"name": name, "tags": tag_map(tags), "description": description});
-        self.record_event(&mut tx, project, EventType::REGISTERED_MODEL_CREATED, data)
+        self.commit_with_event(tx, project, EventType::REGISTERED_MODEL_CREATED, data)
             .await?;
-        tx.commit().await?;
-        self.outbox.wake();
         self.registered_model(project, name).await
     }
 
@@ -659,10 +660,8 @@ impl Tracking {
                 "tags": tag_map(&new.tags),
                 "description": new.description,
             });
-            self.record_event(&mut tx, project, EventType::MODEL_VERSION_CREATED, data)
+            self.commit_with_event(tx, project, EventType::MODEL_VERSION_CREATED, data)
                 .await?;
-            tx.commit().await?;
-            self.outbox.wake();
             return self
                 .model_version(project, &row.model.name, &next.to_string())
                 .await;
@@ -992,11 +991,8 @@ impl Tracking {
         let mut tx = self.meta.writer().begin().await?;
         upsert_version_tag(&mut tx, &id, parse_version(&v.version)?, tag).await?;
         let data = json!({"name": name, "version": v.version, "key": tag.key, "value": tag.value});
-        self.record_event(&mut tx, project, EventType::MODEL_VERSION_TAG_SET, data)
-            .await?;
-        tx.commit().await?;
-        self.outbox.wake();
-        Ok(())
+        self.commit_with_event(tx, project, EventType::MODEL_VERSION_TAG_SET, data)
+            .await
     }
 
     pub async fn delete_model_version_tag(
@@ -1021,11 +1017,8 @@ impl Tracking {
             return Err(Error::not_found("model version tag", key));
         }
         let data = json!({"name": name, "version": v.version, "key": key});
-        self.record_event(&mut tx, project, EventType::MODEL_VERSION_TAG_DELETED, data)
-            .await?;
-        tx.commit().await?;
-        self.outbox.wake();
-        Ok(())
+        self.commit_with_event(tx, project, EventType::MODEL_VERSION_TAG_DELETED, data)
+            .await
     }
 
     // ---- aliases ----
@@ -1057,15 +1050,8 @@ impl Tracking {
         .await?;
         append_audit_in(&mut tx, audit).await?;
         let data = json!({"name": name, "alias": alias, "version": v.version});
-        self.record_event(
-            &mut tx,
-            project,
-            EventType::MODEL_VERSION_ALIAS_CREATED,
-            data,
-        )
-        .await?;
-        tx.commit().await?;
-        self.outbox.wake();
+        self.commit_with_event(tx, project, EventType::MODEL_VERSION_ALIAS_CREATED, data)
+            .await?;
         Ok(before.map(|b| b.to_string()))
     }
 
@@ -1086,16 +1072,8 @@ impl Tracking {
         }
         append_audit_in(&mut tx, audit).await?;
         let data = json!({"name": name, "alias": alias});
-        self.record_event(
-            &mut tx,
-            project,
-            EventType::MODEL_VERSION_ALIAS_DELETED,
-            data,
-        )
-        .await?;
-        tx.commit().await?;
-        self.outbox.wake();
-        Ok(())
+        self.commit_with_event(tx, project, EventType::MODEL_VERSION_ALIAS_DELETED, data)
+            .await
     }
 
     pub async fn version_by_alias(
@@ -1187,15 +1165,8 @@ impl Tracking {
         // A rollback points the alias at a version again: subscribers see it as
         // MLflow shows any alias set.
         let data = json!({"name": name, "alias": alias, "version": previous.to_string()});
-        self.record_event(
-            &mut tx,
-            project,
-            EventType::MODEL_VERSION_ALIAS_CREATED,
-            data,
-        )
-        .await?;
-        tx.commit().await?;
-        self.outbox.wake();
+        self.commit_with_event(tx, project, EventType::MODEL_VERSION_ALIAS_CREATED, data)
+            .await?;
         Ok((before.map(|b| b.to_string()), previous.to_string()))
     }
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine;
 use qanat_core::ProjectId;
-use qanat_governance::{AuditRecord, Project};
+use qanat_governance::{commit_audited, AuditRecord, Project};
 use qanat_store::MetaStore;
 use rand::seq::SliceRandom;
 use sqlx::any::AnyRow;
@@ -1016,10 +1016,7 @@ impl Tracking {
         self.check_run_caps(&mut tx, &info.run_id, params_added, tags)
             .await?;
         insert_metrics(&mut tx, &info.run_id, &batch.metrics).await?;
-        if let Some(rec) = audit {
-            qanat_governance::append_audit_in(&mut tx, rec).await?;
-        }
-        tx.commit().await?;
+        commit_audited(tx, audit).await?;
         Ok(())
     }
 

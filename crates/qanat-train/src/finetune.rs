@@ -13,7 +13,7 @@ use burn::tensor::{Tensor, TensorData};
 
 use crate::adam::Adam;
 use crate::config::{Precision, TrainConfig};
-use crate::fit::{epoch_steps, evaluate, Cpu, CpuTrain, EpochMetrics, Fitted, Mlp};
+use crate::fit::{epoch_metrics, epoch_steps, Cpu, CpuTrain, EpochMetrics, Fitted, Mlp};
 use crate::mixed::Mixed;
 use crate::prep::{Encoded, Preprocessing, Rng};
 use crate::{Error, Result};
@@ -54,21 +54,17 @@ impl Best {
         valid: &Encoded,
         on_epoch: &mut impl FnMut(&EpochMetrics),
     ) -> Result<()> {
-        let device = Default::default();
-        let mut values = evaluate(&eval, prep, train, "train_", &device)?;
-        values.extend(evaluate(&eval, prep, valid, "val_", &device)?);
-        let m = EpochMetrics {
+        let what = format!("{} ", self.what);
+        let (m, loss) = epoch_metrics(
+            &eval,
+            prep,
+            train,
+            valid,
+            &Default::default(),
             epoch,
-            learning_rate: lr,
-            values,
-        };
-        let loss = m.get("val_loss").unwrap_or(f64::INFINITY);
-        if !loss.is_finite() {
-            return Err(Error::invalid(format!(
-                "the validation loss is {loss} at {} epoch {epoch}: lower the learning_rate (now {lr})",
-                self.what
-            )));
-        }
+            lr,
+            &what,
+        )?;
         on_epoch(&m);
         if self.best.as_ref().is_none_or(|(b, _, _)| loss < *b) {
             self.best = Some((loss, epoch, eval));

@@ -235,6 +235,36 @@ pub fn outputs<B: Backend>(model: &Mlp<B>, data: &Encoded, device: &B::Device) -
     Ok(out)
 }
 
+/// The metrics of epoch `epoch` (trained at rate `lr`) on the training and validation
+/// rows, with the validation loss; refused when that loss is not finite (`what` names
+/// the training in the message, e.g. "fine-tuning").
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn epoch_metrics<B: Backend>(
+    model: &Mlp<B>,
+    prep: &Preprocessing,
+    train: &Encoded,
+    valid: &Encoded,
+    device: &B::Device,
+    epoch: u32,
+    lr: f64,
+    what: &str,
+) -> Result<(EpochMetrics, f64)> {
+    let mut values = evaluate(model, prep, train, "train_", device)?;
+    values.extend(evaluate(model, prep, valid, "val_", device)?);
+    let m = EpochMetrics {
+        epoch,
+        learning_rate: lr,
+        values,
+    };
+    let loss = m.get("val_loss").unwrap_or(f64::INFINITY);
+    if !loss.is_finite() {
+        return Err(Error::invalid(format!(
+            "the validation loss is {loss} at {what}epoch {epoch}: lower the learning_rate (now {lr})"
+        )));
+    }
+    Ok((m, loss))
+}
+
 /// Loss and task metrics of `model` on `data`, names prefixed with `prefix`.
 pub fn evaluate<B: Backend>(
     model: &Mlp<B>,
@@ -456,19 +486,7 @@ fn fit_on<B: AutodiffBackend>(
         );
         state.loss_scale = mixed.scale;
         let eval = model.valid();
-        let mut values = evaluate(&eval, prep, train, "train_", &device)?;
-        values.extend(evaluate(&eval, prep, valid, "val_", &device)?);
-        let m = EpochMetrics {
-            epoch,
-            learning_rate: lr,
-            values,
-        };
-        let val_loss = m.get("val_loss").unwrap_or(f64::INFINITY);
-        if !val_loss.is_finite() {
-            return Err(Error::invalid(format!(
-                "the validation loss is {val_loss} at epoch {epoch}: lower the learning_rate (now {lr})"
-            )));
-        }
+        let (m, val_loss) = epoch_metrics(&eval, prep, train, valid, &device, epoch, lr, "")?;
         if state.best_epoch.is_none() || val_loss < state.best_loss {
             state.best_loss = val_loss;
             state.best_epoch = Some(epoch);
