@@ -148,15 +148,9 @@ fn writes_stop_while_a_required_sink_cannot_be_written() {
         "QANAT_AUDIT_FILE".into(),
         sink.display().to_string(),
     )]);
-    let h = q.http();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let (s, v) = h.send(
-            &q.admin_token,
-            "POST",
-            "/api/v1/projects",
-            Some(json!({"name": "blocked"})),
-        );
+        let (s, v) = q.api("POST", "/api/v1/projects", Some(json!({"name": "blocked"})));
         if s == 503 {
             assert_eq!(v["error_code"], "AUDIT_UNAVAILABLE", "{v}");
             break;
@@ -164,33 +158,22 @@ fn writes_stop_while_a_required_sink_cannot_be_written() {
         assert!(Instant::now() < deadline, "writes went on: {s} {v}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (s, _) = h.send(&q.admin_token, "GET", "/api/v1/projects", None);
+    let (s, _) = q.api("GET", "/api/v1/projects", None);
     assert_eq!(s, 200, "reads go on");
     // So do reads that MLflow (and checkpoint verification) send as POSTs.
-    let (s, v) = h.send(
-        &q.admin_token,
+    let (s, v) = q.api(
         "POST",
         "/mlflow/default/api/2.0/mlflow/experiments/search",
         Some(json!({"max_results": 10})),
     );
     assert_eq!(s, 200, "a search is a read: {v}");
-    let (s, v) = h.send(
-        &q.admin_token,
-        "POST",
-        "/api/v1/audit/verify-checkpoints",
-        Some(json!([])),
-    );
+    let (s, v) = q.api("POST", "/api/v1/audit/verify-checkpoints", Some(json!([])));
     assert_eq!(s, 400, "checked, not refused: {v}");
     // Once the sink can be written, writes resume.
     std::fs::create_dir_all(sink.parent().expect("dir")).expect("mkdir");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let (s, _) = h.send(
-            &q.admin_token,
-            "POST",
-            "/api/v1/projects",
-            Some(json!({"name": "resumed"})),
-        );
+        let (s, _) = q.api("POST", "/api/v1/projects", Some(json!({"name": "resumed"})));
         if s == 201 {
             break;
         }
@@ -361,12 +344,10 @@ fn entries_and_checkpoints_reach_syslog_and_a_webhook() {
     // The webhook fails: writes stop (fail closed); it answers again: they resume,
     // and nothing was skipped meanwhile.
     status.store(503, std::sync::atomic::Ordering::Release);
-    let h = q.http();
     let mut n = 0;
     wait_for("writes to be refused", || {
         n += 1;
-        let (s, v) = h.send(
-            &q.admin_token,
+        let (s, v) = q.api(
             "POST",
             "/api/v1/projects",
             Some(json!({"name": format!("w{n}")})),
@@ -376,8 +357,7 @@ fn entries_and_checkpoints_reach_syslog_and_a_webhook() {
     status.store(200, std::sync::atomic::Ordering::Release);
     wait_for("writes to resume", || {
         n += 1;
-        let (s, _) = h.send(
-            &q.admin_token,
+        let (s, _) = q.api(
             "POST",
             "/api/v1/projects",
             Some(json!({"name": format!("w{n}")})),

@@ -29,8 +29,8 @@ fn server_on_postgres_keeps_rbac_audit_and_data_across_kill_9() {
         .send()
         .expect("send");
     assert_eq!(resp.status().as_u16(), 403);
-    let resp = h
-        .raw(&q.admin_token, "PUT", "/api/v1/projects/pg/objects/a")
+    let resp = q
+        .request("PUT", "/api/v1/projects/pg/objects/a")
         .body("pg bytes")
         .send()
         .expect("send");
@@ -44,14 +44,9 @@ fn server_on_postgres_keeps_rbac_audit_and_data_across_kill_9() {
         .send()
         .expect("send");
     assert_eq!(got.text().expect("text"), "pg bytes");
-    let (_, denied) = h.send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/audit?actor=vera&outcome=denied",
-        None,
-    );
+    let (_, denied) = q.api("GET", "/api/v1/audit?actor=vera&outcome=denied", None);
     assert_eq!(denied.as_array().expect("list").len(), 1);
-    let (_, v) = h.send(&q.admin_token, "GET", "/api/v1/audit/verify", None);
+    let (_, v) = q.api("GET", "/api/v1/audit/verify", None);
     assert_eq!(v["ok"], true, "{v}");
 
     // Datasets on PostgreSQL: push, tables profiled, lineage, gc, pull.
@@ -61,8 +56,7 @@ fn server_on_postgres_keeps_rbac_audit_and_data_across_kill_9() {
     std::fs::write(src.join("t.csv"), format!("a,b\n{rows}")).expect("write");
     std::fs::write(src.join("blob.bin"), vec![7u8; 3 << 20]).expect("write");
     let src_s = src.to_str().expect("utf8");
-    let (ok, _, err) = q.cli(&["data", "-p", "pg", "create", "d"]);
-    assert!(ok, "{err}");
+    q.cli_ok("data -p pg create d");
     let (ok, _, err) = q.cli(&["data", "-p", "pg", "push", "d", src_s]);
     assert!(ok, "{err}");
     let (ok, _, err) = q.cli(&[
@@ -76,14 +70,12 @@ fn server_on_postgres_keeps_rbac_audit_and_data_across_kill_9() {
         "dataset:d@1",
     ]);
     assert!(ok, "{err}");
-    let (ok, out, err) = q.cli(&["data", "-p", "pg", "show", "d@2", "--output", "json"]);
-    assert!(ok, "{err}");
+    let out = q.cli_ok("data -p pg show d@2 --output json");
     let shown: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(shown["profiles"][0]["profile"]["rows"], 5000);
     let (ok, out, _) = q.cli(&["lineage", "-p", "pg", "dataset:d@2"]);
     assert!(ok && out.contains("derived_from: dataset:d@1"), "{out}");
-    let (ok, _, err) = q.cli(&["data", "-p", "pg", "gc", "--grace", "0s"]);
-    assert!(ok, "{err}");
+    q.cli_ok("data -p pg gc --grace 0s");
     let dst = q.dir.path().join("dst");
     let (ok, _, err) = q.cli(&[
         "data",
@@ -105,17 +97,14 @@ fn server_on_postgres_keeps_rbac_audit_and_data_across_kill_9() {
     q.extra_env
         .push(("QANAT_RETENTION_DELETED_DAYS".into(), "0".into()));
     q.spawn_server();
-    let h = q.http();
-    let (s, e) = h.send(
-        &q.admin_token,
+    let (s, e) = q.api(
         "POST",
         "/mlflow/pg/api/2.0/mlflow/experiments/create",
         Some(json!({"name": "tmp"})),
     );
     assert_eq!(s, 200, "{e}");
     let exp = e["experiment_id"].as_str().expect("id").to_string();
-    let (s, r) = h.send(
-        &q.admin_token,
+    let (s, r) = q.api(
         "POST",
         "/mlflow/pg/api/2.0/mlflow/runs/create",
         Some(json!({"experiment_id": exp})),
@@ -128,8 +117,7 @@ fn server_on_postgres_keeps_rbac_audit_and_data_across_kill_9() {
         let (ok, _, err) = q.cli(args);
         assert!(ok, "{err}");
     }
-    let (ok, out, err) = q.cli(&["gc", "-p", "pg", "--grace", "0s", "-o", "json"]);
-    assert!(ok, "{err}");
+    let out = q.cli_ok("gc -p pg --grace 0s -o json");
     let r: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(
         (
@@ -140,10 +128,8 @@ fn server_on_postgres_keeps_rbac_audit_and_data_across_kill_9() {
         (&json!(1), &json!(1), &json!(1)),
         "{r}"
     );
-    let (ok, _, err) = q.cli(&["projects", "rm", "pg"]);
-    assert!(ok, "{err}");
-    let (ok, out, err) = q.cli(&["gc", "-o", "json"]);
-    assert!(ok, "{err}");
+    q.cli_ok("projects rm pg");
+    let out = q.cli_ok("gc -o json");
     let r: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(r["projects_purged"], json!(["pg"]), "{r}");
     drop(q);
@@ -190,13 +176,11 @@ aws_allow_http = "true"
     .expect("write config");
     let q = Qanat::start_with(vec![("QANAT_CONFIG".into(), cfg.display().to_string())]);
     q.create_project("s3p", &["uae-north"]);
-    let h = q.http();
     let secret = "national-id,1234-5678-9012\n".repeat(1000);
 
     // uae-south is not allowed yet: refused, audited, nothing written.
-    let resp = h
-        .raw(
-            &q.admin_token,
+    let resp = q
+        .request(
             "PUT",
             "/api/v1/projects/s3p/objects/ids.csv?location=archive",
         )
@@ -204,24 +188,21 @@ aws_allow_http = "true"
         .send()
         .expect("send");
     assert_eq!(resp.status().as_u16(), 403);
-    let (_, denied) = h.send(
-        &q.admin_token,
+    let (_, denied) = q.api(
         "GET",
         "/api/v1/audit?action=object.write&outcome=denied",
         None,
     );
     assert_eq!(denied.as_array().expect("list").len(), 1);
 
-    let (s, _) = h.send(
-        &q.admin_token,
+    let (s, _) = q.api(
         "PATCH",
         "/api/v1/projects/s3p",
         Some(json!({"allowed_regions": ["uae-north", "uae-south"]})),
     );
     assert_eq!(s, 200);
-    let resp = h
-        .raw(
-            &q.admin_token,
+    let resp = q
+        .request(
             "PUT",
             "/api/v1/projects/s3p/objects/ids.csv?location=archive",
         )
@@ -229,9 +210,8 @@ aws_allow_http = "true"
         .send()
         .expect("send");
     assert_eq!(resp.status().as_u16(), 201);
-    let got = h
-        .raw(
-            &q.admin_token,
+    let got = q
+        .request(
             "GET",
             "/api/v1/projects/s3p/objects/ids.csv?location=archive",
         )
@@ -264,12 +244,7 @@ aws_allow_http = "true"
         "plaintext found in the bucket"
     );
 
-    let (_, listed) = h.send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/projects/s3p/objects?location=archive",
-        None,
-    );
+    let (_, listed) = q.api("GET", "/api/v1/projects/s3p/objects?location=archive", None);
     let listed: &Vec<Value> = listed.as_array().expect("list");
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0]["region"], "uae-south");

@@ -109,13 +109,11 @@ fn with_dataset() -> Qanat {
         "card fraud",
     ]);
     assert!(ok, "{err}");
-    let (ok, _, err) = q.cli(&["data", "-p", "demo", "create", "tx", "--tag", "team=risk"]);
-    assert!(ok, "{err}");
+    q.cli_ok("data -p demo create tx --tag team=risk");
     let src = q.dir.path().join("src");
     std::fs::create_dir_all(&src).expect("mkdir");
     write(&src.join("tx.csv"), "id,amount\n1,10.5\n2,3.25\n3,7\n");
-    let (ok, _, err) = q.cli(&["data", "-p", "demo", "push", "tx", "src", "-m", "first"]);
-    assert!(ok, "{err}");
+    q.cli_ok("data -p demo push tx src -m first");
     write(&src.join("README"), "card transactions\n");
     q
 }
@@ -154,10 +152,8 @@ fn project_and_dataset_tables() {
 fn models_and_runs_tables() {
     let q = Qanat::start();
     q.create_project("ml", &["uae-north"]);
-    let h = q.http();
     let mlflow = |endpoint: &str, body: serde_json::Value| {
-        let (s, v) = h.send(
-            &q.admin_token,
+        let (s, v) = q.api(
             "POST",
             &format!("/mlflow/ml/api/2.0/mlflow/{endpoint}"),
             Some(body),
@@ -212,9 +208,8 @@ fn models_and_runs_tables() {
         ("model/data/weights.bin", "0123456789"),
         ("metrics.json", "{}"),
     ] {
-        let resp = h
-            .raw(
-                &q.admin_token,
+        let resp = q
+            .request(
                 "PUT",
                 &format!(
                     "/mlflow/ml/api/2.0/mlflow-artifacts/artifacts/0/{run_id}/artifacts/{path}"

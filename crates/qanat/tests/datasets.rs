@@ -33,7 +33,7 @@ fn csv_rows(start: usize, rows: usize) -> String {
 
 fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = vec![];
-    for e in walk(dir) {
+    for e in common::files_under(dir) {
         let rel = e.strip_prefix(dir).expect("prefix").to_path_buf();
         out.push((rel, std::fs::read(&e).expect("read")));
     }
@@ -41,24 +41,11 @@ fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = vec![];
-    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 fn stored_bytes(dir: &Path) -> u64 {
     if !dir.exists() {
         return 0;
     }
-    walk(dir)
+    common::files_under(dir)
         .iter()
         .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
         .sum()
@@ -151,19 +138,9 @@ fn push_then_pull_restores_every_byte() {
     assert!(ok);
     let log: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(log[0]["tags"], json!(["golden"]));
-    let (_, pushes) = q.http().send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/audit?action=dataset.push",
-        None,
-    );
+    let (_, pushes) = q.api("GET", "/api/v1/audit?action=dataset.push", None);
     assert_eq!(pushes.as_array().expect("list").len(), 1);
-    let (_, reads) = q.http().send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/audit?action=dataset.read",
-        None,
-    );
+    let (_, reads) = q.api("GET", "/api/v1/audit?action=dataset.read", None);
     assert_eq!(
         reads.as_array().expect("list").len(),
         4,
@@ -273,12 +250,7 @@ fn a_killed_push_leaves_no_version_and_the_rerun_completes() {
     let partial = stored_bytes(&chunks);
 
     q.spawn_server();
-    let (s, v) = q.http().send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/projects/kp/datasets/big/versions",
-        None,
-    );
+    let (s, v) = q.api("GET", "/api/v1/projects/kp/datasets/big/versions", None);
     assert_eq!(s, 200);
     assert_eq!(
         v.as_array().expect("list").len(),
@@ -521,7 +493,7 @@ fn a_tampered_chunk_fails_the_pull_and_leaves_no_file() {
     let (ok, _, err) = qdata(&q, "tp", &["push", "d", src.to_str().expect("utf8")]);
     assert!(ok, "{err}");
     // The largest object is a chunk of f.bin (manifests and profiles are small).
-    let victim = walk(&objects_dir(&q))
+    let victim = common::files_under(&objects_dir(&q))
         .into_iter()
         .max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
         .expect("a stored chunk");
@@ -542,9 +514,9 @@ fn a_tampered_chunk_fails_the_pull_and_leaves_no_file() {
         "no file under the requested name"
     );
     assert!(
-        walk(&dst).is_empty(),
+        common::files_under(&dst).is_empty(),
         "no partial file left: {:?}",
-        walk(&dst)
+        common::files_under(&dst)
     );
 }
 
@@ -593,12 +565,7 @@ fn gc_frees_abandoned_chunks_and_keeps_versions() {
         .http()
         .send(&editor, "POST", "/api/v1/projects/gcp/gc", Some(json!({})));
     assert_eq!(s, 403);
-    let (_, audited) = q.http().send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/audit?action=project.gc",
-        None,
-    );
+    let (_, audited) = q.api("GET", "/api/v1/audit?action=project.gc", None);
     assert_eq!(audited.as_array().expect("list").len(), 3);
 }
 
@@ -641,15 +608,7 @@ fn lineage_walks_versions_sources_and_producers() {
     );
     assert!(ok, "{err}");
 
-    let (ok, out, err) = q.cli(&[
-        "lineage",
-        "-p",
-        "lin",
-        "dataset:clean@1",
-        "--output",
-        "json",
-    ]);
-    assert!(ok, "{err}");
+    let out = q.cli_ok("lineage -p lin dataset:clean@1 --output json");
     let g: Value = serde_json::from_str(&out).expect("json");
     let edges: Vec<(String, String, String)> = g["edges"]
         .as_array()
@@ -695,12 +654,7 @@ fn lineage_walks_versions_sources_and_producers() {
         ],
     );
     assert!(!ok && err.contains("nope"), "{err}");
-    let (_, v) = q.http().send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/projects/lin/datasets/clean/versions",
-        None,
-    );
+    let (_, v) = q.api("GET", "/api/v1/projects/lin/datasets/clean/versions", None);
     assert_eq!(v.as_array().expect("list").len(), 1);
 }
 
@@ -846,19 +800,13 @@ fn a_push_that_breaks_the_declared_schema_is_refused_with_a_report() {
         err.contains("column 'id'") && err.contains("Utf8"),
         "reports the type problem: {err}"
     );
-    let (_, v) = q.http().send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/projects/sch/datasets/tx/versions",
-        None,
-    );
+    let (_, v) = q.api("GET", "/api/v1/projects/sch/datasets/tx/versions", None);
     assert_eq!(
         v.as_array().expect("list").len(),
         0,
         "nothing was committed"
     );
-    let (_, refused) = q.http().send(
-        &q.admin_token,
+    let (_, refused) = q.api(
         "GET",
         "/api/v1/audit?action=dataset.push&outcome=failure",
         None,
@@ -875,12 +823,7 @@ fn a_push_that_breaks_the_declared_schema_is_refused_with_a_report() {
         ok,
         "a conforming push (nullable customer may be empty) succeeds: {err}"
     );
-    let (_, d) = q.http().send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/projects/sch/datasets/tx",
-        None,
-    );
+    let (_, d) = q.api("GET", "/api/v1/projects/sch/datasets/tx", None);
     assert_eq!(d["schema"]["columns"][2]["pii"], true);
     // A schema with an unknown type is refused at creation.
     std::fs::write(&schema, br#"{"columns": [{"name": "x", "type": "Money"}]}"#).expect("write");
@@ -918,8 +861,7 @@ fn copy_between_locations_checks_residency_at_the_destination() {
     assert!(ok, "{err}");
 
     // The project stops allowing uae-south: the copy there is refused and audited.
-    let (s, _) = q.http().send(
-        &q.admin_token,
+    let (s, _) = q.api(
         "PATCH",
         "/api/v1/projects/cp",
         Some(json!({"allowed_regions": ["uae-north"]})),
@@ -930,8 +872,7 @@ fn copy_between_locations_checks_residency_at_the_destination() {
         !ok && err.contains("RESIDENCY_VIOLATION") && err.contains("uae-south"),
         "{err}"
     );
-    let (_, denied) = q.http().send(
-        &q.admin_token,
+    let (_, denied) = q.api(
         "GET",
         "/api/v1/audit?action=dataset.copy&outcome=denied",
         None,
@@ -944,8 +885,7 @@ fn copy_between_locations_checks_residency_at_the_destination() {
     );
 
     // Allowed again: the copy lands in the archive location, byte for byte.
-    let (s, _) = q.http().send(
-        &q.admin_token,
+    let (s, _) = q.api(
         "PATCH",
         "/api/v1/projects/cp",
         Some(json!({"allowed_regions": ["uae-north", "uae-south"]})),
@@ -986,8 +926,7 @@ fn copy_between_locations_checks_residency_at_the_destination() {
 fn pushes_that_cannot_succeed_are_refused_before_uploading() {
     let q = Qanat::start();
     q.create_project("first", &["uae-north"]);
-    let (ok, _, err) = q.cli(&["data", "-p", "first", "create", "d"]);
-    assert!(ok, "{err}");
+    q.cli_ok("data -p first create d");
     let viewer = q.user_with_role("val", "first", "viewer");
     let dir = q.dir.path().join("in");
     std::fs::create_dir_all(&dir).expect("mkdir");
@@ -1005,12 +944,7 @@ fn pushes_that_cannot_succeed_are_refused_before_uploading() {
     );
     let (ok, _, err) = q.cli(&["data", "-p", "first", "push", "d", empty]);
     assert!(!ok && err.contains("--allow-empty"), "{err}");
-    let (s, v) = q.http().send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/projects/first/datasets/d/versions",
-        None,
-    );
+    let (s, v) = q.api("GET", "/api/v1/projects/first/datasets/d/versions", None);
     assert_eq!((s, v), (200, json!([])), "no version from refused pushes");
 
     let (ok, _, err) = q.cli(&["data", "-p", "first", "push", "d", dir, "--tag", "2026-11"]);
@@ -1025,8 +959,7 @@ fn pushes_that_cannot_succeed_are_refused_before_uploading() {
 fn pull_respects_what_is_already_in_the_directory() {
     let q = Qanat::start();
     q.create_project("pl", &["uae-north"]);
-    let (ok, _, err) = q.cli(&["data", "-p", "pl", "create", "d"]);
-    assert!(ok, "{err}");
+    q.cli_ok("data -p pl create d");
     let src = q.dir.path().join("src");
     std::fs::create_dir_all(src.join("sub")).expect("mkdir");
     std::fs::write(src.join("a.txt"), b"a").expect("write");
@@ -1146,12 +1079,7 @@ fn a_deleted_dataset_is_restorable_until_gc_purges_it_after_retention() {
     assert_eq!(files(&other), files(&back));
     let (ok, _, err) = qdata(&q, "del", &["create", "d"]);
     assert!(ok, "{err}");
-    let (_, audited) = q.http().send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/audit?action=dataset.delete",
-        None,
-    );
+    let (_, audited) = q.api("GET", "/api/v1/audit?action=dataset.delete", None);
     assert_eq!(
         audited.as_array().expect("list").len(),
         3,

@@ -337,22 +337,7 @@ fn a_training_set_is_a_dataset_version_joined_point_in_time_with_lineage_and_pii
     assert!(trips.is_null(2));
 
     // A maintainer sees it in clear, as a new version.
-    let (ok, out, err) = q.cli(&[
-        "features",
-        "-p",
-        "default",
-        "-o",
-        "json",
-        "training-set",
-        "--entities",
-        "dataset:rides-train-entities@1",
-        "--features",
-        "driver_stats:trips",
-        "--full-feature-names",
-        "--to",
-        "rides-train",
-    ]);
-    assert!(ok, "{err}");
+    let out = q.cli_ok("features -p default -o json training-set --entities dataset:rides-train-entities@1 --features driver_stats:trips --full-feature-names --to rides-train");
     let set: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(set["reference"], "dataset:rides-train@2");
     let t = pulled(&q, &q.admin_token, "dataset:rides-train@2");
@@ -364,8 +349,7 @@ fn a_training_set_is_a_dataset_version_joined_point_in_time_with_lineage_and_pii
         .collect();
     assert_eq!(trips, vec![Some(10), Some(13), None, None, None]);
 
-    let (ok, out, err) = q.cli(&["lineage", "-p", "default", "dataset:rides-train@2"]);
-    assert!(ok, "{err}");
+    let out = q.cli_ok("lineage -p default dataset:rides-train@2");
     for want in [
         "features_from: feature_view:driver_stats@1",
         "derived_from: dataset:driver-stats@1",
@@ -436,32 +420,13 @@ fn materialized_and_pushed_features_are_served_online_with_ttl_and_pii_enforced(
         let q = Qanat::start_with(env);
         load_driver_stats(&q, STATS, ONLINE_REPO);
         // A window that ends before 1001's second row: the newest row up to then.
-        let (ok, out, err) = q.cli(&[
-            "features",
-            "-p",
-            "default",
-            "-o",
-            "json",
-            "materialize",
-            "--end",
-            "2026-01-01T11:00:00Z",
-            "--run-id",
-            "first",
-        ]);
-        assert!(ok, "{backend}: {err}");
+        let out = q.cli_ok(
+            "features -p default -o json materialize --end 2026-01-01T11:00:00Z --run-id first",
+        );
         let done: serde_json::Value = serde_json::from_str(&out).expect("json");
         assert_eq!(done[0]["written"], 2, "{backend}: {done}");
         // The run's progress stays readable: every view done, and how far.
-        let (ok, out, err) = q.cli(&[
-            "features",
-            "-p",
-            "default",
-            "-o",
-            "json",
-            "materializations",
-            "first",
-        ]);
-        assert!(ok, "{backend}: {err}");
+        let out = q.cli_ok("features -p default -o json materializations first");
         let run: serde_json::Value = serde_json::from_str(&out).expect("json");
         assert_eq!(run[0]["state"], "succeeded", "{backend}: {run}");
         let view = run[0]["views"]
@@ -524,15 +489,7 @@ fn materialized_and_pushed_features_are_served_online_with_ttl_and_pii_enforced(
 
         // Incremental: from where the last window ended; the tie at 12:00 goes to the
         // later write.
-        let (ok, _, err) = q.cli(&[
-            "features",
-            "-p",
-            "default",
-            "materialize",
-            "--views",
-            "driver_stats",
-        ]);
-        assert!(ok, "{backend}: {err}");
+        q.cli_ok("features -p default materialize --views driver_stats");
         let viewer = q.user_with_role("vic", "default", "viewer");
         let r = read(&viewer, "/feast/default/get-online-features");
         assert_eq!(
@@ -551,8 +508,7 @@ fn materialized_and_pushed_features_are_served_online_with_ttl_and_pii_enforced(
 
         // Push: good rows written, bad rows listed with their reasons.
         let now = chrono_now();
-        let (st, body) = h.send(
-            &q.admin_token,
+        let (st, body) = q.api(
             "POST",
             "/push",
             Some(
@@ -570,13 +526,8 @@ fn materialized_and_pushed_features_are_served_online_with_ttl_and_pii_enforced(
             json!(["speed = \"fast\" is not a float64"])
         );
         assert_eq!(body["rejected"][1]["row"], 2);
-        let (st, body) = h.send(
-            &q.admin_token,
-            "POST",
-            "/get-online-features",
-            Some(json!({"entities": {"driver_id": [1001, 1002]},
-                        "features": ["ride_stats:speed", "ride_stats:city"], "full_feature_names": true})),
-        );
+        let (st, body) = q.api("POST", "/get-online-features", Some(json!({"entities": {"driver_id": [1001, 1002]},
+                        "features": ["ride_stats:speed", "ride_stats:city"], "full_feature_names": true})));
         assert_eq!(st, 200, "{backend}: {body}");
         let speed = column(&body, "ride_stats__speed");
         assert_eq!(speed["values"], json!([50.5, null]), "{backend}");
@@ -587,16 +538,10 @@ fn materialized_and_pushed_features_are_served_online_with_ttl_and_pii_enforced(
         );
 
         // An old pushed value is outside the view's 1 h ttl: not served.
-        let (st, body) = h.send(
-            &q.admin_token,
-            "POST",
-            "/push",
-            Some(json!({"push_source_name": "rides_push", "df": {
-                "driver_id": [1002], "event_timestamp": ["2026-01-01 08:00:00"], "speed": [10.0], "city": [null]}})),
-        );
+        let (st, body) = q.api("POST", "/push", Some(json!({"push_source_name": "rides_push", "df": {
+                "driver_id": [1002], "event_timestamp": ["2026-01-01 08:00:00"], "speed": [10.0], "city": [null]}})));
         assert_eq!(st, 200, "{backend}: {body}");
-        let (_, body) = h.send(
-            &q.admin_token,
+        let (_, body) = q.api(
             "POST",
             "/get-online-features",
             Some(json!({"entities": {"driver_id": [1002]}, "features": ["ride_stats:speed"]})),
@@ -709,15 +654,10 @@ fn pushed_and_streamed_rows_reach_the_online_and_offline_stores_and_join_into_tr
 
         // Push to both stores: the good rows go online and into the offline store, the
         // bad one is listed.
-        let (st, body) = h.send(
-            &q.admin_token,
-            "POST",
-            "/push",
-            Some(json!({"push_source_name": "rides_push", "to": "online_and_offline", "df": {
+        let (st, body) = q.api("POST", "/push", Some(json!({"push_source_name": "rides_push", "to": "online_and_offline", "df": {
                 "driver_id": [1, 1, 2],
                 "event_timestamp": ["2026-01-01T10:00:00Z", "2026-01-02T10:00:00Z", "2026-01-01T10:00:00Z"],
-                "speed": [10.0, 20.0, -5.0]}})),
-        );
+                "speed": [10.0, 20.0, -5.0]}})));
         assert_eq!(st, 200, "{backend}: {body}");
         assert_eq!(body["accepted"], 2, "{backend}: {body}");
         assert_eq!(
@@ -726,8 +666,7 @@ fn pushed_and_streamed_rows_reach_the_online_and_offline_stores_and_join_into_tr
         );
         assert_eq!(body["rejected"][0]["row"], 2, "{backend}: {body}");
         // Offline only: not served online.
-        let (st, body) = h.send(
-            &q.admin_token,
+        let (st, body) = q.api(
             "POST",
             "/push",
             Some(
@@ -737,8 +676,7 @@ fn pushed_and_streamed_rows_reach_the_online_and_offline_stores_and_join_into_tr
         );
         assert_eq!(st, 200, "{backend}: {body}");
         assert_eq!(body["written"], 0, "{backend}: {body}");
-        let (st, body) = h.send(
-            &q.admin_token,
+        let (st, body) = q.api(
             "POST",
             "/get-online-features",
             Some(json!({"entities": {"driver_id": [1, 3]}, "features": ["pushed_rides:speed"]})),
@@ -790,8 +728,7 @@ fn pushed_and_streamed_rows_reach_the_online_and_offline_stores_and_join_into_tr
         // The server attaches a consumer (making the subject's stream) within seconds
         // of the apply.
         let streams = |q: &Qanat| -> serde_json::Value {
-            let (ok, out, err) = q.cli(&["features", "-p", "default", "-o", "json", "streams"]);
-            assert!(ok, "{backend}: {err}");
+            let out = q.cli_ok("features -p default -o json streams");
             serde_json::from_str(&out).expect("json")
         };
         let mut attached = serde_json::Value::Null;
@@ -818,8 +755,7 @@ fn pushed_and_streamed_rows_reach_the_online_and_offline_stores_and_join_into_tr
         );
         let mut served = serde_json::Value::Null;
         for _ in 0..150 {
-            let (st, body) = h.send(
-                &q.admin_token,
+            let (st, body) = q.api(
                 "POST",
                 "/get-online-features",
                 Some(json!({"entities": {"driver_id": [7, 8, 9]},
@@ -1014,10 +950,8 @@ fn sql_sources_and_view_transformations_feed_training_sets_and_materialization()
     }
 
     // Materialization runs the same SQL: the transformed value is served online.
-    let (ok, _, err) = q.cli(&["features", "-p", "default", "materialize"]);
-    assert!(ok, "{err}");
-    let (st, body) = q.http().send(
-        &q.admin_token,
+    q.cli_ok("features -p default materialize");
+    let (st, body) = q.api(
         "POST",
         "/get-online-features",
         Some(json!({"entities": {"driver_id": [1001, 1002]},

@@ -21,17 +21,6 @@ fn server(cpus: &str) -> Qanat {
     ])
 }
 
-fn submit(q: &Qanat, project: &str, spec: Value) -> Value {
-    let (s, job) = q.http().send(
-        &q.admin_token,
-        "POST",
-        &format!("/api/v1/projects/{project}/jobs"),
-        Some(spec),
-    );
-    assert_eq!(s, 201, "submit: {job}");
-    job
-}
-
 fn id(j: &Value) -> String {
     j["job_id"].as_str().expect("job id").to_string()
 }
@@ -65,8 +54,7 @@ fn a_job_survives_a_server_kill_and_completes_exactly_once() {
     let mut q = server("2");
     let out = tempfile::tempdir().expect("tempdir");
     let o = out.path().display();
-    let j = submit(
-        &q,
+    let j = q.submit_job(
         "default",
         json!({
             "name": "durable",
@@ -100,15 +88,12 @@ fn hungry_job(cgroups: &str) -> (Value, Qanat) {
         ("QANAT_JOBS_KILL_GRACE_SECS".into(), "2".into()),
         ("QANAT_JOBS_CGROUPS".into(), cgroups.into()),
     ]);
-    let j = submit(
-        &q,
-        "default",
+    let j = q.submit_job("default",
         json!({
             "name": "hungry",
             "resources": {"memory": "64MiB"},
             "command": ["python3", "-c", "import time\nx = bytearray(400 * 1024 * 1024)\nfor i in range(len(x) // 4096): x[i * 4096] = 1\ntime.sleep(30)"],
-        }),
-    );
+        }));
     (q.job_finished("default", &id(&j), 30), q)
 }
 
@@ -127,15 +112,13 @@ fn a_memory_hungry_job_is_killed_at_its_limit_with_a_clear_reason() {
     if enforcement.contains("cgroup") {
         assert!(reason.contains("killed by the kernel"), "{reason}");
         // The rank ran in its own cgroup, and it is gone now the attempt is over.
-        let probe = submit(
-            &q,
+        let probe = q.submit_job(
             "default",
             json!({"name": "where", "command": "cat /proc/self/cgroup"}),
         );
         let probe = q.job_finished("default", &id(&probe), 30);
         assert_eq!(probe["state"], "succeeded", "{probe:#}");
-        let (_, log) = q.http().send(
-            &q.admin_token,
+        let (_, log) = q.api(
             "GET",
             &format!("/api/v1/projects/default/jobs/{}/logs", id(&probe)),
             None,
@@ -173,9 +156,7 @@ fn a_two_rank_gang_where_one_rank_dies_fails_together_and_is_retried_whole() {
     let q = server("2");
     let out = tempfile::tempdir().expect("tempdir");
     let o = out.path().display();
-    let j = submit(
-        &q,
-        "default",
+    let j = q.submit_job("default",
         json!({
             "name": "gang",
             "ranks": 2,
@@ -224,8 +205,7 @@ fn priorities_and_quotas_order_the_queue() {
     let order = out.path().join("order");
     let gate = out.path().join("gate");
     // Holds the only core until the gate file appears, and cannot be preempted.
-    let blocker = submit(
-        &q,
+    let blocker = q.submit_job(
         "default",
         json!({
             "name": "blocker", "preemptible": false,
@@ -234,8 +214,7 @@ fn priorities_and_quotas_order_the_queue() {
     );
     q.wait_for_job("default", &id(&blocker), 20, |j| j["state"] == "running");
     let step = |name: &str, priority: i64, project: &str| {
-        submit(
-            &q,
+        q.submit_job(
             project,
             json!({
                 "name": name, "priority": priority, "resources": {"cpus": 1},
@@ -270,15 +249,13 @@ fn priorities_and_quotas_order_the_queue() {
     assert_eq!(&got[1..3], ["normal", "other"], "{got:?}");
 
     // A job bigger than its project's quota can never run: refused at submit.
-    let (s, body) = q.http().send(
-        &q.admin_token,
+    let (s, body) = q.api(
         "PUT",
         "/api/v1/projects/other/quota",
         Some(json!({"running_jobs": 1, "cpus": 0.5})),
     );
     assert_eq!(s, 200, "{body}");
-    let (s, body) = q.http().send(
-        &q.admin_token,
+    let (s, body) = q.api(
         "POST",
         "/api/v1/projects/other/jobs",
         Some(json!({"name": "too-big", "resources": {"cpus": 1}, "command": ["true"]})),
@@ -299,16 +276,14 @@ fn a_preempted_job_resumes_from_its_checkpoint() {
     let counter = "c=$QANAT_CHECKPOINT_DIR/step; s=$(cat $c 2>/dev/null || echo 0); \
                    echo \"attempt $QANAT_JOB_ATTEMPT resumes at $s\"; \
                    while [ $s -lt 15 ]; do s=$((s+1)); echo $s > $c; sleep 0.2; done; echo finished at $s";
-    let low = submit(
-        &q,
+    let low = q.submit_job(
         "default",
         json!({"name": "long", "priority": -5, "command": counter}),
     );
     let lid = id(&low);
     q.wait_for_job("default", &lid, 20, |j| j["state"] == "running");
     std::thread::sleep(Duration::from_millis(1200));
-    let high = submit(
-        &q,
+    let high = q.submit_job(
         "default",
         json!({"name": "urgent", "priority": 10, "command": ["true"]}),
     );
@@ -337,9 +312,7 @@ fn a_preempted_job_resumes_from_its_checkpoint() {
 fn cancel_stops_a_running_job_and_its_token_stops_working() {
     let q = server("2");
     let out = tempfile::tempdir().expect("tempdir");
-    let j = submit(
-        &q,
-        "default",
+    let j = q.submit_job("default",
         json!({
             "name": "sleeper",
             "command": format!("echo $QANAT_TOKEN > {}/token; echo visible-line; sleep 60", out.path().display()),
@@ -365,7 +338,7 @@ fn cancel_stops_a_running_job_and_its_token_stops_working() {
     let (ok, log, _) = q.cli(&["jobs", "-p", "default", "logs", &jid]);
     assert!(ok && log.contains("visible-line"), "{log}");
     let mut plain = false;
-    for e in walk(&q.home().join("objects")) {
+    for e in common::files_under(&q.home().join("objects")) {
         if std::fs::read(&e).is_ok_and(|b| b.windows(12).any(|w| w == b"visible-line")) {
             plain = true;
         }
@@ -374,21 +347,6 @@ fn cancel_stops_a_running_job_and_its_token_stops_working() {
     // A finished job cannot be cancelled again.
     let (ok, _, err) = q.cli(&["jobs", "-p", "default", "cancel", &jid]);
     assert!(!ok && err.contains("is already cancelled"), "{err}");
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                out.extend(walk(&p));
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out
 }
 
 #[test]
@@ -435,8 +393,7 @@ fn bad_submissions_are_refused_with_what_to_fix() {
         ),
     ];
     for (project, spec, status, needle) in cases {
-        let (s, body) = q.http().send(
-            &q.admin_token,
+        let (s, body) = q.api(
             "POST",
             &format!("/api/v1/projects/{project}/jobs"),
             Some(spec.clone()),
@@ -451,25 +408,14 @@ fn bad_submissions_are_refused_with_what_to_fix() {
         .send(&q.admin_token, "GET", "/api/v1/projects/default/jobs", None);
     assert_eq!(list["jobs"], json!([]));
     // The residency refusal is in the audit log.
-    let (ok, out, err) = q.cli(&[
-        "--output",
-        "json",
-        "audit",
-        "tail",
-        "--action",
-        "job.submit",
-        "--outcome",
-        "denied",
-    ]);
-    assert!(ok, "{err}");
+    let out = q.cli_ok("--output json audit tail --action job.submit --outcome denied");
     assert!(out.contains("residency"), "{out}");
 }
 
 #[test]
 fn a_cron_schedule_submits_its_job_and_a_bad_one_is_refused() {
     let q = server("2");
-    let (s, body) = q.http().send(
-        &q.admin_token,
+    let (s, body) = q.api(
         "POST",
         "/api/v1/projects/default/schedules",
         Some(
@@ -484,12 +430,7 @@ fn a_cron_schedule_submits_its_job_and_a_bad_one_is_refused() {
             .contains("minute hour"),
         "{body}"
     );
-    let (s, body) = q.http().send(
-        &q.admin_token,
-        "POST",
-        "/api/v1/projects/default/schedules",
-        Some(json!({"name": "bad-job", "cron": "* * * * *", "job": {"name": "x", "command": ["no-such-program-qanat"]}})),
-    );
+    let (s, body) = q.api("POST", "/api/v1/projects/default/schedules", Some(json!({"name": "bad-job", "cron": "* * * * *", "job": {"name": "x", "command": ["no-such-program-qanat"]}})));
     assert_eq!(s, 400, "the job is checked when it is scheduled: {body}");
     // Every second (six fields: seconds first).
     let (ok, out, err) = q.cli(&[
@@ -533,20 +474,16 @@ fn a_cron_schedule_submits_its_job_and_a_bad_one_is_refused() {
 #[test]
 fn a_running_job_logs_its_system_metrics_to_its_run_and_closes_it() {
     let q = server("2");
-    let j = submit(
-        &q,
-        "default",
+    let j = q.submit_job("default",
         json!({
             "name": "busy",
             "experiment": "metrics",
             "command": ["python3", "-c", "import time\nx = bytearray(50 * 1024 * 1024)\nt = time.time()\nwhile time.time() - t < 3.5: pass"],
-        }),
-    );
+        }));
     let j = q.job_finished("default", &id(&j), 30);
     assert_eq!(j["state"], "succeeded", "{j:#}");
     let run_id = j["run_id"].as_str().expect("a run");
-    let (s, run) = q.http().send(
-        &q.admin_token,
+    let (s, run) = q.api(
         "GET",
         &format!("/api/2.0/mlflow/runs/get?run_id={run_id}"),
         None,

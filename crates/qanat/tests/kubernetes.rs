@@ -456,17 +456,6 @@ fn fake_api_server() -> (String, Arc<Mutex<Cluster>>) {
     (format!("http://{addr}"), cluster)
 }
 
-fn submit(q: &Qanat, spec: Value) -> String {
-    let (s, job) = q.http().send(
-        &q.admin_token,
-        "POST",
-        "/api/v1/projects/default/jobs",
-        Some(spec),
-    );
-    assert_eq!(s, 201, "submit: {job}");
-    job["job_id"].as_str().expect("id").to_string()
-}
-
 fn finished(q: &Qanat, id: &str) -> Value {
     q.job_finished("default", id, 30)
 }
@@ -481,18 +470,14 @@ fn jobs_run_as_kubernetes_jobs_against_a_validating_fake_api_server() {
         ("QANAT_JOBS_RETRY_BACKOFF_SECS".into(), "1".into()),
     ]);
     // Two ranks with a GPU each: an indexed Job, the token in a Secret.
-    let id = submit(
-        &q,
-        json!({
+    let id = q.submit(json!({
             "name": "on-k8s", "executor": "kubernetes", "ranks": 2, "image": "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
             "resources": {"cpus": 2, "memory": "4GiB", "gpus": 1},
             "command": ["python", "train.py", "--epochs", "3"],
-        }),
-    );
+        }));
     let j = finished(&q, &id);
     assert_eq!(j["state"], "succeeded", "{j:#}");
-    let (_, log) = q.http().send(
-        &q.admin_token,
+    let (_, log) = q.api(
         "GET",
         &format!("/api/v1/projects/default/jobs/{id}/logs?rank=1"),
         None,
@@ -532,12 +517,9 @@ fn jobs_run_as_kubernetes_jobs_against_a_validating_fake_api_server() {
         );
     }
     // One pod fails: the Job fails, with the rank and its exit code; retried once, whole.
-    let id = submit(
-        &q,
-        json!({
-            "name": "bad", "executor": "kubernetes", "ranks": 2, "max_retries": 1, "command": "exit 3",
-        }),
-    );
+    let id = q.submit(json!({
+        "name": "bad", "executor": "kubernetes", "ranks": 2, "max_retries": 1, "command": "exit 3",
+    }));
     let j = finished(&q, &id);
     assert_eq!(j["state"], "failed", "{j:#}");
     assert_eq!(j["attempt"], 2);
@@ -550,18 +532,10 @@ fn jobs_run_as_kubernetes_jobs_against_a_validating_fake_api_server() {
     );
     // A running Job outlives a server kill -9: it is watched again, not re-run; cancel
     // deletes it.
-    let id = submit(
-        &q,
-        json!({"name": "long", "executor": "kubernetes", "command": "sleep 120"}),
-    );
+    let id = q.submit(json!({"name": "long", "executor": "kubernetes", "command": "sleep 120"}));
     let start = Instant::now();
     loop {
-        let (_, j) = q.http().send(
-            &q.admin_token,
-            "GET",
-            &format!("/api/v1/projects/default/jobs/{id}"),
-            None,
-        );
+        let (_, j) = q.api("GET", &format!("/api/v1/projects/default/jobs/{id}"), None);
         if j["reason"]
             .as_str()
             .is_some_and(|r| r.starts_with("running on Kubernetes"))
@@ -576,8 +550,7 @@ fn jobs_run_as_kubernetes_jobs_against_a_validating_fake_api_server() {
     }
     q.kill_hard();
     q.spawn_server();
-    let (s, _) = q.http().send(
-        &q.admin_token,
+    let (s, _) = q.api(
         "POST",
         &format!("/api/v1/projects/default/jobs/{id}/cancel"),
         Some(json!({})),
@@ -593,16 +566,14 @@ fn jobs_run_as_kubernetes_jobs_against_a_validating_fake_api_server() {
         .iter()
         .any(|d| d == &format!("job/qanat-{id}-1")));
     // Inputs are refused for Kubernetes (not mounted yet), an image for the local executor.
-    let (s, body) = q.http().send(
-        &q.admin_token,
+    let (s, body) = q.api(
         "POST",
         "/api/v1/projects/default/jobs",
         Some(json!({"name": "x", "image": "python:3.11", "command": ["true"]})),
     );
     assert_eq!(s, 400, "{body}");
     // The trainer runs Qanat's own binary, which a pod does not have: refused at submit.
-    let (s, body) = q.http().send(
-        &q.admin_token,
+    let (s, body) = q.api(
         "POST",
         "/api/v1/projects/default/jobs",
         Some(json!({"name": "t", "kind": "train", "executor": "kubernetes", "target": "y"})),

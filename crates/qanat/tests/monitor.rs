@@ -77,13 +77,11 @@ fn traffic(
 ) -> Vec<(String, Vec<String>)> {
     let (header, rows) = table();
     let rows: Vec<Vec<String>> = picked.iter().map(|&i| rows[i].clone()).collect();
-    let http = q.http();
     let mut sent = Vec::new();
     for (n, chunk) in rows.chunks(10).enumerate() {
         let id = format!("{tag}-{n}");
         let (body, labels) = request(&id, chunk, &header, scale);
-        let (s, out) = http.send(
-            &q.admin_token,
+        let (s, out) = q.api(
             "POST",
             &format!("/v2/models/{deployment}/infer"),
             Some(body),
@@ -123,8 +121,7 @@ fn post_labels(q: &Qanat, deployment: &str, sent: &[(String, Vec<String>)]) -> V
         .iter()
         .map(|(id, l)| json!({"id": id, "value": l}))
         .collect();
-    let (s, v) = q.http().send(
-        &q.admin_token,
+    let (s, v) = q.api(
         "POST",
         &format!("/api/v1/projects/default/deployments/{deployment}/labels"),
         Some(json!({ "labels": labels })),
@@ -206,18 +203,7 @@ fn injected_drift_alerts_retrains_on_fresh_data_canaries_and_promotes_with_linea
         })),
     );
     assert_eq!(s, 200, "{v}");
-    let (ok, _, err) = q.cli(&[
-        "deploy",
-        "-p",
-        "default",
-        "create",
-        "web",
-        "--model",
-        "cancer",
-        "--primary",
-        "1",
-    ]);
-    assert!(ok, "{err}");
+    q.cli_ok("deploy -p default create web --model cancer --primary 1");
 
     // Bad specs are refused with what to fix; a monitor of no deployment is a 404.
     let bad = write(&q, "bad.yaml", "window: {rows: 100, seconds: 60}\n");
@@ -498,17 +484,7 @@ fn injected_drift_alerts_retrains_on_fresh_data_canaries_and_promotes_with_linea
         "{}",
         &page[..200]
     );
-    let (ok, audit, err) = q.cli(&[
-        "audit",
-        "tail",
-        "-n",
-        "200",
-        "--actor",
-        "service:monitor",
-        "-o",
-        "json",
-    ]);
-    assert!(ok, "{err}");
+    let audit = q.cli_ok("audit tail -n 200 --actor service:monitor -o json");
     for action in [
         "monitor.alert",
         "job.submit",
@@ -564,8 +540,7 @@ fn rollback_scenario(mut env: Vec<(String, String)>) {
         text.push_str(&r.join(","));
     }
     std::fs::write(flipped_dir.join("flipped.csv"), text + "\n").expect("write");
-    let (ok, _, err) = q.cli(&["data", "-p", "default", "create", "flipped"]);
-    assert!(ok, "{err}");
+    q.cli_ok("data -p default create flipped");
     let (ok, _, err) = q.cli(&[
         "data",
         "-p",
@@ -591,18 +566,7 @@ fn rollback_scenario(mut env: Vec<(String, String)>) {
         assert_eq!(s, 200, "{v}");
     };
     alias("1");
-    let (ok, _, err) = q.cli(&[
-        "deploy",
-        "-p",
-        "default",
-        "create",
-        "web",
-        "--model",
-        "cancer",
-        "--primary",
-        "@production",
-    ]);
-    assert!(ok, "{err}");
+    q.cli_ok("deploy -p default create web --model cancer --primary @production");
     let spec = write(
         &q,
         "monitor.yaml",
@@ -676,17 +640,7 @@ fn rollback_scenario(mut env: Vec<(String, String)>) {
         s["labels"]["unmatched_examples"],
         json!(["no-such-request"])
     );
-    let (ok, audit, err) = q.cli(&[
-        "audit",
-        "tail",
-        "-n",
-        "100",
-        "--actor",
-        "service:monitor",
-        "-o",
-        "json",
-    ]);
-    assert!(ok, "{err}");
+    let audit = q.cli_ok("audit tail -n 100 --actor service:monitor -o json");
     assert!(audit.contains("model.alias.rollback"), "{audit}");
 
     // Labels the API refuses say why.

@@ -38,18 +38,7 @@ fn tag<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 #[test]
 fn int8_optimization_registers_a_derived_version_with_its_report() {
     let q = server_with_a_trained_model();
-    let (ok, out, err) = q.cli(&[
-        "optimize",
-        "-p",
-        "default",
-        "cancer@1",
-        "--quantize",
-        "int8",
-        "--holdout",
-        "dataset:cancer@1",
-        "--wait",
-    ]);
-    assert!(ok, "{out}\n{err}");
+    q.cli_ok("optimize -p default cancer@1 --quantize int8 --holdout dataset:cancer@1 --wait");
 
     let v2 = version(&q, "cancer", 2);
     assert_eq!(
@@ -61,8 +50,7 @@ fn int8_optimization_registers_a_derived_version_with_its_report() {
     assert_eq!(tag(&v2, "qanat.optimization"), Some("int8-dynamic"));
 
     // Lineage: the new version → its source version, and → the optimize run.
-    let (s, lineage) = q.http().send(
-        &q.admin_token,
+    let (s, lineage) = q.api(
         "GET",
         "/api/v1/projects/default/lineage?ref=model:cancer@2",
         None,
@@ -107,22 +95,7 @@ fn int8_optimization_registers_a_derived_version_with_its_report() {
     }
 
     // Measured on tract (the two models' ONNX graphs) and registered for it.
-    let (ok, out, err) = q.cli(&[
-        "optimize",
-        "-p",
-        "default",
-        "cancer@1",
-        "--quantize",
-        "int8",
-        "--holdout",
-        "dataset:cancer@1",
-        "--runtime",
-        "tract",
-        "--register",
-        "cancer-tract",
-        "--wait",
-    ]);
-    assert!(ok, "{out}\n{err}");
+    q.cli_ok("optimize -p default cancer@1 --quantize int8 --holdout dataset:cancer@1 --runtime tract --register cancer-tract --wait");
     let t1 = version(&q, "cancer-tract", 1);
     assert_eq!(tag(&t1, "qanat.runtime"), Some("tract"), "{t1:#}");
     assert_eq!(tag(&t1, "qanat.derived_from"), Some("model:cancer@1"));
@@ -137,26 +110,7 @@ fn int8_optimization_registers_a_derived_version_with_its_report() {
 
     // Structured pruning: half the hidden units go, the rest are fine-tuned by the
     // native trainer, and the smaller network is registered.
-    let (ok, out, err) = q.cli(&[
-        "optimize",
-        "-p",
-        "default",
-        "cancer@1",
-        "--prune",
-        "structured",
-        "--sparsity",
-        "0.5",
-        "--finetune-epochs",
-        "3",
-        "--max-accuracy-drop",
-        "5",
-        "--holdout",
-        "dataset:cancer@1",
-        "--register",
-        "cancer-small",
-        "--wait",
-    ]);
-    assert!(ok, "{out}\n{err}");
+    q.cli_ok("optimize -p default cancer@1 --prune structured --sparsity 0.5 --finetune-epochs 3 --max-accuracy-drop 5 --holdout dataset:cancer@1 --register cancer-small --wait");
     let s1 = version(&q, "cancer-small", 1);
     assert_eq!(tag(&s1, "qanat.optimization"), Some("prune-structured"));
     assert_eq!(tag(&s1, "qanat.derived_from"), Some("model:cancer@1"));
@@ -168,24 +122,7 @@ fn int8_optimization_registers_a_derived_version_with_its_report() {
     assert!(params.contains("[30, 32, 16, 1]"), "{params}");
 
     // Distillation into a student with one hidden layer of 8, with its fidelity.
-    let (ok, out, err) = q.cli(&[
-        "optimize",
-        "-p",
-        "default",
-        "cancer@1",
-        "--distill",
-        "8",
-        "--finetune-epochs",
-        "20",
-        "--max-accuracy-drop",
-        "10",
-        "--holdout",
-        "dataset:cancer@1",
-        "--register",
-        "cancer-student",
-        "--wait",
-    ]);
-    assert!(ok, "{out}\n{err}");
+    q.cli_ok("optimize -p default cancer@1 --distill 8 --finetune-epochs 20 --max-accuracy-drop 10 --holdout dataset:cancer@1 --register cancer-student --wait");
     let d1 = version(&q, "cancer-student", 1);
     assert_eq!(tag(&d1, "qanat.optimization"), Some("distill"));
     let run = q.mlflow_get(
@@ -212,8 +149,7 @@ fn a_model_without_a_signature_is_refused_and_nothing_is_registered() {
     // A version whose files hold weights but no spec.json.
     let exp = q.mlflow_get("default", "experiments/get-by-name?experiment_name=Default");
     let exp_id = exp["experiment"]["experiment_id"].as_str().expect("id");
-    let (s, run) = q.http().send(
-        &q.admin_token,
+    let (s, run) = q.api(
         "POST",
         "/mlflow/default/api/2.0/mlflow/runs/create",
         Some(json!({"experiment_id": exp_id})),
@@ -237,8 +173,7 @@ fn a_model_without_a_signature_is_refused_and_nothing_is_registered() {
         .send()
         .expect("upload");
     assert!(put.status().is_success(), "{:?}", put.text());
-    let (s, reg) = q.http().send(
-        &q.admin_token,
+    let (s, reg) = q.api(
         "POST",
         "/mlflow/default/api/2.0/mlflow/model-versions/create",
         Some(
@@ -262,12 +197,7 @@ fn a_model_without_a_signature_is_refused_and_nothing_is_registered() {
     assert!(!ok, "{out}");
     let text = format!("{out}{err}");
     assert!(text.contains("failed"), "{text}");
-    let (s, list) = q.http().send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/projects/default/jobs?state=failed",
-        None,
-    );
+    let (s, list) = q.api("GET", "/api/v1/projects/default/jobs?state=failed", None);
     assert_eq!(s, 200, "{list}");
     assert_eq!(list["jobs"][0]["kind"], "optimize", "{list}");
     let job_id = list["jobs"][0]["job_id"].as_str().expect("job");
@@ -280,8 +210,7 @@ fn a_model_without_a_signature_is_refused_and_nothing_is_registered() {
         "{log}"
     );
     // Nothing new was registered.
-    let (s, _) = q.http().send(
-        &q.admin_token,
+    let (s, _) = q.api(
         "GET",
         "/mlflow/default/api/2.0/mlflow/model-versions/get?name=cancer&version=3",
         None,

@@ -25,12 +25,7 @@ fn sql(q: &Qanat, statement: &str) {
 }
 
 fn audit(q: &Qanat, filter: &str) -> Vec<Value> {
-    let (s, v) = q.http().send(
-        &q.admin_token,
-        "GET",
-        &format!("/api/v1/audit?{filter}"),
-        None,
-    );
+    let (s, v) = q.api("GET", &format!("/api/v1/audit?{filter}"), None);
     assert_eq!(s, 200, "{v}");
     v.as_array().expect("array").clone()
 }
@@ -122,15 +117,14 @@ fn anonymous_viewer_editor_and_the_audit_chain() {
     );
 
     // The chain verifies, through the API and the CLI.
-    let (s, v) = h.send(&q.admin_token, "GET", "/api/v1/audit/verify", None);
+    let (s, v) = q.api("GET", "/api/v1/audit/verify", None);
     assert_eq!(s, 200);
     assert_eq!(v["ok"], true, "{v}");
-    let (ok, out, _) = q.cli(&["audit", "verify"]);
-    assert!(ok, "{out}");
+    q.cli_ok("audit verify");
 
     // Altered row: detected and named.
     sql(&q, "UPDATE audit_log SET actor = 'mallory' WHERE seq = 3");
-    let (_, v) = h.send(&q.admin_token, "GET", "/api/v1/audit/verify", None);
+    let (_, v) = q.api("GET", "/api/v1/audit/verify", None);
     assert_eq!(v["ok"], false);
     assert!(
         v["problems"]
@@ -146,7 +140,7 @@ fn anonymous_viewer_editor_and_the_audit_chain() {
 
     // Deleted row: detected and named.
     sql(&q, "DELETE FROM audit_log WHERE seq = 5");
-    let (_, v) = h.send(&q.admin_token, "GET", "/api/v1/audit/verify", None);
+    let (_, v) = q.api("GET", "/api/v1/audit/verify", None);
     assert!(
         v["problems"]
             .as_array()
@@ -160,10 +154,8 @@ fn anonymous_viewer_editor_and_the_audit_chain() {
 #[test]
 fn residency_refusals_are_403_and_audited() {
     let q = Qanat::start_with_locations(&[("frankfurt", "eu-west")]);
-    let h = q.http();
     // A region no storage location is in cannot be allowed.
-    let (s, v) = h.send(
-        &q.admin_token,
+    let (s, v) = q.api(
         "POST",
         "/api/v1/projects",
         Some(json!({"name": "nowhere", "allowed_regions": ["mars-1"]})),
@@ -175,19 +167,14 @@ fn residency_refusals_are_403_and_audited() {
         "{msg}"
     );
     q.create_project("eu-only", &["eu-west"]);
-    let (s, v) = h.send(
-        &q.admin_token,
+    let (s, v) = q.api(
         "PATCH",
         "/api/v1/projects/eu-only",
         Some(json!({"allowed_regions": ["eu-west", "mars-1"]})),
     );
     assert_eq!(s, 400, "{v}");
-    let resp = h
-        .raw(
-            &q.admin_token,
-            "PUT",
-            "/api/v1/projects/eu-only/objects/pii.csv",
-        )
+    let resp = q
+        .request("PUT", "/api/v1/projects/eu-only/objects/pii.csv")
         .body("name\nAlice\n")
         .send()
         .expect("send");
@@ -208,29 +195,19 @@ fn residency_refusals_are_403_and_audited() {
         .contains("residency"));
 
     // Nothing was stored.
-    let (s, v) = h.send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/projects/eu-only/objects",
-        None,
-    );
+    let (s, v) = q.api("GET", "/api/v1/projects/eu-only/objects", None);
     assert_eq!(s, 200);
     assert_eq!(v.as_array().expect("list").len(), 0);
 
     // Once the policy allows the region, the same write succeeds.
-    let (s, _) = h.send(
-        &q.admin_token,
+    let (s, _) = q.api(
         "PATCH",
         "/api/v1/projects/eu-only",
         Some(json!({"allowed_regions": ["eu-west", "uae-north"]})),
     );
     assert_eq!(s, 200);
-    let resp = h
-        .raw(
-            &q.admin_token,
-            "PUT",
-            "/api/v1/projects/eu-only/objects/pii.csv",
-        )
+    let resp = q
+        .request("PUT", "/api/v1/projects/eu-only/objects/pii.csv")
         .body("name\nAlice\n")
         .send()
         .expect("send");
@@ -242,23 +219,13 @@ fn kill_9_loses_nothing_acknowledged() {
     let mut q = Qanat::start();
     q.create_project("durable", &["uae-north"]);
     let payload: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
-    let h = q.http();
-    let resp = h
-        .raw(
-            &q.admin_token,
-            "PUT",
-            "/api/v1/projects/durable/objects/model.bin",
-        )
+    let resp = q
+        .request("PUT", "/api/v1/projects/durable/objects/model.bin")
         .body(payload.clone())
         .send()
         .expect("send");
     assert_eq!(resp.status().as_u16(), 201);
-    let (s, t) = h.send(
-        &q.admin_token,
-        "POST",
-        "/api/v1/tokens",
-        Some(json!({"name": "after"})),
-    );
+    let (s, t) = q.api("POST", "/api/v1/tokens", Some(json!({"name": "after"})));
     assert_eq!(s, 201);
     let new_token = t["token"].as_str().expect("token").to_string();
 
@@ -280,7 +247,7 @@ fn kill_9_loses_nothing_acknowledged() {
         "token and object survive kill -9"
     );
     assert!(got.bytes().expect("bytes")[..] == payload[..]);
-    let (_, v) = h.send(&q.admin_token, "GET", "/api/v1/audit/verify", None);
+    let (_, v) = q.api("GET", "/api/v1/audit/verify", None);
     assert_eq!(v["ok"], true, "{v}");
     assert!(audit(&q, "action=object.write&outcome=success").len() == 1);
 }
@@ -410,12 +377,7 @@ fn outsiders_cannot_tell_which_projects_exist() {
 fn every_request_leaves_one_access_line() {
     let q = Qanat::start_with(vec![("QANAT_LOG_LEVEL".into(), "info".into())]);
     q.create_project("acc", &["uae-north"]);
-    let (s, _) = q.http().send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/projects/acc/datasets?probe=1",
-        None,
-    );
+    let (s, _) = q.api("GET", "/api/v1/projects/acc/datasets?probe=1", None);
     assert_eq!(s, 200);
     let log = std::fs::read_to_string(q.dir.path().join("server.log")).expect("log");
     assert!(!log.contains('\u{1b}'), "ANSI escapes in a log file");
@@ -487,12 +449,7 @@ fn the_data_directory_is_private() {
     use std::os::unix::fs::PermissionsExt;
     let mut q = Qanat::start();
     q.create_project("p", &["uae-north"]);
-    let (s, _) = q.http().send(
-        &q.admin_token,
-        "PUT",
-        "/api/v1/projects/p/objects/x.bin",
-        None,
-    );
+    let (s, _) = q.api("PUT", "/api/v1/projects/p/objects/x.bin", None);
     assert_eq!(s, 201);
     let home = q.home();
     let mode = |p: &std::path::Path| {
@@ -525,8 +482,7 @@ fn the_data_directory_is_private() {
 fn bad_input_gets_a_clear_4xx() {
     let q = Qanat::start();
     q.create_project("p", &["uae-north"]);
-    let (s, tok) = q.http().send(
-        &q.admin_token,
+    let (s, tok) = q.api(
         "POST",
         "/api/v1/tokens",
         Some(json!({"name": "brief", "expires_in_seconds": 1})),
@@ -718,22 +674,16 @@ fn bad_input_gets_a_clear_4xx() {
 fn keys_rotate_and_objects_stay_readable() {
     let q = Qanat::start();
     q.create_project("k", &["uae-north"]);
-    let h = q.http();
     for i in 0..3 {
-        let resp = h
-            .raw(
-                &q.admin_token,
-                "PUT",
-                &format!("/api/v1/projects/k/objects/f{i}"),
-            )
+        let resp = q
+            .request("PUT", &format!("/api/v1/projects/k/objects/f{i}"))
             .body(format!("content {i}"))
             .send()
             .expect("send");
         assert_eq!(resp.status().as_u16(), 201);
     }
     let key_file_before = std::fs::read(q.home().join("master.key")).expect("key file");
-    let (ok, out, err) = q.cli(&["keys", "rotate", "--output", "json"]);
-    assert!(ok, "{err}");
+    let out = q.cli_ok("keys rotate --output json");
     let report: Value = serde_json::from_str(&out).expect("json");
     // Three objects' keys, and the key that names objects on disk.
     assert_eq!(report["rewrapped_data_keys"], 4);
@@ -742,12 +692,8 @@ fn keys_rotate_and_objects_stay_readable() {
         key_file_before
     );
     for i in 0..3 {
-        let got = h
-            .raw(
-                &q.admin_token,
-                "GET",
-                &format!("/api/v1/projects/k/objects/f{i}"),
-            )
+        let got = q
+            .request("GET", &format!("/api/v1/projects/k/objects/f{i}"))
             .send()
             .expect("send");
         assert_eq!(got.text().expect("text"), format!("content {i}"));
@@ -759,10 +705,9 @@ fn keys_rotate_and_objects_stay_readable() {
 fn keys_a_file_system_could_not_hold_are_stored_and_no_reply_names_a_server_path() {
     let q = Qanat::start();
     q.create_project("ks", &["uae-north"]);
-    let h = q.http();
     let long = format!("deep/{}", "n".repeat(300));
     let put = |path: &str, body: &str| {
-        h.raw(&q.admin_token, "PUT", path)
+        q.request("PUT", path)
             .body(body.to_string())
             .send()
             .expect("send")
@@ -780,12 +725,8 @@ fn keys_a_file_system_could_not_hold_are_stored_and_no_reply_names_a_server_path
         let status = resp.status().as_u16();
         let text = resp.text().expect("text");
         assert_eq!(status, 201, "{key}: {text}");
-        let got = h
-            .raw(
-                &q.admin_token,
-                "GET",
-                &format!("/api/v1/projects/ks/objects/{key}"),
-            )
+        let got = q
+            .request("GET", &format!("/api/v1/projects/ks/objects/{key}"))
             .send()
             .expect("send")
             .text()
@@ -808,8 +749,7 @@ fn keys_a_file_system_could_not_hold_are_stored_and_no_reply_names_a_server_path
             resp.text().unwrap_or_default()
         );
     }
-    let (s, listed) = h.send(
-        &q.admin_token,
+    let (s, listed) = q.api(
         "GET",
         "/mlflow/ks/api/2.0/mlflow-artifacts/artifacts?path=0/x/artifacts",
         None,
@@ -900,35 +840,21 @@ fn cli_login_whoami_and_tables() {
             & 0o777;
         assert_eq!(mode, 0o600);
     }
-    let (ok, out, _) = q.cli(&["whoami", "--output", "json"]);
-    assert!(ok);
+    let out = q.cli_ok("whoami --output json");
     let me: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(me["name"], "admin");
     assert_eq!(me["is_admin"], true);
 
-    let (ok, _, err) = q.cli(&["projects", "create", "demo", "--regions", "uae-north"]);
-    assert!(ok, "{err}");
+    q.cli_ok("projects create demo --regions uae-north");
     let (ok, out, _) = q.cli(&["projects", "ls"]);
     assert!(
         ok && out.contains("demo") && out.contains("uae-north"),
         "{out}"
     );
-    let (ok, _, err) = q.cli(&["users", "create", "ci-bot", "--service"]);
-    assert!(ok, "{err}");
-    let (ok, out, err) = q.cli(&[
-        "tokens",
-        "create",
-        "--user",
-        "ci-bot",
-        "--name",
-        "ci",
-        "--expires-in",
-        "30d",
-    ]);
-    assert!(ok, "{err}");
+    q.cli_ok("users create ci-bot --service");
+    let out = q.cli_ok("tokens create --user ci-bot --name ci --expires-in 30d");
     assert!(out.trim().starts_with("qnt_"));
-    let (ok, out, _) = q.cli(&["tokens", "ls", "--output", "json"]);
-    assert!(ok);
+    let out = q.cli_ok("tokens ls --output json");
     let tokens: Value = serde_json::from_str(&out).expect("json");
     assert!(
         tokens
@@ -1079,13 +1005,8 @@ fn graceful_shutdown_finishes_in_flight_requests() {
 fn tampered_objects_fail_with_a_clear_error() {
     let q = Qanat::start();
     q.create_project("t", &["uae-north"]);
-    let h = q.http();
-    let resp = h
-        .raw(
-            &q.admin_token,
-            "PUT",
-            "/api/v1/projects/t/objects/small.txt",
-        )
+    let resp = q
+        .request("PUT", "/api/v1/projects/t/objects/small.txt")
         .body("a small, sensitive file")
         .send()
         .expect("send");
@@ -1103,12 +1024,8 @@ fn tampered_objects_fail_with_a_clear_error() {
     let last = bytes.len() - 1;
     bytes[last] ^= 0x80;
     std::fs::write(path, &bytes).expect("tamper");
-    let resp = h
-        .raw(
-            &q.admin_token,
-            "GET",
-            "/api/v1/projects/t/objects/small.txt",
-        )
+    let resp = q
+        .request("GET", "/api/v1/projects/t/objects/small.txt")
         .send()
         .expect("send");
     assert_eq!(resp.status().as_u16(), 500);
@@ -1175,7 +1092,7 @@ fn json_logs_carry_request_ids_and_never_tokens() {
         ("QANAT_LOG_LEVEL".into(), "debug".into()),
     ]);
     q.create_project("logs", &["uae-north"]);
-    let (s, _) = q.http().send(&q.admin_token, "GET", "/api/v1/whoami", None);
+    let (s, _) = q.api("GET", "/api/v1/whoami", None);
     assert_eq!(s, 200);
     q.kill_hard();
     let logs = std::fs::read_to_string(q.dir.path().join("server.log")).expect("server log");
@@ -1206,8 +1123,7 @@ fn slow_requests_time_out_with_a_json_408() {
         "1".into(),
     )]);
     q.create_project("slow", &["uae-north"]);
-    let (ok, _, err) = q.cli(&["data", "-p", "slow", "create", "d"]);
-    assert!(ok, "{err}");
+    q.cli_ok("data -p slow create d");
     // A chunk upload that sends half its body and stalls (the route has the timeout).
     let addr = q.url.trim_start_matches("http://").to_string();
     let mut conn = std::net::TcpStream::connect(&addr).expect("connect");
@@ -1237,8 +1153,7 @@ fn mlflow_logging_commits_one_audit_entry_with_its_data() {
     let q = Qanat::start();
     let h = q.http();
     // The root-mounted MLflow API's project comes with the installation.
-    let (s, v) = h.send(
-        &q.admin_token,
+    let (s, v) = q.api(
         "GET",
         "/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default",
         None,
@@ -1315,7 +1230,7 @@ fn mlflow_logging_commits_one_audit_entry_with_its_data() {
     );
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["metrics"].as_array().map(Vec::len), Some(2), "{v}");
-    let (_, v) = h.send(&q.admin_token, "GET", "/api/v1/audit/verify", None);
+    let (_, v) = q.api("GET", "/api/v1/audit/verify", None);
     assert_eq!(v["ok"], true, "{v}");
 }
 
@@ -1346,8 +1261,7 @@ fn deleted_experiments_and_projects_are_restorable_until_gc_purges_them() {
     q.create_project("gone", &["uae-north"]);
     let h = q.http();
     let mlflow = |endpoint: &str, body: Value| {
-        let (s, v) = h.send(
-            &q.admin_token,
+        let (s, v) = q.api(
             "POST",
             &format!("/mlflow/gone/api/2.0/mlflow/{endpoint}"),
             Some(body),
@@ -1369,12 +1283,7 @@ fn deleted_experiments_and_projects_are_restorable_until_gc_purges_them() {
             "runs/log-parameter",
             json!({"run_id": run, "key": "lr", "value": "0.1"}),
         );
-        let resp = h
-            .raw(
-                &q.admin_token,
-                "PUT",
-                &format!("/mlflow/gone/api/2.0/mlflow-artifacts/artifacts/{exp}/{run}/artifacts/model.bin"),
-            )
+        let resp = q.request("PUT", &format!("/mlflow/gone/api/2.0/mlflow-artifacts/artifacts/{exp}/{run}/artifacts/model.bin"))
             .body("weights")
             .send()
             .expect("send");
@@ -1397,16 +1306,13 @@ fn deleted_experiments_and_projects_are_restorable_until_gc_purges_them() {
     }
     let (ok, out, _) = q.cli(&["experiments", "-p", "gone", "ls", "-o", "json"]);
     assert!(ok && !out.contains("scratch"), "{out}");
-    let (ok, _, err) = q.cli(&["experiments", "-p", "gone", "restore", "scratch"]);
-    assert!(ok, "{err}");
+    q.cli_ok("experiments -p gone restore scratch");
     let (ok, out, _) = q.cli(&["experiments", "-p", "gone", "ls", "-o", "json"]);
     assert!(ok && out.contains("scratch"), "{out}");
-    let (ok, _, err) = q.cli(&["experiments", "-p", "gone", "rm", "scratch"]);
-    assert!(ok, "{err}");
+    q.cli_ok("experiments -p gone rm scratch");
 
     // gc purges the unused one with its run and artifact; the registry keeps the other.
-    let (ok, out, err) = q.cli(&["gc", "-p", "gone", "-o", "json"]);
-    assert!(ok, "{err}");
+    let out = q.cli_ok("gc -p gone -o json");
     let r: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(
         (
@@ -1419,8 +1325,7 @@ fn deleted_experiments_and_projects_are_restorable_until_gc_purges_them() {
         "{r}"
     );
     let artifact = |(exp, run): &(String, String)| {
-        h.raw(
-            &q.admin_token,
+        q.request(
             "GET",
             &format!(
                 "/mlflow/gone/api/2.0/mlflow-artifacts/artifacts/{exp}/{run}/artifacts/model.bin"
@@ -1433,8 +1338,7 @@ fn deleted_experiments_and_projects_are_restorable_until_gc_purges_them() {
     };
     assert_eq!(artifact(&runs[0]), 404);
     assert_eq!(artifact(&runs[1]), 200);
-    let (s, _) = h.send(
-        &q.admin_token,
+    let (s, _) = q.api(
         "GET",
         &format!("/mlflow/gone/api/2.0/mlflow/runs/get?run_id={}", runs[0].1),
         None,
@@ -1447,7 +1351,7 @@ fn deleted_experiments_and_projects_are_restorable_until_gc_purges_them() {
     assert!(!ok && err.contains("PERMISSION_DENIED"), "{err}");
     let (ok, _, err) = q.cli(&["projects", "rm", "gone"]);
     assert!(ok && err.contains("qanat projects restore gone"), "{err}");
-    let (s, _) = h.send(&q.admin_token, "GET", "/api/v1/projects/gone", None);
+    let (s, _) = q.api("GET", "/api/v1/projects/gone", None);
     assert_eq!(s, 404);
     let (s, _) = h.send(
         &maintainer,
@@ -1456,12 +1360,7 @@ fn deleted_experiments_and_projects_are_restorable_until_gc_purges_them() {
         None,
     );
     assert_eq!(s, 404);
-    let (s, v) = h.send(
-        &q.admin_token,
-        "POST",
-        "/api/v1/projects",
-        Some(json!({"name": "gone"})),
-    );
+    let (s, v) = q.api("POST", "/api/v1/projects", Some(json!({"name": "gone"})));
     assert!(
         s == 409 && v["message"].as_str().expect("msg").contains("restore gone"),
         "{v}"
@@ -1473,15 +1372,12 @@ fn deleted_experiments_and_projects_are_restorable_until_gc_purges_them() {
         ok && out.contains("\"gone\"") && out.contains("deleted_at"),
         "{out}"
     );
-    let (ok, _, err) = q.cli(&["projects", "restore", "gone"]);
-    assert!(ok, "{err}");
+    q.cli_ok("projects restore gone");
     assert_eq!(artifact(&runs[1]), 200, "restored with everything it held");
 
     // Deleted again and purged: every object and row of it goes; the audit log stays.
-    let (ok, _, err) = q.cli(&["projects", "rm", "gone"]);
-    assert!(ok, "{err}");
-    let (ok, out, err) = q.cli(&["gc", "-o", "json"]);
-    assert!(ok, "{err}");
+    q.cli_ok("projects rm gone");
+    let out = q.cli_ok("gc -o json");
     let r: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(r["projects_purged"], json!(["gone"]), "{r}");
     let left: Vec<_> = walkdir::WalkDir::new(q.home().join("objects"))
@@ -1493,8 +1389,7 @@ fn deleted_experiments_and_projects_are_restorable_until_gc_purges_them() {
     let (ok, out, _) = q.cli(&["projects", "ls", "--deleted", "-o", "json"]);
     assert!(ok && out.trim() == "[]", "{out}");
     q.create_project("gone", &["uae-north"]);
-    let (s, v) = h.send(
-        &q.admin_token,
+    let (s, v) = q.api(
         "GET",
         "/mlflow/gone/api/2.0/mlflow/registered-models/get?name=fraud",
         None,

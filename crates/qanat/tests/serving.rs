@@ -861,8 +861,7 @@ fn qanat_serve_is_a_data_plane_that_follows_deployment_changes() {
     }));
     let v1 = q.mlflow_get("default", "model-versions/get?name=cancer&version=1");
     let source = v1["model_version"]["source"].as_str().expect("source");
-    let (s, v) = q.http().send(
-        &q.admin_token,
+    let (s, v) = q.api(
         "POST",
         "/api/2.0/mlflow/model-versions/create",
         Some(json!({"name": "cancer", "source": source})),
@@ -1135,17 +1134,7 @@ fn flatten(v: &Value, out: &mut Vec<Value>) {
 #[test]
 fn inference_tokens_call_only_inference_and_rate_limits_answer_429() {
     let q = Qanat::start();
-    let (ok, out, err) = q.cli(&[
-        "tokens",
-        "create",
-        "--name",
-        "scorer",
-        "--scope",
-        "inference",
-        "--rate-limit",
-        "5",
-    ]);
-    assert!(ok, "{err}");
+    let out = q.cli_ok("tokens create --name scorer --scope inference --rate-limit 5");
     let scorer = out.trim().to_string();
     let http = q.http();
 
@@ -1166,8 +1155,7 @@ fn inference_tokens_call_only_inference_and_rate_limits_answer_429() {
             "{refused}"
         );
     }
-    let (ok, listed, err) = q.cli(&["tokens", "ls", "-o", "json"]);
-    assert!(ok, "{err}");
+    let listed = q.cli_ok("tokens ls -o json");
     let listed: Value = serde_json::from_str(&listed).expect("json");
     let row = listed
         .as_array()
@@ -1202,20 +1190,8 @@ fn inference_tokens_call_only_inference_and_rate_limits_answer_429() {
         .expect("seconds");
     assert!((1..=2).contains(&retry), "{retry}");
     // Other tokens are not limited by it.
-    assert_eq!(
-        http.send(&q.admin_token, "GET", "/v2/models/nothing", None)
-            .0,
-        404
-    );
+    assert_eq!(q.api("GET", "/v2/models/nothing", None).0, 404);
     // The refusal is audited.
-    let (ok, audit, err) = q.cli(&[
-        "audit",
-        "tail",
-        "--action",
-        "serving.model.read",
-        "-n",
-        "20",
-    ]);
-    assert!(ok, "{err}");
+    let audit = q.cli_ok("audit tail --action serving.model.read -n 20");
     assert!(audit.contains("limited to 5 requests a second"), "{audit}");
 }

@@ -164,11 +164,6 @@ fn an_upload_that_stops_sending_is_cut_after_the_body_timeout() {
         "{reply}"
     );
     // Nothing was stored.
-    let (status, _) = q.http().send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/projects/p/objects/stalled.bin",
-        None,
-    );
+    let (status, _) = q.api("GET", "/api/v1/projects/p/objects/stalled.bin", None);
     assert_eq!(status, 404);
 }

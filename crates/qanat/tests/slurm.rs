@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::Qanat;
-use serde_json::{json, Value};
+use serde_json::json;
 
 fn slurm_server() -> Option<Qanat> {
     qanat_store::testing::service_var("QANAT_TEST_SLURM")?;
@@ -18,33 +18,10 @@ fn slurm_server() -> Option<Qanat> {
     ]))
 }
 
-fn submit(q: &Qanat, spec: Value) -> String {
-    let (s, job) = q.http().send(
-        &q.admin_token,
-        "POST",
-        "/api/v1/projects/default/jobs",
-        Some(spec),
-    );
-    assert_eq!(s, 201, "submit: {job}");
-    job["job_id"].as_str().expect("id").to_string()
-}
-
-fn log(q: &Qanat, id: &str, rank: u32) -> String {
-    let (_, l) = q.http().send(
-        &q.admin_token,
-        "GET",
-        &format!("/api/v1/projects/default/jobs/{id}/logs?rank={rank}"),
-        None,
-    );
-    l["data"].as_str().unwrap_or("").to_string()
-}
-
 #[test]
 fn a_two_rank_job_runs_as_one_slurm_job_with_a_log_per_rank() {
     let Some(q) = slurm_server() else { return };
-    let id = submit(
-        &q,
-        json!({
+    let id = q.submit(json!({
             "name": "on-slurm", "executor": "slurm", "ranks": 2,
             "resources": {"cpus": 1, "memory": "256MiB"},
             "command": "echo rank $RANK of $WORLD_SIZE local $LOCAL_RANK at $MASTER_ADDR; test -n \"$MLFLOW_RUN_ID\"",
@@ -57,33 +34,27 @@ fn a_two_rank_job_runs_as_one_slurm_job_with_a_log_per_rank() {
         .expect("placement")
         .starts_with("slurm job "));
     assert!(
-        log(&q, &id, 0).contains("rank 0 of 2 local 0"),
+        q.rank_log(&id, 0).contains("rank 0 of 2 local 0"),
         "{}",
-        log(&q, &id, 0)
+        q.rank_log(&id, 0)
     );
     assert!(
-        log(&q, &id, 1).contains("rank 1 of 2 local 1"),
+        q.rank_log(&id, 1).contains("rank 1 of 2 local 1"),
         "{}",
-        log(&q, &id, 1)
+        q.rank_log(&id, 1)
     );
     // The server's own environment does not reach the job.
-    let id = submit(
-        &q,
-        json!({"name": "env", "executor": "slurm", "command": "env | grep -c QANAT_MASTER_KEY || true; env | grep -c '^QANAT_TOKEN='"}),
+    let id = q.submit(json!({"name": "env", "executor": "slurm", "command": "env | grep -c QANAT_MASTER_KEY || true; env | grep -c '^QANAT_TOKEN='"}),
     );
     assert_eq!(q.job_finished("default", &id, 120)["state"], "succeeded");
-    assert_eq!(log(&q, &id, 0).lines().collect::<Vec<_>>(), ["0", "1"]);
+    assert_eq!(q.rank_log(&id, 0).lines().collect::<Vec<_>>(), ["0", "1"]);
     // Declared outputs are collected from the shared working directory into the run.
-    let id = submit(
-        &q,
-        json!({"name": "outputs", "executor": "slurm", "outputs": ["model"],
-               "command": "mkdir -p model/sub && echo w > model/weights.txt && echo c > model/sub/config.txt"}),
-    );
+    let id = q.submit(json!({"name": "outputs", "executor": "slurm", "outputs": ["model"],
+               "command": "mkdir -p model/sub && echo w > model/weights.txt && echo c > model/sub/config.txt"}));
     let j = q.job_finished("default", &id, 120);
     assert_eq!(j["state"], "succeeded", "{j:#}");
     let run = j["run_id"].as_str().expect("run id");
-    let (s, listed) = q.http().send(
-        &q.admin_token,
+    let (s, listed) = q.api(
         "GET",
         &format!("/mlflow/default/api/2.0/mlflow/artifacts/list?run_id={run}&path=model"),
         None,
@@ -100,10 +71,7 @@ fn a_two_rank_job_runs_as_one_slurm_job_with_a_log_per_rank() {
         "{listed}"
     );
     // A declared output that is not produced fails the job, saying which.
-    let id = submit(
-        &q,
-        json!({"name": "no-output", "executor": "slurm", "outputs": ["missing.bin"], "command": "true"}),
-    );
+    let id = q.submit(json!({"name": "no-output", "executor": "slurm", "outputs": ["missing.bin"], "command": "true"}));
     let j = q.job_finished("default", &id, 120);
     assert_eq!(j["state"], "failed", "{j:#}");
     assert!(
@@ -115,13 +83,10 @@ fn a_two_rank_job_runs_as_one_slurm_job_with_a_log_per_rank() {
 #[test]
 fn a_failing_rank_fails_the_slurm_job_and_cancel_uses_scancel() {
     let Some(q) = slurm_server() else { return };
-    let id = submit(
-        &q,
-        json!({
-            "name": "bad-rank", "executor": "slurm", "ranks": 2, "resources": {"memory": "256MiB"},
-            "command": "if [ $RANK = 1 ]; then exit 4; fi; sleep 60",
-        }),
-    );
+    let id = q.submit(json!({
+        "name": "bad-rank", "executor": "slurm", "ranks": 2, "resources": {"memory": "256MiB"},
+        "command": "if [ $RANK = 1 ]; then exit 4; fi; sleep 60",
+    }));
     let start = Instant::now();
     let j = q.job_finished("default", &id, 120);
     assert_eq!(j["state"], "failed", "{j:#}");
@@ -129,17 +94,13 @@ fn a_failing_rank_fails_the_slurm_job_and_cancel_uses_scancel() {
         start.elapsed() < Duration::from_secs(50),
         "the gang waited for rank 0's sleep"
     );
-    let id = submit(
-        &q,
-        json!({"name": "long", "executor": "slurm", "resources": {"memory": "256MiB"}, "command": ["sleep", "120"]}),
-    );
+    let id = q.submit(json!({"name": "long", "executor": "slurm", "resources": {"memory": "256MiB"}, "command": ["sleep", "120"]}));
     q.wait_for_job("default", &id, 60, |j| {
         j["reason"]
             .as_str()
             .is_some_and(|r| r.starts_with("running as Slurm job"))
     });
-    let (s, body) = q.http().send(
-        &q.admin_token,
+    let (s, body) = q.api(
         "POST",
         &format!("/api/v1/projects/default/jobs/{id}/cancel"),
         Some(json!({})),
@@ -153,13 +114,10 @@ fn a_slurm_job_outlives_a_server_kill_and_is_not_run_twice() {
     let Some(mut q) = slurm_server() else { return };
     let out = tempfile::tempdir().expect("tempdir");
     let trace = out.path().join("trace");
-    let id = submit(
-        &q,
-        json!({
-            "name": "outlives", "executor": "slurm", "resources": {"memory": "256MiB"},
-            "command": format!("echo start >> {t}; sleep 4; echo done >> {t}", t = trace.display()),
-        }),
-    );
+    let id = q.submit(json!({
+        "name": "outlives", "executor": "slurm", "resources": {"memory": "256MiB"},
+        "command": format!("echo start >> {t}; sleep 4; echo done >> {t}", t = trace.display()),
+    }));
     q.wait_for_job("default", &id, 60, |_| trace.exists());
     q.kill_hard();
     q.spawn_server();

@@ -39,8 +39,7 @@ fn mlflow(q: &Qanat, path: &str) -> Value {
 #[test]
 fn a_train_job_logs_its_epochs_stores_its_model_and_registers_it() {
     let q = server_with_breast_cancer();
-    let (s, job) = q.http().send(
-        &q.admin_token,
+    let (s, job) = q.api(
         "POST",
         "/api/v1/projects/default/jobs",
         Some(json!({
@@ -145,8 +144,7 @@ fn a_train_job_logs_its_epochs_stores_its_model_and_registers_it() {
         "{versions:#}"
     );
     // The run reads the dataset version: lineage from the model version to the data.
-    let (s, lineage) = q.http().send(
-        &q.admin_token,
+    let (s, lineage) = q.api(
         "GET",
         &format!("/api/v1/projects/default/lineage?ref=run:{run_id}"),
         None,
@@ -177,8 +175,7 @@ fn a_train_job_reaches_a_server_with_its_own_tls_certificate() {
         ("QANAT_CA_CERT".into(), file("dev-cert.pem")),
     ]);
     assert!(q.url.starts_with("https://"), "{}", q.url);
-    let id = submit(
-        &q,
+    let id = q.submit(
         json!({"name": "over-tls", "kind": "train", "inputs": ["dataset:cancer@1"],
             "target": "diagnosis", "model": "logistic", "epochs": 2}),
     );
@@ -205,12 +202,7 @@ fn bad_train_jobs_are_refused_at_submit_with_what_to_fix() {
             "register",
         ),
     ] {
-        let (s, e) = q.http().send(
-            &q.admin_token,
-            "POST",
-            "/api/v1/projects/default/jobs",
-            Some(spec.clone()),
-        );
+        let (s, e) = q.api("POST", "/api/v1/projects/default/jobs", Some(spec.clone()));
         assert_eq!(s, 400, "{spec}: {e}");
         assert!(e.to_string().contains(says), "{spec}: {e}");
     }
@@ -244,25 +236,9 @@ fn refused(q: &Qanat, mut base: Value, fields: &Value, says: &str) {
     for (k, v) in fields.as_object().expect("object") {
         base[k] = v.clone();
     }
-    let (s, e) = q.http().send(
-        &q.admin_token,
-        "POST",
-        "/api/v1/projects/default/jobs",
-        Some(base),
-    );
+    let (s, e) = q.api("POST", "/api/v1/projects/default/jobs", Some(base));
     assert_eq!(s, 400, "{fields}: {e}");
     assert!(e.to_string().contains(says), "{fields}: {e}");
-}
-
-fn submit(q: &Qanat, spec: Value) -> String {
-    let (s, job) = q.http().send(
-        &q.admin_token,
-        "POST",
-        "/api/v1/projects/default/jobs",
-        Some(spec),
-    );
-    assert_eq!(s, 201, "{job}");
-    job["job_id"].as_str().expect("id").to_string()
 }
 
 /// The bytes of a run's artifact `rel`.
@@ -310,12 +286,11 @@ fn a_train_job_killed_mid_run_resumes_from_its_checkpoint_and_ends_bit_identical
             "batch_size": 16, "patience": 0, "seed": 9, "max_retries": 1,
         })
     };
-    let killed = submit(&q, spec("killed"));
+    let killed = q.submit(spec("killed"));
     // Wait for a few epochs (each logged, then checkpointed), then kill -9 the worker.
     let start = Instant::now();
     let pid = loop {
-        let (_, j) = q.http().send(
-            &q.admin_token,
+        let (_, j) = q.api(
             "GET",
             &format!("/api/v1/projects/default/jobs/{killed}"),
             None,
@@ -353,7 +328,7 @@ fn a_train_job_killed_mid_run_resumes_from_its_checkpoint_and_ends_bit_identical
             .contains("resuming from the run's last checkpoint"),
         "{log}"
     );
-    let whole = submit(&q, spec("whole"));
+    let whole = q.submit(spec("whole"));
     let w = finished(&q, &whole);
     assert_eq!(w["state"], "succeeded", "{w:#}");
     let (a, b) = (
@@ -402,12 +377,7 @@ fn sweep_spec(name: &str, trials: u32, epochs: u32) -> Value {
 
 /// The trial jobs of sweep job `id` (named `<id>-t<n>`).
 fn trial_jobs(q: &Qanat, id: &str) -> Vec<Value> {
-    let (s, list) = q.http().send(
-        &q.admin_token,
-        "GET",
-        "/api/v1/projects/default/jobs?limit=1000",
-        None,
-    );
+    let (s, list) = q.api("GET", "/api/v1/projects/default/jobs?limit=1000", None);
     assert_eq!(s, 200, "{list}");
     list["jobs"]
         .as_array()
@@ -492,7 +462,7 @@ fn a_sweep_runs_its_trials_as_child_runs_and_registers_the_best() {
     let q = server_with_breast_cancer();
     let mut spec = sweep_spec("cancer-sweep", 4, 8);
     spec["asha"] = json!({"min_epochs": 2, "reduction": 2});
-    let id = submit(&q, spec);
+    let id = q.submit(spec);
     check_sweep(&q, &id, 4);
     // Bad sweeps are refused at submit with what to fix; nothing runs.
     for (bad, says) in [
@@ -513,7 +483,7 @@ fn a_sweep_runs_its_trials_as_child_runs_and_registers_the_best() {
 #[test]
 fn a_sweep_survives_a_server_restart_and_runs_each_trial_once() {
     let mut q = server_with_breast_cancer();
-    let id = submit(&q, sweep_spec("restarted-sweep", 4, 25));
+    let id = q.submit(sweep_spec("restarted-sweep", 4, 25));
     // Wait until the sweep has trials running, then kill the server (-9).
     let start = Instant::now();
     while trial_jobs(&q, &id).is_empty() {
@@ -527,12 +497,7 @@ fn a_sweep_survives_a_server_restart_and_runs_each_trial_once() {
     q.kill_hard();
     q.spawn_server();
     check_sweep(&q, &id, 4);
-    let (_, j) = q.http().send(
-        &q.admin_token,
-        "GET",
-        &format!("/api/v1/projects/default/jobs/{id}"),
-        None,
-    );
+    let (_, j) = q.api("GET", &format!("/api/v1/projects/default/jobs/{id}"), None);
     assert!(j["attempt"].as_u64().expect("attempt") >= 2, "{j:#}");
     let log = job_log(&q, &id);
     assert!(log.to_string().contains("resuming the sweep"), "{log}");
@@ -562,12 +527,7 @@ fn data_problems_are_refused_at_submit_from_the_stored_profiles() {
     let mut spec = sweep_spec("bad-sweep", 2, 2);
     spec["space"]["features"] =
         json!({"type": "categorical", "values": [["radius_mean"], ["nope"]]});
-    let (s, e) = q.http().send(
-        &q.admin_token,
-        "POST",
-        "/api/v1/projects/default/jobs",
-        Some(spec),
-    );
+    let (s, e) = q.api("POST", "/api/v1/projects/default/jobs", Some(spec));
     assert_eq!(s, 400, "{e}");
     assert!(e.to_string().contains("feature 'nope'"), "{e}");
     // Nothing ran, nothing was registered.

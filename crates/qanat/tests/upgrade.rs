@@ -128,8 +128,7 @@ fn reads_back_and_accepts_writes(mut q: Qanat, fixture: &Path, expected: &Value)
         entries >= expected["audit_entries"].as_u64().expect("audit_entries"),
         "{release}: {verified}"
     );
-    let (_, pushes) = h.send(
-        &q.admin_token,
+    let (_, pushes) = q.api(
         "GET",
         &format!("/api/v1/audit?action=dataset.push&project={project}"),
         None,
@@ -174,9 +173,8 @@ fn reads_back_and_accepts_writes(mut q: Qanat, fixture: &Path, expected: &Value)
     }
 
     // The encrypted object area.
-    let object = h
-        .raw(
-            &q.admin_token,
+    let object = q
+        .request(
             "GET",
             &format!(
                 "/api/v1/projects/{project}/objects/{}",
@@ -250,8 +248,7 @@ fn reads_back_and_accepts_writes(mut q: Qanat, fixture: &Path, expected: &Value)
     );
 
     // The registered model: two versions of the run, both aliases, the alias history.
-    let (s, v) = h.send(
-        &q.admin_token,
+    let (s, v) = q.api(
         "GET",
         &format!("/api/v1/projects/{project}/models/{model}"),
         None,
@@ -406,8 +403,7 @@ fn reads_back_and_accepts_writes(mut q: Qanat, fixture: &Path, expected: &Value)
 
 /// `qanat audit verify`, which fails unless the chain is intact.
 fn audit_verify(q: &Qanat) -> Value {
-    let (ok, out, err) = q.cli(&["audit", "verify", "--output", "json"]);
-    assert!(ok, "audit verify: {err}{out}");
+    let out = q.cli_ok("audit verify --output json");
     let v: Value = serde_json::from_str(&out).expect("verify prints JSON");
     assert_eq!(v["ok"], true, "{v}");
     v

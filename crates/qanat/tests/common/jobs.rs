@@ -7,6 +7,25 @@ use serde_json::Value;
 use super::Qanat;
 
 impl Qanat {
+    /// Submits `spec` as a job of `project`, which must be accepted; the job as the
+    /// API answered.
+    pub fn submit_job(&self, project: &str, spec: Value) -> Value {
+        let (s, job) = self.http().send(
+            &self.admin_token,
+            "POST",
+            &format!("/api/v1/projects/{project}/jobs"),
+            Some(spec),
+        );
+        assert_eq!(s, 201, "submit: {job}");
+        job
+    }
+
+    /// Submits `spec` as a job of `default`; its id.
+    pub fn submit(&self, spec: Value) -> String {
+        let job = self.submit_job("default", spec);
+        job["job_id"].as_str().expect("job id").to_string()
+    }
+
     /// A job of `project` as the API shows it.
     pub fn job(&self, project: &str, id: &str) -> Value {
         let (s, j) = self.http().send(
@@ -58,6 +77,17 @@ impl Qanat {
         );
         assert_eq!(s, 200, "{log}");
         log
+    }
+
+    /// The text of rank `rank`'s log of a job of `default` ("" when it has none yet).
+    pub fn rank_log(&self, id: &str, rank: u32) -> String {
+        let (_, l) = self.http().send(
+            &self.admin_token,
+            "GET",
+            &format!("/api/v1/projects/default/jobs/{id}/logs?rank={rank}"),
+            None,
+        );
+        l["data"].as_str().unwrap_or("").to_string()
     }
 
     /// `GET /mlflow/{project}/api/2.0/mlflow/{path}`, which must answer 200.

@@ -177,6 +177,15 @@ impl Qanat {
         self.cli_as(&self.admin_token, args)
     }
 
+    /// Runs `line` (arguments split at white space) as the admin; it must succeed.
+    /// Its stdout.
+    pub fn cli_ok(&self, line: &str) -> String {
+        let args: Vec<&str> = line.split_whitespace().collect();
+        let (ok, out, err) = self.cli(&args);
+        assert!(ok, "qanat {line}\n{out}\n{err}");
+        out
+    }
+
     /// Runs a CLI command as the holder of `token`.
     pub fn cli_as(&self, token: &str, args: &[&str]) -> (bool, String, String) {
         let out = base_cmd(self.dir.path(), &self.extra_env)
@@ -190,6 +199,16 @@ impl Qanat {
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
+    }
+
+    /// Sends a JSON request as the admin; (status, JSON body).
+    pub fn api(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        self.http().send(&self.admin_token, method, path, body)
+    }
+
+    /// A request as the admin, to add a body or headers to.
+    pub fn request(&self, method: &str, path: &str) -> reqwest::blocking::RequestBuilder {
+        self.http().raw(&self.admin_token, method, path)
     }
 
     /// A client of the server; it trusts the `QANAT_CA_CERT` the server was started
@@ -298,4 +317,18 @@ pub fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), &target).expect("copy file");
         }
     }
+}
+
+/// Every file below `dir` (none when it does not exist).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
