@@ -20,24 +20,13 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qanat-bench-drift.XXXXXX")
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/qanat-target}
 REQ=$ROOT/scripts/bench/drift-requirements.txt
-VENV=${QANAT_DRIFT_BENCH_VENV:-$HOME/.cache/qanat-drift-bench-venv-$(sha256sum "$REQ" | cut -c1-12)}
+source "$ROOT/scripts/bench/lib.sh"
+VENV=${QANAT_DRIFT_BENCH_VENV:-$(venv_path drift-bench "$REQ")}
 cleanup() { if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi; }
 trap cleanup EXIT
 
-if ! cmp -s "$REQ" "$VENV/.requirements" 2>/dev/null; then
-  echo "installing Evidently into $VENV (once)..." >&2
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$REQ"
-  cp "$REQ" "$VENV/.requirements"
-fi
-if [ -n "${QANAT_BIN:-}" ]; then
-  Q=$QANAT_BIN
-else
-  echo "building qanat (release)..." >&2
-  (cd "$ROOT" && cargo build --release --locked -p qanat --quiet)
-  Q=$CARGO_TARGET_DIR/release/qanat
-fi
+bench_venv "$VENV" "$REQ"
+qanat_bin "$ROOT"
 
 echo "writing $COLS columns x $ROWS rows, twice..." >&2
 "$VENV/bin/python" "$ROOT/scripts/bench/drift_evidently.py" make "$WORK" "$ROWS" "$COLS"

@@ -13,17 +13,12 @@ SIZES=("$@")
 [ ${#SIZES[@]} -gt 0 ] || SIZES=(2500000 10000000)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/qanat-target}
 PIT_REQ=scripts/bench/pit-requirements.txt
-PY_VENV=${QANAT_PIT_VENV:-$HOME/.cache/qanat-pit-venv-$(sha256sum "$PIT_REQ" | cut -c1-12)}
+source scripts/bench/lib.sh
+PY_VENV=${QANAT_PIT_VENV:-$(venv_path pit "$PIT_REQ")}
 FEAST_REQ=tests/compat/feast-requirements.txt
-FEAST_VENV=${QANAT_FEAST_VENV:-$HOME/.cache/qanat-feast-venv-$(sha256sum "$FEAST_REQ" | cut -c1-12)}
-for pair in "$PIT_REQ:$PY_VENV" "$FEAST_REQ:$FEAST_VENV"; do
-  req=${pair%%:*} venv=${pair#*:}
-  if ! cmp -s "$req" "$venv/.requirements" 2>/dev/null; then
-    rm -rf "$venv" && python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
-    cp "$req" "$venv/.requirements"
-  fi
-done
+FEAST_VENV=${QANAT_FEAST_VENV:-$(venv_path feast "$FEAST_REQ")}
+bench_venv "$PY_VENV" "$PIT_REQ"
+bench_venv "$FEAST_VENV" "$FEAST_REQ"
 cargo build --release --locked -p qanat --quiet
 Q=$CARGO_TARGET_DIR/release/qanat
 FEAST=$FEAST_VENV/bin/feast

@@ -71,7 +71,8 @@ OHA=$TOOLS/oha-$OHA_VERSION/bin/oha
 HELPER=$ROOT/scripts/bench/online_vs_feast.py
 # Feast's venv, as tests/compat/run.sh makes it (keyed by its requirements).
 FEAST_REQ=$ROOT/tests/compat/feast-requirements.txt
-FEAST_VENV=${QANAT_FEAST_VENV:-$HOME/.cache/qanat-feast-venv-$(sha256sum "$FEAST_REQ" | cut -c1-12)}
+source "$ROOT/scripts/bench/lib.sh"
+FEAST_VENV=${QANAT_FEAST_VENV:-$(venv_path feast "$FEAST_REQ")}
 PY=$FEAST_VENV/bin/python
 
 SERVER_PID= FEAST_PID=
@@ -93,13 +94,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- tools -------------------------------------------------------------------------
-if ! cmp -s "$FEAST_REQ" "$FEAST_VENV/.requirements" 2>/dev/null; then
-  echo "installing Feast into $FEAST_VENV (once)..." >&2
-  rm -rf "$FEAST_VENV"
-  python3 -m venv "$FEAST_VENV"
-  "$FEAST_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$FEAST_REQ"
-  cp "$FEAST_REQ" "$FEAST_VENV/.requirements"
-fi
+bench_venv "$FEAST_VENV" "$FEAST_REQ"
 if [ ! -x "$OHA" ]; then
   # One tool for both kinds of load: closed loop (-c) and fixed rate (-q, with
   # --latency-correction); bodies drawn from a file of one JSON body a line (-Z).
@@ -111,13 +106,7 @@ if [ ! -x "$OHA" ]; then
   env -u CARGO_TARGET_DIR cargo install oha --version "$OHA_VERSION" --locked --quiet \
     --no-default-features --features native-tls --root "$TOOLS/oha-$OHA_VERSION"
 fi
-if [ -n "${QANAT_BIN:-}" ]; then
-  Q=$QANAT_BIN
-else
-  echo "building qanat (release)..." >&2
-  (cd "$ROOT" && cargo build --release --locked -p qanat --quiet)
-  Q=$CARGO_TARGET_DIR/release/qanat
-fi
+qanat_bin "$ROOT"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_http() { for _ in $(seq 600); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.2; done; echo "no answer from $1" >&2; return 1; }

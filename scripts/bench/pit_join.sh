@@ -12,12 +12,9 @@ VIEWS=${2:-5000000,3000000,2000000}
 THREADS=${3:-2}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/qanat-target}
 REQ=scripts/bench/pit-requirements.txt
-VENV=${QANAT_PIT_VENV:-$HOME/.cache/qanat-pit-venv-$(sha256sum "$REQ" | cut -c1-12)}
-if ! cmp -s "$REQ" "$VENV/.requirements" 2>/dev/null; then
-  rm -rf "$VENV" && python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$REQ"
-  cp "$REQ" "$VENV/.requirements"
-fi
+source scripts/bench/lib.sh
+VENV=${QANAT_PIT_VENV:-$(venv_path pit "$REQ")}
+bench_venv "$VENV" "$REQ"
 DATA=${TMPDIR:-/tmp}/qanat-pit-bench-$ENTITIES-${VIEWS//,/-}
 [ -f "$DATA/entities.parquet" ] || "$VENV/bin/python" scripts/bench/pit_data.py "$DATA" "$ENTITIES" "$VIEWS" 8,6,6
 cargo build --release --locked -p qanat-features --example pit_bench --quiet
@@ -26,12 +23,8 @@ theirs=$("$VENV/bin/python" scripts/bench/pit_duckdb.py "$DATA" "$THREADS")
 feast='{}'
 if [ "${FEAST:-1}" != 0 ]; then
   FEAST_REQ=tests/compat/feast-requirements.txt
-  FEAST_VENV=${QANAT_FEAST_VENV:-$HOME/.cache/qanat-feast-venv-$(sha256sum "$FEAST_REQ" | cut -c1-12)}
-  if ! cmp -s "$FEAST_REQ" "$FEAST_VENV/.requirements" 2>/dev/null; then
-    rm -rf "$FEAST_VENV" && python3 -m venv "$FEAST_VENV"
-    "$FEAST_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$FEAST_REQ"
-    cp "$FEAST_REQ" "$FEAST_VENV/.requirements"
-  fi
+  FEAST_VENV=${QANAT_FEAST_VENV:-$(venv_path feast "$FEAST_REQ")}
+  bench_venv "$FEAST_VENV" "$FEAST_REQ"
   feast=$("$FEAST_VENV/bin/python" scripts/bench/pit_feast.py "$DATA" 2>/dev/null | tail -n1)
 fi
 echo "$ours"

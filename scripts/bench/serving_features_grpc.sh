@@ -33,13 +33,8 @@ trap 'exit 130' INT TERM
 
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 command -v h2load >/dev/null || { apt-get update -qq && apt-get install -y -qq nghttp2-client >/dev/null; }
-if [ -n "${QANAT_BIN:-}" ]; then
-  Q=$QANAT_BIN
-else
-  echo "building qanat (release)..." >&2
-  (cd "$ROOT" && cargo build --release --locked -p qanat --quiet)
-  Q=$CARGO_TARGET_DIR/release/qanat
-fi
+source "$ROOT/scripts/bench/lib.sh"
+qanat_bin "$ROOT"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 source "$ROOT/scripts/bench/qanat_server.sh"
 qanat_server

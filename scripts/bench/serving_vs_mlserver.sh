@@ -25,7 +25,8 @@ CORES=$(nproc)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qanat-bench-serving.XXXXXX")
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/qanat-target}
 REQ=$ROOT/scripts/bench/serving-requirements.txt
-VENV=${QANAT_SERVING_BENCH_VENV:-$HOME/.cache/qanat-serving-bench-venv-$(sha256sum "$REQ" | cut -c1-12)}
+source "$ROOT/scripts/bench/lib.sh"
+VENV=${QANAT_SERVING_BENCH_VENV:-$(venv_path serving-bench "$REQ")}
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
@@ -36,21 +37,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- tools -------------------------------------------------------------------------
-if ! cmp -s "$REQ" "$VENV/.requirements" 2>/dev/null; then
-  echo "installing MLServer and MLflow into $VENV (once)..." >&2
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$REQ"
-  cp "$REQ" "$VENV/.requirements"
-fi
+bench_venv "$VENV" "$REQ"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
-if [ -n "${QANAT_BIN:-}" ]; then
-  Q=$QANAT_BIN
-else
-  echo "building qanat (release)..." >&2
-  (cd "$ROOT" && cargo build --release --locked -p qanat --quiet)
-  Q=$CARGO_TARGET_DIR/release/qanat
-fi
+qanat_bin "$ROOT"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_http() { for _ in $(seq 900); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.2; done; echo "no answer from $1" >&2; return 1; }
 
