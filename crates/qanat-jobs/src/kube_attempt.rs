@@ -73,13 +73,7 @@ impl Jobs {
             .kube
             .get()
             .ok_or_else(|| Error::invalid("the Kubernetes executor is not configured"))?;
-        let none = Allocation {
-            total: job.total(),
-            per_rank: job.per_rank,
-            rank_cores: vec![Vec::new(); job.ranks as usize],
-            rank_gpus: vec![Vec::new(); job.ranks as usize],
-        };
-        let ranks = self.prepare(job, &none).await?;
+        let ranks = self.prepare(job, &Allocation::elsewhere(job)).await?;
         let first = ranks
             .first()
             .ok_or_else(|| Error::invalid("a job has at least one rank"))?;
@@ -98,12 +92,7 @@ impl Jobs {
             }
         }
         let name = kubernetes::object_name(&job.job_id, job.attempt);
-        let timeout = job
-            .spec
-            .timeout
-            .as_deref()
-            .and_then(|t| humantime::parse_duration(t).ok())
-            .or(inner.settings.default_timeout);
+        let timeout = job.timeout(inner.settings.default_timeout);
         let image = job
             .spec
             .params

@@ -49,6 +49,17 @@ pub(crate) struct Allocation {
 }
 
 impl Allocation {
+    /// No cores or GPUs of this server: what a job placed by another executor
+    /// (Slurm, Kubernetes) is prepared with.
+    pub(crate) fn elsewhere(job: &crate::rows::JobRow) -> Allocation {
+        Allocation {
+            total: job.total(),
+            per_rank: job.per_rank,
+            rank_cores: vec![Vec::new(); job.ranks as usize],
+            rank_gpus: vec![Vec::new(); job.ranks as usize],
+        }
+    }
+
     pub(crate) fn describe(&self) -> String {
         self.rank_cores
             .iter()

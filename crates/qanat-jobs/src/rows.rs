@@ -104,6 +104,19 @@ impl JobRow {
         self.per_rank.times(self.ranks)
     }
 
+    /// How long an attempt may run: the spec's timeout, else `default` (the
+    /// server's); `None` for no limit.
+    pub(crate) fn timeout(
+        &self,
+        default: Option<std::time::Duration>,
+    ) -> Option<std::time::Duration> {
+        self.spec
+            .timeout
+            .as_deref()
+            .and_then(|t| humantime::parse_duration(t).ok())
+            .or(default)
+    }
+
     pub(crate) fn preemptible(&self) -> bool {
         self.spec.preemptible.unwrap_or(true)
     }

@@ -407,12 +407,7 @@ impl Jobs {
                         let jobs = self.clone();
                         tokio::spawn(async move { jobs.sample_attempt(w, stop_rx).await });
                     }
-                    let timeout = job
-                        .spec
-                        .timeout
-                        .as_deref()
-                        .and_then(|t| humantime::parse_duration(t).ok())
-                        .or(inner.settings.default_timeout);
+                    let timeout = job.timeout(inner.settings.default_timeout);
                     let ending = gang
                         .supervise(
                             control,
@@ -591,11 +586,7 @@ impl Jobs {
             .service_member(&project, &format!("jobs@{}", project.name), Role::Editor)
             .await?;
         let timeout = job
-            .spec
-            .timeout
-            .as_deref()
-            .and_then(|t| humantime::parse_duration(t).ok())
-            .or(inner.settings.default_timeout)
+            .timeout(inner.settings.default_timeout)
             .unwrap_or(Duration::from_secs(7 * 86_400));
         let ttl = timeout + inner.settings.kill_grace + Duration::from_secs(3600);
         let token = inner

@@ -65,13 +65,7 @@ impl Jobs {
         job: &mut JobRow,
         cluster: &slurm::SlurmExecutor,
     ) -> Result<String> {
-        let none = Allocation {
-            total: job.total(),
-            per_rank: job.per_rank,
-            rank_cores: vec![Vec::new(); job.ranks as usize],
-            rank_gpus: vec![Vec::new(); job.ranks as usize],
-        };
-        let ranks = self.prepare(job, &none).await?;
+        let ranks = self.prepare(job, &Allocation::elsewhere(job)).await?;
         let first = ranks
             .first()
             .ok_or_else(|| Error::invalid("a job has at least one rank"))?;
@@ -94,12 +88,7 @@ impl Jobs {
         tokio::fs::set_permissions(&env_file, std::fs::Permissions::from_mode(0o600))
             .await
             .map_err(|e| Error::io(env_file.display(), e))?;
-        let timeout = job
-            .spec
-            .timeout
-            .as_deref()
-            .and_then(|t| humantime::parse_duration(t).ok())
-            .or(self.inner.settings.default_timeout);
+        let timeout = job.timeout(self.inner.settings.default_timeout);
         let script = BatchScript {
             job_id: &job.job_id,
             attempt: job.attempt,
