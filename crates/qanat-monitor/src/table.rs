@@ -161,16 +161,22 @@ impl TableFile {
             Ok((schema, Box::new(reader)))
         }
     }
-}
 
-impl TableFile {
     /// Profiles the file's rows into `columns`, matched by name (a column the file
     /// lacks is left as it is); the number of rows read. A Parquet file is read by
     /// several readers at once, each decoding its own share of the columns (decoding
-    /// is most of the work); CSV is parsed once and its columns profiled in parallel.
-    fn profile(&self, columns: &mut [(String, ColumnProfile)]) -> Result<u64, Error> {
+    /// is most of the work); CSV is parsed once and its columns profiled in parallel,
+    /// from `opened` when the caller has its batches from the start already.
+    fn profile(
+        &self,
+        columns: &mut [(String, ColumnProfile)],
+        opened: Option<(SchemaRef, Batches)>,
+    ) -> Result<u64, Error> {
         if !self.parquet || columns.len() < 2 {
-            let (schema, batches) = self.batches()?;
+            let (schema, batches) = match opened {
+                Some(o) => o,
+                None => self.batches()?,
+            };
             return profile_into(&schema, batches, columns);
         }
         use arrow_array::RecordBatchReader;
@@ -399,7 +405,7 @@ pub fn reference(file: &TableFile) -> Result<TableProfile, Error> {
             (name, profile)
         })
         .collect();
-    let rows = file.profile(&mut columns)?;
+    let rows = file.profile(&mut columns, None)?;
     Ok(TableProfile::of(rows, columns))
 }
 
@@ -457,8 +463,7 @@ pub fn current(file: &TableFile, reference: &TableProfile) -> Result<TableProfil
             (name.clone(), empty)
         })
         .collect();
-    drop(batches);
-    let rows = file.profile(&mut columns)?;
+    let rows = file.profile(&mut columns, Some((schema, batches)))?;
     Ok(TableProfile::of(rows, columns))
 }
 
