@@ -157,6 +157,7 @@ impl AppState {
             serving.clone(),
             jobs.clone(),
             events.outbox(),
+            qanat_data::Datasets::new(meta.clone(), storage.clone()),
         );
         AppState(Arc::new(Services {
             gov,
@@ -213,6 +214,7 @@ impl AppState {
             self.serving.clone(),
             self.jobs.clone(),
             self.events.outbox(),
+            self.datasets.clone(),
         );
     }
 

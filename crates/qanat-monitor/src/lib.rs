@@ -33,6 +33,7 @@ pub mod wire;
 
 mod actions;
 mod monitors;
+mod references;
 mod watch;
 mod window;
 
@@ -55,6 +56,8 @@ pub enum Error {
     #[error(transparent)]
     Tracking(#[from] qanat_tracking::Error),
     #[error(transparent)]
+    Data(#[from] qanat_data::Error),
+    #[error(transparent)]
     Jobs(#[from] qanat_jobs::Error),
     #[error(transparent)]
     Events(#[from] qanat_events::Error),
@@ -76,6 +79,7 @@ impl qanat_core::DomainError for Error {
             Error::Refused(r) => r.kind(),
             Error::Serving(e) => e.kind(),
             Error::Tracking(e) => e.kind(),
+            Error::Data(e) => e.kind(),
             Error::Jobs(e) => e.kind(),
             Error::Events(e) => e.kind(),
             Error::Governance(e) => e.kind(),
@@ -88,6 +92,7 @@ impl qanat_core::DomainError for Error {
         match self {
             Error::Serving(e) => e.code(),
             Error::Tracking(e) => e.code(),
+            Error::Data(e) => e.code(),
             Error::Jobs(e) => e.code(),
             Error::Governance(e) => e.code(),
             Error::Store(e) => e.code(),

@@ -36,7 +36,8 @@ pub(crate) struct Inner {
     pub(crate) jobs: qanat_jobs::Jobs,
     pub(crate) outbox: qanat_events::Outbox,
     /// Reference profiles by (project id, model, version): versions are immutable.
-    references: Mutex<HashMap<VersionKey, Option<Arc<TableProfile>>>>,
+    pub(crate) references: Mutex<HashMap<VersionKey, Option<Arc<TableProfile>>>>,
+    pub(crate) datasets: qanat_data::Datasets,
 }
 
 impl std::fmt::Debug for Monitors {
@@ -112,6 +113,7 @@ impl Monitors {
         serving: qanat_serving::Serving,
         jobs: qanat_jobs::Jobs,
         outbox: qanat_events::Outbox,
+        datasets: qanat_data::Datasets,
     ) -> Self {
         Monitors {
             inner: Arc::new(Inner {
@@ -123,6 +125,7 @@ impl Monitors {
                 jobs,
                 outbox,
                 references: Mutex::new(HashMap::new()),
+                datasets,
             }),
         }
     }
@@ -519,51 +522,5 @@ impl Monitors {
             checks,
             alerts,
         })
-    }
-
-    /// The reference profile stored with version `version` of `model`, or `None`
-    /// when it has none (a model trained elsewhere).
-    pub(crate) async fn reference(
-        &self,
-        project: &Project,
-        model: &str,
-        version: &str,
-    ) -> Result<Option<Arc<TableProfile>>> {
-        let key = (
-            project.id.to_string(),
-            model.to_string(),
-            version.to_string(),
-        );
-        if let Some(hit) = self
-            .inner
-            .references
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&key).cloned())
-        {
-            return Ok(hit);
-        }
-        let bytes = self
-            .inner
-            .serving
-            .model_file(project, model, version, REFERENCE_PROFILE)
-            .await?;
-        let profile = match bytes {
-            Some(b) => Some(Arc::new(
-                tokio::task::spawn_blocking(move || serde_json::from_slice::<TableProfile>(&b))
-                    .await
-                    .map_err(|e| Error::Internal(format!("reading a reference profile: {e}")))?
-                    .map_err(|e| {
-                        Error::Internal(format!(
-                            "the reference profile of {model} version {version} does not parse: {e}"
-                        ))
-                    })?,
-            )),
-            None => None,
-        };
-        if let Ok(mut m) = self.inner.references.lock() {
-            m.insert(key, profile.clone());
-        }
-        Ok(profile)
     }
 }

@@ -342,10 +342,19 @@ fn profile_into(
 /// The reference's profile: every numeric or categorical column, numeric ones on bins
 /// spanning their own range.
 pub fn reference(file: &TableFile) -> Result<TableProfile, Error> {
+    reference_where(file, |_| true)
+}
+
+/// The reference's profile of the numeric or categorical columns `keep` accepts.
+pub fn reference_where(
+    file: &TableFile,
+    keep: impl Fn(&str) -> bool,
+) -> Result<TableProfile, Error> {
     let (schema, batches) = file.batches()?;
     let kinds: Vec<(String, bool)> = schema
         .fields()
         .iter()
+        .filter(|f| keep(f.name()))
         .filter_map(|f| numeric(f.data_type()).map(|n| (f.name().clone(), n)))
         .collect();
     if kinds.is_empty() {

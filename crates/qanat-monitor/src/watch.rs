@@ -92,7 +92,7 @@ fn test_window(
             None => {
                 check.status = CheckStatus::NoReference;
                 check.note = Some(format!(
-                    "version {v} of {model} has no {REFERENCE_PROFILE} with its model files (a model trained elsewhere): there is nothing to compare its traffic with"
+                    "version {v} of {model} has no reference profile: there is no {REFERENCE_PROFILE} with its model files, and its run logged no Qanat dataset (qanat://…) as its training input to profile; there is nothing to compare its traffic with"
                 ));
             }
             Some(r) => {

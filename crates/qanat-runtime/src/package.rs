@@ -27,6 +27,21 @@ pub const WEIGHTS: &str = "weights.safetensors";
 pub const ONNX: &str = "model.onnx";
 pub const MLMODEL: &str = "MLmodel";
 
+/// The column names of one side (`inputs` or `outputs`) of an `MLmodel` file's
+/// signature when that side is columns (`None` for a tensor signature, or none).
+pub fn signature_columns(mlmodel: &[u8], side: &str) -> Option<Vec<String>> {
+    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_slice(mlmodel).ok()?;
+    let specs = doc.get("signature")?.get(side)?.as_str()?;
+    let specs: Vec<serde_json::Value> = serde_json::from_str(specs).ok()?;
+    specs
+        .iter()
+        .map(|i| {
+            (i.get("type")?.as_str()? != "tensor")
+                .then(|| i.get("name")?.as_str().map(str::to_string))?
+        })
+        .collect()
+}
+
 /// One input of the signature.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Input {
@@ -305,5 +320,33 @@ impl Runtime for NativeModel {
         let x = self.spec.preprocessing.encode_features(table, &rows)?;
         let mut scratch = Scratch::default();
         Ok(self.mlp.forward(&x, rows.len(), &mut scratch)?.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::signature_columns;
+
+    #[test]
+    fn signature_columns_reads_either_side_and_refuses_tensors() {
+        let mlmodel = br#"flavors: {}
+signature:
+  inputs: '[{"type": "double", "name": "age", "required": true}, {"type": "string", "name": "city"}]'
+  outputs: '[{"type": "long", "name": "label"}]'
+"#;
+        assert_eq!(
+            signature_columns(mlmodel, "inputs"),
+            Some(vec!["age".to_string(), "city".to_string()])
+        );
+        assert_eq!(
+            signature_columns(mlmodel, "outputs"),
+            Some(vec!["label".to_string()])
+        );
+        let tensors = br#"signature:
+  inputs: '[{"type": "tensor", "tensor-spec": {"dtype": "float32", "shape": [-1, 4]}}]'
+"#;
+        assert_eq!(signature_columns(tensors, "inputs"), None);
+        assert_eq!(signature_columns(tensors, "outputs"), None);
+        assert_eq!(signature_columns(b"flavors: {}\n", "inputs"), None);
     }
 }

@@ -692,6 +692,60 @@ impl Tracking {
         Ok(())
     }
 
+    /// The Qanat dataset version version `version` of model `name` was trained on:
+    /// among the dataset inputs its run logged with a `qanat://` source, the one
+    /// tagged `mlflow.data.context = training`, else the only one. `None` when the
+    /// version names no run (nor a logged model with one), or its run logged no such
+    /// input, or several with none marked as the training set.
+    pub async fn training_dataset(
+        &self,
+        project: &Project,
+        name: &str,
+        version: &str,
+    ) -> Result<Option<(String, i64)>> {
+        let v = self.model_version(project, name, version).await?;
+        let mut run_id = v.run_id.filter(|r| !r.is_empty());
+        if let (None, Some(model_id)) = (&run_id, v.model_id.as_deref()) {
+            run_id = sqlx::query("SELECT source_run_id FROM logged_models WHERE model_id = $1")
+                .bind(model_id)
+                .fetch_optional(self.meta.reader())
+                .await?
+                .and_then(|r| {
+                    r.try_get::<Option<String>, _>("source_run_id")
+                        .ok()
+                        .flatten()
+                });
+        }
+        let Some(run_id) = run_id else {
+            return Ok(None);
+        };
+        let rows = sqlx::query(
+            "SELECT qanat_dataset, qanat_version, tags_json FROM run_dataset_inputs \
+             WHERE run_id = $1 AND qanat_dataset IS NOT NULL ORDER BY created_time, name",
+        )
+        .bind(&run_id)
+        .fetch_all(self.meta.reader())
+        .await?;
+        let mut found = Vec::with_capacity(rows.len());
+        for r in rows {
+            let tags: Vec<Tag> =
+                serde_json::from_str(&r.try_get::<String, _>("tags_json")?).unwrap_or_default();
+            let training = tags
+                .iter()
+                .any(|t| t.key == "mlflow.data.context" && t.value == "training");
+            let version: String = r.try_get("qanat_version")?;
+            let Ok(version) = version.parse::<i64>() else {
+                continue;
+            };
+            found.push((training, r.try_get::<String, _>("qanat_dataset")?, version));
+        }
+        let training: Vec<_> = found.iter().filter(|f| f.0).cloned().collect();
+        Ok(match (training.as_slice(), found.as_slice()) {
+            ([one], _) | ([], [one]) => Some((one.1.clone(), one.2)),
+            _ => None,
+        })
+    }
+
     /// Inputs and outputs of several runs.
     pub(crate) async fn run_io(
         &self,

@@ -673,3 +673,92 @@ fn rollback_scenario(mut env: Vec<(String, String)>) {
     );
     assert_eq!(st, 404);
 }
+
+/// A version registered the way the MLflow client registers one (a run of its own,
+/// files uploaded as artifacts, no reference profile among them) whose run logged a
+/// Qanat dataset as its training input is profiled from that dataset when it is
+/// registered, and its traffic is checked against it instead of `no_reference`.
+#[test]
+fn a_version_registered_from_mlflow_is_profiled_from_its_logged_training_dataset() {
+    let q = Qanat::start_with(vec![("QANAT_JOBS_CPUS".into(), "2".into())]);
+    q.push_example("cancer", "breast_cancer.csv");
+    q.train(json!({
+        "name": "cancer-mlp", "inputs": ["dataset:cancer@1"], "target": "diagnosis",
+        "model": "mlp", "hidden": [16], "epochs": 10, "seed": 2, "register": "trained",
+    }));
+    let source = q.mlflow_get(
+        "default",
+        "model-versions/get-download-uri?name=trained&version=1",
+    )["artifact_uri"]
+        .as_str()
+        .expect("source")
+        .trim_start_matches("mlflow-artifacts:/")
+        .to_string();
+
+    // A run of its own, as `mlflow.start_run()` makes it, with the model's files (not
+    // its reference profile) and the training set logged as an input.
+    let (s, run) = q.api(
+        "POST",
+        "/api/2.0/mlflow/runs/create",
+        Some(json!({"experiment_id": "0"})),
+    );
+    assert_eq!(s, 200, "{run}");
+    let run_id = run["run"]["info"]["run_id"].as_str().expect("run id");
+    let artifacts = run["run"]["info"]["artifact_uri"]
+        .as_str()
+        .expect("artifact uri")
+        .trim_start_matches("mlflow-artifacts:/")
+        .to_string();
+    for file in ["MLmodel", "spec.json", "weights.safetensors", "model.onnx"] {
+        let got = q
+            .request(
+                "GET",
+                &format!("/api/2.0/mlflow-artifacts/artifacts/{source}/{file}"),
+            )
+            .send()
+            .expect("download");
+        assert_eq!(got.status(), 200, "{file}");
+        let bytes = got.bytes().expect("bytes");
+        let put = q
+            .request(
+                "PUT",
+                &format!("/api/2.0/mlflow-artifacts/artifacts/{artifacts}/model/{file}"),
+            )
+            .body(bytes)
+            .send()
+            .expect("upload");
+        assert_eq!(put.status(), 200, "{file}");
+    }
+    let (s, v) = q.api(
+        "POST",
+        "/api/2.0/mlflow/runs/log-inputs",
+        Some(json!({"run_id": run_id, "datasets": [{
+            "tags": [{"key": "mlflow.data.context", "value": "training"}],
+            "dataset": {"name": "cancer", "digest": "d1", "source_type": "qanat",
+                        "source": "{\"uri\": \"qanat://default/cancer@1\"}"},
+        }]})),
+    );
+    assert_eq!(s, 200, "{v}");
+    for (path, body) in [
+        ("registered-models/create", json!({"name": "imported"})),
+        (
+            "model-versions/create",
+            json!({"name": "imported", "run_id": run_id,
+                   "source": format!("mlflow-artifacts:/{artifacts}/model")}),
+        ),
+    ] {
+        let (s, v) = q.api("POST", &format!("/api/2.0/mlflow/{path}"), Some(body));
+        assert_eq!(s, 200, "{path}: {v}");
+    }
+
+    q.cli_ok("deploy -p default create web --model imported --primary 1");
+    let spec = write(&q, "monitor.yaml", "window: {rows: 60}\nmin_rows: 30\n");
+    cli_json(&q, &["monitor", "set", "web", "-f", &spec]);
+    traffic(&q, "web", "calm", &spread(0)[..60], 1.0);
+    let s = wait_status(&q, "web", 60, |s| {
+        s["checks"][0]["versions"][0]["status"].is_string()
+    });
+    let checked = &s["checks"][0]["versions"][0];
+    assert_eq!(checked["status"], "ok", "{s:#}");
+    assert_eq!(checked["drift"]["columns"], 30, "{checked:#}");
+}

@@ -609,6 +609,20 @@ pub(crate) async fn create_model_version(
             },
         )
         .await?;
+    // Monitoring's reference for a model trained elsewhere: profiled from the
+    // training dataset its run logged, after the answer (a large table takes a while;
+    // the monitor computes it on first need if this did not finish).
+    let (monitor, project, name, version) = (
+        ml.state.monitor.clone(),
+        ml.p.clone(),
+        v.name.clone(),
+        v.version.clone(),
+    );
+    tokio::spawn(async move {
+        if let Err(e) = monitor.prepare_reference(&project, &name, &version).await {
+            tracing::warn!(model = %name, version = %version, error = %e, "the version's reference profile was not computed");
+        }
+    });
     reply("model_version", v)
 }
 

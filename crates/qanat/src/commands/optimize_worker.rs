@@ -49,21 +49,6 @@ enum Source {
     Onnx(Vec<u8>),
 }
 
-/// The column names of an `MLmodel` file's signature when its inputs are columns
-/// (`None` for a tensor signature or none).
-fn signature_columns(mlmodel: &[u8]) -> Option<Vec<String>> {
-    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_slice(mlmodel).ok()?;
-    let inputs = doc.get("signature")?.get("inputs")?.as_str()?;
-    let inputs: Vec<serde_json::Value> = serde_json::from_str(inputs).ok()?;
-    inputs
-        .iter()
-        .map(|i| {
-            (i.get("type")?.as_str()? != "tensor")
-                .then(|| i.get("name")?.as_str().map(str::to_string))?
-        })
-        .collect()
-}
-
 /// The `MLmodel` file of a version derived from an imported model: the source's, with
 /// this run's id, path and time, without the source's model ids, and with Qanat's
 /// metadata; a minimal `onnx` + `python_function` one when the source had none.
@@ -226,7 +211,9 @@ pub async fn run() -> Result<()> {
         task: p.task,
         features: p.features.clone(),
     };
-    let signature = source_mlmodel.as_deref().map(signature_columns);
+    let signature = source_mlmodel
+        .as_deref()
+        .map(|m| qanat_runtime::package::signature_columns(m, "inputs"));
     let (optimized, report) = tokio::task::spawn_blocking(move || -> Result<_> {
         let table = Table::read_dir(std::path::Path::new(&inputs))?;
         match source_input {
