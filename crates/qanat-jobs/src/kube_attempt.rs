@@ -38,11 +38,8 @@ const NOT_PASSED: &[&str] = &[
 impl Jobs {
     pub(crate) async fn run_kube_attempt(self, job: JobRow) {
         let id = job.job_id.clone();
-        if let Err(e) = self.kube_attempt(job).await {
-            tracing::error!(job = %id, error = %e, "a Kubernetes attempt could not be recorded");
-        }
-        self.inner.local.unregister(&id);
-        self.inner.wake.notify_one();
+        let recorded = self.kube_attempt(job).await;
+        self.attempt_over(&id, "kubernetes", recorded);
     }
 
     async fn kube_attempt(&self, mut job: JobRow) -> Result<()> {
@@ -243,15 +240,8 @@ impl Jobs {
                 let jobs = self.clone();
                 tokio::spawn(async move {
                     let control = jobs.inner.local.register(&job.job_id);
-                    let res = match jobs.watch_kube(&job, &name, control).await {
-                        Ok(e) => jobs.finish(&job, e).await,
-                        Err(e) => Err(e),
-                    };
-                    if let Err(e) = res {
-                        tracing::error!(job = %job.job_id, error = %e, "a Kubernetes attempt could not be recorded");
-                    }
-                    jobs.inner.local.unregister(&job.job_id);
-                    jobs.inner.wake.notify_one();
+                    let ending = jobs.watch_kube(&job, &name, control).await;
+                    jobs.watched(&job, "kubernetes", ending).await;
                 });
             } else {
                 let message = format!(

@@ -353,6 +353,11 @@ mod tests {
         }
     }
 
+    /// `decide` with no project quotas.
+    fn unlimited(queued: &[Queued], running: &[Running], pools: Vec<Pool>) -> Vec<Decision> {
+        decide(queued, running, &pools, &HashMap::new())
+    }
+
     fn pool(cpus: u64, free: u64) -> Vec<Pool> {
         vec![Pool {
             executor: "local".into(),
@@ -381,7 +386,7 @@ mod tests {
     #[test]
     fn higher_priority_starts_first_whatever_the_submit_order() {
         let queue = [q("low", "a", 0, 1, 1), q("high", "a", 10, 2, 1)];
-        let d = decide(&queue, &[], &pool(1, 1), &HashMap::new());
+        let d = unlimited(&queue, &[], pool(1, 1));
         assert_eq!(started(&d), ["high"]);
         assert!(matches!(&d[1], Decision::Wait { job_id, .. } if job_id == "low"));
     }
@@ -396,14 +401,13 @@ mod tests {
             q("a3", "a", 0, 3, 1),
             q("b1", "b", 0, 4, 1),
         ];
-        let d = decide(&queue, &[], &pool(3, 3), &HashMap::new());
+        let d = unlimited(&queue, &[], pool(3, 3));
         assert_eq!(started(&d), ["a1", "b1", "a2"]);
         // A project already using the cluster goes after one that is not.
-        let d = decide(
+        let d = unlimited(
             &[q("a1", "a", 0, 1, 1), q("b1", "b", 0, 2, 1)],
             &[r("a0", "a", 0, 0, 2)],
-            &pool(3, 1),
-            &HashMap::new(),
+            pool(3, 1),
         );
         assert_eq!(started(&d), ["b1"]);
     }
@@ -429,12 +433,7 @@ mod tests {
     #[test]
     fn a_big_job_reserves_its_executor_against_later_small_ones() {
         let queue = [q("big", "a", 0, 1, 4), q("small", "b", 0, 2, 1)];
-        let d = decide(
-            &queue,
-            &[r("x", "c", 0, 0, 2)],
-            &pool(4, 2),
-            &HashMap::new(),
-        );
+        let d = unlimited(&queue, &[r("x", "c", 0, 0, 2)], pool(4, 2));
         assert!(started(&d).is_empty(), "{d:?}");
     }
 
@@ -446,12 +445,7 @@ mod tests {
             r("mid", "a", 0, 5, 1),
             r("peer", "a", 10, 3, 1),
         ];
-        let d = decide(
-            &[q("urgent", "b", 10, 20, 1)],
-            &running,
-            &pool(4, 0),
-            &HashMap::new(),
-        );
+        let d = unlimited(&[q("urgent", "b", 10, 20, 1)], &running, pool(4, 0));
         assert_eq!(
             d,
             [Decision::Preempt {
@@ -460,12 +454,7 @@ mod tests {
             }]
         );
         // Needing two cores takes both low jobs before the normal one.
-        let d = decide(
-            &[q("urgent", "b", 10, 20, 2)],
-            &running,
-            &pool(4, 0),
-            &HashMap::new(),
-        );
+        let d = unlimited(&[q("urgent", "b", 10, 20, 2)], &running, pool(4, 0));
         assert_eq!(
             d,
             [Decision::Preempt {
@@ -480,24 +469,14 @@ mod tests {
         let mut pinned = r("pinned", "a", -5, 1, 1);
         pinned.preemptible = false;
         let running = [pinned, r("peer", "a", 10, 2, 1)];
-        let d = decide(
-            &[q("urgent", "b", 10, 3, 1)],
-            &running,
-            &pool(2, 0),
-            &HashMap::new(),
-        );
+        let d = unlimited(&[q("urgent", "b", 10, 3, 1)], &running, pool(2, 0));
         assert!(matches!(&d[0], Decision::Wait { .. }), "{d:?}");
     }
 
     #[test]
     fn nothing_is_preempted_when_it_would_not_make_room() {
         let running = [r("low", "a", -5, 1, 1), r("peer", "a", 10, 2, 1)];
-        let d = decide(
-            &[q("urgent", "b", 10, 3, 2)],
-            &running,
-            &pool(2, 0),
-            &HashMap::new(),
-        );
+        let d = unlimited(&[q("urgent", "b", 10, 3, 2)], &running, pool(2, 0));
         assert!(matches!(&d[0], Decision::Wait { .. }), "{d:?}");
     }
 
@@ -505,12 +484,7 @@ mod tests {
     fn jobs_already_stopping_are_waited_for_not_preempted_again() {
         let mut low = r("low", "a", -5, 1, 1);
         low.stopping = true;
-        let d = decide(
-            &[q("urgent", "b", 10, 3, 1)],
-            &[low],
-            &pool(1, 0),
-            &HashMap::new(),
-        );
+        let d = unlimited(&[q("urgent", "b", 10, 3, 1)], &[low], pool(1, 0));
         assert!(
             matches!(&d[0], Decision::Wait { reason, .. } if reason.contains("stopping")),
             "{d:?}"

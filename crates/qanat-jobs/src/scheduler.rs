@@ -349,12 +349,30 @@ impl Jobs {
     /// One attempt from claim to its recorded end; the allocation is released after.
     async fn run_attempt(self, job: JobRow, alloc: Allocation) {
         let id = job.job_id.clone();
-        if let Err(e) = self.attempt(job, &alloc).await {
-            tracing::error!(job = %id, error = %e, "a job attempt could not be recorded");
-        }
+        let recorded = self.attempt(job, &alloc).await;
         self.inner.local.release(&alloc);
-        self.inner.local.unregister(&id);
+        self.attempt_over(&id, "local", recorded);
+    }
+
+    /// The end of an attempt's task on any executor: an error recording it is logged
+    /// (the store keeps the job as it was, and recovery looks at it again), the job
+    /// stops taking controls, and the scheduler looks at the queue again.
+    pub(crate) fn attempt_over(&self, id: &str, executor: &str, recorded: Result<()>) {
+        if let Err(e) = recorded {
+            tracing::error!(job = %id, executor, error = %e, "a job attempt could not be recorded");
+        }
+        self.inner.local.unregister(id);
         self.inner.wake.notify_one();
+    }
+
+    /// Records the end an executor's watch came to (after a restart too), then ends
+    /// the attempt's task.
+    pub(crate) async fn watched(&self, job: &JobRow, executor: &str, ending: Result<Ending>) {
+        let recorded = match ending {
+            Ok(e) => self.finish(job, e).await,
+            Err(e) => Err(e),
+        };
+        self.attempt_over(&job.job_id, executor, recorded);
     }
 
     async fn attempt(&self, mut job: JobRow, alloc: &Allocation) -> Result<()> {

@@ -26,11 +26,8 @@ const PER_RANK: &[&str] = &[
 impl Jobs {
     pub(crate) async fn run_slurm_attempt(self, job: JobRow) {
         let id = job.job_id.clone();
-        if let Err(e) = self.slurm_attempt(job).await {
-            tracing::error!(job = %id, error = %e, "a Slurm attempt could not be recorded");
-        }
-        self.inner.local.unregister(&id);
-        self.inner.wake.notify_one();
+        let recorded = self.slurm_attempt(job).await;
+        self.attempt_over(&id, "slurm", recorded);
     }
 
     async fn slurm_attempt(&self, mut job: JobRow) -> Result<()> {
@@ -237,15 +234,7 @@ impl Jobs {
                     tokio::spawn(async move {
                         let control = jobs.inner.local.register(&job.job_id);
                         let ending = jobs.watch_slurm(&job, &id, control).await;
-                        let res = match ending {
-                            Ok(e) => jobs.finish(&job, e).await,
-                            Err(e) => Err(e),
-                        };
-                        if let Err(e) = res {
-                            tracing::error!(job = %job.job_id, error = %e, "a Slurm attempt could not be recorded");
-                        }
-                        jobs.inner.local.unregister(&job.job_id);
-                        jobs.inner.wake.notify_one();
+                        jobs.watched(&job, "slurm", ending).await;
                     });
                 }
                 None => {
