@@ -38,6 +38,8 @@ pub(crate) struct Inner {
     /// Reference profiles by (project id, model, version): versions are immutable.
     pub(crate) references: Mutex<HashMap<VersionKey, Option<Arc<TableProfile>>>>,
     pub(crate) datasets: qanat_data::Datasets,
+    /// This server's name in monitor leases (see `watch::take_lease`).
+    pub(crate) holder: String,
 }
 
 impl std::fmt::Debug for Monitors {
@@ -126,6 +128,7 @@ impl Monitors {
                 outbox,
                 references: Mutex::new(HashMap::new()),
                 datasets,
+                holder: format!("watcher-{}", uuid::Uuid::new_v4().simple()),
             }),
         }
     }

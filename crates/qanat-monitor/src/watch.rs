@@ -32,6 +32,9 @@ const CATCH_UP: usize = 10;
 const MAX_BEHIND: i64 = 1_000;
 /// How many recent windows late labels are matched against.
 const LATE_WINDOWS: i64 = 50;
+/// How long a server's hold on a monitor lasts unless its next pass renews it: after
+/// that, another server's watcher takes the monitor over.
+const LEASE_US: i64 = 30_000_000;
 
 /// One monitor as the watcher works on it.
 pub(crate) struct Watched {
@@ -140,6 +143,30 @@ fn test_window(
     }
 }
 
+/// Takes or renews `holder`'s lease on a monitor at `now` (micros): false while
+/// another holder's lease runs.
+pub(crate) async fn take_lease(
+    meta: &qanat_store::MetaStore,
+    holder: &str,
+    project_id: &str,
+    deployment: &str,
+    now: i64,
+) -> Result<bool> {
+    let taken = sqlx::query(
+        "UPDATE monitors SET lease_holder = $1, lease_until = $2 WHERE project_id = $3 AND deployment = $4 \
+         AND (lease_holder IS NULL OR lease_holder = $5 OR lease_until < $6)",
+    )
+    .bind(holder)
+    .bind(now + LEASE_US)
+    .bind(project_id)
+    .bind(deployment)
+    .bind(holder)
+    .bind(now)
+    .execute(meta.writer())
+    .await?;
+    Ok(taken.rows_affected() == 1)
+}
+
 impl Monitors {
     /// Starts the watcher: a pass over every monitor each `every`.
     pub fn spawn(&self, every: Duration) -> tokio::task::JoinHandle<()> {
@@ -189,6 +216,19 @@ impl Monitors {
     }
 
     async fn watch(&self, w: &mut Watched) -> Result<()> {
+        // One server at a time acts on a monitor: its alerts' actions (a canary
+        // started, judged, promoted or taken back) are not claimed one by one.
+        if !take_lease(
+            &self.inner.meta,
+            &self.inner.holder,
+            w.project.id.as_str(),
+            &w.deployment,
+            now_micros(),
+        )
+        .await?
+        {
+            return Ok(());
+        }
         let Some(d) = self
             .inner
             .serving
@@ -529,6 +569,48 @@ async fn mark_matched(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// One holder at a time; the lease passes on when it runs out, not before.
+    #[tokio::test]
+    async fn a_monitor_is_leased_to_one_server_at_a_time() {
+        use qanat_store::testing::TestDb;
+        for db in TestDb::all(&[&qanat_governance::MIGRATIONS, &crate::MIGRATIONS]).await {
+            let gov = qanat_governance::Governance::new(db.store.clone());
+            let [p] = qanat_governance::testing::projects(&gov, ["m"]).await;
+            sqlx::query(
+                "INSERT INTO monitors (project_id, deployment, spec, next_start, checks, created_at, created_by, updated_at, updated_by) \
+                 VALUES ($1, 'web', '{}', 0, 0, 0, 'admin', 0, 'admin')",
+            )
+            .bind(p.id.as_str())
+            .execute(db.store.writer())
+            .await
+            .expect("monitor row");
+            let lease = |holder: &'static str, at: i64| {
+                let meta = db.store.clone();
+                let pid = p.id.to_string();
+                async move {
+                    take_lease(&meta, holder, &pid, "web", at)
+                        .await
+                        .expect("lease")
+                }
+            };
+            assert!(lease("a", 0).await, "a free monitor is taken");
+            assert!(!lease("b", 1_000_000).await, "a running lease holds");
+            assert!(lease("a", LEASE_US - 1).await, "its holder renews it");
+            assert!(!lease("b", LEASE_US + 1).await, "renewed, it holds on");
+            assert!(lease("b", 2 * LEASE_US).await, "run out, it passes on");
+            assert!(
+                !lease("a", 2 * LEASE_US + 1).await,
+                "and the old holder waits"
+            );
+            assert!(
+                !take_lease(&db.store, "a", p.id.as_str(), "nope", 0)
+                    .await
+                    .expect("lease"),
+                "no monitor, no lease"
+            );
+        }
+    }
 
     fn record(i: usize, version: &str, x: f64) -> LogRecord {
         let label = if x > 0.5 { "a" } else { "b" };
