@@ -1044,33 +1044,7 @@ pub(crate) fn metadata_of(definition: &Value) -> Value {
 mod tests {
     use super::*;
 
-    const REPO: &str = r#"
-kind: entity
-name: driver
-join_keys: [{name: driver_id, type: int64}]
----
-kind: source
-name: driver_stats_src
-type: file
-path: features/driver_stats.parquet
-timestamp_field: event_timestamp
-created_timestamp_field: created
----
-kind: feature_view
-name: driver_stats
-entities: [driver]
-source: driver_stats_src
-ttl: 1d
-owner: ml-team
-schema:
-  - {name: conv_rate, type: float32, range: {min: 0, max: 1}}
-  - {name: trips, type: int64, nullable: false}
-  - {name: email, type: string, pii: true}
----
-kind: feature_service
-name: driver_activity
-features: [driver_stats, "driver_stats:trips"]
-"#;
+    const REPO: &str = include_str!("../tests/fixtures/definitions_repo.yaml");
 
     fn repo() -> FeatureRepo {
         let mut r = FeatureRepo::default();

@@ -16,24 +16,7 @@ use qanat_store::testing::TestDb;
 mod common;
 use common::SCHEMA;
 
-const REPO: &str = r#"
-kind: entity
-name: driver
-join_keys: [{name: driver_id, type: int64}]
----
-kind: source
-name: stats_src
-type: file
-path: stats.parquet
-timestamp_field: event_timestamp
----
-kind: feature_view
-name: stats
-entities: [driver]
-source: stats_src
-schema:
-  - {name: speed, type: float64}
-"#;
+const REPO: &str = include_str!("fixtures/speed_repo.yaml");
 
 const DRIVERS: i64 = 2_000;
 /// 2026-01-01T00:00:00Z in microseconds.

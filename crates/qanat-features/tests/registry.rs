@@ -9,30 +9,7 @@ use qanat_store::testing::TestDb;
 mod common;
 use common::SCHEMA;
 
-const REPO: &str = r#"
-kind: entity
-name: driver
-join_keys: [{name: driver_id, type: int64}]
----
-kind: source
-name: stats_src
-type: file
-path: features/driver_stats.parquet
-timestamp_field: event_timestamp
----
-kind: feature_view
-name: driver_stats
-entities: [driver]
-source: stats_src
-ttl: 1d
-schema:
-  - {name: conv_rate, type: float32}
-  - {name: trips, type: int64}
----
-kind: feature_service
-name: activity
-features: [driver_stats]
-"#;
+const REPO: &str = include_str!("fixtures/driver_stats_repo.yaml");
 
 fn repo(text: &str) -> FeatureRepo {
     let mut r = FeatureRepo::default();

@@ -312,23 +312,10 @@ fn residency_and_bad_input_are_refused_clearly() {
     let mut mixed = frame(&good, b"packed");
     mixed.extend(frame(&[0u8; 32], b"liar"));
 
-    let status = |name, call, status| Case {
-        name,
-        call,
-        expect: Expect::Status(status),
-        ..Case::default()
-    };
-    let fails = |name, args: &[&str], message| Case {
-        name,
-        call: Call::cli(args),
-        expect: Expect::Fails,
-        message,
-        ..Case::default()
-    };
     run_cases(
         &q,
         vec![
-            fails(
+            Case::fails(
                 "a dataset outside the project's regions",
                 &["data", "-p", "eu", "create", "people"],
                 "RESIDENCY_VIOLATION",
@@ -339,22 +326,22 @@ fn residency_and_bad_input_are_refused_clearly() {
                 checks: vec![Check::Len("", 1)],
                 ..Case::default()
             },
-            fails(
+            Case::fails(
                 "dataset regions outside the project's",
                 &["data", "-p", "ok", "create", "wide", "--regions", "us-east"],
                 "not allowed by project",
             ),
-            fails(
+            Case::fails(
                 "pushing a path that is not there",
                 &["data", "-p", "ok", "push", "d", "/definitely/not/here"],
                 "/definitely/not/here",
             ),
-            fails(
+            Case::fails(
                 "pushing a symlink loop",
                 &["data", "-p", "ok", "push", "d", looped],
                 "symlink loop",
             ),
-            fails(
+            Case::fails(
                 "pushing a file whose name holds a backslash",
                 &["data", "-p", "ok", "push", "d", odd],
                 "backslash",
@@ -365,89 +352,52 @@ fn residency_and_bad_input_are_refused_clearly() {
                 checks: vec![Check::Len("", 0)],
                 ..Case::default()
             },
-            status(
+            Case::status(
                 "a chunk whose bytes do not match its id",
                 Call::put(chunk(&fake)).bytes("hello"),
                 400,
             ),
-            Case {
-                name: "a manifest naming chunks never uploaded",
-                call: Call::post(versions).json(json!({"manifest": manifest})),
-                expect: Expect::Status(400),
-                message: "not stored",
-                ..Case::default()
-            },
-            status(
+            Case::refused("a manifest naming chunks never uploaded", Call::post(versions).json(json!({"manifest": manifest})), 400, "not stored"),
+            Case::status(
                 "a chunk larger than any the chunker makes",
                 Call::put(chunk(&fake)).bytes(vec![0u8; 5 << 20]),
                 413,
             ),
-            status(
+            Case::status(
                 "a chunk that matches its id",
                 Call::put(chunk(&one)).bytes("x"),
                 201,
             ),
-            Case {
-                name: "a manifest giving a stored chunk a size it does not have",
-                call: Call::post(versions).json(json!({"manifest": lying})),
-                expect: Expect::Status(400),
-                message: "1 bytes",
-                ..Case::default()
-            },
-            status(
+            Case::refused("a manifest giving a stored chunk a size it does not have", Call::post(versions).json(json!({"manifest": lying})), 400, "1 bytes"),
+            Case::status(
                 "a manifest path escaping the dataset",
                 Call::post(versions).json(json!({"manifest": escaping})),
                 400,
             ),
-            Case {
-                name: "a manifest path with a backslash",
-                call:
-                    Call::post(versions).json(json!({"manifest": {"files": [
-                    {"path": "..\\..\\x", "size": 0, "mode": 420, "blake3": fake, "chunks": []}]}})),
-                expect: Expect::Status(400),
-                message: "backslash in path",
-                ..Case::default()
-            },
-            Case {
-                name: "a manifest path with a control character",
-                call: Call::post(versions).json(json!({"manifest": {"files": [
-                    {"path": "a\nb", "size": 0, "mode": 420, "blake3": fake, "chunks": []}]}})),
-                expect: Expect::Status(400),
-                message: "control character in path",
-                ..Case::default()
-            },
-            Case {
-                name: "a manifest file mode beyond 0o777",
-                call: Call::post(versions).json(json!({"manifest": {"files": [
-                    {"path": "a", "size": 0, "mode": 0o104_755, "blake3": fake, "chunks": []}]}})),
-                expect: Expect::Status(400),
-                message: "beyond 0o777",
-                ..Case::default()
-            },
-            status(
+            Case::refused("a manifest path with a backslash", Call::post(versions).json(json!({"manifest": {"files": [
+                    {"path": "..\\..\\x", "size": 0, "mode": 420, "blake3": fake, "chunks": []}]}})), 400, "backslash in path"),
+            Case::refused("a manifest path with a control character", Call::post(versions).json(json!({"manifest": {"files": [
+                    {"path": "a\nb", "size": 0, "mode": 420, "blake3": fake, "chunks": []}]}})), 400, "control character in path"),
+            Case::refused("a manifest file mode beyond 0o777", Call::post(versions).json(json!({"manifest": {"files": [
+                    {"path": "a", "size": 0, "mode": 0o104_755, "blake3": fake, "chunks": []}]}})), 400, "beyond 0o777"),
+            Case::status(
                 "an unknown version",
                 Call::get(format!("{versions}/7")),
                 404,
             ),
-            status(
+            Case::status(
                 "an unknown dataset",
                 Call::get("/api/v1/projects/ok/datasets/nope"),
                 404,
             ),
-            Case {
-                name: "a pack with a frame that does not hash to its id",
-                call: Call::post(pack).bytes(mixed),
-                expect: Expect::Status(400),
-                message: "do not hash",
-                ..Case::default()
-            },
+            Case::refused("a pack with a frame that does not hash to its id", Call::post(pack).bytes(mixed), 400, "do not hash"),
             Case {
                 name: "a refused pack stores none of its chunks",
                 call: Call::post(format!("{pack}/missing")).json(json!({"ids": [good_hex]})),
                 checks: vec![Check::Len("/missing", 1)],
                 ..Case::default()
             },
-            status(
+            Case::status(
                 "a cut-short pack",
                 Call::post(pack).bytes(frame(&good, b"packed")[..20].to_vec()),
                 400,
@@ -466,13 +416,13 @@ fn residency_and_bad_input_are_refused_clearly() {
                 checks: vec![Check::Eq("/new_chunks", json!(0))],
                 ..Case::default()
             },
-            status("an empty pack", Call::post(pack).bytes(Vec::new()), 400),
-            status(
+            Case::status("an empty pack", Call::post(pack).bytes(Vec::new()), 400),
+            Case::status(
                 "a viewer uploading a chunk",
                 Call::put(chunk(&one)).token(&viewer).bytes("x"),
                 403,
             ),
-            status(
+            Case::status(
                 "a viewer uploading a pack",
                 Call::post(pack)
                     .token(&viewer)

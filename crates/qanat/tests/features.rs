@@ -7,26 +7,7 @@ use common::cases::{run_cases, Call, Case, Check, Expect};
 use common::Qanat;
 use serde_json::json;
 
-const REPO: &str = r#"
-kind: entity
-name: driver
-join_keys: [{name: driver_id, type: int64}]
----
-kind: source
-name: stats_src
-type: file
-path: features/driver_stats.parquet
-timestamp_field: event_timestamp
----
-kind: feature_view
-name: driver_stats
-entities: [driver]
-source: stats_src
-ttl: 1d
-schema:
-  - {name: conv_rate, type: float32, range: {min: 0, max: 1}}
-  - {name: trips, type: int64}
-"#;
+const REPO: &str = include_str!("fixtures/features/driver_stats.yaml");
 
 fn write_repo(dir: &std::path::Path, text: &str) {
     std::fs::create_dir_all(dir).expect("repo dir");
@@ -140,45 +121,40 @@ fn bad_feature_repos_and_requests_are_refused_with_what_to_fix() {
                 checks: vec![Check::Len("/objects", 0)],
                 ..Case::default()
             },
-            Case {
-                name: "a repo with problems, over HTTP",
-                call: Call::post(plan).json(json!({"repo": {"feature_views": [{
+            Case::coded(
+                "a repo with problems, over HTTP",
+                Call::post(plan).json(json!({"repo": {"feature_views": [{
                     "name": "v", "entities": ["e"], "source": "s", "schema": []}]}})),
-                expect: Expect::Status(400),
-                code: "INVALID_FEATURE_REPO",
-                message: "entity 'e' is not declared",
-                ..Case::default()
-            },
-            Case {
-                name: "a wrong type in the body",
-                call: Call::post(plan).json(json!({"repo": {"entities": [{
+                400,
+                "INVALID_FEATURE_REPO",
+            )
+            .saying("entity 'e' is not declared"),
+            Case::refused(
+                "a wrong type in the body",
+                Call::post(plan).json(json!({"repo": {"entities": [{
                     "name": "e", "join_keys": [{"name": "k", "type": "decimal"}]}]}})),
-                expect: Expect::Status(400),
-                message: "decimal",
-                ..Case::default()
-            },
-            Case {
-                name: "an apply from a stale plan",
-                call: Call::post(apply).json(json!({"repo": repo, "expected_revision": 7})),
-                expect: Expect::Status(409),
-                message: "plan again",
-                ..Case::default()
-            },
-            Case {
-                name: "an unknown kind of object",
-                call: Call::get("/api/v1/projects/default/features/objects/table/x"),
-                expect: Expect::Status(400),
-                message: "entity, source, feature_view or feature_service",
-                ..Case::default()
-            },
-            Case {
-                name: "a missing object",
-                call: Call::get("/api/v1/projects/default/features/objects/feature_view/nope"),
-                expect: Expect::Status(404),
-                code: "RESOURCE_DOES_NOT_EXIST",
-                message: "feature view 'nope'",
-                ..Case::default()
-            },
+                400,
+                "decimal",
+            ),
+            Case::refused(
+                "an apply from a stale plan",
+                Call::post(apply).json(json!({"repo": repo, "expected_revision": 7})),
+                409,
+                "plan again",
+            ),
+            Case::refused(
+                "an unknown kind of object",
+                Call::get("/api/v1/projects/default/features/objects/table/x"),
+                400,
+                "entity, source, feature_view or feature_service",
+            ),
+            Case::coded(
+                "a missing object",
+                Call::get("/api/v1/projects/default/features/objects/feature_view/nope"),
+                404,
+                "RESOURCE_DOES_NOT_EXIST",
+            )
+            .saying("feature view 'nope'"),
         ],
     );
 }
@@ -199,27 +175,7 @@ const RIDES: &str = "driver_id,event_timestamp,label
 1004,2026-01-01T12:00:00Z,0
 ";
 
-const DATASET_REPO: &str = r#"
-kind: entity
-name: driver
-join_keys: [{name: driver_id, type: int64}]
----
-kind: source
-name: stats_src
-type: dataset
-dataset: driver-stats
-timestamp_field: event_timestamp
-created_timestamp_field: created
----
-kind: feature_view
-name: driver_stats
-entities: [driver]
-source: stats_src
-ttl: 2h
-schema:
-  - {name: conv_rate, type: float32}
-  - {name: trips, type: int64, pii: true}
-"#;
+const DATASET_REPO: &str = include_str!("fixtures/features/dataset_source.yaml");
 
 /// Pushes `stats` as dataset driver-stats and applies `repo` (a feature repo's YAML);
 /// returns the repo's folder.
@@ -359,41 +315,7 @@ fn a_training_set_is_a_dataset_version_joined_point_in_time_with_lineage_and_pii
     }
 }
 
-const ONLINE_REPO: &str = r#"
-kind: entity
-name: driver
-join_keys: [{name: driver_id, type: int64}]
----
-kind: source
-name: stats_src
-type: dataset
-dataset: driver-stats
-timestamp_field: event_timestamp
-created_timestamp_field: created
----
-kind: feature_view
-name: driver_stats
-entities: [driver]
-source: stats_src
-ttl: 0
-schema:
-  - {name: conv_rate, type: float32}
-  - {name: trips, type: int64, pii: true}
----
-kind: source
-name: rides_push
-type: push
-timestamp_field: event_timestamp
----
-kind: feature_view
-name: ride_stats
-entities: [driver]
-source: rides_push
-ttl: 1h
-schema:
-  - {name: speed, type: float64, range: {min: 0, max: 300}, nullable: false}
-  - {name: city, type: string, allowed: [dxb, auh]}
-"#;
+const ONLINE_REPO: &str = include_str!("fixtures/features/online.yaml");
 
 /// Every online store here: redb, and Redis when `QANAT_TEST_REDIS_URL` is set (CI).
 fn online_stores() -> Vec<Vec<(String, String)>> {
@@ -574,37 +496,7 @@ fn chrono_now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-const ARRIVING_REPO: &str = r#"
-kind: entity
-name: driver
-join_keys: [{name: driver_id, type: int64}]
----
-kind: source
-name: rides_push
-type: push
-timestamp_field: event_timestamp
----
-kind: source
-name: rides_stream
-type: stream
-subject: SUBJECT
-timestamp_field: event_timestamp
----
-kind: feature_view
-name: pushed_rides
-entities: [driver]
-source: rides_push
-schema:
-  - {name: speed, type: float64, range: {min: 0, max: 300}}
----
-kind: feature_view
-name: streamed_rides
-entities: [driver]
-source: rides_stream
-schema:
-  - {name: speed, type: float64, range: {min: 0, max: 300}}
-  - {name: city, type: string, allowed: [dxb, auh]}
-"#;
+const ARRIVING_REPO: &str = include_str!("fixtures/features/arriving.yaml");
 
 /// Publishes JSON messages to a NATS subject (the stream sources' producer side).
 fn publish(url: &str, subject: &str, messages: &[serde_json::Value]) {
@@ -859,38 +751,7 @@ fn delete_stream_of(url: &str, subject: &str) {
     });
 }
 
-const SQL_REPO: &str = r#"
-kind: entity
-name: driver
-join_keys: [{name: driver_id, type: int64}]
----
-kind: source
-name: stats_src
-type: dataset
-dataset: driver-stats
-timestamp_field: event_timestamp
-created_timestamp_field: created
----
-kind: source
-name: busy_src
-type: sql
-sql: SELECT driver_id, event_timestamp, created, trips FROM stats_src WHERE trips >= 10
-timestamp_field: event_timestamp
-created_timestamp_field: created
----
-kind: feature_view
-name: busy
-entities: [driver]
-source: busy_src
-schema: [{name: trips, type: int64}]
----
-kind: feature_view
-name: scaled
-entities: [driver]
-source: stats_src
-transformation: SELECT driver_id, event_timestamp, created, conv_rate * 100 AS conv_pct FROM source
-schema: [{name: conv_pct, type: float64}]
-"#;
+const SQL_REPO: &str = include_str!("fixtures/features/sql.yaml");
 
 #[test]
 fn sql_sources_and_view_transformations_feed_training_sets_and_materialization() {

@@ -300,14 +300,13 @@ fn members_cannot_outrank_the_one_who_manages_them() {
                 Call::put("/api/v1/projects/solo/members/admin").json(json!({"role": "editor"})),
                 "last admin",
             ),
-            Case {
-                name: "a maintainer demotes an editor",
-                call: Call::put("/api/v1/projects/team/members/eve")
+            Case::status(
+                "a maintainer demotes an editor",
+                Call::put("/api/v1/projects/team/members/eve")
                     .token(&mia)
                     .json(json!({"role": "viewer"})),
-                expect: Expect::Status(200),
-                ..Case::default()
-            },
+                200,
+            ),
         ],
     );
 }
@@ -349,16 +348,15 @@ fn outsiders_cannot_tell_which_projects_exist() {
                 "/mlflow/secret/api/2.0/mlflow/experiments/get?experiment_id=0",
                 "project 'secret' does not exist",
             ),
-            Case {
-                name: "a member short of the role still hears why",
-                call: Call::post("/api/v1/projects/mine/datasets")
+            Case::coded(
+                "a member short of the role still hears why",
+                Call::post("/api/v1/projects/mine/datasets")
                     .token(&ann)
                     .json(json!({"name": "d"})),
-                expect: Expect::Status(403),
-                code: "PERMISSION_DENIED",
-                message: "needs editor",
-                ..Case::default()
-            },
+                403,
+                "PERMISSION_DENIED",
+            )
+            .saying("needs editor"),
         ],
     );
     // The audit log keeps the real reason.
@@ -412,23 +410,21 @@ fn renaming_a_registered_model_needs_a_maintainer() {
     run_cases(
         &q,
         vec![
-            Case {
-                name: "an editor registers a model",
-                call: Call::post(api("create"))
+            Case::status(
+                "an editor registers a model",
+                Call::post(api("create"))
                     .token(&ed)
                     .json(json!({"name": "fraud"})),
-                expect: Expect::Status(200),
-                ..Case::default()
-            },
-            Case {
-                name: "an editor renames it",
-                call: Call::post(api("rename"))
+                200,
+            ),
+            Case::coded(
+                "an editor renames it",
+                Call::post(api("rename"))
                     .token(&ed)
                     .json(rename("taken-over")),
-                expect: Expect::Status(403),
-                code: "PERMISSION_DENIED",
-                ..Case::default()
-            },
+                403,
+                "PERMISSION_DENIED",
+            ),
             Case {
                 name: "a maintainer renames it",
                 call: Call::post(api("rename"))
@@ -511,15 +507,14 @@ fn bad_input_gets_a_clear_4xx() {
     run_cases(
         &q,
         vec![
-            Case {
-                name: "malformed JSON",
-                call: Call::post("/api/v1/projects")
+            Case::coded(
+                "malformed JSON",
+                Call::post("/api/v1/projects")
                     .header("content-type", "application/json")
                     .bytes("{\"name\": "),
-                expect: Expect::Status(400),
-                code: "MALFORMED_REQUEST",
-                ..Case::default()
-            },
+                400,
+                "MALFORMED_REQUEST",
+            ),
             invalid(
                 "a field of the wrong type",
                 Call::post("/api/v1/projects").json(json!({"name": 42})),
@@ -593,22 +588,20 @@ fn bad_input_gets_a_clear_4xx() {
                 Call::post("/api/v1/projects")
                     .json(json!({"name": "x", "allowed_regions": ["UAE North"]})),
             ),
-            Case {
-                name: "a body that is not JSON",
-                call: Call::post("/api/v1/projects").bytes("name=x"),
-                expect: Expect::Status(415),
-                code: "UNSUPPORTED_MEDIA_TYPE",
-                ..Case::default()
-            },
-            Case {
-                name: "a body over the 1 MiB limit",
-                call: Call::post("/api/v1/projects")
+            Case::coded(
+                "a body that is not JSON",
+                Call::post("/api/v1/projects").bytes("name=x"),
+                415,
+                "UNSUPPORTED_MEDIA_TYPE",
+            ),
+            Case::coded(
+                "a body over the 1 MiB limit",
+                Call::post("/api/v1/projects")
                     .header("content-type", "application/json")
                     .bytes(big),
-                expect: Expect::Status(413),
-                code: "REQUEST_TOO_LARGE",
-                ..Case::default()
-            },
+                413,
+                "REQUEST_TOO_LARGE",
+            ),
             missing("an unknown project", Call::get("/api/v1/projects/nope")),
             missing(
                 "an object in an unknown project",
@@ -623,13 +616,12 @@ fn bad_input_gets_a_clear_4xx() {
                 Call::delete("/api/v1/tokens/tok_missing"),
             ),
             missing("an unknown route", Call::get("/api/v1/nothing-here")),
-            Case {
-                name: "a method the route does not take",
-                call: Call::delete("/api/v1/projects"),
-                expect: Expect::Status(405),
-                code: "METHOD_NOT_ALLOWED",
-                ..Case::default()
-            },
+            Case::coded(
+                "a method the route does not take",
+                Call::delete("/api/v1/projects"),
+                405,
+                "METHOD_NOT_ALLOWED",
+            ),
             invalid(
                 "path traversal in an object key",
                 Call::put("/api/v1/projects/p/objects/a%2F..%2Fb").bytes("x"),
@@ -646,22 +638,20 @@ fn bad_input_gets_a_clear_4xx() {
                 "a since that is not a time",
                 Call::get("/api/v1/audit?since=yesterday"),
             ),
-            Case {
-                name: "a malformed Authorization header",
-                call: Call::get("/api/v1/whoami")
+            Case::coded(
+                "a malformed Authorization header",
+                Call::get("/api/v1/whoami")
                     .token("")
                     .header("authorization", "Basic abc"),
-                expect: Expect::Status(401),
-                code: "UNAUTHENTICATED",
-                ..Case::default()
-            },
-            Case {
-                name: "an expired token",
-                call: Call::get("/api/v1/whoami").token(expired),
-                expect: Expect::Status(401),
-                message: "expired",
-                ..Case::default()
-            },
+                401,
+                "UNAUTHENTICATED",
+            ),
+            Case::refused(
+                "an expired token",
+                Call::get("/api/v1/whoami").token(expired),
+                401,
+                "expired",
+            ),
             invalid(
                 "a token with a negative lifetime",
                 Call::post("/api/v1/tokens").json(json!({"name": "x", "expires_in_seconds": -5})),

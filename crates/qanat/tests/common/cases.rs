@@ -153,6 +153,50 @@ impl Default for Case {
     }
 }
 
+impl Case {
+    /// A call answered with `status`.
+    pub fn status(name: &'static str, call: Call, status: u16) -> Case {
+        Case {
+            name,
+            call,
+            expect: Expect::Status(status),
+            ..Case::default()
+        }
+    }
+
+    /// A call refused with `status` and a message that contains `message`.
+    pub fn refused(name: &'static str, call: Call, status: u16, message: &'static str) -> Case {
+        Case {
+            message,
+            ..Case::status(name, call, status)
+        }
+    }
+
+    /// A call refused with `status` and the error code `code`.
+    pub fn coded(name: &'static str, call: Call, status: u16, code: &'static str) -> Case {
+        Case {
+            code,
+            ..Case::status(name, call, status)
+        }
+    }
+
+    /// The same case, with an error message that must contain `message`.
+    pub fn saying(self, message: &'static str) -> Case {
+        Case { message, ..self }
+    }
+
+    /// A CLI command that fails, saying `message`.
+    pub fn fails(name: &'static str, args: &[&str], message: &'static str) -> Case {
+        Case {
+            name,
+            call: Call::cli(args),
+            expect: Expect::Fails,
+            message,
+            ..Case::default()
+        }
+    }
+}
+
 /// Runs every case in order and fails, naming each failed case and why, if any did.
 #[track_caller]
 pub fn run_cases(q: &Qanat, cases: Vec<Case>) {
