@@ -40,6 +40,8 @@ pub(crate) struct Inner {
     pub(crate) datasets: qanat_data::Datasets,
     /// This server's name in monitor leases (see `watch::take_lease`).
     pub(crate) holder: String,
+    /// Until when this server holds each monitor's lease, by (project id, deployment).
+    pub(crate) leases: Mutex<HashMap<(String, String), i64>>,
 }
 
 impl std::fmt::Debug for Monitors {
@@ -129,6 +131,7 @@ impl Monitors {
                 references: Mutex::new(HashMap::new()),
                 datasets,
                 holder: format!("watcher-{}", uuid::Uuid::new_v4().simple()),
+                leases: Mutex::new(HashMap::new()),
             }),
         }
     }

@@ -87,11 +87,7 @@ impl Monitors {
         model: &str,
         version: &str,
     ) -> Result<Option<TableProfile>> {
-        if self
-            .stored_reference(project, model, version)
-            .await?
-            .is_some()
-        {
+        if self.stored_bytes(project, model, version).await?.is_some() {
             return Ok(None);
         }
         self.derive_reference(project, model, version).await
@@ -103,31 +99,7 @@ impl Monitors {
         model: &str,
         version: &str,
     ) -> Result<Option<TableProfile>> {
-        let serving = &self.inner.serving;
-        let bytes = match serving
-            .model_file(project, model, version, REFERENCE_PROFILE)
-            .await?
-        {
-            Some(b) => Some(b),
-            None => {
-                let location = self.inner.storage.default_location().to_string();
-                match self
-                    .inner
-                    .storage
-                    .get_bytes(&location, &derived_key(project, model, version)?)
-                    .await
-                {
-                    Ok(b) => Some(b),
-                    Err(e)
-                        if qanat_core::DomainError::kind(&e) == qanat_core::ErrorKind::NotFound =>
-                    {
-                        None
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        };
-        let Some(bytes) = bytes else {
+        let Some(bytes) = self.stored_bytes(project, model, version).await? else {
             return Ok(None);
         };
         let (model, version) = (model.to_string(), version.to_string());
@@ -135,6 +107,36 @@ impl Monitors {
             .await
             .map_err(|e| Error::Internal(format!("reading a reference profile: {e}")))?
             .map(Some)
+    }
+
+    /// The stored profile's bytes, unparsed: the one among the model's files, else
+    /// the one the platform computed.
+    async fn stored_bytes(
+        &self,
+        project: &Project,
+        model: &str,
+        version: &str,
+    ) -> Result<Option<bytes::Bytes>> {
+        let serving = &self.inner.serving;
+        if let Some(b) = serving
+            .model_file(project, model, version, REFERENCE_PROFILE)
+            .await?
+        {
+            return Ok(Some(b));
+        }
+        let location = self.inner.storage.default_location().to_string();
+        match self
+            .inner
+            .storage
+            .get_bytes(&location, &derived_key(project, model, version)?)
+            .await
+        {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if qanat_core::DomainError::kind(&e) == qanat_core::ErrorKind::NotFound => {
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Profiles the training dataset the version's run logged, and stores the profile

@@ -35,6 +35,9 @@ const LATE_WINDOWS: i64 = 50;
 /// How long a server's hold on a monitor lasts unless its next pass renews it: after
 /// that, another server's watcher takes the monitor over.
 const LEASE_US: i64 = 30_000_000;
+/// A held lease with more than this left is not renewed yet: the pass that uses it
+/// has at least this long before another server may take the monitor over.
+const LEASE_KEEP_US: i64 = 20_000_000;
 
 /// One monitor as the watcher works on it.
 pub(crate) struct Watched {
@@ -215,18 +218,43 @@ impl Monitors {
         Ok(())
     }
 
-    async fn watch(&self, w: &mut Watched) -> Result<()> {
-        // One server at a time acts on a monitor: its alerts' actions (a canary
-        // started, judged, promoted or taken back) are not claimed one by one.
-        if !take_lease(
+    /// Whether this server holds the monitor's lease for the pass about to run. A
+    /// lease with more than [`LEASE_KEEP_US`] left is used as it is; a shorter one is
+    /// renewed (one write per monitor every ten seconds or so, not every pass).
+    async fn hold(&self, w: &Watched) -> Result<bool> {
+        let key = (w.project.id.to_string(), w.deployment.clone());
+        let now = now_micros();
+        let held = self
+            .inner
+            .leases
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).copied());
+        if held.is_some_and(|until| until - now > LEASE_KEEP_US) {
+            return Ok(true);
+        }
+        let taken = take_lease(
             &self.inner.meta,
             &self.inner.holder,
             w.project.id.as_str(),
             &w.deployment,
-            now_micros(),
+            now,
         )
-        .await?
-        {
+        .await?;
+        if let Ok(mut m) = self.inner.leases.lock() {
+            if taken {
+                m.insert(key, now + LEASE_US);
+            } else {
+                m.remove(&key);
+            }
+        }
+        Ok(taken)
+    }
+
+    async fn watch(&self, w: &mut Watched) -> Result<()> {
+        // One server at a time acts on a monitor: its alerts' actions (a canary
+        // started, judged, promoted or taken back) are not claimed one by one.
+        if !self.hold(w).await? {
             return Ok(());
         }
         let Some(d) = self
