@@ -48,6 +48,87 @@ pub trait JobKind: Send + Sync + std::fmt::Debug + 'static {
     }
 }
 
+/// A kind's check of its fields (and, for [`WorkerKind::with_input_check`], of its
+/// inputs' profiles): the error says what to fix.
+pub type FieldCheck = fn(&Map<String, Value>) -> std::result::Result<(), String>;
+pub type InputCheck = fn(
+    &Map<String, Value>,
+    &[(String, Vec<qanat_data::tabular::FileProfile>)],
+) -> std::result::Result<(), String>;
+
+/// A kind whose process is a subcommand of a program, `program <name>-worker` (the
+/// `qanat` binary's trainer, sweeps and optimizer), started with the job's fields as
+/// JSON in one variable. Its checks' errors are refused at submit as "a <name> job: …".
+#[derive(Debug, Clone)]
+pub struct WorkerKind {
+    name: &'static str,
+    program: PathBuf,
+    var: &'static str,
+    check: FieldCheck,
+    check_inputs: Option<InputCheck>,
+}
+
+impl WorkerKind {
+    /// Kind `name`, run as `program <name>-worker` with the fields in `var`, checked by
+    /// `check` at submit.
+    pub fn new(name: &'static str, program: PathBuf, var: &'static str, check: FieldCheck) -> Self {
+        WorkerKind {
+            name,
+            program,
+            var,
+            check,
+            check_inputs: None,
+        }
+    }
+
+    /// The same kind, checking its fields against its inputs' profiles at submit too.
+    pub fn with_input_check(self, check: InputCheck) -> Self {
+        WorkerKind {
+            check_inputs: Some(check),
+            ..self
+        }
+    }
+
+    fn refused(&self, e: String) -> Error {
+        let article = if self.name.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            "an"
+        } else {
+            "a"
+        };
+        Error::Invalid(format!("{article} {} job: {e}", self.name))
+    }
+}
+
+impl JobKind for WorkerKind {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn check(&self, params: &Map<String, Value>, _path: &str) -> Result<()> {
+        (self.check)(params).map_err(|e| self.refused(e))
+    }
+
+    fn check_inputs(
+        &self,
+        params: &Map<String, Value>,
+        inputs: &[(String, Vec<qanat_data::tabular::FileProfile>)],
+    ) -> Result<()> {
+        match self.check_inputs {
+            Some(check) => check(params, inputs).map_err(|e| self.refused(e)),
+            None => Ok(()),
+        }
+    }
+
+    fn plan(&self, params: &Map<String, Value>, _rank: u32, _ranks: u32) -> Result<ProcessPlan> {
+        Ok(ProcessPlan {
+            program: self.program.display().to_string(),
+            args: vec![format!("{}-worker", self.name)],
+            env: vec![(self.var.into(), Value::Object(params.clone()).to_string())],
+            working_dir: None,
+        })
+    }
+}
+
 /// The kinds a server accepts, by name.
 #[derive(Debug, Clone)]
 pub struct Kinds(BTreeMap<&'static str, Arc<dyn JobKind>>);

@@ -5,8 +5,9 @@
 
 use crate::kubernetes::{self, KubeState, Manifest};
 use crate::local::{Allocation, Control, Ending};
+use crate::remote::Remote;
 use crate::rows::JobRow;
-use crate::scheduler::{commit_started, show_reason};
+use crate::scheduler::show_reason;
 use crate::{Error, Jobs, Result};
 
 /// Variables that hold a secret: they go into the Secret, not the Job.
@@ -36,35 +37,8 @@ const NOT_PASSED: &[&str] = &[
 ];
 
 impl Jobs {
-    pub(crate) async fn run_kube_attempt(self, job: JobRow) {
-        let id = job.job_id.clone();
-        let recorded = self.kube_attempt(job).await;
-        self.attempt_over(&id, "kubernetes", recorded);
-    }
-
-    async fn kube_attempt(&self, mut job: JobRow) -> Result<()> {
-        let Some(control) = self
-            .claim(
-                &mut job,
-                Some("being created on Kubernetes"),
-                None,
-                kubernetes::ENFORCEMENT,
-            )
-            .await?
-        else {
-            return Ok(());
-        };
-        let ending = match self.create_on_kube(&mut job).await {
-            Ok(name) => self.watch_kube(&job, &name, control).await?,
-            Err(e) => Ending::Failed {
-                exit_code: None,
-                reason: format!("could not be created on Kubernetes: {e}"),
-            },
-        };
-        self.finish(&job, ending).await
-    }
-
-    async fn create_on_kube(&self, job: &mut JobRow) -> Result<String> {
+    /// Creates the attempt's objects on Kubernetes; the Job's name.
+    pub(crate) async fn create_on_kube(&self, job: &mut JobRow) -> Result<String> {
         let inner = &self.inner;
         let cluster = inner
             .kube
@@ -121,28 +95,23 @@ impl Jobs {
             scheduler_name: cluster.settings.scheduler_name.as_deref(),
         };
         cluster.create(&m).await?;
-        let mut tx = inner.meta.writer().begin().await?;
-        sqlx::query(
-            "UPDATE jobs SET external_id = $1, placement = $2, reason = $3 WHERE job_id = $4",
-        )
-        .bind(&name)
-        .bind(format!(
-            "kubernetes job {}/{name}",
-            cluster.settings.namespace
-        ))
-        .bind(format!("created on Kubernetes as job {name}"))
-        .bind(&job.job_id)
-        .execute(&mut *tx)
-        .await?;
+        let namespace = &cluster.settings.namespace;
         let msg = format!(
-            "attempt {} created on Kubernetes as job {}/{name} ({} rank(s))",
-            job.attempt, cluster.settings.namespace, job.ranks
+            "attempt {} created on Kubernetes as job {namespace}/{name} ({} rank(s))",
+            job.attempt, job.ranks
         );
-        commit_started(tx, job, &msg).await?;
+        self.record_started(
+            job,
+            &name,
+            format!("kubernetes job {namespace}/{name}"),
+            format!("created on Kubernetes as job {name}"),
+            &msg,
+        )
+        .await?;
         Ok(name)
     }
 
-    async fn watch_kube(
+    pub(crate) async fn watch_kube(
         &self,
         job: &JobRow,
         name: &str,
@@ -220,36 +189,13 @@ impl Jobs {
     /// cluster ran them meanwhile); an attempt whose Job is not in the cluster never
     /// got there, and is queued again.
     pub(crate) async fn recover_kube(&self) -> Result<()> {
-        let inner = &self.inner;
-        let Some(cluster) = inner.kube.get() else {
+        let Some(cluster) = self.inner.kube.get() else {
             return Ok(());
         };
-        let rows = sqlx::query(&format!(
-            "SELECT {} FROM {} WHERE j.state = 'running' AND j.executor = 'kubernetes' AND j.node = $1",
-            crate::rows::JOB_COLUMNS,
-            crate::rows::JOB_FROM
-        ))
-        .bind(&inner.settings.node)
-        .fetch_all(inner.meta.reader())
-        .await?;
-        for r in rows {
-            let job = JobRow::from_row(&r)?;
+        for (job, _) in self.running_on(Remote::Kubernetes).await? {
             let name = kubernetes::object_name(&job.job_id, job.attempt);
-            if cluster.exists(&name).await? {
-                tracing::info!(job = %job.job_id, kubernetes = %name, "watching a Kubernetes job again after a restart");
-                let jobs = self.clone();
-                tokio::spawn(async move {
-                    let control = jobs.inner.local.register(&job.job_id);
-                    let ending = jobs.watch_kube(&job, &name, control).await;
-                    jobs.watched(&job, "kubernetes", ending).await;
-                });
-            } else {
-                let message = format!(
-                    "lost: the server stopped before attempt {} reached Kubernetes; queued again",
-                    job.attempt
-                );
-                self.requeue_lost(&job, &message).await?;
-            }
+            let there = cluster.exists(&name).await?.then_some(name);
+            self.resume_on(Remote::Kubernetes, job, there).await?;
         }
         Ok(())
     }

@@ -29,6 +29,7 @@ mod local;
 pub mod policy;
 mod procfs;
 mod queue;
+mod remote;
 mod rows;
 mod scheduler;
 pub mod schedules;
@@ -47,7 +48,7 @@ use qanat_store::{MetaStore, ObjectStorage};
 use tokio::sync::Notify;
 
 pub use error::Error;
-pub use kind::{JobKind, Kinds, ProcessPlan};
+pub use kind::{JobKind, Kinds, ProcessPlan, WorkerKind};
 pub use kubernetes::KubernetesSettings;
 pub use procfs::total_memory_mb;
 pub use scheduler::Scheduler;

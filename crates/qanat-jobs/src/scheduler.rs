@@ -18,6 +18,7 @@ use sqlx::Row;
 
 use crate::local::{self, Allocation, Control, Ending, RankLaunch};
 use crate::policy::{self, Decision};
+use crate::remote::Remote;
 use crate::rows::{record_event, JobRow, JOB_COLUMNS, JOB_FROM};
 use crate::{now, procfs, queue, Error, Jobs, Result};
 
@@ -284,14 +285,14 @@ impl Jobs {
                     let Some(job) = queued.remove(&job_id) else {
                         continue;
                     };
-                    if job.executor == "slurm" {
+                    let remote = match job.executor.as_str() {
+                        "slurm" => Some(Remote::Slurm),
+                        "kubernetes" => Some(Remote::Kubernetes),
+                        _ => None,
+                    };
+                    if let Some(remote) = remote {
                         let jobs = self.clone();
-                        tokio::spawn(async move { jobs.run_slurm_attempt(job).await });
-                        continue;
-                    }
-                    if job.executor == "kubernetes" {
-                        let jobs = self.clone();
-                        tokio::spawn(async move { jobs.run_kube_attempt(job).await });
+                        tokio::spawn(async move { jobs.run_remote_attempt(job, remote).await });
                         continue;
                     }
                     let Some(alloc) = inner.local.allocate(

@@ -6,8 +6,9 @@
 use std::os::unix::fs::PermissionsExt;
 
 use crate::local::{Allocation, Control, Ending};
-use crate::rows::{JobRow, JOB_COLUMNS, JOB_FROM};
-use crate::scheduler::{commit_started, show_reason};
+use crate::remote::Remote;
+use crate::rows::JobRow;
+use crate::scheduler::show_reason;
 use crate::slurm::{self, BatchScript, SlurmState};
 use crate::{Error, Jobs, Result};
 
@@ -24,44 +25,14 @@ const PER_RANK: &[&str] = &[
 ];
 
 impl Jobs {
-    pub(crate) async fn run_slurm_attempt(self, job: JobRow) {
-        let id = job.job_id.clone();
-        let recorded = self.slurm_attempt(job).await;
-        self.attempt_over(&id, "slurm", recorded);
-    }
-
-    async fn slurm_attempt(&self, mut job: JobRow) -> Result<()> {
-        let inner = &self.inner;
-        let Some(cluster) = inner.slurm.get() else {
-            return Err(Error::invalid("the Slurm executor is not configured"));
-        };
-        let Some(control) = self
-            .claim(
-                &mut job,
-                Some("being submitted to Slurm"),
-                None,
-                slurm::ENFORCEMENT,
-            )
-            .await?
-        else {
-            return Ok(());
-        };
-        let submitted = self.submit_to_slurm(&mut job, cluster).await;
-        let ending = match submitted {
-            Ok(slurm_id) => self.watch_slurm(&job, &slurm_id, control).await?,
-            Err(e) => Ending::Failed {
-                exit_code: None,
-                reason: format!("could not be submitted to Slurm: {e}"),
-            },
-        };
-        self.finish(&job, ending).await
-    }
-
-    async fn submit_to_slurm(
-        &self,
-        job: &mut JobRow,
-        cluster: &slurm::SlurmExecutor,
-    ) -> Result<String> {
+    /// Writes the attempt's batch script and environment file and submits them; the
+    /// Slurm job id.
+    pub(crate) async fn submit_to_slurm(&self, job: &mut JobRow) -> Result<String> {
+        let cluster = self
+            .inner
+            .slurm
+            .get()
+            .ok_or_else(|| Error::invalid("the Slurm executor is not configured"))?;
         let ranks = self.prepare(job, &Allocation::elsewhere(job)).await?;
         let first = ranks
             .first()
@@ -107,31 +78,23 @@ impl Jobs {
             .await
             .map_err(|e| Error::io(path.display(), e))?;
         let slurm_id = cluster.submit(&path).await?;
-        self.record_submitted(job, &slurm_id).await?;
-        Ok(slurm_id)
-    }
-
-    async fn record_submitted(&self, job: &JobRow, slurm_id: &str) -> Result<()> {
-        let inner = &self.inner;
-        let mut tx = inner.meta.writer().begin().await?;
-        sqlx::query(
-            "UPDATE jobs SET external_id = $1, placement = $2, reason = $3 WHERE job_id = $4",
-        )
-        .bind(slurm_id)
-        .bind(format!("slurm job {slurm_id}"))
-        .bind(format!("submitted to Slurm as job {slurm_id}"))
-        .bind(&job.job_id)
-        .execute(&mut *tx)
-        .await?;
         let msg = format!(
             "attempt {} submitted to Slurm as job {slurm_id} ({} rank(s))",
             job.attempt, job.ranks
         );
-        commit_started(tx, job, &msg).await
+        self.record_started(
+            job,
+            &slurm_id,
+            format!("slurm job {slurm_id}"),
+            format!("submitted to Slurm as job {slurm_id}"),
+            &msg,
+        )
+        .await?;
+        Ok(slurm_id)
     }
 
     /// Follows Slurm job `slurm_id` to its end; a cancel order becomes `scancel`.
-    async fn watch_slurm(
+    pub(crate) async fn watch_slurm(
         &self,
         job: &JobRow,
         slurm_id: &str,
@@ -207,19 +170,10 @@ impl Jobs {
     /// them meanwhile); one whose Slurm id was never recorded is looked up by name,
     /// and if Slurm has no such job it was never submitted: it is queued again.
     pub(crate) async fn recover_slurm(&self) -> Result<()> {
-        let inner = &self.inner;
-        let Some(cluster) = inner.slurm.get() else {
+        let Some(cluster) = self.inner.slurm.get() else {
             return Ok(());
         };
-        let rows = sqlx::query(&format!(
-            "SELECT {JOB_COLUMNS} FROM {JOB_FROM} WHERE j.state = 'running' AND j.executor = 'slurm' AND j.node = $1"
-        ))
-        .bind(&inner.settings.node)
-        .fetch_all(inner.meta.reader())
-        .await?;
-        for r in rows {
-            let job = JobRow::from_row(&r)?;
-            let known: Option<String> = sqlx::Row::try_get(&r, "external_id")?;
+        for (job, known) in self.running_on(Remote::Slurm).await? {
             let id = match known {
                 Some(id) => Some(id),
                 None => cluster
@@ -227,24 +181,7 @@ impl Jobs {
                     .await
                     .unwrap_or(None),
             };
-            match id {
-                Some(id) => {
-                    tracing::info!(job = %job.job_id, slurm = %id, "watching a Slurm job again after a restart");
-                    let jobs = self.clone();
-                    tokio::spawn(async move {
-                        let control = jobs.inner.local.register(&job.job_id);
-                        let ending = jobs.watch_slurm(&job, &id, control).await;
-                        jobs.watched(&job, "slurm", ending).await;
-                    });
-                }
-                None => {
-                    let message = format!(
-                        "lost: the server stopped before attempt {} reached Slurm; queued again",
-                        job.attempt
-                    );
-                    self.requeue_lost(&job, &message).await?;
-                }
-            }
+            self.resume_on(Remote::Slurm, job, id).await?;
         }
         Ok(())
     }

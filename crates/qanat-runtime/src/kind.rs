@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use qanat_core::{Kind, ObjectRef};
-use qanat_jobs::{JobKind, ProcessPlan};
+use qanat_jobs::WorkerKind;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -228,66 +228,31 @@ impl OptimizeParams {
     }
 }
 
-/// The `optimize` kind, starting `program optimize-worker`.
-#[derive(Debug, Clone)]
-pub struct OptimizeKind {
-    program: PathBuf,
-}
-
-impl OptimizeKind {
-    /// `program`: the `qanat` binary the worker runs as (this server's own).
-    pub fn new(program: PathBuf) -> Self {
-        OptimizeKind { program }
-    }
-}
-
-impl JobKind for OptimizeKind {
-    fn name(&self) -> &'static str {
-        "optimize"
-    }
-
-    fn check(&self, params: &Map<String, Value>, _path: &str) -> qanat_jobs::Result<()> {
+/// The `optimize` kind: `program optimize-worker`. The holdout is the job's one input:
+/// refused at submit when missing or when several are given (their files would be read
+/// as one table).
+pub fn optimize_kind(program: PathBuf) -> WorkerKind {
+    WorkerKind::new("optimize", program, CONFIG_VAR, |params| {
         OptimizeParams::from_params(params)
             .map(|_| ())
-            .map_err(|e| qanat_jobs::Error::Invalid(format!("an optimize job: {e}")))
-    }
-
-    /// The holdout is the job's one input: refused at submit when missing or when
-    /// several are given (their files would be read as one table).
-    fn check_inputs(
-        &self,
-        _params: &Map<String, Value>,
-        inputs: &[(String, Vec<qanat_data::tabular::FileProfile>)],
-    ) -> qanat_jobs::Result<()> {
-        match inputs.len() {
-            1 => Ok(()),
-            0 => Err(qanat_jobs::Error::Invalid(
-                "an optimize job needs its holdout as its one input: inputs: [dataset:NAME@VERSION] (qanat optimize --holdout)".into(),
-            )),
-            n => Err(qanat_jobs::Error::Invalid(format!(
-                "an optimize job takes one holdout dataset version, not {n}: name one in inputs"
-            ))),
-        }
-    }
-
-    fn plan(
-        &self,
-        params: &Map<String, Value>,
-        _rank: u32,
-        _ranks: u32,
-    ) -> qanat_jobs::Result<ProcessPlan> {
-        Ok(qanat_train::kind::worker_plan(
-            &self.program,
-            "optimize-worker",
-            CONFIG_VAR,
-            params,
-        ))
-    }
+            .map_err(|e| e.to_string())
+    })
+    .with_input_check(|_, inputs| match inputs.len() {
+        1 => Ok(()),
+        0 => Err(
+            "it needs its holdout as its one input: inputs: [dataset:NAME@VERSION] (qanat optimize --holdout)"
+                .into(),
+        ),
+        n => Err(format!(
+            "it takes one holdout dataset version, not {n}: name one in inputs"
+        )),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use qanat_jobs::JobKind;
     use serde_json::json;
 
     fn params(v: Value) -> Map<String, Value> {
@@ -353,7 +318,7 @@ mod tests {
                 "choose native, tract or onnxruntime",
             ),
         ];
-        let kind = OptimizeKind::new("qanat".into());
+        let kind = optimize_kind("qanat".into());
         for (p, want) in cases {
             let err = kind
                 .check(&params(p.clone()), "")

@@ -30,7 +30,7 @@ pub mod synthetic;
 pub mod table;
 
 pub use config::{Task, TrainConfig};
-pub use kind::TrainKind;
+pub use kind::train_kind;
 pub use table::Table;
 
 /// What training can refuse or fail at.

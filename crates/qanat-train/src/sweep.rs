@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use qanat_jobs::{JobKind, ProcessPlan};
+use qanat_jobs::WorkerKind;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -312,58 +312,24 @@ pub struct State {
     pub trials: Vec<Trial>,
 }
 
-/// The `sweep` kind, starting `program sweep-worker`.
-#[derive(Debug, Clone)]
-pub struct SweepKind {
-    program: PathBuf,
-}
-
-impl SweepKind {
-    pub fn new(program: PathBuf) -> Self {
-        SweepKind { program }
+/// The `sweep` kind: `program sweep-worker`. A sweep's data fields (target, features)
+/// come from the trial, and a space may vary them too, so trials from across the space
+/// are checked against the inputs.
+pub fn sweep_kind(program: PathBuf) -> WorkerKind {
+    fn parsed(params: &Map<String, Value>) -> std::result::Result<SweepConfig, String> {
+        SweepConfig::from_value(Value::Object(params.clone())).map_err(|e| e.to_string())
     }
-}
-
-impl JobKind for SweepKind {
-    fn name(&self) -> &'static str {
-        "sweep"
-    }
-
-    fn check(&self, params: &Map<String, Value>, _path: &str) -> qanat_jobs::Result<()> {
-        SweepConfig::from_value(Value::Object(params.clone()))
-            .map(|_| ())
-            .map_err(|e| qanat_jobs::Error::Invalid(format!("a sweep job: {e}")))
-    }
-
-    fn check_inputs(
-        &self,
-        params: &Map<String, Value>,
-        inputs: &[(String, Vec<qanat_data::tabular::FileProfile>)],
-    ) -> qanat_jobs::Result<()> {
-        let fail = |e: Error| qanat_jobs::Error::Invalid(format!("a sweep job: {e}"));
-        let config = SweepConfig::from_value(Value::Object(params.clone())).map_err(fail)?;
-        // The data fields (target, features) come from the trial; a space may vary
-        // them too, so trials from across the space are checked.
+    WorkerKind::new("sweep", program, CONFIG_VAR, |params| {
+        parsed(params).map(|_| ())
+    })
+    .with_input_check(|params, inputs| {
+        let config = parsed(params)?;
         for p in &config.probe_points() {
-            let trial = config.trial_config(p).map_err(fail)?;
-            crate::inputs::check_profiles(&trial, inputs).map_err(fail)?;
+            let trial = config.trial_config(p).map_err(|e| e.to_string())?;
+            crate::inputs::check_profiles(&trial, inputs).map_err(|e| e.to_string())?;
         }
         Ok(())
-    }
-
-    fn plan(
-        &self,
-        params: &Map<String, Value>,
-        _rank: u32,
-        _ranks: u32,
-    ) -> qanat_jobs::Result<ProcessPlan> {
-        Ok(crate::kind::worker_plan(
-            &self.program,
-            "sweep-worker",
-            CONFIG_VAR,
-            params,
-        ))
-    }
+    })
 }
 
 #[cfg(test)]

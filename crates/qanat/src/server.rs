@@ -272,15 +272,11 @@ pub async fn start(cfg: Config) -> Result<Running> {
     }
     let exe = std::env::current_exe().context("finding this binary (train jobs run it)")?;
     let kinds = qanat_jobs::Kinds::standard()
-        .with(std::sync::Arc::new(qanat_train::TrainKind::new(
+        .with(std::sync::Arc::new(qanat_train::train_kind(exe.clone())))
+        .with(std::sync::Arc::new(qanat_train::sweep::sweep_kind(
             exe.clone(),
         )))
-        .with(std::sync::Arc::new(qanat_train::sweep::SweepKind::new(
-            exe.clone(),
-        )))
-        .with(std::sync::Arc::new(qanat_runtime::kind::OptimizeKind::new(
-            exe,
-        )));
+        .with(std::sync::Arc::new(qanat_runtime::kind::optimize_kind(exe)));
     state = state.with_jobs(jobs, kinds);
     let online_url = cfg.online_store_url();
     let online = qanat_features::online::OnlineStore::open(&online_url)
