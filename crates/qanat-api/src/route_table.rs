@@ -136,18 +136,14 @@ impl Fragment {
     /// An MLflow endpoint, mounted from this one entry at `path` for the server's
     /// default MLflow project and at `/mlflow/{project}{path}`; an `/api/…` path also
     /// under `/ajax-api/…` at both, as MLflow's server serves every endpoint to its UI.
-    pub(crate) fn mlflow<H, T>(
+    pub(crate) fn mlflow<T: 'static>(
         self,
         method: Method,
         path: &str,
         policy: Policy,
         transfer: Transfer,
-        handler: H,
-    ) -> Self
-    where
-        H: Handler<T, AppState>,
-        T: 'static,
-    {
+        handler: impl Handler<T, AppState>,
+    ) -> Self {
         let mut paths = vec![path.to_string()];
         if let Some(rest) = path.strip_prefix("/api/") {
             paths.push(format!("/ajax-api/{rest}"));

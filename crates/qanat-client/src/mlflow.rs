@@ -235,17 +235,17 @@ impl Client {
             .to_string())
     }
 
-    /// Registers the model at `source` (e.g. `runs:/<run>/model`) as a new version of
-    /// `name` with `tags`, creating the registered model when it does not exist; the
-    /// version's number.
-    pub async fn register_version(
+    /// Registers the model that run `run_id` stored under its `model/` artifacts
+    /// (`runs:/<run>/model`) as a new version of `name` with `tags`, creating the
+    /// registered model when it does not exist; the version's number.
+    pub async fn register_run_model(
         &self,
         project: &str,
         name: &str,
-        source: &str,
         run_id: &str,
         tags: &[(String, String)],
     ) -> Result<String> {
+        let source = format!("runs:/{run_id}/model");
         let create = mlflow_path(project, "registered-models/create");
         let made: Result<serde_json::Value> = self
             .with_body(Method::POST, &create, &serde_json::json!({ "name": name }))

@@ -653,17 +653,13 @@ impl Datasets {
         author: &str,
         derived_from: &[String],
     ) -> Result<DatasetVersion> {
-        self.commit_counted(
-            project,
-            ds,
-            manifest,
-            message,
-            author,
+        let lineage = Lineage {
             derived_from,
-            &[],
-            None,
-        )
-        .await
+            edges: &[],
+            stored: None,
+        };
+        self.commit_counted(project, ds, manifest, message, author, lineage)
+            .await
     }
 
     /// Writes files made on the server (a training set), local files of any size, as a
@@ -725,23 +721,18 @@ impl Datasets {
                 .files
                 .push(FileEntry::new(path.as_bytes(), size, 0o644, hash, refs));
         }
-        self.commit_counted(
-            project,
-            ds,
-            manifest,
-            message,
-            author,
+        let lineage = Lineage {
             derived_from,
             edges,
-            None,
-        )
-        .await
+            stored: None,
+        };
+        self.commit_counted(project, ds, manifest, message, author, lineage)
+            .await
     }
 
     /// [`Self::commit`], with the bytes this version stored first when the caller
     /// knows them (a copy knows exactly which chunks it wrote); otherwise they are the
     /// bytes of chunks that the parent version does not have.
-    #[allow(clippy::too_many_arguments)]
     async fn commit_counted(
         &self,
         project: &Project,
@@ -749,10 +740,13 @@ impl Datasets {
         mut manifest: Manifest,
         message: &str,
         author: &str,
-        derived_from: &[String],
-        edges: &[(String, String)],
-        stored: Option<u64>,
+        lineage: Lineage<'_>,
     ) -> Result<DatasetVersion> {
+        let Lineage {
+            derived_from,
+            edges,
+            stored,
+        } = lineage;
         manifest.normalize()?;
         let mut sources = Vec::with_capacity(derived_from.len());
         for r in derived_from {
@@ -1219,17 +1213,13 @@ impl Datasets {
             }
         }
         let source = format!("dataset:{}@{}", src.name, v.version);
-        self.commit_counted(
-            project,
-            dst,
-            manifest,
-            message,
-            author,
-            &[source],
-            &[],
-            Some(added),
-        )
-        .await
+        let lineage = Lineage {
+            derived_from: &[source],
+            edges: &[],
+            stored: Some(added),
+        };
+        self.commit_counted(project, dst, manifest, message, author, lineage)
+            .await
     }
 
     /// Profiles every CSV and Parquet file of `manifest` (schema, rows, column stats),
@@ -1307,6 +1297,15 @@ impl Datasets {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// Where a new version comes from: its dataset parents, other edges
+/// (parent, relation) recorded with them, and the bytes it stored when the caller
+/// knows them.
+struct Lineage<'a> {
+    derived_from: &'a [String],
+    edges: &'a [(String, String)],
+    stored: Option<u64>,
 }
 
 /// What storing a pack of chunks did.

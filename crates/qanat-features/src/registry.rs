@@ -460,6 +460,18 @@ fn plan_changes(
     out
 }
 
+/// `sql` with its first three parameters bound to the object's key (project, kind, name).
+fn keyed<'q>(
+    sql: &'q str,
+    pid: &'q str,
+    c: &'q Change,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    sqlx::query(sql)
+        .bind(pid)
+        .bind(c.kind.as_str())
+        .bind(&c.name)
+}
+
 async fn write(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     project: &Project,
@@ -470,15 +482,14 @@ async fn write(
     let pid = project.id.as_str();
     let c = &p.change;
     if c.action == Action::Remove {
-        sqlx::query(
-            "UPDATE feature_objects SET deleted_at = $1, updated_at = $1, updated_by = $2 \
-             WHERE project_id = $3 AND kind = $4 AND name = $5",
+        keyed(
+            "UPDATE feature_objects SET deleted_at = $4, updated_at = $4, updated_by = $5 \
+             WHERE project_id = $1 AND kind = $2 AND name = $3",
+            pid,
+            c,
         )
         .bind(now)
         .bind(by)
-        .bind(pid)
-        .bind(c.kind.as_str())
-        .bind(&c.name)
         .execute(&mut **tx)
         .await?;
         return Ok(());
@@ -490,45 +501,30 @@ async fn write(
         return Ok(());
     }
     let definition = checked.definition.to_string();
-    if p.head_exists {
-        sqlx::query(
-            "UPDATE feature_objects SET latest_version = $1, definition = $2, updated_at = $3, updated_by = $4, \
-             deleted_at = NULL WHERE project_id = $5 AND kind = $6 AND name = $7",
-        )
-        .bind(to)
-        .bind(&definition)
-        .bind(now)
-        .bind(by)
-        .bind(pid)
-        .bind(c.kind.as_str())
-        .bind(&c.name)
-        .execute(&mut **tx)
-        .await?;
+    // The head row: moved to the new version, or the object's first.
+    let head = if p.head_exists {
+        "UPDATE feature_objects SET latest_version = $4, definition = $5, updated_at = $6, updated_by = $7, \
+         deleted_at = NULL WHERE project_id = $1 AND kind = $2 AND name = $3"
     } else {
-        sqlx::query(
-            "INSERT INTO feature_objects (project_id, kind, name, latest_version, definition, created_at, created_by, \
-             updated_at, updated_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $6, $7)",
-        )
-        .bind(pid)
-        .bind(c.kind.as_str())
-        .bind(&c.name)
+        "INSERT INTO feature_objects (project_id, kind, name, latest_version, definition, created_at, created_by, \
+         updated_at, updated_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $6, $7)"
+    };
+    keyed(head, pid, c)
         .bind(to)
         .bind(&definition)
         .bind(now)
         .bind(by)
         .execute(&mut **tx)
         .await?;
-    }
     if p.writes_version {
         let depends = serde_json::to_string(&p.depends_on)
             .map_err(|e| Error::Corrupt(format!("depends_on: {e}")))?;
-        sqlx::query(
+        keyed(
             "INSERT INTO feature_object_versions (project_id, kind, name, version, definition, logic, fingerprint, \
              depends_on, created_at, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            pid,
+            c,
         )
-        .bind(pid)
-        .bind(c.kind.as_str())
-        .bind(&c.name)
         .bind(to)
         .bind(&definition)
         .bind(checked.logic.to_string())

@@ -413,10 +413,9 @@ pub async fn run() -> Result<()> {
     }
     let name = p.register.clone().unwrap_or_else(|| version.name.clone());
     let v = client
-        .register_version(
+        .register_run_model(
             &project,
             &name,
-            &format!("runs:/{run_id}/model"),
             &run_id,
             &[
                 (

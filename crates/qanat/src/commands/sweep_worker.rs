@@ -408,13 +408,7 @@ pub async fn run() -> Result<()> {
     );
     if let Some(name) = &sweep.config.register {
         let v = client
-            .register_version(
-                &project,
-                name,
-                &format!("runs:/{best_run}/model"),
-                &best_run,
-                &[],
-            )
+            .register_run_model(&project, name, &best_run, &[])
             .await
             .with_context(|| format!("registering the best trial's model as '{name}'"))?;
         println!(

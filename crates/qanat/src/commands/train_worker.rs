@@ -308,13 +308,7 @@ pub async fn run() -> Result<()> {
         .await?;
     if let Some(name) = register {
         let v = client
-            .register_version(
-                &project,
-                &name,
-                &format!("runs:/{run_id}/model"),
-                &run_id,
-                &[],
-            )
+            .register_run_model(&project, &name, &run_id, &[])
             .await
             .with_context(|| format!("registering the model as '{name}'"))?;
         println!("registered model '{name}' version {v}");
