@@ -26,17 +26,27 @@ fn action(plan: &qanat_features::wire::Plan, name: &str) -> (Action, Option<i64>
     (c.action, c.to_version)
 }
 
+/// A feature store over `db` with local storage (kept while the directory lives), and
+/// the projects `names`.
+async fn features<const N: usize>(
+    db: &TestDb,
+    names: [&str; N],
+) -> (Features, [qanat_governance::Project; N], tempfile::TempDir) {
+    let gov = Governance::new(db.store.clone());
+    let projects = qanat_governance::testing::projects(&gov, names).await;
+    let (storage, dir) = qanat_store::testing::local_storage(db).await;
+    let f = Features::new(
+        db.store.clone(),
+        storage.clone(),
+        qanat_data::Datasets::new(db.store.clone(), storage),
+    );
+    (f, projects, dir)
+}
+
 #[tokio::test]
 async fn apply_records_versions_only_when_logic_changes() {
     for db in TestDb::all(SCHEMA).await {
-        let gov = Governance::new(db.store.clone());
-        let [p] = qanat_governance::testing::projects(&gov, ["fs"]).await;
-        let (storage, _dir) = qanat_store::testing::local_storage(&db).await;
-        let f = Features::new(
-            db.store.clone(),
-            storage.clone(),
-            qanat_data::Datasets::new(db.store.clone(), storage),
-        );
+        let (f, [p], _dir) = features(&db, ["fs"]).await;
 
         let plan = f.plan(&p, &repo(REPO)).await.expect("plan");
         assert_eq!(plan.revision, 0);
@@ -147,14 +157,7 @@ async fn apply_records_versions_only_when_logic_changes() {
 #[tokio::test]
 async fn removed_objects_keep_their_versions_and_come_back() {
     for db in TestDb::all(SCHEMA).await {
-        let gov = Governance::new(db.store.clone());
-        let [p, q] = qanat_governance::testing::projects(&gov, ["fs", "other"]).await;
-        let (storage, _dir) = qanat_store::testing::local_storage(&db).await;
-        let f = Features::new(
-            db.store.clone(),
-            storage.clone(),
-            qanat_data::Datasets::new(db.store.clone(), storage),
-        );
+        let (f, [p, q], _dir) = features(&db, ["fs", "other"]).await;
         f.apply(&p, &repo(REPO), None, "alice", None)
             .await
             .expect("apply");
@@ -193,14 +196,7 @@ async fn removed_objects_keep_their_versions_and_come_back() {
 #[tokio::test]
 async fn a_repo_with_problems_is_refused_whole() {
     for db in TestDb::all(SCHEMA).await {
-        let gov = Governance::new(db.store.clone());
-        let [p] = qanat_governance::testing::projects(&gov, ["fs"]).await;
-        let (storage, _dir) = qanat_store::testing::local_storage(&db).await;
-        let f = Features::new(
-            db.store.clone(),
-            storage.clone(),
-            qanat_data::Datasets::new(db.store.clone(), storage),
-        );
+        let (f, [p], _dir) = features(&db, ["fs"]).await;
         let broken = REPO.replace("source: stats_src", "source: nowhere");
         let e = f
             .apply(&p, &repo(&broken), None, "alice", None)

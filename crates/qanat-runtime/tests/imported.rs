@@ -199,6 +199,17 @@ fn exported(model: &NativeModel, folded: bool) -> Vec<u8> {
     .encode_to_vec()
 }
 
+/// `bytes` imported as `described` for `runtime`, measured on every row of `table`.
+fn import(
+    bytes: Vec<u8>,
+    described: &Described,
+    table: &Table,
+    runtime: RuntimeKind,
+) -> qanat_runtime::Result<Imported> {
+    let all: Vec<usize> = (0..table.rows()).collect();
+    Imported::new(bytes, described, None, table, &all, runtime)
+}
+
 fn described() -> Described {
     Described {
         target: "diagnosis".into(),
@@ -241,17 +252,9 @@ fn tract_against_onnxruntime(model: &Imported, table: &Table) -> Option<f32> {
 #[test]
 fn an_exported_model_reads_as_the_trainers_logits_and_quantizes_within_the_bound() {
     let (table, native) = trained();
-    let all: Vec<usize> = (0..table.rows()).collect();
     let bytes = exported(&native, false);
-    let imported = Imported::new(
-        bytes.clone(),
-        &described(),
-        None,
-        &table,
-        &all,
-        RuntimeKind::Tract,
-    )
-    .expect("imported");
+    let imported =
+        import(bytes.clone(), &described(), &table, RuntimeKind::Tract).expect("imported");
     assert_eq!(imported.scores(), Scores::Probabilities);
     assert_eq!(imported.features().len(), 30);
     assert_eq!(imported.features()[0], "radius_mean");
@@ -315,13 +318,10 @@ fn tract_onnx_probabilities(bytes: &[u8], table: &Table) -> Vec<f32> {
 #[test]
 fn the_gate_measures_an_imported_model_and_its_int8_rewrite_and_a_student() {
     let (table, native) = trained();
-    let all: Vec<usize> = (0..table.rows()).collect();
-    let imported = Imported::new(
+    let imported = import(
         exported(&native, false),
         &described(),
-        None,
         &table,
-        &all,
         RuntimeKind::Tract,
     )
     .expect("imported");
@@ -370,12 +370,10 @@ fn the_gate_measures_an_imported_model_and_its_int8_rewrite_and_a_student() {
 
     // Raw features straight into the first product: one scale for the whole input
     // matrix loses its small columns, so that product goes back to float.
-    let folded = Imported::new(
+    let folded = import(
         exported(&native, true),
         &described(),
-        None,
         &table,
-        &all,
         RuntimeKind::Tract,
     )
     .expect("imported");
@@ -432,14 +430,11 @@ fn the_gate_measures_an_imported_model_and_its_int8_rewrite_and_a_student() {
 #[test]
 fn bad_descriptions_are_refused_with_what_to_fix() {
     let (table, native) = trained();
-    let all: Vec<usize> = (0..table.rows()).collect();
     let bytes = exported(&native, true);
-    let e = Imported::new(
+    let e = import(
         bytes.clone(),
         &Described::default(),
-        None,
         &table,
-        &all,
         RuntimeKind::Tract,
     )
     .expect_err("no target");
@@ -448,8 +443,7 @@ fn bad_descriptions_are_refused_with_what_to_fix() {
         features: Some(vec!["radius_mean".into(), "texture_mean".into()]),
         ..described()
     };
-    let e = Imported::new(bytes.clone(), &few, None, &table, &all, RuntimeKind::Tract)
-        .expect_err("2 of 30 columns");
+    let e = import(bytes.clone(), &few, &table, RuntimeKind::Tract).expect_err("2 of 30 columns");
     assert!(e.to_string().contains("[N, 30]"), "{e}");
     let regression = Described {
         task: Some(qanat_train::config::Task::Regression),
@@ -463,35 +457,18 @@ fn bad_descriptions_are_refused_with_what_to_fix() {
                 .collect(),
         ),
     };
-    let e = Imported::new(
-        bytes.clone(),
-        &regression,
-        None,
-        &table,
-        &all,
-        RuntimeKind::Tract,
-    )
-    .expect_err("target among the inputs");
+    let e = import(bytes.clone(), &regression, &table, RuntimeKind::Tract)
+        .expect_err("target among the inputs");
     assert!(
         e.to_string().contains("also one of the model's inputs"),
         "{e}"
     );
-    let e = Imported::new(
-        bytes.clone(),
-        &described(),
-        None,
-        &table,
-        &all,
-        RuntimeKind::Native,
-    )
-    .expect_err("native");
+    let e = import(bytes.clone(), &described(), &table, RuntimeKind::Native).expect_err("native");
     assert!(e.to_string().contains("tract or onnxruntime"), "{e}");
-    let e = Imported::new(
+    let e = import(
         b"not a model".to_vec(),
         &described(),
-        None,
         &table,
-        &all,
         RuntimeKind::Tract,
     )
     .expect_err("garbage");

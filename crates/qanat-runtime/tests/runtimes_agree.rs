@@ -13,8 +13,10 @@ use qanat_runtime::onnx::tract::TractModel;
 use qanat_runtime::onnx::OnnxGraph;
 use qanat_runtime::package::NativeModel;
 use qanat_runtime::{Runtime, INT8_TOLERANCE};
-use qanat_train::{train_table, Table, TrainConfig, Trained};
+use qanat_train::{Table, Trained};
 use serde_json::json;
+
+mod common;
 
 /// 400 rows: two numeric columns with gaps, a text column with gaps and an unseen-at-
 /// training value risk, and a 3-class label depending on all three.
@@ -57,18 +59,11 @@ fn mixed(dir: &Path) -> Table {
 }
 
 fn train(table: &Table, hidden: &[usize]) -> (Trained, NativeModel, Vec<u8>) {
-    let c = TrainConfig::from_value(
+    let (t, native) = common::trained(
+        table,
         json!({"target": "label", "model": "mlp", "hidden": hidden, "epochs": 30, "seed": 3}),
-    )
-    .expect("config");
-    let t = train_table(table, &c, None, |_| Ok(())).expect("trained");
-    let m = &t.fitted.model;
-    let native = NativeModel::from_bytes(
-        &serde_json::to_vec(&qanat_train::export::spec(m, &t.prep)).expect("spec"),
-        &qanat_train::export::safetensors(m).expect("weights"),
-    )
-    .expect("native");
-    let onnx = qanat_train::onnx::onnx(m, &t.prep).expect("onnx");
+    );
+    let onnx = qanat_train::onnx::onnx(&t.fitted.model, &t.prep).expect("onnx");
     (t, native, onnx)
 }
 

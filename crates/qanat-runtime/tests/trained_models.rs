@@ -16,22 +16,39 @@ fn example(name: &str) -> Table {
     Table::read_file(&p).expect("example table")
 }
 
-/// Trains and writes the package as the train job does (weights + spec).
-fn train(table: &Table, config: serde_json::Value, dir: &Path) -> Trained {
+/// An example table, the trainer's run on it, and the package that run wrote as the
+/// train job does (weights + spec) in `dir`.
+struct Trial {
+    table: Table,
+    t: Trained,
+    dir: tempfile::TempDir,
+}
+
+fn train(file: &str, config: serde_json::Value) -> Trial {
+    let table = example(file);
+    let dir = tempfile::tempdir().expect("tmp");
     let c = TrainConfig::from_value(config).expect("config");
-    let t = train_table(table, &c, None, |_| Ok(())).expect("trained");
+    let t = train_table(&table, &c, None, |_| Ok(())).expect("trained");
     let model = &t.fitted.model;
     std::fs::write(
-        dir.join("weights.safetensors"),
+        dir.path().join("weights.safetensors"),
         qanat_train::export::safetensors(model).expect("weights"),
     )
     .expect("write weights");
     std::fs::write(
-        dir.join("spec.json"),
+        dir.path().join("spec.json"),
         serde_json::to_vec(&qanat_train::export::spec(model, &t.prep)).expect("spec"),
     )
     .expect("write spec");
-    t
+    Trial { table, t, dir }
+}
+
+/// The package in `dir` on the native runtime.
+fn native(dir: &Path) -> NativeModel {
+    ModelPackage::open(dir)
+        .expect("package")
+        .native()
+        .expect("native")
 }
 
 fn trainer_outputs(t: &Trained, table: &Table, rows: &[usize]) -> Vec<f32> {
@@ -41,12 +58,9 @@ fn trainer_outputs(t: &Trained, table: &Table, rows: &[usize]) -> Vec<f32> {
 
 #[test]
 fn native_f32_reproduces_the_trainers_outputs_and_int8_keeps_the_accuracy() {
-    let table = example("breast_cancer.csv");
-    let dir = tempfile::tempdir().expect("tmp");
-    let t = train(
-        &table,
+    let Trial { table, t, dir } = train(
+        "breast_cancer.csv",
         json!({"target": "diagnosis", "model": "mlp", "hidden": [64, 32], "epochs": 40, "seed": 5}),
-        dir.path(),
     );
     let package = ModelPackage::open(dir.path()).expect("package");
     let f32_model = package.native().expect("native");
@@ -82,17 +96,11 @@ fn native_f32_reproduces_the_trainers_outputs_and_int8_keeps_the_accuracy() {
 
 #[test]
 fn int8_regression_error_stays_within_one_percent() {
-    let table = example("diabetes.csv");
-    let dir = tempfile::tempdir().expect("tmp");
-    let t = train(
-        &table,
+    let Trial { table, t, dir } = train(
+        "diabetes.csv",
         json!({"target": "progression", "model": "mlp", "hidden": [32], "epochs": 60, "seed": 2}),
-        dir.path(),
     );
-    let m = ModelPackage::open(dir.path())
-        .expect("package")
-        .native()
-        .expect("native");
+    let m = native(dir.path());
     let q32 = quality(&m, &t.prep, &table, &t.valid_rows).expect("f32");
     let q8 = quality(
         &m.quantize_dynamic().expect("int8"),
@@ -108,12 +116,9 @@ fn int8_regression_error_stays_within_one_percent() {
 
 #[test]
 fn packages_that_cannot_be_run_are_refused_with_a_reason() {
-    let table = example("breast_cancer.csv");
-    let dir = tempfile::tempdir().expect("tmp");
-    train(
-        &table,
+    let Trial { table, dir, .. } = train(
+        "breast_cancer.csv",
         json!({"target": "diagnosis", "model": "logistic", "epochs": 2}),
-        dir.path(),
     );
     let spec = std::fs::read(dir.path().join("spec.json")).expect("spec");
     let weights = std::fs::read(dir.path().join("weights.safetensors")).expect("weights");
@@ -158,10 +163,7 @@ fn packages_that_cannot_be_run_are_refused_with_a_reason() {
         "says [31, 1]",
     );
     // A table without a feature column the model needs.
-    let m = ModelPackage::open(dir.path())
-        .expect("package")
-        .native()
-        .expect("native");
+    let m = native(dir.path());
     let mut short = table.clone();
     short.columns.retain(|c| c.name != "radius_mean");
     let err = m.predict(&short).expect_err("missing column");
@@ -171,17 +173,11 @@ fn packages_that_cannot_be_run_are_refused_with_a_reason() {
 #[test]
 fn the_gate_passes_a_result_within_the_budget_and_refuses_one_over_it() {
     use qanat_runtime::optimize::{optimize, Budget, Method, Settings};
-    let table = example("breast_cancer.csv");
-    let dir = tempfile::tempdir().expect("tmp");
-    let t = train(
-        &table,
+    let Trial { table, t, dir } = train(
+        "breast_cancer.csv",
         json!({"target": "diagnosis", "model": "mlp", "hidden": [32], "epochs": 20, "seed": 3}),
-        dir.path(),
     );
-    let m = ModelPackage::open(dir.path())
-        .expect("package")
-        .native()
-        .expect("native");
+    let m = native(dir.path());
     let (q, report) = optimize(
         &m,
         Method::Int8Dynamic,

@@ -179,15 +179,18 @@ aws_allow_http = "true"
     let secret = "national-id,1234-5678-9012\n".repeat(1000);
 
     // uae-south is not allowed yet: refused, audited, nothing written.
-    let resp = q
-        .request(
+    let put_archive = || {
+        q.request(
             "PUT",
             "/api/v1/projects/s3p/objects/ids.csv?location=archive",
         )
         .body(secret.clone())
         .send()
-        .expect("send");
-    assert_eq!(resp.status().as_u16(), 403);
+        .expect("send")
+        .status()
+        .as_u16()
+    };
+    assert_eq!(put_archive(), 403);
     let (_, denied) = q.api(
         "GET",
         "/api/v1/audit?action=object.write&outcome=denied",
@@ -201,15 +204,7 @@ aws_allow_http = "true"
         Some(json!({"allowed_regions": ["uae-north", "uae-south"]})),
     );
     assert_eq!(s, 200);
-    let resp = q
-        .request(
-            "PUT",
-            "/api/v1/projects/s3p/objects/ids.csv?location=archive",
-        )
-        .body(secret.clone())
-        .send()
-        .expect("send");
-    assert_eq!(resp.status().as_u16(), 201);
+    assert_eq!(put_archive(), 201);
     let got = q
         .request(
             "GET",

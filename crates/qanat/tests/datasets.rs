@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::cases::{run_cases, Call, Case, Check, Expect};
+use common::cases::{run_cases, Call, Case, Check};
 use common::Qanat;
 use qanat_store::testing::noise as data;
 use serde_json::{json, Value};
@@ -320,12 +320,7 @@ fn residency_and_bad_input_are_refused_clearly() {
                 &["data", "-p", "eu", "create", "people"],
                 "RESIDENCY_VIOLATION",
             ),
-            Case {
-                name: "the residency refusal is audited",
-                call: Call::get("/api/v1/audit?action=dataset.create&outcome=denied"),
-                checks: vec![Check::Len("", 1)],
-                ..Case::default()
-            },
+            Case::status("the residency refusal is audited", Call::get("/api/v1/audit?action=dataset.create&outcome=denied"), 200).checking(vec![Check::Len("", 1)]),
             Case::fails(
                 "dataset regions outside the project's",
                 &["data", "-p", "ok", "create", "wide", "--regions", "us-east"],
@@ -346,12 +341,7 @@ fn residency_and_bad_input_are_refused_clearly() {
                 &["data", "-p", "ok", "push", "d", odd],
                 "backslash",
             ),
-            Case {
-                name: "failed pushes leave no version",
-                call: Call::get(versions),
-                checks: vec![Check::Len("", 0)],
-                ..Case::default()
-            },
+            Case::status("failed pushes leave no version", Call::get(versions), 200).checking(vec![Check::Len("", 0)]),
             Case::status(
                 "a chunk whose bytes do not match its id",
                 Call::put(chunk(&fake)).bytes("hello"),
@@ -391,31 +381,14 @@ fn residency_and_bad_input_are_refused_clearly() {
                 404,
             ),
             Case::refused("a pack with a frame that does not hash to its id", Call::post(pack).bytes(mixed), 400, "do not hash"),
-            Case {
-                name: "a refused pack stores none of its chunks",
-                call: Call::post(format!("{pack}/missing")).json(json!({"ids": [good_hex]})),
-                checks: vec![Check::Len("/missing", 1)],
-                ..Case::default()
-            },
+            Case::status("a refused pack stores none of its chunks", Call::post(format!("{pack}/missing")).json(json!({"ids": [good_hex]})), 200).checking(vec![Check::Len("/missing", 1)]),
             Case::status(
                 "a cut-short pack",
                 Call::post(pack).bytes(frame(&good, b"packed")[..20].to_vec()),
                 400,
             ),
-            Case {
-                name: "a good pack",
-                call: Call::post(pack).bytes(frame(&good, b"packed")),
-                expect: Expect::Status(201),
-                checks: vec![Check::Eq("/new_chunks", json!(1))],
-                ..Case::default()
-            },
-            Case {
-                name: "the same pack again stores nothing new",
-                call: Call::post(pack).bytes(frame(&good, b"packed")),
-                expect: Expect::Status(201),
-                checks: vec![Check::Eq("/new_chunks", json!(0))],
-                ..Case::default()
-            },
+            Case::status("a good pack", Call::post(pack).bytes(frame(&good, b"packed")), 201).checking(vec![Check::Eq("/new_chunks", json!(1))]),
+            Case::status("the same pack again stores nothing new", Call::post(pack).bytes(frame(&good, b"packed")), 201).checking(vec![Check::Eq("/new_chunks", json!(0))]),
             Case::status("an empty pack", Call::post(pack).bytes(Vec::new()), 400),
             Case::status(
                 "a viewer uploading a chunk",

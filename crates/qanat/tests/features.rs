@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::cases::{run_cases, Call, Case, Check, Expect};
+use common::cases::{run_cases, Call, Case, Check};
 use common::Qanat;
 use serde_json::json;
 
@@ -86,41 +86,32 @@ fn bad_feature_repos_and_requests_are_refused_with_what_to_fix() {
     run_cases(
         &q,
         vec![
-            Case {
-                name: "a folder with no definitions",
-                call: Call::cli(&["features", "-p", "default", "plan", &empty]),
-                expect: Expect::Fails,
-                message: "holds no .yaml files",
-                ..Case::default()
-            },
-            Case {
-                name: "an unknown type names the file and the accepted words",
-                call: Call::cli(&["features", "-p", "default", "plan", &broken]),
-                expect: Expect::Fails,
-                message: "drivers.yaml, document 1 (entity)",
-                ..Case::default()
-            },
-            Case {
-                name: "a misspelt field is refused, not ignored",
-                call: Call::cli(&["features", "-p", "default", "apply", &typo]),
-                expect: Expect::Fails,
-                message: "unknown field `tll`",
-                ..Case::default()
-            },
-            Case {
-                name: "a view on an undeclared source",
-                call: Call::cli(&["features", "-p", "default", "apply", &dangling]),
-                expect: Expect::Fails,
-                message: "source 'nowhere' is not declared in the repo",
-                ..Case::default()
-            },
-            Case {
-                name: "nothing of a refused repo was recorded",
-                call: Call::get("/api/v1/projects/default/features/registry"),
-                expect: Expect::Status(200),
-                checks: vec![Check::Len("/objects", 0)],
-                ..Case::default()
-            },
+            Case::fails(
+                "a folder with no definitions",
+                &["features", "-p", "default", "plan", &empty],
+                "holds no .yaml files",
+            ),
+            Case::fails(
+                "an unknown type names the file and the accepted words",
+                &["features", "-p", "default", "plan", &broken],
+                "drivers.yaml, document 1 (entity)",
+            ),
+            Case::fails(
+                "a misspelt field is refused, not ignored",
+                &["features", "-p", "default", "apply", &typo],
+                "unknown field `tll`",
+            ),
+            Case::fails(
+                "a view on an undeclared source",
+                &["features", "-p", "default", "apply", &dangling],
+                "source 'nowhere' is not declared in the repo",
+            ),
+            Case::status(
+                "nothing of a refused repo was recorded",
+                Call::get("/api/v1/projects/default/features/registry"),
+                200,
+            )
+            .checking(vec![Check::Len("/objects", 0)]),
             Case::coded(
                 "a repo with problems, over HTTP",
                 Call::post(plan).json(json!({"repo": {"feature_views": [{
@@ -207,6 +198,37 @@ fn load_driver_stats(q: &Qanat, stats: &str, repo: &str) -> std::path::PathBuf {
 }
 
 /// The columns of a training set version, read back through `qanat data pull`.
+/// `qanat features training-set` in `default` (as `token`'s user, else the admin) of
+/// `entities` with `features` into dataset `to`, which must succeed; what it prints.
+fn training_set(
+    q: &Qanat,
+    token: Option<&str>,
+    entities: &str,
+    features: &str,
+    to: &str,
+) -> serde_json::Value {
+    let args = [
+        "features",
+        "-p",
+        "default",
+        "-o",
+        "json",
+        "training-set",
+        "--entities",
+        entities,
+        "--features",
+        features,
+        "--to",
+        to,
+    ];
+    let (ok, out, err) = match token {
+        Some(t) => q.cli_as(t, &args),
+        None => q.cli(&args),
+    };
+    assert!(ok, "training-set {features} into {to}: {err}");
+    serde_json::from_str(&out).expect("json")
+}
+
 fn pulled(q: &Qanat, token: &str, reference: &str) -> arrow_array::RecordBatch {
     let (dataset, version) = reference
         .trim_start_matches("dataset:")
@@ -253,25 +275,7 @@ fn a_training_set_is_a_dataset_version_joined_point_in_time_with_lineage_and_pii
     // pseudonymized.
     let editor = q.user_with_role("eddie", "default", "editor");
     let rides = s(home.join("rides.csv"));
-    let (ok, out, err) = q.cli_as(
-        &editor,
-        &[
-            "features",
-            "-p",
-            "default",
-            "-o",
-            "json",
-            "training-set",
-            "--entities",
-            &rides,
-            "--features",
-            "driver_stats",
-            "--to",
-            "rides-train",
-        ],
-    );
-    assert!(ok, "{err}");
-    let set: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let set = training_set(&q, Some(&editor), &rides, "driver_stats", "rides-train");
     assert_eq!(set["reference"], "dataset:rides-train@1");
     assert_eq!(set["rows"], 5);
     assert_eq!(set["pseudonymized"], json!(["trips"]));
@@ -587,22 +591,13 @@ fn pushed_and_streamed_rows_reach_the_online_and_offline_stores_and_join_into_tr
             "driver_id,event_timestamp\n1,2026-01-01T12:00:00Z\n1,2026-01-03T00:00:00Z\n3,2026-01-01T13:00:00Z\n",
         )
         .expect("entities");
-        let (ok, out, err) = q.cli(&[
-            "features",
-            "-p",
-            "default",
-            "-o",
-            "json",
-            "training-set",
-            "--entities",
+        let set = training_set(
+            &q,
+            None,
             &s(home.join("entities.csv")),
-            "--features",
             "pushed_rides:speed",
-            "--to",
             "pushed-train",
-        ]);
-        assert!(ok, "{backend}: {err}");
-        let set: serde_json::Value = serde_json::from_str(&out).expect("json");
+        );
         let table = pulled(&q, &q.admin_token, set["reference"].as_str().expect("ref"));
         let speed: Vec<Option<f64>> = table
             .column_by_name("speed")
@@ -705,22 +700,13 @@ fn pushed_and_streamed_rows_reach_the_online_and_offline_stores_and_join_into_tr
             format!("driver_id,event_timestamp\n7,{now}\n"),
         )
         .expect("entities");
-        let (ok, out, err) = q.cli(&[
-            "features",
-            "-p",
-            "default",
-            "-o",
-            "json",
-            "training-set",
-            "--entities",
+        let set = training_set(
+            &q,
+            None,
             &s(home.join("streamed.csv")),
-            "--features",
             "streamed_rides:speed",
-            "--to",
             "streamed-train",
-        ]);
-        assert!(ok, "{backend}: {err}");
-        let set: serde_json::Value = serde_json::from_str(&out).expect("json");
+        );
         let table = pulled(&q, &q.admin_token, set["reference"].as_str().expect("ref"));
         let speed = table.column_by_name("speed").expect("speed");
         assert_eq!(
@@ -760,22 +746,13 @@ fn sql_sources_and_view_transformations_feed_training_sets_and_materialization()
     std::fs::write(home.join("rides.csv"), RIDES).expect("rides");
     let repo = load_driver_stats(&q, STATS, SQL_REPO);
     let s = |p: std::path::PathBuf| p.to_str().expect("utf-8").to_string();
-    let (ok, out, err) = q.cli(&[
-        "features",
-        "-p",
-        "default",
-        "-o",
-        "json",
-        "training-set",
-        "--entities",
+    let set = training_set(
+        &q,
+        None,
         &s(home.join("rides.csv")),
-        "--features",
         "busy:trips,scaled:conv_pct",
-        "--to",
         "sql-train",
-    ]);
-    assert!(ok, "{err}");
-    let set: serde_json::Value = serde_json::from_str(&out).expect("json");
+    );
     assert!(
         set["sources"]
             .as_array()
@@ -876,22 +853,13 @@ fn a_training_set_larger_than_the_join_memory_is_joined_on_disk_and_keeps_its_ro
     std::fs::write(home.join("rides.csv"), rides).expect("rides");
     load_driver_stats(&q, &stats, &DATASET_REPO.replace("pii: true", "pii: false"));
     let s = |p: std::path::PathBuf| p.to_str().expect("utf-8").to_string();
-    let (ok, out, err) = q.cli(&[
-        "features",
-        "-p",
-        "default",
-        "-o",
-        "json",
-        "training-set",
-        "--entities",
+    let set = training_set(
+        &q,
+        None,
         &s(home.join("rides.csv")),
-        "--features",
         "driver_stats:trips",
-        "--to",
         "big-train",
-    ]);
-    assert!(ok, "{err}");
-    let set: serde_json::Value = serde_json::from_str(&out).expect("json");
+    );
     assert_eq!(set["rows"], 30_000, "{set}");
     let dir = home.join("pulled-big");
     let (ok, _, err) = q.cli(&[

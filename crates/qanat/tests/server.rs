@@ -6,7 +6,7 @@ mod common;
 use std::io::Read;
 use std::time::Duration;
 
-use common::cases::{run_cases, Call, Case, Check, Expect};
+use common::cases::{run_cases, Call, Case, Check};
 use common::Qanat;
 use serde_json::{json, Value};
 
@@ -260,14 +260,8 @@ fn members_cannot_outrank_the_one_who_manages_them() {
     let mia = q.user_with_role("mia", "team", "maintainer");
     q.user_with_role("ada", "team", "admin");
     q.user_with_role("eve", "team", "editor");
-    let refused = |name, call, message| Case {
-        name,
-        call,
-        expect: Expect::Status(403),
-        code: "PERMISSION_DENIED",
-        message,
-        ..Case::default()
-    };
+    let refused =
+        |name, call, message| Case::coded(name, call, 403, "PERMISSION_DENIED").saying(message);
     run_cases(
         &q,
         vec![
@@ -317,13 +311,14 @@ fn outsiders_cannot_tell_which_projects_exist() {
     q.create_project("secret", &["uae-north"]);
     q.create_project("mine", &["uae-north"]);
     let ann = q.user_with_role("ann", "mine", "viewer");
-    let hidden = |name, path: &str, message| Case {
-        name,
-        call: Call::get(path).token(&ann),
-        expect: Expect::Status(404),
-        code: "RESOURCE_DOES_NOT_EXIST",
-        message,
-        ..Case::default()
+    let hidden = |name, path: &str, message| {
+        Case::coded(
+            name,
+            Call::get(path).token(&ann),
+            404,
+            "RESOURCE_DOES_NOT_EXIST",
+        )
+        .saying(message)
     };
     run_cases(
         &q,
@@ -425,15 +420,14 @@ fn renaming_a_registered_model_needs_a_maintainer() {
                 403,
                 "PERMISSION_DENIED",
             ),
-            Case {
-                name: "a maintainer renames it",
-                call: Call::post(api("rename"))
+            Case::status(
+                "a maintainer renames it",
+                Call::post(api("rename"))
                     .token(&mia)
                     .json(rename("fraud-v2")),
-                expect: Expect::Status(200),
-                checks: vec![Check::Eq("/registered_model/name", json!("fraud-v2"))],
-                ..Case::default()
-            },
+                200,
+            )
+            .checking(vec![Check::Eq("/registered_model/name", json!("fraud-v2"))]),
         ],
     );
 }
@@ -490,20 +484,8 @@ fn bad_input_gets_a_clear_4xx() {
         "{{\"name\": \"x\", \"description\": \"{}\"}}",
         "a".repeat(2 << 20)
     );
-    let invalid = |name, call| Case {
-        name,
-        call,
-        expect: Expect::Status(400),
-        code: "INVALID_PARAMETER_VALUE",
-        ..Case::default()
-    };
-    let missing = |name, call| Case {
-        name,
-        call,
-        expect: Expect::Status(404),
-        code: "RESOURCE_DOES_NOT_EXIST",
-        ..Case::default()
-    };
+    let invalid = |name, call| Case::coded(name, call, 400, "INVALID_PARAMETER_VALUE");
+    let missing = |name, call| Case::coded(name, call, 404, "RESOURCE_DOES_NOT_EXIST");
     run_cases(
         &q,
         vec![
@@ -523,62 +505,48 @@ fn bad_input_gets_a_clear_4xx() {
                 "an unknown field",
                 Call::post("/api/v1/projects").json(json!({"name": "x", "colour": 1})),
             ),
-            Case {
-                message: "a filter is at most",
-                ..invalid(
-                    "a run search filter of 1,000 AND terms",
-                    Call::post("/api/2.0/mlflow/runs/search").json(json!({
-                        "experiment_ids": ["0"],
-                        "filter": (0..1000)
-                            .map(|i| format!("metrics.m{i} > 0"))
-                            .collect::<Vec<_>>()
-                            .join(" AND "),
-                    })),
-                )
-            },
-            Case {
-                message: "not valid UTF-8",
-                ..invalid(
-                    "an object key that is not UTF-8",
-                    Call::get("/api/v1/projects/p/objects/a%FFb"),
-                )
-            },
-            Case {
-                message: "not valid UTF-8",
-                ..invalid(
-                    "a project name that is not UTF-8",
-                    Call::get("/api/v1/projects/%FF/datasets"),
-                )
-            },
-            Case {
-                message: "use success, denied or failure",
-                ..invalid(
-                    "an unknown audit outcome",
-                    Call::get("/api/v1/audit?outcome=maybe"),
-                )
-            },
-            Case {
-                message: "at least one checkpoint",
-                ..invalid(
-                    "no checkpoint to verify",
-                    Call::post("/api/v1/audit/verify-checkpoints").json(json!([])),
-                )
-            },
+            invalid(
+                "a run search filter of 1,000 AND terms",
+                Call::post("/api/2.0/mlflow/runs/search").json(json!({
+                    "experiment_ids": ["0"],
+                    "filter": (0..1000)
+                        .map(|i| format!("metrics.m{i} > 0"))
+                        .collect::<Vec<_>>()
+                        .join(" AND "),
+                })),
+            )
+            .saying("a filter is at most"),
+            invalid(
+                "an object key that is not UTF-8",
+                Call::get("/api/v1/projects/p/objects/a%FFb"),
+            )
+            .saying("not valid UTF-8"),
+            invalid(
+                "a project name that is not UTF-8",
+                Call::get("/api/v1/projects/%FF/datasets"),
+            )
+            .saying("not valid UTF-8"),
+            invalid(
+                "an unknown audit outcome",
+                Call::get("/api/v1/audit?outcome=maybe"),
+            )
+            .saying("use success, denied or failure"),
+            invalid(
+                "no checkpoint to verify",
+                Call::post("/api/v1/audit/verify-checkpoints").json(json!([])),
+            )
+            .saying("at least one checkpoint"),
             invalid(
                 "a checkpoint without its MAC",
                 Call::post("/api/v1/audit/verify-checkpoints").json(json!([{"seq": 1}])),
             ),
-            Case {
-                message: "use 1 to 1000",
-                ..invalid("an audit limit of 0", Call::get("/api/v1/audit?limit=0"))
-            },
-            Case {
-                message: "not an RFC 3339 time",
-                ..invalid(
-                    "an audit time that is not RFC 3339",
-                    Call::get("/api/v1/audit?since=yesterday"),
-                )
-            },
+            invalid("an audit limit of 0", Call::get("/api/v1/audit?limit=0"))
+                .saying("use 1 to 1000"),
+            invalid(
+                "an audit time that is not RFC 3339",
+                Call::get("/api/v1/audit?since=yesterday"),
+            )
+            .saying("not an RFC 3339 time"),
             invalid(
                 "an invalid project name",
                 Call::post("/api/v1/projects").json(json!({"name": "Bad Name!"})),

@@ -54,21 +54,10 @@ fn a_two_rank_job_runs_as_one_slurm_job_with_a_log_per_rank() {
     let j = q.job_finished("default", &id, 120);
     assert_eq!(j["state"], "succeeded", "{j:#}");
     let run = j["run_id"].as_str().expect("run id");
-    let (s, listed) = q.api(
-        "GET",
-        &format!("/mlflow/default/api/2.0/mlflow/artifacts/list?run_id={run}&path=model"),
-        None,
-    );
-    assert_eq!(s, 200, "{listed}");
-    let paths: Vec<&str> = listed["files"]
-        .as_array()
-        .expect("files")
-        .iter()
-        .filter_map(|f| f["path"].as_str())
-        .collect();
+    let paths = q.artifact_paths("default", run, "model");
     assert!(
-        paths.contains(&"model/weights.txt") && paths.contains(&"model/sub"),
-        "{listed}"
+        paths.iter().any(|p| p == "model/weights.txt") && paths.iter().any(|p| p == "model/sub"),
+        "{paths:?}"
     );
     // A declared output that is not produced fails the job, saying which.
     let id = q.submit(json!({"name": "no-output", "executor": "slurm", "outputs": ["missing.bin"], "command": "true"}));

@@ -85,16 +85,11 @@ fn a_train_job_logs_its_epochs_stores_its_model_and_registers_it() {
         history["metrics"].as_array().expect("history").len() >= 2,
         "{history}"
     );
-    let files = mlflow(&q, &format!("artifacts/list?run_id={run_id}&path=model"));
-    let paths: Vec<&str> = files["files"]
-        .as_array()
-        .expect("files")
-        .iter()
-        .filter_map(|f| f["path"].as_str())
-        .collect();
+    let paths = q.artifact_paths("default", run_id, "model");
     assert!(
-        paths.contains(&"model/weights.safetensors") && paths.contains(&"model/spec.json"),
-        "{files}"
+        paths.iter().any(|p| p == "model/weights.safetensors")
+            && paths.iter().any(|p| p == "model/spec.json"),
+        "{paths:?}"
     );
     let root = mlflow(&q, &format!("artifacts/list?run_id={run_id}"));
     assert!(root.to_string().contains("split.json"), "{root}");

@@ -185,6 +185,11 @@ impl Case {
         Case { message, ..self }
     }
 
+    /// The same case, with `checks` on its JSON answer.
+    pub fn checking(self, checks: Vec<Check>) -> Case {
+        Case { checks, ..self }
+    }
+
     /// A CLI command that fails, saying `message`.
     pub fn fails(name: &'static str, args: &[&str], message: &'static str) -> Case {
         Case {

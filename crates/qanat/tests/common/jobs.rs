@@ -102,6 +102,17 @@ impl Qanat {
         v
     }
 
+    /// The paths MLflow's `artifacts/list` gives for run `run`'s artifacts under `path`.
+    pub fn artifact_paths(&self, project: &str, run: &str, path: &str) -> Vec<String> {
+        let listed = self.mlflow_get(project, &format!("artifacts/list?run_id={run}&path={path}"));
+        listed["files"]
+            .as_array()
+            .unwrap_or_else(|| panic!("files: {listed}"))
+            .iter()
+            .filter_map(|f| f["path"].as_str().map(str::to_string))
+            .collect()
+    }
+
     /// Runs a `train` job in `default` with `spec` (its fields besides `kind`), which
     /// must succeed.
     pub fn train(&self, spec: Value) {
