@@ -25,7 +25,7 @@ VENV=${QANAT_DRIFT_BENCH_VENV:-$(venv_path drift-bench "$REQ")}
 cleanup() { if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi; }
 trap cleanup EXIT
 
-bench_venv "$VENV" "$REQ"
+ensure_venv "$VENV" "$REQ"
 qanat_bin "$ROOT"
 
 echo "writing $COLS columns x $ROWS rows, twice..." >&2

@@ -11,6 +11,7 @@ set -euo pipefail
 
 N=${N:-1000}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$ROOT/scripts/bench/lib.sh"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qanat-bench-jobs.XXXXXX")
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/qanat-target}
 cleanup() {
@@ -22,7 +23,7 @@ trap cleanup EXIT
 bash "$ROOT/scripts/slurm-one-node.sh"
 (cd "$ROOT" && cargo build --release --locked -p qanat --quiet)
 Q=$CARGO_TARGET_DIR/release/qanat
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 # shellcheck source=scripts/bench/qanat_server.sh
 . "$ROOT/scripts/bench/qanat_server.sh"
 # Metrics sampling every 10 s would not fire for jobs this short; keep the default.

@@ -1,22 +1,7 @@
 # Sourced by the benchmark scripts: the peers' venvs and the qanat binary they time.
 
-# venv_path NAME REQUIREMENTS: where the venv of REQUIREMENTS lives, under
-# $HOME/.cache and keyed by the file's contents.
-venv_path() {
-  echo "$HOME/.cache/qanat-$1-venv-$(sha256sum "$2" | cut -c1-12)"
-}
-
-# bench_venv VENV REQUIREMENTS: makes VENV a venv with REQUIREMENTS installed, once;
-# again when the file changes (the venv keeps a copy of what it installed).
-bench_venv() {
-  local venv=$1 req=$2
-  cmp -s "$req" "$venv/.requirements" 2>/dev/null && return 0
-  echo "installing $(basename "$req") into $venv (once)..." >&2
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
-  cp "$req" "$venv/.requirements"
-}
+# venv_path NAME REQUIREMENTS and ensure_venv VENV REQUIREMENTS (scripts/venv.sh).
+source "$(dirname "${BASH_SOURCE[0]}")/../venv.sh"
 
 # qanat_bin ROOT: sets Q to $QANAT_BIN when it is set, else to a release build of the
 # checkout at ROOT (built here, into $CARGO_TARGET_DIR).
@@ -28,4 +13,46 @@ qanat_bin() {
   echo "building qanat (release)..." >&2
   (cd "$1" && cargo build --release --locked -p qanat --quiet)
   Q=$CARGO_TARGET_DIR/release/qanat
+}
+
+# free_port: a TCP port on 127.0.0.1 that nothing listens on now.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# wait_http URL [TRIES]: waits until URL answers (TRIES times 0.2 s; default 900).
+wait_http() {
+  for _ in $(seq "${2:-900}"); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  echo "no answer from $1" >&2
+  return 1
+}
+
+# train_cancer: pushes examples/data/breast_cancer.csv as dataset `cancer` and trains
+# and registers model `cancer` version 1 (an MLP) on it, with "$Q" as the logged-in CLI.
+train_cancer() {
+  mkdir -p "$WORK/data"
+  cp "$ROOT/examples/data/breast_cancer.csv" "$WORK/data/"
+  "$Q" data create cancer >/dev/null
+  "$Q" data push cancer "$WORK/data" >/dev/null
+  cat >"$WORK/train.yaml" <<YAML
+inputs: [dataset:cancer@1]
+target: diagnosis
+model: mlp
+hidden: [64]
+epochs: 30
+seed: 1
+register: cancer
+YAML
+  "$Q" train -c "$WORK/train.yaml" --wait >/dev/null
+}
+
+# serve_cancer: starts a Qanat server from "$Q" on a free $PORT (its pid added to the
+# caller's PIDS) with project `default` as the CLI's, and trains model `cancer` there.
+serve_cancer() {
+  PORT=$(free_port)
+  source "$ROOT/scripts/bench/qanat_server.sh"
+  qanat_server
+  PIDS+=("$SERVER_PID")
+  export QANAT_PROJECT=default
+  train_cancer
 }

@@ -17,8 +17,8 @@ source scripts/bench/lib.sh
 PY_VENV=${QANAT_PIT_VENV:-$(venv_path pit "$PIT_REQ")}
 FEAST_REQ=tests/compat/feast-requirements.txt
 FEAST_VENV=${QANAT_FEAST_VENV:-$(venv_path feast "$FEAST_REQ")}
-bench_venv "$PY_VENV" "$PIT_REQ"
-bench_venv "$FEAST_VENV" "$FEAST_REQ"
+ensure_venv "$PY_VENV" "$PIT_REQ"
+ensure_venv "$FEAST_VENV" "$FEAST_REQ"
 cargo build --release --locked -p qanat --quiet
 Q=$CARGO_TARGET_DIR/release/qanat
 FEAST=$FEAST_VENV/bin/feast
@@ -53,7 +53,7 @@ source: stats
 schema:
 $schema
 EOF
-  PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  PORT=$(free_port)
   # shellcheck source=qanat_server.sh
   . scripts/bench/qanat_server.sh
   qanat_server

@@ -13,6 +13,7 @@
 import json
 import os
 import random
+import shutil
 import sys
 from datetime import datetime, timedelta, timezone
 
@@ -33,17 +34,8 @@ def feature_names(n):
     return [f"f{i:02d}" for i in range(n)]
 
 
-FEAST_STORE_YAML = """\
-project: online_bench
-registry: data/registry.db
-provider: local
-online_store:
-    type: sqlite
-    path: data/online_store.db
-offline_store:
-    type: file
-entity_key_serialization_version: 3
-"""
+# Feast's repo configuration, shared with the other Feast peer.
+FEAST_STORE_YAML = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "compat", "feast_store.yaml")
 
 FEAST_DEFINITIONS = """\
 from datetime import timedelta
@@ -118,8 +110,7 @@ def data(out, drivers, nfeat):
 
     feast = os.path.join(out, "feast_repo")
     os.makedirs(os.path.join(feast, "data"), exist_ok=True)
-    with open(os.path.join(feast, "feature_store.yaml"), "w") as fh:
-        fh.write(FEAST_STORE_YAML)
+    shutil.copy(FEAST_STORE_YAML, os.path.join(feast, "feature_store.yaml"))
     with open(os.path.join(feast, "definitions.py"), "w") as fh:
         fh.write(FEAST_DEFINITIONS.format(path=parquet, view=VIEW, ttl=TTL_DAYS, names=names))
 

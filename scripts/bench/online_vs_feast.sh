@@ -94,7 +94,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- tools -------------------------------------------------------------------------
-bench_venv "$FEAST_VENV" "$FEAST_REQ"
+ensure_venv "$FEAST_VENV" "$FEAST_REQ"
 if [ ! -x "$OHA" ]; then
   # One tool for both kinds of load: closed loop (-c) and fixed rate (-q, with
   # --latency-correction); bodies drawn from a file of one JSON body a line (-Z).
@@ -108,8 +108,6 @@ if [ ! -x "$OHA" ]; then
 fi
 qanat_bin "$ROOT"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { for _ in $(seq 600); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.2; done; echo "no answer from $1" >&2; return 1; }
 TCK=$(getconf CLK_TCK)
 # CPU seconds busy on the whole machine (all cores), to show what else ran.
 all_cpu() { awk -v h="$TCK" '/^cpu /{printf "%.2f", ($2+$3+$4+$7+$8+$9)/h}' /proc/stat; }

@@ -14,7 +14,7 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/qanat-target}
 REQ=scripts/bench/pit-requirements.txt
 source scripts/bench/lib.sh
 VENV=${QANAT_PIT_VENV:-$(venv_path pit "$REQ")}
-bench_venv "$VENV" "$REQ"
+ensure_venv "$VENV" "$REQ"
 DATA=${TMPDIR:-/tmp}/qanat-pit-bench-$ENTITIES-${VIEWS//,/-}
 [ -f "$DATA/entities.parquet" ] || "$VENV/bin/python" scripts/bench/pit_data.py "$DATA" "$ENTITIES" "$VIEWS" 8,6,6
 cargo build --release --locked -p qanat-features --example pit_bench --quiet
@@ -24,7 +24,7 @@ feast='{}'
 if [ "${FEAST:-1}" != 0 ]; then
   FEAST_REQ=tests/compat/feast-requirements.txt
   FEAST_VENV=${QANAT_FEAST_VENV:-$(venv_path feast "$FEAST_REQ")}
-  bench_venv "$FEAST_VENV" "$FEAST_REQ"
+  ensure_venv "$FEAST_VENV" "$FEAST_REQ"
   feast=$("$FEAST_VENV/bin/python" scripts/bench/pit_feast.py "$DATA" 2>/dev/null | tail -n1)
 fi
 echo "$ours"

@@ -35,29 +35,12 @@ command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk 
 command -v h2load >/dev/null || { apt-get update -qq && apt-get install -y -qq nghttp2-client >/dev/null; }
 source "$ROOT/scripts/bench/lib.sh"
 qanat_bin "$ROOT"
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-source "$ROOT/scripts/bench/qanat_server.sh"
-qanat_server
-PIDS+=("$SERVER_PID")
-export QANAT_PROJECT=default
-TOKEN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$QANAT_CREDENTIALS")
-BASE=http://127.0.0.1:$PORT
 
 # --- the model, the features, the deployments ------------------------------------------
-mkdir -p "$WORK/data" "$WORK/repo"
-cp "$ROOT/examples/data/breast_cancer.csv" "$WORK/data/"
-"$Q" data create cancer >/dev/null
-"$Q" data push cancer "$WORK/data" >/dev/null
-cat >"$WORK/train.yaml" <<YAML
-inputs: [dataset:cancer@1]
-target: diagnosis
-model: mlp
-hidden: [64]
-epochs: 30
-seed: 1
-register: cancer
-YAML
-"$Q" train -c "$WORK/train.yaml" --wait >/dev/null
+mkdir -p "$WORK/repo"
+serve_cancer
+TOKEN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$QANAT_CREDENTIALS")
+BASE=http://127.0.0.1:$PORT
 python3 "$ROOT/scripts/bench/serving_grpc_bodies.py" "$ROOT/examples/data/breast_cancer.csv" "$WORK" cancer-web
 mv "$WORK/repo.yaml" "$WORK/repo/cells.yaml"
 "$Q" features apply "$WORK/repo" >/dev/null

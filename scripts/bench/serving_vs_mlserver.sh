@@ -37,32 +37,12 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- tools -------------------------------------------------------------------------
-bench_venv "$VENV" "$REQ"
+ensure_venv "$VENV" "$REQ"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 qanat_bin "$ROOT"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { for _ in $(seq 900); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.2; done; echo "no answer from $1" >&2; return 1; }
 
 # --- the model -----------------------------------------------------------------------
-PORT=$(free_port)
-source "$ROOT/scripts/bench/qanat_server.sh"
-qanat_server
-PIDS+=("$SERVER_PID")
-export QANAT_PROJECT=default
-mkdir -p "$WORK/data"
-cp "$ROOT/examples/data/breast_cancer.csv" "$WORK/data/"
-"$Q" data create cancer >/dev/null
-"$Q" data push cancer "$WORK/data" >/dev/null
-cat >"$WORK/train.yaml" <<YAML
-inputs: [dataset:cancer@1]
-target: diagnosis
-model: mlp
-hidden: [64]
-epochs: 30
-seed: 1
-register: cancer
-YAML
-"$Q" train -c "$WORK/train.yaml" --wait >/dev/null
+serve_cancer
 "$Q" deploy create cancer-web --model cancer --primary 1 >/dev/null
 TOKEN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$QANAT_CREDENTIALS" 2>/dev/null || true)
 MLFLOW_TRACKING_URI=http://127.0.0.1:$PORT/mlflow/default MLFLOW_TRACKING_TOKEN=$TOKEN \

@@ -4,4 +4,4 @@
 TORCH_REQ=examples/pytorch/requirements.txt
 source scripts/bench/lib.sh
 TORCH_VENV=${QANAT_TORCH_VENV:-$(venv_path torch "$TORCH_REQ")}
-bench_venv "$TORCH_VENV" "$TORCH_REQ"
+ensure_venv "$TORCH_VENV" "$TORCH_REQ"

@@ -10,6 +10,7 @@ set -euo pipefail
 SEARCH_RUNS=${SEARCH_RUNS:-10000}
 BIG_RUNS=${BIG_RUNS:-100000}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$ROOT/scripts/bench/lib.sh"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qanat-bench-tracking.XXXXXX")
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/qanat-target}
 # The compat venv has the pinned mlflow (client and server).
@@ -34,8 +35,6 @@ fi
 echo "building qanat (release)..." >&2
 (cd "$ROOT" && cargo build --release --locked -p qanat --quiet)
 Q=$CARGO_TARGET_DIR/release/qanat
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { for _ in $(seq 300); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.2; done; echo "no answer from $1" >&2; return 1; }
 
 # Qanat: fresh data directory, SQLite metadata, one editor token.
 QPORT=$(free_port)

@@ -16,7 +16,6 @@ import atexit
 import math
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.parquet as pq
 import requests
-from runner import main, test
+from runner import free_port, main, test
 
 QANAT_URL = os.environ["QANAT_URL"].rstrip("/")
 ADMIN = os.environ["QANAT_ADMIN_TOKEN"]
@@ -141,17 +140,8 @@ def write_rides_parquet(path):
     )
 
 
-FEAST_STORE_YAML = """\
-project: qanat_compat
-registry: data/registry.db
-provider: local
-online_store:
-    type: sqlite
-    path: data/online_store.db
-offline_store:
-    type: file
-entity_key_serialization_version: 3
-"""
+# Feast's repo configuration, shared with the other Feast peer.
+FEAST_STORE_YAML = os.path.join(os.path.dirname(os.path.abspath(__file__)), "feast_store.yaml")
 
 FEAST_DEFINITIONS = """\
 from datetime import timedelta
@@ -274,14 +264,6 @@ def sh(cmd, cwd=None, env=None, timeout=300):
 def qanat(*args):
     env = dict(os.environ, QANAT_SERVER_URL=QANAT_URL, QANAT_TOKEN=ADMIN)
     return sh([QANAT_BIN, *args], env=env)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def rfc3339(t):
@@ -449,8 +431,7 @@ def feast_and_qanat_load_the_same_table():
     write_rides_parquet(rides_path)
 
     # Feast: apply, materialize the window, serve.
-    with open(os.path.join(repo, "feature_store.yaml"), "w") as fh:
-        fh.write(FEAST_STORE_YAML)
+    shutil.copy(FEAST_STORE_YAML, os.path.join(repo, "feature_store.yaml"))
     with open(os.path.join(repo, "definitions.py"), "w") as fh:
         fh.write(FEAST_DEFINITIONS.format(driver_path=driver_path, rides_path=rides_path, ttl_days=TTL_DAYS))
     # TZ=UTC: Feast's sqlite store turns naive UTC times into epochs with

@@ -13,7 +13,6 @@ import hashlib
 import hmac
 import json
 import os
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,7 +21,7 @@ import requests
 from mlflow import MlflowClient
 from mlflow.entities.webhook import WebhookAction, WebhookEntity, WebhookEvent
 from mlflow.exceptions import MlflowException
-from runner import client_as, main, test
+from runner import client_as, free_port, main, test
 
 SECRET = "compat-secret"
 STATE = {}
@@ -90,14 +89,6 @@ def native(path):
     )
     r.raise_for_status()
     return r.json()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @test

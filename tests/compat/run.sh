@@ -10,13 +10,9 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/qanat-target}
 VENV=${QANAT_COMPAT_VENV:-$HOME/.cache/qanat-compat-venv}
 REQ=$ROOT/tests/compat/requirements.txt
-
-if ! cmp -s "$REQ" "$VENV/.requirements" 2>/dev/null; then
-  echo "compat: installing clients into $VENV" >&2
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$REQ"
-  cp "$REQ" "$VENV/.requirements"
-fi
+# venv_path and ensure_venv.
+source "$ROOT/scripts/venv.sh"
+ensure_venv "$VENV" "$REQ"
 
 (cd "$ROOT" && cargo build --locked -p qanat --quiet)
 Q=$CARGO_TARGET_DIR/debug/qanat
@@ -105,14 +101,8 @@ MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
   "$VENV/bin/python" "$ROOT/tests/compat/train_sklearn.py" || status=1
 
 TORCH_REQ=$ROOT/examples/pytorch/requirements.txt
-TORCH_VENV=${QANAT_TORCH_VENV:-$HOME/.cache/qanat-torch-venv-$(sha256sum "$TORCH_REQ" | cut -c1-12)}
-if ! cmp -s "$TORCH_REQ" "$TORCH_VENV/.requirements" 2>/dev/null; then
-  echo "compat: installing the PyTorch example's requirements into $TORCH_VENV (large, once)" >&2
-  rm -rf "$TORCH_VENV"
-  python3 -m venv "$TORCH_VENV"
-  "$TORCH_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$TORCH_REQ"
-  cp "$TORCH_REQ" "$TORCH_VENV/.requirements"
-fi
+TORCH_VENV=${QANAT_TORCH_VENV:-$(venv_path torch "$TORCH_REQ")}
+ensure_venv "$TORCH_VENV" "$TORCH_REQ"
 echo "compat: the native trainer's ONNX export in onnxruntime (from the PyTorch venv)" >&2
 "$TORCH_VENV/bin/python" "$ROOT/tests/compat/train_onnx.py" --make-data "$WORK/mixed"
 "$Q" data -p default create mixed >/dev/null
@@ -124,14 +114,8 @@ MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
 # train_onnx.py registered (cancer-pyfunc 1 and its int8 version 2). Its own venv, keyed
 # by its requirements.
 TRITON_REQ=$ROOT/tests/compat/triton-requirements.txt
-TRITON_VENV=${QANAT_TRITON_VENV:-$HOME/.cache/qanat-triton-venv-$(sha256sum "$TRITON_REQ" | cut -c1-12)}
-if ! cmp -s "$TRITON_REQ" "$TRITON_VENV/.requirements" 2>/dev/null; then
-  echo "compat: installing tritonclient into $TRITON_VENV (once)" >&2
-  rm -rf "$TRITON_VENV"
-  python3 -m venv "$TRITON_VENV"
-  "$TRITON_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$TRITON_REQ"
-  cp "$TRITON_REQ" "$TRITON_VENV/.requirements"
-fi
+TRITON_VENV=${QANAT_TRITON_VENV:-$(venv_path triton "$TRITON_REQ")}
+ensure_venv "$TRITON_VENV" "$TRITON_REQ"
 echo "compat: tritonclient (HTTP with JSON and binary tensors, and gRPC) against the Open Inference Protocol" >&2
 MLFLOW_TRACKING_TOKEN=$ALICE QANAT_URL=$QANAT_SERVER_URL QANAT_EXAMPLE_DATA=$ROOT/examples/data \
   "$TRITON_VENV/bin/python" "$ROOT/tests/compat/triton_client.py" || status=1
@@ -147,14 +131,8 @@ MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
 # /push. Feast pins pandas<3, so it has its own venv, cached under $HOME/.cache and keyed
 # by its requirements.
 FEAST_REQ=$ROOT/tests/compat/feast-requirements.txt
-FEAST_VENV=${QANAT_FEAST_VENV:-$HOME/.cache/qanat-feast-venv-$(sha256sum "$FEAST_REQ" | cut -c1-12)}
-if ! cmp -s "$FEAST_REQ" "$FEAST_VENV/.requirements" 2>/dev/null; then
-  echo "compat: installing Feast into $FEAST_VENV (once)" >&2
-  rm -rf "$FEAST_VENV"
-  python3 -m venv "$FEAST_VENV"
-  "$FEAST_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$FEAST_REQ"
-  cp "$FEAST_REQ" "$FEAST_VENV/.requirements"
-fi
+FEAST_VENV=${QANAT_FEAST_VENV:-$(venv_path feast "$FEAST_REQ")}
+ensure_venv "$FEAST_VENV" "$FEAST_REQ"
 echo "compat: online features against a real Feast feature server" >&2
 QANAT_URL=$QANAT_SERVER_URL QANAT_ADMIN_TOKEN=$ADMIN QANAT_BIN=$Q \
   "$FEAST_VENV/bin/python" "$ROOT/tests/compat/feast_online.py" || status=1

@@ -2,6 +2,7 @@
 reports each, and exits non-zero if any failed (COMPAT_TRACEBACK=1 prints tracebacks)."""
 
 import os
+import socket
 import sys
 import traceback
 
@@ -31,6 +32,15 @@ class client_as(as_token):
         from mlflow import MlflowClient
 
         return MlflowClient()
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 def run_job(spec):

@@ -32,49 +32,48 @@ def train(spec):
     return run.data.metrics, split
 
 
-def table(name):
-    return pd.read_csv(os.path.join(DATA, name))
+def same_rows(spec, file, estimator):
+    """Runs the train job `spec` on `file` and fits `estimator` on the rows it trained
+    on: (the job's metrics, the validation targets, scikit-learn's predictions of them)."""
+    m, split = train(spec)
+    df = pd.read_csv(os.path.join(DATA, file))
+    target = spec["target"]
+    X, y = df.drop(columns=[target]).to_numpy(), df[target].to_numpy()
+    tr, va = split["train"], split["validation"]
+    return m, y[va], estimator.fit(X[tr], y[tr]).predict(X[va])
 
 
 def compare(what, ours, theirs):
     print(f"     {what}: qanat {ours:.4f}, scikit-learn {theirs:.4f}")
 
 
-@test
-def logistic_regression_is_as_accurate_as_scikit_learns():
-    m, split = train({"name": "cancer-logistic", "kind": "train", "inputs": ["dataset:cancer@1"],
-                      "target": "diagnosis", "model": "logistic", "epochs": 100, "seed": 1})
-    df = table("breast_cancer.csv")
-    X, y = df.drop(columns=["diagnosis"]).to_numpy(), df["diagnosis"].to_numpy()
-    tr, va = split["train"], split["validation"]
-    sk = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000)).fit(X[tr], y[tr])
-    theirs = accuracy_score(y[va], sk.predict(X[va]))
+def as_accurate(spec, estimator):
+    m, want, got = same_rows(spec, "breast_cancer.csv", make_pipeline(StandardScaler(), estimator))
+    theirs = accuracy_score(want, got)
     compare("validation accuracy", m["best_val_accuracy"], theirs)
     assert m["best_val_accuracy"] >= theirs - 0.01, (m["best_val_accuracy"], theirs)
+
+
+@test
+def logistic_regression_is_as_accurate_as_scikit_learns():
+    as_accurate({"name": "cancer-logistic", "kind": "train", "inputs": ["dataset:cancer@1"],
+                 "target": "diagnosis", "model": "logistic", "epochs": 100, "seed": 1},
+                LogisticRegression(max_iter=5000))
 
 
 @test
 def an_mlp_is_as_accurate_as_scikit_learns():
-    m, split = train({"name": "cancer-mlp", "kind": "train", "inputs": ["dataset:cancer@1"],
-                      "target": "diagnosis", "model": "mlp", "hidden": [100], "epochs": 200, "seed": 1})
-    df = table("breast_cancer.csv")
-    X, y = df.drop(columns=["diagnosis"]).to_numpy(), df["diagnosis"].to_numpy()
-    tr, va = split["train"], split["validation"]
-    sk = make_pipeline(StandardScaler(), MLPClassifier(hidden_layer_sizes=(100,), max_iter=2000, random_state=1)).fit(X[tr], y[tr])
-    theirs = accuracy_score(y[va], sk.predict(X[va]))
-    compare("validation accuracy", m["best_val_accuracy"], theirs)
-    assert m["best_val_accuracy"] >= theirs - 0.01, (m["best_val_accuracy"], theirs)
+    as_accurate({"name": "cancer-mlp", "kind": "train", "inputs": ["dataset:cancer@1"],
+                 "target": "diagnosis", "model": "mlp", "hidden": [100], "epochs": 200, "seed": 1},
+                MLPClassifier(hidden_layer_sizes=(100,), max_iter=2000, random_state=1))
 
 
 @test
 def linear_regression_is_within_two_percent_of_scikit_learns_rmse():
-    m, split = train({"name": "diabetes-linear", "kind": "train", "inputs": ["dataset:diabetes@1"],
-                      "target": "progression", "model": "linear", "epochs": 300, "learning_rate": 0.05, "seed": 1})
-    df = table("diabetes.csv")
-    X, y = df.drop(columns=["progression"]).to_numpy(), df["progression"].to_numpy()
-    tr, va = split["train"], split["validation"]
-    sk = LinearRegression().fit(X[tr], y[tr])
-    theirs = float(np.sqrt(mean_squared_error(y[va], sk.predict(X[va]))))
+    m, want, got = same_rows({"name": "diabetes-linear", "kind": "train", "inputs": ["dataset:diabetes@1"],
+                              "target": "progression", "model": "linear", "epochs": 300, "learning_rate": 0.05,
+                              "seed": 1}, "diabetes.csv", LinearRegression())
+    theirs = float(np.sqrt(mean_squared_error(want, got)))
     compare("validation RMSE", m["best_val_rmse"], theirs)
     assert m["best_val_rmse"] <= theirs * 1.02, (m["best_val_rmse"], theirs)
 

@@ -120,25 +120,34 @@ def the_int8_version_answers_as_the_f32_one_within_its_bound():
     assert worst <= 0.03 * float(np.max(np.abs(a))), worst
 
 
+def refusal(call, what):
+    """The InferenceServerException that `call()` raises; `what` names what was wrongly
+    answered when it raises none."""
+    try:
+        call()
+    except InferenceServerException as e:
+        return e
+    raise AssertionError(f"{what} was answered")
+
+
+def unknown_models_are_refused(c, h):
+    """Neither version 0 of MODEL nor an unknown model is ready, and describing the
+    unknown one is refused naming it; the refusal."""
+    assert not c.is_model_ready(MODEL, "0", headers=h)
+    assert not c.is_model_ready("no-such-model", headers=h)
+    e = refusal(lambda: c.get_model_metadata("no-such-model", headers=h), "an unknown model")
+    assert "no-such-model" in str(e), e
+    return e
+
+
 @test
 def mistakes_reach_the_client_with_the_server_s_message():
     c = client()
-    assert not c.is_model_ready(MODEL, "0", headers=headers())
-    assert not c.is_model_ready("no-such-model", headers=headers())
-    try:
-        c.get_model_metadata("no-such-model", headers=headers())
-    except InferenceServerException as e:
-        assert "no-such-model" in str(e), e
-    else:
-        raise AssertionError("an unknown model was described")
+    unknown_models_are_refused(c, headers())
     x = httpclient.InferInput("radius_mean", [1, 1], "FP64")
     x.set_data_from_numpy(np.array([[1.0]]), binary_data=False)
-    try:
-        c.infer(MODEL, [x], model_version="1", headers=headers())
-    except InferenceServerException as e:
-        assert "is missing" in str(e), e
-    else:
-        raise AssertionError("an incomplete request was answered")
+    e = refusal(lambda: c.infer(MODEL, [x], model_version="1", headers=headers()), "an incomplete request")
+    assert "is missing" in str(e), e
 
 
 @test
@@ -160,15 +169,21 @@ def grpc_client():
     return grpcclient.InferenceServerClient(url=URL)
 
 
-def grpc_infer(c, version, n, outputs, headers_=None):
+def grpc_inputs(c, version, rows):
+    """One FP64 [N, 1] input per input of `version`'s metadata, from `rows`."""
     meta = c.get_model_metadata(MODEL, model_version=version, headers=grpc_headers(), as_json=True)
-    rows, labels = table(n)
     inputs = []
     for spec in meta["inputs"]:
         x = np.array([[float(r[spec["name"]])] for r in rows], dtype=np.float64)
         t = grpcclient.InferInput(spec["name"], list(x.shape), spec["datatype"])
         t.set_data_from_numpy(x)
         inputs.append(t)
+    return inputs
+
+
+def grpc_infer(c, version, n, outputs, headers_=None):
+    rows, labels = table(n)
+    inputs = grpc_inputs(c, version, rows)
     wanted = [grpcclient.InferRequestedOutput(o) for o in outputs]
     result = c.infer(MODEL, inputs, model_version=version, outputs=wanted, request_id="grpc-1",
                      headers=headers_ if headers_ is not None else grpc_headers())
@@ -199,39 +214,14 @@ def the_grpc_client_gets_metadata_and_the_same_answers_as_rest():
 @test
 def grpc_refusals_are_status_codes_with_the_server_s_message():
     c = grpc_client()
-    assert not c.is_model_ready(MODEL, "0", headers=grpc_headers())
-    assert not c.is_model_ready("no-such-model", headers=grpc_headers())
-    try:
-        c.get_model_metadata("no-such-model", headers=grpc_headers())
-    except InferenceServerException as e:
-        assert "NOT_FOUND" in str(e.status()) and "no-such-model" in str(e), (e.status(), e)
-    else:
-        raise AssertionError("an unknown model was described")
+    e = unknown_models_are_refused(c, grpc_headers())
+    assert "NOT_FOUND" in str(e.status()), (e.status(), e)
     x = grpcclient.InferInput("radius_mean", [1, 1], "FP64")
     x.set_data_from_numpy(np.array([[1.0]]))
-    try:
-        c.infer(MODEL, [x], model_version="1", headers=grpc_headers())
-    except InferenceServerException as e:
-        assert "INVALID_ARGUMENT" in str(e.status()) and "is missing" in str(e), (e.status(), e)
-    else:
-        raise AssertionError("an incomplete request was answered")
-    try:
-        grpc_infer(c, "1", 1, ["label"], headers_={})
-    except InferenceServerException as e:
-        assert "UNAUTHENTICATED" in str(e.status()), (e.status(), e)
-    else:
-        raise AssertionError("a call without a token was answered")
-
-
-def grpc_inputs(c, version, rows):
-    meta = c.get_model_metadata(MODEL, model_version=version, headers=grpc_headers(), as_json=True)
-    inputs = []
-    for spec in meta["inputs"]:
-        x = np.array([[float(r[spec["name"]])] for r in rows], dtype=np.float64)
-        t = grpcclient.InferInput(spec["name"], list(x.shape), spec["datatype"])
-        t.set_data_from_numpy(x)
-        inputs.append(t)
-    return inputs
+    e = refusal(lambda: c.infer(MODEL, [x], model_version="1", headers=grpc_headers()), "an incomplete request")
+    assert "INVALID_ARGUMENT" in str(e.status()) and "is missing" in str(e), (e.status(), e)
+    e = refusal(lambda: grpc_infer(c, "1", 1, ["label"], headers_={}), "a call without a token")
+    assert "UNAUTHENTICATED" in str(e.status()), (e.status(), e)
 
 
 @test
