@@ -44,19 +44,32 @@ pub enum ErrorKind {
 /// assert_eq!(Missing("tx".into()).kind(), ErrorKind::NotFound);
 /// ```
 pub trait DomainError: std::error::Error + Send + Sync + 'static {
-    /// What kind of failure this is.
+    /// What kind of failure this is. An error that wraps another domain's is of that
+    /// error's kind: end the match with `_ => self.wrapped_kind()`.
     fn kind(&self) -> ErrorKind;
+
+    /// The error of another domain (or the shared [`Refusal`]) that this one wraps, if
+    /// it is one: its code and refusal are this one's, unless an implementation says
+    /// otherwise.
+    fn wrapped(&self) -> Option<&dyn DomainError> {
+        None
+    }
+
+    /// The kind of the [`wrapped`](Self::wrapped) error; internal when there is none.
+    fn wrapped_kind(&self) -> ErrorKind {
+        self.wrapped().map_or(ErrorKind::Internal, |e| e.kind())
+    }
 
     /// A machine-readable code more specific than the kind's default, e.g.
     /// `RESIDENCY_VIOLATION` for a [`ErrorKind::Forbidden`] residency refusal.
     fn code(&self) -> Option<&'static str> {
-        None
+        self.wrapped().and_then(|e| e.code())
     }
 
     /// The shared refusal this error is, if it is one: lets a protocol layer (the
     /// MLflow routes) say it in that protocol's words.
     fn refusal(&self) -> Option<&Refusal> {
-        None
+        self.wrapped().and_then(|e| e.refusal())
     }
 }
 
@@ -103,6 +116,10 @@ impl DomainError for Refusal {
             Refusal::AlreadyExists { .. } => ErrorKind::AlreadyExists,
             Refusal::Invalid { .. } => ErrorKind::Invalid,
         }
+    }
+
+    fn refusal(&self) -> Option<&Refusal> {
+        Some(self)
     }
 }
 

@@ -39,22 +39,27 @@ impl qanat_core::DomainError for Error {
     fn kind(&self) -> qanat_core::ErrorKind {
         use qanat_core::ErrorKind as K;
         match self {
-            Error::Store(s) => s.kind(),
-            Error::Governance(g) => g.kind(),
             Error::Db(_) | Error::Io(_) => K::Internal,
-            Error::Refused(r) => r.kind(),
             Error::MissingChunks { .. } | Error::SchemaViolation(_) => K::Invalid,
             Error::Busy(_) => K::Unavailable,
+            _ => self.wrapped_kind(),
+        }
+    }
+
+    fn wrapped(&self) -> Option<&dyn qanat_core::DomainError> {
+        match self {
+            Error::Store(e) => Some(e),
+            Error::Governance(e) => Some(e),
+            Error::Refused(e) => Some(e),
+            _ => None,
         }
     }
 
     fn code(&self) -> Option<&'static str> {
         match self {
-            Error::Store(s) => s.code(),
-            Error::Governance(g) => g.code(),
             Error::SchemaViolation(_) => Some("SCHEMA_VIOLATION"),
             Error::Busy(_) => Some("TEMPORARILY_UNAVAILABLE"),
-            _ => None,
+            _ => self.wrapped().and_then(|e| e.code()),
         }
     }
 }

@@ -29,14 +29,14 @@ impl qanat_core::DomainError for Error {
         use qanat_core::ErrorKind as K;
         match self {
             Error::Db(_) | Error::Store(_) => K::Internal,
-            Error::Refused(r) => r.kind(),
             Error::Invalid(_) => K::Invalid,
+            _ => self.wrapped_kind(),
         }
     }
 
-    fn refusal(&self) -> Option<&qanat_core::Refusal> {
+    fn wrapped(&self) -> Option<&dyn qanat_core::DomainError> {
         match self {
-            Error::Refused(r) => Some(r),
+            Error::Refused(e) => Some(e),
             _ => None,
         }
     }

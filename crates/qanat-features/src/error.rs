@@ -54,29 +54,27 @@ impl qanat_core::DomainError for Error {
         use qanat_core::ErrorKind as K;
         match self {
             Error::Db(_) | Error::Corrupt(_) => K::Internal,
-            Error::Refused(r) => r.kind(),
             Error::Invalid(_) | Error::Definitions(_) => K::Invalid,
             Error::Conflict(_) => K::Conflict,
             Error::Unavailable(_) => K::Unavailable,
-            Error::Governance(e) => e.kind(),
-            Error::Data(e) => e.kind(),
-            Error::Store(e) => e.kind(),
+            _ => self.wrapped_kind(),
+        }
+    }
+
+    fn wrapped(&self) -> Option<&dyn qanat_core::DomainError> {
+        match self {
+            Error::Refused(e) => Some(e),
+            Error::Governance(e) => Some(e),
+            Error::Data(e) => Some(e),
+            Error::Store(e) => Some(e),
+            _ => None,
         }
     }
 
     fn code(&self) -> Option<&'static str> {
         match self {
-            Error::Governance(e) => e.code(),
-            Error::Data(e) => e.code(),
             Error::Definitions(_) => Some("INVALID_FEATURE_REPO"),
-            _ => None,
-        }
-    }
-
-    fn refusal(&self) -> Option<&qanat_core::Refusal> {
-        match self {
-            Error::Refused(r) => Some(r),
-            _ => None,
+            _ => self.wrapped().and_then(|e| e.code()),
         }
     }
 }

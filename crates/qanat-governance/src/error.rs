@@ -29,19 +29,25 @@ impl qanat_core::DomainError for Error {
     fn kind(&self) -> qanat_core::ErrorKind {
         use qanat_core::ErrorKind as K;
         match self {
-            Error::Store(s) => s.kind(),
             Error::Db(_) | Error::AuditWrite(_) => K::Internal,
-            Error::Refused(r) => r.kind(),
             Error::Unauthenticated(_) => K::Unauthenticated,
             Error::Forbidden(_) | Error::Residency { .. } => K::Forbidden,
+            _ => self.wrapped_kind(),
+        }
+    }
+
+    fn wrapped(&self) -> Option<&dyn qanat_core::DomainError> {
+        match self {
+            Error::Store(e) => Some(e),
+            Error::Refused(e) => Some(e),
+            _ => None,
         }
     }
 
     fn code(&self) -> Option<&'static str> {
         match self {
-            Error::Store(s) => s.code(),
             Error::Residency { .. } => Some("RESIDENCY_VIOLATION"),
-            _ => None,
+            _ => self.wrapped().and_then(|e| e.code()),
         }
     }
 }

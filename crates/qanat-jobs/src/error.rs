@@ -53,30 +53,28 @@ impl qanat_core::DomainError for Error {
         use qanat_core::ErrorKind as K;
         match self {
             Error::Db(_) | Error::Store(_) | Error::Io(_) => K::Internal,
-            Error::Refused(r) => r.kind(),
             Error::Invalid(_) | Error::Unsatisfiable(_) => K::Invalid,
             Error::Forbidden(_) | Error::Residency(_) => K::Forbidden,
             Error::Conflict(_) => K::Conflict,
-            Error::Governance(e) => e.kind(),
-            Error::Tracking(e) => e.kind(),
-            Error::Data(e) => e.kind(),
+            _ => self.wrapped_kind(),
+        }
+    }
+
+    fn wrapped(&self) -> Option<&dyn qanat_core::DomainError> {
+        match self {
+            Error::Refused(e) => Some(e),
+            Error::Governance(e) => Some(e),
+            Error::Tracking(e) => Some(e),
+            Error::Data(e) => Some(e),
+            _ => None,
         }
     }
 
     fn code(&self) -> Option<&'static str> {
         match self {
-            Error::Governance(e) => e.code(),
-            Error::Data(e) => e.code(),
             Error::Unsatisfiable(_) => Some("UNSATISFIABLE"),
             Error::Residency(_) => Some("RESIDENCY_VIOLATION"),
-            _ => None,
-        }
-    }
-
-    fn refusal(&self) -> Option<&qanat_core::Refusal> {
-        match self {
-            Error::Refused(r) => Some(r),
-            _ => None,
+            _ => self.wrapped().and_then(|e| e.code()),
         }
     }
 }

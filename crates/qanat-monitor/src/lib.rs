@@ -76,34 +76,21 @@ impl qanat_core::DomainError for Error {
         use qanat_core::ErrorKind as K;
         match self {
             Error::Invalid(_) => K::Invalid,
-            Error::Refused(r) => r.kind(),
-            Error::Serving(e) => e.kind(),
-            Error::Tracking(e) => e.kind(),
-            Error::Data(e) => e.kind(),
-            Error::Jobs(e) => e.kind(),
-            Error::Events(e) => e.kind(),
-            Error::Governance(e) => e.kind(),
-            Error::Store(e) => e.kind(),
             Error::Db(_) | Error::Internal(_) => K::Internal,
+            _ => self.wrapped_kind(),
         }
     }
 
-    fn code(&self) -> Option<&'static str> {
+    fn wrapped(&self) -> Option<&dyn qanat_core::DomainError> {
         match self {
-            Error::Serving(e) => e.code(),
-            Error::Tracking(e) => e.code(),
-            Error::Data(e) => e.code(),
-            Error::Jobs(e) => e.code(),
-            Error::Governance(e) => e.code(),
-            Error::Store(e) => e.code(),
-            _ => None,
-        }
-    }
-
-    fn refusal(&self) -> Option<&qanat_core::Refusal> {
-        match self {
-            Error::Refused(r) => Some(r),
-            Error::Serving(e) => e.refusal(),
+            Error::Refused(e) => Some(e),
+            Error::Serving(e) => Some(e),
+            Error::Tracking(e) => Some(e),
+            Error::Data(e) => Some(e),
+            Error::Jobs(e) => Some(e),
+            Error::Events(e) => Some(e),
+            Error::Governance(e) => Some(e),
+            Error::Store(e) => Some(e),
             _ => None,
         }
     }

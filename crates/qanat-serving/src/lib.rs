@@ -77,33 +77,22 @@ impl qanat_core::DomainError for Error {
         match self {
             Error::Invalid(_) => K::Invalid,
             Error::NotFound(_) => K::NotFound,
-            Error::Tracking(e) => e.kind(),
-            Error::Store(e) => e.kind(),
-            Error::Governance(e) => e.kind(),
-            Error::Runtime(e) => e.kind(),
-            Error::Refused(r) => r.kind(),
-            Error::Features(e) => e.kind(),
             Error::Conflict(_) => K::Conflict,
             Error::Busy(_) => K::Exhausted,
             Error::TimedOut(_) | Error::Unavailable(_) => K::Unavailable,
             Error::Db(_) | Error::Internal(_) => K::Internal,
+            _ => self.wrapped_kind(),
         }
     }
 
-    fn code(&self) -> Option<&'static str> {
+    fn wrapped(&self) -> Option<&dyn qanat_core::DomainError> {
         match self {
-            Error::Tracking(e) => e.code(),
-            Error::Store(e) => e.code(),
-            Error::Governance(e) => e.code(),
-            Error::Features(e) => e.code(),
-            _ => None,
-        }
-    }
-
-    fn refusal(&self) -> Option<&qanat_core::Refusal> {
-        match self {
-            Error::Refused(r) => Some(r),
-            Error::Features(e) => e.refusal(),
+            Error::Tracking(e) => Some(e),
+            Error::Store(e) => Some(e),
+            Error::Governance(e) => Some(e),
+            Error::Runtime(e) => Some(e),
+            Error::Refused(e) => Some(e),
+            Error::Features(e) => Some(e),
             _ => None,
         }
     }

@@ -49,25 +49,24 @@ impl qanat_core::DomainError for Error {
         match self {
             Error::Db(_) => K::Internal,
             Error::Conflict => K::Conflict,
-            Error::Refused(r) => r.kind(),
             Error::Invalid(_) => K::Invalid,
-            Error::Governance(g) => g.kind(),
-            Error::Events(e) => qanat_core::DomainError::kind(e),
+            _ => self.wrapped_kind(),
+        }
+    }
+
+    fn wrapped(&self) -> Option<&dyn qanat_core::DomainError> {
+        match self {
+            Error::Refused(e) => Some(e),
+            Error::Governance(e) => Some(e),
+            Error::Events(e) => Some(e),
+            _ => None,
         }
     }
 
     fn code(&self) -> Option<&'static str> {
         match self {
-            Error::Governance(g) => g.code(),
             Error::Conflict => Some("RESOURCE_CONFLICT"),
-            _ => None,
-        }
-    }
-
-    fn refusal(&self) -> Option<&qanat_core::Refusal> {
-        match self {
-            Error::Refused(r) => Some(r),
-            _ => None,
+            _ => self.wrapped().and_then(|e| e.code()),
         }
     }
 }
