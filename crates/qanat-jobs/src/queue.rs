@@ -110,8 +110,7 @@ impl Jobs {
             append_audit_in(&mut tx, &rec).await?;
         }
         tx.commit().await?;
-        inner.wake.notify_one();
-        Ok(self.row(&project.id, &job_id).await?.view())
+        self.woken(project, &job_id).await
     }
 
     /// Refuses what no executor here can ever run, and what residency forbids.
@@ -394,6 +393,12 @@ impl Jobs {
                 .local
                 .order(job_id, crate::local::Control::Cancel { by: by.to_string() });
         }
+        self.woken(project, job_id).await
+    }
+
+    /// Wakes the scheduler for a change to job `job_id`, and returns the job as it is
+    /// now.
+    async fn woken(&self, project: &Project, job_id: &str) -> Result<wire::Job> {
         self.inner.wake.notify_one();
         Ok(self.row(&project.id, job_id).await?.view())
     }
@@ -434,8 +439,7 @@ impl Jobs {
         )
         .await?;
         commit_audited(tx, audit).await?;
-        self.inner.wake.notify_one();
-        Ok(self.row(&project.id, job_id).await?.view())
+        self.woken(project, job_id).await
     }
 
     /// Reads a rank's log from `offset`: from the live file while its attempt runs,

@@ -3,6 +3,7 @@
 
 mod common;
 
+use arrow_array::types::{Float32Type, Float64Type, Int64Type};
 use common::cases::{run_cases, Call, Case, Check};
 use common::Qanat;
 use serde_json::json;
@@ -197,7 +198,6 @@ fn load_driver_stats(q: &Qanat, stats: &str, repo: &str) -> std::path::PathBuf {
     dir
 }
 
-/// The columns of a training set version, read back through `qanat data pull`.
 /// `qanat features training-set` in `default` (as `token`'s user, else the admin) of
 /// `entities` with `features` into dataset `to`, which must succeed; what it prints.
 fn training_set(
@@ -229,6 +229,18 @@ fn training_set(
     serde_json::from_str(&out).expect("json")
 }
 
+/// Column `name` of `t`, which must be a primitive array of `T`.
+fn primitive<'a, T: arrow_array::ArrowPrimitiveType>(
+    t: &'a arrow_array::RecordBatch,
+    name: &str,
+) -> &'a arrow_array::PrimitiveArray<T> {
+    use arrow_array::cast::AsArray;
+    t.column_by_name(name)
+        .unwrap_or_else(|| panic!("no column {name}"))
+        .as_primitive::<T>()
+}
+
+/// The columns of a training set version, read back through `qanat data pull`.
 fn pulled(q: &Qanat, token: &str, reference: &str) -> arrow_array::RecordBatch {
     let (dataset, version) = reference
         .trim_start_matches("dataset:")
@@ -262,7 +274,6 @@ fn pulled(q: &Qanat, token: &str, reference: &str) -> arrow_array::RecordBatch {
 #[test]
 fn a_training_set_is_a_dataset_version_joined_point_in_time_with_lineage_and_pii_hidden() {
     use arrow_array::cast::AsArray;
-    use arrow_array::types::{Float32Type, Int64Type};
     use arrow_array::Array;
 
     let q = Qanat::start();
@@ -280,12 +291,7 @@ fn a_training_set_is_a_dataset_version_joined_point_in_time_with_lineage_and_pii
     assert_eq!(set["rows"], 5);
     assert_eq!(set["pseudonymized"], json!(["trips"]));
     let t = pulled(&q, &editor, "dataset:rides-train@1");
-    let conv: Vec<Option<f32>> = t
-        .column_by_name("conv_rate")
-        .expect("conv_rate")
-        .as_primitive::<Float32Type>()
-        .iter()
-        .collect();
+    let conv: Vec<Option<f32>> = primitive::<Float32Type>(&t, "conv_rate").iter().collect();
     // 1001 at 11:00 → the 10:00 row; at 12:30 → the 12:00 tie won by the later write;
     // 1002's only row is 3 h old (ttl 2 h); 1003's is in the future; 1004 has none.
     assert_eq!(conv, vec![Some(0.5), Some(0.65), None, None, None]);
@@ -301,10 +307,7 @@ fn a_training_set_is_a_dataset_version_joined_point_in_time_with_lineage_and_pii
     let set: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(set["reference"], "dataset:rides-train@2");
     let t = pulled(&q, &q.admin_token, "dataset:rides-train@2");
-    let trips: Vec<Option<i64>> = t
-        .column_by_name("driver_stats__trips")
-        .expect("full name")
-        .as_primitive::<Int64Type>()
+    let trips: Vec<Option<i64>> = primitive::<Int64Type>(&t, "driver_stats__trips")
         .iter()
         .collect();
     assert_eq!(trips, vec![Some(10), Some(13), None, None, None]);
@@ -599,14 +602,7 @@ fn pushed_and_streamed_rows_reach_the_online_and_offline_stores_and_join_into_tr
             "pushed-train",
         );
         let table = pulled(&q, &q.admin_token, set["reference"].as_str().expect("ref"));
-        let speed: Vec<Option<f64>> = table
-            .column_by_name("speed")
-            .expect("speed")
-            .as_any()
-            .downcast_ref::<arrow_array::Float64Array>()
-            .expect("float64")
-            .iter()
-            .collect();
+        let speed: Vec<Option<f64>> = primitive::<Float64Type>(&table, "speed").iter().collect();
         assert_eq!(speed, vec![Some(10.0), Some(20.0), Some(30.0)], "{backend}");
 
         let Some(url) = &nats else {
@@ -708,15 +704,8 @@ fn pushed_and_streamed_rows_reach_the_online_and_offline_stores_and_join_into_tr
             "streamed-train",
         );
         let table = pulled(&q, &q.admin_token, set["reference"].as_str().expect("ref"));
-        let speed = table.column_by_name("speed").expect("speed");
-        assert_eq!(
-            speed
-                .as_any()
-                .downcast_ref::<arrow_array::Float64Array>()
-                .map(|a| a.value(0)),
-            Some(42.5),
-            "{backend}"
-        );
+        let speed = primitive::<Float64Type>(&table, "speed");
+        assert_eq!(speed.value(0), 42.5, "{backend}");
         drop(q);
         delete_stream_of(url, &subject);
     }
@@ -760,22 +749,10 @@ fn sql_sources_and_view_transformations_feed_training_sets_and_materialization()
         "lineage reaches the dataset under the sql source: {set}"
     );
     let table = pulled(&q, &q.admin_token, set["reference"].as_str().expect("ref"));
-    let trips: Vec<Option<i64>> = table
-        .column_by_name("trips")
-        .expect("trips")
-        .as_any()
-        .downcast_ref::<arrow_array::Int64Array>()
-        .expect("int64")
-        .iter()
-        .collect();
+    let trips: Vec<Option<i64>> = primitive::<Int64Type>(&table, "trips").iter().collect();
     // 1002's only row has 3 trips: filtered out by the sql source.
     assert_eq!(trips, vec![Some(10), Some(13), None, None, None]);
-    let pct: Vec<Option<f64>> = table
-        .column_by_name("conv_pct")
-        .expect("conv_pct")
-        .as_any()
-        .downcast_ref::<arrow_array::Float64Array>()
-        .expect("float64")
+    let pct: Vec<Option<f64>> = primitive::<Float64Type>(&table, "conv_pct")
         .iter()
         .collect();
     let want = [Some(50.0), Some(65.0), Some(90.0), None, None];
@@ -882,20 +859,8 @@ fn a_training_set_larger_than_the_join_memory_is_joined_on_disk_and_keeps_its_ro
     let mut position = 0i64;
     for batch in reader {
         let batch = batch.expect("batch");
-        let ids = batch
-            .column_by_name("driver_id")
-            .expect("ids")
-            .as_any()
-            .downcast_ref::<arrow_array::Int64Array>()
-            .expect("int64")
-            .clone();
-        let trips = batch
-            .column_by_name("trips")
-            .expect("trips")
-            .as_any()
-            .downcast_ref::<arrow_array::Int64Array>()
-            .expect("int64")
-            .clone();
+        let ids = primitive::<Int64Type>(&batch, "driver_id");
+        let trips = primitive::<Int64Type>(&batch, "trips");
         for i in 0..batch.num_rows() {
             // The entity rows' order is kept, and each gets its own key's noon value
             // (none for keys without features).
