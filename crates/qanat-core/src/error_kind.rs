@@ -170,3 +170,78 @@ macro_rules! refusals {
         }
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    enum Inner {
+        #[error("residency")]
+        Residency,
+        #[error(transparent)]
+        Refused(#[from] Refusal),
+    }
+
+    impl DomainError for Inner {
+        fn kind(&self) -> ErrorKind {
+            match self {
+                Inner::Residency => ErrorKind::Forbidden,
+                _ => self.wrapped_kind(),
+            }
+        }
+
+        fn wrapped(&self) -> Option<&dyn DomainError> {
+            match self {
+                Inner::Refused(r) => Some(r),
+                _ => None,
+            }
+        }
+
+        fn code(&self) -> Option<&'static str> {
+            matches!(self, Inner::Residency).then_some("RESIDENCY_VIOLATION")
+        }
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    enum Outer {
+        #[error("broken")]
+        Broken,
+        #[error(transparent)]
+        Inner(#[from] Inner),
+    }
+
+    impl DomainError for Outer {
+        fn kind(&self) -> ErrorKind {
+            match self {
+                Outer::Broken => ErrorKind::Internal,
+                _ => self.wrapped_kind(),
+            }
+        }
+
+        fn wrapped(&self) -> Option<&dyn DomainError> {
+            match self {
+                Outer::Inner(e) => Some(e),
+                _ => None,
+            }
+        }
+    }
+
+    #[test]
+    fn a_wrapping_error_is_the_wrapped_one_s_kind_code_and_refusal_through_two_levels() {
+        let missing = Outer::Inner(Inner::Refused(Refusal::not_found("model", "fraud")));
+        assert_eq!(missing.kind(), ErrorKind::NotFound);
+        assert_eq!(
+            missing.refusal(),
+            Some(&Refusal::not_found("model", "fraud"))
+        );
+        assert_eq!(missing.code(), None);
+        let residency = Outer::Inner(Inner::Residency);
+        assert_eq!(residency.kind(), ErrorKind::Forbidden);
+        assert_eq!(residency.code(), Some("RESIDENCY_VIOLATION"));
+        assert_eq!(residency.refusal(), None);
+        assert_eq!(Outer::Broken.kind(), ErrorKind::Internal);
+        assert_eq!(Outer::Broken.code(), None);
+        assert_eq!(Outer::Broken.refusal(), None);
+    }
+}

@@ -328,7 +328,11 @@ mod tests {
         let ok = params(json!({"model": "model:fraud@champion", "quantize": "int8"}));
         kind.check(&ok, "").expect("valid");
         let err = kind.check_inputs(&ok, &[]).expect_err("no holdout");
-        assert!(err.to_string().contains("holdout"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("an optimize job: it needs its holdout"),
+            "{err}"
+        );
         let two = vec![
             ("dataset:a@1".to_string(), vec![]),
             ("dataset:b@1".to_string(), vec![]),
