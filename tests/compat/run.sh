@@ -35,6 +35,12 @@ export QANAT_EVENTS_WEBHOOK_SCHEMES=https,http QANAT_EVENTS_ALLOW_PRIVATE_NETWOR
 if [ -n "${QANAT_TEST_SLURM:-}" ]; then
   export QANAT_JOBS_SLURM_ENABLED=true QANAT_JOBS_SLURM_POLL_MS=200
 fi
+# Local jobs run sandboxed: the server's user's home (which holds these venvs) is
+# hidden from them, so the interpreters the suites' jobs run are bound back read-only.
+TORCH_REQ=$ROOT/examples/pytorch/requirements.txt
+TORCH_VENV=${QANAT_TORCH_VENV:-$(venv_path torch "$TORCH_REQ")}
+BASE_PYTHON=$("$VENV/bin/python" -c 'import sys; print(sys.base_prefix)')
+export QANAT_JOBS_SANDBOX_PATHS=$VENV:$TORCH_VENV:$BASE_PYTHON
 "$Q" init >/dev/null 2>&1
 "$Q" server >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
@@ -100,8 +106,6 @@ MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
   MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
   "$VENV/bin/python" "$ROOT/tests/compat/train_sklearn.py" || status=1
 
-TORCH_REQ=$ROOT/examples/pytorch/requirements.txt
-TORCH_VENV=${QANAT_TORCH_VENV:-$(venv_path torch "$TORCH_REQ")}
 ensure_venv "$TORCH_VENV" "$TORCH_REQ"
 echo "compat: the native trainer's ONNX export in onnxruntime (from the PyTorch venv)" >&2
 "$TORCH_VENV/bin/python" "$ROOT/tests/compat/train_onnx.py" --make-data "$WORK/mixed"

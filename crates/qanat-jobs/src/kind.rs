@@ -239,13 +239,8 @@ impl JobKind for Command {
     fn check(&self, p: &Map<String, Value>, path: &str) -> Result<()> {
         let p = params(p)?;
         if let Some(dir) = &p.working_dir {
-            if !dir.is_absolute() {
-                return Err(Error::invalid(format!(
-                    "working_dir '{}' must be an absolute path",
-                    dir.display()
-                )));
-            }
-            if !dir.is_dir() {
+            // A relative one is made inside the job's directory when it starts.
+            if dir.is_absolute() && !dir.is_dir() {
                 return Err(Error::invalid(format!(
                     "working_dir '{}' is not a directory on the server",
                     dir.display()
@@ -253,7 +248,13 @@ impl JobKind for Command {
             }
         }
         let (program, _) = p.argv()?;
-        if resolve_program(&program, path, p.working_dir.as_deref()).is_none() {
+        let cwd = p.working_dir.as_deref().filter(|d| d.is_absolute());
+        // A relative program in a relative working directory exists only once the
+        // job's directory does.
+        let later = program.contains('/')
+            && !Path::new(&program).is_absolute()
+            && p.working_dir.as_deref().is_some_and(|d| d.is_relative());
+        if !later && resolve_program(&program, path, cwd).is_none() {
             return Err(Error::invalid(format!(
                 "command '{program}' was not found{}; give a path to an executable or a program on the job's PATH ({path})",
                 if program.contains('/') { "" } else { " on PATH" }

@@ -17,8 +17,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::{Job as KubeJob, JobSpec as KubeJobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvFromSource, EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodSpec,
-    PodTemplateSpec, ResourceRequirements, Secret, SecretEnvSource, Service, ServiceSpec,
+    Capabilities, Container, EnvFromSource, EnvVar, EnvVarSource, ObjectFieldSelector, Pod,
+    PodSpec, PodTemplateSpec, ResourceRequirements, SeccompProfile, Secret, SecretEnvSource,
+    SecurityContext, Service, ServiceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -214,6 +215,20 @@ impl Manifest<'_> {
                 requests: Some(limits.clone()),
                 limits: Some(limits),
                 ..ResourceRequirements::default()
+            }),
+            // A job's code is untrusted: no capability, no way to gain one, the
+            // runtime's seccomp filter (the image keeps its own user).
+            security_context: Some(SecurityContext {
+                allow_privilege_escalation: Some(false),
+                capabilities: Some(Capabilities {
+                    drop: Some(vec!["ALL".into()]),
+                    ..Capabilities::default()
+                }),
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".into(),
+                    ..SeccompProfile::default()
+                }),
+                ..SecurityContext::default()
             }),
             ..Container::default()
         };

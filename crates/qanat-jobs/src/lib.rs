@@ -31,6 +31,8 @@ mod procfs;
 mod queue;
 mod remote;
 mod rows;
+mod safe_read;
+pub mod sandbox;
 mod scheduler;
 pub mod schedules;
 mod slurm;
@@ -103,6 +105,41 @@ pub struct Settings {
     /// Put each local rank in a cgroup with its limits where the cgroup tree is
     /// writable (off: memory is sampled and enforced by the executor instead).
     pub cgroups: bool,
+    /// How local ranks are isolated from the server and from each other.
+    pub sandbox: SandboxSettings,
+    /// Most bytes of declared outputs one attempt may log to its run.
+    pub max_output_bytes: u64,
+    /// Most bytes of one rank's log kept (its end, when it wrote more).
+    pub max_log_bytes: u64,
+}
+
+/// The sandbox of local ranks ([`sandbox`]).
+#[derive(Debug, Clone)]
+pub struct SandboxSettings {
+    /// On unless an admin opts out explicitly: then ranks run with the server's own
+    /// identity and files, and every job says `unsandboxed`.
+    pub enabled: bool,
+    /// The program that builds a rank's sandbox (the `qanat` binary, whose `main`
+    /// calls [`sandbox::entry`] first).
+    pub launcher: PathBuf,
+    /// When the server runs as root, each running attempt gets its own uid (and gid)
+    /// from `uid_base .. uid_base + uid_count`.
+    pub uid_base: u32,
+    pub uid_count: u32,
+    /// Paths hidden from ranks besides the jobs' directory (the server's data
+    /// directory, its user's home).
+    pub hide: Vec<PathBuf>,
+    /// Extra paths ranks may read (a shared virtual environment, a dataset cache),
+    /// and extra paths they may write; absolute working directories must lie in one.
+    pub paths: Vec<PathBuf>,
+    pub writable_paths: Vec<PathBuf>,
+}
+
+impl SandboxSettings {
+    /// The admin's roots a job's absolute `working_dir` may lie in.
+    pub fn allowed_roots(&self) -> impl Iterator<Item = &PathBuf> {
+        self.paths.iter().chain(&self.writable_paths)
+    }
 }
 
 impl Settings {
@@ -128,6 +165,21 @@ impl Settings {
             discover_gpus: true,
             enabled: true,
             cgroups: true,
+            sandbox: SandboxSettings {
+                enabled: true,
+                launcher: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("qanat")),
+                uid_base: 2_000_000_000,
+                uid_count: 65_536,
+                hide: std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .filter(|h| h.is_absolute() && h != std::path::Path::new("/"))
+                    .into_iter()
+                    .collect(),
+                paths: Vec::new(),
+                writable_paths: Vec::new(),
+            },
+            max_output_bytes: 16 << 30,
+            max_log_bytes: 256 << 20,
         }
     }
 }

@@ -32,6 +32,31 @@ use crate::{wire, Settings};
 pub(crate) const FALLBACK_ENFORCEMENT: &str =
     "memory: resident memory sampled per rank, killed over the limit (no writable cgroup tree); cpu: cores pinned (sched_setaffinity)";
 
+/// How local ranks are isolated here: found once, when the scheduler starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Isolation {
+    /// Ranks run in the sandbox ([`crate::sandbox`]): as a uid of their own when the
+    /// server is root (`root`), else in a user namespace.
+    Sandboxed { root: bool, uid_base: u32 },
+    /// An admin opted out (`jobs.sandbox.enabled = false`).
+    Unsandboxed,
+    /// The sandbox cannot be built here: local jobs are refused, saying why.
+    Unavailable(String),
+}
+
+impl Isolation {
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Isolation::Sandboxed { root: true, uid_base } => format!(
+                "sandbox: a uid of its own (from {uid_base}), mount/pid/ipc namespaces, no capabilities, no_new_privs, landlock"
+            ),
+            Isolation::Sandboxed { root: false, .. } => "sandbox: a user namespace (no capabilities), mount/pid/ipc namespaces, no_new_privs, landlock".into(),
+            Isolation::Unsandboxed => "unsandboxed (jobs.sandbox.enabled = false): ranks run as the server's user and can read its files".into(),
+            Isolation::Unavailable(why) => format!("no sandbox: {why}"),
+        }
+    }
+}
+
 /// Orders sent to a running attempt.
 #[derive(Debug, Clone)]
 pub(crate) enum Control {
@@ -46,6 +71,8 @@ pub(crate) struct Allocation {
     pub per_rank: Resources,
     pub rank_cores: Vec<Vec<usize>>,
     pub rank_gpus: Vec<Vec<u32>>,
+    /// The uid (and gid) the attempt's ranks run as, when the server is root.
+    pub uid: Option<u32>,
 }
 
 impl Allocation {
@@ -57,6 +84,7 @@ impl Allocation {
             per_rank: job.per_rank,
             rank_cores: vec![Vec::new(); job.ranks as usize],
             rank_gpus: vec![Vec::new(); job.ranks as usize],
+            uid: None,
         }
     }
 
@@ -96,6 +124,8 @@ struct State {
     gpu_holder: HashMap<u32, Option<String>>,
     /// Running attempts and how to reach them.
     running: HashMap<String, Running>,
+    /// Offsets from the sandbox's `uid_base` held by running attempts.
+    uids: std::collections::BTreeSet<u32>,
 }
 
 #[derive(Debug)]
@@ -112,6 +142,9 @@ pub(crate) struct LocalExecutor {
     nvml: crate::gpu::Gpus,
     /// Found when the scheduler starts ([`LocalExecutor::start`]).
     cgroups: std::sync::OnceLock<Cgroups>,
+    /// Found when the scheduler starts ([`LocalExecutor::probe_sandbox`]).
+    isolation: std::sync::OnceLock<Isolation>,
+    uid_count: u32,
     state: Mutex<State>,
 }
 
@@ -140,12 +173,15 @@ impl LocalExecutor {
                 core_load: cores.iter().map(|c| (*c, 0)).collect(),
                 gpu_holder: gpus.iter().map(|g| (g.index, None)).collect(),
                 running: HashMap::new(),
+                uids: Default::default(),
             }),
             cores,
             capacity,
             gpus,
             nvml,
             cgroups: std::sync::OnceLock::new(),
+            isolation: std::sync::OnceLock::new(),
+            uid_count: settings.sandbox.uid_count,
         }
     }
 
@@ -170,9 +206,37 @@ impl LocalExecutor {
         })
     }
 
-    /// How limits are enforced here (shown in `jobs show`).
+    /// Builds a sandbox once, around `/bin/sh -c 'exit 0'`, to learn whether ranks can
+    /// run in one here (and as what). Called once, by the scheduler, before it starts a
+    /// job.
+    pub(crate) async fn probe_sandbox(&self, settings: &Settings) {
+        let found = crate::sandbox::probe(settings).await;
+        match &found {
+            Isolation::Sandboxed { .. } => {
+                tracing::info!(isolation = %found.describe(), "local jobs run sandboxed")
+            }
+            Isolation::Unsandboxed => {
+                tracing::warn!("local jobs run unsandboxed: jobs.sandbox.enabled = false")
+            }
+            Isolation::Unavailable(why) => {
+                tracing::warn!(%why, "local jobs are refused: no sandbox can be built here")
+            }
+        }
+        let _ = self.isolation.set(found);
+    }
+
+    /// How ranks are isolated (unknown until the scheduler has probed).
+    pub(crate) fn isolation(&self) -> Option<&Isolation> {
+        self.isolation.get()
+    }
+
+    /// How ranks are isolated and limits enforced here (shown in `jobs show` and
+    /// `qanat gpus`).
     pub(crate) fn enforcement(&self) -> String {
-        self.cgroups().enforcement()
+        match self.isolation() {
+            Some(i) => format!("{}; {}", i.describe(), self.cgroups().enforcement()),
+            None => self.cgroups().enforcement(),
+        }
     }
 
     /// The UUID `CUDA_VISIBLE_DEVICES` names GPU `index` by.
@@ -245,6 +309,15 @@ impl LocalExecutor {
         if free_gpus.len() < total.gpus as usize {
             return None;
         }
+        // A root server runs each attempt as a uid no other running attempt has.
+        let uid = match self.isolation() {
+            Some(Isolation::Sandboxed { root: true, .. }) => {
+                let slot = (0..self.uid_count).find(|u| !st.uids.contains(u))?;
+                st.uids.insert(slot);
+                Some(slot)
+            }
+            _ => None,
+        };
         free_gpus.sort_unstable();
         let mut rank_gpus = Vec::new();
         let mut rank_cores = Vec::new();
@@ -271,6 +344,7 @@ impl LocalExecutor {
             per_rank,
             rank_cores,
             rank_gpus,
+            uid,
         })
     }
 
@@ -288,6 +362,9 @@ impl LocalExecutor {
         }
         for g in a.rank_gpus.iter().flatten() {
             st.gpu_holder.insert(*g, None);
+        }
+        if let Some(u) = a.uid {
+            st.uids.remove(&u);
         }
     }
 
@@ -335,6 +412,8 @@ pub(crate) struct RankLaunch {
     pub cwd: PathBuf,
     pub log: PathBuf,
     pub cores: Vec<usize>,
+    /// The sandbox it runs in (None only when an admin opted out).
+    pub sandbox: Option<crate::sandbox::Plan>,
 }
 
 /// A started rank.
@@ -475,15 +554,29 @@ fn spawn_rank(r: &RankLaunch) -> std::io::Result<tokio::process::Child> {
     // gang is started and recorded, then becomes the program (same pid). A server that
     // dies before opening the barrier closes the pipe instead: the ranks exit without
     // running, so nothing it started can run beside the retry.
-    let mut cmd = tokio::process::Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(GATE)
-        .arg("qanat-rank")
-        .arg(&r.program)
-        .args(&r.args)
-        .env_clear()
+    let mut cmd = match &r.sandbox {
+        // The launcher is the rank's warden: it waits at the barrier itself, then
+        // builds the sandbox and starts the program inside ([`crate::sandbox`]).
+        Some(plan) => {
+            let mut c = tokio::process::Command::new(&plan.launcher);
+            c.arg(crate::sandbox::RANK_ENTRY)
+                .arg(plan.to_arg())
+                .current_dir("/");
+            c
+        }
+        None => {
+            let mut c = tokio::process::Command::new("/bin/sh");
+            c.arg("-c")
+                .arg(GATE)
+                .arg("qanat-rank")
+                .arg(&r.program)
+                .args(&r.args)
+                .current_dir(&r.cwd);
+            c
+        }
+    };
+    cmd.env_clear()
         .envs(r.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&r.cwd)
         .stdin(std::process::Stdio::piped())
         .stdout(log.try_clone()?)
         .stderr(log)

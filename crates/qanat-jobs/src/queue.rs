@@ -113,6 +113,43 @@ impl Jobs {
         self.woken(project, &job_id).await
     }
 
+    /// A job's working directory is its own (a relative path, inside its `work`
+    /// directory) or lies in a root an admin allowed (`jobs.sandbox.paths`,
+    /// `jobs.sandbox.writable_paths`): never the server's home, never another job's.
+    fn check_working_dir(&self, c: &Checked) -> Result<()> {
+        let Some(dir) = c.spec.params.get("working_dir").and_then(|v| v.as_str()) else {
+            return Ok(());
+        };
+        let path = std::path::Path::new(dir);
+        if path
+            .components()
+            .any(|p| matches!(p, std::path::Component::ParentDir))
+        {
+            return Err(Error::invalid(format!(
+                "working_dir '{dir}' may not contain '..': give a path inside the job's own directory (relative), or under a root an admin allowed"
+            )));
+        }
+        if path.is_relative() {
+            return Ok(());
+        }
+        let sandbox = &self.inner.settings.sandbox;
+        if sandbox.allowed_roots().any(|root| path.starts_with(root)) {
+            return Ok(());
+        }
+        let roots: Vec<String> = sandbox
+            .allowed_roots()
+            .map(|p| p.display().to_string())
+            .collect();
+        Err(Error::invalid(format!(
+            "working_dir '{dir}' is outside the job's own directory: give a relative path (it is created inside the job's directory), or ask an admin to allow the root in jobs.sandbox.paths ({})",
+            if roots.is_empty() {
+                "none allowed now".to_string()
+            } else {
+                format!("allowed now: {}", roots.join(", "))
+            }
+        )))
+    }
+
     /// Refuses what no executor here can ever run, and what residency forbids.
     fn check_executor(&self, project: &Project, c: &Checked) -> Result<()> {
         let s = &self.inner.settings;
@@ -148,6 +185,16 @@ impl Jobs {
                 )))
             }
         };
+        if c.executor == "local" {
+            if let Some(crate::local::Isolation::Unavailable(why)) = self.inner.local.isolation() {
+                return Err(Error::Unsatisfiable(format!(
+                    "local jobs need a sandbox, and this server cannot build one: {why}"
+                )));
+            }
+        }
+        if c.executor != "kubernetes" {
+            self.check_working_dir(c)?;
+        }
         if c.executor != "kubernetes" && c.spec.params.contains_key("image") {
             return Err(Error::invalid(
                 "image is for the kubernetes executor; a local or Slurm job runs on the host",
@@ -665,7 +712,7 @@ impl Jobs {
 
 async fn read_from(path: &std::path::Path, offset: u64) -> std::io::Result<Vec<u8>> {
     use tokio::io::{AsyncReadExt, AsyncSeekExt};
-    let mut f = tokio::fs::File::open(path).await?;
+    let (mut f, _) = crate::safe_read::open_log(path).await?;
     f.seek(std::io::SeekFrom::Start(offset)).await?;
     let mut buf = Vec::new();
     f.take(LOG_CHUNK).read_to_end(&mut buf).await?;

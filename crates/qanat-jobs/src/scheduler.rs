@@ -61,6 +61,7 @@ impl Scheduler {
             });
         }
         tokio::spawn(async move {
+            jobs.inner.local.probe_sandbox(&jobs.inner.settings).await;
             if let Err(e) = jobs.recover_kube().await {
                 tracing::error!(error = %e, "finding the Kubernetes jobs of the previous run failed");
             }
@@ -159,6 +160,36 @@ impl Jobs {
                     procfs::signal_group(pid, procfs::Signal::KILL);
                     killed += 1;
                 }
+            }
+            // A job whose attempts coincide with the server's death twice running is
+            // not run a third time: it may be what kills the server.
+            let lost_before = job.attempt > 1
+                && sqlx::query(
+                    "SELECT 1 FROM job_events WHERE job_id = $1 AND attempt = $2 AND event = 'lost'",
+                )
+                .bind(&job.job_id)
+                .bind(i64::from(job.attempt - 1))
+                .fetch_optional(inner.meta.reader())
+                .await?
+                .is_some();
+            if lost_before {
+                let reason = format!(
+                    "the server stopped while attempts {} and {} ran (a crash loop?); not queued again, submit it again once the cause is found",
+                    job.attempt - 1,
+                    job.attempt
+                );
+                tracing::warn!(job = %job.job_id, "{reason}");
+                let mut last = job.clone();
+                last.max_retries = last.failures;
+                self.finish(
+                    &last,
+                    Ending::Failed {
+                        exit_code: None,
+                        reason,
+                    },
+                )
+                .await?;
+                continue;
             }
             let message = format!(
                 "lost: the server stopped while attempt {} ran{}; queued again",
@@ -455,13 +486,14 @@ impl Jobs {
     /// The directory rank 0 runs in: its kind's working directory, else the job's
     /// `work` directory. Shared with the server on the local and Slurm executors.
     pub(crate) fn work_dir(&self, job: &JobRow) -> std::path::PathBuf {
+        let work = self.job_dir(&job.job_id).join("work");
         self.inner
             .kinds
             .get(&job.kind)
             .ok()
             .and_then(|k| k.plan(&job.spec.params, 0, job.ranks).ok())
             .and_then(|p| p.working_dir)
-            .unwrap_or_else(|| self.job_dir(&job.job_id).join("work"))
+            .map_or_else(|| work.clone(), |d| work.join(d))
     }
 
     /// A succeeded attempt's declared outputs, logged to its run; a missing one fails
@@ -497,52 +529,25 @@ impl Jobs {
         let storage = &inner.storage;
         let location = storage.default_location().to_string();
         qanat_governance::check_residency(&project, &storage.location(&location)?)?;
-        let mut files = Vec::new();
-        for out in &job.spec.outputs {
-            let path = cwd.join(out);
-            let meta = tokio::fs::metadata(&path).await.map_err(|_| {
-                Error::invalid(format!(
-                    "declared output '{out}' was not produced (looked for {})",
-                    path.display()
-                ))
-            })?;
-            if meta.is_dir() {
-                let mut stack = vec![path.clone()];
-                while let Some(dir) = stack.pop() {
-                    let mut rd = tokio::fs::read_dir(&dir)
-                        .await
-                        .map_err(|e| Error::io(dir.display(), e))?;
-                    while let Some(e) = rd
-                        .next_entry()
-                        .await
-                        .map_err(|e| Error::io(dir.display(), e))?
-                    {
-                        let t = e
-                            .file_type()
-                            .await
-                            .map_err(|err| Error::io(e.path().display(), err))?;
-                        if t.is_dir() {
-                            stack.push(e.path());
-                        } else if t.is_file() {
-                            files.push(e.path());
-                        }
-                    }
-                }
-            } else {
-                files.push(path);
-            }
-        }
-        for f in files {
-            let rel = f
-                .strip_prefix(cwd)
-                .unwrap_or(&f)
-                .to_string_lossy()
-                .replace('\\', "/");
-            let key: ObjectKey =
-                format!("projects/{}/mlflow-artifacts/{root}/{rel}", job.project_id).parse()?;
-            let file = tokio::fs::File::open(&f)
-                .await
-                .map_err(|e| Error::io(f.display(), e))?;
+        let (dir, outputs, limit) = (
+            cwd.to_path_buf(),
+            job.spec.outputs.clone(),
+            inner.settings.max_output_bytes,
+        );
+        let found = tokio::task::spawn_blocking(move || {
+            crate::safe_read::collect_outputs(&dir, &outputs, limit)
+        })
+        .await
+        .map_err(|e| Error::Io(format!("collecting outputs: {e}")))?
+        .map_err(|e| Error::invalid(e.to_string()))?;
+        for f in found {
+            use tokio::io::AsyncReadExt;
+            let key: ObjectKey = format!(
+                "projects/{}/mlflow-artifacts/{root}/{}",
+                job.project_id, f.rel
+            )
+            .parse()?;
+            let file = tokio::fs::File::from_std(f.file).take(f.len);
             storage.put_reader(&location, &key, file).await?;
         }
         Ok(())
@@ -627,13 +632,48 @@ impl Jobs {
         let work = dir.join("work");
         let checkpoints = dir.join("checkpoints");
         let inputs = dir.join("inputs");
+        let home = dir.join("home");
         let logs = dir.join(format!("attempt-{}", job.attempt));
-        for d in [&work, &checkpoints, &inputs, &logs] {
+        for d in [&work, &checkpoints, &inputs, &home, &logs] {
             tokio::fs::create_dir_all(d)
                 .await
                 .map_err(|e| Error::io(d.display(), e))?;
         }
         self.materialize(&project, job, &inputs).await?;
+        // Slurm and Kubernetes isolate their own jobs; this sandbox is the local one.
+        let sandboxed =
+            job.executor == "local"
+                && match inner.local.isolation() {
+                    Some(local::Isolation::Sandboxed { .. }) => true,
+                    Some(local::Isolation::Unsandboxed) => false,
+                    Some(local::Isolation::Unavailable(why)) => {
+                        return Err(Error::Forbidden(format!(
+                            "local jobs need a sandbox: {why}"
+                        )))
+                    }
+                    None => return Err(Error::Forbidden(
+                        "local jobs need a sandbox, and this server has not checked for one yet"
+                            .into(),
+                    )),
+                };
+        let dirs = crate::sandbox::JobDirs {
+            work: work.clone(),
+            checkpoints: checkpoints.clone(),
+            inputs: inputs.clone(),
+            home: home.clone(),
+        };
+        if let (true, Some(offset)) = (sandboxed, alloc.uid) {
+            // The attempt's uid owns what it may write (earlier attempts' files too).
+            let uid = inner.settings.sandbox.uid_base.saturating_add(offset);
+            let owned = [work.clone(), checkpoints.clone(), home.clone()];
+            tokio::task::spawn_blocking(move || {
+                let refs: Vec<&std::path::Path> = owned.iter().map(|p| p.as_path()).collect();
+                crate::sandbox::hand_over(&refs, uid)
+            })
+            .await
+            .map_err(|e| Error::Io(format!("handing the job's directories over: {e}")))?
+            .map_err(|e| Error::io("handing the job's directories over", e))?;
+        }
 
         let kind = inner.kinds.get(&job.kind)?;
         let url = inner.settings.server_url.trim_end_matches('/').to_string();
@@ -703,13 +743,41 @@ impl Jobs {
                 env.insert(k.to_string(), v);
             }
             env.remove("MLFLOW_EXPERIMENT_ID");
+            // A relative working directory is inside the job's own `work`.
+            let cwd = plan
+                .working_dir
+                .map_or_else(|| work.clone(), |d| work.join(d));
+            let sandbox = sandboxed.then(|| {
+                // Inside, the server's home and temporary directory do not exist.
+                env.insert("HOME".into(), home.display().to_string());
+                env.insert("TMPDIR".into(), "/tmp".into());
+                crate::sandbox::plan_for(
+                    &inner.settings,
+                    crate::sandbox::identity(&inner.settings, alloc.uid),
+                    &dirs,
+                    job.per_rank.memory_mb,
+                    plan.program.clone(),
+                    plan.args.clone(),
+                    cwd.clone(),
+                )
+            });
+            if cwd.starts_with(&work) {
+                tokio::fs::create_dir_all(&cwd)
+                    .await
+                    .map_err(|e| Error::io(cwd.display(), e))?;
+                if let (Some(_), Some(offset)) = (&sandbox, alloc.uid) {
+                    let uid = inner.settings.sandbox.uid_base.saturating_add(offset);
+                    let _ = std::os::unix::fs::lchown(&cwd, Some(uid), Some(uid));
+                }
+            }
             ranks.push(RankLaunch {
                 program: plan.program,
                 args: plan.args,
                 env: env.into_iter().collect(),
-                cwd: plan.working_dir.unwrap_or_else(|| work.clone()),
+                cwd,
                 log: logs.join(format!("rank-{rank}.log")),
                 cores: alloc.rank_cores[rank as usize].clone(),
+                sandbox,
             });
         }
         Ok(ranks)
@@ -1046,7 +1114,7 @@ impl Jobs {
         let mut out = Vec::new();
         for rank in 0..job.ranks {
             let path = self.log_path(&job.job_id, job.attempt, rank);
-            let data = match tokio::fs::read(&path).await {
+            let data = match tail(&path, inner.settings.max_log_bytes).await {
                 Ok(d) => d,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
                 Err(e) => return Err(Error::io(path.display(), e)),
@@ -1067,6 +1135,26 @@ impl Jobs {
         }
         Ok(out)
     }
+}
+
+/// The last `max` bytes of a rank's log (all of it when shorter), prefixed with a line
+/// saying how much was left out.
+async fn tail(path: &std::path::Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let (mut f, len) = crate::safe_read::open_log(path).await?;
+    let mut out = Vec::new();
+    if len > max {
+        out.extend_from_slice(
+            format!(
+                "[qanat: the first {} bytes of this log were dropped; jobs.max_log_bytes keeps the last {max}]\n",
+                len - max
+            )
+            .as_bytes(),
+        );
+        f.seek(std::io::SeekFrom::Start(len - max)).await?;
+    }
+    f.take(max).read_to_end(&mut out).await?;
+    Ok(out)
 }
 
 /// A rank's log, stored.

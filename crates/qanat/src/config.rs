@@ -118,6 +118,43 @@ pub struct JobsConfig {
     pub slurm: SlurmConfig,
     /// A Kubernetes cluster jobs may run on (`executor: kubernetes`).
     pub kubernetes: KubernetesConfig,
+    /// The sandbox local ranks run in.
+    pub sandbox: SandboxConfig,
+    /// Most bytes of declared outputs one attempt may log to its run, e.g. `16GiB`.
+    pub max_output: String,
+    /// Most bytes of one rank's log kept (its end), e.g. `256MiB`.
+    pub max_log: String,
+}
+
+/// The sandbox of local ranks: namespaces, an identity of their own, no capabilities,
+/// Landlock (docs/security.md, "Jobs, SQL and models").
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    /// Off only as an explicit opt-out: ranks then run as the server's user, can read
+    /// its files, and every job and `qanat gpus` say `unsandboxed`.
+    pub enabled: bool,
+    /// First uid (and gid) of the range a root server hands to running attempts.
+    pub uid_base: u32,
+    /// How many uids the range holds (the most attempts running at once).
+    pub uid_count: u32,
+    /// Extra paths ranks may read (a shared virtual environment, a dataset cache);
+    /// absolute working directories must lie in one of these or `writable_paths`.
+    pub paths: Vec<PathBuf>,
+    /// Extra paths ranks may write.
+    pub writable_paths: Vec<PathBuf>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            enabled: true,
+            uid_base: 2_000_000_000,
+            uid_count: 65_536,
+            paths: Vec::new(),
+            writable_paths: Vec::new(),
+        }
+    }
 }
 
 /// The Kubernetes executor.
@@ -208,6 +245,9 @@ impl Default for JobsConfig {
             cgroups: true,
             slurm: SlurmConfig::default(),
             kubernetes: KubernetesConfig::default(),
+            sandbox: SandboxConfig::default(),
+            max_output: "16GiB".into(),
+            max_log: "256MiB".into(),
         }
     }
 }
@@ -345,8 +385,49 @@ impl Config {
         s.idle_gpu_after = std::time::Duration::from_secs(j.idle_gpu_secs);
         s.discover_gpus = j.gpus;
         s.cgroups = j.cgroups;
+        let sb = &j.sandbox;
+        if sb.uid_count == 0 || sb.uid_base == 0 || sb.uid_base.checked_add(sb.uid_count).is_none()
+        {
+            bail!(
+                "jobs.sandbox: uid_base = {} and uid_count = {} must give a range of non-root uids below 2^32",
+                sb.uid_base,
+                sb.uid_count
+            );
+        }
+        for p in sb.paths.iter().chain(&sb.writable_paths) {
+            if !p.is_absolute() {
+                bail!("jobs.sandbox: '{}' must be an absolute path", p.display());
+            }
+        }
+        s.sandbox.enabled = sb.enabled;
+        s.sandbox.launcher = std::env::current_exe()
+            .context("finding this binary (it builds local jobs' sandboxes)")?;
+        s.sandbox.uid_base = sb.uid_base;
+        s.sandbox.uid_count = sb.uid_count;
+        s.sandbox.paths = sb.paths.clone();
+        s.sandbox.writable_paths = sb.writable_paths.clone();
+        // The server's own data directory is never a job's to see.
+        s.sandbox
+            .hide
+            .push(std::path::absolute(&self.home).unwrap_or_else(|_| self.home.clone()));
+        let bytes = |what: &str, v: &str| -> Result<u64> {
+            qanat_jobs::spec::parse_memory(&serde_json::Value::String(v.to_string()))
+                .map(|mib| mib.saturating_mul(1 << 20))
+                .map_err(|e| anyhow::anyhow!("jobs.{what}: {e}"))
+        };
+        s.max_output_bytes = bytes("max_output", &j.max_output)?;
+        s.max_log_bytes = bytes("max_log", &j.max_log)?;
         Ok(s)
     }
+}
+
+/// A list of paths in one variable, separated by ':' (as PATH is).
+fn env_paths(v: &str) -> Vec<PathBuf> {
+    v.split(':')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .collect()
 }
 
 /// Registry webhooks and the NATS stream every event is published to.
@@ -785,6 +866,18 @@ impl Config {
         env_parse("QANAT_JOBS_IDLE_GPU_SECS", &mut j.idle_gpu_secs)?;
         env_parse("QANAT_JOBS_GPUS", &mut j.gpus)?;
         env_parse("QANAT_JOBS_CGROUPS", &mut j.cgroups)?;
+        env_parse("QANAT_JOBS_MAX_OUTPUT", &mut j.max_output)?;
+        env_parse("QANAT_JOBS_MAX_LOG", &mut j.max_log)?;
+        let sb = &mut j.sandbox;
+        env_parse("QANAT_JOBS_SANDBOX_ENABLED", &mut sb.enabled)?;
+        env_parse("QANAT_JOBS_SANDBOX_UID_BASE", &mut sb.uid_base)?;
+        env_parse("QANAT_JOBS_SANDBOX_UID_COUNT", &mut sb.uid_count)?;
+        if let Some(v) = env("QANAT_JOBS_SANDBOX_PATHS") {
+            sb.paths = env_paths(&v);
+        }
+        if let Some(v) = env("QANAT_JOBS_SANDBOX_WRITABLE_PATHS") {
+            sb.writable_paths = env_paths(&v);
+        }
         let sl = &mut j.slurm;
         env_parse("QANAT_JOBS_SLURM_ENABLED", &mut sl.enabled)?;
         env_some("QANAT_JOBS_SLURM_PARTITION", &mut sl.partition)?;

@@ -27,6 +27,10 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // A local job's rank: its sandbox is built here, before any thread starts.
+    if let Some(code) = qanat_jobs::sandbox::entry(std::env::args().skip(1)) {
+        return code;
+    }
     let cli = cli::Cli::parse();
     let json = cli.output == cli::Format::Json;
     let runtime = match tokio::runtime::Builder::new_multi_thread()

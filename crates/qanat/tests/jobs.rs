@@ -52,8 +52,8 @@ fn gone(pid: &str) -> bool {
 #[test]
 fn a_job_survives_a_server_kill_and_completes_exactly_once() {
     let mut q = server("2");
-    let out = tempfile::tempdir().expect("tempdir");
-    let o = out.path().display();
+    let out = q.shared();
+    let o = out.display();
     let j = q.submit_job(
         "default",
         json!({
@@ -66,8 +66,9 @@ fn a_job_survives_a_server_kill_and_completes_exactly_once() {
     );
     let jid = id(&j);
     // Acknowledged means stored: it is there after a kill -9 even before it ran.
-    q.wait_for_job("default", &jid, 20, |_| out.path().join("pid-1").exists());
-    let first = read(&out.path().join("pid-1"));
+    q.wait_for_job("default", &jid, 20, |_| out.join("pid-1").exists());
+    // The pid a rank sees is its sandbox's own; the host knows it by its environment.
+    assert!(attempt_runs(&jid, 1), "attempt 1 is not seen running");
     q.kill_hard();
     q.spawn_server();
     let j = q.job_finished("default", &jid, 30);
@@ -75,9 +76,26 @@ fn a_job_survives_a_server_kill_and_completes_exactly_once() {
     assert_eq!(j["attempt"], 2);
     let ev = events(&j);
     assert!(ev.contains(&"lost".to_string()), "{ev:?}");
-    assert_eq!(read(&out.path().join("trace")), "start 1\nstart 2\ndone\n");
-    // The first attempt's process did not outlive the crash: nothing ran twice.
-    assert!(gone(&first), "attempt 1 (pid {first}) still runs");
+    assert_eq!(read(&out.join("trace")), "start 1\nstart 2\ndone\n");
+    // The first attempt's processes did not outlive the crash: nothing ran twice.
+    assert!(!attempt_runs(&jid, 1), "attempt 1 still runs");
+}
+
+/// Whether a live process of attempt `attempt` of job `jid` exists on this machine.
+fn attempt_runs(jid: &str, attempt: u32) -> bool {
+    let id = format!("QANAT_JOB_ID={jid}");
+    let at = format!("QANAT_JOB_ATTEMPT={attempt}");
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter(|e| !gone(&e.file_name().to_string_lossy()))
+        .filter_map(|e| std::fs::read(e.path().join("environ")).ok())
+        .any(|env| {
+            let vars: Vec<&[u8]> = env.split(|b| *b == 0).collect();
+            vars.contains(&id.as_bytes()) && vars.contains(&at.as_bytes())
+        })
 }
 
 /// A job that touches 400 MiB under a 64 MiB limit, on a server with `cgroups` on or
@@ -154,8 +172,8 @@ fn a_memory_hungry_job_is_killed_at_its_limit_with_a_clear_reason() {
 #[test]
 fn a_two_rank_gang_where_one_rank_dies_fails_together_and_is_retried_whole() {
     let q = server("2");
-    let out = tempfile::tempdir().expect("tempdir");
-    let o = out.path().display();
+    let out = q.shared();
+    let o = out.display();
     let j = q.submit_job("default",
         json!({
             "name": "gang",
@@ -181,10 +199,7 @@ fn a_two_rank_gang_where_one_rank_dies_fails_together_and_is_retried_whole() {
     assert!(reason.contains("other ranks were stopped"), "{reason}");
     // Rank 0 sleeps 60 s: the gang ended long before, twice.
     assert!(started.elapsed() < Duration::from_secs(30));
-    let mut lines: Vec<String> = read(&out.path().join("ranks"))
-        .lines()
-        .map(String::from)
-        .collect();
+    let mut lines: Vec<String> = read(&out.join("ranks")).lines().map(String::from).collect();
     lines.sort();
     assert_eq!(
         lines,
@@ -201,9 +216,9 @@ fn a_two_rank_gang_where_one_rank_dies_fails_together_and_is_retried_whole() {
 fn priorities_and_quotas_order_the_queue() {
     let q = server("1");
     q.create_project("other", &["uae-north"]);
-    let out = tempfile::tempdir().expect("tempdir");
-    let order = out.path().join("order");
-    let gate = out.path().join("gate");
+    let out = q.shared();
+    let order = out.join("order");
+    let gate = out.join("gate");
     // Holds the only core until the gate file appears, and cannot be preempted.
     let blocker = q.submit_job(
         "default",
@@ -311,16 +326,16 @@ fn a_preempted_job_resumes_from_its_checkpoint() {
 #[test]
 fn cancel_stops_a_running_job_and_its_token_stops_working() {
     let q = server("2");
-    let out = tempfile::tempdir().expect("tempdir");
+    let out = q.shared();
     let j = q.submit_job("default",
         json!({
             "name": "sleeper",
-            "command": format!("echo $QANAT_TOKEN > {}/token; echo visible-line; sleep 60", out.path().display()),
+            "command": format!("echo $QANAT_TOKEN > {}/token; echo visible-line; sleep 60", out.display()),
         }),
     );
     let jid = id(&j);
-    q.wait_for_job("default", &jid, 20, |_| out.path().join("token").exists());
-    let token = read(&out.path().join("token")).trim().to_string();
+    q.wait_for_job("default", &jid, 20, |_| out.join("token").exists());
+    let token = read(&out.join("token")).trim().to_string();
     // The job's token works while it runs, in its own project only.
     let (s, _) = q
         .http()

@@ -24,7 +24,13 @@ pub struct Qanat {
     pub extra_env: Vec<(String, String)>,
     /// Directories the server's configuration points into.
     pub keep: Vec<tempfile::TempDir>,
+    /// The unprivileged uid the server runs as (`setpriv`), when the test runs as root
+    /// and asked for one; None: the test's own user.
+    pub as_uid: Option<u32>,
 }
+
+/// The uid an unprivileged server runs as in [`Qanat::start_unprivileged`].
+pub const NOBODY: u32 = 65534;
 
 pub fn base_cmd(dir: &Path, extra_env: &[(String, String)]) -> Command {
     let mut cmd = Command::new(BIN);
@@ -35,6 +41,8 @@ pub fn base_cmd(dir: &Path, extra_env: &[(String, String)]) -> Command {
         .env("QANAT_CREDENTIALS", dir.join("credentials.json"))
         .env("QANAT_SERVER_BIND", "127.0.0.1:0")
         .env("QANAT_LOG_LEVEL", "warn")
+        // Jobs write what a test reads back in `shared` (their sandbox hides the rest).
+        .env("QANAT_JOBS_SANDBOX_WRITABLE_PATHS", dir.join("shared"))
         .current_dir(dir);
     for (k, v) in extra_env {
         cmd.env(k, v);
@@ -82,8 +90,36 @@ impl Qanat {
     }
 
     pub fn start_with(extra_env: Vec<(String, String)>) -> Qanat {
+        Self::start_as(extra_env, None)
+    }
+
+    /// When the test runs as root: `init` and the server as the unprivileged uid
+    /// [`NOBODY`] (its data directory given to it, the binary copied where it can run
+    /// it). Otherwise as the test's own user, which is unprivileged already.
+    pub fn start_unprivileged(extra_env: Vec<(String, String)>) -> Qanat {
+        let root = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("Uid:"))
+                    .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+            })
+            .unwrap_or(false);
+        Self::start_as(extra_env, root.then_some(NOBODY))
+    }
+
+    fn start_as(extra_env: Vec<(String, String)>, as_uid: Option<u32>) -> Qanat {
         let dir = tempfile::tempdir().expect("tempdir");
-        let out = run_ok(base_cmd(dir.path(), &extra_env).args(["init", "--output", "json"]));
+        shared_dir(dir.path());
+        if let Some(uid) = as_uid {
+            let bin = dir.path().join("bin");
+            std::fs::create_dir_all(&bin).expect("bin dir");
+            std::fs::copy(BIN, bin.join("qanat")).expect("copy the binary");
+            chown_tree(dir.path(), uid);
+        }
+        let out = run_ok(
+            &mut server_cmd(dir.path(), &extra_env, as_uid).args(["init", "--output", "json"]),
+        );
         let v: Value = serde_json::from_slice(&out.stdout).expect("init prints JSON");
         let admin_token = v["token"].as_str().expect("token").to_string();
         let mut q = Qanat {
@@ -93,9 +129,15 @@ impl Qanat {
             child: None,
             extra_env,
             keep: Vec::new(),
+            as_uid,
         };
         q.spawn_server();
         q
+    }
+
+    /// The directory jobs may write and tests read (`jobs.sandbox.writable_paths`).
+    pub fn shared(&self) -> PathBuf {
+        self.dir.path().join("shared")
     }
 
     /// A server on an existing data directory: `home` is copied into a fresh temporary
@@ -103,6 +145,7 @@ impl Qanat {
     /// `extra_env` (e.g. `QANAT_METADATA_URL`).
     pub fn open_copy_of(home: &Path, admin_token: &str, extra_env: Vec<(String, String)>) -> Qanat {
         let dir = tempfile::tempdir().expect("tempdir");
+        shared_dir(dir.path());
         copy_dir(home, &dir.path().join("home"));
         // git does not keep a key file's 0600, which the server insists on; an operator
         // restoring a backup sets it back the same way.
@@ -119,6 +162,7 @@ impl Qanat {
             child: None,
             extra_env,
             keep: Vec::new(),
+            as_uid: None,
         };
         q.spawn_server();
         q
@@ -136,7 +180,7 @@ impl Qanat {
             .append(true)
             .open(self.dir.path().join("server.log"))
             .expect("server log");
-        let mut child = base_cmd(self.dir.path(), &self.extra_env)
+        let mut child = server_cmd(self.dir.path(), &self.extra_env, self.as_uid)
             .arg("server")
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
@@ -301,6 +345,47 @@ impl Http {
             rb
         } else {
             rb.bearer_auth(token)
+        }
+    }
+}
+
+/// `base_cmd`, run as `uid` through `setpriv` (with the copy of the binary that uid
+/// can run) when one is given.
+pub fn server_cmd(dir: &Path, extra_env: &[(String, String)], as_uid: Option<u32>) -> Command {
+    let base = base_cmd(dir, extra_env);
+    let Some(uid) = as_uid else { return base };
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        format!("--reuid={uid}"),
+        format!("--regid={uid}"),
+        "--clear-groups".into(),
+        "--inh-caps=-all".into(),
+        "--bounding-set=-all".into(),
+    ])
+    .arg(dir.join("bin/qanat"))
+    .env_clear()
+    .envs(
+        base.get_envs()
+            .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+    )
+    .current_dir(dir);
+    cmd
+}
+
+/// `<dir>/shared`, which any job's uid may write.
+fn shared_dir(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let shared = dir.join("shared");
+    std::fs::create_dir_all(&shared).expect("shared dir");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+}
+
+/// Gives `dir` and everything in it to `uid`.
+pub fn chown_tree(dir: &Path, uid: u32) {
+    std::os::unix::fs::lchown(dir, Some(uid), Some(uid)).expect("chown");
+    if dir.is_dir() && !dir.is_symlink() {
+        for e in std::fs::read_dir(dir).expect("read dir").flatten() {
+            chown_tree(&e.path(), uid);
         }
     }
 }

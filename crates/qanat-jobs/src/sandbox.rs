@@ -1,0 +1,600 @@
+//! The sandbox every local rank runs in: a job's code is untrusted, and must not reach
+//! the server's keys, files or process.
+//!
+//! A rank is not started by the server directly. The server starts its own binary
+//! (the *launcher*, `qanat`) with [`RANK_ENTRY`] and a [`Plan`]; that process (the
+//! *warden*, the pid the server records, places in a cgroup and signals) waits at the
+//! gang's barrier, then:
+//!
+//! 1. unshares a mount, a pid and an IPC namespace — and, when the server is not root, a
+//!    user namespace that maps the server's uid to root inside, with every capability
+//!    dropped before the job's code runs;
+//! 2. covers the server's data directory, the jobs' directory and the server user's
+//!    home with empty read-only tmpfs mounts, gives the rank a private `/tmp` and
+//!    `/dev/shm`, and binds back only what the rank may use: its own `work`,
+//!    `checkpoints` and `home` (writable), its `inputs` and the admin's extra paths
+//!    (read-only), the admin's writable paths;
+//! 3. starts itself again with [`INIT_ENTRY`] as the first process of the new pid
+//!    namespace (the *init*): it mounts a `/proc` that shows only the rank's own
+//!    processes, switches to the rank's identity (a dedicated uid from the configured
+//!    range when the server is root), empties the capability bounding set, sets
+//!    `no_new_privs`, applies a Landlock ruleset (writes only where the rank may write;
+//!    no signals or abstract sockets out of the sandbox), and starts the program.
+//!
+//! Invariants: the server's pid does not exist inside (so it cannot be signalled or
+//! traced); no process of the rank outlives its init (the kernel kills a pid
+//! namespace's processes when its first process ends, so a `setsid` child cannot
+//! escape); a SIGKILL to the warden's process group ends the init through its parent
+//! death signal. The warden ignores SIGTERM so the program gets its grace period, and
+//! exits the way the program did.
+//!
+//! Where none of this is possible (no root and no user namespaces), [`probe`] says why
+//! and local jobs are refused, unless an admin opts out (`jobs.sandbox.enabled =
+//! false`), which `jobs show` and `qanat gpus` then report as `unsandboxed`.
+
+use std::io::BufRead;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde::{Deserialize, Serialize};
+
+/// The launcher's argument that starts a rank's warden.
+pub const RANK_ENTRY: &str = "__sandbox-rank";
+/// The launcher's argument that starts a rank's init (started by the warden).
+pub const INIT_ENTRY: &str = "__sandbox-init";
+
+/// Exit code of a warden whose barrier closed before it opened (the server died).
+const BARRIER_CLOSED: u8 = 97;
+/// Exit code when the sandbox could not be set up.
+const SETUP_FAILED: u8 = 125;
+/// Exit code when the program could not be started in the sandbox.
+const NOT_STARTED: u8 = 127;
+
+/// Who the rank is inside its sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Identity {
+    /// The server is root: the rank runs as this unprivileged uid and gid.
+    User { uid: u32, gid: u32 },
+    /// The server is not root: a user namespace maps the server's uid (and gid) to
+    /// root inside, with no capabilities left once the program runs.
+    Namespace { outer_uid: u32, outer_gid: u32 },
+}
+
+/// A path bound into the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exposed {
+    pub path: PathBuf,
+    pub writable: bool,
+}
+
+/// Everything a warden needs to build one rank's sandbox and start its program.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Plan {
+    pub identity: Identity,
+    /// Covered with an empty read-only tmpfs.
+    pub hide: Vec<PathBuf>,
+    /// Given a fresh writable tmpfs of `private_mb` MiB (`/tmp`, `/dev/shm`).
+    pub private: Vec<PathBuf>,
+    pub private_mb: u64,
+    /// Bound back in after hiding, at the same paths.
+    pub expose: Vec<Exposed>,
+    /// The launcher's own path: a program at this path is started as the init's own
+    /// executable (the path itself may not be reachable inside).
+    pub launcher: PathBuf,
+    pub program: String,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+}
+
+impl Plan {
+    pub fn to_arg(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    fn from_arg(arg: Option<String>) -> Result<Plan, String> {
+        let arg = arg.ok_or("the sandbox plan is missing")?;
+        serde_json::from_str(&arg).map_err(|e| format!("the sandbox plan is not valid: {e}"))
+    }
+}
+
+/// The entry points of the launcher: call first thing in `main`, before any thread
+/// starts (namespaces can only be entered by a single-threaded process). None when
+/// `args` (the process's arguments after the program) start no sandbox stage.
+pub fn entry(mut args: impl Iterator<Item = String>) -> Option<ExitCode> {
+    let first = args.next()?;
+    let code = match first.as_str() {
+        RANK_ENTRY => warden(Plan::from_arg(args.next())),
+        INIT_ENTRY => init(Plan::from_arg(args.next())),
+        _ => return None,
+    };
+    Some(ExitCode::from(code))
+}
+
+fn fail(stage: &str, e: impl std::fmt::Display) -> u8 {
+    eprintln!("qanat sandbox: {stage}: {e}");
+    SETUP_FAILED
+}
+
+/// The warden: the barrier, the namespaces and the mounts, then the init, waited for.
+fn warden(plan: Result<Plan, String>) -> u8 {
+    let plan = match plan {
+        Ok(p) => p,
+        Err(e) => return fail("starting", e),
+    };
+    // The gang's barrier: a line from the server once every rank is placed.
+    let mut line = String::new();
+    match std::io::stdin().lock().read_line(&mut line) {
+        Ok(n) if n > 0 => {}
+        _ => return BARRIER_CLOSED,
+    }
+    // SIGTERM (and its kin) are for the program: the warden stays until it ends.
+    let stop = stop_signals();
+    if let Err(e) =
+        nix::sys::signal::sigprocmask(nix::sys::signal::SigmaskHow::SIG_BLOCK, Some(&stop), None)
+    {
+        return fail("blocking signals", e);
+    }
+    if let Err(e) = enter_namespaces(&plan) {
+        return fail("entering namespaces", e);
+    }
+    if let Err(e) = build_view(&plan) {
+        return fail("building the file system view", e);
+    }
+    let mut init = std::process::Command::new("/proc/self/exe");
+    init.arg(INIT_ENTRY)
+        .arg(plan.to_arg())
+        .stdin(std::process::Stdio::null());
+    let status = match init.status() {
+        Ok(s) => s,
+        Err(e) => return fail("starting the rank's init", e),
+    };
+    ended_as(status, &stop)
+}
+
+fn stop_signals() -> nix::sys::signal::SigSet {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        set.add(s);
+    }
+    set
+}
+
+/// Ends the warden the way the init ended: its code, or its signal raised again (the
+/// init, the first process of its namespace, reports a signal as 128 + number).
+fn ended_as(status: std::process::ExitStatus, stop: &nix::sys::signal::SigSet) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    let signal = status.signal().or_else(|| {
+        status
+            .code()
+            .filter(|c| (129..160).contains(c))
+            .map(|c| c - 128)
+    });
+    if let Some(s) = signal.and_then(|s| nix::sys::signal::Signal::try_from(s).ok()) {
+        let _ = nix::sys::signal::sigprocmask(
+            nix::sys::signal::SigmaskHow::SIG_UNBLOCK,
+            Some(stop),
+            None,
+        );
+        let _ = nix::sys::signal::raise(s);
+        return 128u8.saturating_add(s as u8);
+    }
+    status
+        .code()
+        .map_or(SETUP_FAILED, |c| c.clamp(0, 255) as u8)
+}
+
+fn enter_namespaces(plan: &Plan) -> Result<(), String> {
+    use nix::sched::CloneFlags;
+    let base = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWIPC;
+    match plan.identity {
+        Identity::User { .. } => nix::sched::unshare(base).map_err(|e| e.to_string()),
+        Identity::Namespace {
+            outer_uid,
+            outer_gid,
+        } => {
+            nix::sched::unshare(base | CloneFlags::CLONE_NEWUSER).map_err(|e| {
+                format!("{e} (user namespaces are needed when the server is not root)")
+            })?;
+            let write = |file: &str, text: String| {
+                std::fs::write(format!("/proc/self/{file}"), text)
+                    .map_err(|e| format!("writing /proc/self/{file}: {e}"))
+            };
+            write("setgroups", "deny".into())?;
+            write("uid_map", format!("0 {outer_uid} 1"))?;
+            write("gid_map", format!("0 {outer_gid} 1"))
+        }
+    }
+}
+
+/// The rank's view of the file system (in its own mount namespace): hidden paths
+/// covered, private ones fresh, exposed ones bound back.
+fn build_view(plan: &Plan) -> Result<(), String> {
+    use rustix::mount::{
+        mount, mount_bind, mount_change, mount_remount, MountFlags, MountPropagationFlags,
+    };
+    mount_change(
+        "/",
+        MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
+    )
+    .map_err(|e| format!("making mounts private: {e}"))?;
+    // What is exposed is opened before anything is covered: the bind's source is
+    // the descriptor, not a path that no longer leads there.
+    let mut exposed: Vec<(&Exposed, OwnedFd, bool)> = Vec::new();
+    for e in &plan.expose {
+        match rustix::fs::open(
+            &e.path,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        ) {
+            Ok(fd) => {
+                let dir = rustix::fs::fstat(&fd)
+                    .map(|s| rustix::fs::FileType::from_raw_mode(s.st_mode).is_dir())
+                    .unwrap_or(false);
+                exposed.push((e, fd, dir));
+            }
+            Err(err) => eprintln!(
+                "qanat sandbox: {} is not there ({err}); the job runs without it",
+                e.path.display()
+            ),
+        }
+    }
+    let flags = MountFlags::NOSUID | MountFlags::NODEV;
+    for p in &plan.private {
+        if p.is_dir() {
+            let data =
+                std::ffi::CString::new(format!("mode=1777,size={}m", plan.private_mb.max(1)))
+                    .map_err(|e| e.to_string())?;
+            mount("tmpfs", p, "tmpfs", flags, data.as_c_str())
+                .map_err(|e| format!("a private {}: {e}", p.display()))?;
+        }
+    }
+    let mut hidden: Vec<&PathBuf> = plan.hide.iter().collect();
+    hidden.sort_by_key(|p| p.components().count());
+    for p in hidden {
+        // Inside a path covered already (or a private one) it is gone: nothing to do.
+        if !p.is_dir() {
+            continue;
+        }
+        let data = c"mode=0755,size=1m";
+        mount("qanat-hidden", p, "tmpfs", flags, data)
+            .map_err(|e| format!("hiding {}: {e}", p.display()))?;
+    }
+    for (e, fd, dir) in &exposed {
+        let target = &e.path;
+        if *dir {
+            std::fs::create_dir_all(target)
+                .map_err(|err| format!("making room for {}: {err}", target.display()))?;
+        } else if !target.exists() {
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|err| format!("making room for {}: {err}", target.display()))?;
+            }
+            std::fs::write(target, b"")
+                .map_err(|err| format!("making room for {}: {err}", target.display()))?;
+        }
+        let source = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        mount_bind(&source, target)
+            .map_err(|err| format!("binding {}: {err}", target.display()))?;
+        let mut f = flags | MountFlags::BIND;
+        if !e.writable {
+            f |= MountFlags::RDONLY;
+        }
+        mount_remount(target, f, c"")
+            .map_err(|err| format!("limiting {}: {err}", target.display()))?;
+    }
+    // The hidden covers are made read-only last: the exposed paths needed room in them.
+    for p in &plan.hide {
+        let _ = mount_remount(p, flags | MountFlags::RDONLY, c"");
+    }
+    Ok(())
+}
+
+/// The init: the first process of the rank's pid namespace.
+fn init(plan: Result<Plan, String>) -> u8 {
+    let plan = match plan {
+        Ok(p) => p,
+        Err(e) => return fail("starting", e),
+    };
+    // The warden gone (killed with its group) takes the namespace with it.
+    if let Err(e) =
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+    {
+        return fail("arming the parent death signal", e);
+    }
+    use rustix::mount::{mount, MountFlags};
+    if let Err(e) = mount(
+        "proc",
+        "/proc",
+        "proc",
+        MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+        c"",
+    ) {
+        return fail("mounting the rank's /proc", e);
+    }
+    if let Err(e) = drop_privileges(plan.identity) {
+        return fail("dropping privileges", e);
+    }
+    if let Err(e) = landlock(&plan) {
+        return fail("applying the Landlock ruleset", e);
+    }
+    let launcher = std::fs::canonicalize(&plan.launcher).ok();
+    let program = Path::new(&plan.program);
+    let own = program.is_absolute()
+        && launcher.is_some()
+        && std::fs::canonicalize(program).ok() == launcher;
+    let mut cmd = if own || Path::new(&plan.program) == plan.launcher {
+        let mut c = std::process::Command::new("/proc/self/exe");
+        std::os::unix::process::CommandExt::arg0(&mut c, &plan.program);
+        c
+    } else {
+        std::process::Command::new(&plan.program)
+    };
+    cmd.args(&plan.args)
+        .current_dir(&plan.cwd)
+        .stdin(std::process::Stdio::null());
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("qanat sandbox: could not start '{}': {e}", plan.program);
+            return NOT_STARTED;
+        }
+    };
+    reap_until(child.id() as i32)
+}
+
+/// Waits for every process that ends (orphans are re-parented to the init) until the
+/// program does, then reports how it ended.
+fn reap_until(main: i32) -> u8 {
+    use nix::sys::wait::{waitpid, WaitStatus};
+    loop {
+        match waitpid(None, None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid.as_raw() == main => {
+                return code.clamp(0, 255) as u8
+            }
+            Ok(WaitStatus::Signaled(pid, sig, _)) if pid.as_raw() == main => {
+                return 128u8.saturating_add(sig as u8)
+            }
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return SETUP_FAILED,
+        }
+    }
+}
+
+/// Root: the rank's uid and gid. A user namespace: root inside, with nothing a root
+/// would have. Either way an empty bounding set, `no_new_privs`, and exec grants no
+/// capabilities.
+fn drop_privileges(identity: Identity) -> Result<(), String> {
+    use rustix::thread::{
+        clear_ambient_capability_set, remove_capability_from_bounding_set,
+        set_capabilities_secure_bits, CapabilitiesSecureBits, CapabilitySet,
+    };
+    for cap in CapabilitySet::all().iter() {
+        // Capabilities this kernel does not know are refused: nothing to drop.
+        let _ = remove_capability_from_bounding_set(cap);
+    }
+    set_capabilities_secure_bits(
+        CapabilitiesSecureBits::NO_ROOT
+            | CapabilitiesSecureBits::NO_ROOT_LOCKED
+            | CapabilitiesSecureBits::NO_SETUID_FIXUP_LOCKED
+            | CapabilitiesSecureBits::KEEP_CAPS_LOCKED,
+    )
+    .map_err(|e| format!("securebits: {e}"))?;
+    let _ = clear_ambient_capability_set();
+    if let Identity::User { uid, gid } = identity {
+        let gid = nix::unistd::Gid::from_raw(gid);
+        let uid = nix::unistd::Uid::from_raw(uid);
+        nix::unistd::setgroups(&[gid]).map_err(|e| format!("setgroups: {e}"))?;
+        nix::unistd::setresgid(gid, gid, gid).map_err(|e| format!("setresgid: {e}"))?;
+        nix::unistd::setresuid(uid, uid, uid).map_err(|e| format!("setresuid: {e}"))?;
+    }
+    rustix::thread::set_capabilities(
+        None,
+        rustix::thread::CapabilitySets {
+            effective: CapabilitySet::empty(),
+            permitted: CapabilitySet::empty(),
+            inheritable: CapabilitySet::empty(),
+        },
+    )
+    .map_err(|e| format!("clearing capabilities: {e}"))?;
+    rustix::thread::set_no_new_privs(true).map_err(|e| format!("no_new_privs: {e}"))
+}
+
+/// Reads and runs anywhere it can see; writes only where it may; no signal or
+/// abstract socket reaches a process outside the sandbox. Best effort on kernels with
+/// an older Landlock (or none: the namespaces and the identity still hold).
+fn landlock(plan: &Plan) -> Result<(), String> {
+    use landlock::{
+        path_beneath_rules, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, ABI,
+    };
+    let abi = ABI::V6;
+    let mut writable: Vec<PathBuf> = plan
+        .expose
+        .iter()
+        .filter(|e| e.writable)
+        .map(|e| e.path.clone())
+        .collect();
+    writable.extend(plan.private.iter().cloned());
+    writable.push(PathBuf::from("/dev"));
+    writable.retain(|p| p.exists());
+    Ruleset::default()
+        .handle_access(AccessFs::from_all(abi))
+        .and_then(|r| r.scope(Scope::from_all(abi)))
+        .and_then(|r| r.create())
+        .and_then(|r| r.add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi))))
+        .and_then(|r| r.add_rules(path_beneath_rules(&writable, AccessFs::from_all(abi))))
+        .and_then(|r| r.restrict_self())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+// ---- The server's side: what a rank's plan holds, and whether a sandbox can be built.
+
+/// The directories of one attempt a rank's plan exposes.
+#[derive(Debug, Clone)]
+pub(crate) struct JobDirs {
+    pub work: PathBuf,
+    pub checkpoints: PathBuf,
+    pub inputs: PathBuf,
+    pub home: PathBuf,
+}
+
+/// The plan of one rank: the server's data, the jobs' directory and its user's home
+/// hidden; the rank's own directories, the CA certificate and the admin's paths bound
+/// back; a private `/tmp` and `/dev/shm` as large as the rank's memory.
+pub(crate) fn plan_for(
+    settings: &crate::Settings,
+    identity: Identity,
+    dirs: &JobDirs,
+    memory_mb: u64,
+    program: String,
+    args: Vec<String>,
+    cwd: PathBuf,
+) -> Plan {
+    let s = &settings.sandbox;
+    let mut hide = s.hide.clone();
+    hide.push(settings.work_dir.clone());
+    let rw = |p: &PathBuf| Exposed {
+        path: p.clone(),
+        writable: true,
+    };
+    let ro = |p: &PathBuf| Exposed {
+        path: p.clone(),
+        writable: false,
+    };
+    let mut expose = vec![
+        rw(&dirs.work),
+        rw(&dirs.checkpoints),
+        rw(&dirs.home),
+        ro(&dirs.inputs),
+    ];
+    expose.extend(settings.ca_cert.iter().map(ro));
+    expose.extend(s.paths.iter().map(ro));
+    expose.extend(s.writable_paths.iter().map(rw));
+    Plan {
+        identity,
+        hide,
+        private: vec![PathBuf::from("/tmp"), PathBuf::from("/dev/shm")],
+        private_mb: memory_mb.max(16),
+        expose,
+        launcher: s.launcher.clone(),
+        program,
+        args,
+        cwd,
+    }
+}
+
+/// Who ranks are: `uid` (an offset from the range's base) for a root server, else the
+/// server's own uid mapped to root in a user namespace.
+pub(crate) fn identity(settings: &crate::Settings, uid: Option<u32>) -> Identity {
+    match uid {
+        Some(offset) => {
+            let id = settings.sandbox.uid_base.saturating_add(offset);
+            Identity::User { uid: id, gid: id }
+        }
+        None => Identity::Namespace {
+            outer_uid: rustix::process::geteuid().as_raw(),
+            outer_gid: rustix::process::getegid().as_raw(),
+        },
+    }
+}
+
+/// Gives `dirs` (and all they hold, links themselves rather than their targets) to
+/// `uid`: a root server's ranks write their own directories and nothing else.
+pub(crate) fn hand_over(dirs: &[&Path], uid: u32) -> std::io::Result<()> {
+    fn walk(p: &Path, uid: u32) -> std::io::Result<()> {
+        let meta = std::fs::symlink_metadata(p)?;
+        std::os::unix::fs::lchown(p, Some(uid), Some(uid))?;
+        if meta.is_dir() {
+            for e in std::fs::read_dir(p)? {
+                walk(&e?.path(), uid)?;
+            }
+        }
+        Ok(())
+    }
+    for d in dirs {
+        walk(d, uid)?;
+    }
+    Ok(())
+}
+
+/// Builds one sandbox around `/bin/sh -c 'exit 0'` to learn whether ranks can run in
+/// one here, and as what.
+pub(crate) async fn probe(settings: &crate::Settings) -> crate::local::Isolation {
+    use crate::local::Isolation;
+    let s = &settings.sandbox;
+    if !s.enabled {
+        return Isolation::Unsandboxed;
+    }
+    let root = rustix::process::geteuid().is_root();
+    let hint = if root {
+        "the kernel refused namespaces to a root server (a container without CAP_SYS_ADMIN?); run the server where it may create mount and pid namespaces, or opt out with jobs.sandbox.enabled = false"
+    } else {
+        "the server is not root and cannot create user namespaces; run it as root (ranks then get uids of their own), or allow unprivileged user namespaces (user.max_user_namespaces > 0; on Ubuntu, kernel.apparmor_restrict_unprivileged_userns = 0), or opt out with jobs.sandbox.enabled = false"
+    };
+    let dir = settings.work_dir.join(".sandbox-probe");
+    let dirs = JobDirs {
+        work: dir.join("work"),
+        checkpoints: dir.join("checkpoints"),
+        inputs: dir.join("inputs"),
+        home: dir.join("home"),
+    };
+    for d in [&dirs.work, &dirs.checkpoints, &dirs.inputs, &dirs.home] {
+        if let Err(e) = tokio::fs::create_dir_all(d).await {
+            return Isolation::Unavailable(format!("creating {}: {e}", d.display()));
+        }
+    }
+    let identity = identity(settings, root.then_some(s.uid_count.saturating_sub(1)));
+    let plan = plan_for(
+        settings,
+        identity,
+        &dirs,
+        16,
+        "/bin/sh".into(),
+        vec!["-c".into(), "exit 0".into()],
+        dirs.work.clone(),
+    );
+    let outcome = async {
+        use tokio::io::AsyncWriteExt;
+        let mut child = tokio::process::Command::new(&s.launcher)
+            .arg(RANK_ENTRY)
+            .arg(plan.to_arg())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .current_dir("/")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", s.launcher.display()))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            let _ = stdin.write_all(b"go\n").await;
+        }
+        let out =
+            tokio::time::timeout(std::time::Duration::from_secs(30), child.wait_with_output())
+                .await
+                .map_err(|_| "building a sandbox took over 30 s".to_string())?
+                .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            Err(if said.is_empty() {
+                format!("{} ended with {}", s.launcher.display(), out.status)
+            } else {
+                said
+            })
+        }
+    }
+    .await;
+    let _ = tokio::fs::remove_dir_all(&dir).await;
+    match outcome {
+        Ok(()) => Isolation::Sandboxed {
+            root,
+            uid_base: s.uid_base,
+        },
+        Err(e) => Isolation::Unavailable(format!("{e}; {hint}")),
+    }
+}

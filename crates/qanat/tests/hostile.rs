@@ -1,0 +1,234 @@
+//! Hostile jobs, through the binary: an editor's job tries each attack on the server's
+//! keys, files, process and limits, and on other jobs; each is refused or contained,
+//! the server keeps answering, nothing it holds changes, and nothing is left running.
+//! The same attacks run against a root server (each rank gets a uid of its own) and
+//! an unprivileged one (each rank gets a user namespace).
+//!
+//! A job prints `ESCAPED` only when an attack worked; its log must never hold it.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Qanat;
+use serde_json::{json, Value};
+
+struct Attack {
+    name: &'static str,
+    spec: Value,
+    /// The state the job must end in.
+    state: &'static str,
+    /// Words its reason must hold.
+    reason: &'static str,
+}
+
+fn attack(name: &'static str, command: String) -> Attack {
+    Attack {
+        name,
+        spec: json!({"name": name, "command": command}),
+        state: "succeeded",
+        reason: "",
+    }
+}
+
+fn server(unprivileged: bool) -> Qanat {
+    let env = vec![
+        ("QANAT_JOBS_CPUS".into(), "2".into()),
+        ("QANAT_JOBS_KILL_GRACE_SECS".into(), "2".into()),
+    ];
+    if unprivileged {
+        Qanat::start_unprivileged(env)
+    } else {
+        Qanat::start_with(env)
+    }
+}
+
+fn submit(q: &Qanat, token: &str, spec: &Value) -> (u16, Value) {
+    let mut spec = spec.clone();
+    spec["resources"] = json!({"cpus": 0.1, "memory": "256MiB"});
+    q.http()
+        .send(token, "POST", "/api/v1/projects/default/jobs", Some(spec))
+}
+
+/// Every process on this machine whose environment names job `jid`.
+fn processes_of(jid: &str) -> Vec<String> {
+    let needle = format!("QANAT_JOB_ID={jid}");
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("stat")).is_ok_and(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+        })
+        .filter(|e| {
+            std::fs::read(e.path().join("environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+fn contained(unprivileged: bool) {
+    let q = server(unprivileged);
+    let home = q.home();
+    let h = home.display();
+    let shared = q.shared();
+    let server_pid = q.child.as_ref().map_or(0, |c| c.id());
+    let key_before = std::fs::read(home.join("master.key")).expect("master.key");
+    let editor = q.user_with_role("mallory", "default", "editor");
+
+    // The job every other job tries to reach: its files, its log, its token.
+    let (s, victim) = submit(
+        &q,
+        &editor,
+        &json!({"name": "victim", "command": format!(
+            "echo victim-secret > secret; echo victim-log-line; \
+             while [ ! -e {}/release ]; do sleep 0.1; done", shared.display())}),
+    );
+    assert_eq!(s, 201, "{victim}");
+    let vid = victim["job_id"].as_str().expect("id").to_string();
+    q.wait_for_job("default", &vid, 30, |j| j["state"] == "running");
+    let vwork = home.join("jobs").join(&vid).join("work");
+    for _ in 0..100 {
+        if vwork.join("secret").exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let v = vwork.display();
+
+    let mut attacks = vec![
+        attack("read-the-master-key", format!("cat {h}/master.key && echo ESCAPED; test -e {h}/master.key && echo ESCAPED")),
+        attack("read-the-metadata-database", format!("for f in {h}/*.db {h}/*.db-wal; do test -e \"$f\" && echo ESCAPED $f; done; true")),
+        attack(
+            "make-itself-admin-in-the-database",
+            format!("python3 -c \"import sqlite3,glob\nfor f in glob.glob('{h}/*.db'):\n  c = sqlite3.connect(f); c.execute('UPDATE users SET is_admin = 1'); c.commit(); print('ESCAPED')\" ; true"),
+        ),
+        attack("read-another-jobs-files", format!("cat {v}/secret && echo ESCAPED; cat {h}/jobs/{vid}/attempt-1/rank-0.log && echo ESCAPED; true")),
+        attack("read-another-jobs-token", "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep QANAT_TOKEN= | grep -v \"$QANAT_TOKEN\" && echo ESCAPED; true".into()),
+        attack("see-the-server-process", format!("test -e /proc/{server_pid} && echo ESCAPED; kill -0 {server_pid} 2>/dev/null && echo ESCAPED; true")),
+        attack("signal-the-server", format!("kill -9 {server_pid} 2>/dev/null && echo ESCAPED; kill -9 $PPID; sleep 1; true")),
+        attack("replace-its-log-by-a-link", format!("ln -sf /dev/zero {h}/jobs/$QANAT_JOB_ID/attempt-1/rank-0.log && echo ESCAPED; true")),
+        attack("leave-its-cgroup", "for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs; do (echo $$ > $f) 2>/dev/null && echo ESCAPED $f; done; true".into()),
+        attack("write-the-system", "touch /usr/qanat-escape 2>/dev/null && echo ESCAPED; touch /etc/qanat-escape 2>/dev/null && echo ESCAPED; true".into()),
+        attack("read-the-shadow-file", "cat /etc/shadow >/dev/null 2>&1 && echo ESCAPED; true".into()),
+        attack("keep-a-capability", "grep -q 'CapEff:.*0000000000000000' /proc/self/status || echo ESCAPED caps; grep -q 'NoNewPrivs:.*1' /proc/self/status || echo ESCAPED nnp; true".into()),
+        attack("uncover-the-servers-home", format!("umount {h} 2>/dev/null && echo ESCAPED; mount -t tmpfs none /mnt 2>/dev/null && echo ESCAPED; true")),
+        attack("outlive-the-job", "setsid sleep 317 </dev/null >/dev/null 2>&1 & echo started".into()),
+        Attack {
+            name: "kill-its-parent-and-fail",
+            spec: json!({"name": "kill-parent", "command": "kill -9 $PPID; sleep 0.5; exit 3"}),
+            state: "failed",
+            reason: "exited with code 3",
+        },
+        Attack {
+            name: "an-output-linking-to-the-shadow-file",
+            spec: json!({"name": "shadow-out", "command": "ln -s /etc/shadow stolen", "outputs": ["stolen"]}),
+            state: "failed",
+            reason: "was not produced inside the job's working directory",
+        },
+        Attack {
+            name: "an-output-climbing-out",
+            spec: json!({"name": "climb-out", "command": "true", "outputs": ["../../../master.key"]}),
+            state: "failed",
+            reason: "was not produced inside the job's working directory",
+        },
+    ];
+    // Where no sandbox can be built the suite says so, not silently passes.
+    let (s, probe) = q.api("GET", "/api/v1/executors", None);
+    assert_eq!(s, 200);
+    let enforcement = probe["executors"][0]["enforcement"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(enforcement.starts_with("sandbox: "), "{enforcement}");
+    if unprivileged {
+        assert!(enforcement.contains("user namespace"), "{enforcement}");
+    }
+
+    let mut ids = Vec::new();
+    for a in attacks.drain(..) {
+        let (s, j) = submit(&q, &editor, &a.spec);
+        assert_eq!(s, 201, "{}: {j}", a.name);
+        ids.push((a, j["job_id"].as_str().expect("id").to_string()));
+    }
+    for (a, id) in &ids {
+        let j = q.job_finished("default", id, 90);
+        let log = q.job_log("default", id)["data"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert_eq!(j["state"], a.state, "{}: {j:#}\n{log}", a.name);
+        let reason = j["reason"].as_str().unwrap_or("");
+        assert!(reason.contains(a.reason), "{}: {reason}", a.name);
+        assert!(!log.contains("ESCAPED"), "{} escaped:\n{log}", a.name);
+        assert!(!log.contains("victim-secret"), "{}:\n{log}", a.name);
+        assert_eq!(
+            j["enforcement"].as_str().unwrap_or("").split(';').next(),
+            enforcement.split(';').next(),
+            "{}",
+            a.name
+        );
+    }
+    std::fs::write(shared.join("release"), "").expect("release the victim");
+    let vj = q.job_finished("default", &vid, 30);
+    assert_eq!(vj["state"], "succeeded", "{vj:#}");
+
+    // The server answers, holds what it held, and made nobody an admin.
+    let (s, _) = q.http().send("", "GET", "/healthz", None);
+    assert_eq!(s, 200, "the server stopped answering");
+    assert_eq!(q.child.as_ref().map_or(0, |c| c.id()), server_pid);
+    assert_eq!(
+        std::fs::read(home.join("master.key")).expect("key"),
+        key_before
+    );
+    let (s, _) = q.http().send(&editor, "GET", "/api/v1/users", None);
+    assert_eq!(s, 403, "the editor became an admin");
+    for (a, id) in ids.iter().filter(|(a, _)| !a.spec["outputs"].is_null()) {
+        let run = q.job("default", id)["run_id"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let listed = q.mlflow_get("default", &format!("artifacts/list?run_id={run}"));
+        assert!(
+            listed["files"].as_array().is_none_or(|f| f.is_empty()),
+            "{}: {listed}",
+            a.name
+        );
+    }
+
+    // No process of any attack is left, the setsid child included.
+    for (a, id) in &ids {
+        let left = processes_of(id);
+        assert!(left.is_empty(), "{} left processes {left:?}", a.name);
+    }
+    // Working directories stay the job's own: the server's home is refused at submit.
+    let (s, e) = submit(
+        &q,
+        &editor,
+        &json!({"name": "wd", "command": ["true"], "working_dir": h.to_string(), "outputs": ["master.key"]}),
+    );
+    assert_eq!(s, 400, "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("outside the job's own directory"),
+        "{e}"
+    );
+}
+
+#[test]
+fn hostile_jobs_are_contained_on_a_root_server() {
+    contained(false);
+}
+
+#[test]
+fn hostile_jobs_are_contained_on_an_unprivileged_server() {
+    contained(true);
+}
