@@ -644,6 +644,9 @@ pub(crate) fn check(repo: &FeatureRepo) -> Result<Vec<Checked>> {
         }
         let mut depends = Vec::new();
         if let Some(q) = &s.sql {
+            if let Err(e) = crate::sql::check_query_only(q) {
+                problems.push(format!("{at}: sql: {e}"));
+            }
             // The sources a query reads, named as tables: each must be another source.
             for t in sql_tables(q) {
                 if t == s.name.as_str() {
@@ -735,6 +738,8 @@ pub(crate) fn check(repo: &FeatureRepo) -> Result<Vec<Checked>> {
                 problems.push(format!(
                     "{at}: transformation is empty: leave it out, or write SQL over 'source'"
                 ));
+            } else if let Err(e) = crate::sql::check_query_only(t) {
+                problems.push(format!("{at}: transformation: {e}"));
             }
             let arriving = repo.sources.iter().any(|s| {
                 s.name == v.source && matches!(s.source_type, SourceType::Push | SourceType::Stream)

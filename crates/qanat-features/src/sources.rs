@@ -85,6 +85,7 @@ impl Features {
                     vec![("source".to_string(), rows)],
                     t.clone(),
                     format!("feature view {}", part.name),
+                    self.sql_limits(),
                 )
                 .await?;
                 Ok(Rows::Table { batch, datasets })
@@ -120,9 +121,18 @@ impl Features {
                 datasets.extend(rows.datasets().iter().cloned());
                 tables.push((d.name.clone(), rows));
             }
-            let batch = crate::sql::run(tables, sql, format!("source {name}")).await?;
+            let batch =
+                crate::sql::run(tables, sql, format!("source {name}"), self.sql_limits()).await?;
             Ok(Rows::Table { batch, datasets })
         })
+    }
+
+    /// What one user query may use: the join's memory budget, and a time limit.
+    fn sql_limits(&self) -> crate::sql::Limits {
+        crate::sql::Limits {
+            memory: self.join_memory,
+            time: crate::sql::TIME_LIMIT,
+        }
     }
 
     /// A (non-sql) source's files, staged.

@@ -550,6 +550,18 @@ fn spawn_rank(r: &RankLaunch) -> std::io::Result<tokio::process::Child> {
         .create(true)
         .append(true)
         .open(&r.log)?;
+    // A rank may reopen its own log (`> /dev/stdout`); it still cannot replace it.
+    if let Some(crate::sandbox::Plan {
+        identity: crate::sandbox::Identity::User { uid, gid },
+        ..
+    }) = &r.sandbox
+    {
+        rustix::fs::fchown(
+            &log,
+            Some(rustix::fs::Uid::from_raw(*uid)),
+            Some(rustix::fs::Gid::from_raw(*gid)),
+        )?;
+    }
     // Each rank waits at a barrier — a line on its stdin — until every rank of the
     // gang is started and recorded, then becomes the program (same pid). A server that
     // dies before opening the barrier closes the pipe instead: the ranks exit without

@@ -43,10 +43,22 @@ pub(crate) struct GroupUsage {
 }
 
 /// The use of every process in each of `groups` (process group ids), read in one pass
-/// over `/proc`.
+/// over `/proc`. A sandboxed rank's processes count with its group wherever they are:
+/// a process that left the group (`setsid`) is still in the rank's pid namespace.
 pub(crate) fn group_usage(groups: &[i32]) -> HashMap<i32, GroupUsage> {
-    let mut rss_pages: HashMap<i32, u64> = groups.iter().map(|g| (*g, 0)).collect();
-    let mut ticks: HashMap<i32, u64> = groups.iter().map(|g| (*g, 0)).collect();
+    struct Seen {
+        pgrp: i32,
+        ns: Option<String>,
+        rss_pages: u64,
+        ticks: u64,
+    }
+    let ns_of = |pid: i32| {
+        std::fs::read_link(format!("/proc/{pid}/ns/pid"))
+            .ok()
+            .map(|l| l.to_string_lossy().into_owned())
+    };
+    let own_ns = ns_of(std::process::id() as i32);
+    let mut seen = Vec::new();
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for entry in dir.flatten() {
             let Some(pid) = entry
@@ -63,12 +75,32 @@ pub(crate) fn group_usage(groups: &[i32]) -> HashMap<i32, GroupUsage> {
                 continue;
             };
             let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-            if let Some(total) = rss_pages.get_mut(&pgrp) {
-                *total += num(21);
-            }
-            if let Some(total) = ticks.get_mut(&pgrp) {
-                *total += (11..=14).map(num).sum::<u64>();
-            }
+            seen.push(Seen {
+                pgrp,
+                ns: ns_of(pid).filter(|n| Some(n) != own_ns.as_ref()),
+                rss_pages: num(21),
+                ticks: (11..=14).map(num).sum::<u64>(),
+            });
+        }
+    }
+    // The pid namespaces the groups' processes are in (none for unsandboxed ranks).
+    let mut ns_group: HashMap<&str, i32> = HashMap::new();
+    for p in &seen {
+        if let (Some(ns), true) = (&p.ns, groups.contains(&p.pgrp)) {
+            ns_group.insert(ns.as_str(), p.pgrp);
+        }
+    }
+    let mut rss_pages: HashMap<i32, u64> = groups.iter().map(|g| (*g, 0)).collect();
+    let mut ticks: HashMap<i32, u64> = groups.iter().map(|g| (*g, 0)).collect();
+    for p in &seen {
+        let group = if groups.contains(&p.pgrp) {
+            Some(p.pgrp)
+        } else {
+            p.ns.as_deref().and_then(|n| ns_group.get(n).copied())
+        };
+        if let Some(g) = group {
+            *rss_pages.entry(g).or_default() += p.rss_pages;
+            *ticks.entry(g).or_default() += p.ticks;
         }
     }
     let page = page_size();

@@ -33,7 +33,7 @@
 //! false`), which `jobs show` and `qanat gpus` then report as `unsandboxed`.
 
 use std::io::BufRead;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -128,6 +128,9 @@ fn warden(plan: Result<Plan, String>) -> u8 {
         Ok(n) if n > 0 => {}
         _ => return BARRIER_CLOSED,
     }
+    // The server's umask (077) would make the room made for exposed paths unreadable
+    // to the rank's uid; the program gets the server's back (its files stay private).
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
     // SIGTERM (and its kin) are for the program: the warden stays until it ends.
     let stop = stop_signals();
     if let Err(e) =
@@ -277,7 +280,7 @@ fn build_view(plan: &Plan) -> Result<(), String> {
         let source = format!("/proc/self/fd/{}", fd.as_raw_fd());
         mount_bind(&source, target)
             .map_err(|err| format!("binding {}: {err}", target.display()))?;
-        let mut f = flags | MountFlags::BIND;
+        let mut f = flags | MountFlags::BIND | kept_flags(target);
         if !e.writable {
             f |= MountFlags::RDONLY;
         }
@@ -291,18 +294,34 @@ fn build_view(plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
+/// The flags of the mount `path` is on that a remount must keep (in a user namespace
+/// the kernel refuses to drop flags the parent namespace set).
+fn kept_flags(path: &Path) -> rustix::mount::MountFlags {
+    use rustix::fs::StatVfsMountFlags as S;
+    use rustix::mount::MountFlags as M;
+    let Ok(st) = rustix::fs::statvfs(path) else {
+        return M::empty();
+    };
+    let mut f = M::empty();
+    for (has, keep) in [
+        (S::NOEXEC, M::NOEXEC),
+        (S::NOATIME, M::NOATIME),
+        (S::NODIRATIME, M::NODIRATIME),
+        (S::RDONLY, M::RDONLY),
+    ] {
+        if st.f_flag.contains(has) {
+            f |= keep;
+        }
+    }
+    f
+}
+
 /// The init: the first process of the rank's pid namespace.
 fn init(plan: Result<Plan, String>) -> u8 {
     let plan = match plan {
         Ok(p) => p,
         Err(e) => return fail("starting", e),
     };
-    // The warden gone (killed with its group) takes the namespace with it.
-    if let Err(e) =
-        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-    {
-        return fail("arming the parent death signal", e);
-    }
     use rustix::mount::{mount, MountFlags};
     if let Err(e) = mount(
         "proc",
@@ -319,6 +338,13 @@ fn init(plan: Result<Plan, String>) -> u8 {
     if let Err(e) = landlock(&plan) {
         return fail("applying the Landlock ruleset", e);
     }
+    // The warden gone (killed with its group) takes the namespace with it. Armed
+    // last: a change of credentials clears it.
+    if let Err(e) =
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+    {
+        return fail("arming the parent death signal", e);
+    }
     let launcher = std::fs::canonicalize(&plan.launcher).ok();
     let program = Path::new(&plan.program);
     let own = program.is_absolute()
@@ -331,6 +357,7 @@ fn init(plan: Result<Plan, String>) -> u8 {
     } else {
         std::process::Command::new(&plan.program)
     };
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     cmd.args(&plan.args)
         .current_dir(&plan.cwd)
         .stdin(std::process::Stdio::null());
@@ -418,12 +445,28 @@ fn landlock(plan: &Plan) -> Result<(), String> {
     writable.extend(plan.private.iter().cloned());
     writable.push(PathBuf::from("/dev"));
     writable.retain(|p| p.exists());
+    // `> /dev/stdout` reopens the rank's log, a file the sandbox cannot name: it may
+    // write there through the descriptors it was given.
+    let (out, err) = (std::io::stdout(), std::io::stderr());
+    let logs = [out.as_fd(), err.as_fd()]
+        .into_iter()
+        .filter(|fd| {
+            rustix::fs::fstat(fd)
+                .is_ok_and(|s| rustix::fs::FileType::from_raw_mode(s.st_mode).is_file())
+        })
+        .map(|fd| {
+            Ok::<_, landlock::RulesetError>(landlock::PathBeneath::new(
+                fd,
+                AccessFs::WriteFile | AccessFs::Truncate,
+            ))
+        });
     Ruleset::default()
         .handle_access(AccessFs::from_all(abi))
         .and_then(|r| r.scope(Scope::from_all(abi)))
         .and_then(|r| r.create())
         .and_then(|r| r.add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi))))
         .and_then(|r| r.add_rules(path_beneath_rules(&writable, AccessFs::from_all(abi))))
+        .and_then(|r| r.add_rules(logs))
         .and_then(|r| r.restrict_self())
         .map(|_| ())
         .map_err(|e| e.to_string())
@@ -469,7 +512,6 @@ pub(crate) fn plan_for(
         rw(&dirs.home),
         ro(&dirs.inputs),
     ];
-    expose.extend(settings.ca_cert.iter().map(ro));
     expose.extend(s.paths.iter().map(ro));
     expose.extend(s.writable_paths.iter().map(rw));
     Plan {
@@ -546,6 +588,13 @@ pub(crate) async fn probe(settings: &crate::Settings) -> crate::local::Isolation
         }
     }
     let identity = identity(settings, root.then_some(s.uid_count.saturating_sub(1)));
+    if let Identity::User { uid, .. } = identity {
+        let owned = [&dirs.work, &dirs.checkpoints, &dirs.home, &dirs.inputs];
+        let owned: Vec<&Path> = owned.iter().map(|p| p.as_path()).collect();
+        if let Err(e) = hand_over(&owned, uid) {
+            return Isolation::Unavailable(format!("handing {} over: {e}", dir.display()));
+        }
+    }
     let plan = plan_for(
         settings,
         identity,

@@ -662,10 +662,27 @@ impl Jobs {
             inputs: inputs.clone(),
             home: home.clone(),
         };
+        // The CA certificate may lie where a rank cannot reach (the server's home): it
+        // gets its own copy.
+        let ca_cert = match (&inner.settings.ca_cert, sandboxed) {
+            (Some(ca), true) => {
+                let copy = home.join(".qanat-ca.pem");
+                tokio::fs::copy(ca, &copy)
+                    .await
+                    .map_err(|e| Error::io(ca.display(), e))?;
+                Some(copy)
+            }
+            (ca, _) => ca.clone(),
+        };
         if let (true, Some(offset)) = (sandboxed, alloc.uid) {
             // The attempt's uid owns what it may write (earlier attempts' files too).
             let uid = inner.settings.sandbox.uid_base.saturating_add(offset);
-            let owned = [work.clone(), checkpoints.clone(), home.clone()];
+            let owned = [
+                work.clone(),
+                checkpoints.clone(),
+                home.clone(),
+                inputs.clone(),
+            ];
             tokio::task::spawn_blocking(move || {
                 let refs: Vec<&std::path::Path> = owned.iter().map(|p| p.as_path()).collect();
                 crate::sandbox::hand_over(&refs, uid)
@@ -696,7 +713,7 @@ impl Jobs {
             env.insert("PATH".into(), path.clone());
             env.extend(plan.env.iter().cloned());
             env.extend(job.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-            if let Some(ca) = &inner.settings.ca_cert {
+            if let Some(ca) = &ca_cert {
                 let ca = ca.display().to_string();
                 env.insert("QANAT_CA_CERT".into(), ca.clone());
                 env.insert("MLFLOW_TRACKING_SERVER_CERT_PATH".into(), ca);
