@@ -57,6 +57,9 @@ pub struct Policy {
     pub query: bool,
     /// An inference endpoint: tokens scoped to inference may call it.
     pub inference: bool,
+    /// The metrics endpoint: tokens scoped to metrics may call it (and nothing else),
+    /// and so may anonymous callers when `server.metrics_anonymous` is on.
+    pub metrics: bool,
 }
 
 impl Policy {
@@ -69,12 +72,19 @@ impl Policy {
             default_project: false,
             query: false,
             inference: false,
+            metrics: false,
         }
     }
 
     /// Marks an inference endpoint, which tokens scoped to inference may call.
     pub const fn inference(mut self) -> Self {
         self.inference = true;
+        self
+    }
+
+    /// Marks the metrics endpoint (see [`Policy::metrics`]).
+    pub const fn metrics(mut self) -> Self {
+        self.metrics = true;
         self
     }
 
@@ -316,6 +326,16 @@ pub(crate) async fn authorize(
             )
             .await;
         }
+        if p.scope == TokenScope::Metrics && !policy.metrics {
+            let err =
+                ApiError::forbidden("this token is scoped to metrics: it may call only /metrics");
+            return refuse(
+                &state,
+                audit(&actor, AuditOutcome::Denied, err.message.clone()),
+                err,
+            )
+            .await;
+        }
         if let Err(r) = rate_check(&state, p) {
             let mut resp = match r.audit_detail {
                 // Refusals are audited one entry per interval, with their count.
@@ -357,13 +377,24 @@ pub(crate) async fn authorize(
         }
     }
 
-    // 3. The decision.
-    match qanat_governance::authorize(
-        principal.as_ref(),
-        policy.requirement,
-        project.as_deref(),
-        role,
-    ) {
+    // 3. The decision. `/metrics` also admits a token scoped to it, and anonymous
+    // callers where an admin opted in (they get a view without labels).
+    let metrics_pass = policy.metrics
+        && match &principal {
+            Some(p) => p.scope == TokenScope::Metrics,
+            None => state.limits.metrics_anonymous,
+        };
+    let decision = if metrics_pass {
+        Decision::Allow
+    } else {
+        qanat_governance::authorize(
+            principal.as_ref(),
+            policy.requirement,
+            project.as_deref(),
+            role,
+        )
+    };
+    match decision {
         Decision::Allow => {}
         Decision::Unauthenticated => {
             let err = ApiError::unauthenticated(

@@ -46,14 +46,19 @@ pub(crate) async fn apply(
     ticket: AuditTicket,
     ApiJson(req): ApiJson<ApplyRequest>,
 ) -> Result<Json<Plan>, ApiError> {
+    // Turning a feature's PII protection off is a maintainer's decision.
+    let maintainer = scope
+        .role
+        .is_none_or(|r| r >= qanat_governance::Role::Maintainer);
     let plan = state
         .features
-        .apply(
+        .apply_as(
             &scope.project,
             &req.repo,
             req.expected_revision,
             &caller.name,
             Some(ticket.record()),
+            maintainer,
         )
         .await?;
     ticket.committed();

@@ -76,6 +76,12 @@ pub(crate) async fn create_token(
             "only global admins may create tokens for other users",
         ));
     }
+    let scope = body.scope.unwrap_or_default();
+    if scope == qanat_governance::TokenScope::Metrics && !caller.is_admin {
+        return Err(ApiError::forbidden(
+            "only global admins may create tokens scoped to metrics (they read every project's series)",
+        ));
+    }
     let expires_at = match body.expires_in_seconds {
         None => None,
         Some(s) if s > 0 && s <= 100 * 365 * 86_400 => {
@@ -89,7 +95,7 @@ pub(crate) async fn create_token(
     };
     let grant = qanat_governance::TokenGrant {
         expires_at,
-        scope: body.scope.unwrap_or_default(),
+        scope,
         rate_limit: body.rate_limit,
     };
     let token = state

@@ -56,6 +56,9 @@ pub struct ApiLimits {
     pub request_timeout: Duration,
     /// Longest pause between two pieces of a request body.
     pub body_read_timeout: Duration,
+    /// Whether `/metrics` answers callers without a token (a view without labels,
+    /// which name projects, models and deployments).
+    pub metrics_anonymous: bool,
 }
 
 impl Default for ApiLimits {
@@ -64,6 +67,7 @@ impl Default for ApiLimits {
             max_request_bytes: 1 << 20,
             request_timeout: Duration::from_secs(60),
             body_read_timeout: Duration::from_secs(30),
+            metrics_anonymous: false,
         }
     }
 }

@@ -307,6 +307,81 @@ impl Metrics {
     }
 }
 
+/// `text` (OpenMetrics) with every label but `le` and `quantile` dropped, and the
+/// series that then coincide summed: what an anonymous scrape may see. Comment lines
+/// are kept; the order of first appearance is kept.
+pub(crate) fn without_labels(text: &str) -> String {
+    let mut out = String::new();
+    // (series, sum) in order, flushed at each comment line so families stay whole.
+    let mut pending: Vec<(String, f64)> = Vec::new();
+    let flush = |pending: &mut Vec<(String, f64)>, out: &mut String| {
+        for (series, v) in pending.drain(..) {
+            out.push_str(&format!("{series} {v}\n"));
+        }
+    };
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            flush(&mut pending, &mut out);
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let (series, value) = match line.rsplit_once(' ') {
+            Some((s, v)) => (s.trim_end(), v),
+            None => continue,
+        };
+        let Ok(value) = value.parse::<f64>() else {
+            continue;
+        };
+        let (name, kept) = match series.split_once('{') {
+            Some((name, labels)) => {
+                let labels = labels.trim_end_matches('}');
+                let kept: Vec<&str> = split_labels(labels)
+                    .into_iter()
+                    .filter(|l| l.starts_with("le=") || l.starts_with("quantile="))
+                    .collect();
+                (name, kept)
+            }
+            None => (series, Vec::new()),
+        };
+        let key = if kept.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name}{{{}}}", kept.join(","))
+        };
+        match pending.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, sum)) => *sum += value,
+            None => pending.push((key, value)),
+        }
+    }
+    flush(&mut pending, &mut out);
+    out
+}
+
+/// `a="x",b="y,z"` split at the commas outside quotes.
+fn split_labels(labels: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    for (i, c) in labels.char_indices() {
+        match c {
+            '\\' if quoted => escaped = !escaped,
+            '"' if !escaped => quoted = !quoted,
+            ',' if !quoted => {
+                out.push(labels[start..i].trim());
+                start = i + 1;
+            }
+            _ => escaped = false,
+        }
+        if c != '\\' {
+            escaped = false;
+        }
+    }
+    if start < labels.len() {
+        out.push(labels[start..].trim());
+    }
+    out.into_iter().filter(|l| !l.is_empty()).collect()
+}
+
 /// Middleware recording each request. Routes are labelled by their template
 /// (`/api/v1/projects/{project}`), never the raw path, so label sets stay bounded.
 pub(crate) async fn record(State(state): State<AppState>, req: Request, next: Next) -> Response {
@@ -334,4 +409,26 @@ pub(crate) async fn record(State(state): State<AppState>, req: Request, next: Ne
         .get_or_create(&RouteLabels { method, route })
         .observe(elapsed);
     resp
+}
+
+#[cfg(test)]
+mod label_tests {
+    use super::*;
+
+    #[test]
+    fn an_anonymous_view_sums_series_over_their_labels() {
+        let text = "# TYPE req counter\n\
+                    req_total{route=\"/a\",project=\"x,y\"} 2\n\
+                    req_total{route=\"/b\",project=\"z\"} 3\n\
+                    # TYPE lat histogram\n\
+                    lat_bucket{route=\"/a\",le=\"0.1\"} 1\n\
+                    lat_bucket{route=\"/b\",le=\"0.1\"} 4\n\
+                    lat_bucket{route=\"/b\",le=\"+Inf\"} 5\n\
+                    up 1\n\
+                    # EOF\n";
+        assert_eq!(
+            without_labels(text),
+            "# TYPE req counter\nreq_total 5\n# TYPE lat histogram\nlat_bucket{le=\"0.1\"} 5\nlat_bucket{le=\"+Inf\"} 5\nup 1\n# EOF\n"
+        );
+    }
 }

@@ -46,17 +46,29 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 /// Request counts and latency histograms, feature freshness and stream consumer lag,
-/// in the Prometheus text format.
+/// in the Prometheus text format. Global admins and tokens scoped to `metrics`; without
+/// a token only where `server.metrics_anonymous` is on, summed over every label but
+/// `le` and `quantile`.
 #[utoipa::path(get, path = "/metrics", tag = "system", responses((status = 200, description = "metrics", content_type = "text/plain")))]
-pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
+pub(crate) async fn metrics(
+    State(state): State<AppState>,
+    caller: Option<axum::Extension<qanat_governance::Principal>>,
+) -> Response {
     state.metrics.observe_features(&state.features).await;
     state.metrics.observe_monitors(&state.monitor).await;
+    let text = state.metrics.render();
+    // Labels name projects, models, deployments and feature views: an anonymous
+    // caller gets each series summed over them.
+    let text = match caller {
+        Some(_) => text,
+        None => crate::metrics::without_labels(&text),
+    };
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        state.metrics.render(),
+        text,
     )
         .into_response()
 }
@@ -118,7 +130,7 @@ pub(crate) fn routes() -> Fragment {
     Fragment::default()
         .route(routes!(healthz), Policy::public("health"))
         .route(routes!(readyz), Policy::public("ready"))
-        .route(routes!(metrics), Policy::public("metrics"))
+        .route(routes!(metrics), Policy::global_admin("metrics").metrics())
         .route(routes!(openapi), Policy::public("openapi"))
         .route(routes!(whoami), Policy::authenticated("whoami"))
         .route(routes!(locations), Policy::authenticated("storage.list"))

@@ -19,9 +19,10 @@ const CONCURRENCY: usize = 8;
 /// come due, and other servers may queue deliveries).
 const POLL: Duration = Duration::from_millis(500);
 
-/// Whether an address is one the public internet routes to. Loopback, private,
-/// shared (CGNAT), link-local (cloud metadata), multicast, documentation and
-/// reserved ranges are not.
+/// Whether an address is one the public internet routes to: not in IANA's
+/// special-purpose registries (IPv4 and IPv6) unless the registry says it is globally
+/// reachable, and, for IPv6 forms that carry an IPv4 address (mapped, compatible,
+/// translated, 6to4, NAT64, Teredo), never a way around the IPv4 rules.
 fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
@@ -36,6 +37,7 @@ fn is_public(ip: IpAddr) -> bool {
                 || a == 0
                 || (a == 100 && (64..128).contains(&b))
                 || (a == 192 && b == 0 && c == 0)
+                || (a == 192 && b == 88 && c == 99)
                 || (a == 198 && (18..20).contains(&b))
                 || a >= 240)
         }
@@ -44,13 +46,48 @@ fn is_public(ip: IpAddr) -> bool {
                 return is_public(IpAddr::V4(v4));
             }
             let s = v6.segments();
+            let in_prefix = |prefix: &[u16], bits: u32| {
+                let mut left = bits;
+                for (i, p) in prefix.iter().enumerate() {
+                    let take = left.min(16);
+                    if take == 0 {
+                        break;
+                    }
+                    let mask = if take == 16 {
+                        0xffff
+                    } else {
+                        !(0xffff >> take)
+                    };
+                    if s[i] & mask != p & mask {
+                        return false;
+                    }
+                    left -= take;
+                }
+                true
+            };
             !(v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80
-                || (s[0] == 0x2001 && s[1] == 0x0db8)
-                || (s[0] == 0x64 && s[1] == 0xff9b))
+                // ::/96 IPv4-compatible (deprecated), and ::ffff:0:0:0/96 translated.
+                || in_prefix(&[0, 0, 0, 0, 0, 0], 96)
+                || in_prefix(&[0, 0, 0, 0, 0xffff, 0], 96)
+                // 64:ff9b::/96 NAT64, 64:ff9b:1::/48 local-use NAT64.
+                || in_prefix(&[0x64, 0xff9b], 32)
+                // 100::/64 discard-only.
+                || in_prefix(&[0x100, 0, 0, 0], 64)
+                // 2001::/23 IETF protocol assignments (Teredo, benchmarking, ORCHID).
+                || in_prefix(&[0x2001, 0], 23)
+                // 2001:db8::/32 and 3fff::/20 documentation.
+                || in_prefix(&[0x2001, 0x0db8], 32)
+                || in_prefix(&[0x3fff], 20)
+                // 2002::/16 6to4 (carries any IPv4 address).
+                || in_prefix(&[0x2002], 16)
+                // 5f00::/16 segment routing SIDs.
+                || in_prefix(&[0x5f00], 16)
+                // fc00::/7 unique local, fe80::/10 link-local, fec0::/10 site-local.
+                || in_prefix(&[0xfc00], 7)
+                || in_prefix(&[0xfe80], 10)
+                || in_prefix(&[0xfec0], 10))
         }
     }
 }
@@ -306,12 +343,30 @@ mod tests {
             "fe80::1",
             "fd00::1",
             "::ffff:127.0.0.1",
+            // IPv4-compatible, translated, 6to4 and NAT64 forms of internal addresses.
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "::ffff:0:127.0.0.1",
+            "2002:7f00:1::1",
+            "2002:a9fe:a9fe::1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::1",
+            "fec0::1",
+            "100::1",
+            "2001::1",
+            "2001:db8::1",
+            "3fff::1",
+            "5f00::1",
+            "ff02::1",
+            "192.88.99.1",
         ] {
             assert!(!is_public(ip.parse().expect("ip")), "{ip}");
         }
         for ip in [
             "93.184.216.34",
             "2606:2800:220:1:248:1893:25c8:1946",
+            "2a00:1450:4001:80b::200e",
+            "2001:4860:4860::8888",
             "8.8.8.8",
         ] {
             assert!(is_public(ip.parse().expect("ip")), "{ip}");

@@ -20,6 +20,9 @@ pub enum Error {
     /// The registry changed since the plan was made.
     #[error("{0}")]
     Conflict(String),
+    /// The caller's role does not allow this change (removing a PII flag).
+    #[error("{0}")]
+    Forbidden(String),
     #[error(transparent)]
     Governance(#[from] qanat_governance::Error),
     #[error(transparent)]
@@ -56,6 +59,7 @@ impl qanat_core::DomainError for Error {
             Error::Db(_) | Error::Corrupt(_) => K::Internal,
             Error::Invalid(_) | Error::Definitions(_) => K::Invalid,
             Error::Conflict(_) => K::Conflict,
+            Error::Forbidden(_) => K::Forbidden,
             Error::Unavailable(_) => K::Unavailable,
             _ => self.wrapped_kind(),
         }

@@ -67,6 +67,22 @@ impl Features {
         by: &str,
         audit: Option<&AuditRecord>,
     ) -> Result<Plan> {
+        self.apply_as(project, repo, expected_revision, by, audit, true)
+            .await
+    }
+
+    /// [`Features::apply`] for a caller who may remove a feature's `pii` flag only when
+    /// `may_unmark_pii` (a maintainer): turning protection off is refused otherwise,
+    /// naming each feature it would expose.
+    pub async fn apply_as(
+        &self,
+        project: &Project,
+        repo: &FeatureRepo,
+        expected_revision: Option<i64>,
+        by: &str,
+        audit: Option<&AuditRecord>,
+        may_unmark_pii: bool,
+    ) -> Result<Plan> {
         let checked = check(repo)?;
         let now = now_micros();
         let mut tx = self.meta.writer().begin().await?;
@@ -89,6 +105,14 @@ impl Features {
             }
         }
         let heads = heads(&mut tx, project).await?;
+        let unmarked = unmarked_pii(&checked, &heads);
+        if !unmarked.is_empty() && !may_unmark_pii {
+            return Err(Error::Forbidden(format!(
+                "removing the pii flag of {} needs a maintainer of project '{}': its values would then be served and pulled in clear",
+                unmarked.join(", "),
+                project.name
+            )));
+        }
         let planned = plan_changes(checked, &heads);
         let changes = planned.iter().any(|p| p.change.action != Action::Unchanged);
         if !changes {
@@ -252,6 +276,35 @@ fn object_of(row: &AnyRow) -> Result<RegisteredObject> {
 fn json(text: &str, name: &str) -> Result<Value> {
     serde_json::from_str(text)
         .map_err(|e| Error::Corrupt(format!("feature object {name}: stored definition: {e}")))
+}
+
+/// The features (`view.feature`) whose head has `pii: true` and which `checked`
+/// keeps without it.
+fn unmarked_pii(checked: &[Checked], heads: &BTreeMap<(ObjectKind, String), Head>) -> Vec<String> {
+    let pii = |def: &Value| -> Vec<(String, bool)> {
+        def.get("schema")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|f| {
+                let name = f.get("name")?.as_str()?.to_string();
+                Some((name, f.get("pii").and_then(Value::as_bool) == Some(true)))
+            })
+            .collect()
+    };
+    let mut out = Vec::new();
+    for c in checked.iter().filter(|c| c.kind == ObjectKind::FeatureView) {
+        let Some(head) = heads.get(&(c.kind, c.name.clone())).filter(|h| !h.deleted) else {
+            continue;
+        };
+        let now: BTreeMap<String, bool> = pii(&c.definition).into_iter().collect();
+        for (feature, was) in pii(&head.definition) {
+            if was && now.get(&feature) == Some(&false) {
+                out.push(format!("{}.{feature}", c.name));
+            }
+        }
+    }
+    out
 }
 
 /// Puts `meta` (as [`metadata_of`] gives it) over a definition.

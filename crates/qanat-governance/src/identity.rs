@@ -40,6 +40,9 @@ qanat_core::word_enum! {
         /// Only the inference endpoints (the Open Inference Protocol over REST and
         /// gRPC): for the services that call deployed models.
         Inference = "inference",
+        /// Only `/metrics`: for the Prometheus that scrapes the server. Only global
+        /// admins create them.
+        Metrics = "metrics",
     }
 }
 

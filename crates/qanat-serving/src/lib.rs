@@ -187,6 +187,9 @@ pub struct Serving {
     tracking: Tracking,
     deployments: Deployments,
     loaded: Arc<Mutex<HashMap<Key, Arc<Loaded>>>>,
+    /// Versions whose files no runtime accepts, and why: refused at once after the
+    /// first try, instead of loading an untrusted graph again on every request.
+    unservable: Arc<Mutex<HashMap<Key, String>>>,
     routes: route::Routes,
     log: Arc<std::sync::OnceLock<log::InferenceLog>>,
     /// The feature store deployments with enrichment read (set by the server).
@@ -216,6 +219,7 @@ impl Serving {
             deployments: Deployments::new(meta, tracking.clone()),
             tracking,
             loaded: Arc::default(),
+            unservable: Arc::default(),
             routes: route::Routes::default(),
             log: Arc::default(),
             features: Arc::default(),
@@ -295,7 +299,24 @@ impl Serving {
         if let Some(m) = self.cached(&key) {
             return Ok(m);
         }
-        let loaded = Arc::new(self.fetch(project, name, version).await?);
+        if let Some(why) = self
+            .unservable
+            .lock()
+            .ok()
+            .and_then(|u| u.get(&key).cloned())
+        {
+            return Err(Error::NotFound(why));
+        }
+        let loaded = match self.fetch(project, name, version).await {
+            Ok(l) => Arc::new(l),
+            Err(Fetch::Unservable(why)) => {
+                if let Ok(mut u) = self.unservable.lock() {
+                    u.insert(key, why.clone());
+                }
+                return Err(Error::NotFound(why));
+            }
+            Err(Fetch::Other(e)) => return Err(e),
+        };
         self.loaded
             .lock()
             .map_err(|_| Error::Internal("the model cache lock is poisoned".into()))?
@@ -339,12 +360,21 @@ impl Serving {
         }
     }
 
-    async fn fetch(&self, project: &Project, name: &str, version: &str) -> Result<Loaded> {
+    async fn fetch(
+        &self,
+        project: &Project,
+        name: &str,
+        version: &str,
+    ) -> std::result::Result<Loaded, Fetch> {
         let read = |file: &'static str| self.model_file(project, name, version, file);
         let spec = read(qanat_runtime::package::SPEC).await?;
         let weights = read(qanat_runtime::package::WEIGHTS).await?;
         if let (Some(spec), Some(weights)) = (spec, weights) {
-            let model = NativeModel::from_bytes(&spec, &weights)?;
+            let model = NativeModel::from_bytes(&spec, &weights).map_err(|e| {
+                Fetch::Unservable(format!(
+                    "model '{name}' version {version} cannot be served: {e}"
+                ))
+            })?;
             return Ok(Loaded {
                 name: name.to_string(),
                 version: version.to_string(),
@@ -355,16 +385,16 @@ impl Serving {
         }
         // A model made elsewhere: its ONNX graph (as `mlflow.onnx.log_model` stores it).
         let Some(onnx) = read(qanat_runtime::package::ONNX).await? else {
-            return Err(Error::NotFound(format!(
+            return Err(Fetch::Other(Error::NotFound(format!(
                 "model '{name}' version {version} has neither {} and {} (a model trained by \
                  `qanat train`) nor {} (an ONNX model): there is nothing to serve",
                 qanat_runtime::package::SPEC,
                 qanat_runtime::package::WEIGHTS,
                 qanat_runtime::package::ONNX
-            )));
+            ))));
         };
         let unservable = |e: qanat_runtime::Error| {
-            Error::NotFound(format!(
+            Fetch::Unservable(format!(
                 "model '{name}' version {version} cannot be served: {e}"
             ))
         };
@@ -372,15 +402,17 @@ impl Serving {
             .map_err(unservable)?
             .is_empty()
         {
-            return Err(Error::NotFound(format!(
+            return Err(Fetch::Unservable(format!(
                 "model '{name}' version {version} keeps its ONNX weights in external files, which serving does not read yet; save the model with its weights inside"
             )));
         }
+        // The graph's declared shapes, sizes and node count are checked before tract
+        // reads it (qanat_runtime::onnx::check_limits).
         let model = tokio::task::spawn_blocking(move || {
             qanat_runtime::onnx::tract::TensorModel::load(&onnx)
         })
         .await
-        .map_err(|e| Error::Internal(format!("loading the model stopped: {e}")))?
+        .map_err(|e| Fetch::Other(Error::Internal(format!("loading the model stopped: {e}"))))?
         .map_err(unservable)?;
         Ok(Loaded {
             name: name.to_string(),
@@ -389,6 +421,19 @@ impl Serving {
             outputs: oip::onnx_output_metadata(&model),
             model: Model::Onnx(model),
         })
+    }
+}
+
+/// Why a version's files did not load: the files themselves (kept, so the version is
+/// refused at once from then on), or anything else (tried again next time).
+enum Fetch {
+    Unservable(String),
+    Other(Error),
+}
+
+impl From<Error> for Fetch {
+    fn from(e: Error) -> Self {
+        Fetch::Other(e)
     }
 }
 

@@ -533,8 +533,11 @@ impl Tracking {
             let (run, path) = rest.split_once('/').unwrap_or((rest, ""));
             let path = path.trim_matches('/');
             check_source_path(source, path)?;
-            // As MLflow: a run this project does not have leaves the source as given.
+            // As MLflow: a run nobody has leaves the source as given. Another project's
+            // run is not this project's to register.
             let Ok(info) = self.run_row(project, run).await else {
+                self.refuse_foreign_run(project, &format!("model version source '{source}'"), run)
+                    .await?;
                 return Ok((source.to_string(), model_id.map(str::to_string)));
             };
             let loc = if path.is_empty() {
@@ -554,6 +557,23 @@ impl Tracking {
         Err(Error::invalid(format!(
             "model version source '{source}' is outside Qanat's storage: use models:/<model_id>, runs:/<run_id>/<path> or mlflow-artifacts:/<path> (log the model to this server first)"
         )))
+    }
+
+    /// Refuses `source` when `run` is a run of a project other than `project`.
+    async fn refuse_foreign_run(&self, project: &Project, source: &str, run: &str) -> Result<()> {
+        let elsewhere = sqlx::query("SELECT 1 FROM runs WHERE run_id = $1 AND project_id <> $2")
+            .bind(run)
+            .bind(&project.id)
+            .fetch_optional(self.meta.reader())
+            .await?
+            .is_some();
+        if elsewhere {
+            return Err(Error::invalid(format!(
+                "{source}: run '{run}' is not in project '{}'; register a model from this project's runs (or copy the version from its own project)",
+                project.name
+            )));
+        }
+        Ok(())
     }
 
     /// Registers a new version (numbers are never reused). Ready at once: the files
@@ -576,7 +596,11 @@ impl Tracking {
         let run_known = match new.run_id.as_deref().filter(|r| !r.is_empty()) {
             Some(run) => {
                 check_run_id(run)?;
-                self.run_row(project, run).await.is_ok()
+                let known = self.run_row(project, run).await.is_ok();
+                if !known {
+                    self.refuse_foreign_run(project, "run_id", run).await?;
+                }
+                known
             }
             None => false,
         };

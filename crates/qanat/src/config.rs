@@ -583,6 +583,13 @@ pub struct ServerConfig {
     /// Most connections open at once; more are closed at accept. Lowered at start-up to
     /// leave file descriptors for the server itself.
     pub max_connections: usize,
+    /// Most connections one client (an IPv4 address, an IPv6 /64) may hold open at
+    /// once, so one client cannot take the slots every other needs.
+    pub max_connections_per_client: usize,
+    /// Whether `/metrics` answers without a token: every series summed over its labels
+    /// (which name projects, models and deployments). Off: a global admin's token or
+    /// one scoped to `metrics` (`qanat tokens create --scope metrics`).
+    pub metrics_anonymous: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -649,6 +656,8 @@ impl Default for ServerConfig {
             body_read_timeout_secs: 30,
             idle_timeout_secs: 75,
             max_connections: 10_000,
+            max_connections_per_client: 1_000,
+            metrics_anonymous: false,
         }
     }
 }
@@ -798,6 +807,11 @@ impl Config {
         )?;
         env_parse("QANAT_SERVER_IDLE_TIMEOUT_SECS", &mut s.idle_timeout_secs)?;
         env_parse("QANAT_SERVER_MAX_CONNECTIONS", &mut s.max_connections)?;
+        env_parse(
+            "QANAT_SERVER_MAX_CONNECTIONS_PER_CLIENT",
+            &mut s.max_connections_per_client,
+        )?;
+        env_parse("QANAT_SERVER_METRICS_ANONYMOUS", &mut s.metrics_anonymous)?;
         env_parse("QANAT_LOG_FORMAT", &mut self.log.format)?;
         env_parse("QANAT_LOG_LEVEL", &mut self.log.level)?;
         env_some("QANAT_METADATA_URL", &mut self.metadata.url)?;
@@ -982,6 +996,9 @@ impl Config {
                 s.idle_timeout_secs,
                 s.request_timeout_secs
             );
+        }
+        if s.max_connections_per_client == 0 {
+            bail!("server.max_connections_per_client must be at least 1");
         }
         if s.max_connections == 0 {
             bail!("server.max_connections must be at least 1");

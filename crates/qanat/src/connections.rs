@@ -1,11 +1,14 @@
 //! What keeps slow or idle clients from exhausting the server: a cap on open
-//! connections (refused at accept, before any byte is read), an idle timeout on each
+//! connections and a smaller one per client (refused at accept, before any byte is
+//! read), an idle timeout on each
 //! connection (no byte in either direction for that long closes it), and a soft
 //! file-descriptor limit raised to the hard one at start-up. The header-read and
 //! body-read timeouts are set on the HTTP layer (see `server.rs`).
 
+use std::collections::HashMap;
 use std::future::{Future, Ready};
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -47,21 +50,94 @@ pub fn effective_cap(configured: usize, fd_limit: Option<u64>) -> usize {
     }
 }
 
-/// An acceptor that admits at most `cap` connections at once and closes those idle for
-/// longer than `idle`; `A` runs after it (the TLS handshake, or nothing).
+/// An acceptor that admits at most `cap` connections at once, at most `per_client`
+/// of them from one client, and closes those idle for longer than `idle`; `A` runs
+/// after it (the TLS handshake, or nothing).
 #[derive(Clone)]
 pub struct Guard<A> {
     inner: A,
     slots: Arc<Semaphore>,
+    clients: Clients,
     idle: Duration,
 }
 
 impl<A> Guard<A> {
-    pub fn new(inner: A, cap: usize, idle: Duration) -> Self {
+    pub fn new(inner: A, cap: usize, per_client: usize, idle: Duration) -> Self {
         Guard {
             inner,
             slots: Arc::new(Semaphore::new(cap)),
+            clients: Clients {
+                open: Arc::default(),
+                cap: per_client,
+            },
             idle,
+        }
+    }
+}
+
+/// A connection's peer, for the per-client cap.
+pub trait Peer {
+    fn peer_ip(&self) -> Option<IpAddr>;
+}
+
+impl Peer for tokio::net::TcpStream {
+    fn peer_ip(&self) -> Option<IpAddr> {
+        self.peer_addr().ok().map(|a| a.ip())
+    }
+}
+
+/// Open connections per client: an IPv4 address, or an IPv6 /64 (what one host is
+/// usually given, so its other addresses are not other clients).
+#[derive(Clone, Default)]
+struct Clients {
+    open: Arc<std::sync::Mutex<HashMap<IpAddr, usize>>>,
+    cap: usize,
+}
+
+fn client_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+        v4 => v4,
+    }
+}
+
+impl Clients {
+    /// A slot for `ip`'s client, or None when it holds its cap already.
+    fn admit(&self, ip: IpAddr) -> Option<ClientSlot> {
+        let client = client_of(ip);
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let n = open.entry(client).or_default();
+        if *n >= self.cap {
+            return None;
+        }
+        *n += 1;
+        Some(ClientSlot {
+            open: self.open.clone(),
+            client,
+        })
+    }
+}
+
+/// One of a client's slots, given back when its connection closes.
+pub struct ClientSlot {
+    open: Arc<std::sync::Mutex<HashMap<IpAddr, usize>>>,
+    client: IpAddr,
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.client) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.client);
+            }
         }
     }
 }
@@ -69,6 +145,7 @@ impl<A> Guard<A> {
 impl<A, I, S> Accept<I, S> for Guard<A>
 where
     A: Accept<Guarded<I>, S>,
+    I: Peer,
 {
     type Stream = A::Stream;
     type Service = A::Service;
@@ -82,9 +159,22 @@ where
                 "connection cap reached",
             ))));
         };
+        let client = match stream.peer_ip() {
+            Some(ip) => match self.clients.admit(ip) {
+                Some(slot) => Some(slot),
+                None => {
+                    tracing::warn!(client = %client_of(ip), "connection refused: this client holds its maximum of open connections (server.max_connections_per_client)");
+                    return Either::Left(std::future::ready(Err(io::Error::other(
+                        "per-client connection cap reached",
+                    ))));
+                }
+            },
+            None => None,
+        };
         let guarded = Guarded {
             inner: stream,
             _permit: permit,
+            _client: client,
             idle: self.idle,
             deadline: Box::pin(tokio::time::sleep(self.idle)),
         };
@@ -97,6 +187,7 @@ where
 pub struct Guarded<I> {
     inner: I,
     _permit: OwnedSemaphorePermit,
+    _client: Option<ClientSlot>,
     idle: Duration,
     deadline: Pin<Box<Sleep>>,
 }
@@ -191,6 +282,30 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Guarded<I> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_is_an_ipv4_address_or_an_ipv6_slash_64() {
+        let c = Clients {
+            open: Arc::default(),
+            cap: 2,
+        };
+        let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+        let a = c.admit(ip("2001:db8:1:2::1")).expect("first");
+        let _b = c.admit(ip("2001:db8:1:2::ffff")).expect("second, same /64");
+        assert!(
+            c.admit(ip("2001:db8:1:2:3::9")).is_none(),
+            "a third from the /64"
+        );
+        assert!(c.admit(ip("2001:db8:1:3::1")).is_some(), "another /64");
+        let _v4 = c.admit(ip("10.0.0.1")).expect("v4");
+        let _mapped = c.admit(ip("::ffff:10.0.0.1")).expect("the same v4, mapped");
+        assert!(c.admit(ip("10.0.0.1")).is_none());
+        drop(a);
+        assert!(
+            c.admit(ip("2001:db8:1:2::7")).is_some(),
+            "a slot given back"
+        );
+    }
 
     #[test]
     fn the_cap_leaves_file_descriptors_for_the_server() {

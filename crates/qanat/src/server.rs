@@ -406,6 +406,7 @@ fn api_limits(cfg: &Config) -> ApiLimits {
         max_request_bytes: cfg.server.max_request_bytes,
         request_timeout: Duration::from_secs(cfg.server.request_timeout_secs),
         body_read_timeout: Duration::from_secs(cfg.server.body_read_timeout_secs),
+        metrics_anonymous: cfg.server.metrics_anonymous,
     }
 }
 
@@ -445,6 +446,7 @@ async fn listen(
     let guard = crate::connections::Guard::new(
         axum_server::accept::DefaultAcceptor,
         cap,
+        cfg.server.max_connections_per_client,
         Duration::from_secs(cfg.server.idle_timeout_secs),
     );
     let header_timeout = Duration::from_secs(cfg.server.header_read_timeout_secs);

@@ -668,7 +668,7 @@ fn pushed_and_streamed_rows_reach_the_online_and_offline_stores_and_join_into_tr
         assert_eq!(status[0]["ingested"], 2, "{backend}: {status}");
         assert_eq!(status[0]["rejected"], 2, "{backend}: {status}");
         let metrics = h
-            .raw("", "GET", "/metrics")
+            .raw(&q.admin_token, "GET", "/metrics")
             .send()
             .expect("metrics")
             .text()
@@ -875,4 +875,28 @@ fn a_training_set_larger_than_the_join_memory_is_joined_on_disk_and_keeps_its_ro
         }
     }
     assert_eq!(position, 30_000);
+}
+
+#[test]
+fn removing_a_pii_flag_needs_a_maintainer() {
+    let q = Qanat::start();
+    let dir = load_driver_stats(&q, STATS, ONLINE_REPO);
+    let editor = q.user_with_role("eddie", "default", "editor");
+    let maintainer = q.user_with_role("maya", "default", "maintainer");
+    let d = dir.to_str().expect("utf-8").to_string();
+    write_repo(&dir, &ONLINE_REPO.replace("pii: true", "pii: false"));
+    let (ok, _, err) = q.cli_as(&editor, &["features", "-p", "default", "apply", &d]);
+    assert!(!ok, "an editor turned PII protection off");
+    assert!(
+        err.contains("removing the pii flag of driver_stats.")
+            && err.contains("needs a maintainer"),
+        "{err}"
+    );
+    // Other changes stay an editor's; the flag's removal is the maintainer's.
+    let (ok, _, err) = q.cli_as(&maintainer, &["features", "-p", "default", "apply", &d]);
+    assert!(ok, "{err}");
+    let (s, audit) = q.api("GET", "/api/v1/audit?action=feature.apply", None);
+    assert_eq!(s, 200, "{audit}");
+    let text = audit.to_string();
+    assert!(text.contains("maya") && text.contains("eddie"), "{text}");
 }

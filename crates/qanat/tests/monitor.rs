@@ -447,7 +447,7 @@ fn injected_drift_alerts_retrains_on_fresh_data_canaries_and_promotes_with_linea
 
     // The monitors' state is in /metrics.
     let metrics = http
-        .raw("", "GET", "/metrics")
+        .raw(&q.admin_token, "GET", "/metrics")
         .send()
         .expect("metrics")
         .text()

@@ -764,7 +764,7 @@ fn probes_metrics_and_openapi() {
         .to_string();
     assert_eq!(rid.len(), 36);
     let text = h
-        .raw("", "GET", "/metrics")
+        .raw(&q.admin_token, "GET", "/metrics")
         .send()
         .expect("send")
         .text()
@@ -1357,5 +1357,63 @@ fn deleted_experiments_and_projects_are_restorable_until_gc_purges_them() {
     assert_eq!(
         audit(&q, "action=mlflow.experiment.delete&outcome=denied").len(),
         1
+    );
+}
+
+#[test]
+fn metrics_need_a_token_scoped_to_them_unless_an_admin_opts_in() {
+    let q = Qanat::start();
+    let h = q.http();
+    let get = |token: &str, path: &str| {
+        let r = h.raw(token, "GET", path).send().expect("send");
+        (r.status().as_u16(), r.text().unwrap_or_default())
+    };
+    // Outsiders cannot tell which projects exist from the metrics.
+    assert_eq!(get("", "/metrics").0, 401);
+    let viewer = q.user_with_role("vera", "default", "viewer");
+    assert_eq!(get(&viewer, "/metrics").0, 403);
+    // Only a global admin makes a token scoped to metrics; it reads /metrics only.
+    let (s, e) = h.send(
+        &viewer,
+        "POST",
+        "/api/v1/tokens",
+        Some(json!({"name": "prom", "scope": "metrics"})),
+    );
+    assert_eq!(s, 403, "{e}");
+    let (s, t) = h.send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/tokens",
+        Some(json!({"name": "prom", "user": "vera", "scope": "metrics"})),
+    );
+    assert_eq!(s, 201, "{t}");
+    let prom = t["token"].as_str().expect("token");
+    let (s, text) = get(prom, "/metrics");
+    assert_eq!(s, 200);
+    assert!(text.contains("route=\"/metrics\""), "{text}");
+    let (s, body) = get(prom, "/api/v1/projects");
+    assert_eq!(s, 403, "{body}");
+    assert!(body.contains("scoped to metrics"), "{body}");
+
+    // Opted in: anonymous callers get the series summed over their labels.
+    let q = Qanat::start_with(vec![(
+        "QANAT_SERVER_METRICS_ANONYMOUS".into(),
+        "true".into(),
+    )]);
+    q.create_project("secret-project", &["uae-north"]);
+    let h = q.http();
+    let (s, text) = {
+        let r = h.raw("", "GET", "/metrics").send().expect("send");
+        (r.status().as_u16(), r.text().unwrap_or_default())
+    };
+    assert_eq!(s, 200);
+    assert!(text.contains("qanat_http_requests_total "), "{text}");
+    assert!(
+        text.contains("qanat_http_request_duration_seconds_bucket{le="),
+        "{text}"
+    );
+    assert!(
+        !text.contains("route=") && !text.contains("secret-project"),
+        "{text}"
     );
 }

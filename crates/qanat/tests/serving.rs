@@ -814,7 +814,7 @@ fn the_batcher_forms_preferred_batches_and_a_full_queue_refuses() {
     // The same counts in Prometheus' text, per deployment and version.
     let text = q
         .http()
-        .raw("", "GET", "/metrics")
+        .raw(&q.admin_token, "GET", "/metrics")
         .send()
         .expect("metrics")
         .text()

@@ -136,6 +136,41 @@ fn connections_over_the_cap_are_closed_at_accept() {
 }
 
 #[test]
+fn one_client_cannot_take_every_connection() {
+    let q = Qanat::start_with(vec![
+        (
+            "QANAT_SERVER_MAX_CONNECTIONS_PER_CLIENT".into(),
+            "10".into(),
+        ),
+        ("QANAT_SERVER_HEADER_READ_TIMEOUT_SECS".into(), "30".into()),
+    ]);
+    let mut held: Vec<TcpStream> = (0..15).filter_map(|_| slow_client(&addr(&q))).collect();
+    let refused = held
+        .iter_mut()
+        .map(|s| closed_within(s, Duration::from_millis(300)))
+        .filter(|closed| *closed)
+        .count();
+    assert_eq!(
+        refused, 5,
+        "15 connections from one client against its cap of 10"
+    );
+    // Another client (another loopback address) still gets in while they are held.
+    let other = reqwest::blocking::Client::builder()
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().expect("ip"))
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let r = other
+        .get(format!("{}/healthz", q.url))
+        .send()
+        .expect("/healthz answers another client");
+    assert!(r.status().is_success(), "{}", r.status());
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    healthz_ms(&q);
+}
+
+#[test]
 fn an_upload_that_stops_sending_is_cut_after_the_body_timeout() {
     let q = Qanat::start_with(vec![(
         "QANAT_SERVER_BODY_READ_TIMEOUT_SECS".into(),

@@ -95,6 +95,91 @@ impl Port {
     }
 }
 
+/// Most nodes a graph may hold (its subgraphs' included).
+pub const MAX_NODES: usize = 50_000;
+/// Largest dimension a graph may declare for a tensor.
+pub const MAX_DIM: u64 = 1 << 24;
+/// Most elements one declared tensor may hold (1 GiB of `float`).
+pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 28;
+/// Most bytes all of a graph's initializers may declare.
+pub const MAX_INITIALIZER_BYTES: u64 = 4 << 30;
+
+/// An uploaded graph is untrusted: before any runtime reads it (and allocates what it
+/// declares), its node count, the shapes it declares for inputs, outputs and
+/// intermediate values, and its initializers' sizes are checked against the limits
+/// above. A graph over one is refused, saying which.
+pub fn check_limits(graph: &pb::GraphProto) -> Result<()> {
+    let mut nodes = 0usize;
+    let mut initializer_bytes = 0u64;
+    let mut stack = vec![graph];
+    while let Some(g) = stack.pop() {
+        nodes = nodes.saturating_add(g.node.len());
+        if nodes > MAX_NODES {
+            return Err(Error::invalid(format!(
+                "the ONNX graph has over {MAX_NODES} nodes: refused as a model this server would not load safely"
+            )));
+        }
+        for v in g.input.iter().chain(&g.output).chain(&g.value_info) {
+            let port = Port::of(v);
+            check_shape(&v.name, port.dims.iter().flatten().map(|d| *d as u64))?;
+        }
+        for t in &g.initializer {
+            let dims: Vec<u64> = t.dims.iter().map(|d| (*d).max(0) as u64).collect();
+            let elements = check_shape(&t.name, dims.iter().copied())?;
+            initializer_bytes =
+                initializer_bytes.saturating_add(elements.saturating_mul(elem_bytes(t.data_type)));
+            if initializer_bytes > MAX_INITIALIZER_BYTES {
+                return Err(Error::invalid(format!(
+                    "the ONNX graph's initializers declare over {} GiB: refused",
+                    MAX_INITIALIZER_BYTES >> 30
+                )));
+            }
+        }
+        for n in &g.node {
+            for a in &n.attribute {
+                stack.extend(a.g.iter());
+                stack.extend(a.graphs.iter());
+                if let Some(t) = &a.t {
+                    let dims = t.dims.iter().map(|d| (*d).max(0) as u64);
+                    check_shape(&format!("{} (an attribute of {})", a.name, n.name), dims)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The elements of a tensor of `dims`, refused past [`MAX_DIM`] or
+/// [`MAX_TENSOR_ELEMENTS`].
+fn check_shape(name: &str, dims: impl Iterator<Item = u64>) -> Result<u64> {
+    let mut elements = 1u64;
+    for d in dims {
+        if d > MAX_DIM {
+            return Err(Error::invalid(format!(
+                "the ONNX graph declares a dimension of {d} for '{name}', over the limit of {MAX_DIM}: refused"
+            )));
+        }
+        elements = elements.saturating_mul(d);
+        if elements > MAX_TENSOR_ELEMENTS {
+            return Err(Error::invalid(format!(
+                "the ONNX graph declares '{name}' with over {MAX_TENSOR_ELEMENTS} elements: refused"
+            )));
+        }
+    }
+    Ok(elements)
+}
+
+/// Bytes per element of ONNX data type `code` (8 when unknown: the larger guess).
+fn elem_bytes(code: i32) -> u64 {
+    use pb::tensor_proto::DataType as D;
+    match D::try_from(code) {
+        Ok(D::Uint8 | D::Int8 | D::Bool) => 1,
+        Ok(D::Uint16 | D::Int16 | D::Float16 | D::Bfloat16) => 2,
+        Ok(D::Float | D::Int32 | D::Uint32) => 4,
+        _ => 8,
+    }
+}
+
 /// A decoded ONNX model and its signature.
 #[derive(Debug, Clone)]
 pub struct OnnxGraph {
@@ -118,6 +203,7 @@ impl OnnxGraph {
                 "not an ONNX model: no IR version or opset (is this an ONNX file?)",
             ));
         }
+        check_limits(graph)?;
         let initializers: std::collections::HashSet<&str> =
             graph.initializer.iter().map(|t| t.name.as_str()).collect();
         let inputs: Vec<Port> = graph
@@ -423,4 +509,74 @@ pub fn inputs(graph: &OnnxGraph, feed: &Feed, table: &Table) -> Result<Vec<Input
             Ok(Input { values, shape })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(name: &str, dims: &[i64]) -> pb::ValueInfoProto {
+        use pb::tensor_shape_proto::{dimension::Value as D, Dimension};
+        pb::ValueInfoProto {
+            name: name.into(),
+            r#type: Some(pb::TypeProto {
+                value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                    elem_type: pb::tensor_proto::DataType::Float as i32,
+                    shape: Some(pb::TensorShapeProto {
+                        dim: dims
+                            .iter()
+                            .map(|d| Dimension {
+                                value: Some(D::DimValue(*d)),
+                                ..Dimension::default()
+                            })
+                            .collect(),
+                    }),
+                })),
+                ..pb::TypeProto::default()
+            }),
+            ..pb::ValueInfoProto::default()
+        }
+    }
+
+    /// A Relu chain of `nodes` from `x` of `dims` to `y`.
+    fn model(dims: &[i64], nodes: usize) -> Vec<u8> {
+        let node = |i: usize| pb::NodeProto {
+            op_type: "Relu".into(),
+            input: vec![if i == 0 { "x".into() } else { format!("t{i}") }],
+            output: vec![if i + 1 == nodes {
+                "y".into()
+            } else {
+                format!("t{}", i + 1)
+            }],
+            ..pb::NodeProto::default()
+        };
+        pb::ModelProto {
+            ir_version: 8,
+            opset_import: vec![pb::OperatorSetIdProto {
+                domain: String::new(),
+                version: 17,
+            }],
+            graph: Some(pb::GraphProto {
+                node: (0..nodes).map(node).collect(),
+                input: vec![value("x", dims)],
+                output: vec![value("y", dims)],
+                ..pb::GraphProto::default()
+            }),
+            ..pb::ModelProto::default()
+        }
+        .encode_to_vec()
+    }
+
+    #[test]
+    fn a_graph_past_the_limits_is_refused_before_any_runtime_reads_it() {
+        assert!(OnnxGraph::read(&model(&[1, 4], 3)).is_ok());
+        for (bytes, says) in [
+            (model(&[1, 1 << 40], 1), "a dimension of 1099511627776"),
+            (model(&[1 << 20, 1 << 20], 1), "elements"),
+            (model(&[1, 4], MAX_NODES + 1), "nodes"),
+        ] {
+            let e = OnnxGraph::read(&bytes).expect_err(says).to_string();
+            assert!(e.contains(says) && e.contains("refused"), "{e}");
+        }
+    }
 }
