@@ -117,9 +117,8 @@ impl Qanat {
             std::fs::copy(BIN, bin.join("qanat")).expect("copy the binary");
             chown_tree(dir.path(), uid);
         }
-        let out = run_ok(
-            &mut server_cmd(dir.path(), &extra_env, as_uid).args(["init", "--output", "json"]),
-        );
+        let mut init = server_cmd(dir.path(), &extra_env, as_uid);
+        let out = run_ok(init.args(["init", "--output", "json"]));
         let v: Value = serde_json::from_slice(&out.stdout).expect("init prints JSON");
         let admin_token = v["token"].as_str().expect("token").to_string();
         let mut q = Qanat {
