@@ -190,6 +190,9 @@ pub struct Serving {
     /// Versions whose files no runtime accepts, and why: refused at once after the
     /// first try, instead of loading an untrusted graph again on every request.
     unservable: Arc<Mutex<HashMap<Key, String>>>,
+    /// The program that first loads an ONNX graph in a child process under a memory
+    /// and CPU budget ([`qanat_runtime::onnx::load_check`]); unset: loaded here only.
+    load_check: Arc<std::sync::OnceLock<std::path::PathBuf>>,
     routes: route::Routes,
     log: Arc<std::sync::OnceLock<log::InferenceLog>>,
     /// The feature store deployments with enrichment read (set by the server).
@@ -220,6 +223,7 @@ impl Serving {
             tracking,
             loaded: Arc::default(),
             unservable: Arc::default(),
+            load_check: Arc::default(),
             routes: route::Routes::default(),
             log: Arc::default(),
             features: Arc::default(),
@@ -232,6 +236,14 @@ impl Serving {
     /// without one refuses such deployments' requests with 503.
     pub fn set_features(&self, features: qanat_features::Features) {
         let _ = self.features.set(features);
+    }
+
+    /// Loads every ONNX graph in a child process of `launcher` first (the `qanat`
+    /// binary, whose `main` calls [`qanat_runtime::onnx::load_check::entry`]), so a
+    /// graph that would exhaust memory or spin costs a child, not this server. Set
+    /// once, by the server.
+    pub fn set_load_check(&self, launcher: std::path::PathBuf) {
+        let _ = self.load_check.set(launcher);
     }
 
     /// The metric families, for the server's registry.
@@ -407,7 +419,14 @@ impl Serving {
             )));
         }
         // The graph's declared shapes, sizes and node count are checked before tract
-        // reads it (qanat_runtime::onnx::check_limits).
+        // reads it (qanat_runtime::onnx::check_limits); then a child loads it first.
+        if let Some(launcher) = self.load_check.get() {
+            first_load(launcher, &onnx).await.map_err(|why| {
+                Fetch::Unservable(format!(
+                    "model '{name}' version {version} cannot be served: {why}"
+                ))
+            })?;
+        }
         let model = tokio::task::spawn_blocking(move || {
             qanat_runtime::onnx::tract::TensorModel::load(&onnx)
         })
@@ -421,6 +440,56 @@ impl Serving {
             outputs: oip::onnx_output_metadata(&model),
             model: Model::Onnx(model),
         })
+    }
+}
+
+/// Longest a child may take to load a graph.
+const LOAD_CHECK_WALL: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// Loads `onnx` in a child process of `launcher` under its budget; why not, if not.
+async fn first_load(launcher: &std::path::Path, onnx: &bytes::Bytes) -> std::result::Result<(), String> {
+    use qanat_runtime::onnx::load_check::{CPU_SECS, ENTRY, MEMORY_BYTES, REFUSED};
+    use std::os::unix::process::ExitStatusExt;
+    use tokio::io::AsyncWriteExt;
+    let mut child = tokio::process::Command::new(launcher)
+        .arg(ENTRY)
+        .env_clear()
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("starting a process to load it: {e}"))?;
+    let mut stdin = child.stdin.take();
+    let graph = onnx.clone();
+    let feed = async move {
+        if let Some(s) = stdin.as_mut() {
+            let _ = s.write_all(&graph).await;
+        }
+        drop(stdin);
+    };
+    let waited = async {
+        let (_, out) = tokio::join!(feed, child.wait_with_output());
+        out
+    };
+    let out = tokio::time::timeout(LOAD_CHECK_WALL, waited)
+        .await
+        .map_err(|_| {
+            format!(
+                "loading it took over {} s, and was stopped",
+                LOAD_CHECK_WALL.as_secs()
+            )
+        })?
+        .map_err(|e| format!("waiting for its load: {e}"))?;
+    let said: String = String::from_utf8_lossy(&out.stderr).chars().take(2000).collect();
+    match (out.status.code(), out.status.signal()) {
+        (Some(0), _) => Ok(()),
+        (Some(c), _) if c == i32::from(REFUSED) => Err(said),
+        (_, Some(sig)) => Err(format!(
+            "loading it went over its budget ({} GiB of memory, {CPU_SECS} s of CPU) and was stopped by signal {sig}",
+            MEMORY_BYTES >> 30
+        )),
+        (code, _) => Err(format!("loading it failed (exit {code:?}): {said}")),
     }
 }
 

@@ -333,6 +333,27 @@ async fn versions_stages_and_aliases_with_rollback() {
             .await
             .expect("uri")
             .ends_with(&format!("/{run}/artifacts/model")));
+        // A run of project a is not project b's to register, by source or by run_id.
+        for (source, run_id) in [
+            (format!("runs:/{run}/model"), None),
+            ("mlflow-artifacts:/elsewhere/model".to_string(), Some(run.clone())),
+        ] {
+            let e = t
+                .create_model_version(
+                    &b,
+                    NewModelVersion {
+                        name: "fraud".into(),
+                        source: source.clone(),
+                        run_id,
+                        user: "mallory".into(),
+                        ..NewModelVersion::default()
+                    },
+                )
+                .await
+                .expect_err("another project's run")
+                .to_string();
+            assert!(e.contains("is not in project 'b'"), "{source}: {e}");
+        }
 
         // Lineage: version → logged model → run.
         let graph = gov

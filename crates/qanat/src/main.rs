@@ -31,6 +31,10 @@ fn main() -> ExitCode {
     if let Some(code) = qanat_jobs::sandbox::entry(std::env::args().skip(1)) {
         return code;
     }
+    // An uploaded ONNX graph's first load, in a child of the server.
+    if let Some(code) = qanat_runtime::onnx::load_check::entry(std::env::args().skip(1)) {
+        return code;
+    }
     let cli = cli::Cli::parse();
     let json = cli.output == cli::Format::Json;
     let runtime = match tokio::runtime::Builder::new_multi_thread()

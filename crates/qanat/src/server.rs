@@ -294,6 +294,10 @@ pub async fn start(cfg: Config) -> Result<Running> {
         .with_join_memory(cfg.join_memory_bytes()?);
     // Deployments with feature enrichment read the online store in this process.
     state.serving.set_features(state.features.clone());
+    // Uploaded graphs are first loaded by a child of this binary, under a budget.
+    if let Ok(exe) = std::env::current_exe() {
+        state.serving.set_load_check(exe);
+    }
     // Stream sources consume their NATS subjects for as long as the server runs.
     tokio::spawn(
         state
@@ -363,6 +367,9 @@ pub async fn serve_data_plane(cfg: Config) -> Result<()> {
     let limits = api_limits(&cfg);
     let mut state = AppState::new(inst.meta.clone(), inst.storage.clone(), limits);
     state.mlflow_project = cfg.tracking.default_project.clone();
+    if let Ok(exe) = std::env::current_exe() {
+        state.serving.set_load_check(exe);
+    }
     // Feature enrichment reads the online store here too. An embedded store is one
     // process's file: while `qanat server` holds it, replicas need a shared one
     // (features.online_store = redis://...), and serve the rest meanwhile.

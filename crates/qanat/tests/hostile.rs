@@ -233,3 +233,166 @@ fn hostile_jobs_are_contained_on_a_root_server() {
 fn hostile_jobs_are_contained_on_an_unprivileged_server() {
     contained(true);
 }
+
+mod graphs {
+    //! ONNX graphs an attacker uploads: each declares or computes more than a server
+    //! can hold.
+    use prost::Message;
+    use tract_onnx::pb;
+
+    fn value(name: &str, dims: &[i64]) -> pb::ValueInfoProto {
+        use pb::tensor_shape_proto::{dimension::Value as D, Dimension};
+        pb::ValueInfoProto {
+            name: name.into(),
+            r#type: Some(pb::TypeProto {
+                value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                    elem_type: pb::tensor_proto::DataType::Float as i32,
+                    shape: Some(pb::TensorShapeProto {
+                        dim: dims
+                            .iter()
+                            .map(|d| Dimension {
+                                value: Some(D::DimValue(*d)),
+                                ..Dimension::default()
+                            })
+                            .collect(),
+                    }),
+                })),
+                ..pb::TypeProto::default()
+            }),
+            ..pb::ValueInfoProto::default()
+        }
+    }
+
+    fn node(op: &str, inputs: &[&str], output: &str) -> pb::NodeProto {
+        pb::NodeProto {
+            op_type: op.into(),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec![output.into()],
+            ..pb::NodeProto::default()
+        }
+    }
+
+    fn model(graph: pb::GraphProto) -> Vec<u8> {
+        pb::ModelProto {
+            ir_version: 8,
+            opset_import: vec![pb::OperatorSetIdProto {
+                domain: String::new(),
+                version: 17,
+            }],
+            graph: Some(graph),
+            ..pb::ModelProto::default()
+        }
+        .encode_to_vec()
+    }
+
+    /// An input of `[1, 2^40]` floats (4 TiB).
+    pub fn huge_input() -> Vec<u8> {
+        model(pb::GraphProto {
+            node: vec![node("Relu", &["x"], "y")],
+            input: vec![value("x", &[1, 1 << 40])],
+            output: vec![value("y", &[1, 1 << 40])],
+            ..pb::GraphProto::default()
+        })
+    }
+
+    /// 100,000 `Relu`s in a chain.
+    pub fn long_chain() -> Vec<u8> {
+        let n = 100_000;
+        model(pb::GraphProto {
+            node: (0..n)
+                .map(|i| {
+                    let input = if i == 0 { "x".to_string() } else { format!("t{i}") };
+                    let output = if i + 1 == n { "y".to_string() } else { format!("t{}", i + 1) };
+                    node("Relu", &[&input], &output)
+                })
+                .collect(),
+            input: vec![value("x", &[1, 4])],
+            output: vec![value("y", &[1, 4])],
+            ..pb::GraphProto::default()
+        })
+    }
+
+    /// Declares nothing large, but computes a `[2^20, 2^20]` constant (4 TiB) when a
+    /// runtime folds its constants at load.
+    pub fn constant_bomb() -> Vec<u8> {
+        model(pb::GraphProto {
+            node: vec![
+                node("ConstantOfShape", &["shape"], "big"),
+                node("Add", &["x", "big"], "y"),
+            ],
+            initializer: vec![pb::TensorProto {
+                name: "shape".into(),
+                dims: vec![2],
+                data_type: pb::tensor_proto::DataType::Int64 as i32,
+                int64_data: vec![1 << 20, 1 << 20],
+                ..pb::TensorProto::default()
+            }],
+            input: vec![value("x", &[1, 1])],
+            output: vec![value("y", &[])],
+            ..pb::GraphProto::default()
+        })
+    }
+}
+
+/// Registers `graph` as version 1 of model `name` in `default`, as an ONNX model logged
+/// with the MLflow client lands: its file under the artifact store, then a version.
+fn register_graph(q: &Qanat, token: &str, name: &str, graph: Vec<u8>) {
+    let h = q.http();
+    let (s, e) = h.send(
+        token,
+        "POST",
+        "/api/2.0/mlflow/experiments/create",
+        Some(json!({"name": format!("uploads-{name}")})),
+    );
+    assert_eq!(s, 200, "{e}");
+    let exp = e["experiment_id"].as_str().expect("experiment id").to_string();
+    let put = h
+        .raw(
+            token,
+            "PUT",
+            &format!("/api/2.0/mlflow-artifacts/artifacts/{exp}/{name}/model/model.onnx"),
+        )
+        .body(graph)
+        .send()
+        .expect("upload");
+    assert_eq!(put.status(), 200);
+    for (path, body) in [
+        ("registered-models/create", json!({"name": name})),
+        (
+            "model-versions/create",
+            json!({"name": name, "source": format!("mlflow-artifacts:/{exp}/{name}/model")}),
+        ),
+    ] {
+        let (s, v) = h.send(token, "POST", &format!("/api/2.0/mlflow/{path}"), Some(body));
+        assert_eq!(s, 200, "{v}");
+    }
+}
+
+#[test]
+fn hostile_models_are_refused_and_the_server_keeps_answering() {
+    let q = Qanat::start_with(vec![]);
+    let editor = q.user_with_role("mallory", "default", "editor");
+    for (name, graph, says) in [
+        ("huge-input", graphs::huge_input(), "a dimension of 1099511627776"),
+        ("long-chain", graphs::long_chain(), "nodes"),
+        ("constant-bomb", graphs::constant_bomb(), "cannot be served"),
+    ] {
+        register_graph(&q, &editor, name, graph);
+        // Refused the same way when asked again (the second time from memory).
+        for _ in 0..2 {
+            let (s, v) = q
+                .http()
+                .send(&editor, "GET", &format!("/v2/models/{name}"), None);
+            assert!((400..500).contains(&s), "{name}: {s} {v}");
+            let said = v.to_string();
+            assert!(said.contains("cannot be served") && said.contains(says), "{name}: {said}");
+        }
+        let (s, _) = q.http().send("", "GET", "/healthz", None);
+        assert_eq!(s, 200, "the server stopped answering after {name}");
+    }
+    let pid = q.child.as_ref().map_or(0, |c| c.id());
+    assert!(
+        std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the server that was started is gone"
+    );
+}

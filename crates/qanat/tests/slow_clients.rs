@@ -82,10 +82,15 @@ fn healthz_ms(q: &Qanat) -> u128 {
 
 #[test]
 fn slowloris_connections_are_cut_and_healthz_keeps_answering() {
-    let q = Qanat::start_with(vec![(
-        "QANAT_SERVER_HEADER_READ_TIMEOUT_SECS".into(),
-        "2".into(),
-    )]);
+    // One client here holds them all: its own cap (tested below) is lifted, so the
+    // header timeout alone is what cuts them.
+    let q = Qanat::start_with(vec![
+        ("QANAT_SERVER_HEADER_READ_TIMEOUT_SECS".into(), "2".into()),
+        (
+            "QANAT_SERVER_MAX_CONNECTIONS_PER_CLIENT".into(),
+            "100000".into(),
+        ),
+    ]);
     let pid = q.child.as_ref().expect("server").id();
     let n = socket_budget().min(3000);
     let before = rss_mib(pid);

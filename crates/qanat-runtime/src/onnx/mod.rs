@@ -16,6 +16,7 @@
 //! output (a scikit-learn classifier's `probabilities` rather than its `label`), else
 //! the first.
 
+pub mod load_check;
 pub mod onnxruntime;
 pub mod quantize;
 pub mod tract;
