@@ -447,7 +447,10 @@ impl Serving {
 const LOAD_CHECK_WALL: std::time::Duration = std::time::Duration::from_secs(180);
 
 /// Loads `onnx` in a child process of `launcher` under its budget; why not, if not.
-async fn first_load(launcher: &std::path::Path, onnx: &bytes::Bytes) -> std::result::Result<(), String> {
+async fn first_load(
+    launcher: &std::path::Path,
+    onnx: &bytes::Bytes,
+) -> std::result::Result<(), String> {
     use qanat_runtime::onnx::load_check::{CPU_SECS, ENTRY, MEMORY_BYTES, REFUSED};
     use std::os::unix::process::ExitStatusExt;
     use tokio::io::AsyncWriteExt;
@@ -481,7 +484,10 @@ async fn first_load(launcher: &std::path::Path, onnx: &bytes::Bytes) -> std::res
             )
         })?
         .map_err(|e| format!("waiting for its load: {e}"))?;
-    let said: String = String::from_utf8_lossy(&out.stderr).chars().take(2000).collect();
+    let said: String = String::from_utf8_lossy(&out.stderr)
+        .chars()
+        .take(2000)
+        .collect();
     match (out.status.code(), out.status.signal()) {
         (Some(0), _) => Ok(()),
         (Some(c), _) if c == i32::from(REFUSED) => Err(said),
@@ -489,7 +495,14 @@ async fn first_load(launcher: &std::path::Path, onnx: &bytes::Bytes) -> std::res
             "loading it went over its budget ({} GiB of memory, {CPU_SECS} s of CPU) and was stopped by signal {sig}",
             MEMORY_BYTES >> 30
         )),
-        (code, _) => Err(format!("loading it failed (exit {code:?}): {said}")),
+        (code, _) => {
+            // A runtime that crashed on the graph: its words stay in the server's log.
+            tracing::warn!(?code, said = %said, "a model's first load failed");
+            Err(format!(
+                "the runtime failed while loading it (it asked for more than its budget of {} GiB, or could not read it)",
+                MEMORY_BYTES >> 30
+            ))
+        }
     }
 }
 

@@ -336,7 +336,10 @@ async fn versions_stages_and_aliases_with_rollback() {
         // A run of project a is not project b's to register, by source or by run_id.
         for (source, run_id) in [
             (format!("runs:/{run}/model"), None),
-            ("mlflow-artifacts:/elsewhere/model".to_string(), Some(run.clone())),
+            (
+                "mlflow-artifacts:/elsewhere/model".to_string(),
+                Some(run.clone()),
+            ),
         ] {
             let e = t
                 .create_model_version(
