@@ -424,3 +424,58 @@ fn hostile_models_are_refused_and_the_server_keeps_answering() {
         "the server that was started is gone"
     );
 }
+
+#[test]
+fn a_job_that_kills_an_unsandboxed_server_twice_fails_instead_of_looping() {
+    // An admin's explicit opt-out: ranks run as the server's user, said everywhere.
+    let mut q = Qanat::start_with(vec![("QANAT_JOBS_SANDBOX_ENABLED".into(), "false".into())]);
+    let (s, executors) = q.api("GET", "/api/v1/executors", None);
+    assert_eq!(s, 200);
+    let enforcement = executors["executors"][0]["enforcement"]
+        .as_str()
+        .unwrap_or("");
+    assert!(enforcement.starts_with("unsandboxed"), "{enforcement}");
+    let j = q.submit_job(
+        "default",
+        json!({"name": "killer", "command": "kill -9 $PPID; sleep 30"}),
+    );
+    let id = j["job_id"].as_str().expect("id").to_string();
+    // Each start of the job kills the server; restarted, it recovers the job.
+    for round in 1..=2 {
+        let child = q.child.as_mut().expect("server");
+        let mut died = false;
+        for _ in 0..300 {
+            if child.try_wait().expect("wait").is_some() {
+                died = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(
+            died,
+            "round {round}: the unsandboxed job did not kill the server"
+        );
+        q.child = None;
+        q.spawn_server();
+    }
+    let j = q.job_finished("default", &id, 30);
+    assert_eq!(j["state"], "failed", "{j:#}");
+    let reason = j["reason"].as_str().unwrap_or("");
+    assert!(reason.contains("a crash loop?"), "{reason}");
+    assert!(
+        j["enforcement"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("unsandboxed"),
+        "{j:#}"
+    );
+    // And the server stays up: the job is not started a third time.
+    std::thread::sleep(Duration::from_secs(2));
+    let child = q.child.as_mut().expect("server");
+    assert!(
+        child.try_wait().expect("wait").is_none(),
+        "the server died a third time"
+    );
+    let (s, _) = q.http().send("", "GET", "/healthz", None);
+    assert_eq!(s, 200);
+}
