@@ -52,25 +52,7 @@ fn submit(q: &Qanat, token: &str, spec: &Value) -> (u16, Value) {
 
 /// Every process on this machine whose environment names job `jid`.
 fn processes_of(jid: &str) -> Vec<String> {
-    let needle = format!("QANAT_JOB_ID={jid}");
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
-        .filter(|e| {
-            std::fs::read_to_string(e.path().join("stat")).is_ok_and(|s| {
-                !s.rsplit(')')
-                    .next()
-                    .is_some_and(|r| r.trim_start().starts_with('Z'))
-            })
-        })
-        .filter(|e| {
-            std::fs::read(e.path().join("environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
-        })
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect()
+    common::jobs::processes_with_env(&[format!("QANAT_JOB_ID={jid}")])
 }
 
 fn contained(unprivileged: bool) {
@@ -237,53 +219,7 @@ fn hostile_jobs_are_contained_on_an_unprivileged_server() {
 mod graphs {
     //! ONNX graphs an attacker uploads: each declares or computes more than a server
     //! can hold.
-    use prost::Message;
-    use tract_onnx::pb;
-
-    fn value(name: &str, dims: &[i64]) -> pb::ValueInfoProto {
-        use pb::tensor_shape_proto::{dimension::Value as D, Dimension};
-        pb::ValueInfoProto {
-            name: name.into(),
-            r#type: Some(pb::TypeProto {
-                value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
-                    elem_type: pb::tensor_proto::DataType::Float as i32,
-                    shape: Some(pb::TensorShapeProto {
-                        dim: dims
-                            .iter()
-                            .map(|d| Dimension {
-                                value: Some(D::DimValue(*d)),
-                                ..Dimension::default()
-                            })
-                            .collect(),
-                    }),
-                })),
-                ..pb::TypeProto::default()
-            }),
-            ..pb::ValueInfoProto::default()
-        }
-    }
-
-    fn node(op: &str, inputs: &[&str], output: &str) -> pb::NodeProto {
-        pb::NodeProto {
-            op_type: op.into(),
-            input: inputs.iter().map(|s| s.to_string()).collect(),
-            output: vec![output.into()],
-            ..pb::NodeProto::default()
-        }
-    }
-
-    fn model(graph: pb::GraphProto) -> Vec<u8> {
-        pb::ModelProto {
-            ir_version: 8,
-            opset_import: vec![pb::OperatorSetIdProto {
-                domain: String::new(),
-                version: 17,
-            }],
-            graph: Some(graph),
-            ..pb::ModelProto::default()
-        }
-        .encode_to_vec()
-    }
+    use qanat_runtime::onnx::build::{model, node, pb, relu_chain, value};
 
     /// An input of `[1, 2^40]` floats (4 TiB).
     pub fn huge_input() -> Vec<u8> {
@@ -297,23 +233,8 @@ mod graphs {
 
     /// 100,000 `Relu`s in a chain.
     pub fn long_chain() -> Vec<u8> {
-        let n = 100_000;
         model(pb::GraphProto {
-            node: (0..n)
-                .map(|i| {
-                    let input = if i == 0 {
-                        "x".to_string()
-                    } else {
-                        format!("t{i}")
-                    };
-                    let output = if i + 1 == n {
-                        "y".to_string()
-                    } else {
-                        format!("t{}", i + 1)
-                    };
-                    node("Relu", &[&input], &output)
-                })
-                .collect(),
+            node: relu_chain(100_000),
             input: vec![value("x", &[1, 4])],
             output: vec![value("y", &[1, 4])],
             ..pb::GraphProto::default()

@@ -38,17 +38,6 @@ fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
 
-/// Whether a process is gone (or a zombie nobody reaped yet).
-fn gone(pid: &str) -> bool {
-    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
-        Ok(s) => s
-            .rsplit(')')
-            .next()
-            .is_some_and(|r| r.trim_start().starts_with('Z')),
-        Err(_) => true,
-    }
-}
-
 #[test]
 fn a_job_survives_a_server_kill_and_completes_exactly_once() {
     let mut q = server("2");
@@ -83,19 +72,11 @@ fn a_job_survives_a_server_kill_and_completes_exactly_once() {
 
 /// Whether a live process of attempt `attempt` of job `jid` exists on this machine.
 fn attempt_runs(jid: &str, attempt: u32) -> bool {
-    let id = format!("QANAT_JOB_ID={jid}");
-    let at = format!("QANAT_JOB_ATTEMPT={attempt}");
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
-        .filter(|e| !gone(&e.file_name().to_string_lossy()))
-        .filter_map(|e| std::fs::read(e.path().join("environ")).ok())
-        .any(|env| {
-            let vars: Vec<&[u8]> = env.split(|b| *b == 0).collect();
-            vars.contains(&id.as_bytes()) && vars.contains(&at.as_bytes())
-        })
+    !common::jobs::processes_with_env(&[
+        format!("QANAT_JOB_ID={jid}"),
+        format!("QANAT_JOB_ATTEMPT={attempt}"),
+    ])
+    .is_empty()
 }
 
 /// A job that touches 400 MiB under a 64 MiB limit, on a server with `cgroups` on or

@@ -16,6 +16,7 @@
 //! output (a scikit-learn classifier's `probabilities` rather than its `label`), else
 //! the first.
 
+pub mod build;
 pub mod load_check;
 pub mod onnxruntime;
 pub mod quantize;
@@ -514,58 +515,17 @@ pub fn inputs(graph: &OnnxGraph, feed: &Feed, table: &Table) -> Result<Vec<Input
 
 #[cfg(test)]
 mod tests {
+    use super::build::{model as file, pb, relu_chain, value};
     use super::*;
-
-    fn value(name: &str, dims: &[i64]) -> pb::ValueInfoProto {
-        use pb::tensor_shape_proto::{dimension::Value as D, Dimension};
-        pb::ValueInfoProto {
-            name: name.into(),
-            r#type: Some(pb::TypeProto {
-                value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
-                    elem_type: pb::tensor_proto::DataType::Float as i32,
-                    shape: Some(pb::TensorShapeProto {
-                        dim: dims
-                            .iter()
-                            .map(|d| Dimension {
-                                value: Some(D::DimValue(*d)),
-                                ..Dimension::default()
-                            })
-                            .collect(),
-                    }),
-                })),
-                ..pb::TypeProto::default()
-            }),
-            ..pb::ValueInfoProto::default()
-        }
-    }
 
     /// A Relu chain of `nodes` from `x` of `dims` to `y`.
     fn model(dims: &[i64], nodes: usize) -> Vec<u8> {
-        let node = |i: usize| pb::NodeProto {
-            op_type: "Relu".into(),
-            input: vec![if i == 0 { "x".into() } else { format!("t{i}") }],
-            output: vec![if i + 1 == nodes {
-                "y".into()
-            } else {
-                format!("t{}", i + 1)
-            }],
-            ..pb::NodeProto::default()
-        };
-        pb::ModelProto {
-            ir_version: 8,
-            opset_import: vec![pb::OperatorSetIdProto {
-                domain: String::new(),
-                version: 17,
-            }],
-            graph: Some(pb::GraphProto {
-                node: (0..nodes).map(node).collect(),
-                input: vec![value("x", dims)],
-                output: vec![value("y", dims)],
-                ..pb::GraphProto::default()
-            }),
-            ..pb::ModelProto::default()
-        }
-        .encode_to_vec()
+        file(pb::GraphProto {
+            node: relu_chain(nodes),
+            input: vec![value("x", dims)],
+            output: vec![value("y", dims)],
+            ..pb::GraphProto::default()
+        })
     }
 
     #[test]

@@ -158,3 +158,30 @@ impl Qanat {
         assert!(ok, "{err}");
     }
 }
+
+/// The live processes on this machine (pids) whose environment holds every one of
+/// `vars` (`NAME=value`): how a test finds a job's processes, whose own pids are their
+/// sandbox's.
+pub fn processes_with_env(vars: &[String]) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter(|e| {
+            // A zombie nobody reaped yet is gone.
+            std::fs::read_to_string(e.path().join("stat")).is_ok_and(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+        })
+        .filter(|e| {
+            std::fs::read(e.path().join("environ")).is_ok_and(|env| {
+                let have: Vec<&[u8]> = env.split(|b| *b == 0).collect();
+                vars.iter().all(|v| have.contains(&v.as_bytes()))
+            })
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
