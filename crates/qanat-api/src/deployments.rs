@@ -59,6 +59,11 @@ pub(crate) async fn create(
     ticket: AuditTicket,
     ApiJson(body): ApiJson<NewDeployment>,
 ) -> Result<(StatusCode, Json<Deployment>), ApiError> {
+    // A version no runtime accepts is refused here, not answered 4xx forever after.
+    state
+        .serving
+        .check_servable(&scope.project, &body.spec)
+        .await?;
     let d = state
         .serving
         .deployments()
@@ -113,6 +118,7 @@ pub(crate) async fn update(
     ApiPath(path): ApiPath<DeploymentPath>,
     ApiJson(spec): ApiJson<DeploymentSpec>,
 ) -> Result<Json<Deployment>, ApiError> {
+    state.serving.check_servable(&scope.project, &spec).await?;
     let d = state
         .serving
         .deployments()

@@ -38,9 +38,13 @@ pub enum Error {
     /// The caller's request is wrong; the message says what to fix.
     #[error("{0}")]
     Invalid(String),
-    /// No such model or version (or one that cannot be served: the message says why).
+    /// No such model or version.
     #[error("{0}")]
     NotFound(String),
+    /// A version whose files no runtime accepts (or that broke its load's budget): the
+    /// message says why. Refused at deploy and on every request.
+    #[error("{0}")]
+    Unservable(String),
     #[error(transparent)]
     Tracking(#[from] qanat_tracking::Error),
     #[error(transparent)]
@@ -75,7 +79,7 @@ impl qanat_core::DomainError for Error {
     fn kind(&self) -> qanat_core::ErrorKind {
         use qanat_core::ErrorKind as K;
         match self {
-            Error::Invalid(_) => K::Invalid,
+            Error::Invalid(_) | Error::Unservable(_) => K::Invalid,
             Error::NotFound(_) => K::NotFound,
             Error::Conflict(_) => K::Conflict,
             Error::Busy(_) => K::Exhausted,
@@ -238,6 +242,36 @@ impl Serving {
         let _ = self.features.set(features);
     }
 
+    /// Refuses a deployment spec one of whose targets cannot be served (its files
+    /// refused by every runtime, or its load over budget); loads each target's version
+    /// to know (so the first request finds it loaded). Anything else (a missing file,
+    /// storage down) is left to the deployment's health probe.
+    pub async fn check_servable(
+        &self,
+        project: &Project,
+        spec: &deploy::DeploymentSpec,
+    ) -> Result<()> {
+        for t in &spec.targets {
+            let version = match (&t.version, &t.alias) {
+                (Some(v), _) => v.clone(),
+                (_, Some(a)) => match self
+                    .tracking
+                    .version_by_alias(project, &spec.model, a)
+                    .await
+                {
+                    Ok(v) => v.version,
+                    Err(_) => continue,
+                },
+                _ => continue,
+            };
+            if let Err(e @ Error::Unservable(_)) = self.loaded(project, &spec.model, &version).await
+            {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     /// Loads every ONNX graph in a child process of `launcher` first (the `qanat`
     /// binary, whose `main` calls [`qanat_runtime::onnx::load_check::entry`]), so a
     /// graph that would exhaust memory or spin costs a child, not this server. Set
@@ -317,7 +351,7 @@ impl Serving {
             .ok()
             .and_then(|u| u.get(&key).cloned())
         {
-            return Err(Error::NotFound(why));
+            return Err(Error::Unservable(why));
         }
         let loaded = match self.fetch(project, name, version).await {
             Ok(l) => Arc::new(l),
@@ -325,7 +359,7 @@ impl Serving {
                 if let Ok(mut u) = self.unservable.lock() {
                     u.insert(key, why.clone());
                 }
-                return Err(Error::NotFound(why));
+                return Err(Error::Unservable(why));
             }
             Err(Fetch::Other(e)) => return Err(e),
         };

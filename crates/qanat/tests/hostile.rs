@@ -336,6 +336,15 @@ fn hostile_models_are_refused_and_the_server_keeps_answering() {
                 "{name}: {said}"
             );
         }
+        // Nor is it deployed.
+        let (s, v) = q.http().send(
+            &editor,
+            "POST",
+            "/api/v1/projects/default/deployments",
+            Some(json!({"name": format!("{name}-web"), "spec": {"model": name, "targets": [{"version": "1", "weight": 100}]}})),
+        );
+        assert_eq!(s, 400, "{name}: {v}");
+        assert!(v.to_string().contains("cannot be served"), "{name}: {v}");
         let (s, _) = q.http().send("", "GET", "/healthz", None);
         assert_eq!(s, 200, "the server stopped answering after {name}");
     }
