@@ -587,8 +587,14 @@ fn spawn_rank(r: &RankLaunch) -> std::io::Result<tokio::process::Child> {
             c
         }
     };
+    // A sandboxed rank's warden and init start with privileges: the job's variables
+    // that the loader acts on reach only its program (through the plan).
+    let env = r
+        .env
+        .iter()
+        .filter(|(k, _)| r.sandbox.is_none() || !crate::sandbox::loader_variable(k));
     cmd.env_clear()
-        .envs(r.env.iter().map(|(k, v)| (k, v)))
+        .envs(env.map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::piped())
         .stdout(log.try_clone()?)
         .stderr(log)

@@ -12,13 +12,30 @@ use rustix::fs::{Mode, OFlags, ResolveFlags};
 /// Most files one attempt's outputs may hold.
 pub(crate) const MAX_OUTPUT_FILES: usize = 100_000;
 
-/// A regular file found among a job's outputs, open, with its size when opened.
+/// The regular files of a job's declared outputs: their paths beneath the working
+/// directory, held open as a directory, each opened when it is read (one at a time: a
+/// job with many files costs the server one descriptor more, not one per file).
 #[derive(Debug)]
-pub(crate) struct Found {
-    /// Relative to the directory the outputs were declared in, `/`-separated.
-    pub rel: String,
-    pub file: std::fs::File,
-    pub len: u64,
+pub(crate) struct Outputs {
+    dir: OwnedFd,
+    /// `/`-separated, relative to the working directory, with their sizes.
+    pub files: Vec<(String, u64)>,
+    owner: Option<u32>,
+}
+
+impl Outputs {
+    /// Opens output `rel` (one of [`Outputs::files`]) beneath the working directory.
+    pub(crate) fn open(&self, rel: &str) -> std::io::Result<(std::fs::File, u64)> {
+        let fd = beneath(&self.dir, Path::new(rel))?;
+        let (t, len, uid) = kind(&fd)?;
+        if !t.is_file() || self.owner.is_some_and(|o| o != uid) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{rel} changed since it was listed"),
+            ));
+        }
+        Ok((std::fs::File::from(fd), len))
+    }
 }
 
 fn flags() -> OFlags {
@@ -35,20 +52,33 @@ fn beneath(dir: &OwnedFd, rel: &Path) -> std::io::Result<OwnedFd> {
     )?)
 }
 
-fn kind(fd: &OwnedFd) -> std::io::Result<(rustix::fs::FileType, u64)> {
+fn kind(fd: &OwnedFd) -> std::io::Result<(rustix::fs::FileType, u64, u32)> {
     let st = rustix::fs::fstat(fd)?;
     Ok((
         rustix::fs::FileType::from_raw_mode(st.st_mode),
         st.st_size.max(0) as u64,
+        st.st_uid,
     ))
 }
 
-/// Opens `root` itself, refusing a symbolic link in its place.
-pub(crate) fn open_root(root: &Path) -> std::io::Result<OwnedFd> {
-    Ok(rustix::fs::open(
-        root,
+/// Opens `base` itself (refusing a symbolic link in its place), then `rel` beneath it
+/// with no symbolic link anywhere on the way: the working directory a job names is
+/// found where it says, not where a link it left leads.
+pub(crate) fn open_dir(base: &Path, rel: &Path) -> std::io::Result<OwnedFd> {
+    let base = rustix::fs::open(
+        base,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
+    )?;
+    if rel.as_os_str().is_empty() {
+        return Ok(base);
+    }
+    Ok(rustix::fs::openat2(
+        &base,
+        rel,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
     )?)
 }
 
@@ -74,58 +104,76 @@ impl std::fmt::Display for OutputError {
             ),
             OutputError::TooMany => write!(
                 f,
-                "the declared outputs hold more than {MAX_OUTPUT_FILES} files; archive them into fewer"
+                "the declared outputs hold more than {MAX_OUTPUT_FILES} files and directories; archive them into fewer"
             ),
             OutputError::Io(e) => write!(f, "reading the outputs failed: {e}"),
         }
     }
 }
 
-/// Every regular file under the declared `outputs` of `root` (files, or directories
-/// walked without following links), within `limit` bytes in all. A declared output
-/// that is missing, a link, or not a file or directory is an error; links and special
-/// files met while walking a directory are skipped.
+/// Every regular file under the declared `outputs` of the working directory `rel`
+/// beneath `base` (files, or directories walked without following links), within
+/// `limit` bytes in all. With `owner`, only files that uid owns count (what the job
+/// itself wrote, not a link to another's file). A declared output that is missing, a
+/// link, or not a file or directory is an error; links, special files and files of
+/// another owner met while walking a directory are skipped.
 pub(crate) fn collect_outputs(
-    root: &Path,
+    base: &Path,
+    rel: &Path,
     outputs: &[String],
     limit: u64,
-) -> Result<Vec<Found>, OutputError> {
-    let root_fd = open_root(root).map_err(|e| OutputError::Missing {
+    owner: Option<u32>,
+) -> Result<Outputs, OutputError> {
+    let dir = open_dir(base, rel).map_err(|e| OutputError::Missing {
         out: ".".into(),
-        why: format!("{}: {e}", root.display()),
+        why: format!("{}: {e}", base.join(rel).display()),
     })?;
-    let mut found = Vec::new();
+    let mut files = Vec::new();
     let mut total = 0u64;
-    let mut add = |rel: String, fd: OwnedFd, len: u64, found: &mut Vec<Found>| {
+    let mut seen = 0usize;
+    let count = |seen: &mut usize| {
+        *seen += 1;
+        if *seen > MAX_OUTPUT_FILES {
+            Err(OutputError::TooMany)
+        } else {
+            Ok(())
+        }
+    };
+    let mut add = |rel: String, len: u64, files: &mut Vec<(String, u64)>| {
         total = total.saturating_add(len);
         if total > limit {
             return Err(OutputError::TooLarge { limit });
         }
-        if found.len() >= MAX_OUTPUT_FILES {
-            return Err(OutputError::TooMany);
-        }
-        found.push(Found {
-            rel,
-            file: std::fs::File::from(fd),
-            len,
-        });
+        files.push((rel, len));
         Ok(())
     };
+    let owned = |uid: u32| owner.is_none_or(|o| o == uid);
     for out in outputs {
         let missing = |why: String| OutputError::Missing {
             out: out.clone(),
             why,
         };
-        let fd = beneath(&root_fd, Path::new(out)).map_err(|e| missing(e.to_string()))?;
-        let (t, len) = kind(&fd).map_err(|e| missing(e.to_string()))?;
-        let base = normalized(out);
-        if t.is_file() {
-            add(base, fd, len, &mut found)?;
+        let fd = beneath(&dir, Path::new(out)).map_err(|e| missing(e.to_string()))?;
+        let (t, len, uid) = kind(&fd).map_err(|e| missing(e.to_string()))?;
+        let top = normalized(out);
+        if t.is_file() && owned(uid) {
+            count(&mut seen)?;
+            add(top, len, &mut files)?;
         } else if t.is_dir() {
-            let mut stack: Vec<(String, OwnedFd)> = vec![(base, fd)];
-            while let Some((prefix, dir)) = stack.pop() {
+            drop(fd);
+            // Directories by path, each opened (beneath the working directory) when
+            // its turn comes: one descriptor at a time.
+            let mut stack = vec![top];
+            while let Some(prefix) = stack.pop() {
+                count(&mut seen)?;
+                let Ok(d) = beneath(
+                    &dir,
+                    Path::new(if prefix.is_empty() { "." } else { &prefix }),
+                ) else {
+                    continue;
+                };
                 let entries =
-                    rustix::fs::Dir::read_from(&dir).map_err(|e| OutputError::Io(e.to_string()))?;
+                    rustix::fs::Dir::read_from(&d).map_err(|e| OutputError::Io(e.to_string()))?;
                 for entry in entries {
                     let entry = entry.map_err(|e| OutputError::Io(e.to_string()))?;
                     let name = entry.file_name().to_bytes();
@@ -134,27 +182,32 @@ pub(crate) fn collect_outputs(
                     }
                     let name = String::from_utf8_lossy(name).into_owned();
                     // A link (ELOOP under NOFOLLOW) or anything gone meanwhile: skipped.
-                    let Ok(child) = beneath(&dir, Path::new(&name)) else {
+                    let Ok(child) = beneath(&d, Path::new(&name)) else {
                         continue;
                     };
-                    let Ok((t, len)) = kind(&child) else { continue };
+                    let Ok((t, len, uid)) = kind(&child) else {
+                        continue;
+                    };
                     let rel = if prefix.is_empty() {
                         name
                     } else {
                         format!("{prefix}/{name}")
                     };
                     if t.is_dir() {
-                        stack.push((rel, child));
-                    } else if t.is_file() {
-                        add(rel, child, len, &mut found)?;
+                        stack.push(rel);
+                    } else if t.is_file() && owned(uid) {
+                        count(&mut seen)?;
+                        add(rel, len, &mut files)?;
                     }
                 }
             }
+        } else if t.is_file() {
+            return Err(missing("it belongs to another user".into()));
         } else {
             return Err(missing("it is not a regular file or a directory".into()));
         }
     }
-    Ok(found)
+    Ok(Outputs { dir, files, owner })
 }
 
 /// `a/./b/` as `a/b`; `.` as the empty prefix.
@@ -190,6 +243,12 @@ pub(crate) async fn open_log(path: &Path) -> std::io::Result<(tokio::fs::File, u
 mod tests {
     use super::*;
 
+    fn rels(o: &Outputs) -> Vec<String> {
+        let mut r: Vec<String> = o.files.iter().map(|(p, _)| p.clone()).collect();
+        r.sort();
+        r
+    }
+
     #[test]
     fn outputs_never_lead_out_of_their_directory() {
         let outside = tempfile::tempdir().expect("tempdir");
@@ -204,15 +263,24 @@ mod tests {
         std::os::unix::fs::symlink(&secret, r.join("model/leak")).expect("link");
         std::os::unix::fs::symlink(&secret, r.join("link.txt")).expect("link");
         std::os::unix::fs::symlink(outside.path(), r.join("dirlink")).expect("link");
+        let here = Path::new("");
 
-        let mut rels: Vec<String> =
-            collect_outputs(r, &["model".into(), "report.txt".into()], 1 << 20)
-                .expect("collected")
-                .into_iter()
-                .map(|f| f.rel)
-                .collect();
-        rels.sort();
-        assert_eq!(rels, ["model/sub/more", "model/weights", "report.txt"]);
+        let out = collect_outputs(
+            r,
+            here,
+            &["model".into(), "report.txt".into()],
+            1 << 20,
+            None,
+        )
+        .expect("collected");
+        assert_eq!(
+            rels(&out),
+            ["model/sub/more", "model/weights", "report.txt"]
+        );
+        let (mut f, len) = out.open("model/weights").expect("open");
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut f, &mut text).expect("read");
+        assert_eq!((text.as_str(), len), ("w", 1));
         for bad in [
             "link.txt",
             "dirlink",
@@ -221,10 +289,24 @@ mod tests {
             "/etc/passwd",
             "nothing",
         ] {
-            let e = collect_outputs(r, &[bad.into()], 1 << 20).expect_err(bad);
+            let e = collect_outputs(r, here, &[bad.into()], 1 << 20, None).expect_err(bad);
             assert!(matches!(e, OutputError::Missing { .. }), "{bad}: {e}");
         }
-        let e = collect_outputs(r, &["model".into()], 1).expect_err("over the budget");
+        let e = collect_outputs(r, here, &["model".into()], 1, None).expect_err("over the budget");
         assert!(e.to_string().contains("jobs.max_output_bytes"), "{e}");
+        // A working directory the job made a link (`x`, `x/`, `x/sub`) is not followed.
+        for wd in ["dirlink", "dirlink/", "model/../dirlink"] {
+            let e =
+                collect_outputs(r, Path::new(wd), &["secret".into()], 1 << 20, None).expect_err(wd);
+            assert!(matches!(e, OutputError::Missing { .. }), "{wd}: {e}");
+        }
+        // Only the owner's files count when an owner is named.
+        let me = rustix::process::geteuid().as_raw();
+        let e = collect_outputs(r, here, &["report.txt".into()], 1 << 20, Some(me + 1))
+            .expect_err("another owner's");
+        assert!(e.to_string().contains("belongs to another user"), "{e}");
+        let none =
+            collect_outputs(r, here, &["model".into()], 1 << 20, Some(me + 1)).expect("walked");
+        assert!(none.files.is_empty());
     }
 }

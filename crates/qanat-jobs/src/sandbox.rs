@@ -85,6 +85,34 @@ pub struct Plan {
     pub program: String,
     pub args: Vec<String>,
     pub cwd: PathBuf,
+    /// The job's variables the dynamic loader or the C library would act on
+    /// ([`loader_variable`]): kept out of the warden's and the init's environment
+    /// (they start as root) and given to the program alone.
+    #[serde(default)]
+    pub loader_env: Vec<(String, String)>,
+}
+
+/// Whether the dynamic loader or the C library acts on variable `name` before a
+/// program's `main` (glibc's list for secure-execution mode, and mimalloc's options):
+/// a job's value of one must never reach a process that starts with privileges.
+pub fn loader_variable(name: &str) -> bool {
+    name.starts_with("LD_")
+        || name.starts_with("MALLOC_")
+        || name.starts_with("MIMALLOC_")
+        || matches!(
+            name,
+            "GCONV_PATH"
+                | "GETCONF_DIR"
+                | "GLIBC_TUNABLES"
+                | "HOSTALIASES"
+                | "LOCALDOMAIN"
+                | "LOCPATH"
+                | "NIS_PATH"
+                | "NLSPATH"
+                | "RESOLV_HOST_CONF"
+                | "RES_OPTIONS"
+                | "TZDIR"
+        )
 }
 
 impl Plan {
@@ -255,14 +283,8 @@ fn build_view(plan: &Plan) -> Result<(), String> {
     }
     let mut hidden: Vec<&PathBuf> = plan.hide.iter().collect();
     hidden.sort_by_key(|p| p.components().count());
-    for p in hidden {
-        // Inside a path covered already (or a private one) it is gone: nothing to do.
-        if !p.is_dir() {
-            continue;
-        }
-        let data = c"mode=0755,size=1m";
-        mount("qanat-hidden", p, "tmpfs", flags, data)
-            .map_err(|e| format!("hiding {}: {e}", p.display()))?;
+    for p in &hidden {
+        cover(p, flags)?;
     }
     for (e, fd, dir) in &exposed {
         let target = &e.path;
@@ -287,11 +309,39 @@ fn build_view(plan: &Plan) -> Result<(), String> {
         mount_remount(target, f, c"")
             .map_err(|err| format!("limiting {}: {err}", target.display()))?;
     }
+    // A bind is not recursive: a hidden path inside an exposed one (an admin's path
+    // above the data directory) is covered again, inside the bind.
+    for p in &hidden {
+        if plan
+            .expose
+            .iter()
+            .any(|e| p.starts_with(&e.path) && **p != e.path)
+        {
+            cover(p, flags)?;
+        }
+    }
     // The hidden covers are made read-only last: the exposed paths needed room in them.
     for p in &plan.hide {
-        let _ = mount_remount(p, flags | MountFlags::RDONLY, c"");
+        if p.is_dir() {
+            let _ = mount_remount(p, flags | MountFlags::RDONLY, c"");
+        }
     }
     Ok(())
+}
+
+/// Covers `p`: a directory with an empty tmpfs, a file with `/dev/null`. A path that
+/// is not there (or is already inside a cover) needs nothing.
+fn cover(p: &Path, flags: rustix::mount::MountFlags) -> Result<(), String> {
+    use rustix::mount::{mount, mount_bind};
+    let Ok(meta) = std::fs::symlink_metadata(p) else {
+        return Ok(());
+    };
+    if meta.is_dir() {
+        mount("qanat-hidden", p, "tmpfs", flags, c"mode=0755,size=1m")
+            .map_err(|e| format!("hiding {}: {e}", p.display()))
+    } else {
+        mount_bind("/dev/null", p).map_err(|e| format!("hiding {}: {e}", p.display()))
+    }
 }
 
 /// The flags of the mount `path` is on that a remount must keep (in a user namespace
@@ -332,8 +382,29 @@ fn init(plan: Result<Plan, String>) -> u8 {
     ) {
         return fail("mounting the rank's /proc", e);
     }
+    // POSIX message queues of the rank's own IPC namespace, not the host's.
+    if Path::new("/dev/mqueue").is_dir() {
+        let _ = mount(
+            "mqueue",
+            "/dev/mqueue",
+            "mqueue",
+            MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+            c"",
+        );
+    }
     if let Err(e) = drop_privileges(plan.identity) {
         return fail("dropping privileges", e);
+    }
+    // A working directory inside the job's own is made here, as the rank: whatever
+    // the job left in its directory can only lead where the rank may go anyway.
+    if !plan.cwd.is_dir() {
+        if let Err(e) = std::fs::create_dir_all(&plan.cwd) {
+            eprintln!(
+                "qanat sandbox: making the working directory {}: {e}",
+                plan.cwd.display()
+            );
+            return NOT_STARTED;
+        }
     }
     if let Err(e) = landlock(&plan) {
         return fail("applying the Landlock ruleset", e);
@@ -359,6 +430,7 @@ fn init(plan: Result<Plan, String>) -> u8 {
     };
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     cmd.args(&plan.args)
+        .envs(plan.loader_env.iter().map(|(k, v)| (k, v)))
         .current_dir(&plan.cwd)
         .stdin(std::process::Stdio::null());
     let child = match cmd.spawn() {
@@ -524,6 +596,7 @@ pub(crate) fn plan_for(
         program,
         args,
         cwd,
+        loader_env: Vec::new(),
     }
 }
 
@@ -546,7 +619,12 @@ pub(crate) fn identity(settings: &crate::Settings, uid: Option<u32>) -> Identity
 /// `uid`: a root server's ranks write their own directories and nothing else.
 pub(crate) fn hand_over(dirs: &[&Path], uid: u32) -> std::io::Result<()> {
     fn walk(p: &Path, uid: u32) -> std::io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
         let meta = std::fs::symlink_metadata(p)?;
+        // A file with another link may be someone else's file linked in: not given.
+        if meta.is_file() && meta.nlink() > 1 {
+            return Ok(());
+        }
         std::os::unix::fs::lchown(p, Some(uid), Some(uid))?;
         if meta.is_dir() {
             for e in std::fs::read_dir(p)? {
@@ -575,6 +653,18 @@ pub(crate) async fn probe(settings: &crate::Settings) -> crate::local::Isolation
     } else {
         "the server is not root and cannot create user namespaces; run it as root (ranks then get uids of their own), or allow unprivileged user namespaces (user.max_user_namespaces > 0; on Ubuntu, kernel.apparmor_restrict_unprivileged_userns = 0), or opt out with jobs.sandbox.enabled = false"
     };
+    if !root {
+        // A user namespace keeps the server's supplementary groups (setgroups is
+        // denied in it). `no_new_privs` makes `sudo` and other set-id programs
+        // harmless, but a group that opens a daemon's socket or a disk is a way out.
+        let risky = risky_groups();
+        if !risky.is_empty() {
+            return Isolation::Unavailable(format!(
+                "the server's user is in the groups {}, which a job in a user namespace would keep (they reach a container daemon or raw disks); run the server as a user outside them, or as root (ranks then get uids of their own), or opt out with jobs.sandbox.enabled = false",
+                risky.join(", ")
+            ));
+        }
+    }
     let dir = settings.work_dir.join(".sandbox-probe");
     let dirs = JobDirs {
         work: dir.join("work"),
@@ -646,4 +736,36 @@ pub(crate) async fn probe(settings: &crate::Settings) -> crate::local::Isolation
         },
         Err(e) => Isolation::Unavailable(format!("{e}; {hint}")),
     }
+}
+
+/// The groups this process is in (besides its own) that give what a job must not
+/// have: a container or VM daemon's socket, raw disks, the shadow file.
+fn risky_groups() -> Vec<String> {
+    const RISKY: [&str; 8] = [
+        "docker",
+        "podman",
+        "lxd",
+        "incus-admin",
+        "libvirt",
+        "disk",
+        "shadow",
+        "root",
+    ];
+    let egid = rustix::process::getegid().as_raw();
+    let mine: Vec<u32> = rustix::process::getgroups()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|g| g.as_raw())
+        .filter(|g| *g != egid)
+        .collect();
+    std::fs::read_to_string("/etc/group")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split(':');
+            let name = f.next()?;
+            let gid: u32 = f.nth(1)?.parse().ok()?;
+            (mine.contains(&gid) && RISKY.contains(&name)).then(|| name.to_string())
+        })
+        .collect()
 }

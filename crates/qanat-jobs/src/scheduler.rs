@@ -483,17 +483,41 @@ impl Jobs {
         self.finish(&job, ending).await
     }
 
-    /// The directory rank 0 runs in: its kind's working directory, else the job's
-    /// `work` directory. Shared with the server on the local and Slurm executors.
-    pub(crate) fn work_dir(&self, job: &JobRow) -> std::path::PathBuf {
+    /// Where a job's outputs are read from: a base directory the server trusts (the
+    /// job's `work`, or the admin's root an absolute `working_dir` lies in) and the
+    /// working directory relative to it.
+    fn output_root(&self, job: &JobRow) -> (std::path::PathBuf, std::path::PathBuf) {
         let work = self.job_dir(&job.job_id).join("work");
-        self.inner
+        let dir = self
+            .inner
             .kinds
             .get(&job.kind)
             .ok()
             .and_then(|k| k.plan(&job.spec.params, 0, job.ranks).ok())
-            .and_then(|p| p.working_dir)
-            .map_or_else(|| work.clone(), |d| work.join(d))
+            .and_then(|p| p.working_dir);
+        match dir {
+            None => (work, std::path::PathBuf::new()),
+            Some(d) if d.is_relative() => (work, d),
+            Some(d) => {
+                let root = self
+                    .inner
+                    .settings
+                    .sandbox
+                    .allowed_roots()
+                    .find(|r| d.starts_with(r))
+                    .cloned();
+                match root {
+                    Some(r) => {
+                        let rel = d
+                            .strip_prefix(&r)
+                            .map(|p| p.to_path_buf())
+                            .unwrap_or_default();
+                        (r, rel)
+                    }
+                    None => (d, std::path::PathBuf::new()),
+                }
+            }
+        }
     }
 
     /// A succeeded attempt's declared outputs, logged to its run; a missing one fails
@@ -506,7 +530,7 @@ impl Jobs {
         {
             return ending;
         }
-        match self.log_outputs(job, &self.work_dir(job)).await {
+        match self.log_outputs(job).await {
             Ok(()) => Ending::Succeeded,
             Err(e) => Ending::Failed {
                 exit_code: Some(0),
@@ -518,7 +542,7 @@ impl Jobs {
     /// Logs the declared outputs (files, or directories walked) to the job's run as
     /// artifacts, under the same relative paths. A declared output that is missing
     /// fails the attempt: downstream steps rely on it.
-    async fn log_outputs(&self, job: &JobRow, cwd: &std::path::Path) -> Result<()> {
+    async fn log_outputs(&self, job: &JobRow) -> Result<()> {
         let inner = &self.inner;
         let project = inner.gov.project_by_id(&job.project_id).await?;
         let Some(run_id) = &job.run_id else {
@@ -529,25 +553,29 @@ impl Jobs {
         let storage = &inner.storage;
         let location = storage.default_location().to_string();
         qanat_governance::check_residency(&project, &storage.location(&location)?)?;
-        let (dir, outputs, limit) = (
-            cwd.to_path_buf(),
-            job.spec.outputs.clone(),
-            inner.settings.max_output_bytes,
-        );
+        // The working directory is opened beneath the job's `work` (or the admin's
+        // root it lies in), no link followed on the way; on a root server only the
+        // files the attempt's uid owns (those it wrote) are collected.
+        let (base, rel) = self.output_root(job);
+        let owner = std::fs::metadata(self.job_dir(&job.job_id).join("work"))
+            .ok()
+            .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+            .filter(|uid| *uid != rustix::process::geteuid().as_raw());
+        let (outputs, limit) = (job.spec.outputs.clone(), inner.settings.max_output_bytes);
         let found = tokio::task::spawn_blocking(move || {
-            crate::safe_read::collect_outputs(&dir, &outputs, limit)
+            crate::safe_read::collect_outputs(&base, &rel, &outputs, limit, owner)
         })
         .await
         .map_err(|e| Error::Io(format!("collecting outputs: {e}")))?
         .map_err(|e| Error::invalid(e.to_string()))?;
-        for f in found {
+        for (rel, _) in &found.files {
             use tokio::io::AsyncReadExt;
-            let key: ObjectKey = format!(
-                "projects/{}/mlflow-artifacts/{root}/{}",
-                job.project_id, f.rel
-            )
-            .parse()?;
-            let file = tokio::fs::File::from_std(f.file).take(f.len);
+            let key: ObjectKey =
+                format!("projects/{}/mlflow-artifacts/{root}/{rel}", job.project_id).parse()?;
+            let (file, len) = found
+                .open(rel)
+                .map_err(|e| Error::invalid(format!("declared output '{rel}': {e}")))?;
+            let file = tokio::fs::File::from_std(file).take(len);
             storage.put_reader(&location, &key, file).await?;
         }
         Ok(())
@@ -666,10 +694,28 @@ impl Jobs {
         // gets its own copy.
         let ca_cert = match (&inner.settings.ca_cert, sandboxed) {
             (Some(ca), true) => {
+                // `home` is the job's: whatever it left at this name (a link to a
+                // file of the host's) is removed, and the copy made anew, no link
+                // followed.
                 let copy = home.join(".qanat-ca.pem");
-                tokio::fs::copy(ca, &copy)
+                let pem = tokio::fs::read(ca)
                     .await
                     .map_err(|e| Error::io(ca.display(), e))?;
+                match tokio::fs::remove_file(&copy).await {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(Error::io(copy.display(), e))
+                    }
+                    _ => {}
+                }
+                let mut f = tokio::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&copy)
+                    .await
+                    .map_err(|e| Error::io(copy.display(), e))?;
+                tokio::io::AsyncWriteExt::write_all(&mut f, &pem)
+                    .await
+                    .map_err(|e| Error::io(copy.display(), e))?;
                 Some(copy)
             }
             (ca, _) => ca.clone(),
@@ -768,7 +814,7 @@ impl Jobs {
                 // Inside, the server's home and temporary directory do not exist.
                 env.insert("HOME".into(), home.display().to_string());
                 env.insert("TMPDIR".into(), "/tmp".into());
-                crate::sandbox::plan_for(
+                let mut p = crate::sandbox::plan_for(
                     &inner.settings,
                     crate::sandbox::identity(&inner.settings, alloc.uid),
                     &dirs,
@@ -776,16 +822,20 @@ impl Jobs {
                     plan.program.clone(),
                     plan.args.clone(),
                     cwd.clone(),
-                )
+                );
+                p.loader_env = env
+                    .iter()
+                    .filter(|(k, _)| crate::sandbox::loader_variable(k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                p
             });
-            if cwd.starts_with(&work) {
+            // Sandboxed, the init makes it as the rank (never the server through the
+            // job's own links).
+            if sandbox.is_none() && cwd.starts_with(&work) {
                 tokio::fs::create_dir_all(&cwd)
                     .await
                     .map_err(|e| Error::io(cwd.display(), e))?;
-                if let (Some(_), Some(offset)) = (&sandbox, alloc.uid) {
-                    let uid = inner.settings.sandbox.uid_base.saturating_add(offset);
-                    let _ = std::os::unix::fs::lchown(&cwd, Some(uid), Some(uid));
-                }
             }
             ranks.push(RankLaunch {
                 program: plan.program,

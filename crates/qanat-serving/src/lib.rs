@@ -455,10 +455,11 @@ impl Serving {
         // The graph's declared shapes, sizes and node count are checked before tract
         // reads it (qanat_runtime::onnx::check_limits); then a child loads it first.
         if let Some(launcher) = self.load_check.get() {
-            first_load(launcher, &onnx).await.map_err(|why| {
-                Fetch::Unservable(format!(
+            first_load(launcher, &onnx).await.map_err(|f| match f {
+                Fetch::Unservable(why) => Fetch::Unservable(format!(
                     "model '{name}' version {version} cannot be served: {why}"
-                ))
+                )),
+                other => other,
             })?;
         }
         let model = tokio::task::spawn_blocking(move || {
@@ -480,14 +481,16 @@ impl Serving {
 /// Longest a child may take to load a graph.
 const LOAD_CHECK_WALL: std::time::Duration = std::time::Duration::from_secs(180);
 
-/// Loads `onnx` in a child process of `launcher` under its budget; why not, if not.
+/// Loads `onnx` in a child process of `launcher` under its budget. A graph the child
+/// refused, or whose load broke the budget, is unservable; a child that could not be
+/// started is this server's trouble, tried again next time.
 async fn first_load(
     launcher: &std::path::Path,
     onnx: &bytes::Bytes,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), Fetch> {
     use qanat_runtime::onnx::load_check::{CPU_SECS, ENTRY, MEMORY_BYTES, REFUSED};
     use std::os::unix::process::ExitStatusExt;
-    use tokio::io::AsyncWriteExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut child = tokio::process::Command::new(launcher)
         .arg(ENTRY)
         .env_clear()
@@ -496,8 +499,17 @@ async fn first_load(
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("starting a process to load it: {e}"))?;
+        .map_err(|e| {
+            Fetch::Other(Error::Internal(format!(
+                "starting a process to load a model: {e}"
+            )))
+        })?;
+    if let Some(pid) = child.id() {
+        // Under memory pressure the kernel should kill the load, not the server.
+        let _ = std::fs::write(format!("/proc/{pid}/oom_score_adj"), "1000");
+    }
     let mut stdin = child.stdin.take();
+    let mut stderr = child.stderr.take();
     let graph = onnx.clone();
     let feed = async move {
         if let Some(s) = stdin.as_mut() {
@@ -505,37 +517,43 @@ async fn first_load(
         }
         drop(stdin);
     };
-    let waited = async {
-        let (_, out) = tokio::join!(feed, child.wait_with_output());
-        out
+    // What it says is kept to its first 4 KiB (a graph's names can be long).
+    let said = async move {
+        let mut buf = Vec::new();
+        if let Some(e) = stderr.as_mut() {
+            let _ = e.take(4096).read_to_end(&mut buf).await;
+            let _ = tokio::io::copy(e, &mut tokio::io::sink()).await;
+        }
+        buf
     };
-    let out = tokio::time::timeout(LOAD_CHECK_WALL, waited)
+    let waited = async {
+        let (_, said, status) = tokio::join!(feed, said, child.wait());
+        status.map(|s| (s, said))
+    };
+    let (status, said) = tokio::time::timeout(LOAD_CHECK_WALL, waited)
         .await
         .map_err(|_| {
-            format!(
+            Fetch::Unservable(format!(
                 "loading it took over {} s, and was stopped",
                 LOAD_CHECK_WALL.as_secs()
-            )
+            ))
         })?
-        .map_err(|e| format!("waiting for its load: {e}"))?;
-    let said: String = String::from_utf8_lossy(&out.stderr)
-        .chars()
-        .take(2000)
-        .collect();
-    match (out.status.code(), out.status.signal()) {
+        .map_err(|e| Fetch::Other(Error::Internal(format!("waiting for a model's load: {e}"))))?;
+    let said = String::from_utf8_lossy(&said).into_owned();
+    match (status.code(), status.signal()) {
         (Some(0), _) => Ok(()),
-        (Some(c), _) if c == i32::from(REFUSED) => Err(said),
-        (_, Some(sig)) => Err(format!(
+        (Some(c), _) if c == i32::from(REFUSED) => Err(Fetch::Unservable(said)),
+        (_, Some(sig)) => Err(Fetch::Unservable(format!(
             "loading it went over its budget ({} GiB of memory, {CPU_SECS} s of CPU) and was stopped by signal {sig}",
             MEMORY_BYTES >> 30
-        )),
+        ))),
         (code, _) => {
             // A runtime that crashed on the graph: its words stay in the server's log.
             tracing::warn!(?code, said = %said, "a model's first load failed");
-            Err(format!(
+            Err(Fetch::Unservable(format!(
                 "the runtime failed while loading it (it asked for more than its budget of {} GiB, or could not read it)",
                 MEMORY_BYTES >> 30
-            ))
+            )))
         }
     }
 }

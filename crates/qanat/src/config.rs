@@ -406,10 +406,38 @@ impl Config {
         s.sandbox.uid_count = sb.uid_count;
         s.sandbox.paths = sb.paths.clone();
         s.sandbox.writable_paths = sb.writable_paths.clone();
-        // The server's own data directory is never a job's to see.
-        s.sandbox
-            .hide
-            .push(std::path::absolute(&self.home).unwrap_or_else(|_| self.home.clone()));
+        // The server's own data directory is never a job's to see, nor any file it
+        // keeps secrets or data in elsewhere (under a user namespace a rank is the
+        // server's uid outside, so permissions would not stop it).
+        let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        let mut secret: Vec<PathBuf> = vec![self.home.clone(), self.master_key_file()];
+        secret.extend(self.server.tls_key.clone());
+        secret.extend(self.audit.file.clone());
+        if let Some(db) = self.metadata_url().strip_prefix("sqlite://") {
+            let db = db.split('?').next().unwrap_or(db);
+            for suffix in ["", "-wal", "-shm"] {
+                secret.push(PathBuf::from(format!("{db}{suffix}")));
+            }
+        }
+        if let Some(redb) = self.online_store_url().strip_prefix("redb://") {
+            secret.push(PathBuf::from(redb));
+        }
+        for l in &self.storage.locations {
+            let local = l
+                .url
+                .strip_prefix("file://")
+                .or(Some(l.url.as_str()).filter(|u| !u.contains("://")));
+            secret.extend(local.map(PathBuf::from));
+        }
+        let config_file = env("QANAT_CONFIG")
+            .map(PathBuf::from)
+            .or_else(|| Some(PathBuf::from("qanat.toml")).filter(|p| p.exists()));
+        secret.extend(config_file);
+        secret.push(PathBuf::from(format!(
+            "/run/user/{}",
+            rustix::process::getuid().as_raw()
+        )));
+        s.sandbox.hide.extend(secret.iter().map(|p| abs(p)));
         let bytes = |what: &str, v: &str| -> Result<u64> {
             qanat_jobs::spec::parse_memory(&serde_json::Value::String(v.to_string()))
                 .map(|mib| mib.saturating_mul(1 << 20))

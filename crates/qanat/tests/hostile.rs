@@ -367,7 +367,7 @@ fn a_job_that_kills_an_unsandboxed_server_twice_fails_instead_of_looping() {
     assert!(enforcement.starts_with("unsandboxed"), "{enforcement}");
     let j = q.submit_job(
         "default",
-        json!({"name": "killer", "command": "kill -9 $PPID; sleep 30"}),
+        json!({"name": "killer", "command": "sleep 2; kill -9 $PPID; sleep 30"}),
     );
     let id = j["job_id"].as_str().expect("id").to_string();
     // Each start of the job kills the server; restarted, it recovers the job.
@@ -408,4 +408,61 @@ fn a_job_that_kills_an_unsandboxed_server_twice_fails_instead_of_looping() {
     );
     let (s, _) = q.http().send("", "GET", "/healthz", None);
     assert_eq!(s, 200);
+}
+
+#[test]
+fn a_jobs_loader_variables_reach_only_its_program() {
+    // A preloaded library that notes the capabilities of every process it runs in.
+    let Ok(_) = std::process::Command::new("gcc").arg("--version").output() else {
+        eprintln!("skipped: no gcc to build the preloaded library");
+        return;
+    };
+    for unprivileged in [false, true] {
+        let q = server(unprivileged);
+        let shared = q.shared();
+        let notes = shared.join("preloaded");
+        let src = shared.join("evil.c");
+        std::fs::write(
+            &src,
+            format!(
+                "#include <stdio.h>\n#include <string.h>\n\
+                 __attribute__((constructor)) static void note(void) {{\n\
+                 FILE *s = fopen(\"/proc/self/status\", \"r\"); char line[256];\n\
+                 FILE *o = fopen(\"{}\", \"a\");\n\
+                 while (s && o && fgets(line, sizeof line, s)) if (!strncmp(line, \"CapEff:\", 7)) fputs(line, o);\n\
+                 if (o) fclose(o); if (s) fclose(s); }}\n",
+                notes.display()
+            ),
+        )
+        .expect("source");
+        let lib = shared.join("evil.so");
+        let built = std::process::Command::new("gcc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(&lib)
+            .arg(&src)
+            .status()
+            .expect("gcc");
+        assert!(built.success());
+        common::chown_tree(&shared, q.as_uid.unwrap_or(0));
+        let editor = q.user_with_role("mallory", "default", "editor");
+        let (s, j) = submit(
+            &q,
+            &editor,
+            &json!({"name": "preload", "command": ["true"],
+                "env": {"LD_PRELOAD": lib.display().to_string()}}),
+        );
+        assert_eq!(s, 201, "{j}");
+        let id = j["job_id"].as_str().expect("id").to_string();
+        let j = q.job_finished("default", &id, 60);
+        assert_eq!(j["state"], "succeeded", "{j:#}");
+        let seen = std::fs::read_to_string(&notes).unwrap_or_default();
+        // The program ran it, with no capability; nothing privileged did.
+        assert!(!seen.is_empty(), "the program did not get its LD_PRELOAD");
+        for line in seen.lines() {
+            assert!(
+                line.ends_with("0000000000000000"),
+                "unprivileged={unprivileged}: a privileged process loaded the job's library: {seen}"
+            );
+        }
+    }
 }

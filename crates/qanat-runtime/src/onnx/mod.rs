@@ -141,9 +141,14 @@ pub fn check_limits(graph: &pb::GraphProto) -> Result<()> {
             for a in &n.attribute {
                 stack.extend(a.g.iter());
                 stack.extend(a.graphs.iter());
-                if let Some(t) = &a.t {
-                    let dims = t.dims.iter().map(|d| (*d).max(0) as u64);
-                    check_shape(&format!("{} (an attribute of {})", a.name, n.name), dims)?;
+                for t in a.t.iter().chain(&a.tensors) {
+                    let dims: Vec<u64> = t.dims.iter().map(|d| (*d).max(0) as u64).collect();
+                    let elements = check_shape(
+                        &format!("{} (an attribute of {})", a.name, n.name),
+                        dims.iter().copied(),
+                    )?;
+                    initializer_bytes = initializer_bytes
+                        .saturating_add(elements.saturating_mul(elem_bytes(t.data_type)));
                 }
             }
         }
