@@ -178,7 +178,7 @@ impl StreamCall {
             routing_key: self.routing_key.as_deref(),
         };
         let (name, v) = (r.model_name.clone(), r.model_version.clone());
-        let answer = match request(r) {
+        let answer = match request(r, max_elements(&self.state)) {
             Ok(infer) => self
                 .state
                 .serving
@@ -263,8 +263,57 @@ fn contents(name: &str, datatype: &str, c: Option<InferTensorContents>) -> Resul
     Ok(Value::Array(v))
 }
 
+/// The most tensor elements one gRPC request may carry: as many as a REST body of
+/// `server.max_request_bytes` could (two bytes a number, `1,`). Each element becomes a
+/// JSON value inside serving (32 bytes), so a raw tensor of single bytes would
+/// otherwise grow 32-fold in memory.
+fn max_elements(state: &AppState) -> usize {
+    (state.limits.max_request_bytes / 2).max(1)
+}
+
+/// Elements `r`'s tensors hold (raw contents counted at their narrowest: one byte a
+/// value, four for a `BYTES` element's length prefix).
+fn elements(r: &ModelInferRequest) -> usize {
+    let typed: usize = r
+        .inputs
+        .iter()
+        .filter_map(|t| t.contents.as_ref())
+        .map(|c| {
+            c.bool_contents.len()
+                + c.int_contents.len()
+                + c.int64_contents.len()
+                + c.uint_contents.len()
+                + c.uint64_contents.len()
+                + c.fp32_contents.len()
+                + c.fp64_contents.len()
+                + c.bytes_contents.len()
+        })
+        .sum();
+    let raw: usize = r
+        .inputs
+        .iter()
+        .zip(&r.raw_input_contents)
+        .map(|(t, bytes)| {
+            let width = match t.datatype.as_str() {
+                "BOOL" | "UINT8" | "INT8" => 1,
+                "UINT16" | "INT16" | "FP16" | "BF16" => 2,
+                "UINT64" | "INT64" | "FP64" => 8,
+                _ => 4,
+            };
+            bytes.len() / width
+        })
+        .sum();
+    typed + raw
+}
+
 /// A gRPC request as the [`InferRequest`] REST builds.
-fn request(r: ModelInferRequest) -> Result<InferRequest, Status> {
+fn request(r: ModelInferRequest, max_elements: usize) -> Result<InferRequest, Status> {
+    let n = elements(&r);
+    if n > max_elements {
+        return Err(Status::invalid_argument(format!(
+            "the request carries {n} tensor elements, over this server's limit of {max_elements} (server.max_request_bytes / 2); send fewer rows per request"
+        )));
+    }
     let raw = r.raw_input_contents;
     if !raw.is_empty() && raw.len() != r.inputs.len() {
         return Err(Status::invalid_argument(format!(
@@ -417,7 +466,7 @@ impl GrpcInferenceService for Inference {
         let (request_id, routing_key) = call_metadata(&req);
         let r = req.into_inner();
         let (name, v) = (r.model_name.clone(), r.model_version.clone());
-        let infer = request(r)?;
+        let infer = request(r, max_elements(&self.state))?;
         let caller = qanat_serving::Caller {
             actor: &actor,
             request_id: &request_id,
@@ -605,4 +654,37 @@ pub(crate) fn routes() -> Fragment {
                 call,
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(datatype: &str, bytes: usize) -> ModelInferRequest {
+        ModelInferRequest {
+            model_name: "m".into(),
+            inputs: vec![proto::model_infer_request::InferInputTensor {
+                name: "x".into(),
+                datatype: datatype.into(),
+                shape: vec![bytes as i64],
+                ..Default::default()
+            }],
+            raw_input_contents: vec![vec![1u8; bytes]],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_request_over_the_element_limit_is_refused_before_it_is_decoded() {
+        let e = request(raw("UINT8", 1000), 999).expect_err("over the limit");
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(
+            e.message().contains("1000 tensor elements"),
+            "{}",
+            e.message()
+        );
+        assert_eq!(elements(&raw("FP32", 1000)), 250);
+        let ok = request(raw("UINT8", 1000), 1000).expect("within the limit");
+        assert_eq!(ok.inputs[0].data.as_array().map(Vec::len), Some(1000));
+    }
 }
