@@ -37,7 +37,12 @@ pub(crate) const FALLBACK_ENFORCEMENT: &str =
 pub(crate) enum Isolation {
     /// Ranks run in the sandbox ([`crate::sandbox`]): as a uid of their own when the
     /// server is root (`root`), else in a user namespace.
-    Sandboxed { root: bool, uid_base: u32 },
+    /// `landlock` says what Landlock the kernel enforces (read once, at the probe).
+    Sandboxed {
+        root: bool,
+        uid_base: u32,
+        landlock: &'static str,
+    },
     /// An admin opted out (`jobs.sandbox.enabled = false`).
     Unsandboxed,
     /// The sandbox cannot be built here: local jobs are refused, saying why.
@@ -47,10 +52,20 @@ pub(crate) enum Isolation {
 impl Isolation {
     pub(crate) fn describe(&self) -> String {
         match self {
-            Isolation::Sandboxed { root: true, uid_base } => format!(
-                "sandbox: a uid of its own (from {uid_base}), mount/pid/ipc namespaces, no capabilities, no_new_privs, landlock"
+            Isolation::Sandboxed {
+                root: true,
+                uid_base,
+                landlock,
+            } => format!(
+                "sandbox: a uid of its own (from {uid_base}), mount/pid/ipc namespaces, no capabilities, no_new_privs, {landlock}"
             ),
-            Isolation::Sandboxed { root: false, .. } => "sandbox: a user namespace (no capabilities), mount/pid/ipc namespaces, no_new_privs, landlock".into(),
+            Isolation::Sandboxed {
+                root: false,
+                landlock,
+                ..
+            } => format!(
+                "sandbox: a user namespace (no capabilities), mount/pid/ipc namespaces, no_new_privs, {landlock}"
+            ),
             Isolation::Unsandboxed => "unsandboxed (jobs.sandbox.enabled = false): ranks run as the server's user and can read its files".into(),
             Isolation::Unavailable(why) => format!("no sandbox: {why}"),
         }
@@ -124,7 +139,7 @@ struct State {
     gpu_holder: HashMap<u32, Option<String>>,
     /// Running attempts and how to reach them.
     running: HashMap<String, Running>,
-    /// Offsets from the sandbox's `uid_base` held by running attempts.
+    /// The uids running attempts hold (from the sandbox's range).
     uids: std::collections::BTreeSet<u32>,
 }
 
@@ -144,7 +159,8 @@ pub(crate) struct LocalExecutor {
     cgroups: std::sync::OnceLock<Cgroups>,
     /// Found when the scheduler starts ([`LocalExecutor::probe_sandbox`]).
     isolation: std::sync::OnceLock<Isolation>,
-    uid_count: u32,
+    /// The uids a root server hands to attempts (`jobs.sandbox.uid_base`, `uid_count`).
+    uid_range: std::ops::Range<u32>,
     state: Mutex<State>,
 }
 
@@ -181,7 +197,11 @@ impl LocalExecutor {
             nvml,
             cgroups: std::sync::OnceLock::new(),
             isolation: std::sync::OnceLock::new(),
-            uid_count: settings.sandbox.uid_count,
+            uid_range: settings.sandbox.uid_base
+                ..settings
+                    .sandbox
+                    .uid_base
+                    .saturating_add(settings.sandbox.uid_count),
         }
     }
 
@@ -312,9 +332,9 @@ impl LocalExecutor {
         // A root server runs each attempt as a uid no other running attempt has.
         let uid = match self.isolation() {
             Some(Isolation::Sandboxed { root: true, .. }) => {
-                let slot = (0..self.uid_count).find(|u| !st.uids.contains(u))?;
-                st.uids.insert(slot);
-                Some(slot)
+                let uid = self.uid_range.clone().find(|u| !st.uids.contains(u))?;
+                st.uids.insert(uid);
+                Some(uid)
             }
             _ => None,
         };

@@ -600,14 +600,11 @@ pub(crate) fn plan_for(
     }
 }
 
-/// Who ranks are: `uid` (an offset from the range's base) for a root server, else the
-/// server's own uid mapped to root in a user namespace.
-pub(crate) fn identity(settings: &crate::Settings, uid: Option<u32>) -> Identity {
+/// Who ranks are: `uid` (and the same gid) for a root server, else the server's own
+/// uid mapped to root in a user namespace.
+pub(crate) fn identity(uid: Option<u32>) -> Identity {
     match uid {
-        Some(offset) => {
-            let id = settings.sandbox.uid_base.saturating_add(offset);
-            Identity::User { uid: id, gid: id }
-        }
+        Some(id) => Identity::User { uid: id, gid: id },
         None => Identity::Namespace {
             outer_uid: rustix::process::geteuid().as_raw(),
             outer_gid: rustix::process::getegid().as_raw(),
@@ -677,7 +674,8 @@ pub(crate) async fn probe(settings: &crate::Settings) -> crate::local::Isolation
             return Isolation::Unavailable(format!("creating {}: {e}", d.display()));
         }
     }
-    let identity = identity(settings, root.then_some(s.uid_count.saturating_sub(1)));
+    let last = s.uid_base.saturating_add(s.uid_count.saturating_sub(1));
+    let identity = identity(root.then_some(last));
     if let Identity::User { uid, .. } = identity {
         let owned = [&dirs.work, &dirs.checkpoints, &dirs.home, &dirs.inputs];
         let owned: Vec<&Path> = owned.iter().map(|p| p.as_path()).collect();
@@ -733,6 +731,7 @@ pub(crate) async fn probe(settings: &crate::Settings) -> crate::local::Isolation
         Ok(()) => Isolation::Sandboxed {
             root,
             uid_base: s.uid_base,
+            landlock: landlock_level(),
         },
         Err(e) => Isolation::Unavailable(format!("{e}; {hint}")),
     }
@@ -768,4 +767,26 @@ fn risky_groups() -> Vec<String> {
             (mine.contains(&gid) && RISKY.contains(&name)).then(|| name.to_string())
         })
         .collect()
+}
+
+/// What Landlock this kernel enforces, in words for a job's `enforcement`: the ranks'
+/// ruleset is applied best-effort, so this says what it amounts to here.
+pub(crate) fn landlock_level() -> &'static str {
+    use landlock::{Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, Scope, ABI};
+    let strict = || Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
+    let full = strict()
+        .handle_access(AccessFs::from_all(ABI::V6))
+        .and_then(|r| r.scope(Scope::from_all(ABI::V6)))
+        .and_then(|r| r.create());
+    if full.is_ok() {
+        return "landlock (files, signals, abstract sockets)";
+    }
+    let files = strict()
+        .handle_access(AccessFs::from_all(ABI::V1))
+        .and_then(|r| r.create());
+    if files.is_ok() {
+        "landlock (files only: this kernel has no signal scoping)"
+    } else {
+        "no landlock (this kernel has none)"
+    }
 }

@@ -720,9 +720,8 @@ impl Jobs {
             }
             (ca, _) => ca.clone(),
         };
-        if let (true, Some(offset)) = (sandboxed, alloc.uid) {
+        if let (true, Some(uid)) = (sandboxed, alloc.uid) {
             // The attempt's uid owns what it may write (earlier attempts' files too).
-            let uid = inner.settings.sandbox.uid_base.saturating_add(offset);
             let owned = [
                 work.clone(),
                 checkpoints.clone(),
@@ -816,7 +815,7 @@ impl Jobs {
                 env.insert("TMPDIR".into(), "/tmp".into());
                 let mut p = crate::sandbox::plan_for(
                     &inner.settings,
-                    crate::sandbox::identity(&inner.settings, alloc.uid),
+                    crate::sandbox::identity(alloc.uid),
                     &dirs,
                     job.per_rank.memory_mb,
                     plan.program.clone(),
