@@ -21,6 +21,7 @@ use qanat_core::{DomainError, ErrorKind};
 use qanat_governance::Role::{Editor, Viewer};
 use qanat_governance::{AuditOutcome, AuditRecord, Principal};
 use qanat_serving::oip::{self, InferRequest, InferResponse, RequestInput, RequestOutput};
+use qanat_serving::tensor::Raw;
 use serde_json::{Map, Value};
 use tonic::{Code, Status};
 use tower::ServiceExt;
@@ -234,39 +235,88 @@ fn parameters(p: &std::collections::HashMap<String, InferParameter>) -> Option<M
     (!p.is_empty()).then(|| p.iter().map(|(k, v)| (k.clone(), parameter(v))).collect())
 }
 
-/// Typed contents as JSON values of `datatype`.
-fn contents(name: &str, datatype: &str, c: Option<InferTensorContents>) -> Result<Value, Status> {
+/// Typed contents as the raw little-endian bytes of `datatype`, so that serving reads
+/// both kinds of gRPC tensor the same way. A value that does not fit the datatype
+/// (300 in an `INT8` tensor) is refused, not wrapped.
+fn contents(name: &str, datatype: &str, c: Option<InferTensorContents>) -> Result<Vec<u8>, Status> {
+    fn narrow<T: TryFrom<V>, V: Copy + std::fmt::Display>(
+        name: &str,
+        datatype: &str,
+        values: &[V],
+        mut put: impl FnMut(T),
+    ) -> Result<(), Status> {
+        for &v in values {
+            let t = T::try_from(v).map_err(|_| {
+                Status::invalid_argument(format!(
+                    "input '{name}' holds {v}, which is out of range for {datatype}"
+                ))
+            })?;
+            put(t);
+        }
+        Ok(())
+    }
     let c = c.unwrap_or_default();
-    let v: Vec<Value> = match datatype {
-        "BOOL" => c.bool_contents.into_iter().map(Value::from).collect(),
-        "INT8" | "INT16" | "INT32" => c.int_contents.into_iter().map(Value::from).collect(),
-        "INT64" => c.int64_contents.into_iter().map(Value::from).collect(),
-        "UINT8" | "UINT16" | "UINT32" => c.uint_contents.into_iter().map(Value::from).collect(),
-        "UINT64" => c.uint64_contents.into_iter().map(Value::from).collect(),
+    let mut raw = Vec::new();
+    match datatype {
+        "BOOL" => raw.extend(c.bool_contents.iter().map(|&b| u8::from(b))),
+        "INT8" => narrow(name, datatype, &c.int_contents, |v: i8| {
+            raw.extend_from_slice(&v.to_le_bytes())
+        })?,
+        "INT16" => narrow(name, datatype, &c.int_contents, |v: i16| {
+            raw.extend_from_slice(&v.to_le_bytes())
+        })?,
+        "INT32" => c
+            .int_contents
+            .iter()
+            .for_each(|v| raw.extend_from_slice(&v.to_le_bytes())),
+        "INT64" => c
+            .int64_contents
+            .iter()
+            .for_each(|v| raw.extend_from_slice(&v.to_le_bytes())),
+        "UINT8" => narrow(name, datatype, &c.uint_contents, |v: u8| raw.push(v))?,
+        "UINT16" => narrow(name, datatype, &c.uint_contents, |v: u16| {
+            raw.extend_from_slice(&v.to_le_bytes())
+        })?,
+        "UINT32" => c
+            .uint_contents
+            .iter()
+            .for_each(|v| raw.extend_from_slice(&v.to_le_bytes())),
+        "UINT64" => c
+            .uint64_contents
+            .iter()
+            .for_each(|v| raw.extend_from_slice(&v.to_le_bytes())),
         "FP32" => c
             .fp32_contents
-            .into_iter()
-            .map(|x| Value::from(f64::from(x)))
-            .collect(),
-        "FP64" => c.fp64_contents.into_iter().map(Value::from).collect(),
-        "BYTES" => c
-            .bytes_contents
-            .into_iter()
-            .map(|b| Value::from(String::from_utf8_lossy(&b).into_owned()))
-            .collect(),
+            .iter()
+            .for_each(|v| raw.extend_from_slice(&v.to_le_bytes())),
+        "FP64" => c
+            .fp64_contents
+            .iter()
+            .for_each(|v| raw.extend_from_slice(&v.to_le_bytes())),
+        "BYTES" => {
+            for b in &c.bytes_contents {
+                let len = u32::try_from(b.len()).map_err(|_| {
+                    Status::invalid_argument(format!(
+                        "input '{name}' has a BYTES element over 4 GiB"
+                    ))
+                })?;
+                raw.extend_from_slice(&len.to_le_bytes());
+                raw.extend_from_slice(b);
+            }
+        }
         other => {
             return Err(Status::invalid_argument(format!(
                 "input '{name}' has datatype {other}: send FP16 and BF16 as raw_input_contents"
             )))
         }
-    };
-    Ok(Value::Array(v))
+    }
+    Ok(raw)
 }
 
 /// The most tensor elements one gRPC request may carry: as many as a REST body of
-/// `server.max_request_bytes` could (two bytes a number, `1,`). Each element becomes a
-/// JSON value inside serving (32 bytes), so a raw tensor of single bytes would
-/// otherwise grow 32-fold in memory.
+/// `server.max_request_bytes` could (two bytes a number, `1,`). Tensors stay raw bytes
+/// inside serving, but a model's column takes 4 to 8 bytes an element, so a tensor of
+/// single bytes is bounded as REST's would be.
 fn max_elements(state: &AppState) -> usize {
     (state.limits.max_request_bytes / 2).max(1)
 }
@@ -323,17 +373,20 @@ fn request(r: ModelInferRequest, max_elements: usize) -> Result<InferRequest, St
         )));
     }
     let mut inputs = Vec::with_capacity(r.inputs.len());
-    for (i, t) in r.inputs.into_iter().enumerate() {
-        let data = match raw.get(i) {
-            Some(bytes) => oip::raw_values(&t.name, &t.datatype, bytes).map_err(status)?,
+    let mut raw = raw.into_iter();
+    for t in r.inputs {
+        let bytes = match raw.next() {
+            Some(bytes) => bytes,
             None => contents(&t.name, &t.datatype, t.contents)?,
         };
+        let tensor = Raw::new(&t.name, &t.datatype, bytes).map_err(status)?;
         inputs.push(RequestInput {
             parameters: parameters(&t.parameters),
             name: t.name,
             shape: t.shape,
             datatype: t.datatype,
-            data,
+            data: Value::Null,
+            raw: Some(tensor),
         });
     }
     let outputs = (!r.outputs.is_empty()).then(|| {
@@ -685,6 +738,70 @@ mod tests {
         );
         assert_eq!(elements(&raw("FP32", 1000)), 250);
         let ok = request(raw("UINT8", 1000), 1000).expect("within the limit");
-        assert_eq!(ok.inputs[0].data.as_array().map(Vec::len), Some(1000));
+        assert_eq!(ok.inputs[0].element_count(), 1000);
+        assert!(
+            ok.inputs[0].data.is_null(),
+            "kept as bytes, not JSON values"
+        );
+    }
+
+    #[test]
+    fn typed_contents_read_as_raw_ones_do() {
+        let typed = |datatype: &str, c: InferTensorContents| ModelInferRequest {
+            model_name: "m".into(),
+            inputs: vec![proto::model_infer_request::InferInputTensor {
+                name: "x".into(),
+                datatype: datatype.into(),
+                shape: vec![2],
+                contents: Some(c),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let values = |r: &InferRequest| -> Vec<Value> {
+            r.inputs[0].elements().map(|e| e.to_json()).collect()
+        };
+        let r = request(
+            typed(
+                "INT8",
+                InferTensorContents {
+                    int_contents: vec![-3, 7],
+                    ..Default::default()
+                },
+            ),
+            100,
+        )
+        .expect("int8");
+        assert_eq!(values(&r), vec![Value::from(-3), Value::from(7)]);
+        let r = request(
+            typed(
+                "BYTES",
+                InferTensorContents {
+                    bytes_contents: vec![b"a".to_vec(), b"".to_vec()],
+                    ..Default::default()
+                },
+            ),
+            100,
+        )
+        .expect("bytes");
+        assert_eq!(values(&r), vec![Value::from("a"), Value::from("")]);
+        let e = request(
+            typed(
+                "UINT8",
+                InferTensorContents {
+                    uint_contents: vec![1, 300],
+                    ..Default::default()
+                },
+            ),
+            100,
+        )
+        .expect_err("300 is no UINT8");
+        assert!(
+            e.message().contains("out of range for UINT8"),
+            "{}",
+            e.message()
+        );
+        let e = request(raw("FP32", 7), 100).expect_err("7 bytes");
+        assert_eq!(e.code(), Code::InvalidArgument);
     }
 }

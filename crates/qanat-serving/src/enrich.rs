@@ -150,17 +150,14 @@ pub(crate) async fn fetch(
             )));
         }
         rows = Some(n);
-        let mut flat = Vec::with_capacity(n);
-        crate::oip::flatten_values(&k.data, &mut flat);
-        if flat.len() != n {
+        let have = k.element_count();
+        if have != n {
             return Err(Error::Invalid(format!(
-                "entity key input '{}' has shape {:?} but {} data values",
-                k.name,
-                k.shape,
-                flat.len()
+                "entity key input '{}' has shape {:?} but {have} data values",
+                k.name, k.shape
             )));
         }
-        entities.push((k.name.clone(), flat.into_iter().cloned().collect()));
+        entities.push((k.name.clone(), k.elements().map(|e| e.to_json()).collect()));
     }
     let rows = rows.unwrap_or_default();
     for g in &given {
@@ -276,6 +273,7 @@ impl Fetched {
                 },
                 parameters: None,
                 data: Value::Array(data),
+                raw: None,
             });
         }
         Ok(InferRequest {
@@ -299,9 +297,7 @@ impl Fetched {
     fn entity(&self, i: usize) -> String {
         let mut parts = Vec::new();
         for k in &self.keys {
-            let mut flat = Vec::new();
-            crate::oip::flatten_values(&k.data, &mut flat);
-            if let Some(v) = flat.get(i) {
+            if let Some(v) = k.elements().nth(i) {
                 parts.push(format!("{}={v}", k.name));
             }
         }

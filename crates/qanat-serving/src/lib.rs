@@ -20,6 +20,7 @@ pub mod log;
 pub mod metrics;
 pub mod oip;
 mod route;
+pub mod tensor;
 
 pub use deploy::{Deployment, DeploymentSpec, Deployments, Revision, Routing, Target};
 pub use route::{ArmStatus, DeploymentStatus, RepositoryEntry, ShadowStats};
@@ -183,6 +184,11 @@ pub const PLATFORM: &str = "qanat_native";
 
 type Key = (String, String, String);
 
+/// The model version tag that marks a version no runtime could load, with the reason:
+/// set by the first load that fails, read before every later one (so a hostile graph
+/// is not loaded again after a restart). Deleting the tag lets the server try again.
+pub const UNSERVABLE_TAG: &str = "qanat.unservable";
+
 /// The serving domain: loads versions from the registry, routes requests to them
 /// (deployments, or a registered model's versions by name) and batches them.
 #[derive(Clone)]
@@ -191,8 +197,9 @@ pub struct Serving {
     tracking: Tracking,
     deployments: Deployments,
     loaded: Arc<Mutex<HashMap<Key, Arc<Loaded>>>>,
-    /// Versions whose files no runtime accepts, and why: refused at once after the
-    /// first try, instead of loading an untrusted graph again on every request.
+    /// Versions whose files no runtime accepts, and why, when the registry could not
+    /// be marked ([`UNSERVABLE_TAG`]): refused at once after the first try, instead of
+    /// loading an untrusted graph again on every request.
     unservable: Arc<Mutex<HashMap<Key, String>>>,
     /// The program that first loads an ONNX graph in a child process under a memory
     /// and CPU budget ([`qanat_runtime::onnx::load_check`]); unset: loaded here only.
@@ -345,19 +352,42 @@ impl Serving {
         if let Some(m) = self.cached(&key) {
             return Ok(m);
         }
-        if let Some(why) = self
-            .unservable
-            .lock()
-            .ok()
-            .and_then(|u| u.get(&key).cloned())
-        {
+        // Marked in the registry by an earlier load (in any process, before any
+        // restart): refused without reading its files again.
+        let marked = self
+            .tracking
+            .model_version(project, name, version)
+            .await
+            .map_err(|e| not_found(&format!("{name} version {version}"), e))?
+            .tags
+            .into_iter()
+            .find(|t| t.key == UNSERVABLE_TAG)
+            .map(|t| t.value);
+        if let Some(why) = marked.or_else(|| {
+            self.unservable
+                .lock()
+                .ok()
+                .and_then(|u| u.get(&key).cloned())
+        }) {
             return Err(Error::Unservable(why));
         }
         let loaded = match self.fetch(project, name, version).await {
             Ok(l) => Arc::new(l),
             Err(Fetch::Unservable(why)) => {
-                if let Ok(mut u) = self.unservable.lock() {
-                    u.insert(key, why.clone());
+                let tag = qanat_tracking::Tag {
+                    key: UNSERVABLE_TAG.into(),
+                    value: why.clone(),
+                };
+                if let Err(e) = self
+                    .tracking
+                    .set_model_version_tag(project, name, version, &tag)
+                    .await
+                {
+                    // Remembered here at least, so this process does not load it again.
+                    tracing::warn!(model = name, version, error = %e, "could not mark a version unservable in the registry");
+                    if let Ok(mut u) = self.unservable.lock() {
+                        u.insert(key, why.clone());
+                    }
                 }
                 return Err(Error::Unservable(why));
             }

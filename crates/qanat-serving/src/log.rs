@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
+use crate::tensor::Elem;
 use crate::{Error, Result};
 
 /// What a deployment logs.
@@ -175,26 +176,37 @@ pub fn inputs_json<'a>(
     pii: &[String],
     mac: &dyn Fn(&[u8]) -> String,
 ) -> String {
-    let mut out = Map::new();
+    // As a JSON object would hold them: keys sorted, the last of a repeated name kept.
+    let mut by_name = BTreeMap::new();
     for input in inputs {
-        let mut flat = Vec::new();
-        crate::oip::flatten_values(&input.data, &mut flat);
-        let values: Vec<Value> = if pii.contains(&input.name) {
-            flat.iter()
-                .map(|v| match v {
-                    Value::Null => Value::Null,
-                    Value::String(s) => Value::from(format!("pii:{}", &mac(s.as_bytes())[..32])),
-                    other => {
-                        Value::from(format!("pii:{}", &mac(other.to_string().as_bytes())[..32]))
-                    }
-                })
-                .collect()
-        } else {
-            flat.into_iter().cloned().collect()
-        };
-        out.insert(input.name.clone(), Value::Array(values));
+        by_name.insert(input.name.as_str(), input);
     }
-    Value::Object(out).to_string()
+    let mut out = String::from("{");
+    for (i, (name, input)) in by_name.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&Value::from(name).to_string());
+        out.push_str(":[");
+        let hide = pii.iter().any(|p| p == name);
+        for (j, v) in input.elements().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            let v = match v {
+                Elem::Null => Value::Null,
+                Elem::Text(s) if hide => Value::from(format!("pii:{}", &mac(s.as_bytes())[..32])),
+                other if hide => {
+                    Value::from(format!("pii:{}", &mac(other.to_string().as_bytes())[..32]))
+                }
+                other => other.to_json(),
+            };
+            out.push_str(&v.to_string());
+        }
+        out.push(']');
+    }
+    out.push('}');
+    out
 }
 
 /// A response's outputs as `{name: data}`.

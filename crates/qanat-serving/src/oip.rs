@@ -20,6 +20,7 @@ use qanat_train::table::{Column, Table, Values};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::tensor::{Elem, Elements, Raw};
 use crate::{Error, Loaded, Model, Result};
 
 /// The most rows one request may carry.
@@ -66,6 +67,28 @@ pub struct RequestInput {
     #[serde(default)]
     #[schema(value_type = Vec<Object>)]
     pub data: Value,
+    /// The tensor as raw bytes (the binary extension, gRPC), instead of `data`.
+    #[serde(skip)]
+    pub raw: Option<Raw>,
+}
+
+impl RequestInput {
+    /// Its elements in row-major order, from `raw` when it came as bytes.
+    pub fn elements(&self) -> Elements<'_> {
+        Elements::of(&self.data, self.raw.as_ref())
+    }
+
+    /// How many elements it carries.
+    pub fn element_count(&self) -> usize {
+        match &self.raw {
+            Some(r) => r.len(),
+            None => {
+                let mut flat = Vec::new();
+                crate::tensor::flatten(&self.data, &mut flat);
+                flat.len()
+            }
+        }
+    }
 }
 
 /// An output a request asks for.
@@ -200,20 +223,9 @@ const NUMERIC: [&str; 13] = [
     "BF16", "FP32", "FP64",
 ];
 
-/// Flattens row-major `data` (flat or nested) into `out`.
+/// Flattens row-major JSON `data` (flat or nested) into `out`.
 pub fn flatten_values<'a>(data: &'a Value, out: &mut Vec<&'a Value>) {
-    flatten(data, out)
-}
-
-fn flatten<'a>(data: &'a Value, out: &mut Vec<&'a Value>) {
-    match data {
-        Value::Array(items) => {
-            for v in items {
-                flatten(v, out);
-            }
-        }
-        v => out.push(v),
-    }
+    crate::tensor::flatten(data, out)
 }
 
 /// The rows a request carries, checked: every input `[N]` or `[N, 1]` with N values,
@@ -241,16 +253,7 @@ fn rows_of(input: &RequestInput) -> Result<usize> {
 /// `input`'s values as a table column of `n` rows, for a model input of MLflow type
 /// `dtype` (`double` or `string`).
 fn column(input: &RequestInput, n: usize, dtype: &str) -> Result<Column> {
-    let mut flat = Vec::with_capacity(n);
-    flatten(&input.data, &mut flat);
-    if flat.len() != n {
-        return Err(Error::Invalid(format!(
-            "input '{}' has shape {:?} ({n} values) but {} data values",
-            input.name,
-            input.shape,
-            flat.len()
-        )));
-    }
+    count(input, n)?;
     let values = if dtype == "string" {
         if input.datatype != "BYTES" {
             return Err(Error::Invalid(format!(
@@ -259,11 +262,12 @@ fn column(input: &RequestInput, n: usize, dtype: &str) -> Result<Column> {
             )));
         }
         Values::Text(
-            flat.iter()
+            input
+                .elements()
                 .enumerate()
                 .map(|(i, v)| match v {
-                    Value::String(s) => Ok(Some(s.clone())),
-                    Value::Null => Ok(None),
+                    Elem::Text(s) => Ok(Some(s.into_owned())),
+                    Elem::Null => Ok(None),
                     other => Err(Error::Invalid(format!(
                         "input '{}' value {i} is {other}: BYTES data are strings",
                         input.name
@@ -278,31 +282,48 @@ fn column(input: &RequestInput, n: usize, dtype: &str) -> Result<Column> {
                 input.name, input.datatype
             )));
         }
-        let boolean = input.datatype == "BOOL";
-        Values::Numeric(
-            flat.iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    match v {
-                        Value::Number(x) if !boolean => x.as_f64().ok_or(()),
-                        Value::Bool(b) if boolean => Ok(f64::from(u8::from(*b))),
-                        Value::Null => Ok(f64::NAN),
-                        _ => Err(()),
-                    }
-                    .map_err(|()| {
-                        Error::Invalid(format!(
-                            "input '{}' value {i} is {v}, which is not {}",
-                            input.name, input.datatype
-                        ))
-                    })
-                })
-                .collect::<Result<_>>()?,
-        )
+        Values::Numeric(numbers(input, |x| x)?)
     };
     Ok(Column {
         name: input.name.clone(),
         values,
     })
+}
+
+/// Refuses `input` unless it carries exactly `n` elements.
+fn count(input: &RequestInput, n: usize) -> Result<()> {
+    let have = input.element_count();
+    if have != n {
+        return Err(Error::Invalid(format!(
+            "input '{}' has shape {:?} ({n} values) but {have} data values",
+            input.name, input.shape
+        )));
+    }
+    Ok(())
+}
+
+/// A numeric input's elements through `conv`: `null` (and NaN) a missing value,
+/// BOOL as 0 and 1; anything else (text, a number in a BOOL tensor) refused.
+fn numbers<T>(input: &RequestInput, conv: impl Fn(f64) -> T) -> Result<Vec<T>> {
+    let boolean = input.datatype == "BOOL";
+    input
+        .elements()
+        .enumerate()
+        .map(|(i, v)| {
+            let x = match &v {
+                Elem::Bool(b) if boolean => Some(f64::from(u8::from(*b))),
+                Elem::Null => Some(f64::NAN),
+                e if !boolean => e.number(),
+                _ => None,
+            };
+            x.map(&conv).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "input '{}' value {i} is {v}, which is not {}",
+                    input.name, input.datatype
+                ))
+            })
+        })
+        .collect()
 }
 
 /// The request's inputs in the order `wanted` names them: each given exactly once,
@@ -433,34 +454,8 @@ fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f32>, usize)>
                 input.name, want.datatype, input.datatype
             )));
         }
-        let mut flat = Vec::with_capacity(n * width);
-        flatten(&input.data, &mut flat);
-        if flat.len() != n * width {
-            return Err(Error::Invalid(format!(
-                "input '{}' has shape {:?} ({} values) but {} data values",
-                input.name,
-                input.shape,
-                n * width,
-                flat.len()
-            )));
-        }
-        let boolean = input.datatype == "BOOL";
-        let values = flat
-            .iter()
-            .enumerate()
-            .map(|(i, v)| match v {
-                Value::Number(x) if !boolean => x.as_f64().map(|x| x as f32).ok_or(i),
-                Value::Bool(b) if boolean => Ok(f32::from(u8::from(*b))),
-                Value::Null => Ok(f32::NAN),
-                _ => Err(i),
-            })
-            .collect::<std::result::Result<Vec<f32>, usize>>()
-            .map_err(|i| {
-                Error::Invalid(format!(
-                    "input '{}' value {i} is {}, which is not {}",
-                    input.name, flat[i], input.datatype
-                ))
-            })?;
+        count(input, n * width)?;
+        let values = numbers(input, |x| x as f32)?;
         columns.push((values, width));
     }
     let rows = rows.unwrap_or_default();
@@ -688,7 +683,8 @@ pub fn decode(body: &[u8], json_length: Option<usize>) -> Result<InferRequest> {
         }
         let (raw, rest) = tail.split_at(size);
         tail = rest;
-        input.data = values_of(&input.name, &input.datatype, raw)?;
+        input.raw = Some(Raw::new(&input.name, &input.datatype, raw.to_vec())?);
+        input.data = Value::Null;
     }
     if !tail.is_empty() {
         return Err(Error::Invalid(format!(
@@ -697,13 +693,6 @@ pub fn decode(body: &[u8], json_length: Option<usize>) -> Result<InferRequest> {
         )));
     }
     Ok(req)
-}
-
-/// Raw little-endian tensor bytes as JSON values.
-/// A tensor's raw bytes (little-endian; BYTES elements length-prefixed) as the JSON
-/// values of its `data`: what the binary extension and gRPC's raw contents carry.
-pub fn raw_values(name: &str, datatype: &str, raw: &[u8]) -> Result<Value> {
-    values_of(name, datatype, raw)
 }
 
 /// An output's data as raw bytes: FP32 little-endian, BYTES length-prefixed.
@@ -721,91 +710,6 @@ pub fn raw_output(out: &ResponseOutput) -> Vec<u8> {
         }
     }
     raw
-}
-
-fn values_of(name: &str, datatype: &str, raw: &[u8]) -> Result<Value> {
-    let width = match datatype {
-        "BOOL" | "UINT8" | "INT8" => 1,
-        "UINT16" | "INT16" | "FP16" | "BF16" => 2,
-        "UINT32" | "INT32" | "FP32" => 4,
-        "UINT64" | "INT64" | "FP64" => 8,
-        "BYTES" => 0,
-        other => {
-            return Err(Error::Invalid(format!(
-                "input '{name}' has datatype {other}, which is not one of the protocol's"
-            )))
-        }
-    };
-    if width == 0 {
-        let mut out = Vec::new();
-        let mut rest = raw;
-        while !rest.is_empty() {
-            let Some((len, after)) = rest.split_first_chunk::<4>() else {
-                return Err(Error::Invalid(format!(
-                    "input '{name}': a BYTES element is cut short in its length prefix"
-                )));
-            };
-            let len = u32::from_le_bytes(*len) as usize;
-            if len > after.len() {
-                return Err(Error::Invalid(format!(
-                    "input '{name}': a BYTES element of {len} bytes is cut short"
-                )));
-            }
-            let (text, next) = after.split_at(len);
-            out.push(Value::from(String::from_utf8_lossy(text).into_owned()));
-            rest = next;
-        }
-        return Ok(Value::Array(out));
-    }
-    if !raw.len().is_multiple_of(width) {
-        return Err(Error::Invalid(format!(
-            "input '{name}': {} bytes are not whole {datatype} values",
-            raw.len()
-        )));
-    }
-    let v: Vec<Value> = raw
-        .chunks_exact(width)
-        .map(|b| {
-            let le = |n: usize| {
-                let mut a = [0u8; 8];
-                a[..n].copy_from_slice(&b[..n]);
-                a
-            };
-            match datatype {
-                "BOOL" => Value::from(b[0] != 0),
-                "UINT8" => Value::from(b[0]),
-                "INT8" => Value::from(b[0] as i8),
-                "UINT16" => Value::from(u16::from_le_bytes([b[0], b[1]])),
-                "INT16" => Value::from(i16::from_le_bytes([b[0], b[1]])),
-                "UINT32" => Value::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-                "INT32" => Value::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-                "FP32" => Value::from(f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
-                "UINT64" => Value::from(u64::from_le_bytes(le(8))),
-                "INT64" => Value::from(i64::from_le_bytes(le(8))),
-                "FP64" => Value::from(f64::from_le_bytes(le(8))),
-                "FP16" => Value::from(f64::from(half(u16::from_le_bytes([b[0], b[1]])))),
-                // BF16: the top half of an f32.
-                _ => Value::from(f64::from(f32::from_bits(
-                    u32::from(u16::from_le_bytes([b[0], b[1]])) << 16,
-                ))),
-            }
-        })
-        .collect();
-    // NaN and infinity have no JSON number: they are missing values.
-    Ok(Value::Array(v))
-}
-
-/// IEEE half precision to f32.
-fn half(h: u16) -> f32 {
-    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
-    let exp = i32::from((h >> 10) & 0x1f);
-    let frac = f32::from(h & 0x3ff);
-    sign * match exp {
-        0 => frac * 2f32.powi(-24),
-        31 if frac == 0.0 => f32::INFINITY,
-        31 => f32::NAN,
-        e => (1.0 + frac / 1024.0) * 2f32.powi(e - 15),
-    }
 }
 
 /// The response as bytes: JSON, or JSON followed by the raw data of the outputs that
@@ -913,9 +817,12 @@ mod tests {
         body.extend_from_slice(&2u32.to_le_bytes());
         body.extend_from_slice(b"hi");
         let req = decode(&body, Some(head.len())).expect("decoded");
-        assert_eq!(req.inputs[0].data, json!([1.5, -2.0]));
-        assert_eq!(req.inputs[1].data, json!(["hi"]));
-        assert_eq!(req.inputs[2].data, json!([3]));
+        let values =
+            |i: &RequestInput| -> Vec<Value> { i.elements().map(|e| e.to_json()).collect() };
+        assert_eq!(values(&req.inputs[0]), vec![json!(1.5), json!(-2.0)]);
+        assert_eq!(values(&req.inputs[1]), vec![json!("hi")]);
+        assert_eq!(values(&req.inputs[2]), vec![json!(3)]);
+        assert!(req.inputs[0].data.is_null(), "kept as bytes");
         // Truncated: the last 3 bytes missing.
         let e = decode(&body[..body.len() - 3], Some(head.len())).expect_err("cut");
         assert!(
@@ -960,7 +867,5 @@ mod tests {
         assert!(head["outputs"][0].get("data").is_none());
         assert_eq!(head["outputs"][1]["data"], json!(["ok"]));
         assert_eq!(&body[n..n + 4], &0.5f32.to_le_bytes());
-        assert_eq!(half(0x3c00), 1.0);
-        assert_eq!(half(0xc000), -2.0);
     }
 }

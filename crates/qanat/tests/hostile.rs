@@ -307,7 +307,7 @@ fn register_graph(q: &Qanat, token: &str, name: &str, graph: Vec<u8>) {
 
 #[test]
 fn hostile_models_are_refused_and_the_server_keeps_answering() {
-    let q = Qanat::start_with(vec![]);
+    let mut q = Qanat::start_with(vec![]);
     let editor = q.user_with_role("mallory", "default", "editor");
     for (name, graph, says) in [
         (
@@ -352,6 +352,44 @@ fn hostile_models_are_refused_and_the_server_keeps_answering() {
     assert!(
         std::path::Path::new(&format!("/proc/{pid}")).exists(),
         "the server that was started is gone"
+    );
+    // Each is marked in the registry with its reason...
+    let (s, v) = q.http().send(
+        &editor,
+        "GET",
+        "/api/2.0/mlflow/model-versions/get?name=huge-input&version=1",
+        None,
+    );
+    assert_eq!(s, 200, "{v}");
+    let mark = v["model_version"]["tags"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["key"] == "qanat.unservable")
+        .map(|t| t["value"].to_string())
+        .unwrap_or_default();
+    assert!(mark.contains("a dimension of 1099511627776"), "{v}");
+    let out = q.cli_ok("models show huge-input");
+    assert!(
+        out.contains("version 1 is not served") && out.contains("cannot be served"),
+        "{out}"
+    );
+    // ...which a restarted server reads instead of loading the graph again: the
+    // refusal says what the mark says.
+    let (s, v) = q.http().send(
+        &editor,
+        "POST",
+        "/api/2.0/mlflow/model-versions/set-tag",
+        Some(json!({"name": "huge-input", "version": "1", "key": "qanat.unservable", "value": "refused before: see the first load"})),
+    );
+    assert_eq!(s, 200, "{v}");
+    q.kill_hard();
+    q.spawn_server();
+    let (s, v) = q.http().send(&editor, "GET", "/v2/models/huge-input", None);
+    assert_eq!(s, 400, "{v}");
+    assert!(
+        v.to_string().contains("refused before: see the first load"),
+        "{v}"
     );
 }
 

@@ -67,6 +67,15 @@ fn show(d: &ModelDetail) -> Result<()> {
         println!("{}: {}", d.model.name, d.model.description);
     }
     output::list(Format::Table, &d.versions)?;
+    for v in &d.versions {
+        if let Some(t) = v
+            .tags
+            .iter()
+            .find(|t| t.key == qanat_serving::UNSERVABLE_TAG)
+        {
+            println!("version {} is not served: {}", v.version, t.value);
+        }
+    }
     if !d.alias_history.is_empty() {
         println!("alias history:");
         output::list(Format::Table, &d.alias_history)?;

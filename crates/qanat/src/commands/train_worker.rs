@@ -380,6 +380,7 @@ fn prediction_profile(
                 datatype: m.datatype.clone(),
                 parameters: None,
                 data: Value::Array(data),
+                raw: None,
             });
         }
         let answer = oip::infer(
