@@ -233,12 +233,14 @@ pub async fn start(cfg: Config) -> Result<Running> {
     })?;
     // Sinks that cannot work are refused before anything is initialized.
     let sinks = cfg.audit_sinks()?;
+    // The port is taken before the data directory is touched: a port in use stops
+    // here, before a bootstrap token is made and printed.
+    let (listener, local) = bind(addr, tls.is_some())?;
     let inst = open(&cfg, true).await?;
     let token = bootstrap(&cfg, &inst).await?;
     if let Some(token) = &token {
         crate::commands::init::announce_bootstrap(&cfg, token)?;
     }
-    let (listener, local) = bind(addr, tls.is_some())?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let host = if local.ip().is_unspecified() {
         "127.0.0.1".to_string()
@@ -395,7 +397,13 @@ pub async fn serve_data_plane(cfg: Config) -> Result<()> {
 
 /// Binds the listener, warning when plain HTTP leaves the machine.
 fn bind(addr: SocketAddr, tls: bool) -> Result<(std::net::TcpListener, SocketAddr)> {
-    let listener = std::net::TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
+            "port {} is in use (another server?): choose another with --port PORT",
+            addr.port()
+        ),
+        _ => anyhow::Error::new(e).context(format!("binding {addr}")),
+    })?;
     listener.set_nonblocking(true)?;
     let local = listener.local_addr()?;
     if !tls && !local.ip().is_loopback() {

@@ -27,8 +27,7 @@ fn the_quickstart_runs_to_a_promoted_canary_with_its_lineage_and_runs_again() {
         "mine"
     );
 
-    // A port in use stops it before anything runs; what it made is known as its own
-    // by the next run.
+    // A port in use stops it before anything is made, with the flag to use.
     let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = busy.local_addr().expect("addr").port().to_string();
     let out = base_cmd(dir.path(), &[])
@@ -37,7 +36,14 @@ fn the_quickstart_runs_to_a_promoted_canary_with_its_lineage_and_runs_again() {
         .output()
         .expect("run");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("binding"), "{err}");
+    assert!(
+        !out.status.success()
+            && err.contains(&format!("port {port} is in use"))
+            && err.contains("--port"),
+        "{err}"
+    );
+    assert!(!err.contains("API token"), "no token made: {err}");
+    assert!(!dir.path().join(".qanat-quickstart").exists());
     drop(busy);
 
     for run in 0..2 {
@@ -71,8 +77,9 @@ fn the_quickstart_runs_to_a_promoted_canary_with_its_lineage_and_runs_again() {
         ] {
             assert!(text.contains(want), "run {run}: no '{want}' in\n{text}");
         }
-        assert!(
+        assert_eq!(
             text.contains("Removed the earlier quickstart's"),
+            run == 1,
             "run {run}: {text}"
         );
     }

@@ -782,6 +782,77 @@ fn probes_metrics_and_openapi() {
 }
 
 #[test]
+fn the_cli_keeps_a_login_per_server_and_names_the_server_it_talks_to() {
+    let (a, b) = (Qanat::start(), Qanat::start());
+    let creds = a.dir.path().join("both.json");
+    let cli = |args: &[&str]| {
+        let out = common::base_cmd(a.dir.path(), &[])
+            .env("QANAT_CREDENTIALS", &creds)
+            .args(args)
+            .output()
+            .expect("run qanat");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let server_of = |args: &[&str]| -> String {
+        let (ok, out, err) = cli(args);
+        assert!(ok, "{args:?}: {err}");
+        let me: Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(me["name"], "admin", "{me}");
+        me["server"].as_str().unwrap_or_default().to_string()
+    };
+    for q in [&a, &b] {
+        let (ok, _, err) = cli(&["login", "--server", &q.url, "--token", &q.admin_token]);
+        assert!(
+            ok && err.contains(&format!("logged in to {}", q.url)),
+            "{err}"
+        );
+    }
+    // The latest login is the one commands use; the other server is still reached with
+    // its own token.
+    assert_eq!(server_of(&["whoami", "-o", "json"]), b.url);
+    assert_eq!(
+        server_of(&["whoami", "-o", "json", "--server", &a.url]),
+        a.url
+    );
+    // A refused token names the server and how to log in to it.
+    let (ok, _, err) = cli(&["login", "--server", &a.url, "--token", "qnt_not-a-token"]);
+    assert!(
+        !ok && err.contains(&format!("logging in to {}", a.url)),
+        "{err}"
+    );
+    let (ok, _, err) = cli(&["whoami", "--server", &a.url, "--token", "qnt_not-a-token"]);
+    assert!(
+        !ok && err.contains(&format!("qanat login --server {} --token", a.url)),
+        "{err}"
+    );
+    let (ok, _, err) = cli(&["login"]);
+    assert!(!ok && err.contains(&format!("--server {}", b.url)), "{err}");
+    // Logging out of one keeps the other.
+    let (ok, _, err) = cli(&["logout", "--server", &b.url]);
+    assert!(
+        ok && err.contains(&format!("logged out of {}", b.url)),
+        "{err}"
+    );
+    let (ok, _, err) = cli(&["whoami", "--server", &b.url]);
+    assert!(!ok && err.contains("not logged in"), "{err}");
+    assert_eq!(
+        server_of(&["whoami", "-o", "json", "--server", &a.url]),
+        a.url
+    );
+    // The one-server file earlier versions wrote is still read.
+    std::fs::write(
+        &creds,
+        json!({"server": format!("{}/", a.url), "token": a.admin_token}).to_string(),
+    )
+    .expect("write");
+    assert_eq!(server_of(&["whoami", "-o", "json"]), a.url);
+}
+
+#[test]
 fn cli_login_whoami_and_tables() {
     let q = Qanat::start();
     // init already logged this CLI in? No: the server bound port 0, so it could not.

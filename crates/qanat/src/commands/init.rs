@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::cli::Format;
 use crate::config::Config;
-use crate::credentials::{self, Credentials};
+use crate::credentials::{self, Login};
 use crate::server;
 
 /// What `qanat init --output json` prints.
@@ -43,7 +43,7 @@ pub async fn run(cfg: &Config, format: Format) -> Result<()> {
 }
 
 /// The URL the local CLI reaches a server bound as configured at.
-fn server_url(cfg: &Config) -> String {
+pub fn server_url(cfg: &Config) -> String {
     let scheme = if cfg.tls_enabled() { "https" } else { "http" };
     let host = cfg
         .server
@@ -65,18 +65,23 @@ pub fn announce_bootstrap(cfg: &Config, token: &qanat_governance::NewToken) -> R
     eprintln!();
     eprintln!("      {}", token.token);
     eprintln!();
-    if credentials::load_credentials()?.is_none() && !cfg.server.bind.ends_with(":0") {
-        let path = credentials::save_credentials(&Credentials {
-            server: server_url(cfg),
-            token: token.token.clone(),
-            ca_cert: cfg.server.tls_cert.clone(),
-        })?;
+    let url = server_url(cfg);
+    let known = credentials::load_credentials()?.is_some_and(|c| c.login(&url).is_some());
+    if !known && !cfg.server.bind.ends_with(":0") {
+        let path = credentials::remember(
+            &url,
+            Login {
+                token: token.token.clone(),
+                ca_cert: cfg.server.tls_cert.clone(),
+            },
+        )?;
         eprintln!(
-            "  The CLI on this machine is logged in (credentials in {}).",
+            "  The CLI on this machine is logged in to {url} (credentials in {}).",
             path.display()
         );
     } else {
-        eprintln!("  Log the CLI in with: qanat login --token <token>");
+        // A login to this address exists (a server before this one?): kept, and said.
+        eprintln!("  Log the CLI in with: qanat login --server {url} --token <token>");
     }
     eprintln!();
     Ok(())

@@ -40,9 +40,32 @@ use crate::credentials::Target;
 pub struct Ctx {
     pub client: Client,
     pub format: Format,
+    /// The server's URL, for messages.
+    pub server: String,
 }
 
 pub async fn run(cli: Cli) -> Result<()> {
+    let (server, token) = (cli.server.clone(), cli.token.clone());
+    // `login` says which server refused the token itself.
+    let hint = !matches!(cli.command, Command::Login { .. });
+    command(cli).await.map_err(|e| {
+        // A token the server refused: say which server, and how to log in to it.
+        let refused = e
+            .chain()
+            .filter_map(|c| c.downcast_ref::<qanat_client::Error>())
+            .any(|c| c.status() == Some(401))
+            && hint;
+        match Target::resolve(server.as_deref(), token.as_deref(), None) {
+            Ok(t) if refused => e.context(format!(
+                "{} refused the token (log in with `qanat login --server {} --token <TOKEN>`)",
+                t.server, t.server
+            )),
+            _ => e,
+        }
+    })
+}
+
+async fn command(cli: Cli) -> Result<()> {
     let format = cli.output;
     let overrides = Overrides {
         home: cli.home.clone(),
@@ -60,6 +83,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Ok(Ctx {
             client: target.client()?,
             format,
+            server: target.server,
         })
     };
     match cli.command {
@@ -100,7 +124,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             )
             .await
         }
-        Command::Logout => session::logout(),
+        Command::Logout => session::logout(cli.server.as_deref()),
         Command::Whoami => session::whoami(&ctx()?).await,
         Command::Projects { cmd } => projects::run(&ctx()?, cmd).await,
         Command::Users { cmd } => users::run(&ctx()?, cmd).await,

@@ -58,6 +58,17 @@ pub const DEFAULT_HOME: &str = ".qanat-quickstart";
 const MARKER: &str = "quickstart.json";
 
 pub async fn run(mut cfg: Config, exit: bool) -> Result<()> {
+    // A port in use is said before anything is made or removed.
+    if let Ok(addr) = cfg.server.bind.parse::<std::net::SocketAddr>() {
+        if let Err(e) = std::net::TcpListener::bind(addr) {
+            if e.kind() == std::io::ErrorKind::AddrInUse {
+                bail!(
+                    "port {} is in use (another server, or a quickstart still running?): run this one on another with --port PORT",
+                    addr.port()
+                );
+            }
+        }
+    }
     let earlier_token = fresh_home(&cfg.home)?;
     // Marked before anything else is written: a run that stops part-way (a port in
     // use) leaves a directory the next run knows as its own.
@@ -66,10 +77,8 @@ pub async fn run(mut cfg: Config, exit: bool) -> Result<()> {
         .with_context(|| format!("creating {}", cfg.home.display()))?;
     // A CLI login an earlier quickstart made points at a server that is gone: the new
     // one replaces it.
-    if let (Some(old), Ok(Some(creds))) = (&earlier_token, crate::credentials::load_credentials()) {
-        if &creds.token == old {
-            std::fs::remove_file(crate::credentials::credentials_path()).ok();
-        }
+    if let Some(old) = &earlier_token {
+        crate::credentials::forget(|_, login| &login.token == old).ok();
     }
     // The server's own log stays quiet (warnings only) unless RUST_LOG asks: what
     // happens is printed step by step.
@@ -77,13 +86,15 @@ pub async fn run(mut cfg: Config, exit: bool) -> Result<()> {
         cfg.log.level = "warn".into();
     }
     super::server::init_tracing(&cfg)?;
-    let had_login = matches!(crate::credentials::load_credentials(), Ok(Some(_)));
+    let address = super::init::server_url(&cfg);
+    let had_login = matches!(crate::credentials::load_credentials(), Ok(Some(c)) if c.login(&address).is_some());
     let server = match crate::server::start(cfg.clone()).await {
         Ok(s) => s,
         Err(e) => {
             // A login the failed start stored points at a server that never ran.
             if !had_login {
-                std::fs::remove_file(crate::credentials::credentials_path()).ok();
+                let key = crate::credentials::server_key(&address);
+                crate::credentials::forget(|s, _| s == key).ok();
             }
             return Err(e);
         }
