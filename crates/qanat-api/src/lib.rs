@@ -336,6 +336,7 @@ fn app(state: AppState, table: route_table::RouteTable) -> Router {
             state.limits.body_read_timeout,
         ))
         .layer(axum::middleware::from_fn(error::hide_internal_errors))
+        .layer(axum::middleware::from_fn(serving::one_error_shape))
         .layer(axum::middleware::from_fn(access::log))
         .layer(
             TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {

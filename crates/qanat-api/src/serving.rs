@@ -49,6 +49,49 @@ impl IntoResponse for OipError {
     }
 }
 
+/// Every error under `/v2` in OIP's one shape, `{"error": message}`, whichever layer
+/// answered it (authorization's 401/403, a rate limit's 429, an unknown route's 404,
+/// a body over the limit, an internal error's generic message).
+pub(crate) async fn one_error_shape(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let oip = req.uri().path() == "/v2" || req.uri().path().starts_with("/v2/");
+    let resp = next.run(req).await;
+    if !oip || resp.status().as_u16() < 400 {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    // Error bodies are small; anything larger is cut to its first 64 KiB.
+    let bytes = axum::body::to_bytes(body, 64 << 10)
+        .await
+        .unwrap_or_default();
+    let message = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(v) if v.get("error").is_some_and(serde_json::Value::is_string) => {
+            return Response::from_parts(parts, Body::from(bytes));
+        }
+        Ok(v) => v
+            .get("message")
+            .and_then(serde_json::Value::as_str)
+            .map_or_else(|| v.to_string(), str::to_string),
+        Err(_) => String::from_utf8_lossy(&bytes).trim().to_string(),
+    };
+    let message = if message.is_empty() {
+        parts
+            .status
+            .canonical_reason()
+            .unwrap_or("error")
+            .to_string()
+    } else {
+        message
+    };
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    parts
+        .headers
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Response::from_parts(parts, Body::from(json!({ "error": message }).to_string()))
+}
+
 type Reply<T> = Result<Json<T>, OipError>;
 
 #[derive(Deserialize)]

@@ -148,7 +148,8 @@ fn table_profile_key(
     blake3: &str,
     format: TableFormat,
 ) -> Result<ObjectKey> {
-    Ok(format!("projects/{project_id}/table-profiles/{blake3}.{format:?}").parse()?)
+    // v2: a ragged CSV's profile says so (RAGGED), where an earlier one did not.
+    Ok(format!("projects/{project_id}/table-profiles/{blake3}.v2.{format:?}").parse()?)
 }
 
 fn profiles_key(project_id: &ProjectId, manifest_id: &str) -> Result<ObjectKey> {
@@ -786,6 +787,16 @@ impl Datasets {
         });
         let manifest_id = manifest.id();
         let profiles = self.profile_files(ds, &manifest).await?;
+        if let Some((path, why)) = profiles.iter().find_map(|fp| {
+            let e = fp.error.as_deref()?;
+            let at = e.find(crate::tabular::RAGGED)?;
+            Some((&fp.path, &e[at + crate::tabular::RAGGED.len()..]))
+        }) {
+            return Err(Error::invalid(
+                "dataset push",
+                format!("{path}: {why}; nothing was stored as a version"),
+            ));
+        }
         if let Some(schema) = &ds.schema {
             let mut violations = Vec::new();
             for fp in &profiles {

@@ -393,10 +393,13 @@ impl Acc {
 
     fn add(&mut self, array: &dyn Array, first_row: u64) {
         self.count += array.len() as u64;
-        self.nulls += array.null_count() as u64;
-        if array.null_count() > 0 && self.null_rows.len() < EXAMPLES {
+        // Logical nulls: a column with no value at all reads as Arrow's Null type, whose
+        // array has no validity buffer (null_count 0) although every row is null.
+        let missing = array.logical_null_count();
+        self.nulls += missing as u64;
+        if missing > 0 && self.null_rows.len() < EXAMPLES {
             for i in 0..array.len() {
-                if array.is_null(i) {
+                if array.is_null(i) || array.data_type() == &DataType::Null {
                     self.null_rows.push(first_row + i as u64);
                     if self.null_rows.len() == EXAMPLES {
                         break;
@@ -537,9 +540,51 @@ fn profile_batches(
     })
 }
 
-/// Profiles a CSV file (with a header row). `open` is called twice: once to infer the
-/// schema from the first rows, once to read every row.
+/// How the profile error of a CSV file whose rows do not all have the header's number
+/// of fields begins: such a file is refused at push, not stored to fail later.
+pub const RAGGED: &str = "ragged CSV: ";
+
+/// The first row of a CSV (after its header) with another number of fields than the
+/// header: its line, its fields and the header's, as the message a push refuses it with.
+pub fn ragged_row<R: Read>(reader: R) -> Result<Option<String>> {
+    let mut csv = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(reader);
+    let mut record = csv::ByteRecord::new();
+    let mut header = None;
+    loop {
+        let more = csv
+            .read_byte_record(&mut record)
+            .map_err(|e| Error::invalid("CSV file", e.to_string()))?;
+        if !more {
+            return Ok(None);
+        }
+        let fields = record.len();
+        // A blank line is one empty field: not a row.
+        if fields == 1 && record.get(0).is_some_and(<[u8]>::is_empty) {
+            continue;
+        }
+        match header {
+            None => header = Some(fields),
+            Some(h) if h != fields => {
+                let line = record.position().map_or(0, csv::Position::line);
+                return Ok(Some(format!(
+                    "{RAGGED}line {line} has {fields} fields but the header has {h}: every row needs one field per column (quote a value that holds a comma)"
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+/// Profiles a CSV file (with a header row). `open` is called three times: to check that
+/// every row has the header's fields, to infer the schema from the first rows, and to
+/// read every row.
 pub fn profile_csv<R: Read>(mut open: impl FnMut() -> std::io::Result<R>) -> Result<TableProfile> {
+    if let Some(ragged) = ragged_row(open().map_err(Error::Io)?)? {
+        return Err(Error::invalid("CSV file", ragged));
+    }
     let format = arrow_csv::reader::Format::default().with_header(true);
     let (schema, _) = format
         .infer_schema(open().map_err(Error::Io)?, Some(INFER_ROWS))
@@ -570,6 +615,33 @@ pub fn profile_parquet<R: parquet::file::reader::ChunkReader + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_column_with_no_values_is_all_nulls() {
+        let p = csv("a,b\n1,\n2,\n");
+        let b = p.columns.iter().find(|c| c.name == "b").expect("b");
+        assert_eq!((b.nulls, b.null_fraction), (2, 1.0), "{b:?}");
+        assert_eq!(b.null_rows, vec![0, 1]);
+    }
+
+    #[test]
+    fn a_row_of_other_width_than_the_header_is_found_with_its_line() {
+        let ragged = |t: &str| ragged_row(t.as_bytes()).expect("read");
+        assert_eq!(ragged("a,b\n1,2\n\n\"x\ny\",3\n"), None);
+        let said = ragged("a,b\n1,2\n\"x\ny\",3\n4,5,6\n").expect("ragged");
+        assert!(
+            said.starts_with(RAGGED) && said.contains("line 5 has 3 fields but the header has 2"),
+            "{said}"
+        );
+        let said = ragged("a,b,c\n1,2\n").expect("short row");
+        assert!(
+            said.contains("line 2 has 2 fields but the header has 3"),
+            "{said}"
+        );
+        let e =
+            profile_csv(|| Ok(std::io::Cursor::new(b"a,b\n1,2,3\n".to_vec()))).expect_err("ragged");
+        assert!(e.to_string().contains(RAGGED), "{e}");
+    }
 
     fn csv(text: &str) -> TableProfile {
         let bytes = text.as_bytes().to_vec();

@@ -111,7 +111,11 @@ impl Gpus {
         let nvml = match Nvml::init() {
             Ok(n) => n,
             Err(e) => {
-                tracing::info!(reason = %e, "NVML is not available: no GPUs on this node");
+                // Said once per process, however many executors look.
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    tracing::info!(reason = %e, "NVML is not available: no GPUs on this node");
+                });
                 return (Gpus { nvml: None }, Vec::new());
             }
         };

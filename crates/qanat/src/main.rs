@@ -37,6 +37,8 @@ fn main() -> ExitCode {
     }
     let cli = cli::Cli::parse();
     let json = cli.output == cli::Format::Json;
+    output::set_wide(cli.output == cli::Format::Wide);
+    quiet_broken_pipe();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -47,13 +49,41 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(commands::run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(commands::run(cli))
+    }));
+    match ran {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
             report(&e, json);
             ExitCode::FAILURE
         }
+        // The reader of stdout left (`qanat runs ls | head`): it has what it wanted.
+        Err(payload) if broken_pipe(payload.as_ref()) => ExitCode::SUCCESS,
+        Err(payload) => std::panic::resume_unwind(payload),
     }
+}
+
+/// Whether a panic is `println!`'s on a closed stdout.
+fn broken_pipe(payload: &(dyn std::any::Any + Send)) -> bool {
+    let message = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or_default();
+    // std's words: "failed printing to stdout: Broken pipe (os error 32)" (EPIPE).
+    message.starts_with("failed printing to stdout") && message.ends_with("(os error 32)")
+}
+
+/// Rust ignores SIGPIPE, so printing to a pipe whose reader left panics; such a panic
+/// ends the command quietly instead of with a panic message (`main` exits 0).
+fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !broken_pipe(info.payload()) {
+            default(info);
+        }
+    }));
 }
 
 /// Prints a failed command's error on stderr: a line for people, or with `-o json` an

@@ -5,7 +5,11 @@
 use std::fmt::Display;
 
 use anyhow::Result;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use comfy_table::{
+    presets::UTF8_FULL_CONDENSED, ColumnConstraint, ContentArrangement, Table, Width,
+};
 use serde::Serialize;
 
 use crate::cli::Format;
@@ -78,12 +82,85 @@ pub fn json<T: Serialize + ?Sized>(v: &T) -> Result<()> {
     Ok(())
 }
 
+/// How wide a table is printed unless `-o wide` asks for every cell in full.
+pub const WIDTH: u16 = 100;
+
+static WIDE: AtomicBool = AtomicBool::new(false);
+
+/// `-o wide`: tables print every cell in full (set once, from the command line).
+pub fn set_wide(wide: bool) {
+    WIDE.store(wide, Ordering::Relaxed);
+}
+
 /// A table with our style, for commands whose columns depend on the data.
 pub fn table<H: Display>(headers: impl IntoIterator<Item = H>) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(headers.into_iter().map(|h| h.to_string()));
     t
+}
+
+/// Cells at most this wide are never cut: ids (32 hex digits, a UUID), times,
+/// numbers, names. Only longer free text (messages, sources, metric lists) is.
+const WHOLE: u16 = 36;
+
+/// The fewest characters a long column is cut to.
+const SHORTEST: u16 = 16;
+
+/// Prints a list table: [`WIDTH`] columns wide, each row one line with long text cut
+/// (`…`), unless `-o wide`. Columns of short cells (ids, times) stay whole, so what a
+/// table shows can be copied into the next command.
+pub fn print(mut t: Table) {
+    if !WIDE.load(Ordering::Relaxed) {
+        let widths = t.column_max_content_widths();
+        // Each shown column costs its cells and 3 characters of border; the table 1 more.
+        let fixed: u16 = widths.iter().filter(|w| **w <= WHOLE).map(|w| w + 3).sum();
+        let room = i32::from(WIDTH) - 1 - i32::from(fixed);
+        // Long columns get at least SHORTEST characters; those that cannot, rightmost
+        // first, are left out (`-o wide` shows them).
+        let mut shown: Vec<bool> = widths.iter().map(|_| true).collect();
+        let need = |w: u16| i32::from(w.min(SHORTEST)) + 3;
+        let mut wanted: i32 = widths
+            .iter()
+            .filter(|w| **w > WHOLE)
+            .map(|w| need(*w))
+            .sum();
+        for (i, w) in widths.iter().enumerate().rev() {
+            if wanted <= room {
+                break;
+            }
+            if *w > WHOLE {
+                shown[i] = false;
+                wanted -= need(*w);
+            }
+        }
+        for ((column, width), shown) in t.column_iter_mut().zip(widths).zip(shown) {
+            column.set_constraint(if !shown {
+                ColumnConstraint::Hidden
+            } else if width <= WHOLE {
+                ColumnConstraint::ContentWidth
+            } else {
+                ColumnConstraint::LowerBoundary(Width::Fixed(width.min(SHORTEST)))
+            });
+        }
+        t.set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(WIDTH)
+            .set_truncation_indicator("…");
+        for row in t.row_iter_mut() {
+            row.max_height(1);
+        }
+    }
+    println!("{t}");
+}
+
+/// Prints a table of field/value lines: [`WIDTH`] columns wide with long values
+/// wrapped, unless `-o wide`.
+pub fn print_record(mut t: Table) {
+    if !WIDE.load(Ordering::Relaxed) {
+        t.set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(WIDTH);
+    }
+    println!("{t}");
 }
 
 /// Prints a list: a table of its rows, or the JSON array.
@@ -95,7 +172,7 @@ pub fn list<T: Row + Serialize>(format: Format, items: &[T]) -> Result<()> {
     for item in items {
         t.add_row(item.cells());
     }
-    println!("{t}");
+    print(t);
     Ok(())
 }
 
@@ -109,7 +186,7 @@ pub fn record<T: Record + Serialize>(format: Format, item: &T) -> Result<()> {
     for (field, value) in item.fields() {
         t.add_row(vec![field.to_string(), value]);
     }
-    println!("{t}");
+    print_record(t);
     Ok(())
 }
 

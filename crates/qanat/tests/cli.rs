@@ -38,6 +38,8 @@ fn settings(dir: Option<&Path>) -> insta::Settings {
     );
     s.add_filter(r"\btok_[0-9a-f]{16}\b", format!("tok_{}", "x".repeat(16)));
     s.add_filter(r"\b[0-9a-f]{32}\b", "x".repeat(32));
+    // `runs ls` shows a run id's first 12 characters.
+    s.add_filter(r"\b[0-9a-f]{12}\b", "x".repeat(12));
     s.add_filter(r"\(\d+\.\d MB/s\)", "([rate])");
     s
 }
@@ -174,6 +176,29 @@ fn models_and_runs_tables() {
         "runs/log-parameter",
         json!({"run_id": run_id, "key": "depth", "value": "6"}),
     );
+    // A run of many metrics: one table line cut to 100 columns, whole with -o wide.
+    let wide = mlflow(
+        "runs/create",
+        json!({"experiment_id": "0", "run_name": "many-metrics", "start_time": 1_767_225_600_000_i64}),
+    );
+    let wide_id = wide["run"]["info"]["run_id"].as_str().expect("run id");
+    let metrics: Vec<_> = (0..30)
+        .map(|i| json!({"key": format!("loss_{i:02}"), "value": 0.5, "timestamp": 1_767_225_600_000_i64, "step": 0}))
+        .collect();
+    mlflow(
+        "runs/log-batch",
+        json!({"run_id": wide_id, "metrics": metrics}),
+    );
+    let (ok, out, err) = q.cli(&["runs", "-p", "ml", "ls"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.lines().all(|l| l.chars().count() <= 100),
+        "wider than 100 columns:\n{out}"
+    );
+    assert!(out.contains('…') && !out.contains("loss_29"), "{out}");
+    let (ok, out, err) = q.cli(&["runs", "-p", "ml", "ls", "-o", "wide"]);
+    assert!(ok && out.contains("loss_29=0.5"), "{out}{err}");
+    mlflow("runs/delete", json!({"run_id": wide_id}));
     mlflow("registered-models/create", json!({"name": "fraud"}));
     for _ in 0..2 {
         mlflow(
@@ -376,4 +401,26 @@ fn home_bind_and_port_flags_win_over_the_environment() {
         &["--home", home_arg, "server", "--bind", "127.0.0.1:0"],
     );
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+}
+
+#[test]
+fn a_reader_that_leaves_ends_the_command_quietly() {
+    // `qanat … | head`: the reader is gone before the command prints.
+    let dir = tempfile::tempdir().expect("dir");
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = common::base_cmd(dir.path(), &[])
+        .args(["config", "show"])
+        .stdout(writer)
+        .output()
+        .expect("run");
+    let _guard = settings(Some(dir.path())).bind_to_scope();
+    insta::assert_snapshot!(
+        "broken_pipe",
+        outcome(
+            out.status.success(),
+            "",
+            &String::from_utf8_lossy(&out.stderr)
+        )
+    );
 }

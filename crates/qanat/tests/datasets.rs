@@ -870,6 +870,29 @@ fn pushes_that_cannot_succeed_are_refused_before_uploading() {
     let (s, v) = q.api("GET", "/api/v1/projects/first/datasets/d/versions", None);
     assert_eq!((s, v), (200, json!([])), "no version from refused pushes");
 
+    // A CSV with a row of more fields than its header: refused with the line.
+    let ragged = q.dir.path().join("ragged");
+    std::fs::create_dir_all(&ragged).expect("mkdir");
+    std::fs::write(
+        ragged.join("t.csv"),
+        "id,amount\n1,9.5\n\"2, quoted\",3\n3,1,200\n",
+    )
+    .expect("write");
+    let (ok, _, err) = q.cli(&[
+        "data",
+        "-p",
+        "first",
+        "push",
+        "d",
+        ragged.to_str().expect("utf8"),
+    ]);
+    assert!(
+        !ok && err.contains("t.csv: line 4 has 3 fields but the header has 2"),
+        "{err}"
+    );
+    let (s, v) = q.api("GET", "/api/v1/projects/first/datasets/d/versions", None);
+    assert_eq!((s, v), (200, json!([])), "no version from a ragged push");
+
     let (ok, _, err) = q.cli(&["data", "-p", "first", "push", "d", dir, "--tag", "2026-11"]);
     assert!(ok, "a date-like tag is a tag: {err}");
     let (ok, _, err) = q.cli(&["data", "-p", "first", "push", "d", empty, "--allow-empty"]);

@@ -211,16 +211,20 @@ fn a_trained_version_answers_in_the_open_inference_protocol() {
         assert_eq!(s, status, "{path}: {v}");
         assert!(message.contains(says), "{path}: {message}");
     }
-    assert_eq!(
-        http.send(
-            "",
-            "POST",
-            "/v2/models/cancer/infer",
-            Some(json!({"inputs": []}))
-        )
-        .0,
-        401
-    );
+    // Every /v2 error has OIP's one shape, whichever layer answers it.
+    for (who, method, path, status) in [
+        ("", "POST", "/v2/models/cancer/infer", 401),
+        (token, "GET", "/v2/no/such/route", 404),
+        (token, "DELETE", "/v2/models/cancer", 405),
+    ] {
+        let (s, v) = http.send(who, method, path, Some(json!({"inputs": []})));
+        assert_eq!(s, status, "{path}: {v}");
+        assert!(
+            v["error"].as_str().is_some_and(|m| !m.is_empty())
+                && v.as_object().map(|o| o.len()) == Some(1),
+            "{method} {path}: {v}"
+        );
+    }
 
     // Triton's binary tensor extension: the same rows as raw FP64, the label as raw
     // BYTES back, after the JSON part whose length a header gives.

@@ -518,6 +518,19 @@ fn data_problems_are_refused_at_submit_from_the_stored_profiles() {
         let base = json!({"name": "bad", "kind": "train", "inputs": ["dataset:cancer@1"]});
         refused(&q, base, &fields, says);
     }
+    // A column with no value at all (empty in every row of a CSV).
+    let dir = q.dir.path().join("empty-col");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("t.csv"), "x,blank,y\n1,,a\n2,,b\n3,,a\n").expect("write");
+    q.cli_ok("data -p default create blanks");
+    q.cli_ok(&format!("data -p default push blanks {}", dir.display()));
+    let base = json!({"name": "bad", "kind": "train", "inputs": ["dataset:blanks@1"]});
+    refused(
+        &q,
+        base,
+        &json!({"target": "y"}),
+        "feature 'blank' has no values in dataset:blanks@1",
+    );
     // A sweep whose space leads to a bad trial is refused the same way.
     let mut spec = sweep_spec("bad-sweep", 2, 2);
     spec["space"]["features"] =

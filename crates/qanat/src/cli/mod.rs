@@ -85,8 +85,10 @@ pub struct Cli {
 /// How results are printed.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// Human-readable tables.
+    /// Human-readable tables, 100 columns wide (long cells cut with `…`).
     Table,
+    /// Tables with every cell in full, however wide.
+    Wide,
     /// JSON, for scripts.
     Json,
 }

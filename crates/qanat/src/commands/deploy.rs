@@ -232,7 +232,7 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: DeployCmd) -> Result<()> {
             let spec = spec_of(None, spec)?;
             let d = c.create_deployment(project, &name, &spec).await?;
             output::record(format, &d)?;
-            if format == Format::Table {
+            if format != Format::Json {
                 println!("\nanswers at {}/v2/models/{}/infer", c.base(), d.name);
             }
             Ok(())
@@ -275,7 +275,7 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: DeployCmd) -> Result<()> {
         }
         DeployCmd::Delete { name } => {
             c.delete_deployment(project, &name).await?;
-            if format == Format::Table {
+            if format != Format::Json {
                 println!("deleted deployment {name}");
             }
             Ok(())

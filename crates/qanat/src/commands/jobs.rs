@@ -66,7 +66,7 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: JobsCmd) -> Result<()> {
         JobsCmd::Schedules => output::list(format, &c.schedules(project).await?.schedules),
         JobsCmd::Unschedule { schedule_id } => {
             c.delete_schedule(project, &schedule_id).await?;
-            if format == Format::Table {
+            if format != Format::Json {
                 println!("deleted schedule {schedule_id}");
             }
             Ok(())
@@ -101,7 +101,7 @@ async fn submit(ctx: &Ctx, project: &str, spec: &JobSpec, wait: bool) -> Result<
     if !wait {
         return output::record(format, &job);
     }
-    if format == Format::Table {
+    if format != Format::Json {
         eprintln!(
             "submitted {} ({}); waiting for it to end",
             job.job_id, job.state

@@ -280,7 +280,7 @@ fn print_check(k: &Check) {
             for c in d.by_column.iter().chain(&v.predictions) {
                 t.add_row(output::Row::cells(c));
             }
-            println!("{t}");
+            output::print(t);
         }
     }
 }

@@ -44,8 +44,15 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: RunsCmd) -> Result<()> {
                     .iter()
                     .map(|m| format!("{}={}", m.key, metric(m.value)))
                     .collect();
+                // A unique prefix names a run (as in git): 12 characters leave the
+                // metrics room; `-o wide` and JSON give the whole id.
+                let id = &r.info.run_id;
+                let id = match id.get(..12) {
+                    Some(short) if format != Format::Wide => short,
+                    _ => id,
+                };
                 t.add_row(vec![
-                    r.info.run_id.clone(),
+                    id.to_string(),
                     r.info.run_name.clone(),
                     r.info.experiment_id.clone(),
                     r.info.status.clone(),
@@ -53,7 +60,7 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: RunsCmd) -> Result<()> {
                     metrics.join(" "),
                 ]);
             }
-            println!("{t}");
+            output::print(t);
             Ok(())
         }
         RunsCmd::Show { run_id } => {
@@ -66,7 +73,7 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: RunsCmd) -> Result<()> {
             for (k, v) in run_fields(&r) {
                 t.add_row(vec![k, v]);
             }
-            println!("{t}");
+            output::print_record(t);
             Ok(())
         }
         RunsCmd::Compare { run_ids } => {
@@ -112,7 +119,7 @@ async fn artifacts(ctx: &Ctx, project: &str, cmd: ArtifactsCmd) -> Result<()> {
                 };
                 t.add_row(vec![f.path.clone(), size]);
             }
-            println!("{t}");
+            output::print(t);
             Ok(())
         }
         ArtifactsCmd::Get { run_id, path, dest } => {
@@ -360,7 +367,7 @@ fn compare(runs: &[Run]) {
         );
         t.add_row(row);
     }
-    println!("{t}");
+    output::print(t);
 }
 
 #[cfg(test)]

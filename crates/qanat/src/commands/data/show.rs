@@ -42,7 +42,7 @@ fn print_version(v: &VersionWithManifest) {
                 for col in &profile.columns {
                     t.add_row(col.cells());
                 }
-                println!("{t}");
+                output::print(t);
             }
             (None, error) => println!(
                 "{}: not profiled ({})",
@@ -55,7 +55,7 @@ fn print_version(v: &VersionWithManifest) {
     for f in &v.manifest.files {
         t.add_row(f.cells());
     }
-    println!("{t}");
+    output::print(t);
 }
 
 /// A statistic with at most four decimals, trailing zeros dropped.
