@@ -82,7 +82,8 @@ pub fn json<T: Serialize + ?Sized>(v: &T) -> Result<()> {
     Ok(())
 }
 
-/// How wide a table is printed unless `-o wide` asks for every cell in full.
+/// How wide a table is printed on a terminal unless `COLUMNS` says otherwise or
+/// `-o wide` asks for every cell in full.
 pub const WIDTH: u16 = 100;
 
 static WIDE: AtomicBool = AtomicBool::new(false);
@@ -90,6 +91,24 @@ static WIDE: AtomicBool = AtomicBool::new(false);
 /// `-o wide`: tables print every cell in full (set once, from the command line).
 pub fn set_wide(wide: bool) {
     WIDE.store(wide, Ordering::Relaxed);
+}
+
+/// The width tables are fitted to: `COLUMNS` when set, else [`WIDTH`] on a terminal;
+/// none with `-o wide` or when stdout is a pipe or a file (scripts and `grep` get
+/// whole rows).
+pub fn width() -> Option<u16> {
+    use std::io::IsTerminal;
+    if WIDE.load(Ordering::Relaxed) {
+        return None;
+    }
+    match std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<u16>().ok())
+    {
+        Some(c) if c >= 40 => Some(c),
+        _ if std::io::stdout().is_terminal() => Some(WIDTH),
+        _ => None,
+    }
 }
 
 /// A table with our style, for commands whose columns depend on the data.
@@ -107,15 +126,14 @@ const WHOLE: u16 = 36;
 /// The fewest characters a long column is cut to.
 const SHORTEST: u16 = 16;
 
-/// Prints a list table: [`WIDTH`] columns wide, each row one line with long text cut
-/// (`…`), unless `-o wide`. Columns of short cells (ids, times) stay whole, so what a
+/// Prints a list table fitted to [`width`], each row one line with long text cut (`…`). Columns of short cells (ids, times) stay whole, so what a
 /// table shows can be copied into the next command.
 pub fn print(mut t: Table) {
-    if !WIDE.load(Ordering::Relaxed) {
+    if let Some(limit) = width() {
         let widths = t.column_max_content_widths();
         // Each shown column costs its cells and 3 characters of border; the table 1 more.
         let fixed: u16 = widths.iter().filter(|w| **w <= WHOLE).map(|w| w + 3).sum();
-        let room = i32::from(WIDTH) - 1 - i32::from(fixed);
+        let room = i32::from(limit) - 1 - i32::from(fixed);
         // Long columns get at least SHORTEST characters; those that cannot, rightmost
         // first, are left out (`-o wide` shows them).
         let mut shown: Vec<bool> = widths.iter().map(|_| true).collect();
@@ -144,7 +162,7 @@ pub fn print(mut t: Table) {
             });
         }
         t.set_content_arrangement(ContentArrangement::Dynamic)
-            .set_width(WIDTH)
+            .set_width(limit)
             .set_truncation_indicator("…");
         for row in t.row_iter_mut() {
             row.max_height(1);
@@ -153,12 +171,11 @@ pub fn print(mut t: Table) {
     println!("{t}");
 }
 
-/// Prints a table of field/value lines: [`WIDTH`] columns wide with long values
-/// wrapped, unless `-o wide`.
+/// Prints a table of field/value lines fitted to [`width`], long values wrapped.
 pub fn print_record(mut t: Table) {
-    if !WIDE.load(Ordering::Relaxed) {
+    if let Some(limit) = width() {
         t.set_content_arrangement(ContentArrangement::Dynamic)
-            .set_width(WIDTH);
+            .set_width(limit);
     }
     println!("{t}");
 }

@@ -59,8 +59,25 @@ fn outcome(ok: bool, stdout: &str, stderr: &str) -> String {
 }
 
 fn run(q: &Qanat, args: &[&str]) -> String {
-    let (ok, out, err) = q.cli(args);
+    let (ok, out, err) = cli100(q, args);
     outcome(ok, &out, &err)
+}
+
+/// `qanat <args>` as the admin, its tables fitted as on a terminal of 100 columns
+/// (`COLUMNS`; a pipe gets whole rows otherwise).
+fn cli100(q: &Qanat, args: &[&str]) -> (bool, String, String) {
+    let out = common::base_cmd(q.dir.path(), &q.extra_env)
+        .env("QANAT_SERVER_URL", &q.url)
+        .env("QANAT_TOKEN", &q.admin_token)
+        .env("COLUMNS", "100")
+        .args(args)
+        .output()
+        .expect("run qanat");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// The binary with no `QANAT_*` variable set (help texts show the variables' values).
@@ -189,15 +206,21 @@ fn models_and_runs_tables() {
         "runs/log-batch",
         json!({"run_id": wide_id, "metrics": metrics}),
     );
-    let (ok, out, err) = q.cli(&["runs", "-p", "ml", "ls"]);
+    let (ok, out, err) = cli100(&q, &["runs", "-p", "ml", "ls"]);
     assert!(ok, "{err}");
     assert!(
         out.lines().all(|l| l.chars().count() <= 100),
         "wider than 100 columns:\n{out}"
     );
     assert!(out.contains('…') && !out.contains("loss_29"), "{out}");
-    let (ok, out, err) = q.cli(&["runs", "-p", "ml", "ls", "-o", "wide"]);
+    let (ok, out, err) = cli100(&q, &["runs", "-p", "ml", "ls", "-o", "wide"]);
     assert!(ok && out.contains("loss_29=0.5"), "{out}{err}");
+    // Piped without COLUMNS (a script, grep): whole rows.
+    let (ok, out, err) = q.cli(&["runs", "-p", "ml", "ls"]);
+    assert!(
+        ok && out.contains("loss_29=0.5") && out.contains(wide_id),
+        "{out}{err}"
+    );
     mlflow("runs/delete", json!({"run_id": wide_id}));
     mlflow("registered-models/create", json!({"name": "fraud"}));
     for _ in 0..2 {

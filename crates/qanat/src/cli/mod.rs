@@ -85,7 +85,8 @@ pub struct Cli {
 /// How results are printed.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// Human-readable tables, 100 columns wide (long cells cut with `…`).
+    /// Human-readable tables; on a terminal 100 columns wide (or `COLUMNS`), long text
+    /// cut with `…`.
     Table,
     /// Tables with every cell in full, however wide.
     Wide,

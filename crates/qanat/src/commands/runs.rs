@@ -44,11 +44,12 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: RunsCmd) -> Result<()> {
                     .iter()
                     .map(|m| format!("{}={}", m.key, metric(m.value)))
                     .collect();
-                // A unique prefix names a run (as in git): 12 characters leave the
-                // metrics room; `-o wide` and JSON give the whole id.
+                // A unique prefix names a run (as in git): in a table fitted to the
+                // terminal, 12 characters leave the metrics room; `-o wide`, a pipe
+                // and JSON give the whole id.
                 let id = &r.info.run_id;
                 let id = match id.get(..12) {
-                    Some(short) if format != Format::Wide => short,
+                    Some(short) if output::width().is_some() => short,
                     _ => id,
                 };
                 t.add_row(vec![
