@@ -375,7 +375,7 @@ impl Monitors {
                     self.switch(w).await;
                     Ok((
                         format!(
-                            "{model}@{alias} moved back from version {} to {to}",
+                            "model:{model}@{alias} moved back from version {} to {to}",
                             from.unwrap_or_else(|| "?".into())
                         ),
                         format!("model:{model}@{to}"),
@@ -430,7 +430,7 @@ impl Monitors {
                 .map_err(|e| failed(e.to_string()))?;
             let Some(run_id) = v.run_id.clone() else {
                 return Err(failed(format!(
-                    "{name} version {version} has no run: it was not trained by a job here, so there is nothing to run again"
+                    "model:{name}@{version} has no run: it was not trained by a job here, so there is nothing to run again"
                 )));
             };
             let spec = self
@@ -441,7 +441,7 @@ impl Monitors {
                 .map_err(|e| failed(e.to_string()))?
                 .ok_or_else(|| {
                     failed(format!(
-                        "run {run_id} of {name} version {version} was not made by a job here: there is no job spec to run again"
+                        "run {run_id} of model:{name}@{version} was not made by a job here: there is no job spec to run again"
                     ))
                 })?;
             if spec.kind != "optimize" {
@@ -465,7 +465,7 @@ impl Monitors {
                 })
                 .ok_or_else(|| {
                     failed(format!(
-                        "{name} version {version} was made by an optimize job but names no source version ({})",
+                        "model:{name}@{version} was made by an optimize job but names no source version ({})",
                         qanat_tracking::DERIVED_FROM_TAG
                     ))
                 })?;
@@ -551,12 +551,12 @@ impl Monitors {
             w,
             spec,
             format!(
-                "deriving from {source} ({method}) as version {} was derived, for alert {}",
+                "deriving from model:{source} ({method}) as version {} was derived, for alert {}",
                 alert.version, alert.alert
             ),
             |job| {
                 format!(
-                    "optimize job {job} submitted: {method} of {source}, as version {} was made",
+                    "optimize job {job} submitted: {method} of model:{source}, as version {} was made",
                     alert.version
                 )
             },
@@ -651,7 +651,7 @@ impl Monitors {
             alert.actions.push(outcome(
                 ActionKind::Retrain,
                 "done",
-                format!("job {job_id} (run {run_id}) registered {into} version {candidate}"),
+                format!("job {job_id} (run {run_id}) registered model:{into}@{candidate}"),
                 Some(format!("model:{into}@{candidate}")),
             ));
             match self
@@ -678,7 +678,7 @@ impl Monitors {
             alert.actions.push(outcome(
                 ActionKind::Retrain,
                 "failed",
-                format!("retraining registered {into} version {candidate}, not a version of {model}, which the deployment serves"),
+                format!("retraining registered model:{into}@{candidate}, not a version of model:{model}, which the deployment serves"),
                 Some(format!("model:{into}@{candidate}")),
             ));
             alert.state = "failed".into();
@@ -688,7 +688,7 @@ impl Monitors {
         alert.actions.push(outcome(
             ActionKind::Retrain,
             "done",
-            format!("job {job_id} (run {run_id}) registered {model} version {candidate}"),
+            format!("job {job_id} (run {run_id}) registered model:{model}@{candidate}"),
             Some(format!("model:{model}@{candidate}")),
         ));
         let rule = w.spec.alerts.iter().find(|r| r.name == alert.rule);

@@ -1,13 +1,11 @@
-//! `kind: optimize`: optimization as a job. The scheduler runs it like any job (queue,
+//! `kind: optimize`'s fields: optimization as a job (the kind itself is wired in the
+//! binary, `crates/qanat/src/kinds.rs`). The scheduler runs it like any job (queue,
 //! resources, retries, logs, the job's token and run); the process is this binary's
 //! `optimize-worker`, which fetches the source version's package, applies the method,
 //! measures both on the job's input (the holdout), logs the report to the job's run and
 //! registers the result when it passes the gate (or when forced).
 
-use std::path::PathBuf;
-
 use qanat_core::{Kind, ObjectRef};
-use qanat_jobs::WorkerKind;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -228,16 +226,10 @@ impl OptimizeParams {
     }
 }
 
-/// The `optimize` kind: `program optimize-worker`. The holdout is the job's one input:
-/// refused at submit when missing or when several are given (their files would be read
-/// as one table).
-pub fn optimize_kind(program: PathBuf) -> WorkerKind {
-    WorkerKind::new("optimize", program, CONFIG_VAR, |params| {
-        OptimizeParams::from_params(params)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    })
-    .with_input_check(|_, inputs| match inputs.len() {
+/// The holdout is an optimize job's one input: refused at submit when missing or when
+/// several are given (their files would be read as one table).
+pub fn check_holdout(inputs: usize) -> Result<(), String> {
+    match inputs {
         1 => Ok(()),
         0 => Err(
             "it needs its holdout as its one input: inputs: [dataset:NAME@VERSION] (qanat optimize --holdout)"
@@ -246,13 +238,12 @@ pub fn optimize_kind(program: PathBuf) -> WorkerKind {
         n => Err(format!(
             "it takes one holdout dataset version, not {n}: name one in inputs"
         )),
-    })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use qanat_jobs::JobKind;
     use serde_json::json;
 
     fn params(v: Value) -> Map<String, Value> {
@@ -318,28 +309,16 @@ mod tests {
                 "choose native, tract or onnxruntime",
             ),
         ];
-        let kind = optimize_kind("qanat".into());
         for (p, want) in cases {
-            let err = kind
-                .check(&params(p.clone()), "")
-                .expect_err(&p.to_string());
+            let err = OptimizeParams::from_params(&params(p.clone())).expect_err(&p.to_string());
             assert!(err.to_string().contains(want), "{p}: {err}");
         }
         let ok = params(json!({"model": "model:fraud@champion", "quantize": "int8"}));
-        kind.check(&ok, "").expect("valid");
-        let err = kind.check_inputs(&ok, &[]).expect_err("no holdout");
-        assert!(
-            err.to_string()
-                .starts_with("an optimize job: it needs its holdout"),
-            "{err}"
-        );
-        let two = vec![
-            ("dataset:a@1".to_string(), vec![]),
-            ("dataset:b@1".to_string(), vec![]),
-        ];
-        let err = kind.check_inputs(&ok, &two).expect_err("two holdouts");
-        assert!(err.to_string().contains("not 2"), "{err}");
-        kind.check_inputs(&ok, &two[..1]).expect("one holdout");
+        let err = check_holdout(0).expect_err("no holdout");
+        assert!(err.starts_with("it needs its holdout"), "{err}");
+        let err = check_holdout(2).expect_err("two holdouts");
+        assert!(err.contains("not 2"), "{err}");
+        check_holdout(1).expect("one holdout");
         let b = OptimizeParams::from_params(&ok)
             .and_then(|p| p.budget())
             .expect("budget");

@@ -281,7 +281,7 @@ impl Deployments {
         self.tracking
             .registered_model(project, &spec.model)
             .await
-            .map_err(|e| crate::not_found(&spec.model, e))?;
+            .map_err(|e| crate::not_found(&format!("model:{}", spec.model), e))?;
         for t in &spec.targets {
             let found = match (&t.version, &t.alias) {
                 (Some(v), _) => self.tracking.model_version(project, &spec.model, v).await,
@@ -292,7 +292,13 @@ impl Deployments {
                 }
                 _ => unreachable!("checked: a target is a version or an alias"),
             };
-            found.map_err(|e| crate::not_found(&format!("{}:{}", spec.model, t.label()), e))?;
+            found.map_err(|e| {
+                let at = t.label();
+                crate::not_found(
+                    &format!("model:{}@{}", spec.model, at.trim_start_matches('@')),
+                    e,
+                )
+            })?;
         }
         Ok(())
     }

@@ -326,7 +326,7 @@ impl Serving {
             .tracking
             .versions(project, name)
             .await
-            .map_err(|e| not_found(name, e))?
+            .map_err(|e| not_found(&format!("model:{name}"), e))?
             .into_iter()
             .map(|v| v.version)
             .collect())
@@ -358,7 +358,7 @@ impl Serving {
             .tracking
             .model_version(project, name, version)
             .await
-            .map_err(|e| not_found(&format!("{name} version {version}"), e))?
+            .map_err(|e| not_found(&format!("model:{name}@{version}"), e))?
             .tags
             .into_iter()
             .find(|t| t.key == UNSERVABLE_TAG)
@@ -418,10 +418,10 @@ impl Serving {
             .tracking
             .download_uri(project, name, version)
             .await
-            .map_err(|e| not_found(&format!("{name} version {version}"), e))?;
+            .map_err(|e| not_found(&format!("model:{name}@{version}"), e))?;
         let Some(path) = uri.strip_prefix("mlflow-artifacts:") else {
             return Err(Error::NotFound(format!(
-                "model '{name}' version {version} is stored at {uri}, outside this server's artifacts"
+                "model:{name}@{version} is stored at {uri}, outside this server's artifacts"
             )));
         };
         let path = path.trim_matches('/');
@@ -447,9 +447,7 @@ impl Serving {
         let weights = read(qanat_runtime::package::WEIGHTS).await?;
         if let (Some(spec), Some(weights)) = (spec, weights) {
             let model = NativeModel::from_bytes(&spec, &weights).map_err(|e| {
-                Fetch::Unservable(format!(
-                    "model '{name}' version {version} cannot be served: {e}"
-                ))
+                Fetch::Unservable(format!("model:{name}@{version} cannot be served: {e}"))
             })?;
             return Ok(Loaded {
                 name: name.to_string(),
@@ -462,7 +460,7 @@ impl Serving {
         // A model made elsewhere: its ONNX graph (as `mlflow.onnx.log_model` stores it).
         let Some(onnx) = read(qanat_runtime::package::ONNX).await? else {
             return Err(Fetch::Other(Error::NotFound(format!(
-                "model '{name}' version {version} has neither {} and {} (a model trained by \
+                "model:{name}@{version} has neither {} and {} (a model trained by \
                  `qanat train`) nor {} (an ONNX model): there is nothing to serve",
                 qanat_runtime::package::SPEC,
                 qanat_runtime::package::WEIGHTS,
@@ -470,25 +468,23 @@ impl Serving {
             ))));
         };
         let unservable = |e: qanat_runtime::Error| {
-            Fetch::Unservable(format!(
-                "model '{name}' version {version} cannot be served: {e}"
-            ))
+            Fetch::Unservable(format!("model:{name}@{version} cannot be served: {e}"))
         };
         if !qanat_runtime::onnx::external_files(&onnx)
             .map_err(unservable)?
             .is_empty()
         {
             return Err(Fetch::Unservable(format!(
-                "model '{name}' version {version} keeps its ONNX weights in external files, which serving does not read yet; save the model with its weights inside"
+                "model:{name}@{version} keeps its ONNX weights in external files, which serving does not read yet; save the model with its weights inside"
             )));
         }
         // The graph's declared shapes, sizes and node count are checked before tract
         // reads it (qanat_runtime::onnx::check_limits); then a child loads it first.
         if let Some(launcher) = self.load_check.get() {
             first_load(launcher, &onnx).await.map_err(|f| match f {
-                Fetch::Unservable(why) => Fetch::Unservable(format!(
-                    "model '{name}' version {version} cannot be served: {why}"
-                )),
+                Fetch::Unservable(why) => {
+                    Fetch::Unservable(format!("model:{name}@{version} cannot be served: {why}"))
+                }
                 other => other,
             })?;
         }
@@ -605,7 +601,9 @@ impl From<Error> for Fetch {
 pub(crate) fn not_found(what: &str, e: qanat_tracking::Error) -> Error {
     use qanat_core::DomainError;
     if e.kind() == qanat_core::ErrorKind::NotFound {
-        Error::NotFound(format!("model '{what}' not found: {e}"))
+        // `what` is a reference (`model:NAME`, `model:NAME@VERSION`), as every message
+        // writes one.
+        Error::NotFound(format!("{what} not found: {e}"))
     } else {
         Error::Tracking(e)
     }

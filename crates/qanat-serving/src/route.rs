@@ -431,7 +431,7 @@ impl Serving {
                 .tracking
                 .version_by_alias(project, model, a)
                 .await
-                .map_err(|e| crate::not_found(&format!("{model}@{a}"), e))?
+                .map_err(|e| crate::not_found(&format!("model:{model}@{a}"), e))?
                 .version),
             _ => Err(Error::Invalid("a target is a version or an alias".into())),
         }
@@ -552,7 +552,7 @@ impl Serving {
         let (y, _) = batcher.infer(probe, 1, None, None).await?;
         if y.iter().any(|v| !v.is_finite()) {
             return Err(Error::Unavailable(format!(
-                "model '{model}' version {version} failed its health probe: its outputs are not finite"
+                "model:{model}@{version} failed its health probe: its outputs are not finite"
             )));
         }
         Ok(Served { loaded, batcher })

@@ -726,7 +726,7 @@ impl Tracking {
         .bind(n)
         .fetch_optional(self.meta.reader())
         .await?
-        .ok_or_else(|| Error::not_found("model version", format!("{name}/{n}")))?;
+        .ok_or_else(|| Error::not_found("model version", format!("model:{name}@{n}")))?;
         Ok((row.try_get("registered_model_id")?, version_from(&row)?))
     }
 
@@ -739,7 +739,7 @@ impl Tracking {
         let (id, v) = self.version_row(project, name, version).await?;
         let mut all = self.complete_versions(vec![(id, v)]).await?;
         all.pop()
-            .ok_or_else(|| Error::not_found("model version", format!("{name}/{version}")))
+            .ok_or_else(|| Error::not_found("model version", format!("model:{name}@{version}")))
     }
 
     async fn complete_versions(

@@ -1,29 +1,16 @@
-//! `kind: train`: Qanat's trainer as a job. The scheduler runs it like any job — queue,
-//! resources, cgroups, retries, logs, the job's token and run — and the process it
-//! starts is this binary's `train-worker`, which reads the job's inputs, trains, logs
-//! to the job's run and registers the model.
+//! `kind: train`'s fields: Qanat's trainer as a job. The scheduler runs it like any job
+//! — queue, resources, cgroups, retries, logs, the job's token and run — and the
+//! process it starts is the binary's `train-worker`, which reads the job's inputs,
+//! trains, logs to the job's run and registers the model. The kind itself is wired in
+//! the binary (`crates/qanat/src/kinds.rs`), so the trainer does not depend on the
+//! scheduler.
 
-use std::path::PathBuf;
-
-use qanat_jobs::WorkerKind;
 use serde_json::{Map, Value};
 
 use crate::TrainConfig;
 
 /// The variable the worker reads its config from (JSON).
 pub const CONFIG_VAR: &str = "QANAT_TRAIN_CONFIG";
-
-/// The `train` kind: `program train-worker`, where `program` is the `qanat` binary the
-/// worker runs as (this server's own).
-pub fn train_kind(program: PathBuf) -> WorkerKind {
-    WorkerKind::new("train", program, CONFIG_VAR, |params| {
-        config_of(params).map(|_| ())
-    })
-    .with_input_check(|params, inputs| {
-        let (config, _) = config_of(params)?;
-        crate::inputs::check_profiles(&config, inputs).map_err(|e| e.to_string())
-    })
-}
 
 /// The train config of a job's kind-specific fields: all of them but `register`
 /// (the model name to register the result under).

@@ -30,7 +30,7 @@ pub mod synthetic;
 pub mod table;
 
 pub use config::{Task, TrainConfig};
-pub use kind::train_kind;
+pub use kind::config_of;
 pub use table::Table;
 
 /// What training can refuse or fail at.

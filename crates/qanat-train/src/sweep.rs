@@ -6,9 +6,7 @@
 //! on where the last one was, and registers the best trial's model.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-use qanat_jobs::WorkerKind;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -312,24 +310,20 @@ pub struct State {
     pub trials: Vec<Trial>,
 }
 
-/// The `sweep` kind: `program sweep-worker`. A sweep's data fields (target, features)
-/// come from the trial, and a space may vary them too, so trials from across the space
-/// are checked against the inputs.
-pub fn sweep_kind(program: PathBuf) -> WorkerKind {
-    fn parsed(params: &Map<String, Value>) -> std::result::Result<SweepConfig, String> {
-        SweepConfig::from_value(Value::Object(params.clone())).map_err(|e| e.to_string())
+/// A sweep's fields checked at submit, and its trials from across the space checked
+/// against the inputs' profiles: a sweep's data fields (target, features) come from
+/// the trial, and a space may vary them too.
+pub fn check_inputs(
+    params: &Map<String, Value>,
+    inputs: &[(String, Vec<qanat_data::tabular::FileProfile>)],
+) -> std::result::Result<(), String> {
+    let config =
+        SweepConfig::from_value(Value::Object(params.clone())).map_err(|e| e.to_string())?;
+    for p in &config.probe_points() {
+        let trial = config.trial_config(p).map_err(|e| e.to_string())?;
+        crate::inputs::check_profiles(&trial, inputs).map_err(|e| e.to_string())?;
     }
-    WorkerKind::new("sweep", program, CONFIG_VAR, |params| {
-        parsed(params).map(|_| ())
-    })
-    .with_input_check(|params, inputs| {
-        let config = parsed(params)?;
-        for p in &config.probe_points() {
-            let trial = config.trial_config(p).map_err(|e| e.to_string())?;
-            crate::inputs::check_profiles(&trial, inputs).map_err(|e| e.to_string())?;
-        }
-        Ok(())
-    })
+    Ok(())
 }
 
 #[cfg(test)]

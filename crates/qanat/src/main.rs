@@ -5,7 +5,8 @@
 //! - `commands/`: the code that runs each command (clients of `qanat-client`, or local
 //!   work on the data directory);
 //! - `output.rs`: tables and JSON; `credentials.rs`: the stored login;
-//! - `config.rs` and `server.rs`: configuration, and the wiring of `qanat server`.
+//! - `config.rs`, `kinds.rs` and `server.rs`: configuration, the job kinds this binary
+//!   runs as workers, and the wiring of `qanat server`.
 
 mod audit_sink;
 mod cli;
@@ -13,6 +14,7 @@ mod commands;
 mod config;
 mod connections;
 mod credentials;
+mod kinds;
 mod output;
 mod server;
 

@@ -273,12 +273,7 @@ pub async fn start(cfg: Config) -> Result<Running> {
         jobs.server_url = url.clone();
     }
     let exe = std::env::current_exe().context("finding this binary (train jobs run it)")?;
-    let kinds = qanat_jobs::Kinds::standard()
-        .with(std::sync::Arc::new(qanat_train::train_kind(exe.clone())))
-        .with(std::sync::Arc::new(qanat_train::sweep::sweep_kind(
-            exe.clone(),
-        )))
-        .with(std::sync::Arc::new(qanat_runtime::kind::optimize_kind(exe)));
+    let kinds = crate::kinds::all(exe);
     state = state.with_jobs(jobs, kinds);
     let online_url = cfg.online_store_url();
     let online = qanat_features::online::OnlineStore::open(&online_url)

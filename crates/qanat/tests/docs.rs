@@ -80,6 +80,7 @@ fn as_run(line: &str, url: &str) -> Option<String> {
     let cmd = line.trim_start();
     let harness = cmd.starts_with("qanat server")
         || cmd.starts_with("cargo test")
+        || cmd.starts_with("cargo install")
         || cmd.starts_with("alias ");
     (!harness).then_some(line)
 }

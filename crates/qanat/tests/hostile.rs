@@ -369,7 +369,7 @@ fn hostile_models_are_refused_and_the_server_keeps_answering() {
         .map(|t| t["value"].to_string())
         .unwrap_or_default();
     assert!(mark.contains("a dimension of 1099511627776"), "{v}");
-    let out = q.cli_ok("models show huge-input");
+    let out = q.cli_ok("models -p default show huge-input");
     assert!(
         out.contains("version 1 is not served") && out.contains("cannot be served"),
         "{out}"

@@ -63,8 +63,8 @@ fn the_quickstart_runs_to_a_promoted_canary_with_its_lineage_and_runs_again() {
             "DRIFT — ",
             // The int8 version served is retrained from its source, then quantized
             // again; the result gets a canary, judged on labels and promoted.
-            "registered cancer version 3",
-            "quantize int8 of cancer@3",
+            "registered model:cancer@3",
+            "quantize int8 of model:cancer@3",
             "canary done — promoted: version 4",
             "diagnosis serves version 4 at 100%",
             // Lineage: model version ← retraining run ← drift report ← inference log.

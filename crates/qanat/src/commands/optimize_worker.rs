@@ -433,10 +433,10 @@ pub async fn run() -> Result<()> {
         .await
         .with_context(|| format!("registering the optimized model as '{name}'"))?;
     if report.passed {
-        println!("registered model '{name}' version {v}, derived from {source_node}");
+        println!("registered model:{name}@{v}, derived from {source_node}");
     } else {
         println!(
-            "registered model '{name}' version {v}, derived from {source_node}, although it exceeds the budget (forced)"
+            "registered model:{name}@{v}, derived from {source_node}, although it exceeds the budget (forced)"
         );
     }
     Ok(())

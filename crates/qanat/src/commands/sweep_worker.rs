@@ -411,10 +411,7 @@ pub async fn run() -> Result<()> {
             .register_run_model(&project, name, &best_run, &[])
             .await
             .with_context(|| format!("registering the best trial's model as '{name}'"))?;
-        println!(
-            "registered model '{name}' version {v} (trial {})",
-            best.number
-        );
+        println!("registered model:{name}@{v} (trial {})", best.number);
     }
     Ok(())
 }

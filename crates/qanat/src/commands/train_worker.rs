@@ -311,7 +311,7 @@ pub async fn run() -> Result<()> {
             .register_run_model(&project, &name, &run_id, &[])
             .await
             .with_context(|| format!("registering the model as '{name}'"))?;
-        println!("registered model '{name}' version {v}");
+        println!("registered model:{name}@{v}");
     }
     Ok(())
 }
