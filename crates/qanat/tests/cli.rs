@@ -66,17 +66,12 @@ fn run(q: &Qanat, args: &[&str]) -> String {
 /// `qanat <args>` as the admin, its tables fitted as on a terminal of 100 columns
 /// (`COLUMNS`; a pipe gets whole rows otherwise).
 fn cli100(q: &Qanat, args: &[&str]) -> (bool, String, String) {
-    let out = common::base_cmd(q.dir.path(), &q.extra_env)
-        .env("QANAT_SERVER_URL", &q.url)
-        .env("QANAT_TOKEN", &q.admin_token)
-        .env("COLUMNS", "100")
-        .args(args)
-        .output()
-        .expect("run qanat");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    common::outcome(
+        common::base_cmd(q.dir.path(), &q.extra_env)
+            .env("QANAT_SERVER_URL", &q.url)
+            .env("QANAT_TOKEN", &q.admin_token)
+            .env("COLUMNS", "100")
+            .args(args),
     )
 }
 

@@ -786,15 +786,10 @@ fn the_cli_keeps_a_login_per_server_and_names_the_server_it_talks_to() {
     let (a, b) = (Qanat::start(), Qanat::start());
     let creds = a.dir.path().join("both.json");
     let cli = |args: &[&str]| {
-        let out = common::base_cmd(a.dir.path(), &[])
-            .env("QANAT_CREDENTIALS", &creds)
-            .args(args)
-            .output()
-            .expect("run qanat");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+        common::outcome(
+            common::base_cmd(a.dir.path(), &[])
+                .env("QANAT_CREDENTIALS", &creds)
+                .args(args),
         )
     };
     let server_of = |args: &[&str]| -> String {

@@ -50,6 +50,16 @@ pub fn base_cmd(dir: &Path, extra_env: &[(String, String)]) -> Command {
     cmd
 }
 
+/// Runs `cmd` to completion: (success, stdout, stderr).
+pub fn outcome(cmd: &mut Command) -> (bool, String, String) {
+    let out = cmd.output().expect("run qanat");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Runs `cmd` to completion and returns its output, panicking with its stderr when it
 /// fails.
 pub fn run_ok(cmd: &mut Command) -> std::process::Output {
@@ -231,16 +241,11 @@ impl Qanat {
 
     /// Runs a CLI command as the holder of `token`.
     pub fn cli_as(&self, token: &str, args: &[&str]) -> (bool, String, String) {
-        let out = base_cmd(self.dir.path(), &self.extra_env)
-            .env("QANAT_SERVER_URL", &self.url)
-            .env("QANAT_TOKEN", token)
-            .args(args)
-            .output()
-            .expect("run qanat");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+        outcome(
+            base_cmd(self.dir.path(), &self.extra_env)
+                .env("QANAT_SERVER_URL", &self.url)
+                .env("QANAT_TOKEN", token)
+                .args(args),
         )
     }
 
