@@ -57,7 +57,8 @@ fn mlflow_wording(r: &qanat_core::Refusal) -> Option<String> {
         Refusal::NotFound { kind, name } => match *kind {
             "registered model" => format!("Registered Model with name={name} not found"),
             "model version" => {
-                let (model, version) = name.rsplit_once('/')?;
+                // Qanat writes a version `model:NAME@VERSION`.
+                let (model, version) = name.strip_prefix("model:")?.rsplit_once('@')?;
                 format!("Model Version (name={model}, version={version}) not found")
             }
             "run" => format!("Run with id={name} not found"),
