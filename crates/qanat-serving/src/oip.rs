@@ -82,11 +82,8 @@ impl RequestInput {
     pub fn element_count(&self) -> usize {
         match &self.raw {
             Some(r) => r.len(),
-            None => {
-                let mut flat = Vec::new();
-                crate::tensor::flatten(&self.data, &mut flat);
-                flat.len()
-            }
+            // Counted in place: no list of references made only to be measured.
+            None => crate::tensor::json_count(&self.data),
         }
     }
 }

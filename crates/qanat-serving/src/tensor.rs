@@ -278,6 +278,14 @@ pub(crate) fn flatten<'a>(data: &'a Value, out: &mut Vec<&'a Value>) {
     }
 }
 
+/// How many elements row-major JSON `data` (flat or nested) holds.
+pub(crate) fn json_count(data: &Value) -> usize {
+    match data {
+        Value::Array(items) => items.iter().map(json_count).sum(),
+        _ => 1,
+    }
+}
+
 /// Elements of a JSON value (the shape the inference log and monitors read).
 pub fn json_elements(data: &Value) -> Elements<'_> {
     Elements::of(data, None)
@@ -302,6 +310,7 @@ mod tests {
         assert_eq!(got, vec![json!(1.5), json!(-2.0), Value::Null]);
         let json = json!([[1.5], [-2.0], [null]]);
         let got: Vec<Value> = json_elements(&json).map(|e| e.to_json()).collect();
+        assert_eq!(json_count(&json), 3);
         assert_eq!(got, vec![json!(1.5), json!(-2.0), Value::Null]);
 
         let mut text = Vec::new();
