@@ -31,35 +31,7 @@ const HLL_BITS: u32 = 12;
 /// Example rows kept per violation.
 const EXAMPLES: usize = 5;
 
-/// Which tabular format a file is, by extension.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum TableFormat {
-    Csv,
-    Parquet,
-}
-
-impl std::fmt::Display for TableFormat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            TableFormat::Csv => "csv",
-            TableFormat::Parquet => "parquet",
-        })
-    }
-}
-
-impl TableFormat {
-    pub fn of(path: &str) -> Option<TableFormat> {
-        let lower = path.to_ascii_lowercase();
-        if lower.ends_with(".csv") {
-            Some(TableFormat::Csv)
-        } else if lower.ends_with(".parquet") || lower.ends_with(".pq") {
-            Some(TableFormat::Parquet)
-        } else {
-            None
-        }
-    }
-}
+pub use qanat_model::table::TableFormat;
 
 /// A value frequency.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

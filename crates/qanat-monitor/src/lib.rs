@@ -23,7 +23,6 @@
 //! audited under the `monitor` service actor and recorded in lineage.
 
 pub mod drift;
-pub mod profile;
 pub mod quality;
 pub mod report;
 pub mod spec;
@@ -38,6 +37,7 @@ mod watch;
 mod window;
 
 pub use monitors::Monitors;
+pub use qanat_model::profile;
 
 /// The monitors, checks, labels and alerts tables (0014), applied after serving's.
 pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =

@@ -8,13 +8,11 @@ use qanat_governance::{append_audit_in, commit_audited, AuditRecord, Governance,
 use qanat_store::{format_micros, now_micros, MetaStore, ObjectKey, ObjectStorage};
 use sqlx::Row;
 
+use crate::profile::TableProfile;
 use crate::spec::MonitorSpec;
-use crate::table::TableProfile;
 use crate::wire::{self, Alert, Check, LabelSummary, Monitor, MonitorStatus};
 use crate::{Error, Result};
 
-/// The file stored with a model trained by Qanat that profiles its training rows.
-pub const REFERENCE_PROFILE: &str = "reference_profile.json";
 /// The most labels one post may carry.
 pub const MAX_LABELS: usize = 10_000;
 

@@ -12,11 +12,12 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use qanat_governance::Project;
+use qanat_model::package::REFERENCE_PROFILE;
 use qanat_store::ObjectKey;
 use tokio::io::AsyncWriteExt;
 
-use crate::monitors::REFERENCE_PROFILE;
-use crate::table::{self, TableFile, TableProfile};
+use crate::profile::TableProfile;
+use crate::table::{self, TableFile};
 use crate::{Error, Monitors, Result};
 
 /// Where the platform keeps the profile it computed for a version.
@@ -181,12 +182,12 @@ impl Monitors {
         let mlmodel = self
             .inner
             .serving
-            .model_file(project, model, version, qanat_runtime::package::MLMODEL)
+            .model_file(project, model, version, qanat_model::package::MLMODEL)
             .await?;
         let side = |s: &str| {
             mlmodel
                 .as_deref()
-                .and_then(|m| qanat_runtime::package::signature_columns(m, s))
+                .and_then(|m| qanat_model::package::signature_columns(m, s))
         };
         let inputs = side("inputs");
         let target = side("outputs").and_then(|o| match o.as_slice() {

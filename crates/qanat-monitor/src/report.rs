@@ -6,8 +6,8 @@
 use std::fmt::Write;
 
 use crate::drift::{ColumnDrift, DatasetDrift};
+use crate::profile::TableProfile;
 use crate::profile::{CategoricalProfile, ColumnProfile, NumericProfile};
-use crate::table::TableProfile;
 
 /// Bars per numeric chart (the profile's fine bins grouped), besides the tails.
 const BARS: usize = 64;

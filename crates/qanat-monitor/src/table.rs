@@ -15,8 +15,8 @@ use std::sync::Arc;
 use arrow_array::{Array, Float64Array, RecordBatch, StringArray};
 use arrow_cast::cast::{cast_with_options, CastOptions};
 use arrow_schema::{ArrowError, DataType, SchemaRef};
+use qanat_model::profile::TableProfile;
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 
 use crate::drift::{self, Choice, DatasetDrift};
 use crate::profile::{Bins, CategoricalProfile, ColumnProfile, NumericProfile};
@@ -223,33 +223,6 @@ impl TableFile {
     }
 }
 
-/// Every column's profile.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TableProfile {
-    pub rows: u64,
-    pub columns: Vec<(String, ColumnProfile)>,
-    /// The column a model was trained to predict (not one of its inputs), when this
-    /// profiles a training set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<String>,
-    /// The model's outputs on the same rows (`label`, `probability`, `prediction`),
-    /// when this profiles a training set.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub predictions: Vec<(String, ColumnProfile)>,
-}
-
-impl TableProfile {
-    /// A profile of plain columns (no target, no predictions).
-    pub fn of(rows: u64, columns: Vec<(String, ColumnProfile)>) -> TableProfile {
-        TableProfile {
-            rows,
-            columns,
-            target: None,
-            predictions: Vec::new(),
-        }
-    }
-}
-
 /// Whether an Arrow type is profiled as numbers, as categories, or not at all
 /// (dates, nested types: compared by neither).
 fn numeric(t: &DataType) -> Option<bool> {
@@ -418,41 +391,6 @@ pub fn reference_where(
     Ok(TableProfile::of(rows, columns))
 }
 
-/// One column of a table held in memory (a training set).
-#[derive(Debug, Clone, Copy)]
-pub enum Values<'a> {
-    /// Numbers; NaN is missing.
-    Numeric(&'a [f64]),
-    /// Text; `None` is missing.
-    Text(&'a [Option<String>]),
-}
-
-/// The reference profile of columns held in memory, numeric ones on bins spanning
-/// their own range: what a model was trained on, for monitoring to compare with.
-pub fn reference_of(columns: &[(String, Values<'_>)]) -> TableProfile {
-    let rows = columns.first().map_or(0, |(_, v)| match v {
-        Values::Numeric(x) => x.len(),
-        Values::Text(x) => x.len(),
-    }) as u64;
-    let columns = columns
-        .par_iter()
-        .map(|(name, values)| {
-            let profile = match values {
-                Values::Numeric(xs) => ColumnProfile::Numeric(NumericProfile::reference_slice(xs)),
-                Values::Text(xs) => {
-                    let mut p = CategoricalProfile::default();
-                    for x in xs.iter() {
-                        p.add(x.as_deref());
-                    }
-                    ColumnProfile::Categorical(p)
-                }
-            };
-            (name.clone(), profile)
-        })
-        .collect();
-    TableProfile::of(rows, columns)
-}
-
 /// A current table's profile on the reference's columns and bins. Columns the file
 /// lacks are left out (the comparison says so); columns the reference lacks are not
 /// profiled.
@@ -504,6 +442,7 @@ pub fn compare(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::{reference_of, Values};
     use std::io::Write;
 
     fn csv(dir: &Path, name: &str, text: &str) -> TableFile {

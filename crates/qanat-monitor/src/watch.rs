@@ -12,14 +12,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use qanat_governance::Project;
+use qanat_model::package::REFERENCE_PROFILE;
 use qanat_serving::log::LogRecord;
 use qanat_store::{format_micros, now_micros};
 use serde_json::Value;
 use sqlx::Row;
 
-use crate::monitors::{check_from, parse_spec, report_key, to_json, REFERENCE_PROFILE};
+use crate::monitors::{check_from, parse_spec, report_key, to_json};
+use crate::profile::TableProfile;
 use crate::spec::MonitorSpec;
-use crate::table::{self, TableProfile};
+use crate::table;
 use crate::wire::{CheckStatus, VersionCheck};
 use crate::{quality, report, window, Monitors, Result};
 
@@ -660,9 +662,9 @@ mod tests {
             .iter()
             .map(|x| Some(if *x > 0.5 { "a" } else { "b" }.to_string()))
             .collect();
-        let mut r = table::reference_of(&[
-            ("x".into(), table::Values::Numeric(&xs)),
-            ("y".into(), table::Values::Text(&ys)),
+        let mut r = crate::profile::reference_of(&[
+            ("x".into(), crate::profile::Values::Numeric(&xs)),
+            ("y".into(), crate::profile::Values::Text(&ys)),
         ]);
         r.target = Some("y".into());
         r.predictions = vec![(

@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use qanat_serving::log::LogRecord;
 use serde_json::{Map, Value};
 
+use crate::profile::TableProfile;
 use crate::profile::{CategoricalProfile, ColumnProfile, NumericProfile};
 use crate::quality::{class_of, Scored};
-use crate::table::TableProfile;
 
 /// The answers (not shadows' copies) of each version, most rows first.
 pub(crate) fn by_version(records: &[LogRecord]) -> Vec<(String, Vec<&LogRecord>)> {
@@ -223,13 +223,19 @@ pub(crate) mod tests {
 
     #[test]
     fn inputs_are_profiled_per_version_and_absent_columns_are_left_out() {
-        let reference = crate::table::reference_of(&[
-            ("x".into(), crate::table::Values::Numeric(&[1.0, 2.0, 3.0])),
+        let reference = crate::profile::reference_of(&[
+            (
+                "x".into(),
+                crate::profile::Values::Numeric(&[1.0, 2.0, 3.0]),
+            ),
             (
                 "k".into(),
-                crate::table::Values::Text(&[Some("a".into()), None, Some("b".into())]),
+                crate::profile::Values::Text(&[Some("a".into()), None, Some("b".into())]),
             ),
-            ("y".into(), crate::table::Values::Numeric(&[0.0, 1.0, 0.0])),
+            (
+                "y".into(),
+                crate::profile::Values::Numeric(&[0.0, 1.0, 0.0]),
+            ),
         ]);
         let reference = TableProfile {
             target: Some("y".into()),

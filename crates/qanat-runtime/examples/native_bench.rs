@@ -15,10 +15,11 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use qanat_model::{Table, TrainConfig};
 use qanat_runtime::evaluate::quality;
 use qanat_runtime::native::{Layer, NativeMlp, Scratch};
-use qanat_runtime::package::{NativeModel, Spec};
-use qanat_train::{train_table, Table, TrainConfig};
+use qanat_runtime::package::NativeModel;
+use qanat_train::train_table;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let secs: f64 = std::env::args()
@@ -88,10 +89,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }))?;
     let trained = train_table(&table, &config, None, |_| Ok(()))?;
     let bytes = qanat_train::export::safetensors(&trained.fitted.model)?;
-    let spec: Spec = serde_json::from_value(serde_json::to_value(qanat_train::export::spec(
-        &trained.fitted.model,
-        &trained.prep,
-    ))?)?;
+    let spec = qanat_train::export::spec(&trained.fitted.model, &trained.prep);
     let m = NativeModel::new(spec, NativeMlp::from_safetensors(&bytes)?)?;
     let q = m.quantize_dynamic()?;
     let a32 = quality(&m, &trained.prep, &table, &trained.valid_rows)?;

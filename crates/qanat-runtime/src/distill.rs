@@ -6,13 +6,15 @@
 //! `model.onnx` on tract or onnxruntime, or an ONNX model made elsewhere
 //! ([`crate::imported`]).
 
+use qanat_model::package::Spec;
+use qanat_model::prep::{Preprocessing, Target};
+use qanat_model::{Table, TrainConfig};
 use qanat_train::finetune::Teacher;
-use qanat_train::prep::{Preprocessing, Target};
-use qanat_train::{Table, TrainConfig};
 
 use crate::evaluate::table_rows;
 use crate::native::NativeMlp;
-use crate::package::{NativeModel, Spec};
+
+use crate::package::NativeModel;
 use crate::prune::FineTune;
 use crate::{Error, Result, Runtime};
 
@@ -81,7 +83,7 @@ pub fn distill(
     let layers = std::iter::once(mlp.inputs())
         .chain(mlp.layers().iter().map(|l| l.outputs()))
         .collect();
-    NativeModel::new(Spec::for_layers(prep, layers)?, mlp)
+    NativeModel::new(Spec::for_layers(prep, layers), mlp)
 }
 
 /// How closely `model` follows `reference` on `rows` of `table`: for classification

@@ -2,8 +2,8 @@
 //! trainer computes its validation metrics (one implementation: `qanat_train::metrics`),
 //! so a report compares like with like.
 
-use qanat_train::prep::{Preprocessing, Target};
-use qanat_train::Table;
+use qanat_model::prep::{Preprocessing, Target};
+use qanat_model::Table;
 
 use crate::{Result, Runtime};
 
@@ -53,7 +53,7 @@ pub fn quality(
 
 /// The given rows of `table`, in that order.
 pub fn table_rows(table: &Table, rows: &[usize]) -> Table {
-    use qanat_train::table::{Column, Values};
+    use qanat_model::table::{Column, Values};
     Table {
         columns: table
             .columns
@@ -72,7 +72,7 @@ pub fn table_rows(table: &Table, rows: &[usize]) -> Table {
 
 /// The rows of `table` whose target is present: what a holdout can score.
 pub fn labelled_rows(table: &Table, prep: &Preprocessing) -> Result<Vec<usize>> {
-    use qanat_train::table::Values;
+    use qanat_model::table::Values;
     let target = table.column(prep.target_name())?;
     Ok(match &target.values {
         Values::Numeric(v) => (0..v.len()).filter(|i| !v[*i].is_nan()).collect(),

@@ -21,9 +21,9 @@
 //! trainer defines them (logits; the standardized target), so the gate, fidelity and
 //! distillation treat it as any other model.
 
-use qanat_train::config::Task;
-use qanat_train::prep::{Preprocessing, Target};
-use qanat_train::{Table, TrainConfig};
+use qanat_model::config::Task;
+use qanat_model::prep::{Preprocessing, Target};
+use qanat_model::{Table, TrainConfig};
 
 use crate::onnx::onnxruntime::OrtModel;
 use crate::onnx::tract::TractModel;
@@ -113,7 +113,7 @@ impl Imported {
             }),
             "features": columns,
         }))?;
-        let (usable, task) = qanat_train::prep::usable_rows(table, &config)?;
+        let (usable, task) = qanat_model::prep::usable_rows(table, &config)?;
         let fit: Vec<usize> = rows
             .iter()
             .copied()

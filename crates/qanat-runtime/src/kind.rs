@@ -76,7 +76,7 @@ pub struct OptimizeParams {
     /// An ONNX model made elsewhere: `classification` or `regression` (default: read
     /// from the target column, as the trainer does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task: Option<qanat_train::config::Task>,
+    pub task: Option<qanat_model::config::Task>,
     /// An ONNX model made elsewhere with one `[N, F]` input: the F columns that fill it,
     /// in order (default: its MLflow signature's, else the holdout's other columns).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -40,7 +40,7 @@ pub mod prune;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use package::{ModelPackage, Spec};
+pub use package::ModelPackage;
 use serde::{Deserialize, Serialize};
 
 /// The stated error of dynamic int8 against f32 on the same inputs: the largest
@@ -67,7 +67,10 @@ pub enum Error {
     /// make it available.
     #[error("{0}")]
     Unavailable(String),
-    /// Preprocessing (shared with the trainer) refused the input.
+    /// The model package (its signature, its preprocessing) refused the input.
+    #[error(transparent)]
+    Model(#[from] qanat_model::Error),
+    /// Fine-tuning (pruning, distillation) refused or failed.
     #[error(transparent)]
     Train(#[from] qanat_train::Error),
 }
@@ -96,6 +99,8 @@ impl qanat_core::DomainError for Error {
             Error::Invalid(_) => K::Invalid,
             Error::Unavailable(_) => K::Unavailable,
             Error::Io { .. } | Error::Internal(_) => K::Internal,
+            Error::Model(qanat_model::Error::Invalid(_)) => K::Invalid,
+            Error::Model(_) => K::Internal,
             Error::Train(qanat_train::Error::Invalid(_)) => K::Invalid,
             Error::Train(_) => K::Internal,
         }
@@ -150,5 +155,5 @@ pub trait Runtime: Send + Sync {
     fn outputs(&self) -> usize;
 
     /// Runs every row of `table`.
-    fn predict(&self, table: &qanat_train::Table) -> Result<Vec<f32>>;
+    fn predict(&self, table: &qanat_model::Table) -> Result<Vec<f32>>;
 }

@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use qanat_train::Table;
+use qanat_model::Table;
 use serde::{Deserialize, Serialize};
 
 use crate::evaluate::{quality, table_rows, Quality};
@@ -145,7 +145,7 @@ pub fn split(rows: &[usize], seed: u64) -> Result<(Vec<usize>, Vec<usize>, Vec<u
         )));
     }
     let mut order = rows.to_vec();
-    qanat_train::prep::Rng::new(seed ^ 0x5e1f_0a11).shuffle(&mut order);
+    qanat_model::prep::Rng::new(seed ^ 0x5e1f_0a11).shuffle(&mut order);
     let holdout = order.len() * 3 / 10;
     let valid = order.len() / 10;
     let (h, rest) = order.split_at(holdout);
@@ -633,7 +633,7 @@ fn measure(
 fn measure_on(
     rt: &dyn Runtime,
     runtime: RuntimeKind,
-    prep: &qanat_train::prep::Preprocessing,
+    prep: &qanat_model::prep::Preprocessing,
     table: &Table,
     rows: &[usize],
     seconds: f64,

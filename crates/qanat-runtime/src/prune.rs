@@ -9,10 +9,12 @@
 //!
 //! The output layer is never pruned: it is small and carries the decision.
 
+use qanat_model::{Table, TrainConfig};
 use qanat_train::finetune::{fine_tune, Start};
-use qanat_train::{Table, TrainConfig};
 
-use crate::native::{Layer, NativeMlp, Precision};
+use qanat_model::package::Precision;
+
+use crate::native::{Layer, NativeMlp};
 use crate::package::NativeModel;
 use crate::{Error, Result};
 

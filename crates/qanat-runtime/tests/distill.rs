@@ -4,13 +4,13 @@
 
 mod common;
 
+use qanat_model::Table;
 use qanat_runtime::distill::{self, fidelity};
 use qanat_runtime::evaluate::labelled_rows;
 use qanat_runtime::onnx::tract::TractModel;
 use qanat_runtime::optimize::{optimize, split, Method, Settings};
 use qanat_runtime::package::NativeModel;
 use qanat_runtime::prune::FineTune;
-use qanat_train::Table;
 use serde_json::json;
 
 fn teacher() -> (Table, NativeModel) {

@@ -17,14 +17,14 @@ mod common;
 use std::path::Path;
 
 use prost::Message;
+use qanat_model::prep::Feature;
+use qanat_model::Table;
 use qanat_runtime::evaluate::labelled_rows;
 use qanat_runtime::imported::{Described, Imported, Scores};
 use qanat_runtime::onnx::{onnxruntime, quantize};
 use qanat_runtime::optimize::{optimize_imported, Method, Optimized, Settings};
 use qanat_runtime::package::NativeModel;
 use qanat_runtime::{Runtime, RuntimeKind, INT8_TOLERANCE};
-use qanat_train::prep::Feature;
-use qanat_train::Table;
 use serde_json::json;
 use tract_onnx::pb;
 
@@ -446,7 +446,7 @@ fn bad_descriptions_are_refused_with_what_to_fix() {
     let e = import(bytes.clone(), &few, &table, RuntimeKind::Tract).expect_err("2 of 30 columns");
     assert!(e.to_string().contains("[N, 30]"), "{e}");
     let regression = Described {
-        task: Some(qanat_train::config::Task::Regression),
+        task: Some(qanat_model::config::Task::Regression),
         target: "radius_mean".into(),
         features: Some(
             table

@@ -4,12 +4,13 @@
 
 mod common;
 
+use qanat_model::Table;
 use qanat_runtime::evaluate::quality;
 use qanat_runtime::onnx::tract::TractModel;
 use qanat_runtime::package::NativeModel;
 use qanat_runtime::prune::{self, FineTune};
 use qanat_runtime::Runtime;
-use qanat_train::{Table, Trained};
+use qanat_train::Trained;
 use serde_json::json;
 
 fn trained() -> (Table, Trained, NativeModel) {

@@ -8,12 +8,13 @@
 
 use std::path::Path;
 
+use qanat_model::Table;
 use qanat_runtime::onnx::onnxruntime::{self, OrtModel};
 use qanat_runtime::onnx::tract::TractModel;
 use qanat_runtime::onnx::OnnxGraph;
 use qanat_runtime::package::NativeModel;
 use qanat_runtime::{Runtime, INT8_TOLERANCE};
-use qanat_train::{Table, Trained};
+use qanat_train::Trained;
 use serde_json::json;
 
 mod common;

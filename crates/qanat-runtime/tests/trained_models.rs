@@ -3,10 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
+use qanat_model::package::Precision;
+use qanat_model::{Table, TrainConfig};
 use qanat_runtime::evaluate::quality;
 use qanat_runtime::package::{ModelPackage, NativeModel};
-use qanat_runtime::{native::Precision, Runtime, RuntimeKind};
-use qanat_train::{train_table, Table, TrainConfig, Trained};
+use qanat_runtime::{Runtime, RuntimeKind};
+use qanat_train::{train_table, Trained};
 use serde_json::json;
 
 fn example(name: &str) -> Table {

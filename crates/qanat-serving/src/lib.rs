@@ -443,8 +443,8 @@ impl Serving {
         version: &str,
     ) -> std::result::Result<Loaded, Fetch> {
         let read = |file: &'static str| self.model_file(project, name, version, file);
-        let spec = read(qanat_runtime::package::SPEC).await?;
-        let weights = read(qanat_runtime::package::WEIGHTS).await?;
+        let spec = read(qanat_model::package::SPEC).await?;
+        let weights = read(qanat_model::package::WEIGHTS).await?;
         if let (Some(spec), Some(weights)) = (spec, weights) {
             let model = NativeModel::from_bytes(&spec, &weights).map_err(|e| {
                 Fetch::Unservable(format!("model:{name}@{version} cannot be served: {e}"))
@@ -458,13 +458,13 @@ impl Serving {
             });
         }
         // A model made elsewhere: its ONNX graph (as `mlflow.onnx.log_model` stores it).
-        let Some(onnx) = read(qanat_runtime::package::ONNX).await? else {
+        let Some(onnx) = read(qanat_model::package::ONNX).await? else {
             return Err(Fetch::Other(Error::NotFound(format!(
                 "model:{name}@{version} has neither {} and {} (a model trained by \
                  `qanat train`) nor {} (an ONNX model): there is nothing to serve",
-                qanat_runtime::package::SPEC,
-                qanat_runtime::package::WEIGHTS,
-                qanat_runtime::package::ONNX
+                qanat_model::package::SPEC,
+                qanat_model::package::WEIGHTS,
+                qanat_model::package::ONNX
             ))));
         };
         let unservable = |e: qanat_runtime::Error| {

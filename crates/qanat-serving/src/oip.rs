@@ -13,10 +13,10 @@
 //! An ONNX model made elsewhere is served tensor by tensor, as Triton serves ONNX: its
 //! graph's inputs (`[N, …]`, any numeric datatype) and its result tensor (`FP32`).
 
+use qanat_model::prep::Target;
+use qanat_model::table::{Column, Table, Values};
 use qanat_runtime::onnx::tract::TensorModel;
 use qanat_runtime::package::NativeModel;
-use qanat_train::prep::Target;
-use qanat_train::table::{Column, Table, Values};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

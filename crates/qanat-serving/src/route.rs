@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use qanat_governance::Project;
+use qanat_model::prep::Target as Kind;
 use qanat_runtime::native::Scratch;
-use qanat_train::prep::Target as Kind;
 use serde::{Deserialize, Serialize};
 
 use crate::batch::{BatchStats, Batcher, Batching, Engine};

@@ -15,12 +15,13 @@ use std::time::Instant;
 
 use burn::backend::{Autodiff, Cuda};
 use burn::tensor::backend::Backend;
+use qanat_model::config::Precision;
+use qanat_model::prep::Rng;
+use qanat_model::{Table, TrainConfig};
 use qanat_train::adam::Adam;
-use qanat_train::config::Precision;
 use qanat_train::fit::{epoch_steps, Mlp};
 use qanat_train::mixed::Mixed;
-use qanat_train::prep::Rng;
-use qanat_train::{train_table, Table, TrainConfig};
+use qanat_train::train_table;
 
 type Gpu = Autodiff<Cuda>;
 

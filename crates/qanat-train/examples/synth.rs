@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use qanat_train::prep::Rng;
+use qanat_model::prep::Rng;
 
 fn unit(rng: &mut Rng) -> f64 {
     (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64

@@ -10,10 +10,10 @@ use std::time::Instant;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+use qanat_model::prep::Rng;
 use qanat_train::adam::Adam;
 use qanat_train::fit::{epoch_steps, CpuTrain, Mlp};
 use qanat_train::mixed::Mixed;
-use qanat_train::prep::Rng;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use qanat_train::prep::Rng;
+use qanat_model::prep::Rng;
 use qanat_train::space::Space;
 use serde_json::{json, Value};
 

@@ -13,12 +13,12 @@
 
 use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Record, Recorder};
 use burn::tensor::backend::AutodiffBackend;
+use qanat_model::config::TrainConfig;
+use qanat_model::prep::{Encoded, Preprocessing};
 use serde::{Deserialize, Serialize};
 
-use crate::config::TrainConfig;
 use crate::fit::EpochMetrics;
 use crate::mixed::LossScale;
-use crate::prep::{Encoded, Preprocessing};
 use crate::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"QNTCKPT1";

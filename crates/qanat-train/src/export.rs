@@ -3,10 +3,10 @@
 //! feature names and kinds, the preprocessing, the label mapping, the layer widths).
 
 use burn::tensor::backend::Backend;
-use serde::Serialize;
+use qanat_model::package::Spec;
+use qanat_model::prep::{Feature, Preprocessing};
 
 use crate::fit::Mlp;
-use crate::prep::{Feature, Preprocessing, Target};
 use crate::{Error, Result};
 
 /// One named tensor.
@@ -96,60 +96,11 @@ pub fn safetensors<B: Backend>(model: &Mlp<B>) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// One input of the model's signature.
-#[derive(Debug, Serialize)]
-pub struct Input {
-    pub name: String,
-    /// `double` for a numeric feature, `string` for a text one (MLflow's type names).
-    #[serde(rename = "type")]
-    pub dtype: &'static str,
-}
-
-/// `spec.json`.
-#[derive(Debug, Serialize)]
-pub struct ModelSpec<'a> {
-    pub format: &'static str,
-    pub inputs: Vec<Input>,
-    pub preprocessing: &'a Preprocessing,
-    /// Widths from the encoded input to the output.
-    pub layers: Vec<usize>,
-    pub activation: &'static str,
-    /// For classification: what the outputs mean.
-    pub output: &'static str,
-}
-
-pub fn spec<'a, B: Backend>(model: &Mlp<B>, prep: &'a Preprocessing) -> ModelSpec<'a> {
+/// `spec.json` of `model` after `prep`.
+pub fn spec<B: Backend>(model: &Mlp<B>, prep: &Preprocessing) -> Spec {
     let mut layers = vec![prep.width()];
     layers.extend(model.layers.iter().map(|l| l.weight.val().dims()[1]));
-    spec_for(prep, layers)
-}
-
-/// `spec.json` for a ReLU MLP of `layers` widths (the encoded input's first) after `prep`.
-pub fn spec_for(prep: &Preprocessing, layers: Vec<usize>) -> ModelSpec<'_> {
-    ModelSpec {
-        format: "qanat-mlp/1",
-        inputs: prep
-            .features
-            .iter()
-            .map(|f| Input {
-                name: f.name().to_string(),
-                dtype: match f {
-                    Feature::Numeric { .. } => "double",
-                    Feature::Categorical { .. } => "string",
-                },
-            })
-            .collect(),
-        preprocessing: prep,
-        layers,
-        activation: "relu",
-        output: match &prep.target {
-            Target::Classification { classes, .. } if classes.len() == 2 => {
-                "one logit: the log-odds of the second class"
-            }
-            Target::Classification { .. } => "one logit per class (softmax gives probabilities)",
-            Target::Regression { .. } => "the standardized target: multiply by std, add mean",
-        },
-    }
+    Spec::for_layers(prep, layers)
 }
 
 /// An input example and the model's outputs for it: `rows` of `table` as MLflow's
@@ -160,11 +111,11 @@ pub fn spec_for(prep: &Preprocessing, layers: Vec<usize>) -> ModelSpec<'_> {
 pub fn example<B: Backend>(
     model: &Mlp<B>,
     prep: &Preprocessing,
-    table: &crate::Table,
+    table: &qanat_model::Table,
     rows: &[usize],
     device: &B::Device,
 ) -> Result<(serde_json::Value, serde_json::Value)> {
-    use crate::table::Values;
+    use qanat_model::table::Values;
     use serde_json::{json, Value};
     let mut data = vec![Vec::with_capacity(prep.features.len()); rows.len()];
     for f in &prep.features {

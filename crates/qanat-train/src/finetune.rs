@@ -10,12 +10,12 @@
 use burn::module::{AutodiffModule, Param};
 use burn::nn::Linear;
 use burn::tensor::{Tensor, TensorData};
+use qanat_model::config::{Precision, TrainConfig};
+use qanat_model::prep::{Encoded, Preprocessing, Rng};
 
 use crate::adam::Adam;
-use crate::config::{Precision, TrainConfig};
 use crate::fit::{epoch_metrics, epoch_steps, Cpu, CpuTrain, EpochMetrics, Fitted, Mlp};
 use crate::mixed::Mixed;
-use crate::prep::{Encoded, Preprocessing, Rng};
 use crate::{Error, Result};
 
 /// The weights to start from: per layer, the `[out, in]` weight and the bias, and
@@ -219,7 +219,7 @@ pub struct Teacher<'a> {
 /// temperature-softened cross-entropy against the teacher's softened outputs, scaled by
 /// T² (classification), or the squared distance to the teacher's output (regression).
 fn soft_loss(
-    target: &crate::prep::Target,
+    target: &qanat_model::prep::Target,
     out: Tensor<CpuTrain, 2>,
     teacher: &Teacher<'_>,
     rows: &[usize],
@@ -234,11 +234,11 @@ fn soft_loss(
     let t = Tensor::<CpuTrain, 2>::from_data(TensorData::new(t, [n, k]), device);
     let temp = teacher.temperature as f32;
     match target {
-        crate::prep::Target::Regression { .. } => {
+        qanat_model::prep::Target::Regression { .. } => {
             let d = out - t;
             (d.clone() * d).sum() / n as f32
         }
-        crate::prep::Target::Classification { .. } if k == 1 => {
+        qanat_model::prep::Target::Classification { .. } if k == 1 => {
             // Binary: cross-entropy of the softened student logit against the softened
             // teacher probability, stably.
             let p = sigmoid(t / temp);
@@ -246,7 +246,7 @@ fn soft_loss(
             let l = crate::fit::relu(z.clone()) - z.clone() * p + (z.abs().neg().exp() + 1.0).log();
             l.sum() * (temp * temp) / n as f32
         }
-        crate::prep::Target::Classification { .. } => {
+        qanat_model::prep::Target::Classification { .. } => {
             let p = softmax(t / temp, 1);
             let logq = log_softmax(out / temp, 1);
             (p * logq).sum().neg() * (temp * temp) / n as f32

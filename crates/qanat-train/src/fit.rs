@@ -15,13 +15,13 @@ use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{FloatDType, Int, Tensor, TensorData};
+use qanat_model::config::{Precision, TrainConfig};
+use qanat_model::prep::{Encoded, Preprocessing, Rng, Target};
 
 use crate::adam::Adam;
 use crate::checkpoint;
-use crate::config::{Precision, TrainConfig};
 use crate::metrics;
 use crate::mixed::{self, Mixed};
-use crate::prep::{Encoded, Preprocessing, Rng, Target};
 use crate::{Error, Result};
 
 /// The CPU backend.

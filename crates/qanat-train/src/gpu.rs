@@ -8,8 +8,8 @@
 use burn::backend::cuda::CudaDevice;
 use burn::backend::Cuda;
 use burn::tensor::Tensor;
+use qanat_model::config::{Device, TrainConfig};
 
-use crate::config::{Device, TrainConfig};
 use crate::{Error, Result};
 
 /// The CUDA device to train on, or `None` for the CPU.

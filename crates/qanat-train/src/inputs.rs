@@ -7,10 +7,26 @@
 
 use std::collections::BTreeMap;
 
-use qanat_data::tabular::FileProfile;
+use qanat_model::config::Task;
 
-use crate::config::Task;
 use crate::{Error, Result, TrainConfig};
+
+/// One column of one file of an input, as the profile stored with the input's version
+/// describes it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ColumnFacts {
+    pub name: String,
+    /// Arrow's type name (`Float64`, `Utf8`, …).
+    pub data_type: String,
+    /// The file's rows.
+    pub rows: u64,
+    pub nulls: u64,
+    pub distinct: u64,
+}
+
+/// An input (`dataset:name@v`) and the columns of every file of it that has a profile
+/// (none when no file has one).
+pub type InputFacts = (String, Vec<ColumnFacts>);
 
 #[derive(Default)]
 struct Col {
@@ -25,20 +41,19 @@ fn is_text(t: &str) -> bool {
 }
 
 /// Checks `config` against the profiles of its inputs (`dataset:name@v`, files).
-pub fn check_profiles(config: &TrainConfig, inputs: &[(String, Vec<FileProfile>)]) -> Result<()> {
+pub fn check_profiles(config: &TrainConfig, inputs: &[InputFacts]) -> Result<()> {
     let mut cols: BTreeMap<String, Col> = BTreeMap::new();
     let mut names = Vec::new();
-    for (name, files) in inputs {
-        for f in files {
-            let Some(p) = &f.profile else { continue };
+    for (name, columns) in inputs {
+        if !columns.is_empty() {
             names.push(name.as_str());
-            for c in &p.columns {
-                let e = cols.entry(c.name.clone()).or_default();
-                e.data_type.clone_from(&c.data_type);
-                e.rows += p.rows;
-                e.nulls += c.nulls;
-                e.distinct = e.distinct.max(c.distinct_estimate);
-            }
+        }
+        for c in columns {
+            let e = cols.entry(c.name.clone()).or_default();
+            e.data_type.clone_from(&c.data_type);
+            e.rows += c.rows;
+            e.nulls += c.nulls;
+            e.distinct = e.distinct.max(c.distinct);
         }
     }
     if cols.is_empty() {
@@ -106,39 +121,20 @@ pub fn check_profiles(config: &TrainConfig, inputs: &[(String, Vec<FileProfile>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use qanat_data::tabular::{ColumnProfile, TableFormat, TableProfile};
     use serde_json::json;
 
-    fn col(name: &str, t: &str, nulls: u64, distinct: u64) -> ColumnProfile {
-        ColumnProfile {
+    fn col(name: &str, t: &str, nulls: u64, distinct: u64) -> ColumnFacts {
+        ColumnFacts {
             name: name.into(),
             data_type: t.into(),
+            rows: 10,
             nulls,
-            null_fraction: nulls as f64 / 10.0,
-            min: None,
-            max: None,
-            mean: None,
-            std: None,
-            quantiles: None,
-            distinct_estimate: distinct,
-            top: vec![],
-            null_rows: vec![],
+            distinct,
         }
     }
 
-    fn inputs(cols: Vec<ColumnProfile>) -> Vec<(String, Vec<FileProfile>)> {
-        vec![(
-            "dataset:d@1".into(),
-            vec![FileProfile {
-                path: "a.csv".into(),
-                profile: Some(TableProfile {
-                    format: TableFormat::Csv,
-                    rows: 10,
-                    columns: cols,
-                }),
-                error: None,
-            }],
-        )]
+    fn inputs(cols: Vec<ColumnFacts>) -> Vec<InputFacts> {
+        vec![("dataset:d@1".into(), cols)]
     }
 
     #[test]

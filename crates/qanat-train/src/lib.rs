@@ -1,9 +1,9 @@
 //! Qanat's native trainer: tabular models trained in Rust, with no Python stack.
 //!
-//! A table (the CSV and Parquet files of a dataset version, [`table`]) is split into
-//! training and validation rows (stratified for classification, seeded, [`prep::split`]);
-//! preprocessing is learned on the training rows only and kept with the model
-//! ([`prep`]); a linear, logistic or MLP model is fitted with Adam, minibatches in a
+//! A table (the CSV and Parquet files of a dataset version, `qanat_model::table`) is
+//! split into training and validation rows (stratified for classification, seeded,
+//! [`prep::split`]); preprocessing is learned on the training rows only and kept with
+//! the model ([`prep`], in `qanat-model` with the rest of the model package); a linear, logistic or MLP model is fitted with Adam, minibatches in a
 //! seeded order, a learning-rate schedule, class weights and early stopping
 //! ([`fit`]), on burn's CPU backend; per-epoch metrics come from [`metrics`]. After
 //! every epoch the fit's whole state can be taken as a checkpoint it resumes from
@@ -12,7 +12,6 @@
 
 pub mod adam;
 pub mod checkpoint;
-pub mod config;
 pub mod export;
 pub mod finetune;
 pub mod fit;
@@ -23,15 +22,12 @@ pub mod kind;
 pub mod metrics;
 pub mod mixed;
 pub mod onnx;
-pub mod prep;
 pub mod space;
 pub mod sweep;
 pub mod synthetic;
-pub mod table;
 
-pub use config::{Task, TrainConfig};
 pub use kind::config_of;
-pub use table::Table;
+use qanat_model::{prep, Table, TrainConfig};
 
 /// What training can refuse or fail at.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +41,15 @@ pub enum Error {
     /// A checkpoint that cannot be resumed from (another fit's, damaged, cut short).
     #[error("{0}")]
     Checkpoint(String),
+}
+
+impl From<qanat_model::Error> for Error {
+    fn from(e: qanat_model::Error) -> Self {
+        match e {
+            qanat_model::Error::Invalid(m) => Error::Invalid(m),
+            e => Error::Internal(e.to_string()),
+        }
+    }
 }
 
 impl Error {

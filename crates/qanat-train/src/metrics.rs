@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::prep::Target;
+use qanat_model::prep::Target;
 
 /// Accuracy: the share of rows whose predicted class is the true one (`truth` -1 is a
 /// class the model never saw: always wrong).

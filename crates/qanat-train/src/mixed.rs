@@ -16,7 +16,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, FloatDType, Int, Tensor};
 
-use crate::config::Precision;
+use qanat_model::config::Precision;
 
 /// fp16's dynamic loss scale.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -127,8 +127,8 @@ mod tests {
     use super::*;
     use crate::adam::Adam;
     use crate::fit::{epoch_steps, CpuTrain, Mlp};
-    use crate::prep::{Encoded, Rng, Target};
     use burn::module::Module;
+    use qanat_model::prep::{Encoded, Rng, Target};
 
     // The CPU backend has no half types: float64 stands in for "the other type" to
     // check the path itself (casts in the graph, gradients back in float32, the loss

@@ -14,13 +14,13 @@
 //! Written with a small protobuf encoder of our own for the few ONNX messages used
 //! (field numbers from onnx.proto): IR version 8, opset 13 and `ai.onnx.ml` 2.
 //!
-//! [`mlmodel`] writes the `MLmodel` file beside it, so that the `mlflow` client loads
-//! the directory with its `onnx` and `python_function` flavors.
+//! `qanat_model::package::mlmodel` writes the `MLmodel` file beside it, so that the
+//! `mlflow` client loads the directory with its `onnx` and `python_function` flavors.
 
 use burn::tensor::backend::Backend;
+use qanat_model::prep::{Feature, Preprocessing, Target};
 
 use crate::fit::Mlp;
-use crate::prep::{Feature, Preprocessing, Target};
 use crate::{Error, Result};
 
 /// ONNX's tensor element types (TensorProto.DataType).
@@ -298,70 +298,6 @@ pub fn graph(layers: &[Dense<'_>], prep: &Preprocessing) -> Result<Vec<u8>> {
     }
     Ok(model_proto.0)
 }
-
-/// What the `MLmodel` file records besides the signature.
-#[derive(Debug, Clone, Default)]
-pub struct MlModelInfo {
-    /// The run whose artifacts hold the model.
-    pub run_id: String,
-    /// The artifact path under the run (`model`).
-    pub artifact_path: String,
-    /// RFC 3339, UTC.
-    pub created: String,
-    /// Free-form `metadata` (the runtime and precision the model is made for).
-    pub metadata: Vec<(String, String)>,
-}
-
-/// The `MLmodel` file for the ONNX graph [`graph`] writes for `prep` (YAML): the `onnx`
-/// flavor and `python_function` through `mlflow.onnx`, with a tensor signature, since
-/// the graph takes one `[N, 1]` tensor per column (MLflow's pyfunc feeds each column of
-/// a DataFrame to the input of its name).
-pub fn mlmodel(prep: &Preprocessing, info: &MlModelInfo) -> String {
-    use serde_json::json;
-    let q = |s: &str| serde_json::Value::from(s).to_string();
-    let tensor = |name: &str, dtype: &str, width: usize| json!({"type": "tensor", "tensor-spec": {"dtype": dtype, "shape": [-1, width]}, "name": name});
-    let inputs: Vec<_> = prep
-        .features
-        .iter()
-        .map(|f| match f {
-            Feature::Numeric { name, .. } => tensor(name, "float64", 1),
-            Feature::Categorical { name, .. } => tensor(name, "object", 1),
-        })
-        .collect();
-    let k = prep.target.outputs();
-    let mut outputs = vec![tensor("output", "float32", k)];
-    outputs.push(match &prep.target {
-        Target::Classification { classes, .. } if classes.len() == 2 => {
-            tensor("probability", "float32", 1)
-        }
-        Target::Classification { .. } => tensor("probabilities", "float32", k),
-        Target::Regression { .. } => tensor("prediction", "float32", 1),
-    });
-    let mut y = String::new();
-    y.push_str(&format!("artifact_path: {}\n", q(&info.artifact_path)));
-    y.push_str("flavors:\n  onnx:\n    code: null\n    data: model.onnx\n");
-    y.push_str(&format!("    onnx_version: {}\n", q(ONNX_VERSION)));
-    y.push_str("    providers: [CPUExecutionProvider]\n");
-    y.push_str("  python_function:\n    data: model.onnx\n    loader_module: mlflow.onnx\n");
-    if !info.metadata.is_empty() {
-        y.push_str("metadata:\n");
-        for (k, v) in &info.metadata {
-            y.push_str(&format!("  {}: {}\n", q(k), q(v)));
-        }
-    }
-    y.push_str(&format!("run_id: {}\n", q(&info.run_id)));
-    y.push_str("saved_input_example_info:\n  artifact_path: input_example.json\n");
-    y.push_str("  pandas_orient: split\n  type: dataframe\n");
-    y.push_str("signature:\n");
-    y.push_str(&format!("  inputs: {}\n", q(&json!(inputs).to_string())));
-    y.push_str(&format!("  outputs: {}\n", q(&json!(outputs).to_string())));
-    y.push_str("  params: null\n");
-    y.push_str(&format!("utc_time_created: {}\n", q(&info.created)));
-    y
-}
-
-/// The ONNX release whose IR and opsets the graph uses (IR 8, opset 13 are 1.10's).
-const ONNX_VERSION: &str = "1.10.0";
 
 /// The layers must chain from the preprocessed width to the target's outputs.
 fn check_layers(layers: &[Dense<'_>], prep: &Preprocessing) -> Result<()> {

@@ -17,10 +17,10 @@
 
 use std::collections::BTreeMap;
 
+use qanat_model::prep::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::prep::Rng;
 use crate::{Error, Result};
 
 /// One parameter's distribution.

@@ -7,10 +7,10 @@
 
 use std::collections::BTreeMap;
 
+use qanat_model::prep::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::prep::Rng;
 use crate::space::Space;
 use crate::{Error, Result, TrainConfig};
 
@@ -315,7 +315,7 @@ pub struct State {
 /// the trial, and a space may vary them too.
 pub fn check_inputs(
     params: &Map<String, Value>,
-    inputs: &[(String, Vec<qanat_data::tabular::FileProfile>)],
+    inputs: &[crate::inputs::InputFacts],
 ) -> std::result::Result<(), String> {
     let config =
         SweepConfig::from_value(Value::Object(params.clone())).map_err(|e| e.to_string())?;

@@ -1,7 +1,7 @@
 //! A synthetic binary task for benchmarks and device checks: inputs uniform in
 //! [-1, 1), the label `x0 > 0`. Seeded: the same arguments, the same rows.
 
-use crate::prep::{Encoded, Rng, Target};
+use qanat_model::prep::{Encoded, Rng, Target};
 
 /// `rows × inputs` encoded rows and the target they are labelled for.
 pub fn binary(rows: usize, inputs: usize, seed: u64) -> (Encoded, Target) {

@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use qanat_train::{train_table, Table, TrainConfig};
+use qanat_model::{Table, TrainConfig};
+use qanat_train::train_table;
 use serde_json::json;
 
 fn example(name: &str) -> Table {

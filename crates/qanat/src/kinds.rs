@@ -6,7 +6,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use qanat_data::tabular::FileProfile;
 use qanat_jobs::{Kinds, WorkerKind};
+use qanat_train::inputs::{ColumnFacts, InputFacts};
 use serde_json::Value;
 
 /// The standard kinds and this binary's workers, run as `program <kind>-worker`.
@@ -25,8 +27,31 @@ fn train(program: PathBuf) -> WorkerKind {
     })
     .with_input_check(|params, inputs| {
         let (config, _) = qanat_train::config_of(params)?;
-        qanat_train::inputs::check_profiles(&config, inputs).map_err(|e| e.to_string())
+        qanat_train::inputs::check_profiles(&config, &facts(inputs)).map_err(|e| e.to_string())
     })
+}
+
+/// The inputs' stored profiles as the columns the trainer's submit checks read.
+fn facts(inputs: &[(String, Vec<FileProfile>)]) -> Vec<InputFacts> {
+    inputs
+        .iter()
+        .map(|(name, files)| {
+            let columns = files
+                .iter()
+                .filter_map(|f| f.profile.as_ref())
+                .flat_map(|p| {
+                    p.columns.iter().map(|c| ColumnFacts {
+                        name: c.name.clone(),
+                        data_type: c.data_type.clone(),
+                        rows: p.rows,
+                        nulls: c.nulls,
+                        distinct: c.distinct_estimate,
+                    })
+                })
+                .collect();
+            (name.clone(), columns)
+        })
+        .collect()
 }
 
 /// `kind: sweep`: trials from across its space are checked against the inputs.
@@ -36,7 +61,7 @@ fn sweep(program: PathBuf) -> WorkerKind {
             .map(|_| ())
             .map_err(|e| e.to_string())
     })
-    .with_input_check(qanat_train::sweep::check_inputs)
+    .with_input_check(|params, inputs| qanat_train::sweep::check_inputs(params, &facts(inputs)))
 }
 
 /// `kind: optimize`: its one input is the holdout.

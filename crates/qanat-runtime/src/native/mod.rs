@@ -19,22 +19,7 @@ use safetensors::{Dtype, SafeTensors};
 use crate::{Error, Result};
 use kernels::INT_PAD;
 
-/// How a layer's weights are held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Precision {
-    F32,
-    Int8,
-}
-
-impl std::fmt::Display for Precision {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Precision::F32 => "f32",
-            Precision::Int8 => "int8",
-        })
-    }
-}
+use qanat_model::package::Precision;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Weights {

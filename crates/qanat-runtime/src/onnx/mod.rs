@@ -23,8 +23,8 @@ pub mod quantize;
 pub mod tract;
 
 use prost::Message;
-use qanat_train::table::Values;
-use qanat_train::Table;
+use qanat_model::table::Values;
+use qanat_model::Table;
 use tract_onnx::pb;
 
 use crate::{Error, Result};

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use ort::session::Session;
 use ort::value::{DynValue, Tensor};
-use qanat_train::Table;
+use qanat_model::Table;
 
 use super::{inputs, Column, Feed, Input, OnnxGraph};
 use crate::{Error, Result, Runtime};

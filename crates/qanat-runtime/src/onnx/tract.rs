@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use qanat_train::Table;
+use qanat_model::Table;
 use tract_onnx::prelude::*;
 
 use super::{inputs, Column, Feed, Input, OnnxGraph};

@@ -5,8 +5,9 @@
 
 use std::path::PathBuf;
 
+use qanat_model::{Table, TrainConfig};
 use qanat_runtime::package::NativeModel;
-use qanat_train::{train_table, Table, TrainConfig, Trained};
+use qanat_train::{train_table, Trained};
 
 /// `examples/data/{file}` read as a table.
 pub fn example(file: &str) -> Table {

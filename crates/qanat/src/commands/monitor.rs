@@ -4,10 +4,11 @@
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
+use qanat_model::profile::TableProfile;
 use qanat_monitor::drift::{Choice, ColumnDrift, DatasetDrift, Method};
 use qanat_monitor::report;
 use qanat_monitor::spec::{MonitorSpec, Window};
-use qanat_monitor::table::{self, TableFile, TableProfile};
+use qanat_monitor::table::{self, TableFile};
 use qanat_monitor::wire::{Alert, Check, Label, Monitor, MonitorStatus, VersionCheck};
 
 use super::Ctx;

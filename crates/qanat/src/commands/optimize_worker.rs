@@ -6,12 +6,13 @@
 //! the gate (or the job forces it). A refused result fails the job with the verdict.
 
 use anyhow::{anyhow, bail, Context, Result};
+use qanat_model::package::{self, MlModelInfo, INPUT_EXAMPLE, REFERENCE_PROFILE};
+use qanat_model::Table;
 use qanat_runtime::imported::Imported;
 use qanat_runtime::kind::{OptimizeParams, CONFIG_VAR};
 use qanat_runtime::optimize::Optimized;
-use qanat_runtime::package::{self, NativeModel};
+use qanat_runtime::package::NativeModel;
 use qanat_runtime::RuntimeKind;
-use qanat_train::Table;
 
 use super::train_worker::{artifact_if_any, job_client};
 
@@ -28,12 +29,12 @@ fn var(name: &str) -> Result<String> {
 /// with (the result was fitted on the same rows, and its outputs are the source's
 /// within the gate's budget). Not `output_example.json`: those are the source model's
 /// outputs, not the result's.
-const CARRIED: [&str; 2] = ["input_example.json", "reference_profile.json"];
+const CARRIED: [&str; 2] = [INPUT_EXAMPLE, REFERENCE_PROFILE];
 
 /// Files of an imported ONNX model's directory (as `mlflow.onnx.log_model` writes it)
 /// kept with a quantized version: its environment and input examples.
 const IMPORTED_FILES: [&str; 6] = [
-    "input_example.json",
+    INPUT_EXAMPLE,
     "serving_input_example.json",
     "conda.yaml",
     "python_env.yaml",
@@ -52,7 +53,7 @@ enum Source {
 /// The `MLmodel` file of a version derived from an imported model: the source's, with
 /// this run's id, path and time, without the source's model ids, and with Qanat's
 /// metadata; a minimal `onnx` + `python_function` one when the source had none.
-fn derived_mlmodel(source: Option<&[u8]>, info: &qanat_train::onnx::MlModelInfo) -> Result<String> {
+fn derived_mlmodel(source: Option<&[u8]>, info: &MlModelInfo) -> Result<String> {
     use serde_yaml_ng::{Mapping, Value};
     let mut doc: Mapping = match source {
         Some(bytes) => serde_yaml_ng::from_slice(bytes).context("reading the source's MLmodel")?,
@@ -213,7 +214,7 @@ pub async fn run() -> Result<()> {
     };
     let signature = source_mlmodel
         .as_deref()
-        .map(|m| qanat_runtime::package::signature_columns(m, "inputs"));
+        .map(|m| qanat_model::package::signature_columns(m, "inputs"));
     let (optimized, report) = tokio::task::spawn_blocking(move || -> Result<_> {
         let table = Table::read_dir(std::path::Path::new(&inputs))?;
         match source_input {
@@ -407,7 +408,7 @@ pub async fn run() -> Result<()> {
     }
     for (file, bytes) in files {
         client
-            .upload_artifact(&project, &root, &format!("model/{file}"), bytes)
+            .upload_artifact(&project, &root, &package::in_run(&file), bytes)
             .await
             .with_context(|| format!("storing the optimized model's {file}"))?;
     }

@@ -11,7 +11,8 @@
 
 use anyhow::{anyhow, Context, Result};
 use futures::TryStreamExt;
-use qanat_train::{kind, Table};
+use qanat_model::{package, Table};
+use qanat_train::kind;
 
 /// The run artifact holding the latest checkpoint.
 const CHECKPOINT: &str = "checkpoints/last.ckpt";
@@ -211,10 +212,7 @@ pub async fn run() -> Result<()> {
         "validation": trained.valid_rows,
     }))?;
     let weights = qanat_train::export::safetensors(&trained.fitted.model)?;
-    let spec = serde_json::to_vec_pretty(&qanat_train::export::spec(
-        &trained.fitted.model,
-        &trained.prep,
-    ))?;
+    let spec = qanat_train::export::spec(&trained.fitted.model, &trained.prep).to_bytes()?;
     let onnx = qanat_train::onnx::onnx(&trained.fitted.model, &trained.prep)?;
     // The first validation rows and what the trained model outputs for them.
     let rows: Vec<usize> = trained.valid_rows.iter().take(20).copied().collect();
@@ -233,7 +231,7 @@ pub async fn run() -> Result<()> {
         .prep
         .features
         .iter()
-        .map(qanat_train::prep::Feature::name)
+        .map(qanat_model::prep::Feature::name)
         .collect();
     profiled.push(target.as_str());
     let mut profile = reference_profile(&table, &trained.train_rows, &profiled);
@@ -241,49 +239,39 @@ pub async fn run() -> Result<()> {
     profile.predictions = prediction_profile(&weights, &spec, &table, &trained.train_rows)
         .context("profiling the model's outputs on its training rows")?;
     let profile = serde_json::to_vec(&profile)?;
-    client
-        .upload_artifact(&project, &root, "model/weights.safetensors", weights)
-        .await
-        .context("storing the model's weights")?;
-    client
-        .upload_artifact(&project, &root, "model/model.onnx", onnx)
-        .await
-        .context("storing the model as ONNX")?;
     let mut info = mlmodel_info(&run_id);
     info.metadata.extend([
         ("qanat.runtime".to_string(), "native".to_string()),
         ("qanat.precision".to_string(), "f32".to_string()),
     ]);
-    client
-        .upload_artifact(
-            &project,
-            &root,
-            "model/MLmodel",
-            qanat_train::onnx::mlmodel(&trained.prep, &info).into_bytes(),
-        )
-        .await
-        .context("storing the model's MLmodel file")?;
-    for (name, v) in [
-        ("model/input_example.json", input),
-        ("model/output_example.json", output),
+    let mlmodel = package::mlmodel(&trained.prep, &info).into_bytes();
+    // The signature last but for the profile: a package with one is complete.
+    for (file, bytes, what) in [
+        (package::WEIGHTS, weights, "the model's weights"),
+        (package::ONNX, onnx, "the model as ONNX"),
+        (package::MLMODEL, mlmodel, "the model's MLmodel file"),
+        (
+            package::INPUT_EXAMPLE,
+            serde_json::to_vec(&input)?,
+            "the input example",
+        ),
+        (
+            package::OUTPUT_EXAMPLE,
+            serde_json::to_vec(&output)?,
+            "the output example",
+        ),
+        (package::SPEC, spec, "the model's spec"),
+        (package::REFERENCE_PROFILE, profile, "the reference profile"),
     ] {
         client
-            .upload_artifact(&project, &root, name, serde_json::to_vec(&v)?)
+            .upload_artifact(&project, &root, &package::in_run(file), bytes)
             .await
-            .with_context(|| format!("storing {name}"))?;
+            .with_context(|| format!("storing {what}"))?;
     }
-    client
-        .upload_artifact(&project, &root, "model/spec.json", spec)
-        .await
-        .context("storing the model's spec")?;
     client
         .upload_artifact(&project, &root, "split.json", split)
         .await
         .context("storing the split")?;
-    client
-        .upload_artifact(&project, &root, "model/reference_profile.json", profile)
-        .await
-        .context("storing the reference profile")?;
     let mut summary = vec![("best_epoch".to_string(), f64::from(best), i64::from(best))];
     if let Some(m) = trained.fitted.history.get(best as usize) {
         summary.extend(
@@ -317,10 +305,10 @@ pub async fn run() -> Result<()> {
 }
 
 /// What the `MLmodel` file of a model stored under run `run_id`'s `model/` records.
-pub(crate) fn mlmodel_info(run_id: &str) -> qanat_train::onnx::MlModelInfo {
-    qanat_train::onnx::MlModelInfo {
+pub(crate) fn mlmodel_info(run_id: &str) -> package::MlModelInfo {
+    package::MlModelInfo {
         run_id: run_id.to_string(),
-        artifact_path: "model".to_string(),
+        artifact_path: package::DIR.to_string(),
         // As MLflow writes it (Python's str of a UTC datetime).
         created: chrono::Utc::now()
             .format("%Y-%m-%d %H:%M:%S%.6f")
@@ -338,11 +326,11 @@ const PREDICTION_ROWS: usize = 50_000;
 fn prediction_profile(
     weights: &[u8],
     spec: &[u8],
-    table: &qanat_train::table::Table,
+    table: &qanat_model::table::Table,
     rows: &[usize],
-) -> Result<Vec<(String, qanat_monitor::profile::ColumnProfile)>> {
+) -> Result<Vec<(String, qanat_model::profile::ColumnProfile)>> {
+    use qanat_model::table::Values as V;
     use qanat_serving::oip::{self, InferRequest, RequestInput};
-    use qanat_train::table::Values as V;
     use serde_json::Value;
     let model = qanat_runtime::package::NativeModel::from_bytes(spec, weights)?;
     let loaded = qanat_serving::Loaded {
@@ -424,26 +412,26 @@ fn prediction_profile(
             )
         })
         .collect();
-    let mut columns: Vec<(String, qanat_monitor::table::Values<'_>)> = numbers
+    let mut columns: Vec<(String, qanat_model::profile::Values<'_>)> = numbers
         .iter()
-        .map(|(n, v)| (n.clone(), qanat_monitor::table::Values::Numeric(v)))
+        .map(|(n, v)| (n.clone(), qanat_model::profile::Values::Numeric(v)))
         .collect();
     columns.extend(
         labels
             .iter()
-            .map(|(n, v)| (n.clone(), qanat_monitor::table::Values::Text(v))),
+            .map(|(n, v)| (n.clone(), qanat_model::profile::Values::Text(v))),
     );
-    Ok(qanat_monitor::table::reference_of(&columns).columns)
+    Ok(qanat_model::profile::reference_of(&columns).columns)
 }
 
 /// The profile of the training rows of the numeric and text columns in `keep`.
 fn reference_profile(
-    table: &qanat_train::table::Table,
+    table: &qanat_model::table::Table,
     rows: &[usize],
     keep: &[&str],
-) -> qanat_monitor::table::TableProfile {
-    use qanat_monitor::table::{reference_of, Values};
-    use qanat_train::table::Values as V;
+) -> qanat_model::profile::TableProfile {
+    use qanat_model::profile::{reference_of, Values};
+    use qanat_model::table::Values as V;
     enum Picked {
         Numeric(Vec<f64>),
         Text(Vec<Option<String>>),

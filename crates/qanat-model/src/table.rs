@@ -9,10 +9,39 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::*;
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::{DataType, Schema};
-
-use qanat_data::tabular::TableFormat as Format;
+use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
+
+/// Which tabular format a file is, by extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TableFormat {
+    Csv,
+    Parquet,
+}
+
+impl std::fmt::Display for TableFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TableFormat::Csv => "csv",
+            TableFormat::Parquet => "parquet",
+        })
+    }
+}
+
+impl TableFormat {
+    pub fn of(path: &str) -> Option<TableFormat> {
+        let lower = path.to_ascii_lowercase();
+        if lower.ends_with(".csv") {
+            Some(TableFormat::Csv)
+        } else if lower.ends_with(".parquet") || lower.ends_with(".pq") {
+            Some(TableFormat::Parquet)
+        } else {
+            None
+        }
+    }
+}
 
 /// Rows read to infer a CSV file's column types.
 const INFER_ROWS: usize = 10_000;
@@ -115,7 +144,7 @@ impl Table {
         let io = |e: std::io::Error| Error::invalid(format!("{}: {e}", path.display()));
         let bad = |e: String| Error::invalid(format!("{}: {e}", path.display()));
         match format_of(path) {
-            Some(Format::Csv) => {
+            Some(TableFormat::Csv) => {
                 let format = arrow_csv::reader::Format::default().with_header(true);
                 let (schema, _) = format
                     .infer_schema(std::fs::File::open(path).map_err(io)?, Some(INFER_ROWS))
@@ -128,7 +157,7 @@ impl Table {
                     .map_err(|e| bad(e.to_string()))?;
                 from_batches(&schema, reader.map(|b| b.map_err(|e| e.to_string()))).map_err(bad)
             }
-            Some(Format::Parquet) => {
+            Some(TableFormat::Parquet) => {
                 let file = std::fs::File::open(path).map_err(io)?;
                 let builder =
                     parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
@@ -209,8 +238,8 @@ fn as_text(v: Values) -> Vec<Option<String>> {
     }
 }
 
-fn format_of(p: &Path) -> Option<Format> {
-    Format::of(p.file_name()?.to_str()?)
+fn format_of(p: &Path) -> Option<TableFormat> {
+    TableFormat::of(p.file_name()?.to_str()?)
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {

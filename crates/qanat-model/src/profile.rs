@@ -10,9 +10,13 @@
 //! [`BINS`] equal widths. A current window is profiled on the reference's bins, so the
 //! two line up bin for bin; values outside the reference's range go to two tails that
 //! keep their count and sum, which is all the Wasserstein distance needs of them.
+//!
+//! A [`TableProfile`] holds every column's; [`reference_of`] profiles a table held in
+//! memory, as the trainer does for the reference profile it stores with a model.
 
 use std::collections::BTreeMap;
 
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// Exact values kept per numeric column; past this only the histogram answers.
@@ -353,7 +357,7 @@ impl NumericProfile {
 
     /// The share of values at or below each bin's right edge, the tails included:
     /// `shares[i]` for `i` in `0..bins.count`.
-    pub(crate) fn cdf_at_edges(&self) -> Vec<f64> {
+    pub fn cdf_at_edges(&self) -> Vec<f64> {
         let n = self.count.max(1) as f64;
         let mut seen = self.below.count;
         self.counts
@@ -449,6 +453,68 @@ impl ColumnProfile {
             nulls as f64 / rows as f64
         }
     }
+}
+
+/// Every column's profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableProfile {
+    pub rows: u64,
+    pub columns: Vec<(String, ColumnProfile)>,
+    /// The column a model was trained to predict (not one of its inputs), when this
+    /// profiles a training set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// The model's outputs on the same rows (`label`, `probability`, `prediction`),
+    /// when this profiles a training set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub predictions: Vec<(String, ColumnProfile)>,
+}
+
+impl TableProfile {
+    /// A profile of plain columns (no target, no predictions).
+    pub fn of(rows: u64, columns: Vec<(String, ColumnProfile)>) -> TableProfile {
+        TableProfile {
+            rows,
+            columns,
+            target: None,
+            predictions: Vec::new(),
+        }
+    }
+}
+
+/// One column of a table held in memory (a training set).
+#[derive(Debug, Clone, Copy)]
+pub enum Values<'a> {
+    /// Numbers; NaN is missing.
+    Numeric(&'a [f64]),
+    /// Text; `None` is missing.
+    Text(&'a [Option<String>]),
+}
+
+/// The reference profile of columns held in memory, numeric ones on bins spanning
+/// their own range: what a model was trained on, for monitoring to compare with.
+pub fn reference_of(columns: &[(String, Values<'_>)]) -> TableProfile {
+    let rows = columns.first().map_or(0, |(_, v)| match v {
+        Values::Numeric(x) => x.len(),
+        Values::Text(x) => x.len(),
+    }) as u64;
+    let columns = columns
+        .par_iter()
+        .map(|(name, values)| {
+            let profile = match values {
+                Values::Numeric(xs) => ColumnProfile::Numeric(NumericProfile::reference_slice(xs)),
+                Values::Text(xs) => {
+                    let mut p = CategoricalProfile::default();
+                    for x in xs.iter() {
+                        p.add(x.as_deref());
+                    }
+                    ColumnProfile::Categorical(p)
+                }
+            };
+            (name.clone(), profile)
+        })
+        .collect();
+    TableProfile::of(rows, columns)
 }
 
 #[cfg(test)]
