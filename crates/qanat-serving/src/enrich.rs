@@ -9,9 +9,9 @@
 //! preprocessing imputes as it did in training).
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 
-use qanat_features::wire::{Columns, OnlineRequest, OnlineResponse};
-use qanat_features::Features;
 use qanat_governance::Project;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -67,29 +67,65 @@ impl Enrichment {
     }
 }
 
+/// The online feature store, as serving reads it. The binary wires Qanat's feature
+/// store in (its in-process reads: no HTTP hop), so serving does not depend on it.
+pub trait OnlineFeatures: Send + Sync + 'static {
+    /// The join keys of feature service `service`, each once, in the order its
+    /// features name them, typed as OIP datatypes (`INT64`, `FP64`, `BYTES`, …).
+    fn keys<'a>(&'a self, project: &'a Project, service: &'a str) -> Pending<'a, Vec<Key>>;
+
+    /// The online features of `service` for `entities` (per join key, one value per
+    /// row), PII included (the server audits and pseudonymizes what it logs).
+    fn read<'a>(
+        &'a self,
+        project: &'a Project,
+        service: &'a str,
+        entities: Vec<(String, Vec<Value>)>,
+    ) -> Pending<'a, FeatureRows>;
+}
+
+/// What an [`OnlineFeatures`] call answers, later.
+pub type Pending<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
+
+/// A join key of a feature service and its OIP datatype.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Key {
+    pub name: String,
+    pub datatype: String,
+}
+
+/// The features read for a request's entities, column-major: the entity keys'
+/// columns first, then one per feature of the service.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FeatureRows {
+    pub names: Vec<String>,
+    pub columns: Vec<FeatureColumn>,
+    /// Per column, whether the feature is personal data.
+    pub pii: Vec<bool>,
+}
+
+/// One column of [`FeatureRows`]: per entity, its value and status (`PRESENT`,
+/// `NULL_VALUE`, `NOT_FOUND`, `OUTSIDE_MAX_AGE`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FeatureColumn {
+    pub values: Vec<Value>,
+    pub statuses: Vec<String>,
+}
+
 /// The inputs a request to an enriched deployment carries: the feature service's join
 /// keys, typed as OIP datatypes, one value per row.
 pub(crate) async fn key_inputs(
-    features: &Features,
+    features: &dyn OnlineFeatures,
     project: &Project,
     spec: &Enrichment,
 ) -> Result<Vec<crate::oip::TensorMetadata>> {
-    use qanat_features::ValueType as V;
     Ok(features
-        .service_keys(project, &spec.service)
+        .keys(project, &spec.service)
         .await?
         .into_iter()
-        .map(|(name, t)| crate::oip::TensorMetadata {
-            name,
-            datatype: match t {
-                V::Bool => "BOOL",
-                V::Int32 => "INT32",
-                V::Int64 | V::Timestamp => "INT64",
-                V::Float32 => "FP32",
-                V::Float64 => "FP64",
-                V::String | V::Bytes => "BYTES",
-            }
-            .to_string(),
+        .map(|k| crate::oip::TensorMetadata {
+            name: k.name,
+            datatype: k.datatype,
             shape: vec![-1, 1],
         })
         .collect())
@@ -103,16 +139,14 @@ pub(crate) struct Fetched {
     base: InferRequest,
     /// The entity key inputs, as sent.
     pub(crate) keys: Vec<RequestInput>,
-    online: OnlineResponse,
-    /// Per result column of `online`, whether the feature is PII.
-    pii: Vec<bool>,
+    online: FeatureRows,
     rows: usize,
 }
 
 /// Reads the online features of `request`'s entities: every input that is not one
 /// of `loaded`'s model inputs is an entity key.
 pub(crate) async fn fetch(
-    features: &Features,
+    features: &dyn OnlineFeatures,
     project: &Project,
     spec: &Enrichment,
     deployment: &str,
@@ -170,34 +204,15 @@ pub(crate) async fn fetch(
         }
     }
     request.inputs = given;
-    let (online, pii) = if rows == 0 {
-        (
-            OnlineResponse {
-                metadata: qanat_features::wire::ResponseMetadata {
-                    feature_names: Vec::new(),
-                },
-                results: Vec::new(),
-            },
-            Vec::new(),
-        )
+    let online = if rows == 0 {
+        FeatureRows::default()
     } else {
-        features
-            .online_for_model(
-                project,
-                &OnlineRequest {
-                    entities: Columns(entities),
-                    features: None,
-                    feature_service: Some(spec.service.clone()),
-                    full_feature_names: false,
-                },
-            )
-            .await?
+        features.read(project, &spec.service, entities).await?
     };
     Ok(Fetched {
         base: request,
         keys,
         online,
-        pii,
         rows,
     })
 }
@@ -211,7 +226,7 @@ impl Fetched {
         spec: &Enrichment,
         deployment: &str,
     ) -> Result<InferRequest> {
-        let names = &self.online.metadata.feature_names;
+        let names = &self.online.names;
         let first_feature = self.keys.len().min(names.len());
         let mut inputs = Vec::with_capacity(loaded.inputs.len());
         for want in &loaded.inputs {
@@ -222,7 +237,7 @@ impl Fetched {
             let Some(col) = names[first_feature..]
                 .iter()
                 .position(|n| *n == want.name)
-                .map(|i| &self.online.results[first_feature + i])
+                .map(|i| &self.online.columns[first_feature + i])
             else {
                 return Err(Error::Invalid(format!(
                     "model input '{}' is neither in the request nor a feature of service '{}' (it gives {})",
@@ -285,10 +300,9 @@ impl Fetched {
     /// The names of the PII features read.
     pub(crate) fn pii(&self) -> impl Iterator<Item = &String> {
         self.online
-            .metadata
-            .feature_names
+            .names
             .iter()
-            .zip(&self.pii)
+            .zip(&self.online.pii)
             .filter(|(_, p)| **p)
             .map(|(n, _)| n)
     }

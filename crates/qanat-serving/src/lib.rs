@@ -56,8 +56,9 @@ pub enum Error {
     Runtime(#[from] qanat_runtime::Error),
     #[error(transparent)]
     Refused(#[from] qanat_core::Refusal),
-    #[error(transparent)]
-    Features(#[from] qanat_features::Error),
+    /// An error of the online feature store a deployment reads.
+    #[error("{0}")]
+    Features(Box<dyn qanat_core::DomainError>),
     /// A change lost to a concurrent one; nothing was written.
     #[error("{0}")]
     Conflict(String),
@@ -97,7 +98,7 @@ impl qanat_core::DomainError for Error {
             Error::Governance(e) => Some(e),
             Error::Runtime(e) => Some(e),
             Error::Refused(e) => Some(e),
-            Error::Features(e) => Some(e),
+            Error::Features(e) => Some(e.as_ref()),
             _ => None,
         }
     }
@@ -207,7 +208,7 @@ pub struct Serving {
     routes: route::Routes,
     log: Arc<std::sync::OnceLock<log::InferenceLog>>,
     /// The feature store deployments with enrichment read (set by the server).
-    features: Arc<std::sync::OnceLock<qanat_features::Features>>,
+    features: Arc<std::sync::OnceLock<Arc<dyn enrich::OnlineFeatures>>>,
     metrics: metrics::ServingMetrics,
 }
 
@@ -245,7 +246,7 @@ impl Serving {
     /// The feature store that deployments with feature enrichment read, in this
     /// process. Set once, by the server, after its online store is open; a server
     /// without one refuses such deployments' requests with 503.
-    pub fn set_features(&self, features: qanat_features::Features) {
+    pub fn set_features(&self, features: Arc<dyn enrich::OnlineFeatures>) {
         let _ = self.features.set(features);
     }
 

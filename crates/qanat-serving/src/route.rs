@@ -594,7 +594,7 @@ impl Serving {
                     ))
                 })?;
                 let fetched = crate::enrich::fetch(
-                    features,
+                    features.as_ref(),
                     project,
                     spec,
                     &route.name,
@@ -716,7 +716,7 @@ impl Serving {
         // override it). Without a feature store here, the model's inputs are listed.
         let inputs = match (&route.enrich, self.features.get()) {
             (Some(spec), Some(features)) => {
-                crate::enrich::key_inputs(features, project, spec).await?
+                crate::enrich::key_inputs(features.as_ref(), project, spec).await?
             }
             _ => primary.loaded.inputs.clone(),
         };

@@ -14,6 +14,7 @@ mod commands;
 mod config;
 mod connections;
 mod credentials;
+mod enrichment;
 mod kinds;
 mod output;
 mod server;

@@ -290,7 +290,11 @@ pub async fn start(cfg: Config) -> Result<Running> {
         .with_online(online)
         .with_join_memory(cfg.join_memory_bytes()?);
     // Deployments with feature enrichment read the online store in this process.
-    state.serving.set_features(state.features.clone());
+    state
+        .serving
+        .set_features(Arc::new(crate::enrichment::FeatureStore(
+            state.features.clone(),
+        )));
     // Uploaded graphs are first loaded by a child of this binary, under a budget.
     if let Ok(exe) = std::env::current_exe() {
         state.serving.set_load_check(exe);
@@ -374,7 +378,11 @@ pub async fn serve_data_plane(cfg: Config) -> Result<()> {
     match qanat_features::online::OnlineStore::open(&online_url).await {
         Ok(online) => {
             state.features = state.features.clone().with_online(online);
-            state.serving.set_features(state.features.clone());
+            state
+                .serving
+                .set_features(Arc::new(crate::enrichment::FeatureStore(
+                    state.features.clone(),
+                )));
         }
         Err(e) => tracing::warn!(
             store = %qanat_store::redact_url(&online_url),
