@@ -86,13 +86,6 @@ impl std::ops::Deref for AppState {
     }
 }
 
-/// Set-up changes (before serving); a state already shared is copied first.
-impl std::ops::DerefMut for AppState {
-    fn deref_mut(&mut self) -> &mut Services {
-        Arc::make_mut(&mut self.0)
-    }
-}
-
 /// The services behind [`AppState`].
 #[derive(Clone, Debug)]
 pub struct Services {
@@ -126,133 +119,68 @@ pub struct Services {
     pub retention: Duration,
 }
 
-impl AppState {
-    pub fn new(meta: MetaStore, storage: ObjectStorage, limits: ApiLimits) -> Self {
-        let events = qanat_events::Events::new(
-            meta.clone(),
-            storage.keyring().clone(),
-            qanat_events::Settings::default(),
-        )
-        .expect("the default event settings build a client");
-        let tracking = qanat_tracking::Tracking::new(meta.clone()).with_outbox(events.outbox());
-        let region = storage
-            .location(storage.default_location())
-            .map(|l| l.region.to_string())
-            .unwrap_or_default();
-        let jobs = qanat_jobs::Jobs::new(
-            meta.clone(),
-            storage.clone(),
-            tracking.clone(),
-            qanat_jobs::Settings::new(
-                std::env::temp_dir().join("qanat-jobs"),
-                "http://127.0.0.1:8080",
-                region,
-            ),
-            qanat_jobs::Kinds::standard(),
-        );
-        let serving = qanat_serving::Serving::new(meta.clone(), storage.clone(), tracking.clone());
-        let metrics = Arc::new(Metrics::with_serving(&serving));
-        let gov = Governance::new(meta.clone());
-        let monitor = qanat_monitor::Monitors::new(
-            meta.clone(),
-            storage.clone(),
-            gov.clone(),
-            tracking.clone(),
-            serving.clone(),
-            jobs.clone(),
-            events.outbox(),
-            qanat_data::Datasets::new(meta.clone(), storage.clone()),
-        );
-        AppState(Arc::new(Services {
-            gov,
-            monitor,
-            datasets: qanat_data::Datasets::new(meta.clone(), storage.clone()),
-            tracking,
-            events,
-            jobs,
-            features: qanat_features::Features::new(
-                meta.clone(),
-                storage.clone(),
-                qanat_data::Datasets::new(meta.clone(), storage.clone()),
-            ),
-            serving,
+/// The domain services a server answers with, built by the binary (in the order they
+/// depend on each other, each with its final settings) and handed over whole.
+#[derive(Clone, Debug)]
+pub struct Domains {
+    pub meta: MetaStore,
+    pub gov: Governance,
+    pub storage: ObjectStorage,
+    pub datasets: qanat_data::Datasets,
+    pub tracking: qanat_tracking::Tracking,
+    pub events: qanat_events::Events,
+    pub jobs: qanat_jobs::Jobs,
+    pub features: qanat_features::Features,
+    pub serving: qanat_serving::Serving,
+    pub monitor: qanat_monitor::Monitors,
+}
+
+/// What the HTTP layer adds to the domains: its limits and the server's policies.
+#[derive(Clone, Debug)]
+pub struct Http {
+    pub limits: ApiLimits,
+    /// The project the root-mounted MLflow API works in.
+    pub mlflow_project: String,
+    /// How long deleted objects are kept before `gc` purges them.
+    pub retention: Duration,
+    /// Shared with the audit sinks, which clear it while a required one fails.
+    pub audit_sinks_ok: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Default for Http {
+    fn default() -> Self {
+        Http {
+            limits: ApiLimits::default(),
             mlflow_project: "default".into(),
-            audit_sinks_ok: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             retention: Duration::from_secs(30 * 86_400),
-            meta,
-            storage,
+            audit_sinks_ok: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+        }
+    }
+}
+
+impl AppState {
+    /// The state handlers share: `domains` as built, with the HTTP layer's own.
+    pub fn new(domains: Domains, http: Http) -> Self {
+        let metrics = Arc::new(Metrics::with_serving(&domains.serving));
+        AppState(Arc::new(Services {
+            meta: domains.meta,
+            gov: domains.gov,
+            storage: domains.storage,
+            datasets: domains.datasets,
+            tracking: domains.tracking,
+            events: domains.events,
+            jobs: domains.jobs,
+            features: domains.features,
+            serving: domains.serving,
+            monitor: domains.monitor,
             metrics,
-            limits,
+            limits: http.limits,
             rate_limits: Arc::default(),
+            mlflow_project: http.mlflow_project,
+            audit_sinks_ok: http.audit_sinks_ok,
+            retention: http.retention,
         }))
     }
-}
-
-impl AppState {
-    /// The same state with other event settings (webhook policy, NATS).
-    pub fn with_events(
-        mut self,
-        settings: qanat_events::Settings,
-    ) -> Result<Self, qanat_events::Error> {
-        self.events =
-            qanat_events::Events::new(self.meta.clone(), self.storage.keyring().clone(), settings)?;
-        self.tracking = self.tracking.clone().with_outbox(self.events.outbox());
-        self.jobs = qanat_jobs::Jobs::new(
-            self.meta.clone(),
-            self.storage.clone(),
-            self.tracking.clone(),
-            self.jobs.settings().clone(),
-            qanat_jobs::Kinds::standard(),
-        );
-        self.rebuild_monitor();
-        Ok(self)
-    }
-
-    /// The monitor on the state's current tracking, jobs and event outbox.
-    fn rebuild_monitor(&mut self) {
-        self.monitor = qanat_monitor::Monitors::new(
-            self.meta.clone(),
-            self.storage.clone(),
-            self.gov.clone(),
-            self.tracking.clone(),
-            self.serving.clone(),
-            self.jobs.clone(),
-            self.events.outbox(),
-            self.datasets.clone(),
-        );
-    }
-
-    /// The same state with other job settings (where jobs run, what they may use).
-    /// Call after the tracking and event settings are final.
-    pub fn with_jobs(mut self, settings: qanat_jobs::Settings, kinds: qanat_jobs::Kinds) -> Self {
-        self.jobs = qanat_jobs::Jobs::new(
-            self.meta.clone(),
-            self.storage.clone(),
-            self.tracking.clone(),
-            settings,
-            kinds,
-        );
-        self.rebuild_monitor();
-        self
-    }
-}
-
-/// The tables of every domain, in the order their migrations were written: adding a
-/// domain adds its line here (as in [`route_table`]).
-pub static SCHEMA: &[&qanat_store::migrations::DomainMigrations] = &[
-    &qanat_governance::MIGRATIONS,
-    &qanat_data::MIGRATIONS,
-    &qanat_tracking::MIGRATIONS,
-    &qanat_events::MIGRATIONS,
-    &qanat_jobs::MIGRATIONS,
-    &qanat_features::MIGRATIONS,
-    &qanat_serving::MIGRATIONS,
-    &qanat_monitor::MIGRATIONS,
-];
-
-/// [`SCHEMA`], checked: what the server opens its metadata store with.
-pub fn schema() -> Result<qanat_store::migrations::Schema, qanat_store::Error> {
-    qanat_store::migrations::Schema::new(SCHEMA)
 }
 
 /// Every route with its policy, from each domain's fragment. Adding a domain adds its
@@ -372,30 +300,4 @@ fn one_leading_slash(mut req: Request<axum::body::Body>) -> Request<axum::body::
         }
     }
     req
-}
-
-#[cfg(test)]
-mod tests {
-    /// The server's schema holds every domain's migrations, each version once, and the
-    /// releases' migrations keep their numbers (databases record them by number).
-    #[test]
-    fn the_schema_applies_every_domain_in_version_order() {
-        let versions = crate::schema().expect("no clashes").versions();
-        assert_eq!(
-            &versions[..4],
-            [
-                (1, "governance"),
-                (2, "datasets"),
-                (3, "tracking"),
-                (4, "tracking")
-            ]
-        );
-        for d in crate::SCHEMA {
-            assert!(
-                versions.iter().any(|(_, owner)| *owner == d.domain),
-                "{} has no migrations",
-                d.domain
-            );
-        }
-    }
 }

@@ -42,7 +42,7 @@ impl Jobs {
         let inner = &self.inner;
         let cluster = inner
             .kube
-            .get()
+            .as_ref()
             .ok_or_else(|| Error::invalid("the Kubernetes executor is not configured"))?;
         let ranks = self.prepare(job, &Allocation::elsewhere(job)).await?;
         let first = ranks
@@ -120,7 +120,7 @@ impl Jobs {
         let inner = &self.inner;
         let cluster = inner
             .kube
-            .get()
+            .as_ref()
             .ok_or_else(|| Error::invalid("the Kubernetes executor is not configured"))?;
         let mut states = cluster.watch(name);
         let mut last_reason = String::new();
@@ -189,7 +189,7 @@ impl Jobs {
     /// cluster ran them meanwhile); an attempt whose Job is not in the cluster never
     /// got there, and is queued again.
     pub(crate) async fn recover_kube(&self) -> Result<()> {
-        let Some(cluster) = self.inner.kube.get() else {
+        let Some(cluster) = self.inner.kube.as_ref() else {
             return Ok(());
         };
         for (job, _) in self.running_on(Remote::Kubernetes).await? {
@@ -202,7 +202,7 @@ impl Jobs {
 
     /// Each rank's pod log into the job's rank log (stored with the attempt's end).
     async fn copy_pod_logs(&self, job: &JobRow, name: &str) {
-        let Some(cluster) = self.inner.kube.get() else {
+        let Some(cluster) = self.inner.kube.as_ref() else {
             return;
         };
         let Ok(pods) = cluster.pods(name).await else {

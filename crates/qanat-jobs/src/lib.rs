@@ -210,9 +210,9 @@ pub(crate) struct Inner {
     pub(crate) kinds: Kinds,
     pub(crate) local: local::LocalExecutor,
     /// The Slurm cluster, when one is configured.
-    pub(crate) slurm: std::sync::OnceLock<slurm::SlurmExecutor>,
+    pub(crate) slurm: Option<slurm::SlurmExecutor>,
     /// The Kubernetes cluster, when one is configured.
-    pub(crate) kube: std::sync::OnceLock<kubernetes::KubeExecutor>,
+    pub(crate) kube: Option<kubernetes::KubeExecutor>,
     /// Woken on every submit, cancel and finished attempt.
     pub(crate) wake: Notify,
 }
@@ -234,8 +234,8 @@ impl Jobs {
                 storage,
                 meta,
                 local,
-                slurm: std::sync::OnceLock::new(),
-                kube: std::sync::OnceLock::new(),
+                slurm: None,
+                kube: None,
                 settings,
                 kinds,
                 wake: Notify::new(),
@@ -247,29 +247,35 @@ impl Jobs {
         &self.inner.settings
     }
 
-    /// Adds a Slurm cluster as the executor `slurm` (asks `sinfo` what it has).
-    pub async fn enable_slurm(&self, settings: SlurmSettings) -> Result<()> {
+    /// The same service with a Slurm cluster as the executor `slurm` (asks `sinfo`
+    /// what it has). Before the service is shared: its executors are fixed from then on.
+    pub async fn with_slurm(mut self, settings: SlurmSettings) -> Result<Self> {
         let exec = slurm::SlurmExecutor::new(settings).await?;
-        self.inner
-            .slurm
-            .set(exec)
-            .map_err(|_| Error::invalid("the Slurm executor is already configured"))
+        self.unshared()?.slurm = Some(exec);
+        Ok(self)
     }
 
-    /// Adds a Kubernetes cluster as the executor `kubernetes`.
-    pub async fn enable_kubernetes(&self, settings: KubernetesSettings) -> Result<()> {
+    /// The same service with a Kubernetes cluster as the executor `kubernetes`. Before
+    /// the service is shared.
+    pub async fn with_kubernetes(mut self, settings: KubernetesSettings) -> Result<Self> {
         let mut exec = kubernetes::KubeExecutor::new(settings)?;
         exec.discover_capacity().await;
-        self.inner
-            .kube
-            .set(exec)
-            .map_err(|_| Error::invalid("the Kubernetes executor is already configured"))
+        self.unshared()?.kube = Some(exec);
+        Ok(self)
+    }
+
+    fn unshared(&mut self) -> Result<&mut Inner> {
+        Arc::get_mut(&mut self.inner).ok_or_else(|| {
+            Error::Conflict(
+                "the jobs service is shared already: add executors when building it".into(),
+            )
+        })
     }
 
     /// What the executors offer now (`qanat gpus`, `GET /api/v1/executors`).
     pub fn executors(&self) -> wire::ExecutorList {
         let mut executors = vec![self.inner.local.info(&self.inner.settings)];
-        if let Some(s) = self.inner.slurm.get() {
+        if let Some(s) = self.inner.slurm.as_ref() {
             executors.push(wire::ExecutorInfo {
                 name: "slurm".into(),
                 region: s.settings.region.clone(),
@@ -279,7 +285,7 @@ impl Jobs {
                 enforcement: slurm::ENFORCEMENT.into(),
             });
         }
-        if let Some(k) = self.inner.kube.get() {
+        if let Some(k) = self.inner.kube.as_ref() {
             executors.push(wire::ExecutorInfo {
                 name: "kubernetes".into(),
                 region: k.settings.region.clone(),

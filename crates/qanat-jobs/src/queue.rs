@@ -153,8 +153,8 @@ impl Jobs {
     /// Refuses what no executor here can ever run, and what residency forbids.
     fn check_executor(&self, project: &Project, c: &Checked) -> Result<()> {
         let s = &self.inner.settings;
-        let slurm = self.inner.slurm.get();
-        let kube = self.inner.kube.get();
+        let slurm = self.inner.slurm.as_ref();
+        let kube = self.inner.kube.as_ref();
         let (region, cap) = match (c.executor.as_str(), slurm, kube) {
             ("local", _, _) => (s.region.as_str(), self.inner.local.capacity()),
             ("slurm", Some(sl), _) => (sl.settings.region.as_str(), sl.capacity()),

@@ -34,11 +34,11 @@ impl Scheduler {
     /// process ends.
     pub fn spawn(jobs: Jobs) -> tokio::task::JoinHandle<()> {
         jobs.inner.local.start(&jobs.inner.settings);
-        if jobs.inner.kube.get().is_some() {
+        if jobs.inner.kube.as_ref().is_some() {
             let watcher = jobs.clone();
             tokio::spawn(async move {
                 loop {
-                    if let Some(k) = watcher.inner.kube.get() {
+                    if let Some(k) = watcher.inner.kube.as_ref() {
                         if let Err(e) = k.watch_once().await {
                             tracing::warn!(error = %e, "watching Kubernetes jobs failed; retrying");
                             tokio::time::sleep(Duration::from_secs(2)).await;
@@ -47,11 +47,11 @@ impl Scheduler {
                 }
             });
         }
-        if let Some(every) = jobs.inner.slurm.get().map(|s| s.settings.poll) {
+        if let Some(every) = jobs.inner.slurm.as_ref().map(|s| s.settings.poll) {
             let poller = jobs.clone();
             tokio::spawn(async move {
                 loop {
-                    if let Some(s) = poller.inner.slurm.get() {
+                    if let Some(s) = poller.inner.slurm.as_ref() {
                         if let Err(e) = s.poll_once().await {
                             tracing::warn!(error = %e, "polling Slurm failed");
                         }
@@ -293,14 +293,14 @@ impl Jobs {
             capacity: inner.local.capacity(),
             free: inner.local.free(),
         }];
-        if let Some(k) = inner.kube.get() {
+        if let Some(k) = inner.kube.as_ref() {
             pools.push(policy::Pool {
                 executor: "kubernetes".into(),
                 capacity: k.capacity(),
                 free: k.capacity(),
             });
         }
-        if let Some(s) = inner.slurm.get() {
+        if let Some(s) = inner.slurm.as_ref() {
             // Slurm places, orders its own users' work and preempts; Qanat hands it
             // jobs in its order, within the projects' quotas.
             pools.push(policy::Pool {

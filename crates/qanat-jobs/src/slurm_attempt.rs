@@ -31,7 +31,7 @@ impl Jobs {
         let cluster = self
             .inner
             .slurm
-            .get()
+            .as_ref()
             .ok_or_else(|| Error::invalid("the Slurm executor is not configured"))?;
         let ranks = self.prepare(job, &Allocation::elsewhere(job)).await?;
         let first = ranks
@@ -103,7 +103,7 @@ impl Jobs {
         let inner = &self.inner;
         let cluster = inner
             .slurm
-            .get()
+            .as_ref()
             .ok_or_else(|| Error::invalid("the Slurm executor is not configured"))?;
         let mut states = cluster.watch(slurm_id);
         let mut cancelled_by: Option<String> = None;
@@ -170,7 +170,7 @@ impl Jobs {
     /// them meanwhile); one whose Slurm id was never recorded is looked up by name,
     /// and if Slurm has no such job it was never submitted: it is queued again.
     pub(crate) async fn recover_slurm(&self) -> Result<()> {
-        let Some(cluster) = self.inner.slurm.get() else {
+        let Some(cluster) = self.inner.slurm.as_ref() else {
             return Ok(());
         };
         for (job, known) in self.running_on(Remote::Slurm).await? {

@@ -204,11 +204,12 @@ pub struct Serving {
     unservable: Arc<Mutex<HashMap<Key, String>>>,
     /// The program that first loads an ONNX graph in a child process under a memory
     /// and CPU budget ([`qanat_runtime::onnx::load_check`]); unset: loaded here only.
-    load_check: Arc<std::sync::OnceLock<std::path::PathBuf>>,
+    load_check: Option<Arc<std::path::Path>>,
     routes: route::Routes,
     log: Arc<std::sync::OnceLock<log::InferenceLog>>,
-    /// The feature store deployments with enrichment read (set by the server).
-    features: Arc<std::sync::OnceLock<Arc<dyn enrich::OnlineFeatures>>>,
+    /// The feature store deployments with enrichment read; without one they answer
+    /// 503.
+    features: Option<Arc<dyn enrich::OnlineFeatures>>,
     metrics: metrics::ServingMetrics,
 }
 
@@ -235,19 +236,20 @@ impl Serving {
             tracking,
             loaded: Arc::default(),
             unservable: Arc::default(),
-            load_check: Arc::default(),
+            load_check: None,
             routes: route::Routes::default(),
             log: Arc::default(),
-            features: Arc::default(),
+            features: None,
             metrics: metrics::ServingMetrics::default(),
         }
     }
 
-    /// The feature store that deployments with feature enrichment read, in this
-    /// process. Set once, by the server, after its online store is open; a server
-    /// without one refuses such deployments' requests with 503.
-    pub fn set_features(&self, features: Arc<dyn enrich::OnlineFeatures>) {
-        let _ = self.features.set(features);
+    /// The same service reading `features` for deployments with feature enrichment,
+    /// in this process; a server without one refuses such deployments' requests with
+    /// 503.
+    pub fn with_features(mut self, features: Arc<dyn enrich::OnlineFeatures>) -> Self {
+        self.features = Some(features);
+        self
     }
 
     /// Refuses a deployment spec one of whose targets cannot be served (its files
@@ -282,10 +284,10 @@ impl Serving {
 
     /// Loads every ONNX graph in a child process of `launcher` first (the `qanat`
     /// binary, whose `main` calls [`qanat_runtime::onnx::load_check::entry`]), so a
-    /// graph that would exhaust memory or spin costs a child, not this server. Set
-    /// once, by the server.
-    pub fn set_load_check(&self, launcher: std::path::PathBuf) {
-        let _ = self.load_check.set(launcher);
+    /// graph that would exhaust memory or spin costs a child, not this server.
+    pub fn with_load_check(mut self, launcher: &std::path::Path) -> Self {
+        self.load_check = Some(Arc::from(launcher));
+        self
     }
 
     /// The metric families, for the server's registry.
@@ -481,7 +483,7 @@ impl Serving {
         }
         // The graph's declared shapes, sizes and node count are checked before tract
         // reads it (qanat_runtime::onnx::check_limits); then a child loads it first.
-        if let Some(launcher) = self.load_check.get() {
+        if let Some(launcher) = self.load_check.as_deref() {
             first_load(launcher, &onnx).await.map_err(|f| match f {
                 Fetch::Unservable(why) => {
                     Fetch::Unservable(format!("model:{name}@{version} cannot be served: {why}"))

@@ -587,7 +587,7 @@ impl Serving {
         let (request, fetched) = match &route.enrich {
             None => (request, None),
             Some(spec) => {
-                let features = self.features.get().ok_or_else(|| {
+                let features = self.features.as_ref().ok_or_else(|| {
                     Error::Unavailable(format!(
                         "deployment '{}' reads features from service '{}', but this server has no feature store",
                         route.name, spec.service
@@ -714,7 +714,7 @@ impl Serving {
         // An enriched deployment takes its feature service's entity keys; the model's
         // own inputs are read from the online store (a request may still send one to
         // override it). Without a feature store here, the model's inputs are listed.
-        let inputs = match (&route.enrich, self.features.get()) {
+        let inputs = match (&route.enrich, self.features.as_ref()) {
             (Some(spec), Some(features)) => {
                 crate::enrich::key_inputs(features.as_ref(), project, spec).await?
             }

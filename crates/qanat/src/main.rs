@@ -5,8 +5,9 @@
 //! - `commands/`: the code that runs each command (clients of `qanat-client`, or local
 //!   work on the data directory);
 //! - `output.rs`: tables and JSON; `credentials.rs`: the stored login;
-//! - `config.rs`, `kinds.rs` and `server.rs`: configuration, the job kinds this binary
-//!   runs as workers, and the wiring of `qanat server`.
+//! - `config.rs` and `server.rs`: configuration, and `qanat server` and `qanat serve`
+//!   on the services the library's `wiring` builds (with the job kinds this binary
+//!   runs as workers, `kinds`).
 
 mod audit_sink;
 mod cli;
@@ -14,8 +15,6 @@ mod commands;
 mod config;
 mod connections;
 mod credentials;
-mod enrichment;
-mod kinds;
 mod output;
 mod server;
 

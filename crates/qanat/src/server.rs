@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use qanat_api::{ApiLimits, AppState};
+use qanat::wiring;
+use qanat_api::ApiLimits;
 use qanat_governance::{AuditOutcome, AuditRecord, Governance, NewToken};
 use qanat_store::{Keyring, MetaStore, ObjectStorage};
 
@@ -89,7 +90,7 @@ pub async fn open(cfg: &Config, create: bool) -> Result<Installation> {
     }
     restrict_existing(cfg)?;
     let keys = keyring(cfg, create)?;
-    let schema = qanat_api::schema().context("the domains' migrations")?;
+    let schema = wiring::schema().context("the domains' migrations")?;
     let meta = MetaStore::connect(cfg.metadata_url(), &schema)
         .await
         .with_context(|| {
@@ -254,27 +255,12 @@ pub async fn start(cfg: Config) -> Result<Running> {
     };
     let url = format!("{scheme}://{host}:{}", local.port());
 
-    let limits = api_limits(&cfg);
-    let mut state = AppState::new(inst.meta.clone(), inst.storage.clone(), limits)
-        .with_events(cfg.events.settings())
-        .context("setting up webhook deliveries")?;
-    state.mlflow_project = cfg.tracking.default_project.clone();
-    state.retention = Duration::from_secs(cfg.retention.deleted_days.saturating_mul(86_400));
-    state.tracking = state
-        .tracking
-        .clone()
-        .with_limits(qanat_tracking::RunLimits {
-            max_params: cfg.tracking.max_params_per_run,
-            max_tags: cfg.tracking.max_tags_per_run,
-        });
     let mut jobs = cfg.jobs_settings()?;
     if cfg.jobs.server_url.is_none() {
         // The port the listener really got (bind may have asked for port 0).
         jobs.server_url = url.clone();
     }
     let exe = std::env::current_exe().context("finding this binary (train jobs run it)")?;
-    let kinds = crate::kinds::all(exe);
-    state = state.with_jobs(jobs, kinds);
     let online_url = cfg.online_store_url();
     let online = qanat_features::online::OnlineStore::open(&online_url)
         .await
@@ -284,21 +270,17 @@ pub async fn start(cfg: Config) -> Result<Running> {
                 qanat_store::redact_url(&online_url)
             )
         })?;
-    state.features = state
-        .features
-        .clone()
-        .with_online(online)
-        .with_join_memory(cfg.join_memory_bytes()?);
-    // Deployments with feature enrichment read the online store in this process.
-    state
-        .serving
-        .set_features(Arc::new(crate::enrichment::FeatureStore(
-            state.features.clone(),
-        )));
-    // Uploaded graphs are first loaded by a child of this binary, under a budget.
-    if let Ok(exe) = std::env::current_exe() {
-        state.serving.set_load_check(exe);
-    }
+    let settings = wiring::Settings {
+        jobs,
+        kinds: qanat::kinds::all(exe.clone()),
+        slurm: cfg.slurm_settings()?,
+        kubernetes: cfg.kubernetes_settings()?,
+        online: Some(online),
+        // Uploaded graphs are first loaded by a child of this binary, under a budget.
+        load_check: Some(exe),
+        ..settings(&cfg)?
+    };
+    let state = wiring::build(inst.meta.clone(), inst.storage.clone(), settings).await?;
     // Stream sources consume their NATS subjects for as long as the server runs.
     tokio::spawn(
         state
@@ -306,20 +288,6 @@ pub async fn start(cfg: Config) -> Result<Running> {
             .clone()
             .run_streams(cfg.feature_streams_url()),
     );
-    if let Some(slurm) = cfg.slurm_settings()? {
-        state
-            .jobs
-            .enable_slurm(slurm)
-            .await
-            .context("jobs.slurm.enabled is set, but the Slurm cluster does not answer")?;
-    }
-    if let Some(k) = cfg.kubernetes_settings()? {
-        state
-            .jobs
-            .enable_kubernetes(k)
-            .await
-            .context("setting up the Kubernetes executor")?;
-    }
     if !sinks.is_empty() {
         let required: Vec<bool> = sinks.iter().map(|s| s.required).collect();
         let health = crate::audit_sink::Health::new(&required, state.audit_sinks_ok.clone());
@@ -365,31 +333,29 @@ pub async fn serve_data_plane(cfg: Config) -> Result<()> {
         .await
         .context("qanat serve runs on an installation: run `qanat init` or `qanat server` first")?;
     let (listener, _) = bind(addr, tls.is_some())?;
-    let limits = api_limits(&cfg);
-    let mut state = AppState::new(inst.meta.clone(), inst.storage.clone(), limits);
-    state.mlflow_project = cfg.tracking.default_project.clone();
-    if let Ok(exe) = std::env::current_exe() {
-        state.serving.set_load_check(exe);
-    }
     // Feature enrichment reads the online store here too. An embedded store is one
     // process's file: while `qanat server` holds it, replicas need a shared one
     // (features.online_store = redis://...), and serve the rest meanwhile.
     let online_url = cfg.online_store_url();
-    match qanat_features::online::OnlineStore::open(&online_url).await {
-        Ok(online) => {
-            state.features = state.features.clone().with_online(online);
-            state
-                .serving
-                .set_features(Arc::new(crate::enrichment::FeatureStore(
-                    state.features.clone(),
-                )));
+    let online = match qanat_features::online::OnlineStore::open(&online_url).await {
+        Ok(online) => Some(online),
+        Err(e) => {
+            tracing::warn!(
+                store = %qanat_store::redact_url(&online_url),
+                error = %e,
+                "the online feature store cannot be opened: deployments that read features answer 503 here (replicas share a Redis online store)"
+            );
+            None
         }
-        Err(e) => tracing::warn!(
-            store = %qanat_store::redact_url(&online_url),
-            error = %e,
-            "the online feature store cannot be opened: deployments that read features answer 503 here (replicas share a Redis online store)"
-        ),
-    }
+    };
+    // No scheduler, webhooks or executors run here: the jobs and events services are
+    // built with the installation's settings and never started.
+    let settings = wiring::Settings {
+        online,
+        load_check: std::env::current_exe().ok(),
+        ..settings(&cfg)?
+    };
+    let state = wiring::build(inst.meta.clone(), inst.storage.clone(), settings).await?;
     state.serving.start(Duration::from_secs(1));
     let app = qanat_api::data_plane_router(state);
     listen(&cfg, listener, tls, app, "serve").await?;
@@ -419,13 +385,34 @@ fn bind(addr: SocketAddr, tls: bool) -> Result<(std::net::TcpListener, SocketAdd
 }
 
 /// The request limits the configuration sets.
-fn api_limits(cfg: &Config) -> ApiLimits {
-    ApiLimits {
-        max_request_bytes: cfg.server.max_request_bytes,
-        request_timeout: Duration::from_secs(cfg.server.request_timeout_secs),
-        body_read_timeout: Duration::from_secs(cfg.server.body_read_timeout_secs),
-        metrics_anonymous: cfg.server.metrics_anonymous,
-    }
+/// The services' settings from the configuration: the standard job kinds, no remote
+/// executor, no online store and no load check (`qanat server` adds its own).
+fn settings(cfg: &Config) -> Result<wiring::Settings> {
+    Ok(wiring::Settings {
+        http: qanat_api::Http {
+            limits: ApiLimits {
+                max_request_bytes: cfg.server.max_request_bytes,
+                request_timeout: Duration::from_secs(cfg.server.request_timeout_secs),
+                body_read_timeout: Duration::from_secs(cfg.server.body_read_timeout_secs),
+                metrics_anonymous: cfg.server.metrics_anonymous,
+            },
+            mlflow_project: cfg.tracking.default_project.clone(),
+            retention: Duration::from_secs(cfg.retention.deleted_days.saturating_mul(86_400)),
+            ..qanat_api::Http::default()
+        },
+        events: cfg.events.settings(),
+        runs: qanat_tracking::RunLimits {
+            max_params: cfg.tracking.max_params_per_run,
+            max_tags: cfg.tracking.max_tags_per_run,
+        },
+        jobs: cfg.jobs_settings()?,
+        kinds: qanat_jobs::Kinds::standard(),
+        slurm: None,
+        kubernetes: None,
+        online: None,
+        join_memory: Some(cfg.join_memory_bytes()?),
+        load_check: None,
+    })
 }
 
 /// Serves `app` on `listener` (TLS when configured) until SIGINT/SIGTERM, then

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 #[test]
 fn server_on_postgres_keeps_rbac_audit_and_data_across_kill_9() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let Some(db) = rt.block_on(TestDb::postgres(qanat_api::SCHEMA)) else {
+    let Some(db) = rt.block_on(TestDb::postgres(qanat::wiring::SCHEMA)) else {
         return;
     };
     let mut q = Qanat::start_with(vec![("QANAT_METADATA_URL".into(), db.url.clone())]);

@@ -507,7 +507,9 @@ fn a_version_worse_on_live_labels_is_rolled_back_and_unknown_labels_are_reported
 #[test]
 fn monitors_roll_back_on_postgres_too() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let Some(db) = rt.block_on(qanat_store::testing::TestDb::postgres(qanat_api::SCHEMA)) else {
+    let Some(db) = rt.block_on(qanat_store::testing::TestDb::postgres(
+        qanat::wiring::SCHEMA,
+    )) else {
         return;
     };
     rollback_scenario(vec![("QANAT_METADATA_URL".into(), db.url.clone())]);

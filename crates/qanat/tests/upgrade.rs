@@ -414,7 +414,7 @@ fn audit_verify(q: &Qanat) -> Value {
 /// versions for the same schema.
 #[test]
 fn the_schema_numbers_its_migrations_without_gaps() {
-    let versions: Vec<i64> = qanat_api::schema()
+    let versions: Vec<i64> = qanat::wiring::schema()
         .expect("the server's schema")
         .versions()
         .into_iter()

@@ -24,7 +24,7 @@ struct Server {
 }
 
 async fn serve() -> Server {
-    let db = TestDb::sqlite(qanat_api::SCHEMA).await;
+    let db = TestDb::sqlite(qanat::wiring::SCHEMA).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let keyring = Keyring::from_base64(&Keyring::generate_base64()).expect("keyring");
     let storage = ObjectStorage::open(
@@ -35,7 +35,10 @@ async fn serve() -> Server {
     )
     .await
     .expect("storage");
-    let state = qanat_api::AppState::new(db.store.clone(), storage, Default::default());
+    let settings = qanat::wiring::Settings::defaults(&storage);
+    let state = qanat::wiring::build(db.store.clone(), storage, settings)
+        .await
+        .expect("services");
     let token = state
         .gov
         .bootstrap_admin("admin")
