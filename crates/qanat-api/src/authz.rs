@@ -270,7 +270,11 @@ pub(crate) async fn authorize(
             )
             .into_response(),
         }
-        .or_else(|| policy.default_project.then(|| state.mlflow_project.clone()));
+        .or_else(|| {
+            policy
+                .default_project
+                .then(|| state.http.mlflow_project.clone())
+        });
     let resource = req.uri().path().to_string();
     let audit = |actor: &str, outcome: AuditOutcome, detail: String| AuditRecord {
         request_id: request_id.clone(),
@@ -382,7 +386,7 @@ pub(crate) async fn authorize(
     let metrics_pass = policy.metrics
         && match &principal {
             Some(p) => p.scope == TokenScope::Metrics,
-            None => state.limits.metrics_anonymous,
+            None => state.http.limits.metrics_anonymous,
         };
     let decision = if metrics_pass {
         Decision::Allow
@@ -423,7 +427,7 @@ pub(crate) async fn authorize(
     }
 
     // A write that could not reach a required audit sink is not done at all.
-    if policy.writes(&method) && !state.audit_sinks_ok.load(Ordering::Acquire) {
+    if policy.writes(&method) && !state.http.audit_sinks_ok.load(Ordering::Acquire) {
         return audit_refusal(
             "a required audit sink cannot be written, so writes are refused until it can (audit.required); reads go on",
         );

@@ -48,10 +48,10 @@ async fn delete_under(state: &AppState, prefix: &str) -> Result<u64, ApiError> {
 }
 
 async fn project_gc(state: &AppState, p: &Project, grace: Duration) -> Result<GcReport, ApiError> {
-    let mut report = state.datasets.gc(p, grace, state.retention).await?;
+    let mut report = state.datasets.gc(p, grace, state.http.retention).await?;
     let purged = state
         .tracking
-        .purge_deleted(p, cutoff_micros(state.retention) / 1000)
+        .purge_deleted(p, cutoff_micros(state.http.retention) / 1000)
         .await?;
     let mut artifacts_deleted = 0;
     let root = format!("projects/{}/mlflow-artifacts", p.id);
@@ -69,7 +69,7 @@ async fn project_gc(state: &AppState, p: &Project, grace: Duration) -> Result<Gc
     report.artifacts_deleted = artifacts_deleted;
     report.deliveries_purged = state
         .events
-        .purge_history(&p.id, cutoff_micros(state.retention) / 1000)
+        .purge_history(&p.id, cutoff_micros(state.http.retention) / 1000)
         .await?;
     Ok(report)
 }
@@ -111,7 +111,7 @@ pub(crate) async fn gc_all(
     Caller(caller): Caller,
     ApiJson(body): ApiJson<GcBody>,
 ) -> Result<Json<InstallationGc>, ApiError> {
-    let cutoff = cutoff_micros(state.retention);
+    let cutoff = cutoff_micros(state.http.retention);
     let mut projects_purged = Vec::new();
     for p in state.gov.deleted_projects().await? {
         let deleted = p

@@ -318,7 +318,7 @@ fn contents(name: &str, datatype: &str, c: Option<InferTensorContents>) -> Resul
 /// inside serving, but a model's column takes 4 to 8 bytes an element, so a tensor of
 /// single bytes is bounded as REST's would be.
 fn max_elements(state: &AppState) -> usize {
-    (state.limits.max_request_bytes / 2).max(1)
+    (state.http.limits.max_request_bytes / 2).max(1)
 }
 
 /// Elements `r`'s tensors hold (raw contents counted at their narrowest: one byte a

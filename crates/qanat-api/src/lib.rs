@@ -86,9 +86,29 @@ impl std::ops::Deref for AppState {
     }
 }
 
-/// The services behind [`AppState`].
+/// The services behind [`AppState`]: the domains (reached through it as
+/// `state.tracking`, `state.serving`, …) and the HTTP layer's own.
 #[derive(Clone, Debug)]
 pub struct Services {
+    pub domains: Domains,
+    pub http: Http,
+    pub metrics: Arc<Metrics>,
+    /// The buckets of tokens that carry a rate limit.
+    pub(crate) rate_limits: Arc<rate_limit::RateLimits>,
+}
+
+impl std::ops::Deref for Services {
+    type Target = Domains;
+
+    fn deref(&self) -> &Domains {
+        &self.domains
+    }
+}
+
+/// The domain services a server answers with, built by the binary (in the order they
+/// depend on each other, each with its final settings) and handed over whole.
+#[derive(Clone, Debug)]
+pub struct Domains {
     pub meta: MetaStore,
     pub gov: Governance,
     pub storage: ObjectStorage,
@@ -105,45 +125,19 @@ pub struct Services {
     pub serving: qanat_serving::Serving,
     /// Monitors of deployments: windows, checks, labels, alerts and their actions.
     pub monitor: qanat_monitor::Monitors,
-    pub metrics: Arc<Metrics>,
-    pub limits: ApiLimits,
-    /// The buckets of tokens that carry a rate limit.
-    pub(crate) rate_limits: Arc<rate_limit::RateLimits>,
-    /// The project the root-mounted MLflow API (`/api/2.0/mlflow/...`) works in.
-    pub mlflow_project: String,
-    /// False while a required audit sink cannot be written: writes are then refused
-    /// (fail closed), reads go on.
-    pub audit_sinks_ok: Arc<std::sync::atomic::AtomicBool>,
-    /// How long deleted datasets, experiments and projects are kept (restorable)
-    /// before `gc` purges them.
-    pub retention: Duration,
-}
-
-/// The domain services a server answers with, built by the binary (in the order they
-/// depend on each other, each with its final settings) and handed over whole.
-#[derive(Clone, Debug)]
-pub struct Domains {
-    pub meta: MetaStore,
-    pub gov: Governance,
-    pub storage: ObjectStorage,
-    pub datasets: qanat_data::Datasets,
-    pub tracking: qanat_tracking::Tracking,
-    pub events: qanat_events::Events,
-    pub jobs: qanat_jobs::Jobs,
-    pub features: qanat_features::Features,
-    pub serving: qanat_serving::Serving,
-    pub monitor: qanat_monitor::Monitors,
 }
 
 /// What the HTTP layer adds to the domains: its limits and the server's policies.
 #[derive(Clone, Debug)]
 pub struct Http {
     pub limits: ApiLimits,
-    /// The project the root-mounted MLflow API works in.
+    /// The project the root-mounted MLflow API (`/api/2.0/mlflow/...`) works in.
     pub mlflow_project: String,
-    /// How long deleted objects are kept before `gc` purges them.
+    /// How long deleted datasets, experiments and projects are kept (restorable)
+    /// before `gc` purges them.
     pub retention: Duration,
-    /// Shared with the audit sinks, which clear it while a required one fails.
+    /// False while a required audit sink cannot be written: writes are then refused
+    /// (fail closed), reads go on. Shared with the audit sinks.
     pub audit_sinks_ok: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -161,24 +155,11 @@ impl Default for Http {
 impl AppState {
     /// The state handlers share: `domains` as built, with the HTTP layer's own.
     pub fn new(domains: Domains, http: Http) -> Self {
-        let metrics = Arc::new(Metrics::with_serving(&domains.serving));
         AppState(Arc::new(Services {
-            meta: domains.meta,
-            gov: domains.gov,
-            storage: domains.storage,
-            datasets: domains.datasets,
-            tracking: domains.tracking,
-            events: domains.events,
-            jobs: domains.jobs,
-            features: domains.features,
-            serving: domains.serving,
-            monitor: domains.monitor,
-            metrics,
-            limits: http.limits,
+            metrics: Arc::new(Metrics::with_serving(&domains.serving)),
+            domains,
+            http,
             rate_limits: Arc::default(),
-            mlflow_project: http.mlflow_project,
-            audit_sinks_ok: http.audit_sinks_ok,
-            retention: http.retention,
         }))
     }
 }
@@ -221,7 +202,7 @@ pub(crate) fn request_id(headers: &axum::http::HeaderMap) -> &str {
 
 /// The complete application: routes, authorization, metrics, request ids, tracing.
 pub fn router(state: AppState) -> Router {
-    let table = route_table(&state.limits);
+    let table = route_table(&state.http.limits);
     app(state, table)
 }
 
@@ -230,7 +211,7 @@ pub fn router(state: AppState) -> Router {
 /// request ids and limits are the same layers as [`router`]'s.
 pub fn data_plane_router(state: AppState) -> Router {
     let table = route_table::RouteTable::new(
-        &state.limits,
+        &state.http.limits,
         [system::routes(), serving::routes(), grpc::routes()],
     );
     app(state, table)
@@ -259,9 +240,9 @@ fn app(state: AppState, table: route_table::RouteTable) -> Router {
             state.clone(),
             metrics::record,
         ))
-        .layer(DefaultBodyLimit::max(state.limits.max_request_bytes))
+        .layer(DefaultBodyLimit::max(state.http.limits.max_request_bytes))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
-            state.limits.body_read_timeout,
+            state.http.limits.body_read_timeout,
         ))
         .layer(axum::middleware::from_fn(error::hide_internal_errors))
         .layer(axum::middleware::from_fn(serving::one_error_shape))
