@@ -217,6 +217,12 @@ pub(crate) async fn commit(
     let (_, dataset) = path;
     let p = scope.project;
     let d = state.datasets.get(&p, &dataset).await?;
+    let derived_from = body
+        .derived_from
+        .iter()
+        .map(|r| qanat_core::ObjectRef::parse_of(qanat_core::Kind::Dataset, r))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ApiError::bad_request(format!("derived_from: {e}")))?;
     let v = state
         .datasets
         .commit(
@@ -225,7 +231,7 @@ pub(crate) async fn commit(
             body.manifest,
             &body.message,
             &caller.name,
-            &body.derived_from,
+            &derived_from,
         )
         .await?;
     Ok((StatusCode::CREATED, Json(v)))
@@ -367,8 +373,8 @@ async fn canonical_ref(
                 }
                 Selector::Latest => {
                     return Err(ApiError::bad_request(format!(
-                        "'{reference}': name the model version or alias, e.g. model:{}@champion",
-                        r.name
+                        "'{reference}': name the model version or alias, e.g. {}",
+                        ObjectRef::at(Kind::Model, r.name, "champion")
                     )))
                 }
             };
@@ -385,6 +391,7 @@ async fn canonical_ref(
             state.tracking.logged_model(p, &r.name, true).await?;
             r
         }
+        Kind::User | Kind::DriftReport | Kind::InferenceLog => r,
         Kind::FeatureView => {
             let version = match r.selector_or_latest() {
                 Selector::Version(n) => Some(n),

@@ -20,13 +20,23 @@ crate::word_enum! {
         LoggedModel = "logged_model",
         /// A feature view version: `feature_view:driver_stats@2`.
         FeatureView = "feature_view",
+        /// A user, by name, as lineage's `produced_by` parent: `user:alice`.
+        User = "user",
+        /// A monitor's drift check of a deployment, by check number:
+        /// `drift_report:web@12`.
+        DriftReport = "drift_report",
+        /// A deployment's inference log: `inference_log:web`.
+        InferenceLog = "inference_log",
     }
 }
 
 impl Kind {
     /// Whether references of this kind name an id, which has no versions.
     fn is_id(self) -> bool {
-        matches!(self, Kind::Run | Kind::LoggedModel)
+        matches!(
+            self,
+            Kind::Run | Kind::LoggedModel | Kind::User | Kind::InferenceLog
+        )
     }
 }
 
@@ -71,10 +81,10 @@ impl fmt::Display for Selector {
 /// A reference that does not parse, saying what the right shape is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RefError {
-    #[error("'{0}' is not a reference: use kind:name[@version|@alias|@tag], where kind is one of dataset, model, run, logged_model, feature_view")]
+    #[error("'{0}' is not a reference: use kind:name[@version|@alias|@tag], where kind is one of dataset, model, run, logged_model, feature_view, user, drift_report, inference_log")]
     Shape(String),
     #[error(
-        "unknown kind '{0}' in a reference: use dataset, model, run, logged_model or feature_view"
+        "unknown kind '{0}' in a reference: use dataset, model, run, logged_model, feature_view, user, drift_report or inference_log"
     )]
     Kind(String),
     #[error("'{given}' is a {got} reference; this needs a {expected} (e.g. {expected}:name@3)")]
@@ -130,6 +140,69 @@ impl ObjectRef {
         ObjectRef {
             kind,
             name: id.into(),
+            selector: None,
+        }
+    }
+
+    /// `dataset:name@version`.
+    pub fn dataset(name: impl Into<String>, version: i64) -> ObjectRef {
+        ObjectRef::version(Kind::Dataset, name, version)
+    }
+
+    /// `model:name@version`.
+    pub fn model(name: impl Into<String>, version: i64) -> ObjectRef {
+        ObjectRef::version(Kind::Model, name, version)
+    }
+
+    /// `feature_view:name@version`.
+    pub fn feature_view(name: impl Into<String>, version: i64) -> ObjectRef {
+        ObjectRef::version(Kind::FeatureView, name, version)
+    }
+
+    /// `run:id`.
+    pub fn run(id: impl Into<String>) -> ObjectRef {
+        ObjectRef::id(Kind::Run, id)
+    }
+
+    /// `logged_model:id`.
+    pub fn logged_model(id: impl Into<String>) -> ObjectRef {
+        ObjectRef::id(Kind::LoggedModel, id)
+    }
+
+    /// `user:name`.
+    pub fn user(name: impl Into<String>) -> ObjectRef {
+        ObjectRef::id(Kind::User, name)
+    }
+
+    /// `kind:name`, no version: the newest of a versioned kind.
+    pub fn unversioned(kind: Kind, name: impl Into<String>) -> ObjectRef {
+        ObjectRef::id(kind, name)
+    }
+
+    /// `kind:name@selector`, where `selector` is a version or a label (`@` optional).
+    /// A label that breaks the name rule (an MLflow alias may) is kept as written
+    /// only for display: the reference is then unversioned with the text in its name.
+    pub fn at(kind: Kind, name: impl Into<String>, selector: &str) -> ObjectRef {
+        let name = name.into();
+        match selector.trim_start_matches('@').parse::<Selector>() {
+            Ok(sel) => ObjectRef {
+                kind,
+                name,
+                selector: Some(sel),
+            },
+            Err(_) => ObjectRef {
+                kind,
+                name: format!("{name}@{}", selector.trim_start_matches('@')),
+                selector: None,
+            },
+        }
+    }
+
+    /// This reference with its selector dropped: the newest version.
+    pub fn unpinned(&self) -> ObjectRef {
+        ObjectRef {
+            kind: self.kind,
+            name: self.name.clone(),
             selector: None,
         }
     }
@@ -202,6 +275,20 @@ impl fmt::Display for ObjectRef {
             write!(f, "@{sel}")?;
         }
         Ok(())
+    }
+}
+
+/// Travels as its text (`"dataset:tx@3"`), parsed on the way in.
+impl serde::Serialize for ObjectRef {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ObjectRef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -278,6 +365,16 @@ mod tests {
             let err = bad.parse::<ObjectRef>().expect_err(bad).to_string();
             assert!(err.contains(says), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn references_travel_as_their_text() {
+        let r = ObjectRef::dataset("tx", 3);
+        let json = serde_json::to_string(&r).expect("serializes");
+        assert_eq!(json, "\"dataset:tx@3\"");
+        assert_eq!(serde_json::from_str::<ObjectRef>(&json).ok(), Some(r));
+        let err = serde_json::from_str::<ObjectRef>("\"tx@3\"").expect_err("no kind");
+        assert!(err.to_string().contains("kind:name"), "{err}");
     }
 
     #[test]

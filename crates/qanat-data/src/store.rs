@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
-use qanat_core::ProjectId;
+use qanat_core::{ObjectRef, ProjectId};
 use qanat_governance::{check_residency, Project};
 use qanat_store::{now_micros, LocationInfo, MetaStore, ObjectKey, ObjectStorage};
 use serde::{Deserialize, Serialize};
@@ -420,7 +420,10 @@ impl Datasets {
                 .iter()
                 .map(|r| r.try_get("manifest_id"))
                 .collect::<std::result::Result<_, _>>()?;
-        let child = format!("dataset:{}@", ds.name);
+        let child = format!(
+            "{}@",
+            ObjectRef::unversioned(qanat_core::Kind::Dataset, ds.name.as_str())
+        );
         let mut tx = self.meta.writer().begin().await?;
         sqlx::query(
             "DELETE FROM lineage_edges WHERE project_id = $1 AND substr(child, 1, CAST($2 AS INTEGER)) = $3",
@@ -652,7 +655,7 @@ impl Datasets {
         manifest: Manifest,
         message: &str,
         author: &str,
-        derived_from: &[String],
+        derived_from: &[ObjectRef],
     ) -> Result<DatasetVersion> {
         let lineage = Lineage {
             derived_from,
@@ -676,8 +679,8 @@ impl Datasets {
         files: Vec<(String, std::path::PathBuf)>,
         message: &str,
         author: &str,
-        derived_from: &[String],
-        edges: &[(String, String)],
+        derived_from: &[ObjectRef],
+        edges: &[(ObjectRef, String)],
     ) -> Result<DatasetVersion> {
         let mut manifest = Manifest::default();
         for (path, local) in files {
@@ -751,8 +754,7 @@ impl Datasets {
         manifest.normalize()?;
         let mut sources = Vec::with_capacity(derived_from.len());
         for r in derived_from {
-            let r = qanat_core::ObjectRef::parse_of(qanat_core::Kind::Dataset, r)?;
-            sources.push(self.canonical_ref(project, &r).await?.to_string());
+            sources.push(self.canonical_ref(project, r).await?);
         }
         self.check_location(project, ds)?;
         let distinct = manifest.distinct_chunks();
@@ -864,7 +866,7 @@ impl Datasets {
             .bind(parent)
             .bind(message)
             .bind(author)
-            .bind(format!("user:{author}"))
+            .bind(ObjectRef::user(author).to_string())
             .bind(manifest.files.len() as i64)
             .bind(manifest.total_size() as i64)
             .bind(new_bytes as i64)
@@ -873,14 +875,14 @@ impl Datasets {
             .await;
             match res {
                 Ok(_) => {
-                    let mut parents: Vec<(String, &str)> = Vec::new();
+                    let mut parents: Vec<(ObjectRef, &str)> = Vec::new();
                     if let Some(p) = parent {
-                        parents.push((format!("dataset:{}@{p}", ds.name), "previous_version"));
+                        parents.push((ObjectRef::dataset(ds.name.as_str(), p), "previous_version"));
                     }
                     parents.extend(sources.iter().map(|s| (s.clone(), "derived_from")));
                     parents.extend(edges.iter().map(|(p, r)| (p.clone(), r.as_str())));
-                    parents.push((format!("user:{author}"), "produced_by"));
-                    let child = format!("dataset:{}@{next}", ds.name);
+                    parents.push((ObjectRef::user(author), "produced_by"));
+                    let child = ObjectRef::dataset(ds.name.as_str(), next);
                     qanat_governance::lineage::record_edges(
                         &mut tx,
                         &ds.project_id,
@@ -1223,7 +1225,7 @@ impl Datasets {
                 added += len;
             }
         }
-        let source = format!("dataset:{}@{}", src.name, v.version);
+        let source = ObjectRef::dataset(src.name.as_str(), v.version);
         let lineage = Lineage {
             derived_from: &[source],
             edges: &[],
@@ -1314,8 +1316,8 @@ impl Datasets {
 /// (parent, relation) recorded with them, and the bytes it stored when the caller
 /// knows them.
 struct Lineage<'a> {
-    derived_from: &'a [String],
-    edges: &'a [(String, String)],
+    derived_from: &'a [ObjectRef],
+    edges: &'a [(ObjectRef, String)],
     stored: Option<u64>,
 }
 

@@ -24,13 +24,13 @@ pub(crate) enum Rows {
     Files(Staged),
     Table {
         batch: RecordBatch,
-        datasets: Vec<String>,
+        datasets: Vec<qanat_core::ObjectRef>,
     },
 }
 
 impl Rows {
     /// The dataset versions the rows came from (lineage).
-    pub(crate) fn datasets(&self) -> &[String] {
+    pub(crate) fn datasets(&self) -> &[qanat_core::ObjectRef] {
         match self {
             Rows::Files(s) => &s.datasets,
             Rows::Table { datasets, .. } => datasets,
@@ -215,13 +215,13 @@ impl Features {
         }
         if staged.files.is_empty() {
             return Err(Error::invalid(format!(
-                "dataset:{}@{} holds no .parquet or .csv file",
-                ds.name, v.version
+                "{} holds no .parquet or .csv file",
+                qanat_core::ObjectRef::dataset(ds.name.as_str(), v.version)
             )));
         }
         staged
             .datasets
-            .push(format!("dataset:{}@{}", ds.name, v.version));
+            .push(qanat_core::ObjectRef::dataset(ds.name.as_str(), v.version));
         Ok(staged)
     }
 }

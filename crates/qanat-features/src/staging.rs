@@ -40,7 +40,7 @@ pub(crate) struct StagedFile {
 pub(crate) struct Staged {
     dir: Arc<tempfile::TempDir>,
     pub(crate) files: Vec<StagedFile>,
-    pub(crate) datasets: Vec<String>,
+    pub(crate) datasets: Vec<qanat_core::ObjectRef>,
 }
 
 impl Staged {

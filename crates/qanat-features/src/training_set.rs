@@ -57,7 +57,7 @@ impl Features {
         }
         let mut derived = entities.datasets.clone();
         derived.extend(sources.iter().flat_map(|s| s.datasets().iter().cloned()));
-        derived.sort();
+        derived.sort_by_key(ToString::to_string);
         derived.dedup();
         let used: Vec<Dependency> = parts
             .iter()
@@ -115,11 +115,11 @@ impl Features {
             }
             Err(e) => return Err(e.into()),
         };
-        let edges: Vec<(String, String)> = used
+        let edges: Vec<(qanat_core::ObjectRef, String)> = used
             .iter()
             .map(|d| {
                 (
-                    format!("feature_view:{}@{}", d.name, d.version),
+                    qanat_core::ObjectRef::feature_view(d.name.as_str(), d.version),
                     "features_from".to_string(),
                 )
             })
@@ -149,7 +149,7 @@ impl Features {
             )
             .await?;
         Ok(TrainingSet {
-            reference: format!("dataset:{}@{}", ds.name, version.version),
+            reference: qanat_core::ObjectRef::dataset(ds.name.as_str(), version.version),
             dataset: ds.name,
             version: version.version,
             rows,

@@ -185,7 +185,8 @@ pub struct TrainingSetRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TrainingSet {
     /// `dataset:NAME@N`: what jobs take as input.
-    pub reference: String,
+    #[schema(value_type = String)]
+    pub reference: qanat_core::ObjectRef,
     pub dataset: String,
     pub version: i64,
     pub rows: u64,
@@ -193,7 +194,8 @@ pub struct TrainingSet {
     /// The feature view versions joined.
     pub feature_views: Vec<Dependency>,
     /// The dataset versions read (entity rows and sources).
-    pub sources: Vec<String>,
+    #[schema(value_type = Vec<String>)]
+    pub sources: Vec<qanat_core::ObjectRef>,
     /// Columns pseudonymized because the caller may not see PII in clear.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pseudonymized: Vec<String>,

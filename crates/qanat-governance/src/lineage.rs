@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use qanat_core::ProjectId;
+use qanat_core::{ObjectRef, ProjectId};
 use qanat_store::now_micros;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
@@ -36,18 +36,19 @@ pub struct LineageGraph {
 pub async fn record_edges(
     conn: &mut sqlx::AnyConnection,
     project_id: &ProjectId,
-    child: &str,
-    parents: &[(String, &str)],
+    child: &ObjectRef,
+    parents: &[(ObjectRef, &str)],
 ) -> Result<()> {
     let now = now_micros();
+    let child = child.to_string();
     for (parent, relation) in parents {
         sqlx::query(
             "INSERT INTO lineage_edges (project_id, child, parent, relation, created_at) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (project_id, child, parent, relation) DO NOTHING",
         )
         .bind(project_id)
-        .bind(child)
-        .bind(parent)
+        .bind(&child)
+        .bind(parent.to_string())
         .bind(*relation)
         .bind(now)
         .execute(&mut *conn)

@@ -290,15 +290,15 @@ impl Jobs {
                 .resolve(&ds, &sel)
                 .await
                 .map_err(|e| Error::invalid(format!("inputs: {r}: {e}")))?;
-            let name = format!("dataset:{}@{}", r.name, v.version);
+            let pin = qanat_core::ObjectRef::dataset(r.name.as_str(), v.version);
             let files = self
                 .inner
                 .datasets
                 .profiles(&ds, &v)
                 .await
-                .map_err(|e| Error::invalid(format!("inputs: {name}: {e}")))?;
-            profiles.push((name.clone(), files));
-            pinned.push(name);
+                .map_err(|e| Error::invalid(format!("inputs: {pin}: {e}")))?;
+            profiles.push((pin.to_string(), files));
+            pinned.push(pin);
         }
         c.spec.inputs = pinned;
         Ok(profiles)

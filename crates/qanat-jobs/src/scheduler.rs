@@ -910,7 +910,7 @@ impl Jobs {
             .bind(&job.job_id)
             .execute(&mut *conn)
             .await?;
-        let parents: Vec<(String, &str)> = job
+        let parents: Vec<(qanat_core::ObjectRef, &str)> = job
             .spec
             .inputs
             .iter()
@@ -919,7 +919,7 @@ impl Jobs {
         qanat_governance::lineage::record_edges(
             &mut conn,
             &job.project_id,
-            &format!("run:{run_id}"),
+            &qanat_core::ObjectRef::run(run_id.as_str()),
             &parents,
         )
         .await?;
@@ -936,10 +936,7 @@ impl Jobs {
         use futures::StreamExt;
         use tokio::io::AsyncWriteExt;
         let datasets = &self.inner.datasets;
-        for input in &job.spec.inputs {
-            let r: qanat_core::ObjectRef = input
-                .parse()
-                .map_err(|e| Error::invalid(format!("inputs: {e}")))?;
+        for r in &job.spec.inputs {
             let target = dir.join(r.name.as_str());
             let done = dir.join(format!(".{}.done", r.name));
             if tokio::fs::try_exists(&done).await.unwrap_or(false) {

@@ -50,7 +50,8 @@ pub struct JobSpec {
     /// Dataset versions it reads, e.g. `dataset:transactions@3`; materialized as files
     /// under `$QANAT_INPUTS/<name>/` before it starts.
     #[serde(default)]
-    pub inputs: Vec<String>,
+    #[schema(value_type = Vec<String>)]
+    pub inputs: Vec<qanat_core::ObjectRef>,
     /// Files or directories (relative to the working directory) logged to its run as
     /// artifacts when it succeeds.
     #[serde(default)]
@@ -259,16 +260,13 @@ impl JobSpec {
         }
         let executor = self.executor.clone().unwrap_or_else(|| "local".into());
         let mut inputs = Vec::new();
-        for i in &self.inputs {
-            let r: qanat_core::ObjectRef = i
-                .parse()
-                .map_err(|e| Error::invalid(format!("inputs: {e}")))?;
+        for r in &self.inputs {
             if r.kind != qanat_core::Kind::Dataset {
                 return Err(Error::invalid(format!(
-                    "inputs: '{i}' is not a dataset; inputs are dataset versions like dataset:transactions@3"
+                    "inputs: '{r}' is not a dataset; inputs are dataset versions like dataset:transactions@3"
                 )));
             }
-            inputs.push(r);
+            inputs.push(r.clone());
         }
         for o in &self.outputs {
             let p = std::path::Path::new(o);

@@ -38,20 +38,27 @@ pub enum Error {
     },
 }
 
+/// The constructors the crates above use too (the trainer and the runtimes report
+/// their own bad input and faults as these).
 impl Error {
-    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+    pub fn invalid(message: impl Into<String>) -> Self {
         Error::Invalid(message.into())
     }
 
-    pub(crate) fn internal(message: impl Into<String>) -> Self {
+    pub fn internal(message: impl Into<String>) -> Self {
         Error::Internal(message.into())
     }
 
-    pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+    pub fn io(path: &std::path::Path, source: std::io::Error) -> Self {
         Error::Io {
             path: path.display().to_string(),
             source,
         }
+    }
+
+    /// Whether the input was at fault (a 4xx), not the code or the disk.
+    pub fn is_invalid(&self) -> bool {
+        matches!(self, Error::Invalid(_))
     }
 }
 

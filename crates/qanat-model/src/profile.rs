@@ -480,6 +480,44 @@ impl TableProfile {
             predictions: Vec::new(),
         }
     }
+
+    /// The reference profile of `rows` of `table`, of its numeric and text columns
+    /// named in `keep` (a model's inputs and target).
+    pub fn of_rows(table: &crate::Table, rows: &[usize], keep: &[&str]) -> TableProfile {
+        use crate::table::Values as V;
+        enum Picked {
+            Numeric(Vec<f64>),
+            Text(Vec<Option<String>>),
+        }
+        let picked: Vec<(String, Picked)> = table
+            .columns
+            .iter()
+            .filter(|c| keep.contains(&c.name.as_str()))
+            .filter_map(|c| {
+                let p = match &c.values {
+                    V::Numeric(v) => {
+                        Picked::Numeric(rows.iter().filter_map(|&r| v.get(r).copied()).collect())
+                    }
+                    V::Text(v) => {
+                        Picked::Text(rows.iter().filter_map(|&r| v.get(r).cloned()).collect())
+                    }
+                    V::Unsupported(..) => return None,
+                };
+                Some((c.name.clone(), p))
+            })
+            .collect();
+        let columns: Vec<(String, Values<'_>)> = picked
+            .iter()
+            .map(|(name, p)| {
+                let values = match p {
+                    Picked::Numeric(v) => Values::Numeric(v),
+                    Picked::Text(v) => Values::Text(v),
+                };
+                (name.clone(), values)
+            })
+            .collect();
+        reference_of(&columns)
+    }
 }
 
 /// One column of a table held in memory (a training set).

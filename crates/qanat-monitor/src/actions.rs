@@ -8,7 +8,7 @@
 //! records it, and the objects it makes are tied into lineage: inference log → drift
 //! report → retraining run → model version.
 
-use qanat_core::{ObjectRef, Selector};
+use qanat_core::{Kind, ObjectRef, Selector};
 use qanat_governance::{append_audit_in, AuditRecord};
 use qanat_serving::{Deployment, DeploymentSpec, Target};
 use qanat_store::{format_micros, now_micros};
@@ -31,11 +31,7 @@ const MAX_DERIVATIONS: usize = 4;
 
 /// Each pinned dataset input unpinned (`dataset:name`): the newest data.
 fn unpin_inputs(spec: &mut qanat_jobs::JobSpec) {
-    spec.inputs = spec
-        .inputs
-        .iter()
-        .map(|i| i.split('@').next().unwrap_or(i).to_string())
-        .collect();
+    spec.inputs = spec.inputs.iter().map(ObjectRef::unpinned).collect();
 }
 
 fn outcome(
@@ -364,7 +360,11 @@ impl Monitors {
                     let rec = self.audit(
                         w,
                         "model.alias.rollback",
-                        format!("project:{}/model:{model}@{alias}", w.project.name),
+                        format!(
+                            "project:{}/{}",
+                            w.project.name,
+                            ObjectRef::at(Kind::Model, model, &alias)
+                        ),
                         why,
                     );
                     let (from, to) = self
@@ -375,10 +375,11 @@ impl Monitors {
                     self.switch(w).await;
                     Ok((
                         format!(
-                            "model:{model}@{alias} moved back from version {} to {to}",
+                            "{} moved back from version {} to {to}",
+                            ObjectRef::at(Kind::Model, model, &alias),
                             from.unwrap_or_else(|| "?".into())
                         ),
-                        format!("model:{model}@{to}"),
+                        ObjectRef::at(Kind::Model, model, &to).to_string(),
                     ))
                 }
                 None => {
@@ -430,7 +431,8 @@ impl Monitors {
                 .map_err(|e| failed(e.to_string()))?;
             let Some(run_id) = v.run_id.clone() else {
                 return Err(failed(format!(
-                    "model:{name}@{version} has no run: it was not trained by a job here, so there is nothing to run again"
+                    "{} has no run: it was not trained by a job here, so there is nothing to run again",
+                    ObjectRef::at(Kind::Model, name.as_str(), &version)
                 )));
             };
             let spec = self
@@ -441,7 +443,8 @@ impl Monitors {
                 .map_err(|e| failed(e.to_string()))?
                 .ok_or_else(|| {
                     failed(format!(
-                        "run {run_id} of model:{name}@{version} was not made by a job here: there is no job spec to run again"
+                        "run {run_id} of {} was not made by a job here: there is no job spec to run again",
+                        ObjectRef::at(Kind::Model, name.as_str(), &version)
                     ))
                 })?;
             if spec.kind != "optimize" {
@@ -465,7 +468,8 @@ impl Monitors {
                 })
                 .ok_or_else(|| {
                     failed(format!(
-                        "model:{name}@{version} was made by an optimize job but names no source version ({})",
+                        "{} was made by an optimize job but names no source version ({})",
+                        ObjectRef::at(Kind::Model, name.as_str(), &version),
                         qanat_tracking::DERIVED_FROM_TAG
                     ))
                 })?;
@@ -551,12 +555,17 @@ impl Monitors {
             w,
             spec,
             format!(
-                "deriving from model:{source} ({method}) as version {} was derived, for alert {}",
-                alert.version, alert.alert
+                "deriving from {} ({method}) as version {} was derived, for alert {}",
+                ObjectRef::parse_of(Kind::Model, source)
+                    .map_or_else(|_| source.to_string(), |r| r.to_string()),
+                alert.version,
+                alert.alert
             ),
             |job| {
                 format!(
-                    "optimize job {job} submitted: {method} of model:{source}, as version {} was made",
+                    "optimize job {job} submitted: {method} of {}, as version {} was made",
+                    ObjectRef::parse_of(Kind::Model, source)
+                        .map_or_else(|_| source.to_string(), |r| r.to_string()),
                     alert.version
                 )
             },
@@ -631,17 +640,18 @@ impl Monitors {
                     ActionKind::Retrain,
                     "failed",
                     format!("retraining job {job_id} succeeded but registered no version of {into} (its spec has no `register: {into}`)"),
-                    Some(format!("run:{run_id}")),
+                    Some(ObjectRef::run(run_id.as_str()).to_string()),
                 ));
             alert.state = "failed".into();
             return self.save_alert(w, &alert).await;
         };
         let candidate = v.version.clone();
+        let registered = ObjectRef::at(Kind::Model, into.as_str(), &candidate);
         let mut tx = self.inner.meta.writer().begin().await?;
         qanat_governance::lineage::record_edges(
             &mut tx,
             &w.project.id,
-            &format!("run:{run_id}"),
+            &ObjectRef::run(run_id.as_str()),
             &[(drift_report(&w.deployment, alert.check), "triggered_by")],
         )
         .await?;
@@ -651,8 +661,8 @@ impl Monitors {
             alert.actions.push(outcome(
                 ActionKind::Retrain,
                 "done",
-                format!("job {job_id} (run {run_id}) registered model:{into}@{candidate}"),
-                Some(format!("model:{into}@{candidate}")),
+                format!("job {job_id} (run {run_id}) registered {registered}"),
+                Some(registered.to_string()),
             ));
             match self
                 .rederive(w, &alert, next, &format!("{into}@{candidate}"))
@@ -678,8 +688,11 @@ impl Monitors {
             alert.actions.push(outcome(
                 ActionKind::Retrain,
                 "failed",
-                format!("retraining registered model:{into}@{candidate}, not a version of model:{model}, which the deployment serves"),
-                Some(format!("model:{into}@{candidate}")),
+                format!(
+                    "retraining registered {registered}, not a version of {}, which the deployment serves",
+                    ObjectRef::unversioned(Kind::Model, model)
+                ),
+                Some(registered.to_string()),
             ));
             alert.state = "failed".into();
             return self.save_alert(w, &alert).await;
@@ -688,8 +701,8 @@ impl Monitors {
         alert.actions.push(outcome(
             ActionKind::Retrain,
             "done",
-            format!("job {job_id} (run {run_id}) registered model:{model}@{candidate}"),
-            Some(format!("model:{model}@{candidate}")),
+            format!("job {job_id} (run {run_id}) registered {registered}"),
+            Some(registered.to_string()),
         ));
         let rule = w.spec.alerts.iter().find(|r| r.name == alert.rule);
         if rule.is_some_and(|r| r.actions.contains(&ActionKind::Canary)) {
@@ -945,7 +958,11 @@ impl Monitors {
                 let rec = self.audit(
                     w,
                     "model.alias.set",
-                    format!("project:{}/model:{model}@{alias}", w.project.name),
+                    format!(
+                        "project:{}/{}",
+                        w.project.name,
+                        ObjectRef::at(Kind::Model, model, &alias)
+                    ),
                     why.clone(),
                 );
                 self.inner
@@ -970,7 +987,7 @@ impl Monitors {
                     .update(&w.project, &w.deployment, spec, "monitor", Some(&rec))
                     .await?;
                 self.switch(w).await;
-                Ok(format!("model:{model}@{alias}"))
+                Ok(ObjectRef::at(Kind::Model, model, &alias).to_string())
             }
             None => {
                 let rec = self.audit(w, "deployment.promote", String::new(), why);

@@ -157,6 +157,7 @@ impl Monitors {
             return Ok(None);
         };
         let datasets = &self.inner.datasets;
+        let training = qanat_core::ObjectRef::dataset(dataset.as_str(), n);
         let ds = datasets.get(project, &dataset).await?;
         let v = datasets
             .resolve(&ds, &qanat_core::Selector::Version(n))
@@ -175,7 +176,7 @@ impl Monitors {
             .collect();
         let [file] = <[_; 1]>::try_from(tables).map_err(|t| {
             Error::Invalid(format!(
-                "dataset:{dataset}@{n} holds {} table files; a reference profile is made from a dataset of one .csv or .parquet file",
+                "{training} holds {} table files; a reference profile is made from a dataset of one .csv or .parquet file",
                 t.len()
             ))
         })?;
@@ -205,16 +206,16 @@ impl Monitors {
         let path = dir.path().join(format!("training.{ext}"));
         let mut out = tokio::fs::File::create(&path)
             .await
-            .map_err(|e| Error::Internal(format!("staging dataset:{dataset}@{n}: {e}")))?;
+            .map_err(|e| Error::Internal(format!("staging {training}: {e}")))?;
         let mut stream = std::pin::pin!(datasets.file_stream(&ds, file));
         while let Some(chunk) = stream.next().await {
             out.write_all(&chunk?)
                 .await
-                .map_err(|e| Error::Internal(format!("staging dataset:{dataset}@{n}: {e}")))?;
+                .map_err(|e| Error::Internal(format!("staging {training}: {e}")))?;
         }
         out.flush()
             .await
-            .map_err(|e| Error::Internal(format!("staging dataset:{dataset}@{n}: {e}")))?;
+            .map_err(|e| Error::Internal(format!("staging {training}: {e}")))?;
         drop(out);
 
         let keep_target = target.clone();
@@ -229,7 +230,7 @@ impl Monitors {
         })
         .await
         .map_err(|e| Error::Internal(format!("profiling a training set stopped: {e}")))?
-        .map_err(|e| Error::Invalid(format!("dataset:{dataset}@{n}: {e}")))?;
+        .map_err(|e| Error::Invalid(format!("{training}: {e}")))?;
         profile.target = target.filter(|t| profile.columns.iter().any(|(c, _)| c == t));
 
         let location = self.inner.storage.default_location().to_string();
@@ -244,7 +245,7 @@ impl Monitors {
                 bytes::Bytes::from(bytes),
             )
             .await?;
-        tracing::info!(model, version, dataset = %format!("dataset:{dataset}@{n}"), columns = profile.columns.len(), "reference profile computed from the training dataset");
+        tracing::info!(model, version, dataset = %training, columns = profile.columns.len(), "reference profile computed from the training dataset");
         Ok(Some(profile))
     }
 }

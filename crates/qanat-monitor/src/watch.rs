@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use qanat_core::{Kind, ObjectRef};
 use qanat_governance::Project;
 use qanat_model::package::REFERENCE_PROFILE;
 use qanat_serving::log::LogRecord;
@@ -131,7 +132,10 @@ fn test_window(
                 if html.is_none() && drift.columns > 0 {
                     let cx = report::Context {
                         current: format!("{}, version {v}", cx.current),
-                        reference: format!("model:{model}@{v}, its training rows"),
+                        reference: format!(
+                            "{}, its training rows",
+                            ObjectRef::at(Kind::Model, model, &v.to_string())
+                        ),
                         ..cx.clone()
                     };
                     html = Some(report::html(&drift, &features, &current, &cx));
@@ -471,13 +475,16 @@ impl Monitors {
         .execute(&mut *tx)
         .await?;
         mark_matched(&mut tx, &pid, &w.deployment, n, &tested.matched).await?;
-        let mut parents = vec![(format!("inference_log:{}", w.deployment), "computed_from")];
-        parents.extend(
-            tested
-                .versions
-                .iter()
-                .map(|v| (format!("model:{model}@{}", v.version), "compared_with")),
-        );
+        let mut parents = vec![(
+            ObjectRef::id(Kind::InferenceLog, w.deployment.as_str()),
+            "computed_from",
+        )];
+        parents.extend(tested.versions.iter().map(|v| {
+            (
+                ObjectRef::at(Kind::Model, model, &v.version),
+                "compared_with",
+            )
+        }));
         qanat_governance::lineage::record_edges(
             &mut tx,
             &w.project.id,
@@ -570,8 +577,8 @@ impl Monitors {
 }
 
 /// The lineage name of a check's drift report.
-pub(crate) fn drift_report(deployment: &str, check: i64) -> String {
-    format!("drift_report:{deployment}@{check}")
+pub(crate) fn drift_report(deployment: &str, check: i64) -> ObjectRef {
+    ObjectRef::version(Kind::DriftReport, deployment, check)
 }
 
 async fn mark_matched(

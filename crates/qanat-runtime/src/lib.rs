@@ -31,6 +31,7 @@
 pub mod distill;
 pub mod evaluate;
 pub mod imported;
+pub mod job;
 pub mod kind;
 pub mod native;
 pub mod onnx;
@@ -51,25 +52,14 @@ pub const INT8_TOLERANCE: f32 = 0.03;
 /// What a runtime can refuse or fail at.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A model or input that cannot be used; the message says what is wrong.
-    #[error("{0}")]
-    Invalid(String),
-    /// A file of the model package could not be read or written.
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
-    /// A fault of the runtime itself.
-    #[error("{0}")]
-    Internal(String),
+    /// A model or input that cannot be used (the message says what is wrong), a file
+    /// of the package not read or written, a fault of the runtime itself.
+    #[error(transparent)]
+    Model(#[from] qanat_model::Error),
     /// The runtime cannot run here (no onnxruntime library); the message says how to
     /// make it available.
     #[error("{0}")]
     Unavailable(String),
-    /// The model package (its signature, its preprocessing) refused the input.
-    #[error(transparent)]
-    Model(#[from] qanat_model::Error),
     /// Fine-tuning (pruning, distillation) refused or failed.
     #[error(transparent)]
     Train(#[from] qanat_train::Error),
@@ -77,18 +67,15 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
-        Error::Invalid(message.into())
+        Error::Model(qanat_model::Error::invalid(message))
     }
 
     pub(crate) fn internal(message: impl Into<String>) -> Self {
-        Error::Internal(message.into())
+        Error::Model(qanat_model::Error::internal(message))
     }
 
     pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
-        Error::Io {
-            path: path.display().to_string(),
-            source,
-        }
+        Error::Model(qanat_model::Error::io(path, source))
     }
 }
 
@@ -96,13 +83,10 @@ impl qanat_core::DomainError for Error {
     fn kind(&self) -> qanat_core::ErrorKind {
         use qanat_core::ErrorKind as K;
         match self {
-            Error::Invalid(_) => K::Invalid,
             Error::Unavailable(_) => K::Unavailable,
-            Error::Io { .. } | Error::Internal(_) => K::Internal,
-            Error::Model(qanat_model::Error::Invalid(_)) => K::Invalid,
-            Error::Model(_) => K::Internal,
-            Error::Train(qanat_train::Error::Invalid(_)) => K::Invalid,
-            Error::Train(_) => K::Internal,
+            Error::Model(e) if e.is_invalid() => K::Invalid,
+            Error::Train(e) if e.is_invalid() => K::Invalid,
+            Error::Model(_) | Error::Train(_) => K::Internal,
         }
     }
 }

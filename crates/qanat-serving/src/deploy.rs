@@ -281,7 +281,10 @@ impl Deployments {
         self.tracking
             .registered_model(project, &spec.model)
             .await
-            .map_err(|e| crate::not_found(&format!("model:{}", spec.model), e))?;
+            .map_err(|e| {
+                let it = qanat_core::ObjectRef::unversioned(qanat_core::Kind::Model, &spec.model);
+                crate::not_found(&it.to_string(), e)
+            })?;
         for t in &spec.targets {
             let found = match (&t.version, &t.alias) {
                 (Some(v), _) => self.tracking.model_version(project, &spec.model, v).await,
@@ -294,10 +297,8 @@ impl Deployments {
             };
             found.map_err(|e| {
                 let at = t.label();
-                crate::not_found(
-                    &format!("model:{}@{}", spec.model, at.trim_start_matches('@')),
-                    e,
-                )
+                let it = qanat_core::ObjectRef::at(qanat_core::Kind::Model, &spec.model, &at);
+                crate::not_found(&it.to_string(), e)
             })?;
         }
         Ok(())

@@ -19,6 +19,7 @@ pub mod enrich;
 pub mod log;
 pub mod metrics;
 pub mod oip;
+pub mod outputs;
 mod route;
 pub mod tensor;
 
@@ -28,6 +29,7 @@ pub use route::{ArmStatus, DeploymentStatus, RepositoryEntry, ShadowStats};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use qanat_core::{Kind, ObjectRef};
 use qanat_governance::Project;
 use qanat_runtime::package::NativeModel;
 use qanat_store::{MetaStore, ObjectKey, ObjectStorage};
@@ -329,7 +331,7 @@ impl Serving {
             .tracking
             .versions(project, name)
             .await
-            .map_err(|e| not_found(&format!("model:{name}"), e))?
+            .map_err(|e| not_found(&ObjectRef::unversioned(Kind::Model, name).to_string(), e))?
             .into_iter()
             .map(|v| v.version)
             .collect())
@@ -361,7 +363,7 @@ impl Serving {
             .tracking
             .model_version(project, name, version)
             .await
-            .map_err(|e| not_found(&format!("model:{name}@{version}"), e))?
+            .map_err(|e| not_found(&ObjectRef::at(Kind::Model, name, version).to_string(), e))?
             .tags
             .into_iter()
             .find(|t| t.key == UNSERVABLE_TAG)
@@ -421,10 +423,11 @@ impl Serving {
             .tracking
             .download_uri(project, name, version)
             .await
-            .map_err(|e| not_found(&format!("model:{name}@{version}"), e))?;
+            .map_err(|e| not_found(&ObjectRef::at(Kind::Model, name, version).to_string(), e))?;
         let Some(path) = uri.strip_prefix("mlflow-artifacts:") else {
             return Err(Error::NotFound(format!(
-                "model:{name}@{version} is stored at {uri}, outside this server's artifacts"
+                "{} is stored at {uri}, outside this server's artifacts",
+                ObjectRef::at(Kind::Model, name, version)
             )));
         };
         let path = path.trim_matches('/');
@@ -446,12 +449,12 @@ impl Serving {
         version: &str,
     ) -> std::result::Result<Loaded, Fetch> {
         let read = |file: &'static str| self.model_file(project, name, version, file);
+        let it = ObjectRef::at(Kind::Model, name, version);
         let spec = read(qanat_model::package::SPEC).await?;
         let weights = read(qanat_model::package::WEIGHTS).await?;
         if let (Some(spec), Some(weights)) = (spec, weights) {
-            let model = NativeModel::from_bytes(&spec, &weights).map_err(|e| {
-                Fetch::Unservable(format!("model:{name}@{version} cannot be served: {e}"))
-            })?;
+            let model = NativeModel::from_bytes(&spec, &weights)
+                .map_err(|e| Fetch::Unservable(format!("{it} cannot be served: {e}")))?;
             return Ok(Loaded {
                 name: name.to_string(),
                 version: version.to_string(),
@@ -463,22 +466,21 @@ impl Serving {
         // A model made elsewhere: its ONNX graph (as `mlflow.onnx.log_model` stores it).
         let Some(onnx) = read(qanat_model::package::ONNX).await? else {
             return Err(Fetch::Other(Error::NotFound(format!(
-                "model:{name}@{version} has neither {} and {} (a model trained by \
+                "{it} has neither {} and {} (a model trained by \
                  `qanat train`) nor {} (an ONNX model): there is nothing to serve",
                 qanat_model::package::SPEC,
                 qanat_model::package::WEIGHTS,
                 qanat_model::package::ONNX
             ))));
         };
-        let unservable = |e: qanat_runtime::Error| {
-            Fetch::Unservable(format!("model:{name}@{version} cannot be served: {e}"))
-        };
+        let unservable =
+            |e: qanat_runtime::Error| Fetch::Unservable(format!("{it} cannot be served: {e}"));
         if !qanat_runtime::onnx::external_files(&onnx)
             .map_err(unservable)?
             .is_empty()
         {
             return Err(Fetch::Unservable(format!(
-                "model:{name}@{version} keeps its ONNX weights in external files, which serving does not read yet; save the model with its weights inside"
+                "{it} keeps its ONNX weights in external files, which serving does not read yet; save the model with its weights inside"
             )));
         }
         // The graph's declared shapes, sizes and node count are checked before tract
@@ -486,7 +488,7 @@ impl Serving {
         if let Some(launcher) = self.load_check.as_deref() {
             first_load(launcher, &onnx).await.map_err(|f| match f {
                 Fetch::Unservable(why) => {
-                    Fetch::Unservable(format!("model:{name}@{version} cannot be served: {why}"))
+                    Fetch::Unservable(format!("{it} cannot be served: {why}"))
                 }
                 other => other,
             })?;

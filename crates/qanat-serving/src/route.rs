@@ -431,7 +431,10 @@ impl Serving {
                 .tracking
                 .version_by_alias(project, model, a)
                 .await
-                .map_err(|e| crate::not_found(&format!("model:{model}@{a}"), e))?
+                .map_err(|e| {
+                    let it = qanat_core::ObjectRef::at(qanat_core::Kind::Model, model, a);
+                    crate::not_found(&it.to_string(), e)
+                })?
                 .version),
             _ => Err(Error::Invalid("a target is a version or an alias".into())),
         }
@@ -552,7 +555,8 @@ impl Serving {
         let (y, _) = batcher.infer(probe, 1, None, None).await?;
         if y.iter().any(|v| !v.is_finite()) {
             return Err(Error::Unavailable(format!(
-                "model:{model}@{version} failed its health probe: its outputs are not finite"
+                "{} failed its health probe: its outputs are not finite",
+                qanat_core::ObjectRef::at(qanat_core::Kind::Model, model, version)
             )));
         }
         Ok(Served { loaded, batcher })

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use qanat_core::ObjectRef;
 use qanat_governance::Project;
 use sqlx::any::AnyRow;
 use sqlx::Row;
@@ -41,7 +42,7 @@ pub struct NewLoggedModel {
 pub struct ResolvedInput {
     pub input: DatasetInput,
     /// (dataset id, version id, lineage node such as `dataset:tx@3`).
-    pub qanat: Option<(String, String, String)>,
+    pub qanat: Option<(String, String, ObjectRef)>,
 }
 
 /// One order_by entry of a logged-model search.
@@ -324,8 +325,8 @@ impl Tracking {
             qanat_governance::lineage::record_edges(
                 &mut tx,
                 &project.id,
-                &format!("logged_model:{model_id}"),
-                &[(format!("run:{run}"), "output_of")],
+                &ObjectRef::logged_model(model_id.as_str()),
+                &[(ObjectRef::run(run), "output_of")],
             )
             .await?;
         }
@@ -607,8 +608,8 @@ impl Tracking {
             qanat_governance::lineage::record_edges(
                 &mut tx,
                 &project.id,
-                &format!("logged_model:{}", m.model_id),
-                &[(format!("run:{}", info.run_id), "output_of")],
+                &ObjectRef::logged_model(m.model_id.as_str()),
+                &[(ObjectRef::run(info.run_id.as_str()), "output_of")],
             )
             .await?;
         }
@@ -673,7 +674,7 @@ impl Tracking {
                 qanat_governance::lineage::record_edges(
                     &mut tx,
                     &project.id,
-                    &format!("run:{}", info.run_id),
+                    &ObjectRef::run(info.run_id.as_str()),
                     &[(node, "trained_on")],
                 )
                 .await?;

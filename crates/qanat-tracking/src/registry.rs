@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use qanat_core::{Kind, ObjectRef};
 use qanat_governance::{append_audit_in, AuditRecord, Project};
 use sqlx::any::AnyRow;
 use sqlx::Row;
@@ -426,9 +427,9 @@ impl Tracking {
                 sqlx::query(&format!(
                     "UPDATE lineage_edges SET {col} = $1 WHERE project_id = $2 AND {col} = $3"
                 ))
-                .bind(format!("model:{new_name}@{n}"))
+                .bind(ObjectRef::model(new_name, n).to_string())
                 .bind(&project.id)
-                .bind(format!("model:{}@{n}", row.model.name))
+                .bind(ObjectRef::model(row.model.name.as_str(), n).to_string())
                 .execute(&mut *tx)
                 .await?;
             }
@@ -657,22 +658,22 @@ impl Tracking {
                 .bind(&row.id)
                 .execute(&mut *tx)
                 .await?;
-            let mut parents: Vec<(String, &str)> = Vec::new();
+            let mut parents: Vec<(ObjectRef, &str)> = Vec::new();
             if let Some(m) = &model_id {
-                parents.push((format!("logged_model:{m}"), "registers"));
+                parents.push((ObjectRef::logged_model(m.as_str()), "registers"));
                 crate::models::note_registration(&mut tx, m, &row.model.name, next).await?;
             }
             if let Some(r) = run_id.as_ref().filter(|_| run_known || model_id.is_some()) {
-                parents.push((format!("run:{r}"), "output_of"));
+                parents.push((ObjectRef::run(r.as_str()), "output_of"));
             }
-            parents.push((format!("user:{}", new.user), "produced_by"));
+            parents.push((ObjectRef::user(new.user.as_str()), "produced_by"));
             if let Some(source) = &derived {
                 parents.push((source.clone(), "derived_from"));
             }
             qanat_governance::lineage::record_edges(
                 &mut tx,
                 &project.id,
-                &format!("model:{}@{next}", row.model.name),
+                &ObjectRef::model(row.model.name.as_str(), next),
                 &parents,
             )
             .await?;
@@ -697,17 +698,17 @@ impl Tracking {
 
     /// The lineage node of the version a `qanat.derived_from` tag names (`model:fraud@3`
     /// or `fraud@3`), which must exist in this project.
-    async fn derived_from(&self, project: &Project, value: &str) -> Result<String> {
+    async fn derived_from(&self, project: &Project, value: &str) -> Result<ObjectRef> {
         let r = qanat_core::ObjectRef::parse_of(qanat_core::Kind::Model, value)
             .map_err(|e| Error::invalid(format!("tag {DERIVED_FROM_TAG}: {e}")))?;
         let Some(qanat_core::Selector::Version(n)) = r.selector else {
             return Err(Error::invalid(format!(
-                "tag {DERIVED_FROM_TAG} = '{value}': name the source version by number, e.g. model:{}@3",
-                r.name
+                "tag {DERIVED_FROM_TAG} = '{value}': name the source version by number, e.g. {}",
+                ObjectRef::model(r.name, 3)
             )));
         };
         self.version_row(project, &r.name, &n.to_string()).await?;
-        Ok(format!("model:{}@{n}", r.name))
+        Ok(ObjectRef::model(r.name, n))
     }
 
     async fn version_row(
@@ -726,7 +727,7 @@ impl Tracking {
         .bind(n)
         .fetch_optional(self.meta.reader())
         .await?
-        .ok_or_else(|| Error::not_found("model version", format!("model:{name}@{n}")))?;
+        .ok_or_else(|| Error::not_found("model version", ObjectRef::model(name, n).to_string()))?;
         Ok((row.try_get("registered_model_id")?, version_from(&row)?))
     }
 
@@ -738,8 +739,12 @@ impl Tracking {
     ) -> Result<ModelVersion> {
         let (id, v) = self.version_row(project, name, version).await?;
         let mut all = self.complete_versions(vec![(id, v)]).await?;
-        all.pop()
-            .ok_or_else(|| Error::not_found("model version", format!("model:{name}@{version}")))
+        all.pop().ok_or_else(|| {
+            Error::not_found(
+                "model version",
+                ObjectRef::at(Kind::Model, name, version).to_string(),
+            )
+        })
     }
 
     async fn complete_versions(

@@ -18,6 +18,7 @@ pub mod fit;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod inputs;
+pub mod job;
 pub mod kind;
 pub mod metrics;
 pub mod mixed;
@@ -29,40 +30,35 @@ pub mod synthetic;
 pub use kind::config_of;
 use qanat_model::{prep, Table, TrainConfig};
 
-/// What training can refuse or fail at.
+/// What training can refuse or fail at: what the model package refuses (bad config or
+/// data, a fault), or a checkpoint that cannot be resumed from.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Bad input (config or data); the message says what to fix.
-    #[error("{0}")]
-    Invalid(String),
-    /// A fault of the trainer itself.
-    #[error("{0}")]
-    Internal(String),
+    /// Bad input (config or data; the message says what to fix), a fault of the
+    /// trainer, a file not read or written.
+    #[error(transparent)]
+    Model(#[from] qanat_model::Error),
     /// A checkpoint that cannot be resumed from (another fit's, damaged, cut short).
     #[error("{0}")]
     Checkpoint(String),
 }
 
-impl From<qanat_model::Error> for Error {
-    fn from(e: qanat_model::Error) -> Self {
-        match e {
-            qanat_model::Error::Invalid(m) => Error::Invalid(m),
-            e => Error::Internal(e.to_string()),
-        }
-    }
-}
-
 impl Error {
-    pub(crate) fn invalid(message: impl Into<String>) -> Self {
-        Error::Invalid(message.into())
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Error::Model(qanat_model::Error::invalid(message))
     }
 
-    pub(crate) fn internal(message: impl Into<String>) -> Self {
-        Error::Internal(message.into())
+    pub fn internal(message: impl Into<String>) -> Self {
+        Error::Model(qanat_model::Error::internal(message))
     }
 
     pub(crate) fn checkpoint(message: impl Into<String>) -> Self {
         Error::Checkpoint(message.into())
+    }
+
+    /// Whether the input was at fault (a 4xx).
+    pub fn is_invalid(&self) -> bool {
+        matches!(self, Error::Model(e) if e.is_invalid())
     }
 }
 

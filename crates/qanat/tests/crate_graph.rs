@@ -1,7 +1,8 @@
-//! The crate graph keeps its shape: at most 8 floors (a crate's floor is one more than
-//! the highest floor of the workspace crates it depends on), nothing depends on the
-//! binary or on the HTTP layer but the binary, and the model package sits at the
-//! bottom (docs/contributing.md, "The layers").
+//! The house keeps its shape. The crate graph: at most 8 floors (a crate's floor is one
+//! more than the highest floor of the workspace crates it depends on), nothing depends
+//! on the binary or on the HTTP layer but the binary, and the model package sits at the
+//! bottom (docs/contributing.md, "The layers"). References: no source builds a
+//! `kind:name@version` string by hand; `qanat_core::ObjectRef` writes them.
 
 use std::collections::BTreeMap;
 
@@ -94,4 +95,84 @@ fn the_crate_graph_has_at_most_eight_floors_and_its_bottom_and_top_where_they_be
             "{user} depends on {not}"
         );
     }
+}
+
+/// Every `.rs` file under `dir`.
+fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("a source folder") {
+        let path = entry.expect("a folder entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Where `line` holds a string literal with `kind:{` in it (a reference formatted by
+/// hand), for any kind of reference.
+fn hand_built_reference(line: &str) -> Option<&'static str> {
+    let code = line.trim_start();
+    if code.starts_with("//") {
+        return None;
+    }
+    qanat_core::Kind::ALL.iter().find_map(|kind| {
+        let needle = format!("{kind}:{{");
+        line.match_indices(&needle).find_map(|(at, _)| {
+            let before = &line[..at];
+            let word_start = !before
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+            let in_string = before.matches('"').count() % 2 == 1;
+            (word_start && in_string).then_some(kind.as_str())
+        })
+    })
+}
+
+#[test]
+fn no_source_builds_a_reference_by_hand() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&crates).expect("the crates folder") {
+        let src = entry.expect("a crate").path().join("src");
+        if src.is_dir() {
+            sources(&src, &mut files);
+        }
+    }
+    assert!(files.len() > 100, "found {} sources", files.len());
+    let mut found = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("a readable source");
+        // Unit tests may spell references out: they check what is written.
+        let shipped = text.split("\n#[cfg(test)]\nmod tests").next().unwrap_or("");
+        for (n, line) in shipped.lines().enumerate() {
+            if let Some(kind) = hand_built_reference(line) {
+                found.push(format!("{}:{}: a {kind} reference", file.display(), n + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "references built with format! (use qanat_core::ObjectRef, e.g. ObjectRef::dataset(name, 3)):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_hand_built_reference_is_found() {
+    assert_eq!(
+        hand_built_reference(r#"    format!("model:{name}@{v}")"#),
+        Some("model")
+    );
+    assert_eq!(
+        hand_built_reference(r#"    "registered dataset:{}@{}","#),
+        Some("dataset")
+    );
+    assert_eq!(
+        hand_built_reference(r#"    let run = format!("{a}:{b}");"#),
+        None
+    );
+    assert_eq!(hand_built_reference(r#"    // e.g. model:{name}@3"#), None);
+    assert_eq!(hand_built_reference(r#"    let rerun:{ x }"#), None);
 }

@@ -375,7 +375,7 @@ async fn resolve_input(ml: &Ml, input: DatasetInput) -> Result<ResolvedInput, Ap
         Some(qanat_core::Selector::Version(v)) => v.to_string(),
         _ => String::new(),
     };
-    let (name, version, node) = (node.name.clone(), version, node.to_string());
+    let (name, version) = (node.name.clone(), version);
     Ok(ResolvedInput {
         input,
         qanat: Some((name, version, node)),

@@ -184,9 +184,12 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: FeaturesCmd) -> Result<()> {
             let views: Vec<String> = set
                 .feature_views
                 .iter()
-                .map(|v| format!("feature_view:{}@{}", v.name, v.version))
+                .map(|v| {
+                    qanat_core::ObjectRef::feature_view(v.name.as_str(), v.version).to_string()
+                })
                 .collect();
-            println!("from {} and {}", views.join(", "), set.sources.join(", "));
+            let sources: Vec<String> = set.sources.iter().map(ToString::to_string).collect();
+            println!("from {} and {}", views.join(", "), sources.join(", "));
             if !set.pseudonymized.is_empty() {
                 println!(
                     "pseudonymized (PII; maintainers see them in clear): {}",
@@ -230,7 +233,7 @@ async fn entity_rows(
         },
     )
     .await?;
-    Ok(format!("dataset:{name}@{}", v.version))
+    Ok(qanat_core::ObjectRef::dataset(name, v.version).to_string())
 }
 
 fn print_plan(format: Format, plan: &Plan) -> Result<()> {

@@ -28,6 +28,7 @@ mod tokens;
 mod train_worker;
 mod users;
 mod webhooks;
+mod worker;
 
 use anyhow::Result;
 use qanat_client::Client;

@@ -321,7 +321,8 @@ impl Quickstart {
             .await?;
         let trained = self.version_of(&train).await?;
         println!(
-            "  registered model:{MODEL}@{trained}  (qanat models -p {} show {MODEL})",
+            "  registered {}  (qanat models -p {} show {MODEL})",
+            model_ref(&trained),
             self.project
         );
 
@@ -345,7 +346,11 @@ impl Quickstart {
                 println!("  {}", t.value);
             }
         }
-        println!("  registered model:{MODEL}@{int8}, derived from model:{MODEL}@{trained}");
+        println!(
+            "  registered {}, derived from {}",
+            model_ref(&int8),
+            model_ref(&trained)
+        );
 
         self.step("Deploy the int8 version; requests carry patient ids, features come from the online store");
         let spec: DeploymentSpec = serde_json::from_value(json!({
@@ -524,17 +529,13 @@ impl Quickstart {
 
         self.step("Promoted: what happened, and where to look");
         println!("  {DEPLOYMENT} serves {}", serving.join(", "));
-        let reference = qanat_core::ObjectRef::version(
-            qanat_core::Kind::Model,
-            MODEL,
-            candidate.parse().unwrap_or(1),
-        );
+        let reference = model_ref(&candidate);
         let graph = self
             .client
             .lineage(&self.project, &reference, Some(8))
             .await?;
         println!(
-            "  where model:{MODEL}@{candidate} came from (qanat lineage -p {} {reference}):",
+            "  where {reference} came from (qanat lineage -p {} {reference}):",
             self.project
         );
         // Who made each object, and earlier versions, are left out here.
@@ -606,8 +607,8 @@ impl Quickstart {
         )
         .await?;
         println!(
-            "  dataset:{dataset}@{}  {} rows — {message}  {}",
-            v.version,
+            "  {}  {} rows — {message}  {}",
+            qanat_core::ObjectRef::dataset(dataset, v.version),
             csv.lines().count() - 1,
             self.api(&format!("/datasets/{dataset}/versions/{}", v.version))
         );
@@ -642,7 +643,11 @@ impl Quickstart {
             .training_set(
                 &self.project,
                 &TrainingSetRequest {
-                    entities: format!("dataset:{entities}"),
+                    entities: qanat_core::ObjectRef::unversioned(
+                        qanat_core::Kind::Dataset,
+                        entities,
+                    )
+                    .to_string(),
                     timestamp_column: "event_timestamp".into(),
                     features: Vec::new(),
                     feature_service: Some("cancer_features".into()),
@@ -664,7 +669,7 @@ impl Quickstart {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        Ok(t.reference)
+        Ok(t.reference.to_string())
     }
 
     /// Submits a job and waits for it; a job that does not succeed fails the
@@ -817,6 +822,11 @@ fn feature_repo(features: &[String]) -> String {
          description: cell nucleus measurements of a biopsy image\nschema:\n{schema}---\n\
          kind: feature_service\nname: cancer_features\nfeatures: [cells]\n"
     )
+}
+
+/// `model:cancer@N`, the quickstart's model at version `version`.
+fn model_ref(version: &str) -> qanat_core::ObjectRef {
+    qanat_core::ObjectRef::at(qanat_core::Kind::Model, MODEL, version)
 }
 
 #[cfg(test)]

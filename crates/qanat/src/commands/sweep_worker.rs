@@ -1,417 +1,149 @@
-//! `qanat sweep-worker`: the process a `sweep` job runs (started by the scheduler,
-//! never by hand). It submits each trial as a `train` job whose run is a child of the
-//! sweep's run, keeps `parallel` of them running, stops unpromising ones (ASHA), and
-//! when all are done logs the best trial to the sweep's run and registers its model.
-//!
-//! Its state is the run artifact `sweep/state.json`, written before each trial is
-//! submitted and after each change: a later attempt (the server restarted, the
-//! controller was killed) reads it and goes on — trials already submitted are found
-//! again (by their job name) and never submitted twice.
+//! `qanat sweep-worker`: the process a `sweep` job runs. The sweep itself — trials as
+//! child `train` jobs, `parallel` at once, ASHA, its state in the run's
+//! `sweep/state.json` so that a later attempt goes on — is `qanat_train::job::sweep`;
+//! this gives it the job's run and the jobs API, and registers the best trial's model.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
-use futures::TryStreamExt;
-use qanat_client::Client;
-use qanat_train::sweep::{State, SweepConfig, Trial, CONFIG_VAR};
-use serde_json::{json, Value};
+use qanat_train::job::sweep::{SweepJob, TrialJob};
+use qanat_train::sweep::{SweepConfig, CONFIG_VAR};
+use serde_json::{json, Map, Value};
 
-const STATE: &str = "sweep/state.json";
+use super::worker::{var, JobRun};
 
-fn var(name: &str) -> Result<String> {
-    std::env::var(name).with_context(|| {
-        format!("{name} is not set: sweep-worker runs inside a sweep job, started by the scheduler")
-    })
-}
+const WORKER: &str = "sweep-worker";
 
-struct Sweep {
-    client: Client,
-    project: String,
-    run_id: String,
-    root: String,
-    job_id: String,
-    config: SweepConfig,
-    inputs: Vec<String>,
+/// The sweep's trials, through the jobs API: children of the sweep's run, reading the
+/// sweep job's inputs, in its experiment.
+struct Trials {
+    run: JobRun,
+    inputs: Vec<qanat_core::ObjectRef>,
     experiment: Option<String>,
-    max_epochs: u32,
-}
-
-impl Sweep {
-    async fn load(&self) -> Result<State> {
-        let base = self
-            .root
-            .trim_start_matches("mlflow-artifacts:")
-            .trim_matches('/');
-        match self
-            .client
-            .artifact(&self.project, &format!("{base}/{STATE}"))
-            .await
-        {
-            Ok(s) => {
-                let chunks: Vec<bytes::Bytes> = s.try_collect().await?;
-                Ok(serde_json::from_slice(&chunks.concat()).context("reading sweep/state.json")?)
-            }
-            Err(qanat_client::Error::Api { status: 404, .. }) => Ok(State::default()),
-            Err(e) => Err(e).context("reading the sweep's state"),
-        }
-    }
-
-    async fn save(&self, state: &State) -> Result<()> {
-        self.client
-            .upload_artifact(
-                &self.project,
-                &self.root,
-                STATE,
-                serde_json::to_vec_pretty(state)?,
-            )
-            .await
-            .context("storing the sweep's state")
-    }
-
-    fn trial_name(&self, number: u32) -> String {
-        format!("{}-t{number}", self.job_id)
-    }
-
-    /// The job of trial `number` if it was submitted (by an earlier attempt that
-    /// stopped before recording it).
-    async fn find_submitted(&self, number: u32) -> Result<Option<qanat_jobs::wire::Job>> {
-        let name = self.trial_name(number);
-        let list = self
-            .client
-            .jobs(
-                &self.project,
-                &qanat_jobs::wire::JobListParams {
-                    state: None,
-                    limit: Some(1000),
-                },
-            )
-            .await?;
-        Ok(list.jobs.into_iter().find(|j| j.name == name))
-    }
-
-    async fn submit(&self, trial: &Trial) -> Result<qanat_jobs::wire::Job> {
-        let mut spec = serde_json::Map::new();
-        for (k, v) in &self.config.trial {
-            spec.insert(k.clone(), v.clone());
-        }
-        for (k, v) in &trial.params {
-            spec.insert(k.clone(), v.clone());
-        }
-        spec.insert("name".into(), json!(self.trial_name(trial.number)));
-        spec.insert("kind".into(), json!("train"));
-        spec.insert("inputs".into(), json!(self.inputs));
-        spec.insert("parent_run".into(), json!(self.run_id));
-        if let Some(e) = &self.experiment {
-            spec.insert("experiment".into(), json!(e));
-        }
-        if let Some(r) = &self.config.trial_resources {
-            spec.insert("resources".into(), r.clone());
-        }
-        // A trial killed with the server resumes from its checkpoint.
-        spec.entry("max_retries").or_insert(json!(1));
-        let spec: qanat_jobs::JobSpec =
-            serde_json::from_value(Value::Object(spec)).context("a trial's job spec")?;
-        Ok(self.client.submit_job(&self.project, &spec).await?)
-    }
-
-    /// The metric's per-epoch values of a running trial, lower better.
-    async fn curve(&self, run_id: &str) -> Result<Vec<f64>> {
-        let mut by_step: BTreeMap<i64, f64> = BTreeMap::new();
-        for (step, v) in self
-            .client
-            .metric_history(&self.project, run_id, &self.config.metric)
-            .await?
-        {
-            by_step.insert(step, v * self.config.sign());
-        }
-        Ok(by_step.into_values().collect())
-    }
-
-    /// One pass: follow running trials, stop losers, start new ones. True when done.
-    async fn step(&self, state: &mut State, curves: &mut BTreeMap<u32, Vec<f64>>) -> Result<bool> {
-        let mut changed = false;
-        for i in 0..state.trials.len() {
-            let t = state.trials[i].clone();
-            if !matches!(t.state.as_str(), "submitting" | "running") {
-                continue;
-            }
-            let job = match &t.job_id {
-                Some(id) => self.client.job(&self.project, id).await?.job,
-                None => match self.find_submitted(t.number).await? {
-                    Some(j) => j,
-                    None => {
-                        let j = self.submit(&t).await?;
-                        println!(
-                            "trial {} submitted as {}: {}",
-                            t.number,
-                            j.job_id,
-                            json!(t.params)
-                        );
-                        j
-                    }
-                },
-            };
-            let tr = &mut state.trials[i];
-            if tr.job_id.is_none() || tr.run_id != job.run_id || tr.state == "submitting" {
-                tr.job_id = Some(job.job_id.clone());
-                tr.run_id.clone_from(&job.run_id);
-                tr.state = "running".into();
-                changed = true;
-            }
-            match job.state.as_str() {
-                "succeeded" => {
-                    let run = self
-                        .client
-                        .run(&self.project, job.run_id.as_deref().unwrap_or_default())
-                        .await?;
-                    let key = format!("best_{}", self.config.metric);
-                    let v = run
-                        .data
-                        .metrics
-                        .iter()
-                        .find(|m| m.key == key)
-                        .map(|m| m.value.0);
-                    tr.value = v;
-                    tr.state = if v.is_some() { "completed" } else { "failed" }.into();
-                    if let (Some(_), Some(r)) = (&self.config.asha, &job.run_id) {
-                        curves.insert(tr.number, self.curve(r).await?);
-                    }
-                    println!("trial {} {}: {key} {v:?}", tr.number, tr.state);
-                    changed = true;
-                }
-                "failed" | "cancelled" => {
-                    tr.state = "failed".into();
-                    println!(
-                        "trial {} {}: {}",
-                        tr.number,
-                        job.state,
-                        job.reason.unwrap_or_default()
-                    );
-                    changed = true;
-                }
-                "running" => {
-                    if let (Some(asha), Some(run_id)) = (&self.config.asha, &job.run_id) {
-                        let curve = self.curve(run_id).await?;
-                        curves.insert(tr.number, curve.clone());
-                        let others: Vec<&[f64]> = curves
-                            .iter()
-                            .filter(|(n, _)| **n != tr.number)
-                            .map(|(_, c)| c.as_slice())
-                            .collect();
-                        if asha.should_stop(&curve, &others, self.max_epochs) {
-                            match self.client.cancel_job(&self.project, &job.job_id).await {
-                                Ok(_) => {}
-                                // It ended meanwhile: the next pass reads how.
-                                Err(qanat_client::Error::Api { status: 409, .. }) => continue,
-                                Err(e) => return Err(e.into()),
-                            }
-                            tr.state = "pruned".into();
-                            tr.value = curve
-                                .iter()
-                                .copied()
-                                .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.min(v))))
-                                .map(|v| v * self.config.sign());
-                            println!(
-                                "trial {} pruned after {} epochs (ASHA): {} {:?}",
-                                tr.number,
-                                curve.len(),
-                                self.config.metric,
-                                tr.value
-                            );
-                            changed = true;
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        if changed {
-            self.save(state).await?;
-        }
-        // Start trials while there is room.
-        loop {
-            let active = state
-                .trials
-                .iter()
-                .filter(|t| matches!(t.state.as_str(), "submitting" | "running"))
-                .count();
-            if active >= self.config.parallel as usize {
-                break;
-            }
-            let history: Vec<(BTreeMap<String, Value>, f64)> = state
-                .trials
-                .iter()
-                .filter_map(|t| Some((t.params.clone(), t.value? * self.config.sign())))
-                .collect();
-            let number = state.trials.len() as u32;
-            let Some(params) = self.config.suggest(number, &history)? else {
-                return Ok(active == 0);
-            };
-            // Recorded before it is submitted: a crash in between finds it by name.
-            state.trials.push(Trial {
-                number,
-                params,
-                job_id: None,
-                run_id: None,
-                state: "submitting".into(),
-                value: None,
-            });
-            self.save(state).await?;
-            let t = state
-                .trials
-                .last()
-                .cloned()
-                .ok_or_else(|| anyhow!("no trial"))?;
-            let j = self.submit(&t).await?;
-            println!(
-                "trial {number} submitted as {}: {}",
-                j.job_id,
-                json!(t.params)
-            );
-            if let Some(tr) = state.trials.last_mut() {
-                tr.job_id = Some(j.job_id);
-                tr.state = "running".into();
-            }
-            self.save(state).await?;
-        }
-        Ok(false)
-    }
 }
 
 pub async fn run() -> Result<()> {
     let config = SweepConfig::from_value(
-        serde_json::from_str(&var(CONFIG_VAR)?).context("reading the sweep config")?,
+        serde_json::from_str(&var(WORKER, CONFIG_VAR)?).context("reading the sweep config")?,
     )
     .map_err(|e| anyhow!(e))?;
-    let project = var("QANAT_PROJECT")?;
-    let run_id = var("MLFLOW_RUN_ID")?;
-    let job_id = var("QANAT_JOB_ID")?;
-    let client = super::train_worker::job_client(var)?;
-    let me = client.job(&project, &job_id).await?;
-    let run = client.run(&project, &run_id).await?;
-    let max_epochs = config
-        .trial_config(&config.suggest(0, &[])?.unwrap_or_default())
-        .map(|c| c.epochs)
-        .map_err(|e| anyhow!(e))?;
-    let sweep = Sweep {
-        client: client.clone(),
-        project: project.clone(),
-        run_id: run_id.clone(),
-        root: run.info.artifact_uri.clone(),
-        job_id,
+    let register = config.register.clone();
+    let job_id = var(WORKER, "QANAT_JOB_ID")?;
+    let run = JobRun::of_job(WORKER).await?;
+    let me = run.client.job(&run.project, &job_id).await?;
+    let trials = Trials {
+        run: run.clone(),
         inputs: me.spec.inputs.clone(),
         experiment: me.spec.experiment.clone(),
+    };
+    let job = SweepJob {
         config,
-        max_epochs,
+        job_id,
+        poll: Duration::from_millis(500),
     };
-    let params: Vec<(String, String)> = [
-        ("algorithm", json!(sweep.config.algorithm)),
-        ("trials", json!(sweep.config.trials)),
-        ("parallel", json!(sweep.config.parallel)),
-        ("metric", json!(sweep.config.metric)),
-        ("space", serde_json::to_value(&sweep.config.space)?),
-        ("asha", json!(sweep.config.asha)),
-        ("seed", json!(sweep.config.seed)),
-    ]
-    .into_iter()
-    .map(|(k, v)| {
-        let s = match v {
-            Value::String(s) => s,
-            other => other.to_string(),
-        };
-        (k.to_string(), s)
+    let (run, best) = tokio::task::spawn_blocking(move || {
+        qanat_train::job::sweep::run(&job, &run, &trials).map(|best| (run, best))
     })
-    .collect();
-    let mut state = sweep.load().await?;
-    if state.trials.is_empty() {
-        client
-            .log_batch(
-                &project,
-                &run_id,
-                &[],
-                &params,
-                &[("qanat.sweep".into(), "true".into())],
-            )
-            .await
-            .context("logging the sweep's params")?;
-    } else {
-        println!(
-            "resuming the sweep: {} trials recorded ({STATE})",
-            state.trials.len()
-        );
-    }
-    // ASHA compares a running trial with every trial that reached its rung.
-    let mut curves = BTreeMap::new();
-    if sweep.config.asha.is_some() {
-        for t in &state.trials {
-            if let Some(r) = &t.run_id {
-                curves.insert(t.number, sweep.curve(r).await?);
-            }
-        }
-    }
-    while !sweep.step(&mut state, &mut curves).await? {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-
-    let sign = sweep.config.sign();
-    let best = state
-        .trials
-        .iter()
-        .filter(|t| t.state == "completed")
-        .filter_map(|t| Some((t, t.value? * sign)))
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(t, _)| t.clone());
-    let count = |s: &str| state.trials.iter().filter(|t| t.state == s).count() as f64;
-    let mut metrics = vec![
-        ("trials_completed".to_string(), count("completed"), 0),
-        ("trials_pruned".to_string(), count("pruned"), 0),
-        ("trials_failed".to_string(), count("failed"), 0),
-    ];
-    let Some(best) = best else {
-        client
-            .log_batch(&project, &run_id, &metrics, &[], &[])
-            .await?;
-        return Err(anyhow!(
-            "no trial completed ({} failed, {} pruned): see the trials' logs",
-            count("failed"),
-            count("pruned")
-        ));
-    };
-    let best_run = best.run_id.clone().unwrap_or_default();
-    metrics.push((
-        format!("best_{}", sweep.config.metric),
-        best.value.unwrap_or(f64::NAN),
-        0,
-    ));
-    let mut tags = vec![
-        ("qanat.sweep.best_run".to_string(), best_run.clone()),
-        (
-            "qanat.sweep.best_trial".to_string(),
-            best.number.to_string(),
-        ),
-    ];
-    tags.extend(
-        best.params
-            .iter()
-            .map(|(k, v)| (format!("qanat.sweep.best.{k}"), v.to_string())),
-    );
-    client
-        .log_batch(&project, &run_id, &metrics, &[], &tags)
-        .await?;
-    println!(
-        "best trial {}: {} {:?} with {} (run {best_run})",
-        best.number,
-        sweep.config.metric,
-        best.value,
-        json!(best.params)
-    );
-    if let Some(name) = &sweep.config.register {
-        let v = client
-            .register_run_model(&project, name, &best_run, &[])
+    .await??;
+    if let Some(name) = register {
+        let (c, p) = (&run.client, &run.project);
+        let v = c
+            .register_run_model(p, &name, &best.run_id, &[])
             .await
             .with_context(|| format!("registering the best trial's model as '{name}'"))?;
-        println!("registered model:{name}@{v} (trial {})", best.number);
+        println!(
+            "registered {} (trial {})",
+            qanat_core::ObjectRef::at(qanat_core::Kind::Model, name.as_str(), &v),
+            best.number
+        );
     }
     Ok(())
+}
+
+fn trial(j: qanat_jobs::wire::Job) -> TrialJob {
+    TrialJob {
+        job_id: j.job_id,
+        run_id: j.run_id,
+        state: j.state,
+        reason: j.reason,
+    }
+}
+
+fn failed(doing: &str, e: impl std::fmt::Display) -> qanat_train::Error {
+    qanat_train::Error::internal(format!("{doing}: {e}"))
+}
+
+impl qanat_train::job::sweep::Trials for Trials {
+    fn submit(&self, name: &str, mut fields: Map<String, Value>) -> qanat_train::Result<TrialJob> {
+        fields.insert("name".into(), json!(name));
+        fields.insert("kind".into(), json!("train"));
+        fields.insert("inputs".into(), json!(self.inputs));
+        fields.insert("parent_run".into(), json!(self.run.run_id));
+        if let Some(e) = &self.experiment {
+            fields.insert("experiment".into(), json!(e));
+        }
+        let spec: qanat_jobs::JobSpec = serde_json::from_value(Value::Object(fields))
+            .map_err(|e| qanat_train::Error::invalid(format!("a trial's job spec: {e}")))?;
+        let (c, p) = (&self.run.client, &self.run.project);
+        self.run
+            .handle
+            .block_on(c.submit_job(p, &spec))
+            .map(trial)
+            .map_err(|e| failed("submitting a trial", e))
+    }
+
+    fn find(&self, name: &str) -> qanat_train::Result<Option<TrialJob>> {
+        let (c, p) = (&self.run.client, &self.run.project);
+        let params = qanat_jobs::wire::JobListParams {
+            state: None,
+            limit: Some(1000),
+        };
+        let list = self
+            .run
+            .handle
+            .block_on(c.jobs(p, &params))
+            .map_err(|e| failed("listing the jobs", e))?;
+        Ok(list.jobs.into_iter().find(|j| j.name == name).map(trial))
+    }
+
+    fn job(&self, id: &str) -> qanat_train::Result<TrialJob> {
+        let (c, p) = (&self.run.client, &self.run.project);
+        self.run
+            .handle
+            .block_on(c.job(p, id))
+            .map(|d| trial(d.job))
+            .map_err(|e| failed(&format!("reading job {id}"), e))
+    }
+
+    fn cancel(&self, id: &str) -> qanat_train::Result<bool> {
+        let (c, p) = (&self.run.client, &self.run.project);
+        match self.run.handle.block_on(c.cancel_job(p, id)) {
+            Ok(_) => Ok(true),
+            Err(qanat_client::Error::Api { status: 409, .. }) => Ok(false),
+            Err(e) => Err(failed(&format!("cancelling job {id}"), e)),
+        }
+    }
+
+    fn history(&self, run_id: &str, key: &str) -> qanat_train::Result<Vec<(i64, f64)>> {
+        let (c, p) = (&self.run.client, &self.run.project);
+        self.run
+            .handle
+            .block_on(c.metric_history(p, run_id, key))
+            .map_err(|e| failed(&format!("reading {key} of run {run_id}"), e))
+    }
+
+    fn metric(&self, run_id: &str, key: &str) -> qanat_train::Result<Option<f64>> {
+        let (c, p) = (&self.run.client, &self.run.project);
+        let run = self
+            .run
+            .handle
+            .block_on(c.run(p, run_id))
+            .map_err(|e| failed(&format!("reading run {run_id}"), e))?;
+        Ok(run
+            .data
+            .metrics
+            .iter()
+            .find(|m| m.key == key)
+            .map(|m| m.value.0))
+    }
 }
