@@ -135,15 +135,6 @@ impl ObjectRef {
         }
     }
 
-    /// A reference to the object with id `id` (runs, logged models).
-    pub fn id(kind: Kind, id: impl Into<String>) -> ObjectRef {
-        ObjectRef {
-            kind,
-            name: id.into(),
-            selector: None,
-        }
-    }
-
     /// `dataset:name@version`.
     pub fn dataset(name: impl Into<String>, version: i64) -> ObjectRef {
         ObjectRef::version(Kind::Dataset, name, version)
@@ -161,22 +152,27 @@ impl ObjectRef {
 
     /// `run:id`.
     pub fn run(id: impl Into<String>) -> ObjectRef {
-        ObjectRef::id(Kind::Run, id)
+        ObjectRef::unversioned(Kind::Run, id)
     }
 
     /// `logged_model:id`.
     pub fn logged_model(id: impl Into<String>) -> ObjectRef {
-        ObjectRef::id(Kind::LoggedModel, id)
+        ObjectRef::unversioned(Kind::LoggedModel, id)
     }
 
     /// `user:name`.
     pub fn user(name: impl Into<String>) -> ObjectRef {
-        ObjectRef::id(Kind::User, name)
+        ObjectRef::unversioned(Kind::User, name)
     }
 
-    /// `kind:name`, no version: the newest of a versioned kind.
+    /// `kind:name`, no version: an object named by id (a run, a logged model, a user),
+    /// or the newest version of a versioned one.
     pub fn unversioned(kind: Kind, name: impl Into<String>) -> ObjectRef {
-        ObjectRef::id(kind, name)
+        ObjectRef {
+            kind,
+            name: name.into(),
+            selector: None,
+        }
     }
 
     /// `kind:name@selector`, where `selector` is a version or a label (`@` optional).
@@ -325,8 +321,8 @@ mod tests {
                 name: n,
                 selector: s
             }),
-            "[0-9a-f]{32}".prop_map(|id| ObjectRef::id(Kind::Run, id)),
-            "m-[0-9a-f]{32}".prop_map(|id| ObjectRef::id(Kind::LoggedModel, id)),
+            "[0-9a-f]{32}".prop_map(|id| ObjectRef::unversioned(Kind::Run, id)),
+            "m-[0-9a-f]{32}".prop_map(|id| ObjectRef::unversioned(Kind::LoggedModel, id)),
         ]
     }
 

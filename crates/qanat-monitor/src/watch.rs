@@ -476,7 +476,7 @@ impl Monitors {
         .await?;
         mark_matched(&mut tx, &pid, &w.deployment, n, &tested.matched).await?;
         let mut parents = vec![(
-            ObjectRef::id(Kind::InferenceLog, w.deployment.as_str()),
+            ObjectRef::unversioned(Kind::InferenceLog, w.deployment.as_str()),
             "computed_from",
         )];
         parents.extend(tested.versions.iter().map(|v| {

@@ -364,6 +364,12 @@ fn bad_submissions_are_refused_with_what_to_fix() {
         ),
         (
             "default",
+            json!({"name": "x", "inputs": ["tx@1"], "command": ["true"]}),
+            400,
+            "'tx@1' is not a reference: use kind:name",
+        ),
+        (
+            "default",
             json!({"name": "x", "resources": {"gpus": 64}, "command": ["true"]}),
             400,
             "could never start",

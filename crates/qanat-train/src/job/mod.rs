@@ -63,16 +63,9 @@ pub struct TrainJob {
     pub mlmodel: MlModelInfo,
 }
 
-/// What a finished job trained.
-#[derive(Debug, Clone, Copy)]
-pub struct Outcome {
-    pub best_epoch: u32,
-    pub epochs_run: u32,
-}
-
 /// Runs `job`, logging and storing on `run`; prints its progress to stdout (the job's
 /// log).
-pub fn run(job: &TrainJob, run: &dyn TrainRun) -> Result<Outcome> {
+pub fn run(job: &TrainJob, run: &dyn TrainRun) -> Result<()> {
     let table = Table::read_dir(&job.inputs)?;
     println!(
         "read {} rows, columns: {}",
@@ -159,11 +152,7 @@ pub fn run(job: &TrainJob, run: &dyn TrainRun) -> Result<Outcome> {
         ),
     ];
     run.log(&summary, &[], &backend)
-        .map_err(|e| context("logging the best epoch", e))?;
-    Ok(Outcome {
-        best_epoch: best,
-        epochs_run: trained.fitted.epochs_run,
-    })
+        .map_err(|e| context("logging the best epoch", e))
 }
 
 /// Writes the model package and the split to the run's artifacts: the signature

@@ -33,7 +33,7 @@ pub async fn run() -> Result<()> {
         tags,
         mlmodel: mlmodel_info(&run.run_id),
     };
-    let run = tokio::task::spawn_blocking(move || qanat_train::job::run(&job, &run).map(|_| run))
+    let run = tokio::task::spawn_blocking(move || qanat_train::job::run(&job, &run).map(|()| run))
         .await??;
     if let Some(name) = register {
         println!("registered {}", run.register(&name, &[]).await?);
