@@ -36,8 +36,10 @@ pub use tabular::{ColumnSpec, DatasetSchema, FileProfile, SchemaViolation, Table
 
 /// This domain's tables: datasets, versions, tags, chunks, and the lineage edges (0002).
 /// A schema that lists it applies them (see `qanat_store::migrations`).
-pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
-    qanat_store::domain_migrations!("datasets");
+pub static MIGRATIONS: qanat_store::migrations::DomainMigrations = qanat_store::domain_migrations!(
+    "datasets",
+    ["0002_datasets.sql", "0007_dataset_deletion.sql",]
+);
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

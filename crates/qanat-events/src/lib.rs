@@ -49,7 +49,7 @@ pub use webhooks::{NewWebhook, TestResult, Webhook, WebhookPage, WebhookStatus, 
 /// This domain's tables: webhooks, their events, the delivery outbox and its attempts
 /// (0008).
 pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
-    qanat_store::domain_migrations!("events");
+    qanat_store::domain_migrations!("events", ["0008_events.sql",]);
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

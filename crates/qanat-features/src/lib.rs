@@ -39,7 +39,7 @@ pub use error::{Error, Result};
 
 /// This domain's tables: the feature registry's objects and their versions (0010).
 pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
-    qanat_store::domain_migrations!("features");
+    qanat_store::domain_migrations!("features", ["0010_features.sql",]);
 
 /// The feature store of one server.
 #[derive(Clone, Debug)]

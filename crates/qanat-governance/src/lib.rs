@@ -43,8 +43,16 @@ pub use residency::check_residency;
 
 /// This domain's tables: identities and tokens, projects and members, the audit chain, and the data keys of encryption at rest (0001).
 /// A schema that lists it applies them (see `qanat_store::migrations`).
-pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
-    qanat_store::domain_migrations!("governance");
+pub static MIGRATIONS: qanat_store::migrations::DomainMigrations = qanat_store::domain_migrations!(
+    "governance",
+    [
+        "0001_foundation.sql",
+        "0005_object_index.sql",
+        "0006_project_deletion.sql",
+        "0011_audit_chain_guard.sql",
+        "0013_token_scope.sql",
+    ]
+);
 
 use qanat_core::cache::Cache;
 use qanat_core::UserId;

@@ -60,7 +60,7 @@ pub use spec::{JobSpec, Resources};
 /// This domain's tables: jobs, their history, processes, stored logs, quotas and
 /// schedules (0009).
 pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
-    qanat_store::domain_migrations!("jobs");
+    qanat_store::domain_migrations!("jobs", ["0009_jobs.sql",]);
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -41,7 +41,7 @@ pub use qanat_model::profile;
 
 /// The monitors, checks, labels and alerts tables (0014), applied after serving's.
 pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
-    qanat_store::domain_migrations!("monitor");
+    qanat_store::domain_migrations!("monitor", ["0014_monitors.sql", "0015_monitor_leases.sql",]);
 
 /// What monitoring can refuse or fail at.
 #[derive(Debug, thiserror::Error)]

@@ -108,7 +108,7 @@ impl qanat_core::DomainError for Error {
 
 /// The deployments table, applied after every earlier domain's.
 pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
-    qanat_store::domain_migrations!("serving");
+    qanat_store::domain_migrations!("serving", ["0012_deployments.sql",]);
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

@@ -189,4 +189,18 @@ mod tests {
             );
         }
     }
+
+    /// Every migration file in a domain's folders is named in its list (a file the list
+    /// forgot would never run).
+    #[test]
+    fn every_migration_file_is_listed() {
+        for d in super::SCHEMA {
+            assert_eq!(
+                d.unlisted(),
+                Vec::<String>::new(),
+                "{}: add them to its domain_migrations!",
+                d.domain
+            );
+        }
+    }
 }

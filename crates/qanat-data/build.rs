@@ -1,4 +1,0 @@
-fn main() {
-    // New migration files must trigger a rebuild of the embedded migrations.
-    println!("cargo:rerun-if-changed=migrations");
-}
