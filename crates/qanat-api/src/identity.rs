@@ -8,8 +8,8 @@ use qanat_governance::{
     AuditCheckpoint, AuditEntry, AuditVerification, CheckpointVerification, NewToken, TokenInfo,
     User, UserKind,
 };
-use qanat_store::wire::{KeyStatus, RotationView};
 use qanat_store::{KeyringSource, RotationReport};
+use qanat_types::store::wire::{KeyStatus, RotationView};
 
 use crate::authz::Policy;
 use crate::error::ApiError;

@@ -9,8 +9,8 @@ use axum::Json;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use qanat_governance::{check_residency, Project};
-use qanat_store::wire::{LocationParam, ObjectListParams, ObjectView};
 use qanat_store::{ObjectInfo, ObjectKey};
+use qanat_types::store::wire::{LocationParam, ObjectListParams, ObjectView};
 
 use qanat_governance::Role::{Editor, Viewer};
 use utoipa_axum::routes;

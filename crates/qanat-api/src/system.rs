@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use qanat_governance::wire::{ProjectRole, WhoAmI};
 use qanat_governance::Project;
-use qanat_store::wire::LocationView;
+use qanat_types::store::wire::LocationView;
 use serde_json::json;
 
 use utoipa_axum::routes;

@@ -4,15 +4,15 @@
 
 use bytes::Bytes;
 use qanat_core::ObjectRef;
-use qanat_data::wire::{
+use qanat_types::data::wire::{
     ChunkIds, ChunkStored, CommitVersion, CopyBody, DiffParams, DiffView, GcBody, ListDatasets,
     MissingChunks, TagBody, VersionWithManifest,
 };
-use qanat_data::{
+use qanat_types::data::{
     pack, ChunkId, Dataset, DatasetVersion, GcReport, NewDataset, PackStored, VersionRef,
 };
-use qanat_governance::wire::LineageParams;
-use qanat_governance::LineageGraph;
+use qanat_types::governance::wire::LineageParams;
+use qanat_types::governance::LineageGraph;
 use reqwest::Method;
 
 use crate::{project_path, seg, Body, ByteStream, Client, Result};
@@ -86,7 +86,7 @@ impl Client {
         self.json(rb, &path).await
     }
 
-    /// Uploads chunks as one pack (see [`qanat_data::pack`]); the bytes stream without
+    /// Uploads chunks as one pack (see [`qanat_types::data::pack`]); the bytes stream without
     /// being copied. Every chunk must hash to its id, or nothing is stored. A 503 means
     /// a concurrent gc still holds one of them: retry shortly.
     pub async fn put_pack(

@@ -1,9 +1,9 @@
 //! Deployments: create, update, promote, roll back, delete; status, list, history.
 
-use qanat_serving::deploy::wire::{
+use qanat_types::serving::wire::{
     DeploymentList, LogList, NewDeployment, Promote, RevisionList, Rollback,
 };
-use qanat_serving::{Deployment, DeploymentSpec, DeploymentStatus};
+use qanat_types::serving::{Deployment, DeploymentSpec, DeploymentStatus};
 use reqwest::Method;
 
 use crate::{project_path, seg, Client, Result};
@@ -102,7 +102,7 @@ impl Client {
         &self,
         deployment: &str,
         body: &serde_json::Value,
-    ) -> Result<qanat_serving::oip::InferResponse> {
+    ) -> Result<qanat_types::serving::InferResponse> {
         let path = format!("/v2/models/{}/infer", seg(deployment));
         self.with_body(Method::POST, &path, body).await
     }

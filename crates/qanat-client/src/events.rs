@@ -1,6 +1,6 @@
 //! Webhooks and their delivery history (webhooks are created through MLflow's API).
 
-use qanat_events::wire::{DeliveryList, DeliveryListParams, WebhookList};
+use qanat_types::events::wire::{DeliveryList, DeliveryListParams, WebhookList};
 
 use crate::{project_path, seg, Client, Result};
 

@@ -1,11 +1,11 @@
 //! The feature store: plan and apply a feature repo, read the registry.
 
-use qanat_features::wire::{
+use qanat_types::features::wire::{
     ApplyRequest, FreshnessList, MaterializationRun, MaterializationRuns, MaterializeRequest,
     Materialized, ObjectHistory, Plan, RegisteredObject, Registry, StreamList, TrainingSet,
     TrainingSetRequest,
 };
-use qanat_features::{FeatureRepo, ObjectKind};
+use qanat_types::features::{FeatureRepo, ObjectKind};
 use reqwest::Method;
 
 use crate::{project_path, seg, Client, Result};

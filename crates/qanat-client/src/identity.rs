@@ -1,13 +1,13 @@
 //! Who-am-I, users, tokens, the audit log and master keys.
 
-use qanat_governance::wire::{
+use qanat_types::governance::wire::{
     AuditFilter, CreateToken, CreateUser, TokenFilter, UpdateUser, WhoAmI,
 };
-use qanat_governance::{
+use qanat_types::governance::{
     AuditCheckpoint, AuditEntry, AuditVerification, CheckpointVerification, NewToken, TokenInfo,
     User,
 };
-use qanat_store::wire::{KeyStatus, RotationView};
+use qanat_types::store::wire::{KeyStatus, RotationView};
 use reqwest::Method;
 
 use crate::{seg, Client, Result};

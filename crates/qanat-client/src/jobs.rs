@@ -1,10 +1,10 @@
 //! Jobs: submit, list, show, cancel, retry, logs; quotas and executors.
 
-use qanat_jobs::wire::{
+use qanat_types::jobs::wire::{
     ExecutorList, Job, JobDetail, JobList, JobListParams, LogChunk, LogParams, NewSchedule, Quota,
     QuotaUsage, Schedule, ScheduleList,
 };
-use qanat_jobs::JobSpec;
+use qanat_types::jobs::JobSpec;
 use reqwest::Method;
 
 use crate::{project_path, seg, Client, Result};

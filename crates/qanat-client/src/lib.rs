@@ -1,9 +1,10 @@
-//! A typed client for Qanat's HTTP API: one method per endpoint, returning the domain
-//! crates' own types (a [`Dataset`](qanat_data::Dataset), a
-//! [`DatasetVersion`](qanat_data::DatasetVersion), an
-//! [`AuditVerification`](qanat_governance::AuditVerification)), with the request and
-//! response bodies the server itself uses (each domain's `wire` module). The `qanat`
-//! CLI is built on it; jobs and tests use it the same way.
+//! A typed client for Qanat's HTTP API: one method per endpoint, returning the types
+//! the server itself serves (`qanat-types`: a [`Dataset`](qanat_types::data::Dataset),
+//! a [`DatasetVersion`](qanat_types::data::DatasetVersion), an
+//! [`AuditVerification`](qanat_types::governance::AuditVerification)), with the same
+//! request and response bodies (each domain's `wire` module). It depends on no domain
+//! crate, so it compiles without a database driver or an engine. The `qanat` CLI is
+//! built on it; jobs and tests use it the same way.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), qanat_client::Error> {

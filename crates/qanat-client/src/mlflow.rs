@@ -1,11 +1,11 @@
 //! The MLflow tracking API of a project (`/mlflow/{project}/api/2.0/mlflow/...`), for
 //! what the native API does not cover: experiments and runs.
 
-use qanat_tracking::wire::mlflow::{
+use qanat_types::tracking::wire::mlflow::{
     ArtifactList, ExperimentReply, ExperimentsPage, RunReply, RunsPage, SearchExperiments,
     SearchRuns,
 };
-use qanat_tracking::{Experiment, ModelVersion, Run};
+use qanat_types::tracking::{Experiment, ModelVersion, Run};
 use reqwest::Method;
 
 use crate::{key_path, seg, ByteStream, Client, Result};

@@ -1,7 +1,9 @@
 //! The native model registry: list and show models, move aliases (set, promote,
 //! rollback, delete), each move atomic and audited.
 
-use qanat_tracking::wire::{AliasMoved, AliasTarget, ModelDetail, ModelList, ModelListParams};
+use qanat_types::tracking::wire::{
+    AliasMoved, AliasTarget, ModelDetail, ModelList, ModelListParams,
+};
 use reqwest::Method;
 
 use crate::{project_path, seg, Client, Result};

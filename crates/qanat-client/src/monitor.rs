@@ -2,8 +2,8 @@
 //! ground truth of past requests.
 
 use bytes::Bytes;
-use qanat_monitor::spec::MonitorSpec;
-use qanat_monitor::wire::{
+use qanat_types::monitor::spec::MonitorSpec;
+use qanat_types::monitor::wire::{
     AlertList, Check, CheckList, Label, Labels, LabelsStored, Monitor, MonitorList, MonitorStatus,
 };
 use reqwest::Method;

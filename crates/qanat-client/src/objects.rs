@@ -1,6 +1,6 @@
 //! A project's encrypted object area, and the storage locations it may use.
 
-use qanat_store::wire::{LocationParam, LocationView, ObjectListParams, ObjectView};
+use qanat_types::store::wire::{LocationParam, LocationView, ObjectListParams, ObjectView};
 use reqwest::Method;
 
 use crate::{key_path, project_path, Body, ByteStream, Client, Result};

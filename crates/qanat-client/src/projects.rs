@@ -1,7 +1,7 @@
 //! Projects, their residency policy, and their members.
 
-use qanat_governance::wire::{CreateProject, SetMember, UpdateProject};
-use qanat_governance::{Member, Project};
+use qanat_types::governance::wire::{CreateProject, SetMember, UpdateProject};
+use qanat_types::governance::{Member, Project};
 use reqwest::Method;
 
 use crate::{project_path, seg, Client, Result};
@@ -50,8 +50,8 @@ impl Client {
     /// (global admins).
     pub async fn gc_all(
         &self,
-        options: &qanat_data::wire::GcBody,
-    ) -> Result<qanat_data::InstallationGc> {
+        options: &qanat_types::data::wire::GcBody,
+    ) -> Result<qanat_types::data::InstallationGc> {
         self.with_body(Method::POST, "/api/v1/gc", options).await
     }
 

@@ -31,10 +31,12 @@ mod error_kind;
 mod ids;
 mod name;
 mod object_ref;
+mod table_format;
 mod words;
 
 pub use error_kind::{DomainError, ErrorKind, Refusal};
 pub use ids::{ProjectId, UserId};
 pub use name::{subject_token, IdentityName, Name, NameError};
 pub use object_ref::{Kind, ObjectRef, RefError, Selector};
+pub use table_format::TableFormat;
 pub use words::UnknownWord;

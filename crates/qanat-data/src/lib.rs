@@ -13,25 +13,19 @@
 //! the chunks that are still missing.
 
 pub mod chunking;
-mod diff;
 mod error;
-mod manifest;
-pub mod pack;
 mod store;
 mod stored_file;
 pub mod tabular;
-pub mod wire;
 
 pub use chunking::{ChunkId, MAX_CHUNK, MIN_CHUNK};
-pub use diff::{
-    diff, table_deltas, ColumnDelta, FileChange, FileSummary, ManifestDiff, TableDelta,
-};
 pub use error::Error;
-pub use manifest::{ChunkRef, FileEntry, Manifest};
-pub use store::{
-    Classification, Dataset, DatasetVersion, Datasets, GcReport, InstallationGc, NewDataset,
-    PackStored, VersionRef,
+pub use qanat_types::data::{
+    diff, pack, table_deltas, wire, ChunkRef, Classification, ColumnDelta, Dataset, DatasetVersion,
+    FileChange, FileEntry, FileSummary, GcReport, InstallationGc, Manifest, ManifestDiff,
+    NewDataset, PackStored, TableDelta,
 };
+pub use store::{Datasets, VersionRef};
 pub use tabular::{ColumnSpec, DatasetSchema, FileProfile, SchemaViolation, TableProfile};
 
 /// This domain's tables: datasets, versions, tags, chunks, and the lineage edges (0002).

@@ -8,92 +8,17 @@ use futures::stream::{self, Stream, StreamExt};
 use qanat_core::{ObjectRef, ProjectId};
 use qanat_governance::{check_residency, Project};
 use qanat_store::{now_micros, LocationInfo, MetaStore, ObjectKey, ObjectStorage};
-use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::stored_file::StoredFileHandle;
 use crate::tabular::TableFormat;
 use crate::{
-    ChunkId, ChunkRef, DatasetSchema, Error, FileEntry, FileProfile, Manifest, Result,
-    SchemaViolation, MAX_CHUNK,
+    ChunkId, ChunkRef, Classification, Dataset, DatasetVersion, Error, FileEntry, FileProfile,
+    GcReport, Manifest, NewDataset, PackStored, Result, SchemaViolation, MAX_CHUNK,
 };
 
 const IN_BATCH: usize = 500;
-
-qanat_core::word_enum! {
-    /// How sensitive a dataset is.
-    #[derive(utoipa::ToSchema)]
-    pub enum Classification as "classification" {
-        Public = "public",
-        Internal = "internal",
-        Confidential = "confidential",
-        Restricted = "restricted",
-    }
-}
-
-/// What to create.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewDataset {
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    /// Default: the creator.
-    pub owner: Option<String>,
-    /// Default: internal.
-    pub classification: Option<Classification>,
-    /// Narrower than the project's policy; default: the project's.
-    pub allowed_regions: Option<Vec<String>>,
-    #[serde(default)]
-    pub tags: BTreeMap<String, String>,
-    /// Storage location of its chunks; default: the server's default location.
-    pub location: Option<String>,
-    /// Columns every CSV/Parquet file must have; pushes that break it are refused.
-    pub schema: Option<DatasetSchema>,
-}
-
-/// A dataset.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Dataset {
-    pub id: String,
-    /// Not sent: clients name a dataset's project by name.
-    #[serde(skip)]
-    pub project_id: ProjectId,
-    pub name: String,
-    pub description: String,
-    pub owner: String,
-    pub classification: Classification,
-    pub allowed_regions: Option<Vec<String>>,
-    pub tags: BTreeMap<String, String>,
-    pub location: String,
-    pub schema: Option<DatasetSchema>,
-    pub created_at: String,
-    pub created_by: String,
-    pub latest_version: Option<i64>,
-    /// When it was deleted (deleted datasets are listed only on request).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deleted_at: Option<String>,
-}
-
-/// One immutable version.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct DatasetVersion {
-    pub dataset: String,
-    pub version: i64,
-    /// BLAKE3 of the canonical manifest: the version's content address.
-    pub manifest_id: String,
-    pub parent: Option<i64>,
-    pub message: String,
-    pub author: String,
-    pub producer: String,
-    pub file_count: i64,
-    pub total_size: i64,
-    /// Bytes of chunks the parent version did not have.
-    pub new_bytes: i64,
-    pub created_at: String,
-    pub tags: Vec<String>,
-}
 
 /// Which version of a dataset: `latest`, a number (`3` or `v3`) or a tag; parsed by
 /// [`qanat_core::Selector`], the one parser of references.
@@ -1319,54 +1244,4 @@ struct Lineage<'a> {
     derived_from: &'a [ObjectRef],
     edges: &'a [(ObjectRef, String)],
     stored: Option<u64>,
-}
-
-/// What storing a pack of chunks did.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct PackStored {
-    /// Chunks in the pack.
-    pub chunks: usize,
-    /// Chunks this pack stored for the first time.
-    pub new_chunks: usize,
-    /// Plaintext bytes of those.
-    pub new_bytes: u64,
-}
-
-/// What a project's gc did. The dataset part is filled by [`Datasets::gc`]; the
-/// tracking part by the project gc that also purges experiments and runs.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct GcReport {
-    /// Deleted datasets removed for good (their retention period was over).
-    pub datasets_purged: u64,
-    pub versions_scanned: u64,
-    pub chunks_referenced: u64,
-    pub chunks_deleted: u64,
-    /// Plaintext bytes of the deleted chunks.
-    pub bytes_freed: u64,
-    /// Deleted experiments removed with their runs, logged models and artifacts.
-    #[serde(default)]
-    pub experiments_purged: u64,
-    /// Runs removed (those of purged experiments included).
-    #[serde(default)]
-    pub runs_purged: u64,
-    /// Deleted experiments or runs past retention kept because a registered model
-    /// version comes from them (delete the version to let them go).
-    #[serde(default)]
-    pub kept_for_registry: u64,
-    /// Artifact objects deleted with the purged experiments and runs.
-    #[serde(default)]
-    pub artifacts_deleted: u64,
-    /// Finished webhook and NATS deliveries forgotten (their history is kept for the
-    /// retention period).
-    #[serde(default)]
-    pub deliveries_purged: u64,
-}
-
-/// What an installation-wide gc did.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct InstallationGc {
-    /// Deleted projects removed for good, with everything they held.
-    pub projects_purged: Vec<String>,
-    /// Each remaining project's gc.
-    pub projects: BTreeMap<String, GcReport>,
 }

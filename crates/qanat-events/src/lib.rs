@@ -31,7 +31,6 @@ mod nats;
 mod outbox;
 mod signature;
 mod webhooks;
-pub mod wire;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,9 +41,10 @@ use tokio::sync::Notify;
 pub use dispatch::Dispatcher;
 pub use error::Error;
 pub use event::{Action, Entity, EventType};
-pub use outbox::{Attempt, Delivery, Outbox};
+pub use outbox::Outbox;
+pub use qanat_types::events::{wire, Attempt, Delivery, Webhook, WebhookStatus};
 pub use signature::{sign, verify, DELIVERY_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
-pub use webhooks::{NewWebhook, TestResult, Webhook, WebhookPage, WebhookStatus, WebhookUpdate};
+pub use webhooks::{NewWebhook, TestResult, WebhookPage, WebhookUpdate};
 
 /// This domain's tables: webhooks, their events, the delivery outbox and its attempts
 /// (0008).

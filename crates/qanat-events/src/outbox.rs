@@ -11,12 +11,12 @@
 use std::sync::Arc;
 
 use qanat_core::ProjectId;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sqlx::Row;
 use tokio::sync::Notify;
 
 use crate::{now_ms, Error, EventType, Events, Result};
+use crate::{Attempt, Delivery};
 
 /// What a domain records events with, inside its own transaction.
 #[derive(Clone, Debug)]
@@ -111,47 +111,6 @@ impl Outbox {
     pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
         self.wake.notified()
     }
-}
-
-/// One delivery of one event to one webhook (or NATS), with its attempts.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Delivery {
-    pub delivery_id: String,
-    /// `webhook` or `nats`.
-    pub target: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub webhook_id: Option<String>,
-    /// `model_version.created`, …
-    pub event: String,
-    /// `pending`, `delivered` or `failed`.
-    pub status: String,
-    pub attempts: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub response_status: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    /// Epoch milliseconds.
-    pub created_at: i64,
-    /// When the next attempt is due (pending deliveries).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_attempt_at: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<i64>,
-    /// Every attempt so far, oldest first.
-    pub attempt_log: Vec<Attempt>,
-}
-
-/// One try at a delivery.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Attempt {
-    pub attempt: i64,
-    /// Epoch milliseconds.
-    pub at: i64,
-    pub duration_ms: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub response_status: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
 }
 
 /// A claimed delivery, ready to send.

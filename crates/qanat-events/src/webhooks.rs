@@ -9,57 +9,9 @@ use serde_json::Value;
 use sqlx::Row;
 
 use crate::{now_ms, Error, EventType, Events, Result};
+use crate::{Webhook, WebhookStatus};
 
 const SECRET_PURPOSE: &str = "webhook-secret";
-
-/// Whether a webhook receives events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum WebhookStatus {
-    Active,
-    Disabled,
-}
-
-impl WebhookStatus {
-    fn as_str(self) -> &'static str {
-        match self {
-            WebhookStatus::Active => "ACTIVE",
-            WebhookStatus::Disabled => "DISABLED",
-        }
-    }
-
-    /// MLflow's enum, by name or number.
-    pub fn parse(v: &Value) -> Result<WebhookStatus> {
-        match v {
-            Value::String(s) if s.eq_ignore_ascii_case("active") => Ok(WebhookStatus::Active),
-            Value::String(s) if s.eq_ignore_ascii_case("disabled") => Ok(WebhookStatus::Disabled),
-            Value::Number(n) if n.as_i64() == Some(1) => Ok(WebhookStatus::Active),
-            Value::Number(n) if n.as_i64() == Some(2) => Ok(WebhookStatus::Disabled),
-            other => Err(Error::invalid(format!(
-                "Invalid webhook status {other}: use ACTIVE or DISABLED"
-            ))),
-        }
-    }
-}
-
-/// A webhook as MLflow's API shows it (the secret never leaves the server).
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Webhook {
-    pub webhook_id: String,
-    pub name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    pub url: String,
-    /// `[{"entity": "MODEL_VERSION", "action": "CREATED"}]`.
-    #[schema(value_type = Vec<Object>)]
-    pub events: Vec<Value>,
-    pub status: WebhookStatus,
-    /// Epoch milliseconds.
-    pub creation_timestamp: i64,
-    pub last_updated_timestamp: i64,
-    #[serde(skip)]
-    pub has_secret: bool,
-}
 
 /// A webhook to create.
 #[derive(Debug, Clone)]

@@ -25,7 +25,7 @@ mod streaming;
 mod training_output;
 mod training_set;
 mod values;
-pub mod wire;
+pub use qanat_types::features::wire;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +34,7 @@ use qanat_core::cache::{Cache, Generation};
 use qanat_core::ProjectId;
 use qanat_store::{MetaStore, ObjectStorage};
 
-pub use definitions::{FeatureRef, FeatureRepo, ObjectKind, Ttl, ValueType};
+pub use definitions::{FeatureRef, FeatureRepo, ObjectKind, RepoFiles, Ttl, ValueType};
 pub use error::{Error, Result};
 
 /// This domain's tables: the feature registry's objects and their versions (0010).

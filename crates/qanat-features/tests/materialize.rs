@@ -2,6 +2,7 @@
 //! view's checkpoint after its last written chunk, and running it again without a start
 //! writes only what was left, ending with every entity's newest row online.
 
+use qanat_features::RepoFiles as _;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -2,6 +2,7 @@
 //! metadata edits in place, removal, stale plans refused.
 
 use qanat_features::wire::Action;
+use qanat_features::RepoFiles as _;
 use qanat_features::{Error, FeatureRepo, Features, ObjectKind};
 use qanat_governance::Governance;
 use qanat_store::testing::TestDb;

@@ -14,13 +14,13 @@
 //! the head), and a moved one no longer links to its predecessor.
 
 use qanat_store::{now_micros, Micros};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::identity::rfc3339;
 use crate::wire::AuditFilter;
+use crate::{AuditEntry, AuditVerification, ChainProblem};
 use crate::{Error, Governance, Result};
 
 const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -95,41 +95,6 @@ impl AuditRecord {
 
 /// How a service actor's name starts in the audit log.
 pub const SERVICE_ACTOR_PREFIX: &str = "service:";
-
-/// A stored entry.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct AuditEntry {
-    pub seq: i64,
-    /// RFC 3339, UTC, microseconds.
-    pub time: String,
-    pub request_id: String,
-    pub actor: String,
-    pub action: String,
-    pub resource: String,
-    pub project: Option<String>,
-    pub outcome: String,
-    pub detail: String,
-    pub prev_hash: String,
-    pub hash: String,
-}
-
-/// One thing wrong with the chain.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ChainProblem {
-    pub seq: i64,
-    /// `changed`, `missing`, `broken_link` or `truncated`.
-    pub kind: String,
-    pub message: String,
-}
-
-/// The result of checking the whole chain.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct AuditVerification {
-    pub ok: bool,
-    pub entries_checked: u64,
-    pub head_seq: i64,
-    pub problems: Vec<ChainProblem>,
-}
 
 #[allow(clippy::too_many_arguments)]
 fn entry_hash(

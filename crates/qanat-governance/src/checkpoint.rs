@@ -5,37 +5,15 @@
 //! every entry a checkpoint vouches for, with the hash it had.
 
 use qanat_store::Keyring;
-use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
+use crate::{AuditCheckpoint, CheckpointVerification};
 use crate::{Governance, Result};
 
 const PURPOSE: &str = "audit-checkpoint";
 
-/// The chain's head at one moment, signed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct AuditCheckpoint {
-    pub seq: i64,
-    pub hash: String,
-    /// RFC 3339, UTC.
-    pub time: String,
-    /// The master key the MAC's key was derived from.
-    pub key_id: String,
-    pub mac: String,
-}
-
 fn message(seq: i64, hash: &str, time: &str) -> Vec<u8> {
     format!("qanat-audit-checkpoint\n{seq}\n{hash}\n{time}").into_bytes()
-}
-
-/// What checking checkpoints against the chain found.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct CheckpointVerification {
-    pub ok: bool,
-    pub checkpoints_checked: usize,
-    pub head_seq: i64,
-    /// One line per problem, e.g. a truncation below a checkpoint.
-    pub problems: Vec<String>,
 }
 
 impl Governance {

@@ -4,47 +4,19 @@
 //! stored; a salted slow hash buys nothing for a secret with 256 bits of entropy, and a
 //! plain hash lets a request find its token with one indexed lookup.
 
-use std::fmt;
-
 use base64::Engine as _;
-use qanat_core::UserId;
 use qanat_store::{now_micros, Micros};
 use rand::RngCore;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::{Error, Governance, Result};
+use crate::{NewToken, Principal, TokenInfo, TokenScope, User, UserKind};
 
 const TOKEN_PREFIX: &str = "qnt_";
 /// `last_used_at` is refreshed at most this often, to keep reads from becoming writes.
 const LAST_USED_GRANULARITY: Micros = 60_000_000;
-
-qanat_core::word_enum! {
-    /// A human user or a service account (for pipelines and jobs).
-    #[derive(utoipa::ToSchema)]
-    pub enum UserKind as "user kind" {
-        User = "user",
-        Service = "service",
-    }
-}
-
-qanat_core::word_enum! {
-    /// What a token may be used for.
-    #[derive(Default, utoipa::ToSchema)]
-    pub enum TokenScope as "token scope" {
-        /// Everything its owner may do.
-        #[default]
-        All = "all",
-        /// Only the inference endpoints (the Open Inference Protocol over REST and
-        /// gRPC): for the services that call deployed models.
-        Inference = "inference",
-        /// Only `/metrics`: for the Prometheus that scrapes the server. Only global
-        /// admins create them.
-        Metrics = "metrics",
-    }
-}
 
 /// The most requests a second a token's rate limit may allow.
 pub const MAX_RATE_LIMIT: u32 = 1_000_000;
@@ -57,71 +29,6 @@ pub struct TokenGrant {
     pub scope: TokenScope,
     /// Requests per second (a burst of one second's worth), if limited.
     pub rate_limit: Option<u32>,
-}
-
-/// An identity.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct User {
-    #[schema(value_type = String)]
-    pub id: UserId,
-    pub name: String,
-    pub kind: UserKind,
-    pub is_admin: bool,
-    pub disabled: bool,
-    /// RFC 3339, UTC.
-    pub created_at: String,
-}
-
-/// The authenticated caller of a request.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Principal {
-    #[schema(value_type = String)]
-    pub user_id: UserId,
-    pub name: String,
-    pub kind: UserKind,
-    pub is_admin: bool,
-    pub token_id: String,
-    /// What the token may be used for.
-    #[serde(default)]
-    pub scope: TokenScope,
-    /// The token's rate limit, in requests per second.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate_limit: Option<u32>,
-}
-
-/// A token as listed: never the secret.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct TokenInfo {
-    pub id: String,
-    pub user: String,
-    pub name: String,
-    pub created_at: String,
-    pub expires_at: Option<String>,
-    pub revoked_at: Option<String>,
-    pub last_used_at: Option<String>,
-    #[serde(default)]
-    pub scope: TokenScope,
-    /// Requests per second, when limited.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate_limit: Option<u32>,
-}
-
-/// A freshly created token: the only time the secret exists outside the caller.
-#[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct NewToken {
-    #[serde(flatten)]
-    pub info: TokenInfo,
-    /// The secret. Shown once; store it now.
-    pub token: String,
-}
-
-impl fmt::Debug for NewToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NewToken")
-            .field("info", &self.info)
-            .field("token", &"<redacted>")
-            .finish()
-    }
 }
 
 pub(crate) use qanat_store::format_micros as rfc3339;

@@ -21,24 +21,20 @@ pub mod lineage;
 mod projects;
 mod rbac;
 mod residency;
-pub mod wire;
 
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use audit::{
-    append_audit_in, commit_audited, AuditEntry, AuditOutcome, AuditRecord, AuditVerification,
-    ChainProblem, SERVICE_ACTOR_PREFIX,
-};
+pub use audit::{append_audit_in, commit_audited, AuditOutcome, AuditRecord, SERVICE_ACTOR_PREFIX};
 pub use cache::{auth_changed, TTL as AUTH_CACHE_TTL};
-pub use checkpoint::{AuditCheckpoint, CheckpointVerification};
 pub use error::Error;
-pub use identity::{
-    NewToken, Principal, TokenGrant, TokenInfo, TokenScope, User, UserKind, MAX_RATE_LIMIT,
+pub use identity::{TokenGrant, MAX_RATE_LIMIT};
+pub use qanat_types::governance::{
+    wire, AuditCheckpoint, AuditEntry, AuditVerification, ChainProblem, CheckpointVerification,
+    LineageEdge, LineageGraph, Member, NewToken, Principal, Project, Role, TokenInfo, TokenScope,
+    User, UserKind,
 };
-pub use lineage::{LineageEdge, LineageGraph};
-pub use projects::{Member, Project};
-pub use rbac::{authorize, Decision, Requirement, Role};
+pub use rbac::{authorize, Decision, Requirement};
 pub use residency::check_residency;
 
 /// This domain's tables: identities and tokens, projects and members, the audit chain, and the data keys of encryption at rest (0001).

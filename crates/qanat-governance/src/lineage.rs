@@ -5,32 +5,10 @@ use std::collections::{BTreeSet, VecDeque};
 
 use qanat_core::{ObjectRef, ProjectId};
 use qanat_store::now_micros;
-use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
 use crate::{Governance, Result};
-
-/// One edge: `child` came from `parent` by `relation`.
-#[derive(
-    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
-)]
-pub struct LineageEdge {
-    pub child: String,
-    pub parent: String,
-    /// `previous_version`, `derived_from`, `produced_by` (a user), `trained_on` (run →
-    /// dataset version), `output_of` (logged model or model version → run) or
-    /// `registers` (model version → logged model).
-    pub relation: String,
-}
-
-/// The upstream graph of one object.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct LineageGraph {
-    pub root: String,
-    pub edges: Vec<LineageEdge>,
-    /// True when the walk stopped at the depth limit with parents left unvisited.
-    pub truncated: bool,
-}
+use crate::{LineageEdge, LineageGraph};
 
 /// Records `child`'s parents on an open connection or transaction.
 pub async fn record_edges(

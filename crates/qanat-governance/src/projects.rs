@@ -2,36 +2,12 @@
 
 use qanat_core::{ProjectId, UserId};
 use qanat_store::{now_micros, Region};
-use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::identity::rfc3339;
-use crate::{Error, Governance, Principal, Result, Role, User, UserKind};
-
-/// A project: its objects, its members, its residency policy.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Project {
-    #[schema(value_type = String)]
-    pub id: ProjectId,
-    pub name: String,
-    pub description: String,
-    /// Regions this project's bytes may be stored in.
-    pub allowed_regions: Vec<String>,
-    pub created_at: String,
-    pub created_by: String,
-    /// When it was deleted (only deleted projects, listed by global admins, have it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deleted_at: Option<String>,
-}
-
-/// A project member and their role.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Member {
-    pub user: String,
-    pub role: Role,
-    pub created_at: String,
-}
+use crate::{Error, Governance, Result};
+use crate::{Member, Principal, Project, Role, User, UserKind};
 
 fn project_from_row(row: &AnyRow) -> Result<Project> {
     let regions: String = row.try_get("allowed_regions")?;

@@ -1,21 +1,6 @@
 //! Roles and the single authorization decision.
 
-use crate::Principal;
-
-qanat_core::word_enum! {
-    /// A member's role in a project. Each role includes the ones below it.
-    #[derive(PartialOrd, Ord, utoipa::ToSchema)]
-    pub enum Role as "role" {
-        /// Reads everything in the project.
-        Viewer = "viewer",
-        /// Writes objects: datasets, runs, artifacts, features.
-        Editor = "editor",
-        /// Manages deployments, aliases and members.
-        Maintainer = "maintainer",
-        /// Everything, including the project's policies (regions, PII rules).
-        Admin = "admin",
-    }
-}
+use crate::{Principal, Role};
 
 /// What a route needs from its caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

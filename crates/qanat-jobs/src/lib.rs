@@ -39,7 +39,7 @@ mod slurm;
 mod slurm_attempt;
 pub mod spec;
 mod telemetry;
-pub mod wire;
+pub use qanat_types::jobs::wire;
 
 use std::path::PathBuf;
 use std::sync::Arc;

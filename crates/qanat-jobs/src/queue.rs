@@ -41,7 +41,7 @@ impl Jobs {
     /// run, the quota, the inputs (pinned to the versions they name now).
     pub(crate) async fn check_spec(&self, project: &Project, spec: JobSpec) -> Result<Checked> {
         let inner = &self.inner;
-        let mut c = spec.check(inner.settings.default_timeout)?;
+        let mut c = crate::spec::check(spec, inner.settings.default_timeout)?;
         let kind = inner.kinds.get(&c.spec.kind)?;
         let path = c.spec.env.get("PATH").cloned().unwrap_or_else(default_path);
         kind.check(&c.spec.params, &path)?;

@@ -2,153 +2,15 @@
 //! parsed, checked form. Common fields are here; the fields of a kind (a command's
 //! `command` and `working_dir`, …) stay in `params` for the kind to parse.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use qanat_types::jobs::{
+    JobSpec, ResourceRequest, Resources, MAX_RANKS, MAX_RETRIES, PRIORITY_RANGE,
+};
+
 use crate::{Error, Result};
-
-/// Priorities run from -1000 (background) to 1000 (urgent); 0 is normal.
-pub const PRIORITY_RANGE: std::ops::RangeInclusive<i64> = -1000..=1000;
-/// Most processes one job may start.
-pub const MAX_RANKS: u32 = 1024;
-/// Most retries a job may ask for.
-pub const MAX_RETRIES: u32 = 100;
-
-/// A job as submitted.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct JobSpec {
-    /// A name to recognise it by (not unique): letters, digits, '.', '_', '-'.
-    pub name: String,
-    /// What runs: `command` (any executable). Defaults to `command`.
-    #[serde(default = "default_kind")]
-    pub kind: String,
-    /// Per-rank resources.
-    #[serde(default)]
-    pub resources: ResourceRequest,
-    /// Processes started together (a gang: all start or none); each gets `RANK`,
-    /// `WORLD_SIZE`, … Defaults to 1.
-    #[serde(default)]
-    pub ranks: Option<u32>,
-    /// -1000..=1000, higher first; 0 by default.
-    #[serde(default)]
-    pub priority: Option<i64>,
-    /// Whether a higher-priority job may preempt it (default true).
-    #[serde(default)]
-    pub preemptible: Option<bool>,
-    /// Longest run per attempt, e.g. `2h`, `90m` (the server's default otherwise).
-    #[serde(default)]
-    pub timeout: Option<String>,
-    /// Times a failed attempt is retried (with backoff); 0 by default.
-    #[serde(default)]
-    pub max_retries: Option<u32>,
-    /// Where it runs: `local` (default), `slurm`, `kubernetes`.
-    #[serde(default)]
-    pub executor: Option<String>,
-    /// Dataset versions it reads, e.g. `dataset:transactions@3`; materialized as files
-    /// under `$QANAT_INPUTS/<name>/` before it starts.
-    #[serde(default)]
-    #[schema(value_type = Vec<String>)]
-    pub inputs: Vec<qanat_core::ObjectRef>,
-    /// Files or directories (relative to the working directory) logged to its run as
-    /// artifacts when it succeeds.
-    #[serde(default)]
-    pub outputs: Vec<String>,
-    /// Extra environment variables.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// The MLflow experiment its run goes to (created when missing); `Default` by
-    /// default.
-    #[serde(default)]
-    pub experiment: Option<String>,
-    /// A run this job's run is nested under (MLflow's `mlflow.parentRunId` tag): a
-    /// sweep's trials are children of the sweep's run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent_run: Option<String>,
-    /// The fields of its kind (a command's `command`, `working_dir`).
-    #[serde(flatten)]
-    #[schema(value_type = Object)]
-    pub params: serde_json::Map<String, Value>,
-}
-
-fn default_kind() -> String {
-    "command".into()
-}
-
-/// Resources one rank asks for.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ResourceRequest {
-    /// CPU cores, e.g. 1 or 0.5 (default 1).
-    #[serde(default)]
-    pub cpus: Option<f64>,
-    /// Memory, e.g. `512MiB`, `4GiB`, `2G` (default 1GiB). Enforced: a rank over it is
-    /// killed and the job fails with that reason.
-    #[serde(default)]
-    #[schema(value_type = Option<String>)]
-    pub memory: Option<Value>,
-    /// GPUs (default 0).
-    #[serde(default)]
-    pub gpus: Option<u32>,
-    /// A GPU model the GPUs must be, matched as a substring of the name NVML reports
-    /// (e.g. `A100`, `H100`).
-    #[serde(default)]
-    pub gpu_model: Option<String>,
-}
-
-/// Per-rank resources, parsed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Resources {
-    /// Thousandths of a core.
-    pub cpu_millis: u64,
-    pub memory_mb: u64,
-    pub gpus: u32,
-}
-
-impl Resources {
-    pub fn times(self, n: u32) -> Resources {
-        Resources {
-            cpu_millis: self.cpu_millis * u64::from(n),
-            memory_mb: self.memory_mb * u64::from(n),
-            gpus: self.gpus * n,
-        }
-    }
-
-    pub fn plus(self, o: Resources) -> Resources {
-        Resources {
-            cpu_millis: self.cpu_millis + o.cpu_millis,
-            memory_mb: self.memory_mb + o.memory_mb,
-            gpus: self.gpus + o.gpus,
-        }
-    }
-
-    pub fn minus(self, o: Resources) -> Resources {
-        Resources {
-            cpu_millis: self.cpu_millis.saturating_sub(o.cpu_millis),
-            memory_mb: self.memory_mb.saturating_sub(o.memory_mb),
-            gpus: self.gpus.saturating_sub(o.gpus),
-        }
-    }
-
-    /// Whether `self` fits in `room`.
-    pub fn fits(self, room: Resources) -> bool {
-        self.cpu_millis <= room.cpu_millis
-            && self.memory_mb <= room.memory_mb
-            && self.gpus <= room.gpus
-    }
-
-    /// "2 cpus, 4096 MiB, 1 gpu".
-    pub fn describe(self) -> String {
-        let cpus = self.cpu_millis as f64 / 1000.0;
-        let mut s = format!("{cpus} cpus, {} MiB", self.memory_mb);
-        if self.gpus > 0 {
-            s.push_str(&format!(", {} gpus", self.gpus));
-        }
-        s
-    }
-}
 
 /// A spec, checked: what the scheduler stores and works from.
 #[derive(Debug, Clone)]
@@ -204,127 +66,124 @@ pub fn parse_memory(v: &Value) -> Result<u64> {
     Ok((bytes / (1024.0 * 1024.0)).ceil() as u64)
 }
 
-impl JobSpec {
-    /// Checks the common fields (the kind checks its own).
-    pub fn check(self, default_timeout: Option<Duration>) -> Result<Checked> {
-        qanat_core::Name::parse_as("job name", &self.name)
-            .map_err(|e| Error::invalid(e.to_string()))?;
-        let r = &self.resources;
-        let cpus = r.cpus.unwrap_or(1.0);
-        if !cpus.is_finite() || cpus <= 0.0 || cpus > 4096.0 {
+/// Checks a spec's common fields (the kind checks its own).
+pub fn check(spec: JobSpec, default_timeout: Option<Duration>) -> Result<Checked> {
+    qanat_core::Name::parse_as("job name", &spec.name)
+        .map_err(|e| Error::invalid(e.to_string()))?;
+    let r = &spec.resources;
+    let cpus = r.cpus.unwrap_or(1.0);
+    if !cpus.is_finite() || cpus <= 0.0 || cpus > 4096.0 {
+        return Err(Error::invalid(format!(
+            "resources.cpus = {cpus}: ask for a number of cores above 0, like 1 or 0.5"
+        )));
+    }
+    let memory_mb = match &r.memory {
+        Some(v) => parse_memory(v)?,
+        None => 1024,
+    };
+    let gpus = r.gpus.unwrap_or(0);
+    if r.gpu_model.is_some() && gpus == 0 {
+        return Err(Error::invalid(
+            "resources.gpu_model is set but resources.gpus is 0: ask for at least one GPU",
+        ));
+    }
+    let ranks = spec.ranks.unwrap_or(1);
+    if ranks == 0 || ranks > MAX_RANKS {
+        return Err(Error::invalid(format!(
+            "ranks = {ranks}: a job runs 1 to {MAX_RANKS} processes"
+        )));
+    }
+    let priority = spec.priority.unwrap_or(0);
+    if !PRIORITY_RANGE.contains(&priority) {
+        return Err(Error::invalid(format!(
+            "priority = {priority}: use -1000 (background) to 1000 (urgent); 0 is normal"
+        )));
+    }
+    let timeout = match &spec.timeout {
+        Some(t) => {
+            let d = humantime::parse_duration(t).map_err(|e| {
+                Error::invalid(format!(
+                    "timeout = '{t}': {e}; write a duration like 30m or 2h"
+                ))
+            })?;
+            if d.is_zero() {
+                return Err(Error::invalid("timeout must be longer than 0s"));
+            }
+            Some(d)
+        }
+        None => default_timeout,
+    };
+    let max_retries = spec.max_retries.unwrap_or(0);
+    if max_retries > MAX_RETRIES {
+        return Err(Error::invalid(format!(
+            "max_retries = {max_retries}: at most {MAX_RETRIES}"
+        )));
+    }
+    let executor = spec.executor.clone().unwrap_or_else(|| "local".into());
+    let mut inputs = Vec::new();
+    for r in &spec.inputs {
+        if r.kind != qanat_core::Kind::Dataset {
             return Err(Error::invalid(format!(
-                "resources.cpus = {cpus}: ask for a number of cores above 0, like 1 or 0.5"
+                "inputs: '{r}' is not a dataset; inputs are dataset versions like dataset:transactions@3"
             )));
         }
-        let memory_mb = match &r.memory {
-            Some(v) => parse_memory(v)?,
-            None => 1024,
-        };
-        let gpus = r.gpus.unwrap_or(0);
-        if r.gpu_model.is_some() && gpus == 0 {
+        inputs.push(r.clone());
+    }
+    for o in &spec.outputs {
+        let p = std::path::Path::new(o);
+        if o.is_empty()
+            || p.is_absolute()
+            || p.components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return Err(Error::invalid(format!(
+                "outputs: '{o}' must be a path inside the working directory (relative, no '..')"
+            )));
+        }
+    }
+    for k in spec.env.keys() {
+        if k.is_empty() || k.contains('=') || k.contains('\0') {
+            return Err(Error::invalid(format!("env: '{k}' is not a variable name")));
+        }
+        if k.starts_with("QANAT_") || k.starts_with("MLFLOW_TRACKING_") || k == "MLFLOW_RUN_ID" {
+            return Err(Error::invalid(format!(
+                "env: {k} is set by Qanat for every job and cannot be overridden"
+            )));
+        }
+    }
+    if spec.env.values().any(|v| v.contains('\0')) {
+        return Err(Error::invalid("env: a value holds a NUL character"));
+    }
+    if let Some(e) = &spec.experiment {
+        if e.trim().is_empty() || e.len() > 500 {
             return Err(Error::invalid(
-                "resources.gpu_model is set but resources.gpus is 0: ask for at least one GPU",
+                "experiment: name an MLflow experiment (1-500 characters)",
             ));
         }
-        let ranks = self.ranks.unwrap_or(1);
-        if ranks == 0 || ranks > MAX_RANKS {
-            return Err(Error::invalid(format!(
-                "ranks = {ranks}: a job runs 1 to {MAX_RANKS} processes"
-            )));
-        }
-        let priority = self.priority.unwrap_or(0);
-        if !PRIORITY_RANGE.contains(&priority) {
-            return Err(Error::invalid(format!(
-                "priority = {priority}: use -1000 (background) to 1000 (urgent); 0 is normal"
-            )));
-        }
-        let timeout = match &self.timeout {
-            Some(t) => {
-                let d = humantime::parse_duration(t).map_err(|e| {
-                    Error::invalid(format!(
-                        "timeout = '{t}': {e}; write a duration like 30m or 2h"
-                    ))
-                })?;
-                if d.is_zero() {
-                    return Err(Error::invalid("timeout must be longer than 0s"));
-                }
-                Some(d)
-            }
-            None => default_timeout,
-        };
-        let max_retries = self.max_retries.unwrap_or(0);
-        if max_retries > MAX_RETRIES {
-            return Err(Error::invalid(format!(
-                "max_retries = {max_retries}: at most {MAX_RETRIES}"
-            )));
-        }
-        let executor = self.executor.clone().unwrap_or_else(|| "local".into());
-        let mut inputs = Vec::new();
-        for r in &self.inputs {
-            if r.kind != qanat_core::Kind::Dataset {
-                return Err(Error::invalid(format!(
-                    "inputs: '{r}' is not a dataset; inputs are dataset versions like dataset:transactions@3"
-                )));
-            }
-            inputs.push(r.clone());
-        }
-        for o in &self.outputs {
-            let p = std::path::Path::new(o);
-            if o.is_empty()
-                || p.is_absolute()
-                || p.components()
-                    .any(|c| matches!(c, std::path::Component::ParentDir))
-            {
-                return Err(Error::invalid(format!(
-                    "outputs: '{o}' must be a path inside the working directory (relative, no '..')"
-                )));
-            }
-        }
-        for k in self.env.keys() {
-            if k.is_empty() || k.contains('=') || k.contains('\0') {
-                return Err(Error::invalid(format!("env: '{k}' is not a variable name")));
-            }
-            if k.starts_with("QANAT_") || k.starts_with("MLFLOW_TRACKING_") || k == "MLFLOW_RUN_ID"
-            {
-                return Err(Error::invalid(format!(
-                    "env: {k} is set by Qanat for every job and cannot be overridden"
-                )));
-            }
-        }
-        if self.env.values().any(|v| v.contains('\0')) {
-            return Err(Error::invalid("env: a value holds a NUL character"));
-        }
-        if let Some(e) = &self.experiment {
-            if e.trim().is_empty() || e.len() > 500 {
-                return Err(Error::invalid(
-                    "experiment: name an MLflow experiment (1-500 characters)",
-                ));
-            }
-        }
-        if let Some(r) = &self.parent_run {
-            if r.is_empty() || r.len() > 64 || !r.chars().all(|c| c.is_ascii_alphanumeric()) {
-                return Err(Error::invalid(format!(
-                    "parent_run = '{r}': give the id of a run of this project"
-                )));
-            }
-        }
-        Ok(Checked {
-            resources: Resources {
-                cpu_millis: (cpus * 1000.0).ceil() as u64,
-                memory_mb,
-                gpus,
-            },
-            gpu_model: r.gpu_model.clone(),
-            ranks,
-            priority,
-            preemptible: self.preemptible.unwrap_or(true),
-            timeout,
-            max_retries,
-            executor,
-            inputs,
-            spec: self,
-        })
     }
+    if let Some(r) = &spec.parent_run {
+        if r.is_empty() || r.len() > 64 || !r.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Err(Error::invalid(format!(
+                "parent_run = '{r}': give the id of a run of this project"
+            )));
+        }
+    }
+    Ok(Checked {
+        resources: Resources {
+            cpu_millis: (cpus * 1000.0).ceil() as u64,
+            memory_mb,
+            gpus,
+        },
+        gpu_model: r.gpu_model.clone(),
+        ranks,
+        priority,
+        preemptible: spec.preemptible.unwrap_or(true),
+        timeout,
+        max_retries,
+        executor,
+        inputs,
+        spec,
+    })
 }
 
 #[cfg(test)]
@@ -348,9 +207,7 @@ mod tests {
 
     #[test]
     fn defaults_are_one_cpu_one_gib_one_rank() {
-        let c = spec(json!({"name": "t", "command": ["true"]}))
-            .check(None)
-            .expect("test input");
+        let c = check(spec(json!({"name": "t", "command": ["true"]})), None).expect("test input");
         assert_eq!(c.resources.cpu_millis, 1000);
         assert_eq!(c.resources.memory_mb, 1024);
         assert_eq!(c.ranks, 1);
@@ -378,7 +235,7 @@ mod tests {
             ),
             (json!({"name": "a b"}), "job name"),
         ] {
-            let e = spec(v).check(None).expect_err("refused").to_string();
+            let e = check(spec(v), None).expect_err("refused").to_string();
             assert!(e.contains(needle), "{e}");
         }
     }

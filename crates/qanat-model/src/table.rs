@@ -9,39 +9,10 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::*;
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::{DataType, Schema};
-use serde::{Deserialize, Serialize};
+
+pub use qanat_core::TableFormat;
 
 use crate::{Error, Result};
-
-/// Which tabular format a file is, by extension.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum TableFormat {
-    Csv,
-    Parquet,
-}
-
-impl std::fmt::Display for TableFormat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            TableFormat::Csv => "csv",
-            TableFormat::Parquet => "parquet",
-        })
-    }
-}
-
-impl TableFormat {
-    pub fn of(path: &str) -> Option<TableFormat> {
-        let lower = path.to_ascii_lowercase();
-        if lower.ends_with(".csv") {
-            Some(TableFormat::Csv)
-        } else if lower.ends_with(".parquet") || lower.ends_with(".pq") {
-            Some(TableFormat::Parquet)
-        } else {
-            None
-        }
-    }
-}
 
 /// Rows read to infer a CSV file's column types.
 const INFER_ROWS: usize = 10_000;

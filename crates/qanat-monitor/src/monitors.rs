@@ -144,7 +144,7 @@ impl Monitors {
         by: &str,
         audit: Option<&AuditRecord>,
     ) -> Result<Monitor> {
-        spec.check()?;
+        spec.check().map_err(Error::Invalid)?;
         self.inner
             .serving
             .deployments()

@@ -1,21 +1,9 @@
 //! Live quality: a model's answers scored against the ground truth posted later for
 //! the same requests — accuracy and ROC AUC for classifiers, RMSE for regressors.
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+pub use qanat_types::monitor::quality::LiveQuality;
 
-/// What the labels matched so far say about one version in one window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct LiveQuality {
-    /// Rows with a label.
-    pub labelled: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub accuracy: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auc: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rmse: Option<f64>,
-}
+use serde_json::Value;
 
 /// One labelled row: what the model answered and what was true.
 #[derive(Debug, Clone, PartialEq)]

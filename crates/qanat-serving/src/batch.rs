@@ -17,115 +17,23 @@
 //! [`crate::Error::TimedOut`] and never runs. Memory is bounded by the queue size
 //! times the rows a request may carry.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
+
+pub use qanat_types::serving::{BatchStats, Batching, MAX_BATCH_LIMIT, MAX_QUEUE_LIMIT};
 
 use crate::{Error, Result};
 
-/// How a served version batches requests (Triton's `dynamic_batching` settings).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(default, deny_unknown_fields)]
-pub struct Batching {
-    /// The most rows one batch carries.
-    pub max_batch_size: usize,
-    /// How long a batch that is neither full nor of a preferred size waits for more
-    /// requests, counted from its oldest request's arrival (microseconds). 0: a batch
-    /// is whatever is queued when a worker is free.
-    pub max_queue_delay_us: u64,
-    /// Batch sizes (rows) sent as soon as they can be formed.
-    pub preferred_batch_sizes: Vec<usize>,
-    /// The most requests waiting; one more is refused at once.
-    pub max_queue_size: usize,
-    /// Priority levels: a request's `priority` parameter is 1 (highest) to this.
-    pub priority_levels: u32,
-    /// The level of a request that names none.
-    pub default_priority: u32,
-    /// How long a request may wait in the queue when it does not say (its `timeout`
-    /// parameter, microseconds); 0: no limit.
-    pub default_timeout_us: u64,
-    /// Worker threads running batches of this version (Triton's instance count); 0: one
-    /// per core.
-    pub instances: usize,
-}
-
-impl Default for Batching {
-    fn default() -> Self {
-        Batching {
-            max_batch_size: 64,
-            max_queue_delay_us: 0,
-            preferred_batch_sizes: Vec::new(),
-            max_queue_size: 1024,
-            priority_levels: 1,
-            default_priority: 1,
-            default_timeout_us: 0,
-            instances: 0,
-        }
-    }
-}
-
-/// The most rows `max_batch_size` may be set to.
-pub const MAX_BATCH_LIMIT: usize = 65_536;
-/// The most requests `max_queue_size` may be set to.
-pub const MAX_QUEUE_LIMIT: usize = 1 << 20;
-
-impl Batching {
-    /// Refuses settings that cannot work, saying which and why.
-    pub fn check(&self) -> Result<()> {
-        let bad = |m: String| Err(Error::Invalid(format!("batching: {m}")));
-        if self.max_batch_size == 0 || self.max_batch_size > MAX_BATCH_LIMIT {
-            return bad(format!(
-                "max_batch_size is {}; it is 1 to {MAX_BATCH_LIMIT} rows",
-                self.max_batch_size
-            ));
-        }
-        if let Some(p) = self
-            .preferred_batch_sizes
-            .iter()
-            .find(|&&p| p == 0 || p > self.max_batch_size)
-        {
-            return bad(format!(
-                "preferred batch size {p} is not 1 to max_batch_size ({})",
-                self.max_batch_size
-            ));
-        }
-        if self.max_queue_size == 0 || self.max_queue_size > MAX_QUEUE_LIMIT {
-            return bad(format!(
-                "max_queue_size is {}; it is 1 to {MAX_QUEUE_LIMIT} requests",
-                self.max_queue_size
-            ));
-        }
-        if self.priority_levels == 0 || self.priority_levels > 16 {
-            return bad(format!(
-                "priority_levels is {}; it is 1 to 16",
-                self.priority_levels
-            ));
-        }
-        if self.default_priority == 0 || self.default_priority > self.priority_levels {
-            return bad(format!(
-                "default_priority is {}; it is 1 to priority_levels ({})",
-                self.default_priority, self.priority_levels
-            ));
-        }
-        if self.max_queue_delay_us > 10_000_000 {
-            return bad("max_queue_delay_us is more than 10 s".into());
-        }
-        if self.instances > 256 {
-            return bad(format!("instances is {}; at most 256", self.instances));
-        }
-        Ok(())
-    }
-
-    fn workers(&self) -> usize {
-        if self.instances > 0 {
-            self.instances
-        } else {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        }
+/// The worker threads a version's batches run on: its `instances`, or one per core.
+fn workers(config: &Batching) -> usize {
+    if config.instances > 0 {
+        config.instances
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
     }
 }
 
@@ -156,19 +64,6 @@ struct Queue {
     levels: Vec<VecDeque<Item>>,
     waiting: usize,
     closed: bool,
-}
-
-/// Counts kept as batches run, for metrics and tests.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct BatchStats {
-    /// Batches run, by their size in rows.
-    pub batch_sizes: BTreeMap<usize, u64>,
-    /// Requests refused because the queue was full.
-    pub rejected: u64,
-    /// Requests that timed out in the queue.
-    pub timed_out: u64,
-    /// Requests waiting now.
-    pub waiting: usize,
 }
 
 /// Called with the rows of each batch run (a metric).
@@ -236,9 +131,9 @@ impl<E: Engine> Batcher<E> {
 
     /// [`Batcher::start`], telling `observe` the rows of each batch.
     pub fn start_observed(engine: E, config: Batching, observe: Option<Observer>) -> Result<Self> {
-        config.check()?;
+        config.check().map_err(Error::Invalid)?;
         let levels = config.priority_levels as usize;
-        let workers = config.workers();
+        let workers = workers(&config);
         let shared = Arc::new(Shared {
             engine,
             observe,

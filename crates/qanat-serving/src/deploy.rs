@@ -9,236 +9,11 @@
 
 use qanat_governance::{append_audit_in, AuditRecord, Project};
 use qanat_store::{now_micros, MetaStore};
-use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
-use crate::batch::Batching;
+pub use qanat_types::serving::{wire, Deployment, DeploymentSpec, Revision, Routing, Target};
+
 use crate::{Error, Result};
-
-qanat_core::word_enum! {
-    /// How requests are split between weighted targets.
-    #[derive(Default, utoipa::ToSchema)]
-    pub enum Routing as "routing" {
-        /// Each request independently, by weight (a canary).
-        #[default]
-        Weighted = "weighted",
-        /// By a hash of the request's routing key, so a key always lands on the same
-        /// target while the weights stay (an A/B test); requests without a key are
-        /// split by weight.
-        Sticky = "sticky",
-    }
-}
-
-/// One version (or alias) a deployment sends traffic to.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Target {
-    /// A version number of the model.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    /// An alias of the model, followed when it moves.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub alias: Option<String>,
-    /// Share of the traffic, in percent (weighted targets add up to 100).
-    #[serde(default)]
-    pub weight: u32,
-    /// Gets a copy of every request; its answers are compared, never returned.
-    #[serde(default)]
-    pub shadow: bool,
-}
-
-impl Target {
-    pub fn version(version: impl Into<String>, weight: u32) -> Self {
-        Target {
-            version: Some(version.into()),
-            alias: None,
-            weight,
-            shadow: false,
-        }
-    }
-
-    pub fn alias(alias: impl Into<String>, weight: u32) -> Self {
-        Target {
-            version: None,
-            alias: Some(alias.into()),
-            weight,
-            shadow: false,
-        }
-    }
-
-    /// `3` for a version, `@champion` for an alias.
-    pub fn label(&self) -> String {
-        match (&self.version, &self.alias) {
-            (Some(v), _) => v.clone(),
-            (_, Some(a)) => format!("@{a}"),
-            _ => "?".into(),
-        }
-    }
-}
-
-/// What a deployment serves and how.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DeploymentSpec {
-    /// The registered model.
-    pub model: String,
-    /// The first weighted target is the primary; other weighted ones are canaries.
-    pub targets: Vec<Target>,
-    #[serde(default)]
-    pub routing: Routing,
-    #[serde(default)]
-    pub batching: Batching,
-    /// What goes to the inference log.
-    #[serde(default)]
-    pub log: crate::log::LogSpec,
-    /// Read the model's inputs from a feature service: requests carry entity keys.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub features: Option<crate::enrich::Enrichment>,
-}
-
-impl DeploymentSpec {
-    /// Checks the spec's shape (the registry is checked by [`Deployments`]).
-    pub fn check(&self) -> Result<()> {
-        let bad = |m: String| Err(Error::Invalid(m));
-        qanat_core::Name::parse_as("model name", &self.model)
-            .map_err(|e| Error::Invalid(e.to_string()))?;
-        if self.targets.is_empty() {
-            return bad("a deployment needs at least one target (a version or an alias)".into());
-        }
-        let mut seen = std::collections::HashSet::new();
-        let mut total = 0;
-        for t in &self.targets {
-            match (&t.version, &t.alias) {
-                (Some(v), None) => {
-                    if v.parse::<u64>().map_or(true, |n| n == 0) {
-                        return bad(format!(
-                            "target version '{v}': a version is a number from 1"
-                        ));
-                    }
-                }
-                (None, Some(a)) => {
-                    qanat_core::Name::parse_as("alias", a)
-                        .map_err(|e| Error::Invalid(e.to_string()))?;
-                }
-                _ => {
-                    return bad(format!(
-                        "target '{}': give exactly one of version and alias",
-                        t.label()
-                    ))
-                }
-            }
-            if !seen.insert((t.label(), t.shadow)) {
-                return bad(format!("target '{}' is listed twice", t.label()));
-            }
-            if t.shadow {
-                if t.weight != 0 {
-                    return bad(format!(
-                        "shadow target '{}' has weight {}: a shadow gets a copy of the traffic, so its weight is 0",
-                        t.label(),
-                        t.weight
-                    ));
-                }
-            } else {
-                if t.weight > 100 {
-                    return bad(format!(
-                        "target '{}' has weight {}: weights are percentages",
-                        t.label(),
-                        t.weight
-                    ));
-                }
-                total += t.weight;
-            }
-        }
-        if total != 100 {
-            return bad(format!(
-                "the weights of the targets that answer add up to {total}, not 100"
-            ));
-        }
-        self.batching.check()?;
-        if let Some(f) = &self.features {
-            f.check()?;
-        }
-        self.log.check()
-    }
-
-    /// The weighted targets, primary first.
-    pub fn weighted(&self) -> impl Iterator<Item = &Target> {
-        self.targets.iter().filter(|t| !t.shadow)
-    }
-}
-
-/// A deployment as stored: its current revision's spec.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Deployment {
-    pub name: String,
-    pub project: String,
-    pub revision: i64,
-    pub spec: DeploymentSpec,
-    pub created_at: i64,
-    pub created_by: String,
-    pub updated_at: i64,
-    pub updated_by: String,
-}
-
-/// One change of a deployment.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Revision {
-    pub revision: i64,
-    /// `create`, `update`, `promote` or `rollback`.
-    pub action: String,
-    pub note: String,
-    pub spec: DeploymentSpec,
-    pub created_at: i64,
-    pub created_by: String,
-}
-
-/// The request and response bodies of the deployment API.
-pub mod wire {
-    use super::*;
-
-    /// `POST /api/v1/projects/{project}/deployments`.
-    #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct NewDeployment {
-        pub name: String,
-        pub spec: DeploymentSpec,
-    }
-
-    #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-    pub struct DeploymentList {
-        pub deployments: Vec<Deployment>,
-    }
-
-    #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-    pub struct RevisionList {
-        pub revisions: Vec<Revision>,
-    }
-
-    /// `GET …/deployments/{name}/log`: the newest records, and how the log keeps up.
-    #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-    pub struct LogList {
-        pub records: Vec<crate::log::LogRecord>,
-        pub stats: crate::log::LogStats,
-    }
-
-    /// `POST …/deployments/{name}/promote`: which target (`3`, `@challenger`); by
-    /// default the one canary, or the one shadow.
-    #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct Promote {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub to: Option<String>,
-    }
-
-    /// `POST …/deployments/{name}/rollback`: the revision to restore; by default the
-    /// one before the current.
-    #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct Rollback {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub revision: Option<i64>,
-    }
-}
 
 /// The deployments of every project, in the metadata store.
 #[derive(Clone)]
@@ -277,7 +52,7 @@ impl Deployments {
 
     /// Checks `spec` and that its model and every target exist in the registry.
     async fn check(&self, project: &Project, spec: &DeploymentSpec) -> Result<()> {
-        spec.check()?;
+        spec.check().map_err(Error::Invalid)?;
         self.tracking
             .registered_model(project, &spec.model)
             .await
@@ -656,6 +431,7 @@ async fn insert_revision(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::Batching;
 
     fn spec(targets: Vec<Target>) -> DeploymentSpec {
         DeploymentSpec {

@@ -8,64 +8,16 @@
 //! feature; `default` uses the declared default, or null (which the model's
 //! preprocessing imputes as it did in training).
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 
 use qanat_governance::Project;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::oip::{InferRequest, RequestInput, MAX_ROWS};
+pub use qanat_types::serving::{Enrichment, Missing};
+
 use crate::{Error, Loaded, Result};
-
-qanat_core::word_enum! {
-    /// What happens when an entity's feature is missing, null or past its ttl.
-    #[derive(Default, utoipa::ToSchema)]
-    pub enum Missing as "missing-feature policy" {
-        /// The request is refused (400), naming the entity and the feature.
-        #[default]
-        Reject = "reject",
-        /// The declared default is used, or null (imputed by the model's
-        /// preprocessing) when the feature declares none.
-        Default = "default",
-    }
-}
-
-/// Where a deployment's model inputs come from when the request carries keys only.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Enrichment {
-    /// The feature service whose online features the model takes.
-    pub service: String,
-    #[serde(default)]
-    pub missing: Missing,
-    /// Per feature, the value used under `missing: default`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schema(value_type = Object)]
-    pub defaults: BTreeMap<String, Value>,
-}
-
-impl Enrichment {
-    pub fn check(&self) -> Result<()> {
-        qanat_core::Name::parse_as("feature service", &self.service)
-            .map_err(|e| Error::Invalid(e.to_string()))?;
-        for (name, v) in &self.defaults {
-            if !(v.is_number() || v.is_string() || v.is_boolean()) {
-                return Err(Error::Invalid(format!(
-                    "the default of feature '{name}' is {v}: a default is a number, a string or a boolean"
-                )));
-            }
-        }
-        if !self.defaults.is_empty() && self.missing == Missing::Reject {
-            return Err(Error::Invalid(
-                "defaults are given but missing features are rejected: set missing to default to use them"
-                    .into(),
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// The online feature store, as serving reads it. The binary wires Qanat's feature
 /// store in (its in-process reads: no HTTP hop), so serving does not depend on it.

@@ -22,81 +22,13 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use qanat_store::{ObjectKey, ObjectStorage};
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use crate::tensor::Elem;
+pub use qanat_types::serving::{LogRecord, LogSpec, LogStats};
+
 use crate::{Error, Result};
-
-/// What a deployment logs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(default, deny_unknown_fields)]
-pub struct LogSpec {
-    /// The share of requests logged, 0 to 1.
-    pub sample: f64,
-    /// Inputs written as keyed pseudonyms instead of their values.
-    pub pii: Vec<String>,
-}
-
-impl Default for LogSpec {
-    fn default() -> Self {
-        LogSpec {
-            sample: 1.0,
-            pii: Vec::new(),
-        }
-    }
-}
-
-impl Eq for LogSpec {}
-
-impl LogSpec {
-    pub fn check(&self) -> Result<()> {
-        if !(0.0..=1.0).contains(&self.sample) {
-            return Err(Error::Invalid(format!(
-                "log.sample is {}: it is a share of requests, 0 to 1",
-                self.sample
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// One logged answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct LogRecord {
-    /// When it was answered, microseconds since the epoch.
-    pub time: i64,
-    /// The HTTP request's id (`x-request-id`).
-    pub request_id: String,
-    /// The request's own `id`, when it gave one.
-    pub inference_id: Option<String>,
-    pub actor: String,
-    /// The OIP model name asked for (a deployment or a registered model).
-    pub deployment: String,
-    pub model: String,
-    pub version: String,
-    /// `answer`, or `shadow` for a copy a shadow ran.
-    pub role: String,
-    pub rows: u32,
-    /// Microseconds from the request reaching serving to its answer.
-    pub latency_us: u64,
-    /// Microseconds it waited in the batcher's queue.
-    pub queue_us: u64,
-    /// `{input: [values...]}`, PII inputs pseudonymized.
-    pub inputs: String,
-    /// `{output: [values...]}`, every output the model gives.
-    pub outputs: String,
-}
-
-/// How the log is keeping up.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct LogStats {
-    pub written: u64,
-    pub dropped: u64,
-    pub files: u64,
-    pub failed_writes: u64,
-}
 
 /// The most records waiting for the writer.
 const QUEUE: usize = 16_384;

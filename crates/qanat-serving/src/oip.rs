@@ -21,6 +21,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::tensor::{Elem, Elements, Raw};
+pub use qanat_types::serving::{InferResponse, ResponseOutput};
+
 use crate::{Error, Loaded, Model, Result};
 
 /// The most rows one request may carry.
@@ -109,32 +111,6 @@ pub struct InferRequest {
     /// Omitted: every output.
     #[serde(default)]
     pub outputs: Option<Vec<RequestOutput>>,
-}
-
-/// One output tensor of a response.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ResponseOutput {
-    pub name: String,
-    pub shape: Vec<usize>,
-    pub datatype: String,
-    /// `binary_data_size` when the data follow the JSON as bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub parameters: Option<Map<String, Value>>,
-    /// Row-major, flat (absent for a binary output).
-    #[serde(default, skip_serializing_if = "Value::is_null")]
-    #[schema(value_type = Vec<Object>)]
-    pub data: Value,
-}
-
-/// The answer to an [`InferRequest`].
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct InferResponse {
-    pub model_name: String,
-    pub model_version: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    pub outputs: Vec<ResponseOutput>,
 }
 
 /// The model's inputs: one `[-1, 1]` tensor per feature column.

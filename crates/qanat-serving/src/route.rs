@@ -20,10 +20,12 @@ use qanat_model::prep::Target as Kind;
 use qanat_runtime::native::Scratch;
 use serde::{Deserialize, Serialize};
 
-use crate::batch::{BatchStats, Batcher, Batching, Engine};
+use crate::batch::{Batcher, Batching, Engine};
 use crate::deploy::{Deployment, DeploymentSpec, Routing, Target};
 use crate::metrics::{BatchLabels, OutcomeLabels, ServingMetrics, VersionLabels};
 use crate::oip::{self, InferRequest, InferResponse, ModelMetadata};
+pub use qanat_types::serving::{ArmStatus, DeploymentStatus, ShadowStats};
+
 use crate::{Caller, Error, Loaded, Result, Serving};
 
 /// A loaded version as a batch engine.
@@ -47,21 +49,6 @@ impl Engine for Native {
 pub struct Served {
     pub loaded: Arc<Loaded>,
     pub batcher: Batcher<Native>,
-}
-
-/// How a shadow's answers compare with what was returned.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ShadowStats {
-    /// Requests the shadow answered and that were compared.
-    pub compared: u64,
-    /// Rows compared.
-    pub rows: u64,
-    /// Rows where a classifier's label agreed with the answer returned.
-    pub agreed: u64,
-    /// Mean absolute difference of the raw `output` values.
-    pub mean_abs_diff: f64,
-    /// Copies not run: the shadow's queue was full, or it failed.
-    pub dropped: u64,
 }
 
 /// One target of a route.
@@ -236,34 +223,6 @@ impl Routes {
             .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default()
     }
-}
-
-/// A target's state in this server, for `qanat deploy status`.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ArmStatus {
-    /// `3` or `@champion`.
-    pub target: String,
-    /// `primary`, `canary` or `shadow`.
-    pub role: String,
-    pub weight: u32,
-    /// The version it resolved to.
-    pub version: Option<String>,
-    pub healthy: bool,
-    /// Why it gets no traffic, when it does not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    pub requests: u64,
-    pub failures: u64,
-    pub batching: Option<BatchStats>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shadow: Option<ShadowStats>,
-}
-
-/// A deployment and how this server is serving it.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct DeploymentStatus {
-    pub deployment: Deployment,
-    pub targets: Vec<ArmStatus>,
 }
 
 /// One model of Triton's repository index: a deployment or a registered model, and

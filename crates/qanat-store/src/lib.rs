@@ -43,7 +43,6 @@ pub mod migrations;
 mod objects;
 mod sealed;
 mod time;
-pub mod wire;
 
 #[cfg(feature = "testing")]
 pub mod testing;

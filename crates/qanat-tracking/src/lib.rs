@@ -15,7 +15,7 @@ mod purge;
 mod registry;
 mod search;
 mod store;
-pub mod wire;
+pub use qanat_types::tracking::wire;
 
 pub use error::Error;
 pub use model::{
@@ -25,7 +25,8 @@ pub use model::{
 };
 pub use models::{ModelOrder, NewLoggedModel, ResolvedInput};
 pub use purge::Purged;
-pub use registry::{AliasMove, NewModelVersion, DERIVED_FROM_TAG};
+pub use qanat_types::tracking::AliasMove;
+pub use registry::{NewModelVersion, DERIVED_FROM_TAG};
 pub use store::{Batch, NewRun, Page, RunLimits, RunUpdate, Tracking};
 
 /// This domain's tables: experiments, runs, metrics (0003); logged models, the model registry, aliases and their history (0004).

@@ -20,6 +20,7 @@ use crate::store::{
     check_key, check_max_results, check_run_id, next_page_token, now_ms, parse_page_token,
     placeholders, Page,
 };
+use crate::AliasMove;
 use crate::{Error, Result, Tracking};
 use qanat_events::EventType;
 use serde_json::{json, Value};
@@ -106,19 +107,6 @@ pub struct NewModelVersion {
     pub description: Option<String>,
     pub tags: Vec<Tag>,
     pub user: String,
-}
-
-/// One move of an alias.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct AliasMove {
-    pub alias: String,
-    pub version: Option<String>,
-    pub previous_version: Option<String>,
-    pub changed_by: String,
-    /// Epoch milliseconds.
-    pub changed_time: i64,
-    /// `set`, `promote`, `rollback` or `delete`.
-    pub reason: String,
 }
 
 const DELETED: &str = "Deleted_Internal";

@@ -11,10 +11,10 @@ use qanat_data::{ChunkId, ChunkRef, FileEntry, Manifest, NewDataset, VersionRef}
 use qanat_governance::wire::{AuditFilter, CreateProject, CreateUser, SetMember, TokenFilter};
 use qanat_governance::{Role, UserKind};
 use qanat_store::testing::TestDb;
-use qanat_store::wire::{LocationParam, ObjectListParams};
 use qanat_store::{Keyring, LocationConfig, ObjectStorage};
 use qanat_tracking::wire::mlflow::SearchExperiments;
 use qanat_tracking::wire::ModelListParams;
+use qanat_types::store::wire::{LocationParam, ObjectListParams};
 
 /// A served API and an admin client of it.
 struct Server {

@@ -1,7 +1,8 @@
 //! The house keeps its shape. The crate graph: at most 8 floors (a crate's floor is one
 //! more than the highest floor of the workspace crates it depends on), nothing depends
-//! on the binary or on the HTTP layer but the binary, and the model package sits at the
-//! bottom (docs/contributing.md, "The layers"). References: no source builds a
+//! on the binary or on the HTTP layer but the binary, the model package and the API's
+//! types sit on the core alone, and the client depends on the types only
+//! (docs/contributing.md, "The layers"). References: no source builds a
 //! `kind:name@version` string by hand; `qanat_core::ObjectRef` writes them.
 
 use std::collections::BTreeMap;
@@ -68,7 +69,13 @@ fn the_crate_graph_has_at_most_eight_floors_and_its_bottom_and_top_where_they_be
     );
     assert_eq!(floors["qanat"], highest, "{floors:?}");
     assert_eq!(floors["qanat-core"], 1, "{floors:?}");
-    assert_eq!(floors["qanat-model"], 1, "{floors:?}");
+    // The model package and the API's types sit on the core alone.
+    assert_eq!(graph["qanat-model"], ["qanat-core"], "{graph:?}");
+    assert_eq!(graph["qanat-types"], ["qanat-core"], "{graph:?}");
+    // The client speaks the API's types: no domain crate, so no engine, is built for it.
+    let mut client = graph["qanat-client"].clone();
+    client.sort();
+    assert_eq!(client, ["qanat-core", "qanat-types"], "{graph:?}");
     for (name, deps) in &graph {
         if name != "qanat" {
             assert!(
@@ -93,6 +100,56 @@ fn the_crate_graph_has_at_most_eight_floors_and_its_bottom_and_top_where_they_be
         assert!(
             !graph[user].iter().any(|d| d == not),
             "{user} depends on {not}"
+        );
+    }
+}
+
+/// What `qanat-client` compiles: none of the engines, drivers or clients the server
+/// links, whatever feature a dependency turns on.
+#[test]
+fn the_client_compiles_no_engine() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "-p",
+            "qanat-client",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8_lossy(&out.stdout);
+    let crates: std::collections::BTreeSet<&str> = tree
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(crates.contains("qanat-types"), "{crates:?}");
+    for engine in [
+        "sqlx",
+        "arrow-array",
+        "parquet",
+        "datafusion",
+        "tract-core",
+        "burn",
+        "ort",
+        "redis",
+        "k8s-openapi",
+        "object_store",
+        "async-nats",
+        "tokio-postgres",
+    ] {
+        assert!(
+            !crates.contains(engine),
+            "qanat-client compiles {engine}: {crates:?}"
         );
     }
 }

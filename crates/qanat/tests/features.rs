@@ -6,6 +6,7 @@ mod common;
 use arrow_array::types::{Float32Type, Float64Type, Int64Type};
 use common::cases::{run_cases, Call, Case, Check};
 use common::Qanat;
+use qanat_features::RepoFiles as _;
 use serde_json::json;
 
 const REPO: &str = include_str!("fixtures/features/driver_stats.yaml");

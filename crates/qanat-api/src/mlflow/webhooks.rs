@@ -35,7 +35,12 @@ pub(crate) async fn create_webhook(
     let events = b
         .events
         .ok_or_else(|| ApiError::bad_request("Missing value for required parameter 'events'."))?;
-    let status = b.status.as_ref().map(WebhookStatus::parse).transpose()?;
+    let status = b
+        .status
+        .as_ref()
+        .map(WebhookStatus::parse)
+        .transpose()
+        .map_err(qanat_events::Error::Invalid)?;
     let hook = ml
         .state
         .events
@@ -118,7 +123,12 @@ pub(crate) async fn update_webhook(
                 events,
                 description: given(b.description),
                 secret: given(b.secret),
-                status: b.status.as_ref().map(WebhookStatus::parse).transpose()?,
+                status: b
+                    .status
+                    .as_ref()
+                    .map(WebhookStatus::parse)
+                    .transpose()
+                    .map_err(qanat_events::Error::Invalid)?,
             },
         )
         .await?;

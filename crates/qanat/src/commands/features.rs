@@ -6,6 +6,7 @@ use qanat_features::wire::{
     Action, Freshness, MaterializationRun, MaterializeRequest, Materialized, Plan,
     RegisteredObject, StreamStatus, TrainingSetRequest, ViewProgress,
 };
+use qanat_features::RepoFiles as _;
 use qanat_features::{FeatureRef, FeatureRepo, ObjectKind};
 
 use super::Ctx;

@@ -1,7 +1,7 @@
 //! `qanat keys`: master key status and rotation (global admins).
 
 use anyhow::Result;
-use qanat_store::wire::{KeyStatus, RotationView};
+use qanat_types::store::wire::{KeyStatus, RotationView};
 
 use super::Ctx;
 use crate::cli::KeysCmd;

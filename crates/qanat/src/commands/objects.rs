@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use futures::StreamExt;
 use qanat_client::{Body, ByteStream};
-use qanat_store::wire::{LocationParam, LocationView, ObjectListParams, ObjectView};
+use qanat_types::store::wire::{LocationParam, LocationView, ObjectListParams, ObjectView};
 use tokio::io::AsyncWriteExt;
 use tokio_util::io::ReaderStream;
 

@@ -8,6 +8,7 @@
 //! The files it writes (the feature repo, the monitor's spec, the data it pushed, the
 //! drift report) are kept under `<home>/quickstart/<project>/` for the user to read.
 
+use qanat_features::RepoFiles as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

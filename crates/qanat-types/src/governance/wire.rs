@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Principal, Role, UserKind};
+use super::{Principal, Role, UserKind};
 
 /// The caller's identity and the projects they can see.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -54,7 +54,7 @@ pub struct CreateToken {
     pub expires_in_seconds: Option<i64>,
     /// `inference`: the token may call only the inference endpoints. Default `all`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope: Option<crate::TokenScope>,
+    pub scope: Option<super::TokenScope>,
     /// Requests a second this token may make (a burst of one second's worth).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<u32>,
@@ -68,7 +68,7 @@ pub struct TokenFilter {
 }
 
 /// Filters for reading the audit log, as a query string (times as RFC 3339 text; the
-/// server turns them into [`AuditQuery`](crate::AuditQuery)).
+/// server turns them into `AuditQuery`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::IntoParams)]
 pub struct AuditFilter {
     pub actor: Option<String>,

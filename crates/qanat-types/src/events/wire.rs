@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Delivery, Webhook};
+use super::{Delivery, Webhook};
 
 /// A project's webhooks, newest first.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]

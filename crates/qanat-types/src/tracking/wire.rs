@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{AliasMove, ModelVersion, RegisteredModel};
+use super::{AliasMove, ModelVersion, RegisteredModel};
 
 /// A project's registered models.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -60,7 +60,7 @@ pub struct AliasMoved {
 pub mod mlflow {
     use serde::{Deserialize, Serialize};
 
-    use crate::{Experiment, Run};
+    use crate::tracking::{Experiment, Run};
 
     /// `experiments/search` (POST body or GET query).
     #[derive(Debug, Clone, Default, Serialize, Deserialize)]

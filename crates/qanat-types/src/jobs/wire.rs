@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::spec::{JobSpec, Resources};
+use super::{JobSpec, Resources};
 
 /// A job as listed and shown.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{FileEntry, FileProfile, Manifest, Result};
+use qanat_core::Refusal;
+
+use super::{FileEntry, FileProfile, Manifest};
 
 /// A file as a diff shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -110,12 +112,12 @@ pub fn table_deltas(old: &[FileProfile], new: &[FileProfile]) -> Vec<TableDelta>
     out
 }
 
-fn by_path(m: &Manifest) -> Result<BTreeMap<Vec<u8>, &FileEntry>> {
+fn by_path(m: &Manifest) -> Result<BTreeMap<Vec<u8>, &FileEntry>, Refusal> {
     m.files.iter().map(|f| Ok((f.path_bytes()?, f))).collect()
 }
 
 /// Compares `old` with `new` by path.
-pub fn diff(old: &Manifest, new: &Manifest) -> Result<ManifestDiff> {
+pub fn diff(old: &Manifest, new: &Manifest) -> Result<ManifestDiff, Refusal> {
     let a = by_path(old)?;
     let b = by_path(new)?;
     let mut out = ManifestDiff::default();
@@ -164,7 +166,7 @@ pub fn diff(old: &Manifest, new: &Manifest) -> Result<ManifestDiff> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ChunkId, ChunkRef};
+    use crate::data::{ChunkId, ChunkRef};
 
     fn file(path: &str, content: &[u8], mode: u32) -> FileEntry {
         FileEntry::new(

@@ -5,7 +5,9 @@ use std::collections::HashSet;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-use crate::{ChunkId, Error, Result, MAX_CHUNK};
+use qanat_core::Refusal;
+
+use super::{ChunkId, MAX_CHUNK};
 
 const MAX_PATH: usize = 4096;
 
@@ -37,12 +39,12 @@ pub struct FileEntry {
 
 impl FileEntry {
     /// The exact path bytes.
-    pub fn path_bytes(&self) -> Result<Vec<u8>> {
+    pub fn path_bytes(&self) -> Result<Vec<u8>, Refusal> {
         match &self.path_b64 {
             None => Ok(self.path.as_bytes().to_vec()),
             Some(b) => base64::engine::general_purpose::STANDARD
                 .decode(b)
-                .map_err(|e| Error::invalid("path_b64", e.to_string())),
+                .map_err(|e| Refusal::invalid("path_b64", e.to_string())),
         }
     }
 
@@ -109,22 +111,22 @@ fn validate_path(p: &[u8]) -> std::result::Result<(), String> {
 impl Manifest {
     /// Checks what a client sent: safe, unique paths; chunk sizes that add up; chunks
     /// no larger than the chunker makes. Sorts the files into canonical order.
-    pub fn normalize(&mut self) -> Result<()> {
+    pub fn normalize(&mut self) -> Result<(), Refusal> {
         let mut seen = HashSet::new();
         let mut keyed = Vec::with_capacity(self.files.len());
         for f in self.files.drain(..) {
             let bytes = f.path_bytes()?;
             validate_path(&bytes)
-                .map_err(|why| Error::invalid("manifest", format!("file '{}': {why}", f.path)))?;
+                .map_err(|why| Refusal::invalid("manifest", format!("file '{}': {why}", f.path)))?;
             if !seen.insert(bytes.clone()) {
-                return Err(Error::invalid(
+                return Err(Refusal::invalid(
                     "manifest",
                     format!("file '{}' appears twice", f.path),
                 ));
             }
             let sum: u64 = f.chunks.iter().map(|c| c.size).sum();
             if sum != f.size {
-                return Err(Error::invalid(
+                return Err(Refusal::invalid(
                     "manifest",
                     format!(
                         "file '{}': chunks add up to {sum} bytes, size says {}",
@@ -136,13 +138,13 @@ impl Manifest {
                 .iter()
                 .any(|c| c.size == 0 || c.size > MAX_CHUNK as u64)
             {
-                return Err(Error::invalid(
+                return Err(Refusal::invalid(
                     "manifest",
                     format!("file '{}': chunk sizes must be 1..={MAX_CHUNK}", f.path),
                 ));
             }
             if f.mode > 0o777 {
-                return Err(Error::invalid(
+                return Err(Refusal::invalid(
                     "manifest",
                     format!(
                         "file '{}': mode {:o} is beyond 0o777 (permission bits only)",
@@ -151,7 +153,7 @@ impl Manifest {
                 ));
             }
             if blake3::Hash::from_hex(&f.blake3).is_err() {
-                return Err(Error::invalid(
+                return Err(Refusal::invalid(
                     "manifest",
                     format!("file '{}': blake3 is not 64 hex characters", f.path),
                 ));

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ChunkId, DatasetVersion, FileProfile, Manifest, ManifestDiff, TableDelta};
+use super::{ChunkId, DatasetVersion, FileProfile, Manifest, ManifestDiff, TableDelta};
 
 /// Which of these chunks does the server still need? (part of a push)
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]

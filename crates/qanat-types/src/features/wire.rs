@@ -4,10 +4,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::definitions::{
+use super::definitions::FeatureRef;
+use super::definitions::{
     EntityDef, FeatureRepo, FeatureServiceDef, FeatureViewDef, ObjectKind, SourceDef,
 };
-use crate::FeatureRef;
 
 qanat_core::word_enum! {
     /// What applying a repo does to one object.

@@ -6,7 +6,9 @@
 
 use bytes::Bytes;
 
-use crate::{ChunkId, Error, Result, MAX_CHUNK};
+use qanat_core::Refusal;
+
+use super::{ChunkId, MAX_CHUNK};
 
 /// The most chunks one pack may carry.
 pub const MAX_PACK_CHUNKS: usize = 64;
@@ -25,8 +27,8 @@ pub fn frame_header(id: &ChunkId, len: usize) -> [u8; FRAME_HEADER] {
 
 /// Splits a pack into its chunks (slices of `body`, no copies). Hashes are checked
 /// where the chunks are stored.
-pub fn parse(body: Bytes) -> Result<Vec<(ChunkId, Bytes)>> {
-    let bad = |why: String| Error::invalid("chunk pack", why);
+pub fn parse(body: Bytes) -> Result<Vec<(ChunkId, Bytes)>, Refusal> {
+    let bad = |why: String| Refusal::invalid("chunk pack", why);
     let mut out = Vec::new();
     let mut at = 0usize;
     while at < body.len() {
