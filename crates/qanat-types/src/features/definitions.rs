@@ -276,7 +276,7 @@ pub struct FeatureServiceDef {
 /// newest.
 ///
 /// ```
-/// use qanat_features::FeatureRef;
+/// use qanat_types::features::FeatureRef;
 /// let r: FeatureRef = "driver_stats@3:conv_rate".parse().unwrap();
 /// assert_eq!((r.view.as_str(), r.version, r.feature.as_ref().map(|f| f.as_str())),
 ///            ("driver_stats", Some(3), Some("conv_rate")));
