@@ -2,7 +2,10 @@
 
 use std::sync::OnceLock;
 
+use qanat_jobs::Kinds;
+use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{Ref, RefOr};
 use utoipa::{Modify, OpenApi};
 
 struct BearerAuth;
@@ -26,20 +29,76 @@ impl Modify for BearerAuth {
 )]
 struct ApiDoc;
 
-/// The document as JSON text (built once): the paths and schemas come from the route
-/// table, where each handler's `#[utoipa::path]` is also what routes it.
-pub fn openapi_json() -> String {
-    static DOC: OnceLock<String> = OnceLock::new();
-    DOC.get_or_init(|| {
-        let (paths, schemas) = crate::route_table(&crate::ApiLimits::default()).documentation();
-        let mut doc = ApiDoc::openapi();
-        doc.paths = paths;
-        if let Some(components) = doc.components.as_mut() {
-            components.schemas.extend(schemas);
+/// The document as JSON text: the paths and schemas come from the route table (built
+/// once), where each handler's `#[utoipa::path]` is also what routes it; a job's fields
+/// from the server's job `kinds` (see [`with_job_kinds`]).
+pub fn openapi_json(kinds: &Kinds) -> String {
+    static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
+    let mut doc = DOC
+        .get_or_init(|| {
+            let (paths, schemas) = crate::route_table(&crate::ApiLimits::default()).documentation();
+            let mut doc = ApiDoc::openapi();
+            doc.paths = paths;
+            if let Some(components) = doc.components.as_mut() {
+                components.schemas.extend(schemas);
+            }
+            doc
+        })
+        .clone();
+    with_job_kinds(&mut doc, kinds);
+    doc.to_pretty_json().unwrap_or_else(|_| "{}".into())
+}
+
+/// Publishes each kind's fields: the schema of the type the kind reads them into
+/// (`TrainFields`, `CommandFields`, …, with what they refer to), and `JobSpec` as its
+/// common fields together with exactly one kind's (`kind` says which; `command` when
+/// absent).
+fn with_job_kinds(doc: &mut utoipa::openapi::OpenApi, kinds: &Kinds) {
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    let mut one_of = OneOfBuilder::new();
+    for kind in kinds.iter() {
+        let fields = kind.fields();
+        let mut word = ObjectBuilder::new()
+            .property(
+                "kind",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some([kind.name()])),
+            )
+            .title(Some(format!("kind: {}", kind.name())));
+        if kind.name() != "command" {
+            word = word.required("kind");
         }
-        doc.to_pretty_json().unwrap_or_else(|_| "{}".into())
-    })
-    .clone()
+        one_of = one_of.item(
+            AllOfBuilder::new()
+                .item(word)
+                .item(Ref::from_schema_name(fields.name.as_str())),
+        );
+        components.schemas.extend(fields.schemas);
+    }
+    if let Some(common) = components.schemas.remove("JobSpec") {
+        // `JobSpec` derives as its common fields and a free-form object for the
+        // flattened kind's fields; the kinds' schemas stand for the latter.
+        let parts = match common {
+            RefOr::T(Schema::AllOf(all)) => all.items,
+            other => vec![other],
+        };
+        let mut spec = AllOfBuilder::new();
+        for part in parts {
+            let free_form = matches!(&part, RefOr::T(Schema::Object(o)) if o.properties.is_empty());
+            if !free_form {
+                spec = spec.item(part);
+            }
+        }
+        let spec = spec.item(one_of).description(Some(
+            "A job: the common fields, and the fields of its kind (`kind`, `command` by default).",
+        ));
+        components
+            .schemas
+            .insert("JobSpec".into(), RefOr::T(Schema::AllOf(spec.build())));
+    }
 }
 
 #[cfg(test)]
@@ -61,7 +120,8 @@ mod tests {
     /// document documents nothing that is not routed.
     #[test]
     fn openapi_documents_every_route() {
-        let doc: serde_json::Value = serde_json::from_str(&openapi_json()).expect("json");
+        let doc: serde_json::Value =
+            serde_json::from_str(&openapi_json(&Kinds::standard())).expect("json");
         let paths = doc["paths"].as_object().expect("paths");
         let table = crate::route_table(&crate::ApiLimits::default());
         let mut routed = 0;
@@ -89,5 +149,29 @@ mod tests {
             documented, routed,
             "documented operations that are not routed"
         );
+    }
+
+    /// A job's fields are published per kind: `JobSpec` is its common fields and one
+    /// kind's, and each kind's fields type is a schema of its own.
+    #[test]
+    fn job_kinds_publish_their_fields() {
+        let doc: serde_json::Value =
+            serde_json::from_str(&openapi_json(&Kinds::standard())).expect("json");
+        let schemas = &doc["components"]["schemas"];
+        let spec = &schemas["JobSpec"]["allOf"];
+        assert!(spec[0]["properties"]["resources"].is_object(), "{spec}");
+        let kinds = spec[1]["oneOf"].as_array().expect("one of the kinds");
+        assert_eq!(kinds.len(), 1, "{kinds:?}");
+        assert_eq!(
+            kinds[0]["allOf"][0]["properties"]["kind"]["enum"][0],
+            "command"
+        );
+        assert_eq!(
+            kinds[0]["allOf"][1]["$ref"],
+            "#/components/schemas/CommandFields"
+        );
+        let command = &schemas["CommandFields"];
+        assert!(command["properties"]["command"].is_object(), "{command}");
+        assert_eq!(command["required"][0], "command", "{command}");
     }
 }

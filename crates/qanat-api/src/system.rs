@@ -75,10 +75,10 @@ pub(crate) async fn metrics(
 
 /// This OpenAPI document.
 #[utoipa::path(get, path = "/api/v1/openapi.json", tag = "system", responses((status = 200, description = "OpenAPI 3 document")))]
-pub(crate) async fn openapi() -> Response {
+pub(crate) async fn openapi(State(state): State<AppState>) -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
-        crate::openapi::openapi_json(),
+        crate::openapi::openapi_json(state.jobs.kinds()),
     )
         .into_response()
 }

@@ -10,8 +10,38 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use utoipa::openapi::schema::Schema;
+use utoipa::openapi::RefOr;
 
 use crate::{Error, Result};
+
+/// A kind's fields as the API publishes them: the schema of the type they are read into
+/// (named, e.g. `TrainFields`) and every schema it refers to.
+#[derive(Clone)]
+pub struct FieldsSchema {
+    pub name: String,
+    pub schemas: Vec<(String, RefOr<Schema>)>,
+}
+
+impl std::fmt::Debug for FieldsSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.schemas.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("FieldsSchema")
+            .field("name", &self.name)
+            .field("schemas", &names)
+            .finish()
+    }
+}
+
+impl FieldsSchema {
+    /// The schema of `F`, the type a kind reads its fields into.
+    pub fn of<F: utoipa::ToSchema>() -> FieldsSchema {
+        let name = F::name().into_owned();
+        let mut schemas = vec![(name.clone(), F::schema())];
+        F::schemas(&mut schemas);
+        FieldsSchema { name, schemas }
+    }
+}
 
 /// What one rank of a job runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +65,10 @@ pub trait JobKind: Send + Sync + std::fmt::Debug + 'static {
 
     /// What rank `rank` of `ranks` runs.
     fn plan(&self, params: &Map<String, Value>, rank: u32, ranks: u32) -> Result<ProcessPlan>;
+
+    /// The type the kind reads its fields into, as a schema (published in the API's
+    /// OpenAPI document beside `JobSpec`).
+    fn fields(&self) -> FieldsSchema;
 
     /// Checks the kind's fields against its inputs at submit: each pinned input
     /// (`dataset:name@version`) with the tabular profiles stored with that version
@@ -66,18 +100,26 @@ pub struct WorkerKind {
     var: &'static str,
     check: FieldCheck,
     check_inputs: Option<InputCheck>,
+    fields: fn() -> FieldsSchema,
 }
 
 impl WorkerKind {
-    /// Kind `name`, run as `program <name>-worker` with the fields in `var`, checked by
-    /// `check` at submit.
-    pub fn new(name: &'static str, program: PathBuf, var: &'static str, check: FieldCheck) -> Self {
+    /// Kind `name`, run as `program <name>-worker` with the fields in `var`: they are
+    /// an `F` (the schema published for the kind), read and checked by `check` at
+    /// submit.
+    pub fn new<F: utoipa::ToSchema>(
+        name: &'static str,
+        program: PathBuf,
+        var: &'static str,
+        check: FieldCheck,
+    ) -> Self {
         WorkerKind {
             name,
             program,
             var,
             check,
             check_inputs: None,
+            fields: FieldsSchema::of::<F>,
         }
     }
 
@@ -127,6 +169,10 @@ impl JobKind for WorkerKind {
             working_dir: None,
         })
     }
+
+    fn fields(&self) -> FieldsSchema {
+        (self.fields)()
+    }
 }
 
 /// The kinds a server accepts, by name.
@@ -145,6 +191,11 @@ impl Kinds {
         self
     }
 
+    /// Every kind, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn JobKind>> {
+        self.0.values()
+    }
+
     pub fn get(&self, name: &str) -> Result<&Arc<dyn JobKind>> {
         self.0.get(name).ok_or_else(|| {
             Error::invalid(format!(
@@ -160,11 +211,17 @@ impl Kinds {
 #[derive(Debug)]
 pub struct Command;
 
-#[derive(Deserialize)]
+/// A `command` job's fields.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct CommandParams {
+pub struct CommandFields {
+    /// The program and its arguments (run as is), or a shell line (run by `/bin/sh
+    /// -c`).
     command: CommandLine,
+    /// Where it starts: a directory on the server, or one inside the job's directory
+    /// (relative); the job's directory by default.
     #[serde(default)]
+    #[schema(value_type = Option<String>)]
     working_dir: Option<PathBuf>,
     /// The container image (the Kubernetes executor only).
     #[serde(default)]
@@ -172,14 +229,15 @@ struct CommandParams {
     image: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// A command line: `["python", "train.py"]`, or `"python train.py | tee log"`.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 enum CommandLine {
     Argv(Vec<String>),
     Shell(String),
 }
 
-fn params(params: &Map<String, Value>) -> Result<CommandParams> {
+fn params(params: &Map<String, Value>) -> Result<CommandFields> {
     if !params.contains_key("command") {
         return Err(Error::invalid(
             "a command job needs `command`: a list like [\"python\", \"train.py\"] or a shell line",
@@ -192,7 +250,7 @@ fn params(params: &Map<String, Value>) -> Result<CommandParams> {
     })
 }
 
-impl CommandParams {
+impl CommandFields {
     fn argv(&self) -> Result<(String, Vec<String>)> {
         match &self.command {
             CommandLine::Argv(v) => match v.split_first() {
@@ -234,6 +292,10 @@ pub(crate) fn resolve_program(program: &str, path: &str, cwd: Option<&Path>) -> 
 impl JobKind for Command {
     fn name(&self) -> &'static str {
         "command"
+    }
+
+    fn fields(&self) -> FieldsSchema {
+        FieldsSchema::of::<CommandFields>()
     }
 
     fn check(&self, p: &Map<String, Value>, path: &str) -> Result<()> {

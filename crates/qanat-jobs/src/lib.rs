@@ -50,7 +50,7 @@ use qanat_store::{MetaStore, ObjectStorage};
 use tokio::sync::Notify;
 
 pub use error::Error;
-pub use kind::{JobKind, Kinds, ProcessPlan, WorkerKind};
+pub use kind::{FieldsSchema, JobKind, Kinds, ProcessPlan, WorkerKind};
 pub use kubernetes::KubernetesSettings;
 pub use procfs::total_memory_mb;
 pub use scheduler::Scheduler;
@@ -245,6 +245,11 @@ impl Jobs {
 
     pub fn settings(&self) -> &Settings {
         &self.inner.settings
+    }
+
+    /// The kinds of job this server runs.
+    pub fn kinds(&self) -> &Kinds {
+        &self.inner.kinds
     }
 
     /// The same service with a Slurm cluster as the executor `slurm` (asks `sinfo`

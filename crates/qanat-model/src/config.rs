@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::{Error, Result};
 
 /// Classification or regression.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Task {
     Classification,
@@ -17,7 +17,7 @@ pub enum Task {
 }
 
 /// The model family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelKind {
     /// Linear regression (regression) or logistic regression (classification).
@@ -29,7 +29,7 @@ pub enum ModelKind {
 }
 
 /// How the learning rate changes over epochs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Schedule {
     /// The same rate every epoch.
@@ -44,7 +44,7 @@ pub enum Schedule {
 }
 
 /// Where training runs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Device {
     /// A GPU when this build has CUDA and the job has a GPU, else the CPU.
@@ -56,7 +56,7 @@ pub enum Device {
 }
 
 /// The arithmetic of training steps on a GPU.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// Everything in float32.
@@ -81,7 +81,7 @@ impl Precision {
 }
 
 /// Weights of the classes in the loss.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum ClassWeights {
     /// `balanced`: n / (classes × count of the class), as scikit-learn's.
@@ -91,7 +91,7 @@ pub enum ClassWeights {
 }
 
 /// A `train` job's fields.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TrainConfig {
     /// The column to predict.

@@ -15,7 +15,7 @@ use crate::optimize::{Budget, Method};
 pub const CONFIG_VAR: &str = "QANAT_OPTIMIZE_CONFIG";
 
 /// The fields of an optimize job.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OptimizeParams {
     /// The version to optimize: `fraud@3`, `fraud@champion` or `model:fraud@3`.

@@ -9,6 +9,16 @@ use serde_json::{Map, Value};
 
 use crate::TrainConfig;
 
+/// A `train` job's fields, as the API publishes them: a train config and the model to
+/// register the result under ([`config_of`] reads them).
+#[derive(Debug, Clone, utoipa::ToSchema)]
+pub struct TrainFields {
+    #[serde(flatten)]
+    pub config: TrainConfig,
+    /// The registered model the trained version is added to (created when missing).
+    pub register: Option<String>,
+}
+
 /// The variable the worker reads its config from (JSON).
 pub const CONFIG_VAR: &str = "QANAT_TRAIN_CONFIG";
 

@@ -24,19 +24,21 @@ use serde_json::Value;
 use crate::{Error, Result};
 
 /// One parameter's distribution.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Dist {
     Uniform {
         low: f64,
         high: f64,
         #[serde(default)]
+        #[schema(value_type = Option<Object>)]
         when: Option<BTreeMap<String, Value>>,
     },
     Loguniform {
         low: f64,
         high: f64,
         #[serde(default)]
+        #[schema(value_type = Option<Object>)]
         when: Option<BTreeMap<String, Value>>,
     },
     Int {
@@ -45,11 +47,14 @@ pub enum Dist {
         #[serde(default)]
         log: bool,
         #[serde(default)]
+        #[schema(value_type = Option<Object>)]
         when: Option<BTreeMap<String, Value>>,
     },
     Categorical {
+        #[schema(value_type = Vec<Object>)]
         values: Vec<Value>,
         #[serde(default)]
+        #[schema(value_type = Option<Object>)]
         when: Option<BTreeMap<String, Value>>,
     },
 }

@@ -27,7 +27,7 @@ pub const METRICS: &[&str] = &[
     "val_mae",
 ];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Algorithm {
     Grid,
@@ -35,7 +35,7 @@ pub enum Algorithm {
     Tpe,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     Min,
@@ -45,7 +45,7 @@ pub enum Mode {
 /// Asynchronous successive halving: rungs at `min_epochs × reduction^k` epochs; a
 /// trial reaching a rung goes on only if it is in the best `1/reduction` of the trials
 /// that reached it (the best one when fewer than `reduction` have).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Asha {
     #[serde(default = "one")]
@@ -103,12 +103,14 @@ impl Asha {
 }
 
 /// A `sweep` job's fields.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SweepConfig {
     /// The train job every trial starts from (target, model, epochs, …).
+    #[schema(value_type = Object)]
     pub trial: Map<String, Value>,
     /// The parameters to search (train fields).
+    #[schema(value_type = BTreeMap<String, crate::space::Dist>)]
     pub space: Space,
     #[serde(default = "default_algorithm")]
     pub algorithm: Algorithm,
@@ -136,6 +138,7 @@ pub struct SweepConfig {
     pub seed: u64,
     /// Resources of each trial job (`cpus`, `memory`, `gpus`); one CPU by default.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub trial_resources: Option<Value>,
     /// The registered model the best trial's model is added to.
     #[serde(default)]

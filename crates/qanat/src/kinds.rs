@@ -1,6 +1,7 @@
 //! The job kinds whose process is a subcommand of this binary (`train-worker`,
 //! `sweep-worker`, `optimize-worker`): each a [`WorkerKind`] made of its domain crate's
-//! field checks. They are wired here, where the scheduler and the domains meet, so the
+//! fields type (published as the kind's schema) and the check that reads a spec into
+//! it. They are wired here, where the scheduler and the domains meet, so the
 //! trainer and the runtimes do not depend on the scheduler.
 
 use std::path::PathBuf;
@@ -22,9 +23,12 @@ pub fn all(program: PathBuf) -> Kinds {
 /// `kind: train`: its fields are a train config plus `register`; checked against the
 /// inputs' stored profiles at submit.
 fn train(program: PathBuf) -> WorkerKind {
-    WorkerKind::new("train", program, qanat_train::kind::CONFIG_VAR, |params| {
-        qanat_train::config_of(params).map(|_| ())
-    })
+    WorkerKind::new::<qanat_train::kind::TrainFields>(
+        "train",
+        program,
+        qanat_train::kind::CONFIG_VAR,
+        |params| qanat_train::config_of(params).map(|_| ()),
+    )
     .with_input_check(|params, inputs| {
         let (config, _) = qanat_train::config_of(params)?;
         qanat_train::inputs::check_profiles(&config, &facts(inputs)).map_err(|e| e.to_string())
@@ -56,17 +60,22 @@ fn facts(inputs: &[(String, Vec<FileProfile>)]) -> Vec<InputFacts> {
 
 /// `kind: sweep`: trials from across its space are checked against the inputs.
 fn sweep(program: PathBuf) -> WorkerKind {
-    WorkerKind::new("sweep", program, qanat_train::sweep::CONFIG_VAR, |params| {
-        qanat_train::sweep::SweepConfig::from_value(Value::Object(params.clone()))
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    })
+    WorkerKind::new::<qanat_train::sweep::SweepConfig>(
+        "sweep",
+        program,
+        qanat_train::sweep::CONFIG_VAR,
+        |params| {
+            qanat_train::sweep::SweepConfig::from_value(Value::Object(params.clone()))
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        },
+    )
     .with_input_check(|params, inputs| qanat_train::sweep::check_inputs(params, &facts(inputs)))
 }
 
 /// `kind: optimize`: its one input is the holdout.
 fn optimize(program: PathBuf) -> WorkerKind {
-    WorkerKind::new(
+    WorkerKind::new::<qanat_runtime::kind::OptimizeParams>(
         "optimize",
         program,
         qanat_runtime::kind::CONFIG_VAR,

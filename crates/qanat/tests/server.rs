@@ -753,6 +753,23 @@ fn probes_metrics_and_openapi() {
     assert_eq!(s, 200);
     assert!(doc["openapi"].as_str().expect("version").starts_with("3."));
     assert!(doc["paths"]["/api/v1/projects"]["post"].is_object());
+    // Each job kind this server runs publishes its fields, typed.
+    let schemas = &doc["components"]["schemas"];
+    let kinds: Vec<&str> = schemas["JobSpec"]["allOf"][1]["oneOf"]
+        .as_array()
+        .expect("the kinds")
+        .iter()
+        .filter_map(|k| k["allOf"][0]["properties"]["kind"]["enum"][0].as_str())
+        .collect();
+    assert_eq!(kinds, ["command", "optimize", "sweep", "train"], "{doc}");
+    let train = &schemas["TrainFields"];
+    assert!(
+        train.to_string().contains("\"register\"")
+            && schemas["TrainConfig"]["properties"]["epochs"]["type"] == "integer",
+        "{train}"
+    );
+    assert_eq!(schemas["OptimizeParams"]["required"][0], "model");
+    assert!(schemas["SweepConfig"]["properties"]["space"].is_object());
 
     let resp = h.raw("", "GET", "/api/v1/projects").send().expect("send");
     let rid = resp
