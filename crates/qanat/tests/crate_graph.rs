@@ -104,6 +104,49 @@ fn the_crate_graph_has_at_most_eight_floors_and_its_bottom_and_top_where_they_be
     }
 }
 
+/// docs/contributing.md is true to the tree: its map of the crates gives each crate's
+/// floor as the graph has it, and every file and folder its recipes name is there.
+#[test]
+fn the_contributing_guide_is_true_to_the_tree() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let text = std::fs::read_to_string(root.join("docs/contributing.md")).expect("the guide");
+    let graph = graph();
+    let mut mapped = BTreeMap::new();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(name), Some(level)) = (words.next(), words.next()) else {
+            continue;
+        };
+        if let (Some(name), Ok(level)) = (name.strip_suffix('/'), level.parse::<usize>()) {
+            if name.starts_with("qanat") {
+                mapped.insert(name.to_string(), level);
+            }
+        }
+    }
+    let actual: BTreeMap<String, usize> = graph
+        .keys()
+        .map(|n| (n.clone(), floor(&graph, n)))
+        .collect();
+    assert_eq!(mapped, actual, "the map in docs/contributing.md");
+    let mut named = 0;
+    for (at, _) in text.match_indices("crates/") {
+        let path: String = text[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || "_./-".contains(*c))
+            .collect();
+        let next = text[at + path.len()..].chars().next();
+        if matches!(next, Some('<' | '{' | '*')) || path == "crates/" {
+            continue; // a pattern: crates/qanat-<domain>/…
+        }
+        named += 1;
+        assert!(
+            root.join(&path).exists(),
+            "docs/contributing.md names {path}, which is not there"
+        );
+    }
+    assert!(named > 10, "{named} paths named");
+}
+
 /// What `qanat-client` compiles: none of the engines, drivers or clients the server
 /// links, whatever feature a dependency turns on.
 #[test]
