@@ -6,8 +6,9 @@
 //! decides about retries. Job status is reconciled from one watch on every Job Qanat
 //! manages (re-listed when the watch ends or its resource version expires).
 //!
-//! Manifests are built from the `k8s-openapi` types; requests go over the same HTTP
-//! client as the rest of Qanat (bearer token, the cluster's CA).
+//! Manifests are written as the API's JSON, and only the status fields Qanat reads are
+//! declared (below); requests go over the same HTTP client as the rest of Qanat (bearer
+//! token, the cluster's CA).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -15,15 +16,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::batch::v1::{Job as KubeJob, JobSpec as KubeJobSpec};
-use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvFromSource, EnvVar, EnvVarSource, ObjectFieldSelector, Pod,
-    PodSpec, PodTemplateSpec, ResourceRequirements, SeccompProfile, Secret, SecretEnvSource,
-    SecurityContext, Service, ServiceSpec,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
+use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use crate::spec::Resources;
@@ -97,14 +91,6 @@ pub(crate) struct Manifest<'a> {
     pub scheduler_name: Option<&'a str>,
 }
 
-fn quantity_cpu(millis: u64) -> Quantity {
-    Quantity(format!("{millis}m"))
-}
-
-fn quantity_mem(mb: u64) -> Quantity {
-    Quantity(format!("{mb}Mi"))
-}
-
 impl Manifest<'_> {
     fn labels(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
@@ -115,157 +101,194 @@ impl Manifest<'_> {
         ])
     }
 
-    fn meta(&self, name: &str) -> ObjectMeta {
-        ObjectMeta {
-            name: Some(name.to_string()),
-            labels: Some(self.labels()),
-            ..ObjectMeta::default()
-        }
+    fn meta(&self) -> Value {
+        json!({"name": self.name, "labels": self.labels()})
     }
 
     /// The Secret holding the job's token.
-    pub(crate) fn secret(&self) -> Secret {
-        Secret {
-            metadata: self.meta(self.name),
-            string_data: Some(self.secret_env.iter().cloned().collect()),
-            type_: Some("Opaque".into()),
-            ..Secret::default()
-        }
+    pub(crate) fn secret(&self) -> Value {
+        let data: BTreeMap<&str, &str> = self
+            .secret_env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": self.meta(),
+            "type": "Opaque",
+            "stringData": data,
+        })
     }
 
     /// The headless Service that gives each rank a stable name (`<name>-<i>.<name>`).
-    pub(crate) fn service(&self) -> Service {
-        Service {
-            metadata: self.meta(self.name),
-            spec: Some(ServiceSpec {
-                cluster_ip: Some("None".into()),
-                selector: Some(BTreeMap::from([(
-                    "qanat.io/job".to_string(),
-                    self.job_id.to_string(),
-                )])),
-                publish_not_ready_addresses: Some(true),
-                ..ServiceSpec::default()
-            }),
-            ..Service::default()
-        }
+    pub(crate) fn service(&self) -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": self.meta(),
+            "spec": {
+                "clusterIP": "None",
+                "selector": {"qanat.io/job": self.job_id},
+                "publishNotReadyAddresses": true,
+            },
+        })
     }
 
-    pub(crate) fn job(&self) -> KubeJob {
-        let mut limits = BTreeMap::from([
-            ("cpu".to_string(), quantity_cpu(self.per_rank.cpu_millis)),
-            ("memory".to_string(), quantity_mem(self.per_rank.memory_mb)),
-        ]);
+    pub(crate) fn job(&self) -> Value {
+        let mut limits = json!({
+            "cpu": format!("{}m", self.per_rank.cpu_millis),
+            "memory": format!("{}Mi", self.per_rank.memory_mb),
+        });
         if self.per_rank.gpus > 0 {
-            limits.insert(
-                "nvidia.com/gpu".into(),
-                Quantity(self.per_rank.gpus.to_string()),
-            );
+            limits["nvidia.com/gpu"] = json!(self.per_rank.gpus.to_string());
         }
-        let mut env: Vec<EnvVar> = self
+        let mut env: Vec<Value> = self
             .env
             .iter()
-            .map(|(k, v)| EnvVar {
-                name: k.clone(),
-                value: Some(v.clone()),
-                ..EnvVar::default()
-            })
+            .map(|(k, v)| json!({"name": k, "value": v}))
             .collect();
-        let field = |name: &str, path: &str| EnvVar {
-            name: name.into(),
-            value_from: Some(EnvVarSource {
-                field_ref: Some(ObjectFieldSelector {
-                    field_path: path.into(),
-                    ..ObjectFieldSelector::default()
-                }),
-                ..EnvVarSource::default()
-            }),
-            ..EnvVar::default()
-        };
-        let plain = |name: &str, value: String| EnvVar {
-            name: name.into(),
-            value: Some(value),
-            ..EnvVar::default()
-        };
-        env.extend([
-            field(
-                "RANK",
-                "metadata.annotations['batch.kubernetes.io/job-completion-index']",
-            ),
-            plain("WORLD_SIZE", self.ranks.to_string()),
-            plain("LOCAL_RANK", "0".into()),
-            plain("LOCAL_WORLD_SIZE", "1".into()),
-            plain("MASTER_ADDR", format!("{}-0.{}", self.name, self.name)),
-            plain("MASTER_PORT", "29500".into()),
-        ]);
-        let container = Container {
-            name: "rank".into(),
-            image: Some(self.image.to_string()),
-            command: Some(vec![self.program.to_string()]),
-            args: Some(self.args.to_vec()),
-            working_dir: self.working_dir.map(str::to_string),
-            env: Some(env),
-            env_from: Some(vec![EnvFromSource {
-                secret_ref: Some(SecretEnvSource {
-                    name: self.name.to_string(),
-                    optional: Some(false),
-                }),
-                ..EnvFromSource::default()
-            }]),
-            resources: Some(ResourceRequirements {
-                requests: Some(limits.clone()),
-                limits: Some(limits),
-                ..ResourceRequirements::default()
-            }),
+        env.push(json!({
+            "name": "RANK",
+            "valueFrom": {"fieldRef": {
+                "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+            }},
+        }));
+        for (name, value) in [
+            ("WORLD_SIZE", self.ranks.to_string()),
+            ("LOCAL_RANK", "0".into()),
+            ("LOCAL_WORLD_SIZE", "1".into()),
+            ("MASTER_ADDR", format!("{}-0.{}", self.name, self.name)),
+            ("MASTER_PORT", "29500".into()),
+        ] {
+            env.push(json!({"name": name, "value": value}));
+        }
+        let mut container = json!({
+            "name": "rank",
+            "image": self.image,
+            "command": [self.program],
+            "args": self.args,
+            "env": env,
+            "envFrom": [{"secretRef": {"name": self.name, "optional": false}}],
+            "resources": {"requests": limits.clone(), "limits": limits},
             // A job's code is untrusted: no capability, no way to gain one, the
             // runtime's seccomp filter (the image keeps its own user).
-            security_context: Some(SecurityContext {
-                allow_privilege_escalation: Some(false),
-                capabilities: Some(Capabilities {
-                    drop: Some(vec!["ALL".into()]),
-                    ..Capabilities::default()
-                }),
-                seccomp_profile: Some(SeccompProfile {
-                    type_: "RuntimeDefault".into(),
-                    ..SeccompProfile::default()
-                }),
-                ..SecurityContext::default()
-            }),
-            ..Container::default()
-        };
+            "securityContext": {
+                "allowPrivilegeEscalation": false,
+                "capabilities": {"drop": ["ALL"]},
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+        });
+        if let Some(dir) = self.working_dir {
+            container["workingDir"] = json!(dir);
+        }
         let mut pod_labels = self.labels();
         pod_labels.insert("qanat.io/rank-of".into(), self.name.to_string());
-        KubeJob {
-            metadata: self.meta(self.name),
-            spec: Some(KubeJobSpec {
-                completions: Some(self.ranks as i32),
-                parallelism: Some(self.ranks as i32),
-                completion_mode: Some("Indexed".into()),
-                backoff_limit: Some(0),
-                active_deadline_seconds: self.timeout.map(|t| t.as_secs().max(1) as i64),
-                ttl_seconds_after_finished: Some(3600),
-                template: PodTemplateSpec {
-                    metadata: Some(ObjectMeta {
-                        labels: Some(pod_labels),
-                        ..ObjectMeta::default()
-                    }),
-                    spec: Some(PodSpec {
-                        restart_policy: Some("Never".into()),
-                        subdomain: Some(self.name.to_string()),
-                        containers: vec![container],
-                        node_selector: Some(BTreeMap::from([(
-                            "topology.kubernetes.io/region".to_string(),
-                            self.region.to_string(),
-                        )])),
-                        scheduler_name: self.scheduler_name.map(str::to_string),
-                        automount_service_account_token: Some(false),
-                        ..PodSpec::default()
-                    }),
-                },
-                ..KubeJobSpec::default()
-            }),
-            ..KubeJob::default()
+        let mut pod = json!({
+            "restartPolicy": "Never",
+            "subdomain": self.name,
+            "containers": [container],
+            "nodeSelector": {"topology.kubernetes.io/region": self.region},
+            "automountServiceAccountToken": false,
+        });
+        if let Some(scheduler) = self.scheduler_name {
+            pod["schedulerName"] = json!(scheduler);
         }
+        let mut spec = json!({
+            "completions": self.ranks,
+            "parallelism": self.ranks,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "ttlSecondsAfterFinished": 3600,
+            "template": {"metadata": {"labels": pod_labels}, "spec": pod},
+        });
+        if let Some(t) = self.timeout {
+            spec["activeDeadlineSeconds"] = json!(t.as_secs().max(1));
+        }
+        json!({
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": self.meta(),
+            "spec": spec,
+        })
     }
+}
+
+/// The parts of the API's objects that Qanat reads (every other field is ignored).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Meta {
+    name: Option<String>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+}
+
+/// A `batch/v1` Job: its name and status.
+#[derive(Debug, Deserialize)]
+pub(crate) struct KubeJob {
+    #[serde(default)]
+    metadata: Meta,
+    status: Option<JobStatus>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JobStatus {
+    #[serde(default)]
+    conditions: Vec<Condition>,
+    active: Option<i32>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Condition {
+    #[serde(rename = "type")]
+    kind: String,
+    status: String,
+    reason: Option<String>,
+    message: Option<String>,
+}
+
+/// A Pod: its name, annotations (the rank) and how its container ended.
+#[derive(Debug, Deserialize)]
+struct Pod {
+    #[serde(default)]
+    metadata: Meta,
+    status: Option<PodStatus>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PodStatus {
+    #[serde(default)]
+    container_statuses: Vec<ContainerStatus>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ContainerStatus {
+    state: Option<ContainerState>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ContainerState {
+    terminated: Option<Terminated>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Terminated {
+    exit_code: i32,
+}
+
+/// A Node: what it can allocate (`cpu`, `memory`, `nvidia.com/gpu`, as quantities).
+#[derive(Debug, Deserialize)]
+struct Node {
+    status: Option<NodeStatus>,
+}
+
+#[derive(Debug, Deserialize)]
+struct NodeStatus {
+    #[serde(default)]
+    allocatable: BTreeMap<String, String>,
 }
 
 /// A Job's state from its status.
@@ -273,11 +296,11 @@ pub(crate) fn state_of(job: &KubeJob) -> KubeState {
     let Some(st) = &job.status else {
         return KubeState::Waiting("created".into());
     };
-    for c in st.conditions.iter().flatten() {
+    for c in &st.conditions {
         if c.status != "True" {
             continue;
         }
-        match c.type_.as_str() {
+        match c.kind.as_str() {
             "Complete" => return KubeState::Succeeded,
             "Failed" => {
                 return KubeState::Failed(format!(
@@ -362,25 +385,25 @@ impl KubeExecutor {
         else {
             return;
         };
-        let Ok(list) = resp.json::<List<k8s_openapi::api::core::v1::Node>>().await else {
+        let Ok(list) = resp.json::<List<Node>>().await else {
             return;
         };
         let mut r = Resources::default();
         for n in &list.items {
-            let Some(a) = n.status.as_ref().and_then(|s| s.allocatable.as_ref()) else {
+            let Some(a) = n.status.as_ref().map(|s| &s.allocatable) else {
                 continue;
             };
             r.cpu_millis += a
                 .get("cpu")
-                .and_then(|q| parse_quantity(&q.0))
+                .and_then(|q| parse_quantity(q))
                 .map_or(0, |c| (c * 1000.0) as u64);
             r.memory_mb += a
                 .get("memory")
-                .and_then(|q| parse_quantity(&q.0))
+                .and_then(|q| parse_quantity(q))
                 .map_or(0, |b| (b / 1048576.0) as u64);
             r.gpus += a
                 .get("nvidia.com/gpu")
-                .and_then(|q| parse_quantity(&q.0))
+                .and_then(|q| parse_quantity(q))
                 .map_or(0, |g| g as u32);
         }
         if !list.items.is_empty() {
@@ -427,26 +450,20 @@ impl KubeExecutor {
     /// Creates the Secret, the Service and the Job of an attempt.
     pub(crate) async fn create(&self, m: &Manifest<'_>) -> Result<()> {
         let ns = self.ns();
-        let json = |v: serde_json::Result<serde_json::Value>| {
-            v.map_err(|e| Error::Io(format!("a manifest does not serialize: {e}")))
-        };
-        let secret = json(serde_json::to_value(m.secret()))?;
-        let service = json(serde_json::to_value(m.service()))?;
-        let job = json(serde_json::to_value(m.job()))?;
         for (path, body, what) in [
             (
                 format!("/api/v1/namespaces/{ns}/secrets"),
-                secret,
+                m.secret(),
                 "create secret",
             ),
             (
                 format!("/api/v1/namespaces/{ns}/services"),
-                service,
+                m.service(),
                 "create service",
             ),
             (
                 format!("/apis/batch/v1/namespaces/{ns}/jobs"),
-                job,
+                m.job(),
                 "create job",
             ),
         ] {
@@ -521,15 +538,13 @@ impl KubeExecutor {
             let rank = p
                 .metadata
                 .annotations
-                .as_ref()
-                .and_then(|a| a.get("batch.kubernetes.io/job-completion-index"))
+                .get("batch.kubernetes.io/job-completion-index")
                 .and_then(|i| i.parse().ok())
                 .unwrap_or(0);
             let code = p
                 .status
                 .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .and_then(|cs| cs.first())
+                .and_then(|s| s.container_statuses.first())
                 .and_then(|c| c.state.as_ref())
                 .and_then(|s| s.terminated.as_ref())
                 .map(|t| t.exit_code);
@@ -713,10 +728,7 @@ mod tests {
             region: "uae-north",
             scheduler_name: None,
         };
-        (
-            serde_json::to_value(m.job()).expect("job"),
-            serde_json::to_value(m.secret()).expect("secret"),
-        )
+        (m.job(), m.secret())
     }
 
     #[test]
