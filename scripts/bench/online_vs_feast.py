@@ -62,25 +62,28 @@ driver_stats = FeatureView(
 )
 """
 
-QANAT_REPO_YAML = """\
-kind: entity
-name: driver
-join_keys: [{{name: driver_id, type: int64}}]
----
-kind: source
-name: driver_stats_src
-type: file
-path: {path}
-timestamp_field: event_timestamp
----
-kind: feature_view
-name: {view}
-entities: [driver]
-source: driver_stats_src
-ttl: {ttl}d
-schema:
-{schema}
-"""
+def qanat_repo(names):
+    """Qanat's feature repo for the same view: its documents as JSON (a YAML reader
+    takes JSON), one a line."""
+    docs = [
+        {"kind": "entity", "name": "driver", "join_keys": [{"name": "driver_id", "type": "int64"}]},
+        {
+            "kind": "source",
+            "name": "driver_stats_src",
+            "type": "file",
+            "path": QANAT_FILE,
+            "timestamp_field": "event_timestamp",
+        },
+        {
+            "kind": "feature_view",
+            "name": VIEW,
+            "entities": ["driver"],
+            "source": "driver_stats_src",
+            "ttl": f"{TTL_DAYS}d",
+            "schema": [{"name": n, "type": "float64"} for n in names],
+        },
+    ]
+    return "\n---\n".join(json.dumps(d) for d in docs) + "\n"
 
 # The project file Qanat's `file` source reads.
 QANAT_FILE = "bench/online/drivers.parquet"
@@ -116,9 +119,8 @@ def data(out, drivers, nfeat):
 
     qrepo = os.path.join(out, "qanat_repo")
     os.makedirs(qrepo, exist_ok=True)
-    schema = "\n".join(f"  - {{name: {n}, type: float64}}" for n in names)
     with open(os.path.join(qrepo, "drivers.yaml"), "w") as fh:
-        fh.write(QANAT_REPO_YAML.format(path=QANAT_FILE, view=VIEW, ttl=TTL_DAYS, schema=schema))
+        fh.write(qanat_repo(names))
 
     refs = [f"{VIEW}:{n}" for n in names]
     r = random.Random(7)

@@ -52,13 +52,15 @@ pub(crate) async fn apply(
         .is_none_or(|r| r >= qanat_governance::Role::Maintainer);
     let plan = state
         .features
-        .apply_as(
+        .apply(
             &scope.project,
             &req.repo,
             req.expected_revision,
-            &caller.name,
-            Some(ticket.record()),
-            maintainer,
+            &qanat_features::Applier {
+                by: &caller.name,
+                audit: Some(ticket.record()),
+                may_unmark_pii: maintainer,
+            },
         )
         .await?;
     ticket.committed();

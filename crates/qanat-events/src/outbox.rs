@@ -317,20 +317,14 @@ impl Events {
         // A deleted webhook goes once no delivery names it any more.
         let dead = "SELECT w.webhook_id FROM webhooks w WHERE w.project_id = $1 AND w.deleted_at < $2 \
                     AND NOT EXISTS (SELECT 1 FROM event_deliveries d WHERE d.webhook_id = w.webhook_id)";
-        sqlx::query(&format!(
-            "DELETE FROM webhook_events WHERE webhook_id IN ({dead})"
-        ))
-        .bind(project.as_str())
-        .bind(before_ms)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(&format!(
-            "DELETE FROM webhooks WHERE webhook_id IN ({dead})"
-        ))
-        .bind(project.as_str())
-        .bind(before_ms)
-        .execute(&mut *tx)
-        .await?;
+        // Its event list first: the list names it.
+        for table in ["webhook_events", "webhooks"] {
+            sqlx::query(&format!("DELETE FROM {table} WHERE webhook_id IN ({dead})"))
+                .bind(project.as_str())
+                .bind(before_ms)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(gone)
     }

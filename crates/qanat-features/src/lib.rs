@@ -36,6 +36,7 @@ use qanat_store::{MetaStore, ObjectStorage};
 
 pub use definitions::{FeatureRef, FeatureRepo, ObjectKind, RepoFiles, Ttl, ValueType};
 pub use error::{Error, Result};
+pub use registry::Applier;
 
 /// This domain's tables: the feature registry's objects and their versions (0010).
 pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =

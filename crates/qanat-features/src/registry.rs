@@ -20,6 +20,27 @@ use crate::error::{Error, Result};
 use crate::wire::{Action, Change, Dependency, ObjectHistory, Plan, RegisteredObject, Registry};
 use crate::Features;
 
+/// Who applies a feature repo: the name recorded as its author, the request's audit
+/// entry (appended in the apply's transaction), and whether they may turn a feature's
+/// PII protection off (a maintainer's decision).
+#[derive(Debug, Clone, Copy)]
+pub struct Applier<'a> {
+    pub by: &'a str,
+    pub audit: Option<&'a AuditRecord>,
+    pub may_unmark_pii: bool,
+}
+
+impl<'a> Applier<'a> {
+    /// A maintainer applying outside a request (no audit entry of its own).
+    pub fn maintainer(by: &'a str) -> Self {
+        Applier {
+            by,
+            audit: None,
+            may_unmark_pii: true,
+        }
+    }
+}
+
 /// An object's head row with its newest version's fingerprint and logic.
 struct Head {
     latest_version: i64,
@@ -57,32 +78,22 @@ impl Features {
     }
 
     /// Applies `repo`: the registry of `project` then holds exactly its objects. All
-    /// or nothing, audited with `audit` in the same transaction. With
+    /// or nothing, audited with the applier's entry in the same transaction. With
     /// `expected_revision`, refused unless nothing was applied since that plan.
+    /// Removing a feature's `pii` flag is refused, naming each feature it would
+    /// expose, unless the applier may (a maintainer).
     pub async fn apply(
         &self,
         project: &Project,
         repo: &FeatureRepo,
         expected_revision: Option<i64>,
-        by: &str,
-        audit: Option<&AuditRecord>,
+        applier: &Applier<'_>,
     ) -> Result<Plan> {
-        self.apply_as(project, repo, expected_revision, by, audit, true)
-            .await
-    }
-
-    /// [`Features::apply`] for a caller who may remove a feature's `pii` flag only when
-    /// `may_unmark_pii` (a maintainer): turning protection off is refused otherwise,
-    /// naming each feature it would expose.
-    pub async fn apply_as(
-        &self,
-        project: &Project,
-        repo: &FeatureRepo,
-        expected_revision: Option<i64>,
-        by: &str,
-        audit: Option<&AuditRecord>,
-        may_unmark_pii: bool,
-    ) -> Result<Plan> {
+        let Applier {
+            by,
+            audit,
+            may_unmark_pii,
+        } = *applier;
         let checked = check(repo)?;
         let now = now_micros();
         let mut tx = self.meta.writer().begin().await?;

@@ -10,7 +10,7 @@ use arrow_array::{Float64Array, Int64Array, RecordBatch, TimestampMicrosecondArr
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use qanat_features::online::OnlineStore;
 use qanat_features::wire::{MaterializeRequest, OnlineRequest, RunState};
-use qanat_features::{FeatureRepo, Features};
+use qanat_features::{Applier, FeatureRepo, Features};
 use qanat_governance::Governance;
 use qanat_store::testing::TestDb;
 
@@ -87,7 +87,9 @@ async fn a_materialization_cut_short_resumes_where_it_got_to() {
     .with_materialize_chunk(10);
     let mut repo = FeatureRepo::default();
     repo.add_yaml("repo.yaml", REPO).expect("repo");
-    f.apply(&p, &repo, None, "ann", None).await.expect("apply");
+    f.apply(&p, &repo, None, &Applier::maintainer("ann"))
+        .await
+        .expect("apply");
 
     // The first run, stopped once some chunks are written.
     let end = "2027-01-01T00:00:00Z".to_string();

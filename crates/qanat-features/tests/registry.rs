@@ -3,7 +3,7 @@
 
 use qanat_features::wire::Action;
 use qanat_features::RepoFiles as _;
-use qanat_features::{Error, FeatureRepo, Features, ObjectKind};
+use qanat_features::{Applier, Error, FeatureRepo, Features, ObjectKind};
 use qanat_governance::Governance;
 use qanat_store::testing::TestDb;
 
@@ -56,13 +56,13 @@ async fn apply_records_versions_only_when_logic_changes() {
         assert!(f.registry(&p).await.expect("registry").objects.is_empty());
 
         let applied = f
-            .apply(&p, &repo(REPO), Some(0), "alice", None)
+            .apply(&p, &repo(REPO), Some(0), &Applier::maintainer("alice"))
             .await
             .expect("apply");
         assert!(applied.applied);
         assert_eq!(applied.revision, 1);
         let again = f
-            .apply(&p, &repo(REPO), None, "alice", None)
+            .apply(&p, &repo(REPO), None, &Applier::maintainer("alice"))
             .await
             .expect("re-apply");
         assert!(!again.applied && !again.has_changes(), "{again:?}");
@@ -71,7 +71,7 @@ async fn apply_records_versions_only_when_logic_changes() {
         // Metadata: same version, edited in place.
         let owned = REPO.replace("ttl: 1d\n", "ttl: 1d\nowner: ml-team\n");
         let plan = f
-            .apply(&p, &repo(&owned), None, "alice", None)
+            .apply(&p, &repo(&owned), None, &Applier::maintainer("alice"))
             .await
             .expect("owner");
         assert_eq!(action(&plan, "driver_stats"), (Action::Metadata, Some(1)));
@@ -87,7 +87,7 @@ async fn apply_records_versions_only_when_logic_changes() {
         // Logic: a new version; the old one stays as it was, with current metadata.
         let longer = owned.replace("ttl: 1d", "ttl: 2d");
         let plan = f
-            .apply(&p, &repo(&longer), None, "bob", None)
+            .apply(&p, &repo(&longer), None, &Applier::maintainer("bob"))
             .await
             .expect("ttl");
         let c = plan
@@ -116,7 +116,7 @@ async fn apply_records_versions_only_when_logic_changes() {
         // A source change makes a new version of the view that reads it.
         let moved = longer.replace("driver_stats.parquet", "driver_stats_v2.parquet");
         let plan = f
-            .apply(&p, &repo(&moved), None, "bob", None)
+            .apply(&p, &repo(&moved), None, &Applier::maintainer("bob"))
             .await
             .expect("source");
         assert_eq!(action(&plan, "stats_src"), (Action::NewVersion, Some(2)));
@@ -146,7 +146,7 @@ async fn apply_records_versions_only_when_logic_changes() {
 
         // A stale plan is refused, and nothing of it is written.
         let e = f
-            .apply(&p, &repo(REPO), Some(1), "carol", None)
+            .apply(&p, &repo(REPO), Some(1), &Applier::maintainer("carol"))
             .await
             .expect_err("stale");
         assert!(matches!(e, Error::Conflict(_)), "{e}");
@@ -159,13 +159,13 @@ async fn apply_records_versions_only_when_logic_changes() {
 async fn removed_objects_keep_their_versions_and_come_back() {
     for db in TestDb::all(SCHEMA).await {
         let (f, [p, q], _dir) = features(&db, ["fs", "other"]).await;
-        f.apply(&p, &repo(REPO), None, "alice", None)
+        f.apply(&p, &repo(REPO), None, &Applier::maintainer("alice"))
             .await
             .expect("apply");
 
         let without = REPO.split("---").take(3).collect::<Vec<_>>().join("---");
         let plan = f
-            .apply(&p, &repo(&without), None, "alice", None)
+            .apply(&p, &repo(&without), None, &Applier::maintainer("alice"))
             .await
             .expect("remove");
         assert_eq!(action(&plan, "activity"), (Action::Remove, None));
@@ -178,7 +178,7 @@ async fn removed_objects_keep_their_versions_and_come_back() {
         assert!(kept.deleted_at.is_some());
 
         let plan = f
-            .apply(&p, &repo(REPO), None, "alice", None)
+            .apply(&p, &repo(REPO), None, &Applier::maintainer("alice"))
             .await
             .expect("back");
         assert_eq!(action(&plan, "activity"), (Action::Create, Some(1)));
@@ -200,7 +200,7 @@ async fn a_repo_with_problems_is_refused_whole() {
         let (f, [p], _dir) = features(&db, ["fs"]).await;
         let broken = REPO.replace("source: stats_src", "source: nowhere");
         let e = f
-            .apply(&p, &repo(&broken), None, "alice", None)
+            .apply(&p, &repo(&broken), None, &Applier::maintainer("alice"))
             .await
             .expect_err("broken");
         assert!(

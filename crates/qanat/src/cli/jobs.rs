@@ -76,12 +76,13 @@ pub enum QuotaCmd {
     },
 }
 
+/// What every job the CLI submits may be given (`jobs submit`, `train`, `optimize`):
+/// its name, what each rank gets, its MLflow experiment, and whether to wait for it.
+/// A flag given overrides the spec file's or the config's field.
 #[derive(Args)]
-pub struct SubmitArgs {
-    /// A job spec, YAML or JSON (see docs/jobs.md).
-    #[arg(long, short = 'f', value_name = "FILE")]
-    pub file: Option<PathBuf>,
-    /// The job's name (default: the program's name).
+pub struct JobFlags {
+    /// The job's name (default: from what it runs: the program, train-<target>,
+    /// optimize-<model>).
     #[arg(long)]
     pub name: Option<String>,
     /// Cores per rank, e.g. 2 or 0.5.
@@ -96,6 +97,21 @@ pub struct SubmitArgs {
     /// A GPU model the GPUs must be, e.g. A100.
     #[arg(long)]
     pub gpu_model: Option<String>,
+    /// The MLflow experiment of its run.
+    #[arg(long)]
+    pub experiment: Option<String>,
+    /// Wait until it ends; exit non-zero unless it succeeded.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+#[derive(Args)]
+pub struct SubmitArgs {
+    /// A job spec, YAML or JSON (see docs/jobs.md).
+    #[arg(long, short = 'f', value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub job: JobFlags,
     /// Where it runs: local (default), slurm.
     #[arg(long)]
     pub executor: Option<String>,
@@ -123,15 +139,9 @@ pub struct SubmitArgs {
     /// KEY=VALUE (repeatable).
     #[arg(long = "env", value_parser = super::parse_kv)]
     pub env: Vec<(String, String)>,
-    /// The MLflow experiment of its run.
-    #[arg(long)]
-    pub experiment: Option<String>,
     /// Where it starts (an absolute path on the server).
     #[arg(long)]
     pub workdir: Option<PathBuf>,
-    /// Wait until it ends; exit non-zero unless it succeeded.
-    #[arg(long)]
-    pub wait: bool,
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,

@@ -36,7 +36,7 @@ pub use data::DataCmd;
 pub use deploy::{DeployCmd, SpecArgs};
 pub use experiments::ExperimentsCmd;
 pub use features::FeaturesCmd;
-pub use jobs::{JobsCmd, QuotaCmd, SubmitArgs};
+pub use jobs::{JobFlags, JobsCmd, QuotaCmd, SubmitArgs};
 pub use keys::KeysCmd;
 pub use lineage::LineageArgs;
 pub use models::ModelsCmd;

@@ -74,13 +74,6 @@ pub struct OptimizeArgs {
     /// Add the result to this registered model (default: the source's).
     #[arg(long, value_name = "MODEL")]
     pub register: Option<String>,
-    /// The job's name (default: optimize-<model>).
-    #[arg(long)]
-    pub name: Option<String>,
-    /// The MLflow experiment of its run (the report is logged there).
-    #[arg(long)]
-    pub experiment: Option<String>,
-    /// Wait until it ends; exit non-zero unless it succeeded.
-    #[arg(long)]
-    pub wait: bool,
+    #[command(flatten)]
+    pub job: super::JobFlags,
 }

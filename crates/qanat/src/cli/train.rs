@@ -27,19 +27,6 @@ pub struct TrainArgs {
     /// Add the trained model as a new version of this registered model.
     #[arg(long, value_name = "MODEL")]
     pub register: Option<String>,
-    /// The job's name (default: train-<target>).
-    #[arg(long)]
-    pub name: Option<String>,
-    /// Cores for the trainer, e.g. 2.
-    #[arg(long)]
-    pub cpus: Option<f64>,
-    /// Memory for the trainer, e.g. 4GiB (enforced).
-    #[arg(long)]
-    pub memory: Option<String>,
-    /// The MLflow experiment of its run.
-    #[arg(long)]
-    pub experiment: Option<String>,
-    /// Wait until it ends; exit non-zero unless it succeeded.
-    #[arg(long)]
-    pub wait: bool,
+    #[command(flatten)]
+    pub job: super::JobFlags,
 }

@@ -8,17 +8,17 @@ use qanat_jobs::wire::{
     QuotaUsage, Schedule,
 };
 use qanat_jobs::JobSpec;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::Ctx;
-use crate::cli::{Format, JobsCmd, OptimizeArgs, QuotaCmd, SubmitArgs, TrainArgs};
+use crate::cli::{Format, JobFlags, JobsCmd, OptimizeArgs, QuotaCmd, SubmitArgs, TrainArgs};
 use crate::output;
 
 pub async fn run(ctx: &Ctx, project: &str, cmd: JobsCmd) -> Result<()> {
     let (c, format) = (&ctx.client, ctx.format);
     match cmd {
         JobsCmd::Submit(args) => {
-            let wait = args.wait;
+            let wait = args.job.wait;
             let spec = spec_of(*args)?;
             submit(ctx, project, &spec, wait).await
         }
@@ -54,7 +54,7 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: JobsCmd) -> Result<()> {
             follow,
         } => logs(ctx, project, &job_id, rank, attempt, follow).await,
         JobsCmd::Schedule { cron, job } => {
-            let name = job.name.clone();
+            let name = job.job.name.clone();
             let spec = spec_of(*job)?;
             let new = NewSchedule {
                 name: name.unwrap_or_else(|| spec.name.clone()),
@@ -148,36 +148,19 @@ pub async fn train(ctx: &Ctx, project: &str, a: TrainArgs) -> Result<()> {
         }
     }
     obj.insert("kind".into(), json!("train"));
-    let mut set = |k: &str, val: Option<Value>| {
-        if let Some(val) = val {
-            obj.insert(k.to_string(), val);
-        }
-    };
-    set("target", a.target.map(|t| json!(t)));
-    set("model", a.model.map(|m| json!(m)));
-    set("epochs", a.epochs.map(|e| json!(e)));
-    set("seed", a.seed.map(|s| json!(s)));
-    set("register", a.register.map(|r| json!(r)));
-    set("name", a.name.map(|n| json!(n)));
-    set("experiment", a.experiment.map(|e| json!(e)));
-    if !a.inputs.is_empty() {
-        set("inputs", Some(json!(a.inputs)));
-    }
-    if a.cpus.is_some() || a.memory.is_some() {
-        let r = obj.entry("resources").or_insert_with(|| json!({}));
-        if let Some(c) = a.cpus {
-            r["cpus"] = json!(c);
-        }
-        if let Some(m) = a.memory {
-            r["memory"] = json!(m);
-        }
-    }
-    if !obj.contains_key("name") {
+    put(obj, "target", a.target);
+    put(obj, "model", a.model);
+    put(obj, "epochs", a.epochs);
+    put(obj, "seed", a.seed);
+    put(obj, "register", a.register);
+    put(obj, "inputs", (!a.inputs.is_empty()).then_some(a.inputs));
+    let wait = a.job.wait;
+    overlay(a.job, obj, |obj| {
         let target = obj.get("target").and_then(Value::as_str).unwrap_or("model");
-        obj.insert("name".into(), json!(job_name(&format!("train-{target}"))));
-    }
+        format!("train-{target}")
+    })?;
     let spec: JobSpec = serde_json::from_value(v).context("the train config")?;
-    submit(ctx, project, &spec, a.wait).await
+    submit(ctx, project, &spec, wait).await
 }
 
 pub async fn optimize(ctx: &Ctx, project: &str, a: OptimizeArgs) -> Result<()> {
@@ -185,33 +168,58 @@ pub async fn optimize(ctx: &Ctx, project: &str, a: OptimizeArgs) -> Result<()> {
     obj.insert("kind".into(), json!("optimize"));
     obj.insert("model".into(), json!(a.model));
     obj.insert("inputs".into(), json!([a.holdout]));
-    let mut set = |k: &str, val: Option<Value>| {
-        if let Some(val) = val {
-            obj.insert(k.to_string(), val);
-        }
-    };
-    set("max_accuracy_drop", a.max_accuracy_drop.map(|v| json!(v)));
-    set("max_error_increase", a.max_error_increase.map(|v| json!(v)));
-    set("force", a.force.then_some(json!(true)));
-    set("register", a.register.map(|r| json!(r)));
-    set("experiment", a.experiment.map(|e| json!(e)));
-    set("runtime", a.runtime.map(|r| json!(r)));
-    set("quantize", a.quantize.map(|q| json!(q)));
-    set("prune", a.prune.map(|p| json!(p)));
-    set("sparsity", a.sparsity.map(|s| json!(s)));
-    set("finetune_epochs", a.finetune_epochs.map(|e| json!(e)));
-    set("distill", a.distill.map(|h| json!(h)));
-    set("temperature", a.temperature.map(|t| json!(t)));
-    set("alpha", a.alpha.map(|x| json!(x)));
-    set("target", a.target.map(|t| json!(t)));
-    set("task", a.task.map(|t| json!(t)));
-    set("features", a.features.map(|f| json!(f)));
-    let name = a
-        .name
-        .unwrap_or_else(|| job_name(&format!("optimize-{}", a.model)));
-    obj.insert("name".into(), json!(name));
+    put(&mut obj, "max_accuracy_drop", a.max_accuracy_drop);
+    put(&mut obj, "max_error_increase", a.max_error_increase);
+    put(&mut obj, "force", a.force.then_some(true));
+    put(&mut obj, "register", a.register);
+    put(&mut obj, "runtime", a.runtime);
+    put(&mut obj, "quantize", a.quantize);
+    put(&mut obj, "prune", a.prune);
+    put(&mut obj, "sparsity", a.sparsity);
+    put(&mut obj, "finetune_epochs", a.finetune_epochs);
+    put(&mut obj, "distill", a.distill);
+    put(&mut obj, "temperature", a.temperature);
+    put(&mut obj, "alpha", a.alpha);
+    put(&mut obj, "target", a.target);
+    put(&mut obj, "task", a.task);
+    put(&mut obj, "features", a.features);
+    let wait = a.job.wait;
+    overlay(a.job, &mut obj, |_| format!("optimize-{}", a.model))?;
     let spec: JobSpec = serde_json::from_value(Value::Object(obj)).context("the optimize job")?;
-    submit(ctx, project, &spec, a.wait).await
+    submit(ctx, project, &spec, wait).await
+}
+
+/// Sets `key` to `value` when there is one.
+fn put<T: serde::Serialize>(obj: &mut Map<String, Value>, key: &str, value: Option<T>) {
+    if let Some(v) = value {
+        obj.insert(key.to_string(), json!(v));
+    }
+}
+
+/// Writes the job flags given over a spec's fields (the resources one by one), and
+/// names the job after `default_name` when neither the flags nor the spec did.
+fn overlay(
+    flags: JobFlags,
+    obj: &mut Map<String, Value>,
+    default_name: impl FnOnce(&Map<String, Value>) -> String,
+) -> Result<()> {
+    put(obj, "name", flags.name);
+    put(obj, "experiment", flags.experiment);
+    let mut given = Map::new();
+    put(&mut given, "cpus", flags.cpus);
+    put(&mut given, "memory", flags.memory);
+    put(&mut given, "gpus", flags.gpus);
+    put(&mut given, "gpu_model", flags.gpu_model);
+    if !given.is_empty() {
+        let r = obj.entry("resources").or_insert_with(|| json!({}));
+        let r = r.as_object_mut().context("resources must be a mapping")?;
+        r.extend(given);
+    }
+    if !obj.contains_key("name") {
+        let name = job_name(&default_name(obj));
+        obj.insert("name".into(), json!(name));
+    }
+    Ok(())
 }
 
 /// A default job name from `raw`: characters a job name may not hold become `-`.
@@ -231,47 +239,20 @@ fn job_name(raw: &str) -> String {
 fn spec_of(a: SubmitArgs) -> Result<JobSpec> {
     let mut v: Value = read_spec_file(a.file.as_deref())?;
     let obj = v.as_object_mut().context("a job spec is a mapping")?;
-    let mut set = |k: &str, val: Value| {
-        obj.insert(k.to_string(), val);
-    };
-    if !a.command.is_empty() {
-        set("command", json!(a.command));
-    }
-    if let Some(n) = a.name {
-        set("name", json!(n));
-    }
-    if let Some(w) = a.workdir {
-        let w = std::path::absolute(&w).unwrap_or(w);
-        set("working_dir", json!(w));
-    }
-    if let Some(e) = a.executor {
-        set("executor", json!(e));
-    }
-    if let Some(r) = a.ranks {
-        set("ranks", json!(r));
-    }
-    if let Some(p) = a.priority {
-        set("priority", json!(p));
-    }
-    if let Some(t) = a.timeout {
-        set("timeout", json!(t));
-    }
-    if let Some(r) = a.retries {
-        set("max_retries", json!(r));
-    }
-    if a.no_preempt {
-        set("preemptible", json!(false));
-    }
-    if let Some(e) = a.experiment {
-        set("experiment", json!(e));
-    }
-    if !a.inputs.is_empty() {
-        set("inputs", json!(a.inputs));
-    }
-    if !a.outputs.is_empty() {
-        set("outputs", json!(a.outputs));
-    }
-    let obj = v.as_object_mut().context("a job spec is a mapping")?;
+    put(obj, "command", (!a.command.is_empty()).then_some(a.command));
+    put(
+        obj,
+        "working_dir",
+        a.workdir.map(|w| std::path::absolute(&w).unwrap_or(w)),
+    );
+    put(obj, "executor", a.executor);
+    put(obj, "ranks", a.ranks);
+    put(obj, "priority", a.priority);
+    put(obj, "timeout", a.timeout);
+    put(obj, "max_retries", a.retries);
+    put(obj, "preemptible", a.no_preempt.then_some(false));
+    put(obj, "inputs", (!a.inputs.is_empty()).then_some(a.inputs));
+    put(obj, "outputs", (!a.outputs.is_empty()).then_some(a.outputs));
     if !a.env.is_empty() {
         let env = obj.entry("env").or_insert_with(|| json!({}));
         let env = env
@@ -281,45 +262,19 @@ fn spec_of(a: SubmitArgs) -> Result<JobSpec> {
             env.insert(k, json!(val));
         }
     }
-    if a.cpus.is_some() || a.memory.is_some() || a.gpus.is_some() || a.gpu_model.is_some() {
-        let r = obj.entry("resources").or_insert_with(|| json!({}));
-        let r = r.as_object_mut().context("resources must be a mapping")?;
-        if let Some(c) = a.cpus {
-            r.insert("cpus".into(), json!(c));
-        }
-        if let Some(m) = a.memory {
-            r.insert("memory".into(), json!(m));
-        }
-        if let Some(g) = a.gpus {
-            r.insert("gpus".into(), json!(g));
-        }
-        if let Some(m) = a.gpu_model {
-            r.insert("gpu_model".into(), json!(m));
-        }
-    }
-    if !obj.contains_key("command") && obj.get("kind").is_none_or(|k| k == "command") {
-        bail!("what should the job run? give the command after `--` (qanat jobs submit -- python train.py) or in -f FILE");
-    }
-    if !obj.contains_key("name") {
+    overlay(a.job, obj, |obj| {
         let program = match obj.get("command") {
             Some(Value::Array(a)) => a.first().and_then(Value::as_str).unwrap_or("job"),
             _ => "job",
         };
-        let base = std::path::Path::new(program)
+        std::path::Path::new(program)
             .file_name()
             .and_then(|n| n.to_str())
-            .unwrap_or("job");
-        let name: String = base
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .collect();
-        obj.insert("name".into(), json!(name));
+            .unwrap_or("job")
+            .to_string()
+    })?;
+    if !obj.contains_key("command") && obj.get("kind").is_none_or(|k| k == "command") {
+        bail!("what should the job run? give the command after `--` (qanat jobs submit -- python train.py) or in -f FILE");
     }
     serde_json::from_value(v).context("the job spec")
 }
