@@ -214,13 +214,13 @@ impl Manifest<'_> {
     }
 }
 
-/// The parts of the API's objects that Qanat reads (every other field is ignored).
+/// The parts of the API's objects that Qanat reads (every other field is ignored; a
+/// field the API leaves out or sends as null is `None`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Meta {
     name: Option<String>,
-    #[serde(default)]
-    annotations: BTreeMap<String, String>,
+    annotations: Option<BTreeMap<String, String>>,
 }
 
 /// A `batch/v1` Job: its name and status.
@@ -234,8 +234,7 @@ pub(crate) struct KubeJob {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct JobStatus {
-    #[serde(default)]
-    conditions: Vec<Condition>,
+    conditions: Option<Vec<Condition>>,
     active: Option<i32>,
 }
 
@@ -259,8 +258,7 @@ struct Pod {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct PodStatus {
-    #[serde(default)]
-    container_statuses: Vec<ContainerStatus>,
+    container_statuses: Option<Vec<ContainerStatus>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -287,8 +285,7 @@ struct Node {
 
 #[derive(Debug, Deserialize)]
 struct NodeStatus {
-    #[serde(default)]
-    allocatable: BTreeMap<String, String>,
+    allocatable: Option<BTreeMap<String, String>>,
 }
 
 /// A Job's state from its status.
@@ -296,7 +293,7 @@ pub(crate) fn state_of(job: &KubeJob) -> KubeState {
     let Some(st) = &job.status else {
         return KubeState::Waiting("created".into());
     };
-    for c in &st.conditions {
+    for c in st.conditions.iter().flatten() {
         if c.status != "True" {
             continue;
         }
@@ -390,7 +387,7 @@ impl KubeExecutor {
         };
         let mut r = Resources::default();
         for n in &list.items {
-            let Some(a) = n.status.as_ref().map(|s| &s.allocatable) else {
+            let Some(a) = n.status.as_ref().and_then(|s| s.allocatable.as_ref()) else {
                 continue;
             };
             r.cpu_millis += a
@@ -538,13 +535,15 @@ impl KubeExecutor {
             let rank = p
                 .metadata
                 .annotations
-                .get("batch.kubernetes.io/job-completion-index")
+                .as_ref()
+                .and_then(|a| a.get("batch.kubernetes.io/job-completion-index"))
                 .and_then(|i| i.parse().ok())
                 .unwrap_or(0);
             let code = p
                 .status
                 .as_ref()
-                .and_then(|s| s.container_statuses.first())
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.first())
                 .and_then(|c| c.state.as_ref())
                 .and_then(|s| s.terminated.as_ref())
                 .map(|t| t.exit_code);
@@ -776,6 +775,13 @@ mod tests {
         )
         .expect("job");
         assert_eq!(state_of(&job), KubeState::Running(2));
+        // Fields the API leaves out or sends as null read as absent.
+        let job: KubeJob = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x", "annotations": null},
+            "status": {"conditions": null, "active": null}
+        }))
+        .expect("job with nulls");
+        assert_eq!(state_of(&job), KubeState::Waiting("pods pending".into()));
         assert_eq!(object_name("job-AB_c", 3), "qanat-job-abc-3");
         assert!((parse_quantity("3800m").expect("millicores") - 3.8).abs() < 1e-9);
         assert_eq!(
