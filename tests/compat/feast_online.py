@@ -158,19 +158,22 @@ driver_stats_src = FileSource(
     created_timestamp_column="created",
 )
 
-driver_stats = FeatureView(
-    name="driver_stats",
-    entities=[driver],
-    ttl=timedelta(days={ttl_days}),
-    schema=[
-        Field(name="driver_id", dtype=Int64),
-        Field(name="conv_rate", dtype=Float32),
-        Field(name="acc_rate", dtype=Float64),
-        Field(name="trips", dtype=Int64),
-        Field(name="city", dtype=String),
-    ],
-    online=True,
-    source=driver_stats_src,
+# A view of `driver`, keyed by driver_id, with `fields` (name=type) as its features.
+def view(name, source, **fields):
+    schema = [Field(name="driver_id", dtype=Int64)]
+    schema += [Field(name=field, dtype=dtype) for field, dtype in fields.items()]
+    return FeatureView(
+        name=name,
+        entities=[driver],
+        ttl=timedelta(days={ttl_days}),
+        schema=schema,
+        online=True,
+        source=source,
+    )
+
+
+driver_stats = view(
+    "driver_stats", driver_stats_src, conv_rate=Float32, acc_rate=Float64, trips=Int64, city=String
 )
 
 rides_push = PushSource(
@@ -182,19 +185,7 @@ rides_push = PushSource(
     ),
 )
 
-ride_stats = FeatureView(
-    name="ride_stats",
-    entities=[driver],
-    ttl=timedelta(days={ttl_days}),
-    schema=[
-        Field(name="driver_id", dtype=Int64),
-        Field(name="speed", dtype=Float64),
-        Field(name="rides", dtype=Int64),
-        Field(name="zone", dtype=String),
-    ],
-    online=True,
-    source=rides_push,
-)
+ride_stats = view("ride_stats", rides_push, speed=Float64, rides=Int64, zone=String)
 
 driver_activity = FeatureService(name="driver_activity", features=[driver_stats])
 

@@ -32,7 +32,8 @@ mod ids;
 mod name;
 mod object_ref;
 mod table_format;
-mod words;
+#[doc(hidden)]
+pub mod words;
 
 pub use error_kind::{DomainError, ErrorKind, Refusal};
 pub use ids::{ProjectId, UserId};

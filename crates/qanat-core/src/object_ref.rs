@@ -11,22 +11,22 @@ crate::word_enum! {
     #[derive(PartialOrd, Ord)]
     pub enum Kind as "object kind" {
         /// A dataset version: `dataset:tx@3`, `dataset:tx@golden`, `dataset:tx` (latest).
-        Dataset = "dataset",
+        Dataset,
         /// A registered model version: `model:fraud@2`, `model:fraud@champion`.
-        Model = "model",
+        Model,
         /// An experiment run, by id: `run:3f2a…`.
-        Run = "run",
+        Run,
         /// An MLflow logged model, by id: `logged_model:m-3f2a…`.
-        LoggedModel = "logged_model",
+        LoggedModel,
         /// A feature view version: `feature_view:driver_stats@2`.
-        FeatureView = "feature_view",
+        FeatureView,
         /// A user, by name, as lineage's `produced_by` parent: `user:alice`.
-        User = "user",
+        User,
         /// A monitor's drift check of a deployment, by check number:
         /// `drift_report:web@12`.
-        DriftReport = "drift_report",
+        DriftReport,
         /// A deployment's inference log: `inference_log:web`.
-        InferenceLog = "inference_log",
+        InferenceLog,
     }
 }
 

@@ -31,11 +31,11 @@ qanat_core::word_enum! {
     /// How an audited request ended.
     #[derive(utoipa::ToSchema)]
     pub enum AuditOutcome as "outcome" {
-        Success = "success",
+        Success,
         /// Refused for lack of identity or permission (401/403), residency included.
-        Denied = "denied",
+        Denied,
         /// Failed for another reason (bad input, missing object, server error).
-        Failure = "failure",
+        Failure,
     }
 }
 

@@ -18,12 +18,18 @@ fn example(name: &str) -> Table {
     Table::read_file(&p).expect("example table")
 }
 
-/// An example table, the trainer's run on it, and the package that run wrote as the
-/// train job does (weights + spec) in `dir`.
+/// An example table, the trainer's run on it, the package that run wrote as the train
+/// job does (weights + spec) in `dir`, and that package on the native runtime.
 struct Trial {
     table: Table,
     t: Trained,
     dir: tempfile::TempDir,
+    m: NativeModel,
+}
+
+/// The config of an MLP on `target` with `hidden` layers, trained `epochs` from `seed`.
+fn mlp(target: &str, hidden: &[usize], epochs: u32, seed: u64) -> serde_json::Value {
+    json!({"target": target, "model": "mlp", "hidden": hidden, "epochs": epochs, "seed": seed})
 }
 
 fn train(file: &str, config: serde_json::Value) -> Trial {
@@ -42,7 +48,8 @@ fn train(file: &str, config: serde_json::Value) -> Trial {
         serde_json::to_vec(&qanat_train::export::spec(model, &t.prep)).expect("spec"),
     )
     .expect("write spec");
-    Trial { table, t, dir }
+    let m = native(dir.path());
+    Trial { table, t, dir, m }
 }
 
 /// The package in `dir` on the native runtime.
@@ -60,10 +67,8 @@ fn trainer_outputs(t: &Trained, table: &Table, rows: &[usize]) -> Vec<f32> {
 
 #[test]
 fn native_f32_reproduces_the_trainers_outputs_and_int8_keeps_the_accuracy() {
-    let Trial { table, t, dir } = train(
-        "breast_cancer.csv",
-        json!({"target": "diagnosis", "model": "mlp", "hidden": [64, 32], "epochs": 40, "seed": 5}),
-    );
+    let Trial { table, t, dir, .. } =
+        train("breast_cancer.csv", mlp("diagnosis", &[64, 32], 40, 5));
     let package = ModelPackage::open(dir.path()).expect("package");
     let f32_model = package.native().expect("native");
     assert_eq!(f32_model.spec().precision(), Precision::F32);
@@ -98,11 +103,7 @@ fn native_f32_reproduces_the_trainers_outputs_and_int8_keeps_the_accuracy() {
 
 #[test]
 fn int8_regression_error_stays_within_one_percent() {
-    let Trial { table, t, dir } = train(
-        "diabetes.csv",
-        json!({"target": "progression", "model": "mlp", "hidden": [32], "epochs": 60, "seed": 2}),
-    );
-    let m = native(dir.path());
+    let Trial { table, t, m, .. } = train("diabetes.csv", mlp("progression", &[32], 60, 2));
     let q32 = quality(&m, &t.prep, &table, &t.valid_rows).expect("f32");
     let q8 = quality(
         &m.quantize_dynamic().expect("int8"),
@@ -118,7 +119,7 @@ fn int8_regression_error_stays_within_one_percent() {
 
 #[test]
 fn packages_that_cannot_be_run_are_refused_with_a_reason() {
-    let Trial { table, dir, .. } = train(
+    let Trial { table, dir, m, .. } = train(
         "breast_cancer.csv",
         json!({"target": "diagnosis", "model": "logistic", "epochs": 2}),
     );
@@ -165,7 +166,6 @@ fn packages_that_cannot_be_run_are_refused_with_a_reason() {
         "says [31, 1]",
     );
     // A table without a feature column the model needs.
-    let m = native(dir.path());
     let mut short = table.clone();
     short.columns.retain(|c| c.name != "radius_mean");
     let err = m.predict(&short).expect_err("missing column");
@@ -175,22 +175,16 @@ fn packages_that_cannot_be_run_are_refused_with_a_reason() {
 #[test]
 fn the_gate_passes_a_result_within_the_budget_and_refuses_one_over_it() {
     use qanat_runtime::optimize::{optimize, Budget, Method, Settings};
-    let Trial { table, t, dir } = train(
-        "breast_cancer.csv",
-        json!({"target": "diagnosis", "model": "mlp", "hidden": [32], "epochs": 20, "seed": 3}),
-    );
-    let m = native(dir.path());
-    let (q, report) = optimize(
-        &m,
-        Method::Int8Dynamic,
-        &table,
-        &t.valid_rows,
-        &Settings {
-            seconds: 0.01,
-            ..Settings::default()
-        },
-    )
-    .expect("optimized");
+    let Trial { table, t, m, .. } = train("breast_cancer.csv", mlp("diagnosis", &[32], 20, 3));
+    // Four runs of the gate on int8: quick timings, a budget and a runtime each.
+    let quick = Settings {
+        seconds: 0.01,
+        ..Settings::default()
+    };
+    let gate = |rows: &[usize], settings: Settings| {
+        optimize(&m, Method::Int8Dynamic, &table, rows, &settings)
+    };
+    let (q, report) = gate(&t.valid_rows, quick).expect("optimized");
     assert_eq!(q.mlp().precision(), Precision::Int8);
     assert!(report.passed, "{}", report.verdict);
     assert!(report.verdict.starts_with("passed"), "{}", report.verdict);
@@ -201,15 +195,11 @@ fn the_gate_passes_a_result_within_the_budget_and_refuses_one_over_it() {
         accuracy_points: -50.0,
         ..Budget::default()
     };
-    let (_, refused) = optimize(
-        &m,
-        Method::Int8Dynamic,
-        &table,
+    let (_, refused) = gate(
         &t.valid_rows,
-        &Settings {
+        Settings {
             budget: strict,
-            seconds: 0.01,
-            ..Settings::default()
+            ..quick
         },
     )
     .expect("ran");
@@ -220,30 +210,16 @@ fn the_gate_passes_a_result_within_the_budget_and_refuses_one_over_it() {
         refused.verdict
     );
     // No holdout rows: a clear error, not a report.
-    let err = optimize(
-        &m,
-        Method::Int8Dynamic,
-        &table,
-        &[],
-        &Settings {
-            seconds: 0.01,
-            ..Settings::default()
-        },
-    )
-    .expect_err("empty holdout");
+    let err = gate(&[], quick).expect_err("empty holdout");
     assert!(err.to_string().contains("holdout has no rows"), "{err}");
 
     // Measured on tract, from the two models' ONNX graphs: the same verdict, the
     // ONNX sizes and the runtime in the report.
-    let (_, on_tract) = optimize(
-        &m,
-        Method::Int8Dynamic,
-        &table,
+    let (_, on_tract) = gate(
         &t.valid_rows,
-        &Settings {
-            seconds: 0.01,
+        Settings {
             runtime: RuntimeKind::Tract,
-            ..Settings::default()
+            ..quick
         },
     )
     .expect("measured on tract");

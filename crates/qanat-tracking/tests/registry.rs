@@ -225,41 +225,27 @@ async fn versions_stages_and_aliases_with_rollback() {
         assert_eq!(register(&t, &a, "fraud", &m2).await, "2");
 
         // Aliases move atomically and remember where they were.
+        let mona = by("mona");
+        let set = |alias: &'static str, version: &'static str, reason: &'static str| {
+            t.set_alias(&a, "fraud", alias, version, reason, &mona)
+        };
+        assert_eq!(set("champion", "1", "promote").await.expect("alias"), None);
         assert_eq!(
-            t.set_alias(&a, "fraud", "champion", "1", "promote", &by("mona"))
-                .await
-                .expect("alias"),
-            None
-        );
-        assert_eq!(
-            t.set_alias(&a, "fraud", "champion", "2", "promote", &by("mona"))
-                .await
-                .expect("alias"),
+            set("champion", "2", "promote").await.expect("alias"),
             Some("1".into())
         );
-        assert_eq!(
-            t.version_by_alias(&a, "fraud", "champion")
-                .await
-                .expect("by alias")
-                .version,
-            "2"
-        );
+        let champion = t.version_by_alias(&a, "fraud", "champion").await;
+        assert_eq!(champion.expect("by alias").version, "2");
         let (from, to) = t
-            .rollback_alias(&a, "fraud", "champion", &by("mona"))
+            .rollback_alias(&a, "fraud", "champion", &mona)
             .await
             .expect("rollback");
         assert_eq!((from.as_deref(), to.as_str()), (Some("2"), "1"));
         let history = t.alias_history(&a, "fraud").await.expect("history");
         let reasons: Vec<&str> = history.iter().map(|h| h.reason.as_str()).collect();
         assert_eq!(reasons, ["promote", "promote", "rollback"]);
-        assert!(t
-            .set_alias(&a, "fraud", "latest", "1", "set", &by("mona"))
-            .await
-            .is_err());
-        assert!(t
-            .set_alias(&a, "fraud", "x", "9", "set", &by("mona"))
-            .await
-            .is_err());
+        assert!(set("latest", "1", "set").await.is_err());
+        assert!(set("x", "9", "set").await.is_err());
 
         // Stages: archive the others on the way in.
         t.transition_stage(&a, "fraud", "1", "Production", false)
@@ -268,13 +254,8 @@ async fn versions_stages_and_aliases_with_rollback() {
         t.transition_stage(&a, "fraud", "2", "production", true)
             .await
             .expect("stage");
-        assert_eq!(
-            t.model_version(&a, "fraud", "1")
-                .await
-                .expect("v1")
-                .current_stage,
-            "Archived"
-        );
+        let v1 = t.model_version(&a, "fraud", "1").await.expect("v1");
+        assert_eq!(v1.current_stage, "Archived");
         let latest = t
             .latest_versions(&a, "fraud", &["Production".into()])
             .await

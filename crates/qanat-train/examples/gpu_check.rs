@@ -14,13 +14,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use burn::backend::{Autodiff, Cuda};
-use burn::tensor::backend::Backend;
 use qanat_model::config::Precision;
-use qanat_model::prep::Rng;
 use qanat_model::{Table, TrainConfig};
-use qanat_train::adam::Adam;
-use qanat_train::fit::{epoch_steps, Mlp};
 use qanat_train::mixed::Mixed;
+use qanat_train::synthetic::{timed_epochs, Workload};
 use qanat_train::train_table;
 
 type Gpu = Autodiff<Cuda>;
@@ -56,29 +53,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
 
-    let inputs = 100;
-    let hidden = [1024, 1024];
-    let batch = 1024;
-    let (data, target) = qanat_train::synthetic::binary(rows, inputs, 1);
-    let mut rng = Rng::new(1);
-    let device = Default::default();
+    let (inputs, hidden, batch) = (100, [1024, 1024], 1024);
+    let workload = Workload {
+        rows,
+        inputs,
+        hidden: &hidden,
+        batch,
+        epochs,
+    };
     for precision in [Precision::Fp32, Precision::Bf16, Precision::Fp16] {
-        let mut model: Mlp<Gpu> = Mlp::seeded(1, inputs, &hidden, 1, &device);
-        let mut optim = Adam::default().init::<Gpu, Mlp<Gpu>>();
         let mut mixed = Mixed::new(precision);
-        let mut order: Vec<usize> = (0..rows).collect();
-        let mut timed = 0.0;
-        for epoch in 0..epochs {
-            rng.shuffle(&mut order);
-            let t = Instant::now();
-            model = epoch_steps(
-                model, &mut optim, &target, &data, &order, batch, 1e-3, &mut mixed, &device,
-            );
-            <Gpu as Backend>::sync(&device).map_err(|e| format!("{e:?}"))?;
-            if epoch > 0 {
-                timed += t.elapsed().as_secs_f64();
-            }
-        }
+        let timed = timed_epochs::<Gpu>(&workload, &mut mixed, &Default::default())?;
         println!(
             "{{\"check\": \"throughput\", \"impl\": \"qanat (burn cuda)\", \"precision\": \"{}\", \"rows\": {rows}, \"inputs\": {inputs}, \"hidden\": {hidden:?}, \"batch\": {batch}, \"epochs_timed\": {}, \"seconds\": {timed:.3}, \"samples_per_s\": {:.0}}}",
             precision.as_str(),

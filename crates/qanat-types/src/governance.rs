@@ -12,8 +12,8 @@ qanat_core::word_enum! {
     /// A human user or a service account (for pipelines and jobs).
     #[derive(utoipa::ToSchema)]
     pub enum UserKind as "user kind" {
-        User = "user",
-        Service = "service",
+        User,
+        Service,
     }
 }
 
@@ -23,13 +23,13 @@ qanat_core::word_enum! {
     pub enum TokenScope as "token scope" {
         /// Everything its owner may do.
         #[default]
-        All = "all",
+        All,
         /// Only the inference endpoints (the Open Inference Protocol over REST and
         /// gRPC): for the services that call deployed models.
-        Inference = "inference",
+        Inference,
         /// Only `/metrics`: for the Prometheus that scrapes the server. Only global
         /// admins create them.
-        Metrics = "metrics",
+        Metrics,
     }
 }
 
@@ -103,13 +103,13 @@ qanat_core::word_enum! {
     #[derive(PartialOrd, Ord, utoipa::ToSchema)]
     pub enum Role as "role" {
         /// Reads everything in the project.
-        Viewer = "viewer",
+        Viewer,
         /// Writes objects: datasets, runs, artifacts, features.
-        Editor = "editor",
+        Editor,
         /// Manages deployments, aliases and members.
-        Maintainer = "maintainer",
+        Maintainer,
         /// Everything, including the project's policies (regions, PII rules).
-        Admin = "admin",
+        Admin,
     }
 }
 

@@ -13,11 +13,11 @@ qanat_core::word_enum! {
     pub enum Routing as "routing" {
         /// Each request independently, by weight (a canary).
         #[default]
-        Weighted = "weighted",
+        Weighted,
         /// By a hash of the request's routing key, so a key always lands on the same
         /// target while the weights stay (an A/B test); requests without a key are
         /// split by weight.
-        Sticky = "sticky",
+        Sticky,
     }
 }
 
@@ -413,10 +413,10 @@ qanat_core::word_enum! {
     pub enum Missing as "missing-feature policy" {
         /// The request is refused (400), naming the entity and the feature.
         #[default]
-        Reject = "reject",
+        Reject,
         /// The declared default is used, or null (imputed by the model's
         /// preprocessing) when the feature declares none.
-        Default = "default",
+        Default,
     }
 }
 

@@ -230,6 +230,22 @@ fn training_set(
     serde_json::from_str(&out).expect("json")
 }
 
+/// Writes `entities` (a CSV of entity rows) to a file, builds a training set of
+/// `features` from it into dataset `to` as the admin, and reads its columns back: the
+/// set's summary and its table.
+fn training_rows(
+    q: &Qanat,
+    entities: &str,
+    features: &str,
+    to: &str,
+) -> (serde_json::Value, arrow_array::RecordBatch) {
+    let path = q.home().join(format!("{to}-entities.csv"));
+    std::fs::write(&path, entities).expect("entities");
+    let set = training_set(q, None, path.to_str().expect("utf-8"), features, to);
+    let table = pulled(q, &q.admin_token, set["reference"].as_str().expect("ref"));
+    (set, table)
+}
+
 /// Column `name` of `t`, which must be a primitive array of `T`.
 fn primitive<'a, T: arrow_array::ArrowPrimitiveType>(
     t: &'a arrow_array::RecordBatch,
@@ -590,19 +606,12 @@ fn pushed_and_streamed_rows_reach_the_online_and_offline_stores_and_join_into_tr
 
         // A training set reads the pushed rows back from the offline store, point in
         // time: driver 1 at noon on Jan 1 sees 10.0 (20.0 is from the future).
-        std::fs::write(
-            home.join("entities.csv"),
-            "driver_id,event_timestamp\n1,2026-01-01T12:00:00Z\n1,2026-01-03T00:00:00Z\n3,2026-01-01T13:00:00Z\n",
-        )
-        .expect("entities");
-        let set = training_set(
+        let (_, table) = training_rows(
             &q,
-            None,
-            &s(home.join("entities.csv")),
+            "driver_id,event_timestamp\n1,2026-01-01T12:00:00Z\n1,2026-01-03T00:00:00Z\n3,2026-01-01T13:00:00Z\n",
             "pushed_rides:speed",
             "pushed-train",
         );
-        let table = pulled(&q, &q.admin_token, set["reference"].as_str().expect("ref"));
         let speed: Vec<Option<f64>> = primitive::<Float64Type>(&table, "speed").iter().collect();
         assert_eq!(speed, vec![Some(10.0), Some(20.0), Some(30.0)], "{backend}");
 
@@ -692,19 +701,8 @@ fn pushed_and_streamed_rows_reach_the_online_and_offline_stores_and_join_into_tr
             "{backend}: {out}{err}"
         );
         // The streamed rows are in the offline store too.
-        std::fs::write(
-            home.join("streamed.csv"),
-            format!("driver_id,event_timestamp\n7,{now}\n"),
-        )
-        .expect("entities");
-        let set = training_set(
-            &q,
-            None,
-            &s(home.join("streamed.csv")),
-            "streamed_rides:speed",
-            "streamed-train",
-        );
-        let table = pulled(&q, &q.admin_token, set["reference"].as_str().expect("ref"));
+        let entities = format!("driver_id,event_timestamp\n7,{now}\n");
+        let (_, table) = training_rows(&q, &entities, "streamed_rides:speed", "streamed-train");
         let speed = primitive::<Float64Type>(&table, "speed");
         assert_eq!(speed.value(0), 42.5, "{backend}");
         drop(q);
@@ -736,20 +734,13 @@ fn sql_sources_and_view_transformations_feed_training_sets_and_materialization()
     std::fs::write(home.join("rides.csv"), RIDES).expect("rides");
     let repo = load_driver_stats(&q, STATS, SQL_REPO);
     let s = |p: std::path::PathBuf| p.to_str().expect("utf-8").to_string();
-    let set = training_set(
-        &q,
-        None,
-        &s(home.join("rides.csv")),
-        "busy:trips,scaled:conv_pct",
-        "sql-train",
-    );
+    let (set, table) = training_rows(&q, RIDES, "busy:trips,scaled:conv_pct", "sql-train");
     assert!(
         set["sources"]
             .as_array()
             .is_some_and(|a| a.contains(&json!("dataset:driver-stats@1"))),
         "lineage reaches the dataset under the sql source: {set}"
     );
-    let table = pulled(&q, &q.admin_token, set["reference"].as_str().expect("ref"));
     let trips: Vec<Option<i64>> = primitive::<Int64Type>(&table, "trips").iter().collect();
     // 1002's only row has 3 trips: filtered out by the sql source.
     assert_eq!(trips, vec![Some(10), Some(13), None, None, None]);

@@ -12,10 +12,10 @@ qanat_core::word_enum! {
     /// How sensitive a dataset is.
     #[derive(utoipa::ToSchema)]
     pub enum Classification as "classification" {
-        Public = "public",
-        Internal = "internal",
-        Confidential = "confidential",
-        Restricted = "restricted",
+        Public,
+        Internal,
+        Confidential,
+        Restricted,
     }
 }
 

@@ -15,15 +15,15 @@ qanat_core::word_enum! {
     /// The type of a join key or a feature value.
     #[derive(utoipa::ToSchema)]
     pub enum ValueType as "value type" {
-        Bool = "bool",
-        Int32 = "int32",
-        Int64 = "int64",
-        Float32 = "float32",
-        Float64 = "float64",
-        String = "string",
-        Bytes = "bytes",
+        Bool,
+        Int32,
+        Int64,
+        Float32,
+        Float64,
+        String,
+        Bytes,
         /// A point in time (UTC, microseconds).
-        Timestamp = "timestamp",
+        Timestamp,
     }
 }
 
@@ -42,15 +42,15 @@ qanat_core::word_enum! {
     pub enum SourceType as "source type" {
         /// A Qanat dataset version's Parquet or CSV files (`dataset: name@3`, or the
         /// newest version when no version is given).
-        Dataset = "dataset",
+        Dataset,
         /// Parquet or CSV files at a path in the project's storage.
-        File = "file",
+        File,
         /// SQL over other sources of the repo (run by DataFusion).
-        Sql = "sql",
+        Sql,
         /// Rows pushed through `/push`.
-        Push = "push",
+        Push,
         /// Rows read from a NATS JetStream subject.
-        Stream = "stream",
+        Stream,
     }
 }
 
@@ -58,8 +58,8 @@ qanat_core::word_enum! {
     /// The format of a `file` source.
     #[derive(utoipa::ToSchema)]
     pub enum FileFormat as "file format" {
-        Parquet = "parquet",
-        Csv = "csv",
+        Parquet,
+        Csv,
     }
 }
 
@@ -374,9 +374,9 @@ qanat_core::word_enum! {
     /// The kinds of object a feature repo holds.
     #[derive(PartialOrd, Ord, utoipa::ToSchema)]
     pub enum ObjectKind as "feature object kind" {
-        Entity = "entity",
-        Source = "source",
-        FeatureView = "feature_view",
-        FeatureService = "feature_service",
+        Entity,
+        Source,
+        FeatureView,
+        FeatureService,
     }
 }

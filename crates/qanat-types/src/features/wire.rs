@@ -14,15 +14,15 @@ qanat_core::word_enum! {
     #[derive(utoipa::ToSchema)]
     pub enum Action as "plan action" {
         /// A new object: version 1.
-        Create = "create",
+        Create,
         /// Its logic changed (or what it depends on did): a new version.
-        NewVersion = "new_version",
+        NewVersion,
         /// Only its metadata changed (description, owner, tags, PII flags): edited in
         /// place, same version.
-        Metadata = "metadata",
-        Unchanged = "unchanged",
+        Metadata,
+        Unchanged,
         /// In the registry, not in the repo: removed (its versions stay for lineage).
-        Remove = "remove",
+        Remove,
     }
 }
 
@@ -298,9 +298,9 @@ qanat_core::word_enum! {
     #[derive(Default, utoipa::ToSchema)]
     pub enum PushMode as "push destination" {
         #[default]
-        Online = "online",
-        Offline = "offline",
-        OnlineAndOffline = "online_and_offline",
+        Online,
+        Offline,
+        OnlineAndOffline,
     }
 }
 
@@ -366,9 +366,9 @@ qanat_core::word_enum! {
     /// Where a materialization run is.
     #[derive(utoipa::ToSchema)]
     pub enum RunState as "run state" {
-        Running = "running",
-        Succeeded = "succeeded",
-        Failed = "failed",
+        Running,
+        Succeeded,
+        Failed,
     }
 }
 
@@ -377,15 +377,15 @@ qanat_core::word_enum! {
     #[derive(utoipa::ToSchema)]
     pub enum ViewState as "view state" {
         /// Not started yet.
-        Pending = "pending",
+        Pending,
         /// Reading the source: the newest row per entity within the window.
-        Scanning = "scanning",
+        Scanning,
         /// Writing those rows to the online store, oldest first, a chunk at a time.
-        Writing = "writing",
-        Done = "done",
+        Writing,
+        Done,
         /// Fed as rows arrive (push or stream source): nothing to materialize.
-        Skipped = "skipped",
-        Failed = "failed",
+        Skipped,
+        Failed,
     }
 }
 

@@ -7,17 +7,17 @@ qanat_core::word_enum! {
     #[derive(utoipa::ToSchema)]
     pub enum Method as "drift method" {
         /// Two-sample Kolmogorov–Smirnov (p-value).
-        Ks = "ks",
+        Ks,
         /// Pearson's chi-squared on category counts (p-value).
         ChiSquared = "chisquare",
         /// Two-proportion z-test, for two categories (p-value).
-        Z = "z",
+        Z,
         /// Wasserstein distance over the reference's standard deviation.
-        Wasserstein = "wasserstein",
+        Wasserstein,
         /// Jensen–Shannon distance between the two distributions.
         JensenShannon = "jensenshannon",
         /// Population Stability Index.
-        Psi = "psi",
+        Psi,
     }
 }
 

@@ -54,15 +54,15 @@ qanat_core::word_enum! {
     #[derive(utoipa::ToSchema)]
     pub enum Metric as "alert metric" {
         /// The share of the model's inputs that drifted (0 to 1).
-        DriftShare = "drift_share",
+        DriftShare,
         /// Whether the model's outputs drifted: 1 when they did, 0 when not.
-        PredictionDrift = "prediction_drift",
+        PredictionDrift,
         /// Live accuracy from the labels posted (classification).
-        Accuracy = "accuracy",
+        Accuracy,
         /// Live ROC AUC from the labels posted (binary classification).
-        Auc = "auc",
+        Auc,
         /// Live root mean squared error from the labels posted (regression).
-        Rmse = "rmse",
+        Rmse,
     }
 }
 
@@ -83,17 +83,17 @@ qanat_core::word_enum! {
     pub enum ActionKind as "alert action" {
         /// Publish a `monitor_alert.created` event: the project's webhooks subscribed
         /// to it (signed when they have a secret) and NATS, when configured.
-        Notify = "notify",
+        Notify,
         /// Submit the job that trained the serving version again, on the newest
         /// version of each dataset it read; it registers a new version.
-        Retrain = "retrain",
+        Retrain,
         /// Once the retrained version is registered, send it a canary share of the
         /// traffic (with `retrain`).
-        Canary = "canary",
+        Canary,
         /// Undo the last change of what answers: move the alias the deployment follows
         /// back to the version it named before, or restore the deployment's revision
         /// before the last.
-        Rollback = "rollback",
+        Rollback,
     }
 }
 

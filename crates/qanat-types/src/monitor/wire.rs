@@ -33,13 +33,13 @@ qanat_core::word_enum! {
     #[derive(utoipa::ToSchema)]
     pub enum CheckStatus as "check status" {
         /// Tested: no dataset drift.
-        Ok = "ok",
+        Ok,
         /// Tested: the model's inputs drifted.
-        Drift = "drift",
+        Drift,
         /// Too few rows to test (no traffic, or under `min_rows`).
-        NotEnoughData = "not_enough_data",
+        NotEnoughData,
         /// The serving version has no reference profile to compare with.
-        NoReference = "no_reference",
+        NoReference,
     }
 }
 
