@@ -83,6 +83,33 @@ fn the_quickstart_runs_to_a_promoted_canary_with_its_lineage_and_runs_again() {
             "run {run}: {text}"
         );
     }
+    // A login that an earlier quickstart (another directory, its server gone) left for
+    // this address is replaced by this run's, and `--exit` removes that one with its
+    // server: no login is left pointing at nothing.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = free.local_addr().expect("addr").port().to_string();
+    drop(free);
+    let server = format!("http://127.0.0.1:{port}");
+    let credentials = dir.path().join("credentials.json");
+    let mut servers = serde_json::Map::new();
+    servers.insert(server.clone(), serde_json::json!({"token": "qnt_gone"}));
+    let stale = serde_json::json!({"current": server, "servers": servers});
+    std::fs::write(&credentials, stale.to_string()).expect("stale login");
+    let out = base_cmd(dir.path(), &[])
+        .env("QANAT_SERVER_BIND", format!("127.0.0.1:{port}"))
+        .args(["quickstart", "--exit", "--home"])
+        .arg(dir.path().join("elsewhere"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("The CLI on this machine is logged in to {server}")),
+        "{err}"
+    );
+    let left = std::fs::read_to_string(&credentials).unwrap_or_default();
+    assert!(!left.contains("qnt_"), "{left}");
+
     let files = dir.path().join(".qanat-quickstart/quickstart");
     let report = std::fs::read_dir(&files)
         .expect("files")

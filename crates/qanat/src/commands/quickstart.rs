@@ -60,14 +60,15 @@ const MARKER: &str = "quickstart.json";
 
 pub async fn run(mut cfg: Config, exit: bool) -> Result<()> {
     // A port in use is said before anything is made or removed.
+    let mut port_free = false;
     if let Ok(addr) = cfg.server.bind.parse::<std::net::SocketAddr>() {
-        if let Err(e) = std::net::TcpListener::bind(addr) {
-            if e.kind() == std::io::ErrorKind::AddrInUse {
-                bail!(
-                    "port {} is in use (another server, or a quickstart still running?): run this one on another with --port PORT",
-                    addr.port()
-                );
-            }
+        match std::net::TcpListener::bind(addr) {
+            Ok(_) => port_free = addr.port() != 0,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => bail!(
+                "port {} is in use (another server, or a quickstart still running?): run this one on another with --port PORT",
+                addr.port()
+            ),
+            Err(_) => {}
         }
     }
     let earlier_token = fresh_home(&cfg.home)?;
@@ -88,6 +89,13 @@ pub async fn run(mut cfg: Config, exit: bool) -> Result<()> {
     }
     super::server::init_tracing(&cfg)?;
     let address = super::init::server_url(&cfg);
+    // Nothing listens at the address, so a login stored for it belongs to a server that
+    // is gone (an earlier quickstart's in another directory, a stopped server): the CLI
+    // is logged in to this run's server instead, as the steps it prints assume.
+    if port_free {
+        let key = crate::credentials::server_key(&address);
+        crate::credentials::forget(|s, _| s == key).ok();
+    }
     let had_login = matches!(crate::credentials::load_credentials(), Ok(Some(c)) if c.login(&address).is_some());
     let server = match crate::server::start(cfg.clone()).await {
         Ok(s) => s,
@@ -116,7 +124,7 @@ pub async fn run(mut cfg: Config, exit: bool) -> Result<()> {
         serde_json::to_vec(&json!({ "server": url, "token": token }))?,
     )?;
     let mut builder = Client::builder(url.clone())
-        .token(token)
+        .token(token.clone())
         .user_agent(concat!("qanat-quickstart/", env!("CARGO_PKG_VERSION")));
     if let (Some(cert), true) = (&cfg.server.tls_cert, cfg.tls_enabled()) {
         let pem = std::fs::read(cert).with_context(|| format!("reading {}", cert.display()))?;
@@ -140,7 +148,9 @@ pub async fn run(mut cfg: Config, exit: bool) -> Result<()> {
     };
     done?;
     if exit {
-        println!("\nDone (--exit: the server stops).");
+        // The server stops with this process: a CLI login to it would point at nothing.
+        crate::credentials::forget(|_, login| login.token == token).ok();
+        println!("\nDone (--exit: the server stops, and the CLI's login to it is removed).");
         return Ok(());
     }
     println!(
