@@ -1,5 +1,5 @@
 //! Enums that are stored, sent and shown as one word: roles, classifications,
-//! outcomes, and the states the domains still to come will have (job states, stages).
+//! outcomes, object kinds, the states of runs and checks, drift methods.
 
 use std::fmt;
 
