@@ -23,41 +23,48 @@ fn dataset_path(project: &str, dataset: &str) -> String {
 
 impl Client {
     /// Creates a dataset (editors).
+    #[qanat_macros::boxed]
     pub async fn create_dataset(&self, project: &str, dataset: &NewDataset) -> Result<Dataset> {
         let path = format!("{}/datasets", project_path(project));
         self.with_body(Method::POST, &path, dataset).await
     }
 
     /// A project's datasets.
+    #[qanat_macros::boxed]
     pub async fn datasets(&self, project: &str) -> Result<Vec<Dataset>> {
         self.get(&format!("{}/datasets", project_path(project)))
             .await
     }
 
     /// A project's deleted datasets that `gc` has not purged yet.
+    #[qanat_macros::boxed]
     pub async fn deleted_datasets(&self, project: &str) -> Result<Vec<Dataset>> {
         let path = format!("{}/datasets", project_path(project));
         self.get_query(&path, &ListDatasets { deleted: true }).await
     }
 
     /// Deletes a dataset (project admins); `gc` purges it after the retention period.
+    #[qanat_macros::boxed]
     pub async fn delete_dataset(&self, project: &str, dataset: &str) -> Result<Dataset> {
         let path = dataset_path(project, dataset);
         self.json(self.request(Method::DELETE, &path), &path).await
     }
 
     /// Brings back a deleted dataset (project admins).
+    #[qanat_macros::boxed]
     pub async fn restore_dataset(&self, project: &str, dataset: &str) -> Result<Dataset> {
         let path = format!("{}/restore", dataset_path(project, dataset));
         self.json(self.request(Method::POST, &path), &path).await
     }
 
     /// One dataset.
+    #[qanat_macros::boxed]
     pub async fn dataset(&self, project: &str, dataset: &str) -> Result<Dataset> {
         self.get(&dataset_path(project, dataset)).await
     }
 
     /// Which of `ids` the server does not store yet (part of a push; at most 10000).
+    #[qanat_macros::boxed]
     pub async fn missing_chunks(
         &self,
         project: &str,
@@ -71,6 +78,7 @@ impl Client {
     }
 
     /// Uploads one chunk; its bytes must hash to `id`.
+    #[qanat_macros::boxed]
     pub async fn put_chunk(
         &self,
         project: &str,
@@ -89,6 +97,7 @@ impl Client {
     /// Uploads chunks as one pack (see [`qanat_types::data::pack`]); the bytes stream without
     /// being copied. Every chunk must hash to its id, or nothing is stored. A 503 means
     /// a concurrent gc still holds one of them: retry shortly.
+    #[qanat_macros::boxed]
     pub async fn put_pack(
         &self,
         project: &str,
@@ -116,6 +125,7 @@ impl Client {
     }
 
     /// Commits a version from uploaded chunks (editors): all or nothing.
+    #[qanat_macros::boxed]
     pub async fn commit_version(
         &self,
         project: &str,
@@ -127,12 +137,14 @@ impl Client {
     }
 
     /// A dataset's versions, newest first.
+    #[qanat_macros::boxed]
     pub async fn versions(&self, project: &str, dataset: &str) -> Result<Vec<DatasetVersion>> {
         self.get(&format!("{}/versions", dataset_path(project, dataset)))
             .await
     }
 
     /// One version with its manifest and profiles (audited as the start of a pull).
+    #[qanat_macros::boxed]
     pub async fn version(
         &self,
         project: &str,
@@ -148,6 +160,7 @@ impl Client {
     }
 
     /// The bytes of file `index` (its position in the manifest) of a version.
+    #[qanat_macros::boxed]
     pub async fn version_file(
         &self,
         project: &str,
@@ -164,6 +177,7 @@ impl Client {
     }
 
     /// Names `version` with `tag` (editors; tags are immutable).
+    #[qanat_macros::boxed]
     pub async fn tag_version(
         &self,
         project: &str,
@@ -179,6 +193,7 @@ impl Client {
     }
 
     /// What changed from version `from` to version `to`.
+    #[qanat_macros::boxed]
     pub async fn diff(
         &self,
         project: &str,
@@ -195,6 +210,7 @@ impl Client {
     }
 
     /// Copies a version of `dataset` into another dataset of the project (editors).
+    #[qanat_macros::boxed]
     pub async fn copy_version(
         &self,
         project: &str,
@@ -206,12 +222,14 @@ impl Client {
     }
 
     /// Deletes chunks no version references (maintainers).
+    #[qanat_macros::boxed]
     pub async fn gc(&self, project: &str, options: &GcBody) -> Result<GcReport> {
         let path = format!("{}/gc", project_path(project));
         self.with_body(Method::POST, &path, options).await
     }
 
     /// Where `reference` came from: its upstream graph, `depth` levels up.
+    #[qanat_macros::boxed]
     pub async fn lineage(
         &self,
         project: &str,

@@ -15,6 +15,7 @@ impl Client {
 
     /// Creates a deployment (editors); its versions are loaded and probed when this
     /// returns.
+    #[qanat_macros::boxed]
     pub async fn create_deployment(
         &self,
         project: &str,
@@ -30,17 +31,20 @@ impl Client {
     }
 
     /// A project's deployments.
+    #[qanat_macros::boxed]
     pub async fn deployments(&self, project: &str) -> Result<DeploymentList> {
         self.get(&format!("{}/deployments", project_path(project)))
             .await
     }
 
     /// A deployment and how the server serves it.
+    #[qanat_macros::boxed]
     pub async fn deployment(&self, project: &str, name: &str) -> Result<DeploymentStatus> {
         self.get(&Self::deployment_path(project, name)).await
     }
 
     /// Replaces a deployment's spec (a new revision).
+    #[qanat_macros::boxed]
     pub async fn update_deployment(
         &self,
         project: &str,
@@ -52,6 +56,7 @@ impl Client {
     }
 
     /// Promotes a canary or shadow (`to`: which one) to take all the traffic.
+    #[qanat_macros::boxed]
     pub async fn promote_deployment(
         &self,
         project: &str,
@@ -66,6 +71,7 @@ impl Client {
     }
 
     /// Restores an earlier revision (default: the one before the current).
+    #[qanat_macros::boxed]
     pub async fn rollback_deployment(
         &self,
         project: &str,
@@ -78,18 +84,21 @@ impl Client {
     }
 
     /// A deployment's revisions, newest first.
+    #[qanat_macros::boxed]
     pub async fn deployment_revisions(&self, project: &str, name: &str) -> Result<RevisionList> {
         let path = format!("{}/revisions", Self::deployment_path(project, name));
         self.get(&path).await
     }
 
     /// The newest `limit` inference log records of a deployment (or model).
+    #[qanat_macros::boxed]
     pub async fn deployment_log(&self, project: &str, name: &str, limit: usize) -> Result<LogList> {
         let path = format!("{}/log", Self::deployment_path(project, name));
         self.get_query(&path, &[("limit", limit)]).await
     }
 
     /// Deletes a deployment.
+    #[qanat_macros::boxed]
     pub async fn delete_deployment(&self, project: &str, name: &str) -> Result<()> {
         self.no_content(Method::DELETE, &Self::deployment_path(project, name))
             .await
@@ -98,6 +107,7 @@ impl Client {
     /// Runs a request through a deployment (or a model by name) in the Open Inference
     /// Protocol: `body` is an OIP request (`{"id": …, "inputs": [{"name", "datatype",
     /// "shape", "data"}]}`).
+    #[qanat_macros::boxed]
     pub async fn infer(
         &self,
         deployment: &str,

@@ -6,12 +6,14 @@ use crate::{project_path, seg, Client, Result};
 
 impl Client {
     /// A project's webhooks, newest first (maintainers).
+    #[qanat_macros::boxed]
     pub async fn webhooks(&self, project: &str) -> Result<WebhookList> {
         self.get(&format!("{}/webhooks", project_path(project)))
             .await
     }
 
     /// A webhook's deliveries with their attempts, newest first (maintainers).
+    #[qanat_macros::boxed]
     pub async fn webhook_deliveries(
         &self,
         project: &str,
@@ -27,6 +29,7 @@ impl Client {
     }
 
     /// Every delivery of a project, webhooks' and NATS', newest first (maintainers).
+    #[qanat_macros::boxed]
     pub async fn event_deliveries(
         &self,
         project: &str,

@@ -12,6 +12,7 @@ use crate::{project_path, seg, Client, Result};
 
 impl Client {
     /// What applying `repo` would change (writes nothing).
+    #[qanat_macros::boxed]
     pub async fn plan_features(&self, project: &str, repo: &FeatureRepo) -> Result<Plan> {
         let path = format!("{}/features/plan", project_path(project));
         let body = ApplyRequest {
@@ -23,6 +24,7 @@ impl Client {
 
     /// Applies `repo` (editors); with `expected_revision`, only if the registry is
     /// still at the revision a plan showed.
+    #[qanat_macros::boxed]
     pub async fn apply_features(
         &self,
         project: &str,
@@ -38,12 +40,14 @@ impl Client {
     }
 
     /// Every live object of the feature registry at its newest version.
+    #[qanat_macros::boxed]
     pub async fn feature_registry(&self, project: &str) -> Result<Registry> {
         self.get(&format!("{}/features/registry", project_path(project)))
             .await
     }
 
     /// One registry object at `version` (the newest when None).
+    #[qanat_macros::boxed]
     pub async fn feature_object(
         &self,
         project: &str,
@@ -64,6 +68,7 @@ impl Client {
     }
 
     /// Every version of one registry object, newest first.
+    #[qanat_macros::boxed]
     pub async fn feature_history(
         &self,
         project: &str,
@@ -80,6 +85,7 @@ impl Client {
     }
 
     /// Builds a training set as a new dataset version (editors).
+    #[qanat_macros::boxed]
     pub async fn training_set(
         &self,
         project: &str,
@@ -90,6 +96,7 @@ impl Client {
     }
 
     /// Materializes views into the online store (editors).
+    #[qanat_macros::boxed]
     pub async fn materialize(
         &self,
         project: &str,
@@ -100,6 +107,7 @@ impl Client {
     }
 
     /// This server's recent materialization runs in `project`, newest first.
+    #[qanat_macros::boxed]
     pub async fn materializations(&self, project: &str) -> Result<MaterializationRuns> {
         self.get(&format!(
             "{}/features/materializations",
@@ -109,6 +117,7 @@ impl Client {
     }
 
     /// One materialization run, with each view's progress.
+    #[qanat_macros::boxed]
     pub async fn materialization(&self, project: &str, run_id: &str) -> Result<MaterializationRun> {
         self.get(&format!(
             "{}/features/materializations/{}",
@@ -119,12 +128,14 @@ impl Client {
     }
 
     /// How fresh each view's online values are.
+    #[qanat_macros::boxed]
     pub async fn freshness(&self, project: &str) -> Result<FreshnessList> {
         self.get(&format!("{}/features/freshness", project_path(project)))
             .await
     }
 
     /// The consumers of the project's stream sources.
+    #[qanat_macros::boxed]
     pub async fn feature_streams(&self, project: &str) -> Result<StreamList> {
         self.get(&format!("{}/features/streams", project_path(project)))
             .await

@@ -21,6 +21,7 @@ fn mlflow_path(project: &str, endpoint: &str) -> String {
 
 impl Client {
     /// One page of a project's experiments.
+    #[qanat_macros::boxed]
     pub async fn search_experiments(
         &self,
         project: &str,
@@ -31,6 +32,7 @@ impl Client {
     }
 
     /// An experiment by id.
+    #[qanat_macros::boxed]
     pub async fn experiment(&self, project: &str, id: &str) -> Result<Experiment> {
         let path = mlflow_path(project, "experiments/get");
         let reply: ExperimentReply = self.get_query(&path, &[("experiment_id", id)]).await?;
@@ -38,6 +40,7 @@ impl Client {
     }
 
     /// An experiment by name.
+    #[qanat_macros::boxed]
     pub async fn experiment_by_name(&self, project: &str, name: &str) -> Result<Experiment> {
         let path = mlflow_path(project, "experiments/get-by-name");
         let reply: ExperimentReply = self.get_query(&path, &[("experiment_name", name)]).await?;
@@ -46,12 +49,14 @@ impl Client {
 
     /// Deletes an experiment and its runs (project admins); restorable until `gc`
     /// purges it after the retention period.
+    #[qanat_macros::boxed]
     pub async fn delete_experiment(&self, project: &str, id: &str) -> Result<()> {
         self.experiment_stage(project, "experiments/delete", id)
             .await
     }
 
     /// Brings back a deleted experiment and its runs (project admins).
+    #[qanat_macros::boxed]
     pub async fn restore_experiment(&self, project: &str, id: &str) -> Result<()> {
         self.experiment_stage(project, "experiments/restore", id)
             .await
@@ -65,12 +70,14 @@ impl Client {
     }
 
     /// One page of runs of some experiments.
+    #[qanat_macros::boxed]
     pub async fn search_runs(&self, project: &str, search: &SearchRuns) -> Result<RunsPage> {
         let path = mlflow_path(project, "runs/search");
         self.with_body(Method::POST, &path, search).await
     }
 
     /// One run: info, params, latest metrics, tags, inputs and outputs.
+    #[qanat_macros::boxed]
     pub async fn run(&self, project: &str, run_id: &str) -> Result<Run> {
         let path = mlflow_path(project, "runs/get");
         let reply: RunReply = self.get_query(&path, &[("run_id", run_id)]).await?;
@@ -79,6 +86,7 @@ impl Client {
 
     /// A run's artifacts directly under `path` (its artifact root when `None`); paths
     /// in the answer are relative to the root.
+    #[qanat_macros::boxed]
     pub async fn run_artifacts(
         &self,
         project: &str,
@@ -95,6 +103,7 @@ impl Client {
 
     /// An artifact's bytes by its full path (`<experiment>/<run>/artifacts/...`, the
     /// run's artifact root without `mlflow-artifacts:/`), verified as they stream.
+    #[qanat_macros::boxed]
     pub async fn artifact(&self, project: &str, path: &str) -> Result<ByteStream> {
         let endpoint = format!(
             "/mlflow/{}/api/2.0/mlflow-artifacts/artifacts/{}",
@@ -105,6 +114,7 @@ impl Client {
     }
 
     /// Every logged value of a run's metric `key`, as (step, value), in logging order.
+    #[qanat_macros::boxed]
     pub async fn metric_history(
         &self,
         project: &str,
@@ -131,6 +141,7 @@ impl Client {
 
     /// Logs metrics, params and tags to a run in one call (MLflow's `runs/log-batch`:
     /// all or nothing). `metrics` are (key, value, step); their time is now.
+    #[qanat_macros::boxed]
     pub async fn log_batch(
         &self,
         project: &str,
@@ -157,6 +168,7 @@ impl Client {
 
     /// Stores `bytes` as the artifact `rel` of the run whose artifact root is `root`
     /// (`mlflow-artifacts:/<experiment>/<run>/artifacts`).
+    #[qanat_macros::boxed]
     pub async fn upload_artifact(
         &self,
         project: &str,
@@ -180,6 +192,7 @@ impl Client {
 
     /// A registered model's version by number or alias (MLflow's `model-versions/get`
     /// or `registered-models/alias`).
+    #[qanat_macros::boxed]
     pub async fn model_version(
         &self,
         project: &str,
@@ -219,6 +232,7 @@ impl Client {
     }
 
     /// Where a version's files are (`mlflow-artifacts:/...`).
+    #[qanat_macros::boxed]
     pub async fn model_version_download_uri(
         &self,
         project: &str,
@@ -238,6 +252,7 @@ impl Client {
     /// Registers the model that run `run_id` stored under its `model/` artifacts
     /// (`runs:/<run>/model`) as a new version of `name` with `tags`, creating the
     /// registered model when it does not exist; the version's number.
+    #[qanat_macros::boxed]
     pub async fn register_run_model(
         &self,
         project: &str,

@@ -19,18 +19,21 @@ fn alias_path(project: &str, model: &str, alias: &str) -> String {
 
 impl Client {
     /// A project's registered models.
+    #[qanat_macros::boxed]
     pub async fn models(&self, project: &str, params: &ModelListParams) -> Result<ModelList> {
         let path = format!("{}/models", project_path(project));
         self.get_query(&path, params).await
     }
 
     /// A model with all its versions and its alias history.
+    #[qanat_macros::boxed]
     pub async fn model(&self, project: &str, name: &str) -> Result<ModelDetail> {
         self.get(&format!("{}/models/{}", project_path(project), seg(name)))
             .await
     }
 
     /// Points `alias` at `version` (maintainers).
+    #[qanat_macros::boxed]
     pub async fn set_alias(
         &self,
         project: &str,
@@ -46,12 +49,14 @@ impl Client {
     }
 
     /// Removes `alias` (maintainers).
+    #[qanat_macros::boxed]
     pub async fn delete_alias(&self, project: &str, model: &str, alias: &str) -> Result<()> {
         self.no_content(Method::DELETE, &alias_path(project, model, alias))
             .await
     }
 
     /// Promotes `version`: moves `alias` to it in one transaction (maintainers).
+    #[qanat_macros::boxed]
     pub async fn promote(
         &self,
         project: &str,
@@ -68,6 +73,7 @@ impl Client {
 
     /// Moves `alias` one step back along its history; each call goes one step further
     /// (maintainers).
+    #[qanat_macros::boxed]
     pub async fn rollback(&self, project: &str, model: &str, alias: &str) -> Result<AliasMoved> {
         let path = format!("{}/rollback", alias_path(project, model, alias));
         self.json(self.request(Method::POST, &path), &path).await

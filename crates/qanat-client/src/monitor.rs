@@ -21,6 +21,7 @@ impl Client {
     }
 
     /// Creates the monitor of a deployment or replaces its spec (editors).
+    #[qanat_macros::boxed]
     pub async fn put_monitor(
         &self,
         project: &str,
@@ -32,23 +33,27 @@ impl Client {
     }
 
     /// A project's monitors.
+    #[qanat_macros::boxed]
     pub async fn monitors(&self, project: &str) -> Result<MonitorList> {
         self.get(&format!("{}/monitors", project_path(project)))
             .await
     }
 
     /// A monitor, its newest checks and alerts, and its labels.
+    #[qanat_macros::boxed]
     pub async fn monitor_status(&self, project: &str, deployment: &str) -> Result<MonitorStatus> {
         self.get(&Self::monitor_path(project, deployment)).await
     }
 
     /// Deletes a monitor with its checks, alerts and labels.
+    #[qanat_macros::boxed]
     pub async fn delete_monitor(&self, project: &str, deployment: &str) -> Result<()> {
         self.no_content(Method::DELETE, &Self::monitor_path(project, deployment))
             .await
     }
 
     /// The newest `limit` checks, newest first.
+    #[qanat_macros::boxed]
     pub async fn monitor_checks(
         &self,
         project: &str,
@@ -60,6 +65,7 @@ impl Client {
     }
 
     /// One check (the newest with `None`).
+    #[qanat_macros::boxed]
     pub async fn monitor_check(
         &self,
         project: &str,
@@ -75,6 +81,7 @@ impl Client {
     }
 
     /// A check's HTML report (the newest with `None`).
+    #[qanat_macros::boxed]
     pub async fn monitor_report(
         &self,
         project: &str,
@@ -91,6 +98,7 @@ impl Client {
     }
 
     /// The newest `limit` alerts, newest first.
+    #[qanat_macros::boxed]
     pub async fn monitor_alerts(
         &self,
         project: &str,
@@ -102,6 +110,7 @@ impl Client {
     }
 
     /// Posts the ground truth of past requests of a deployment.
+    #[qanat_macros::boxed]
     pub async fn post_labels(
         &self,
         project: &str,

@@ -31,6 +31,7 @@ impl Client {
     }
 
     /// An object's bytes, verified by the server as they stream out.
+    #[qanat_macros::boxed]
     pub async fn get_object(
         &self,
         project: &str,
@@ -43,6 +44,7 @@ impl Client {
     }
 
     /// Deletes an object and its data key.
+    #[qanat_macros::boxed]
     pub async fn delete_object(&self, project: &str, key: &str, at: &LocationParam) -> Result<()> {
         let path = object_path(project, key);
         self.send(self.request(Method::DELETE, &path).query(at))
@@ -51,6 +53,7 @@ impl Client {
     }
 
     /// A project's objects.
+    #[qanat_macros::boxed]
     pub async fn objects(
         &self,
         project: &str,
@@ -61,6 +64,7 @@ impl Client {
     }
 
     /// The configured storage locations and their regions.
+    #[qanat_macros::boxed]
     pub async fn locations(&self) -> Result<Vec<LocationView>> {
         self.get("/api/v1/storage/locations").await
     }

@@ -113,6 +113,7 @@ impl Datasets {
     }
 
     /// Creates a dataset in `project`.
+    #[qanat_macros::boxed]
     pub async fn create(
         &self,
         project: &Project,
@@ -228,6 +229,7 @@ impl Datasets {
     const SELECT: &'static str = "SELECT d.*, (SELECT MAX(v.version) FROM dataset_versions v WHERE v.dataset_id = d.id) AS latest_version FROM datasets d";
 
     /// One dataset of a project.
+    #[qanat_macros::boxed]
     pub async fn get(&self, project: &Project, name: &str) -> Result<Dataset> {
         self.find(project, name, Some(false)).await
     }
@@ -259,11 +261,13 @@ impl Datasets {
     }
 
     /// Every dataset of a project.
+    #[qanat_macros::boxed]
     pub async fn list(&self, project: &Project) -> Result<Vec<Dataset>> {
         self.list_where(project, " AND d.deleted_at IS NULL").await
     }
 
     /// The deleted datasets of a project that `gc` has not purged yet.
+    #[qanat_macros::boxed]
     pub async fn list_deleted(&self, project: &Project) -> Result<Vec<Dataset>> {
         self.list_where(project, " AND d.deleted_at IS NOT NULL")
             .await
@@ -283,12 +287,14 @@ impl Datasets {
     /// Deletes a dataset: it disappears from every listing and read at once, while its
     /// versions and bytes stay until `gc` purges them after the retention period
     /// (until then [`Self::restore`] brings it back, and its name stays taken).
+    #[qanat_macros::boxed]
     pub async fn delete(&self, project: &Project, name: &str, by: &str) -> Result<Dataset> {
         self.set_deleted(project, name, Some(by)).await?;
         self.find(project, name, Some(true)).await
     }
 
     /// Brings back a deleted dataset that `gc` has not purged yet.
+    #[qanat_macros::boxed]
     pub async fn restore(&self, project: &Project, name: &str) -> Result<Dataset> {
         self.set_deleted(project, name, None).await?;
         self.get(project, name).await
@@ -318,6 +324,7 @@ impl Datasets {
 
     /// Removes every dataset row of a project being purged: datasets, versions, tags,
     /// the chunk registry and lineage. Its objects are deleted by the caller.
+    #[qanat_macros::boxed]
     pub async fn purge_project(&self, project_id: &str) -> Result<()> {
         let mut tx = self.meta.writer().begin().await?;
         for sql in [
@@ -397,6 +404,7 @@ impl Datasets {
     /// Which of `ids` are not stored yet for this dataset's project and location. The
     /// ones that are stored get their `last_used_at` refreshed: a push that relies on
     /// them holds them against `gc` for its grace period.
+    #[qanat_macros::boxed]
     pub async fn missing_chunks(&self, ds: &Dataset, ids: &[ChunkId]) -> Result<Vec<ChunkId>> {
         let mut present = HashSet::new();
         let mut writer = self.meta.writer().acquire().await?;
@@ -425,6 +433,7 @@ impl Datasets {
 
     /// Stores one chunk after checking that its bytes hash to `id`. Returns whether it
     /// was new (false: it was already stored, nothing written).
+    #[qanat_macros::boxed]
     pub async fn put_chunk(
         &self,
         project: &Project,
@@ -444,6 +453,7 @@ impl Datasets {
     /// ones are written concurrently, with their data keys and their rows recorded in
     /// one transaction each, so a pack costs two durable commits however many chunks
     /// it carries. A chunk a gc is deleting makes the whole pack `Busy` (retry it).
+    #[qanat_macros::boxed]
     pub async fn put_chunks(
         &self,
         project: &Project,
@@ -549,6 +559,7 @@ impl Datasets {
 
     /// Resolves a dataset reference (a tag, `latest`, `vN` or `N`) to the canonical
     /// `dataset:NAME@N` that lineage records.
+    #[qanat_macros::boxed]
     pub async fn canonical_ref(
         &self,
         project: &Project,
@@ -573,6 +584,7 @@ impl Datasets {
 
     /// Makes a new version visible: every chunk must be stored; the manifest is written
     /// first and the version row (with its lineage edges) last, in one transaction.
+    #[qanat_macros::boxed]
     pub async fn commit(
         &self,
         project: &Project,
@@ -597,6 +609,7 @@ impl Datasets {
     /// `edges` (parent, relation) recorded beside its dataset parents in the same
     /// transaction. Memory stays at about two packs whatever the files' size.
     #[allow(clippy::too_many_arguments)]
+    #[qanat_macros::boxed]
     pub async fn commit_files(
         &self,
         project: &Project,
@@ -861,6 +874,7 @@ impl Datasets {
     }
 
     /// Every version, newest first.
+    #[qanat_macros::boxed]
     pub async fn versions(&self, ds: &Dataset) -> Result<Vec<DatasetVersion>> {
         let mut tags = self.tags_of(ds).await?;
         let rows = sqlx::query(
@@ -878,6 +892,7 @@ impl Datasets {
     }
 
     /// Resolves `latest`, a number or a tag.
+    #[qanat_macros::boxed]
     pub async fn resolve(&self, ds: &Dataset, r: &VersionRef) -> Result<DatasetVersion> {
         let number = match r {
             VersionRef::Version(n) => Some(*n),
@@ -906,6 +921,7 @@ impl Datasets {
     }
 
     /// A version's manifest, checked against its content address.
+    #[qanat_macros::boxed]
     pub async fn manifest(&self, ds: &Dataset, v: &DatasetVersion) -> Result<Manifest> {
         let bytes = self
             .storage
@@ -953,6 +969,7 @@ impl Datasets {
     }
 
     /// Names a version; tags are immutable (409 if the tag exists).
+    #[qanat_macros::boxed]
     pub async fn tag(&self, ds: &Dataset, tag: &str, version: i64) -> Result<DatasetVersion> {
         validate_name("tag", tag)?;
         if matches!(
@@ -985,6 +1002,7 @@ impl Datasets {
     /// for `grace`. Safe against concurrent pushes (see the `dataset_chunks` comment in
     /// the migration): a chunk is claimed only if unused since the cutoff, a commit
     /// holds its chunks in its own transaction, and a claimed chunk counts as missing.
+    #[qanat_macros::boxed]
     pub async fn gc(
         &self,
         project: &Project,
@@ -1124,6 +1142,7 @@ impl Datasets {
     /// `dst`: chunks `dst`'s location lacks are read from `src`'s (verified) and
     /// written to `dst`'s, after the residency check of the destination. The new
     /// version records `derived_from` the source.
+    #[qanat_macros::boxed]
     pub async fn copy_version(
         &self,
         project: &Project,
@@ -1223,6 +1242,7 @@ impl Datasets {
     }
 
     /// The tabular profiles stored with a version (empty when it has no tables).
+    #[qanat_macros::boxed]
     pub async fn profiles(&self, ds: &Dataset, v: &DatasetVersion) -> Result<Vec<FileProfile>> {
         match self
             .storage

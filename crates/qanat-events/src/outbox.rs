@@ -54,6 +54,7 @@ impl Outbox {
     /// the payload): one per active webhook subscribed to it, and one for NATS when
     /// configured. Call inside the change's transaction, then [`Outbox::wake`] after
     /// it commits. Returns how many were queued.
+    #[qanat_macros::boxed]
     pub async fn record(
         &self,
         conn: &mut sqlx::AnyConnection,
@@ -138,6 +139,7 @@ const DELIVERY_COLUMNS: &str = "delivery_id, target, webhook_id, event, status, 
 
 impl Events {
     /// The deliveries of a project, newest first: all, or one webhook's.
+    #[qanat_macros::boxed]
     pub async fn deliveries(
         &self,
         project: &ProjectId,
@@ -296,6 +298,7 @@ impl Events {
     /// deliveries (delivered or failed) with their attempts, and deleted webhooks with
     /// their event lists. Pending deliveries always stay. Returns how many deliveries
     /// went. `gc` calls it with the retention period's cutoff.
+    #[qanat_macros::boxed]
     pub async fn purge_history(&self, project: &ProjectId, before_ms: i64) -> Result<u64> {
         let mut tx = self.meta.writer().begin().await?;
         sqlx::query(

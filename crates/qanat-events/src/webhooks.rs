@@ -116,6 +116,7 @@ fn check_events(events: &[EventType]) -> Result<()> {
 const COLUMNS: &str = "webhook_id, name, description, url, secret, status, created_at, updated_at";
 
 impl Events {
+    #[qanat_macros::boxed]
     pub async fn create_webhook(&self, project: &ProjectId, new: NewWebhook) -> Result<Webhook> {
         check_name(&new.name)?;
         check_url(&new.url, &self.settings.allowed_schemes)?;
@@ -152,6 +153,7 @@ impl Events {
     }
 
     /// A webhook of this project ("Webhook with ID … not found." otherwise).
+    #[qanat_macros::boxed]
     pub async fn webhook(&self, project: &ProjectId, id: &str) -> Result<Webhook> {
         let row = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM webhooks WHERE project_id = $1 AND webhook_id = $2 AND deleted_at IS NULL"
@@ -171,6 +173,7 @@ impl Events {
     }
 
     /// The project's webhooks, newest first, `max_results` (1 to 1000) per page.
+    #[qanat_macros::boxed]
     pub async fn list_webhooks(
         &self,
         project: &ProjectId,
@@ -218,6 +221,7 @@ impl Events {
         })
     }
 
+    #[qanat_macros::boxed]
     pub async fn update_webhook(
         &self,
         project: &ProjectId,
@@ -276,6 +280,7 @@ impl Events {
     }
 
     /// Deletes a webhook; its queued deliveries are dropped (marked failed).
+    #[qanat_macros::boxed]
     pub async fn delete_webhook(&self, project: &ProjectId, id: &str) -> Result<()> {
         self.webhook(project, id).await?;
         let secret = self.sealed_secret(id).await?;
@@ -305,6 +310,7 @@ impl Events {
 
     /// Sends an example of `event` (default: the webhook's first) now, signed as a
     /// real delivery, and says what came back. Nothing is queued or retried.
+    #[qanat_macros::boxed]
     pub async fn test_webhook(
         &self,
         project: &ProjectId,
@@ -347,6 +353,7 @@ impl Events {
 
     /// Removes every webhook and delivery of a project being purged (their secrets'
     /// keys first).
+    #[qanat_macros::boxed]
     pub async fn purge_project(&self, project: &str) -> Result<()> {
         let sealed: Vec<String> =
             sqlx::query("SELECT secret FROM webhooks WHERE project_id = $1 AND secret IS NOT NULL")

@@ -64,6 +64,7 @@ impl std::fmt::Debug for OnlineStore {
 
 impl OnlineStore {
     /// Opens the store a URL names (creating a redb file when absent).
+    #[qanat_macros::boxed]
     pub async fn open(url: &str) -> Result<OnlineStore> {
         if let Some(path) = url.strip_prefix("redb://") {
             let path = PathBuf::from(path);
@@ -91,6 +92,7 @@ impl OnlineStore {
 
     /// Writes rows (entity key, row) of one view, each only if not older than the
     /// stored one.
+    #[qanat_macros::boxed]
     pub async fn write(
         &self,
         project: &str,
@@ -113,6 +115,7 @@ impl OnlineStore {
     }
 
     /// The stored rows of `keys` (None where an entity has none).
+    #[qanat_macros::boxed]
     pub async fn read(
         &self,
         project: &str,

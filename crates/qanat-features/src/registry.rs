@@ -64,6 +64,7 @@ struct Planned {
 impl Features {
     /// What applying `repo` to `project` would do, object by object. Checks the whole
     /// repo first: a repo with problems is refused with all of them.
+    #[qanat_macros::boxed]
     pub async fn plan(&self, project: &Project, repo: &FeatureRepo) -> Result<Plan> {
         let checked = check(repo)?;
         let mut conn = self.meta.reader().acquire().await?;
@@ -82,6 +83,7 @@ impl Features {
     /// `expected_revision`, refused unless nothing was applied since that plan.
     /// Removing a feature's `pii` flag is refused, naming each feature it would
     /// expose, unless the applier may (a maintainer).
+    #[qanat_macros::boxed]
     pub async fn apply(
         &self,
         project: &Project,
@@ -167,6 +169,7 @@ impl Features {
     }
 
     /// Every live object of `project`'s registry at its newest version.
+    #[qanat_macros::boxed]
     pub async fn registry(&self, project: &Project) -> Result<Registry> {
         let mut conn = self.meta.reader().acquire().await?;
         let revision = revision(&mut conn, project).await?;
@@ -183,6 +186,7 @@ impl Features {
     }
 
     /// One object at `version` (the newest when None), removed ones included.
+    #[qanat_macros::boxed]
     pub async fn object(
         &self,
         project: &Project,
@@ -213,6 +217,7 @@ impl Features {
     }
 
     /// Every version of one object, newest first.
+    #[qanat_macros::boxed]
     pub async fn history(
         &self,
         project: &Project,

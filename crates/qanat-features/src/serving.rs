@@ -91,6 +91,7 @@ impl Features {
     /// the online store. Without `start`, each view continues from where its last
     /// materialization ended (from the beginning the first time). Idempotent: running
     /// a window again writes nothing older than what is stored.
+    #[qanat_macros::boxed]
     pub async fn materialize(
         &self,
         project: &Project,
@@ -352,6 +353,7 @@ impl Features {
     }
 
     /// Per view: what reached the online store, and how far behind now it is.
+    #[qanat_macros::boxed]
     pub async fn freshness(&self, project: &Project) -> Result<Vec<Freshness>> {
         Ok(self
             .freshness_where(Some(project))
@@ -362,6 +364,7 @@ impl Features {
     }
 
     /// [`Features::freshness`] of every project, with the project's name (metrics).
+    #[qanat_macros::boxed]
     pub async fn freshness_all(&self) -> Result<Vec<(String, Freshness)>> {
         self.freshness_where(None).await
     }
@@ -399,6 +402,7 @@ impl Features {
     /// Feast's `/get-online-features`: for each entity, each feature's newest value,
     /// its status and its event time. Values older than the view's ttl are not served
     /// (OUTSIDE_MAX_AGE). PII features are pseudonymized unless `pii_allowed`.
+    #[qanat_macros::boxed]
     pub async fn online_features(
         &self,
         project: &Project,
@@ -411,6 +415,7 @@ impl Features {
     /// Online features for a model inside this process (serving's enrichment): the
     /// stored values, PII included, and per result column whether it is PII (so the
     /// caller can keep it out of its logs).
+    #[qanat_macros::boxed]
     pub async fn online_for_model(
         &self,
         project: &Project,
@@ -421,6 +426,7 @@ impl Features {
 
     /// The join keys of a feature service's views, each once, in the order its
     /// features name them, with their types: what a caller sends to read the service.
+    #[qanat_macros::boxed]
     pub async fn service_keys(
         &self,
         project: &Project,
@@ -666,6 +672,7 @@ impl Features {
     /// Feast's `/push`: rows for every view that reads the push source. Each row is
     /// checked against each view's schema; bad rows are rejected with their reasons and
     /// good ones written online, offline or both (`to`).
+    #[qanat_macros::boxed]
     pub async fn push(&self, project: &Project, req: &PushRequest, by: &str) -> Result<PushResult> {
         let registry = self.registry(project).await?;
         let source = registry

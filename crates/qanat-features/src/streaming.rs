@@ -56,6 +56,7 @@ impl Features {
     /// Runs the consumers of every stream source, following the registries, until the
     /// task is dropped. `nats_url`: the NATS server the subjects are on; without one,
     /// each stream source is listed as not connected, saying what to configure.
+    #[qanat_macros::boxed]
     pub async fn run_streams(self, nats_url: Option<String>) {
         let mut running: BTreeMap<(String, String), (i64, tokio::task::JoinHandle<()>)> =
             BTreeMap::new();

@@ -33,6 +33,7 @@ impl Features {
     /// Builds a training set and writes it as a new version of `req.output` (created
     /// when absent). `pii_allowed`: whether the caller may see PII features in clear;
     /// otherwise they are pseudonymized (keyed HMAC).
+    #[qanat_macros::boxed]
     pub async fn training_set(
         &self,
         project: &Project,

@@ -190,6 +190,7 @@ enum Bind {
 /// commits, or rolls back, together with the change it records (one commit instead of
 /// two). The head row is locked here, so call it last, just before the commit: on
 /// PostgreSQL the row stays locked until then.
+#[qanat_macros::boxed]
 pub async fn append_audit_in(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     rec: &AuditRecord,
@@ -203,6 +204,7 @@ pub async fn append_audit_in(
 
 /// Appends `audit` to the chain inside `tx`, when there is one (a request's entry or
 /// a service's), and commits `tx`: the change and its audit entry land together.
+#[qanat_macros::boxed]
 pub async fn commit_audited(
     mut tx: sqlx::Transaction<'_, sqlx::Any>,
     audit: Option<&AuditRecord>,
@@ -440,6 +442,7 @@ async fn write_batches(gov: Governance) {
 impl Governance {
     /// Appends one entry to the chain. Returns it with its sequence number and hash,
     /// once it is committed. Concurrent appends are committed together (group commit).
+    #[qanat_macros::boxed]
     pub async fn append_audit(&self, rec: &AuditRecord) -> Result<AuditEntry> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let start = {
@@ -458,6 +461,7 @@ impl Governance {
     /// Reads entries matching `q`. Without `after_seq`, the newest `limit` matching
     /// entries; with it, the oldest `limit` entries after that sequence number. Either
     /// way the result is in ascending order.
+    #[qanat_macros::boxed]
     pub async fn query_audit(&self, q: &AuditFilter) -> Result<Vec<AuditEntry>> {
         if let Some(o) = &q.outcome {
             o.parse::<AuditOutcome>()?;
@@ -529,6 +533,7 @@ impl Governance {
     }
 
     /// Walks the whole chain and reports every entry that was changed, deleted or moved.
+    #[qanat_macros::boxed]
     pub async fn verify_audit(&self) -> Result<AuditVerification> {
         let mut problems = Vec::new();
         let mut push = |p: ChainProblem| {

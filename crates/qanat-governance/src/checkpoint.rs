@@ -18,6 +18,7 @@ fn message(seq: i64, hash: &str, time: &str) -> Vec<u8> {
 
 impl Governance {
     /// A signed checkpoint of the chain's current head.
+    #[qanat_macros::boxed]
     pub async fn audit_checkpoint(&self, keys: &Keyring) -> Result<AuditCheckpoint> {
         let head = sqlx::query("SELECT seq, hash FROM audit_head WHERE id = 1")
             .fetch_one(self.meta.reader())
@@ -37,6 +38,7 @@ impl Governance {
     /// Checks each checkpoint's MAC, then that the chain still holds the entry it
     /// vouches for with the same hash: a log truncated or rewritten below any
     /// checkpoint is reported.
+    #[qanat_macros::boxed]
     pub async fn verify_checkpoints(
         &self,
         keys: &Keyring,

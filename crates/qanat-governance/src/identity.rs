@@ -73,6 +73,7 @@ const TOKEN_COLUMNS: &str =
 
 impl Governance {
     /// Creates a user or service account.
+    #[qanat_macros::boxed]
     pub async fn create_user(&self, name: &str, kind: UserKind, is_admin: bool) -> Result<User> {
         qanat_core::IdentityName::parse_as("user name", name)?;
         let id = format!("usr_{}", uuid::Uuid::new_v4().simple());
@@ -98,6 +99,7 @@ impl Governance {
     }
 
     /// Looks a user up by name.
+    #[qanat_macros::boxed]
     pub async fn user(&self, name: &str) -> Result<User> {
         let row = sqlx::query("SELECT * FROM users WHERE name = $1")
             .bind(name)
@@ -108,6 +110,7 @@ impl Governance {
     }
 
     /// Every user, by name.
+    #[qanat_macros::boxed]
     pub async fn users(&self) -> Result<Vec<User>> {
         let rows = sqlx::query("SELECT * FROM users ORDER BY name")
             .fetch_all(self.meta.reader())
@@ -117,6 +120,7 @@ impl Governance {
 
     /// Changes a user's admin flag and/or disables or re-enables them. A disabled user's
     /// tokens stop working at once.
+    #[qanat_macros::boxed]
     pub async fn update_user(
         &self,
         name: &str,
@@ -135,6 +139,7 @@ impl Governance {
     }
 
     /// Whether any user exists yet (a fresh installation has none).
+    #[qanat_macros::boxed]
     pub async fn has_users(&self) -> Result<bool> {
         let n: i64 = sqlx::query("SELECT COUNT(*) AS n FROM users")
             .fetch_one(self.meta.reader())
@@ -145,6 +150,7 @@ impl Governance {
 
     /// On a fresh installation, creates the global admin `name` and its first token.
     /// Returns `None` when users already exist: the bootstrap token is printed once.
+    #[qanat_macros::boxed]
     pub async fn bootstrap_admin(&self, name: &str) -> Result<Option<NewToken>> {
         if self.has_users().await? {
             return Ok(None);
@@ -154,6 +160,7 @@ impl Governance {
     }
 
     /// Issues a new token for `user`, valid until `expires_at` (micros) if given.
+    #[qanat_macros::boxed]
     pub async fn create_token(
         &self,
         user: &str,
@@ -168,6 +175,7 @@ impl Governance {
     }
 
     /// Issues a new token for `user` with `grant`'s expiry, scope and rate limit.
+    #[qanat_macros::boxed]
     pub async fn create_token_with(
         &self,
         user: &str,
@@ -218,6 +226,7 @@ impl Governance {
     }
 
     /// One token's listing entry.
+    #[qanat_macros::boxed]
     pub async fn token(&self, id: &str) -> Result<TokenInfo> {
         let row = sqlx::query(&format!(
             "SELECT {TOKEN_COLUMNS} FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.id = $1"
@@ -230,6 +239,7 @@ impl Governance {
     }
 
     /// Tokens of one user, or of everyone when `user` is None.
+    #[qanat_macros::boxed]
     pub async fn tokens(&self, user: Option<&str>) -> Result<Vec<TokenInfo>> {
         let rows = match user {
             Some(name) => {
@@ -252,6 +262,7 @@ impl Governance {
     }
 
     /// Revokes a token; it stops working at once.
+    #[qanat_macros::boxed]
     pub async fn revoke_token(&self, id: &str) -> Result<TokenInfo> {
         let res =
             sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
@@ -271,6 +282,7 @@ impl Governance {
     /// change that ends its attempt). Revoking a revoked or unknown token does nothing.
     /// Call [`crate::auth_changed`] once the transaction commits, so that this
     /// process stops accepting the token at once.
+    #[qanat_macros::boxed]
     pub async fn revoke_token_in(conn: &mut sqlx::AnyConnection, id: &str) -> Result<()> {
         sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
             .bind(now_micros())
@@ -283,6 +295,7 @@ impl Governance {
 
     /// Resolves a bearer token to its principal, or says why it is not accepted.
     /// Accepted tokens are remembered for a moment (see [`crate::cache`]).
+    #[qanat_macros::boxed]
     pub async fn authenticate(&self, token: &str) -> Result<Principal> {
         let reject = |why: &str| Err(Error::Unauthenticated(why.to_string()));
         if !token.starts_with(TOKEN_PREFIX) {

@@ -11,6 +11,7 @@ use crate::{Governance, Result};
 use crate::{LineageEdge, LineageGraph};
 
 /// Records `child`'s parents on an open connection or transaction.
+#[qanat_macros::boxed]
 pub async fn record_edges(
     conn: &mut sqlx::AnyConnection,
     project_id: &ProjectId,
@@ -37,6 +38,7 @@ pub async fn record_edges(
 
 impl Governance {
     /// Walks from `root` to its ancestors, breadth first, at most `depth` levels.
+    #[qanat_macros::boxed]
     pub async fn lineage_upstream(
         &self,
         project_id: &ProjectId,

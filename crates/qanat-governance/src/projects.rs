@@ -42,6 +42,7 @@ fn validate_regions(regions: &[String]) -> Result<Vec<String>> {
 
 impl Governance {
     /// Creates a project; `creator` becomes its admin.
+    #[qanat_macros::boxed]
     pub async fn create_project(
         &self,
         name: &str,
@@ -102,6 +103,7 @@ impl Governance {
     }
 
     /// Looks a project up by name.
+    #[qanat_macros::boxed]
     pub async fn project(&self, name: &str) -> Result<Project> {
         let row = sqlx::query("SELECT * FROM projects WHERE name = $1 AND deleted_at IS NULL")
             .bind(name)
@@ -112,6 +114,7 @@ impl Governance {
     }
 
     /// Looks a live project up by id (what rows of other domains keep).
+    #[qanat_macros::boxed]
     pub async fn project_by_id(&self, id: &ProjectId) -> Result<Project> {
         let row = sqlx::query("SELECT * FROM projects WHERE id = $1 AND deleted_at IS NULL")
             .bind(id)
@@ -124,6 +127,7 @@ impl Governance {
     /// The service account `name` (created when missing) with exactly `role` in `p`:
     /// what the server's own services act as inside one project (a job's token belongs
     /// to `jobs@<project>`). Refused if a human user already holds the name.
+    #[qanat_macros::boxed]
     pub async fn service_member(&self, p: &Project, name: &str, role: Role) -> Result<User> {
         let user = match self.user(name).await {
             Ok(u) => u,
@@ -159,6 +163,7 @@ impl Governance {
     }
 
     /// The projects `principal` can see: all for a global admin, else their memberships.
+    #[qanat_macros::boxed]
     pub async fn projects_for(&self, principal: &Principal) -> Result<Vec<Project>> {
         let rows = if principal.is_admin {
             sqlx::query("SELECT * FROM projects WHERE deleted_at IS NULL ORDER BY name")
@@ -178,6 +183,7 @@ impl Governance {
     /// Deletes a project: it is gone for everyone at once (every request naming it gets
     /// 404), while its data stays until `gc` purges it after the retention period; a
     /// global admin can [`Self::restore_project`] it until then. Its name stays taken.
+    #[qanat_macros::boxed]
     pub async fn delete_project(&self, p: &Project, by: &Principal) -> Result<Project> {
         let done = sqlx::query(
             "UPDATE projects SET deleted_at = $1, deleted_by = $2 WHERE id = $3 AND deleted_at IS NULL",
@@ -196,6 +202,7 @@ impl Governance {
     }
 
     /// A deleted project not purged yet, by name.
+    #[qanat_macros::boxed]
     pub async fn deleted_project(&self, name: &str) -> Result<Project> {
         let row = sqlx::query("SELECT * FROM projects WHERE name = $1 AND deleted_at IS NOT NULL")
             .bind(name)
@@ -206,6 +213,7 @@ impl Governance {
     }
 
     /// Every deleted project not purged yet.
+    #[qanat_macros::boxed]
     pub async fn deleted_projects(&self) -> Result<Vec<Project>> {
         let rows = sqlx::query("SELECT * FROM projects WHERE deleted_at IS NOT NULL ORDER BY name")
             .fetch_all(self.meta.reader())
@@ -214,6 +222,7 @@ impl Governance {
     }
 
     /// Brings back a deleted project, with its members, before `gc` purges it.
+    #[qanat_macros::boxed]
     pub async fn restore_project(&self, name: &str) -> Result<Project> {
         let done = sqlx::query(
             "UPDATE projects SET deleted_at = NULL, deleted_by = NULL WHERE name = $1 AND deleted_at IS NOT NULL",
@@ -231,6 +240,7 @@ impl Governance {
 
     /// Removes a deleted project's own rows (its members, then the project). The other
     /// domains purge theirs first; the audit log keeps every entry about it.
+    #[qanat_macros::boxed]
     pub async fn purge_project(&self, p: &Project) -> Result<()> {
         let mut tx = self.meta.writer().begin().await?;
         sqlx::query("DELETE FROM members WHERE project_id = $1")
@@ -247,6 +257,7 @@ impl Governance {
     }
 
     /// Changes a project's description and/or residency policy.
+    #[qanat_macros::boxed]
     pub async fn update_project(
         &self,
         current: &Project,
@@ -273,6 +284,7 @@ impl Governance {
     /// non-member), in one query: what the authorization point resolves once per
     /// request and hands to the handler, remembered for a moment (see
     /// [`crate::cache`]). Errors if the project does not exist.
+    #[qanat_macros::boxed]
     pub async fn project_and_role(
         &self,
         user_id: &UserId,
@@ -301,11 +313,13 @@ impl Governance {
     }
 
     /// The caller's role in `project`; errors if the project does not exist.
+    #[qanat_macros::boxed]
     pub async fn role_in(&self, user_id: &UserId, project: &str) -> Result<Option<Role>> {
         Ok(self.project_and_role(user_id, project).await?.1)
     }
 
     /// Members of a project.
+    #[qanat_macros::boxed]
     pub async fn members(&self, p: &Project) -> Result<Vec<Member>> {
         let rows = sqlx::query(
             "SELECT u.name, m.role, m.created_at FROM members m JOIN users u ON u.id = m.user_id WHERE m.project_id = $1 ORDER BY u.name",
@@ -328,6 +342,7 @@ impl Governance {
     /// `by_role` in the project (a global admin acts as a project admin). Nobody grants
     /// a role above their own or changes a member ranked above them, and the project
     /// keeps at least one admin.
+    #[qanat_macros::boxed]
     pub async fn set_member(
         &self,
         p: &Project,
@@ -370,6 +385,7 @@ impl Governance {
     }
 
     /// Removes `user` from `p`, acting as `by` (the rules of [`Governance::set_member`]).
+    #[qanat_macros::boxed]
     pub async fn remove_member(
         &self,
         p: &Project,

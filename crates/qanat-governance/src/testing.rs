@@ -5,6 +5,7 @@ use crate::{Governance, Principal, Project};
 
 /// The bootstrap admin of a fresh store, authenticated. Panics on a store that
 /// already has one: tests start from an empty database.
+#[qanat_macros::boxed]
 pub async fn admin(gov: &Governance) -> Principal {
     let token = gov
         .bootstrap_admin("admin")

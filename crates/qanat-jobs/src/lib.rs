@@ -254,6 +254,7 @@ impl Jobs {
 
     /// The same service with a Slurm cluster as the executor `slurm` (asks `sinfo`
     /// what it has). Before the service is shared: its executors are fixed from then on.
+    #[qanat_macros::boxed]
     pub async fn with_slurm(mut self, settings: SlurmSettings) -> Result<Self> {
         let exec = slurm::SlurmExecutor::new(settings).await?;
         self.unshared()?.slurm = Some(exec);
@@ -262,6 +263,7 @@ impl Jobs {
 
     /// The same service with a Kubernetes cluster as the executor `kubernetes`. Before
     /// the service is shared.
+    #[qanat_macros::boxed]
     pub async fn with_kubernetes(mut self, settings: KubernetesSettings) -> Result<Self> {
         let mut exec = kubernetes::KubeExecutor::new(settings)?;
         exec.discover_capacity().await;

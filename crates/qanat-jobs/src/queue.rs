@@ -27,6 +27,7 @@ pub(crate) fn default_path() -> String {
 impl Jobs {
     /// Checks `spec` and queues it in `project`, audited with `audit` in the same
     /// transaction; the job exists once this returns.
+    #[qanat_macros::boxed]
     pub async fn submit(
         &self,
         project: &Project,
@@ -317,6 +318,7 @@ impl Jobs {
     }
 
     /// A project's jobs, newest first.
+    #[qanat_macros::boxed]
     pub async fn list(&self, project: &Project, p: &wire::JobListParams) -> Result<Vec<wire::Job>> {
         let limit = i64::from(p.limit.unwrap_or(100).clamp(1, 1000));
         let rows = match &p.state {
@@ -354,6 +356,7 @@ impl Jobs {
     }
 
     /// A job with its spec and history.
+    #[qanat_macros::boxed]
     pub async fn get(&self, project: &Project, job_id: &str) -> Result<wire::JobDetail> {
         let row = self.row(&project.id, job_id).await?;
         let events = crate::rows::events(&self.inner.meta, job_id).await?;
@@ -367,6 +370,7 @@ impl Jobs {
     /// The spec of the job that logged to run `run_id` (as it was queued: inputs
     /// pinned to the versions they named then), or `None` when no job of the project
     /// did: what a retraining runs again.
+    #[qanat_macros::boxed]
     pub async fn spec_of_run(&self, project: &Project, run_id: &str) -> Result<Option<JobSpec>> {
         let row = sqlx::query(
             "SELECT spec FROM jobs WHERE project_id = $1 AND run_id = $2 ORDER BY submitted_at DESC LIMIT 1",
@@ -385,6 +389,7 @@ impl Jobs {
 
     /// Cancels a job: a queued one at once; a running one is stopped (SIGTERM, the
     /// grace period, SIGKILL) and ends `cancelled`.
+    #[qanat_macros::boxed]
     pub async fn cancel(
         &self,
         project: &Project,
@@ -452,6 +457,7 @@ impl Jobs {
 
     /// Queues a failed or cancelled job again, with its retries reset; it keeps its
     /// run and checkpoint directory.
+    #[qanat_macros::boxed]
     pub async fn retry(
         &self,
         project: &Project,
@@ -491,6 +497,7 @@ impl Jobs {
 
     /// Reads a rank's log from `offset`: from the live file while its attempt runs,
     /// from storage (decrypted) once it was stored.
+    #[qanat_macros::boxed]
     pub async fn logs(
         &self,
         project: &Project,
@@ -630,6 +637,7 @@ impl Jobs {
     }
 
     /// A project's quota and what it uses now.
+    #[qanat_macros::boxed]
     pub async fn quota(&self, project: &Project) -> Result<wire::QuotaUsage> {
         let limits = self
             .limits()
@@ -668,6 +676,7 @@ impl Jobs {
     }
 
     /// Replaces a project's quota (absent fields: unlimited).
+    #[qanat_macros::boxed]
     pub async fn set_quota(
         &self,
         project: &Project,

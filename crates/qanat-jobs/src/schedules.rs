@@ -55,6 +55,7 @@ fn schedule_from(r: &sqlx::any::AnyRow, project: &str) -> Result<wire::Schedule>
 
 impl Jobs {
     /// Creates a schedule; its job spec is checked now as a submit would check it.
+    #[qanat_macros::boxed]
     pub async fn create_schedule(
         &self,
         project: &Project,
@@ -90,6 +91,7 @@ impl Jobs {
         self.schedule(project, &id).await
     }
 
+    #[qanat_macros::boxed]
     pub async fn schedule(&self, project: &Project, id: &str) -> Result<wire::Schedule> {
         let r = sqlx::query(
             "SELECT * FROM job_schedules WHERE schedule_id = $1 AND project_id = $2 AND deleted_at IS NULL",
@@ -102,6 +104,7 @@ impl Jobs {
         schedule_from(&r, &project.name)
     }
 
+    #[qanat_macros::boxed]
     pub async fn schedules(&self, project: &Project) -> Result<Vec<wire::Schedule>> {
         let rows = sqlx::query(
             "SELECT * FROM job_schedules WHERE project_id = $1 AND deleted_at IS NULL ORDER BY created_at",
@@ -115,6 +118,7 @@ impl Jobs {
     }
 
     /// Deletes a schedule: it fires no more (jobs it submitted stay).
+    #[qanat_macros::boxed]
     pub async fn delete_schedule(
         &self,
         project: &Project,

@@ -136,6 +136,7 @@ impl Monitors {
 
     /// Creates the monitor of `deployment`, or replaces its spec (its windows go on
     /// from where they were).
+    #[qanat_macros::boxed]
     pub async fn put(
         &self,
         project: &Project,
@@ -169,6 +170,7 @@ impl Monitors {
         self.get(project, deployment).await
     }
 
+    #[qanat_macros::boxed]
     pub async fn get(&self, project: &Project, deployment: &str) -> Result<Monitor> {
         let r = sqlx::query("SELECT * FROM monitors WHERE project_id = $1 AND deployment = $2")
             .bind(project.id.as_str())
@@ -179,6 +181,7 @@ impl Monitors {
         monitor_from(&r, &project.name)
     }
 
+    #[qanat_macros::boxed]
     pub async fn list(&self, project: &Project) -> Result<Vec<Monitor>> {
         let rows = sqlx::query("SELECT * FROM monitors WHERE project_id = $1 ORDER BY deployment")
             .bind(project.id.as_str())
@@ -191,6 +194,7 @@ impl Monitors {
 
     /// Deletes the monitor, its checks, alerts and labels (their reports stay in
     /// storage until the project is purged; the audit chain keeps what happened).
+    #[qanat_macros::boxed]
     pub async fn delete(
         &self,
         project: &Project,
@@ -220,6 +224,7 @@ impl Monitors {
     }
 
     /// The newest `limit` checks, newest first.
+    #[qanat_macros::boxed]
     pub async fn checks(
         &self,
         project: &Project,
@@ -239,6 +244,7 @@ impl Monitors {
     }
 
     /// Check number `check`, or the newest with `None`.
+    #[qanat_macros::boxed]
     pub async fn check(
         &self,
         project: &Project,
@@ -277,6 +283,7 @@ impl Monitors {
     }
 
     /// The HTML report of check `check` (the newest with `None`), with its number.
+    #[qanat_macros::boxed]
     pub async fn report(
         &self,
         project: &Project,
@@ -299,6 +306,7 @@ impl Monitors {
     }
 
     /// The newest `limit` alerts, newest first.
+    #[qanat_macros::boxed]
     pub async fn alerts(
         &self,
         project: &Project,
@@ -318,6 +326,7 @@ impl Monitors {
     }
 
     /// The monitor, its newest checks and alerts, and how its labels matched.
+    #[qanat_macros::boxed]
     pub async fn status(&self, project: &Project, deployment: &str) -> Result<MonitorStatus> {
         let monitor = self.get(project, deployment).await?;
         let checks = self.checks(project, deployment, 10).await?;
@@ -384,6 +393,7 @@ impl Monitors {
 
     /// Stores the ground truth of past requests of `deployment`. A label for an id
     /// already labelled replaces it (and is matched again).
+    #[qanat_macros::boxed]
     pub async fn post_labels(
         &self,
         project: &Project,
@@ -484,6 +494,7 @@ impl Monitors {
 
     /// What `/metrics` shows: each monitor's newest check, and its checks and alerts
     /// counted by status and state, across live projects.
+    #[qanat_macros::boxed]
     pub async fn snapshot(&self) -> Result<wire::Snapshot> {
         let reader = self.inner.meta.reader();
         let latest = sqlx::query(

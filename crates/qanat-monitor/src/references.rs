@@ -82,6 +82,7 @@ impl Monitors {
     /// Computes and stores the reference profile of a newly registered version that
     /// has none among its files. Returns what the profile holds (`None`: the version
     /// has one already, or its run logged no Qanat training dataset).
+    #[qanat_macros::boxed]
     pub async fn prepare_reference(
         &self,
         project: &Project,

@@ -193,6 +193,7 @@ impl Monitors {
     }
 
     /// One pass over every monitor of every live project.
+    #[qanat_macros::boxed]
     pub async fn pass(&self) -> Result<()> {
         let rows = sqlx::query(
             "SELECT m.*, p.name AS project_name FROM monitors m JOIN projects p ON p.id = m.project_id \

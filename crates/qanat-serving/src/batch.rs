@@ -225,6 +225,7 @@ impl<E: Engine> Batcher<E> {
     }
 
     /// Queues and waits: [`Batcher::submit`] then the reply.
+    #[qanat_macros::boxed]
     pub async fn infer(
         &self,
         x: Vec<f32>,

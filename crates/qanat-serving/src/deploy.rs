@@ -80,6 +80,7 @@ impl Deployments {
     }
 
     /// Creates deployment `name` at revision 1.
+    #[qanat_macros::boxed]
     pub async fn create(
         &self,
         project: &Project,
@@ -117,6 +118,7 @@ impl Deployments {
         self.get(project, name).await
     }
 
+    #[qanat_macros::boxed]
     pub async fn get(&self, project: &Project, name: &str) -> Result<Deployment> {
         self.find(project, name)
             .await?
@@ -124,6 +126,7 @@ impl Deployments {
     }
 
     /// The deployment, or `None` when there is none by that name.
+    #[qanat_macros::boxed]
     pub async fn find(&self, project: &Project, name: &str) -> Result<Option<Deployment>> {
         let row = sqlx::query(&format!("{SELECT} WHERE d.project_id = $1 AND d.name = $2"))
             .bind(project.id.as_str())
@@ -138,6 +141,7 @@ impl Deployments {
     }
 
     /// The current revision number of `name`, or `None` (cheap: what servers poll).
+    #[qanat_macros::boxed]
     pub async fn revision(&self, project: &Project, name: &str) -> Result<Option<i64>> {
         let row =
             sqlx::query("SELECT revision FROM deployments WHERE project_id = $1 AND name = $2")
@@ -148,6 +152,7 @@ impl Deployments {
         Ok(row.map(|r| r.try_get("revision")).transpose()?)
     }
 
+    #[qanat_macros::boxed]
     pub async fn list(&self, project: &Project) -> Result<Vec<Deployment>> {
         let rows = sqlx::query(&format!("{SELECT} WHERE d.project_id = $1 ORDER BY d.name"))
             .bind(project.id.as_str())
@@ -162,6 +167,7 @@ impl Deployments {
     }
 
     /// Every revision of `name`, newest first.
+    #[qanat_macros::boxed]
     pub async fn revisions(&self, project: &Project, name: &str) -> Result<Vec<Revision>> {
         self.get(project, name).await?;
         let rows = sqlx::query(
@@ -188,6 +194,7 @@ impl Deployments {
     }
 
     /// Replaces the spec of `name` (a new revision).
+    #[qanat_macros::boxed]
     pub async fn update(
         &self,
         project: &Project,
@@ -210,6 +217,7 @@ impl Deployments {
 
     /// Makes a candidate the only answering target: the one canary, or the one shadow
     /// when there is no canary, or the target labelled `to` (`3`, `@challenger`).
+    #[qanat_macros::boxed]
     pub async fn promote(
         &self,
         project: &Project,
@@ -285,6 +293,7 @@ impl Deployments {
     }
 
     /// Restores revision `to`, or the one before the current.
+    #[qanat_macros::boxed]
     pub async fn rollback(
         &self,
         project: &Project,
@@ -367,6 +376,7 @@ impl Deployments {
     }
 
     /// Deletes `name` and its history (the audit chain keeps what happened).
+    #[qanat_macros::boxed]
     pub async fn delete(
         &self,
         project: &Project,

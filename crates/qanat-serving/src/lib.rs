@@ -258,6 +258,7 @@ impl Serving {
     /// refused by every runtime, or its load over budget); loads each target's version
     /// to know (so the first request finds it loaded). Anything else (a missing file,
     /// storage down) is left to the deployment's health probe.
+    #[qanat_macros::boxed]
     pub async fn check_servable(
         &self,
         project: &Project,
@@ -312,6 +313,7 @@ impl Serving {
     }
 
     /// The newest `limit` inference log records of `name` (a deployment or model).
+    #[qanat_macros::boxed]
     pub async fn log_records(
         &self,
         project: &Project,
@@ -326,6 +328,7 @@ impl Serving {
     }
 
     /// The model's versions, newest first (OIP's `versions`).
+    #[qanat_macros::boxed]
     pub async fn versions(&self, project: &Project, name: &str) -> Result<Vec<String>> {
         Ok(self
             .tracking
@@ -338,6 +341,7 @@ impl Serving {
     }
 
     /// Version `version` of model `name`, loaded (once: versions are immutable).
+    #[qanat_macros::boxed]
     pub async fn loaded(
         &self,
         project: &Project,
@@ -411,6 +415,7 @@ impl Serving {
 
     /// The file `file` among the model files of version `version` of `name` (checked
     /// against the project's residency), or `None` when the version has no such file.
+    #[qanat_macros::boxed]
     pub async fn model_file(
         &self,
         project: &Project,

@@ -297,6 +297,7 @@ async fn write_file(
 }
 
 /// The newest `limit` records of `deployment` in project `project_id`, newest first.
+#[qanat_macros::boxed]
 pub async fn read(
     storage: &ObjectStorage,
     project_id: &str,
@@ -331,6 +332,7 @@ const FILE_SPREAD_US: i64 = 60_000_000;
 
 /// Every record of `deployment` answered in `[start, end)` (micros), oldest first (by
 /// time, then request id). Only the day folders the range touches are listed.
+#[qanat_macros::boxed]
 pub async fn read_between(
     storage: &ObjectStorage,
     project_id: &str,

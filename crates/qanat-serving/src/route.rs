@@ -294,6 +294,7 @@ impl Serving {
 
     /// Rebuilds the route of `name` now if this server has one (after a change made
     /// here), so the change holds when the call that made it returns.
+    #[qanat_macros::boxed]
     pub async fn refresh(&self, project: &Project, name: &str) -> Result<()> {
         let key: RouteKey = (project.id.to_string(), name.to_string(), None);
         let _one = self.routes.building.lock().await;
@@ -523,6 +524,7 @@ impl Serving {
 
     /// Answers `request` for `name` (a deployment or a registered model) or its
     /// version `version`, and logs it (a sample, when the deployment says so).
+    #[qanat_macros::boxed]
     pub async fn infer(
         &self,
         project: &Project,
@@ -651,6 +653,7 @@ impl Serving {
 
     /// A model's (or a deployment's) metadata; its inputs and outputs are those of
     /// the version that answers first.
+    #[qanat_macros::boxed]
     pub async fn metadata(
         &self,
         project: &Project,
@@ -693,6 +696,7 @@ impl Serving {
     }
 
     /// Ready when some version of `name` can answer.
+    #[qanat_macros::boxed]
     pub async fn ready(&self, project: &Project, name: &str, version: Option<&str>) -> Result<()> {
         self.route(project, name, version)
             .await?
@@ -702,6 +706,7 @@ impl Serving {
 
     /// Triton's repository index: the project's deployments, then its registered
     /// models without a deployment of the same name, each with its state here.
+    #[qanat_macros::boxed]
     pub async fn repository_index(
         &self,
         project: &Project,
@@ -764,6 +769,7 @@ impl Serving {
 
     /// Loads `name` (a deployment or a registered model) on this server now: its
     /// versions are loaded, probed and ready before this returns.
+    #[qanat_macros::boxed]
     pub async fn load(&self, project: &Project, name: &str) -> Result<()> {
         self.refresh(project, name).await?;
         let key: RouteKey = (project.id.to_string(), name.to_string(), None);
@@ -778,6 +784,7 @@ impl Serving {
 
     /// Unloads `name` from this server: its routes go (requests in flight finish on
     /// the route they hold); the next request loads it again.
+    #[qanat_macros::boxed]
     pub async fn unload(&self, project: &Project, name: &str) -> Result<()> {
         let _one = self.routes.building.lock().await;
         let gone = self.routes.remove_all(project.id.as_str(), name);
@@ -790,6 +797,7 @@ impl Serving {
     }
 
     /// Deployment `name` and how this server serves it.
+    #[qanat_macros::boxed]
     pub async fn status(&self, project: &Project, name: &str) -> Result<DeploymentStatus> {
         let deployment = self.deployments.get(project, name).await?;
         let route = self.route(project, name, None).await?;

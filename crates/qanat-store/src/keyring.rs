@@ -310,6 +310,7 @@ impl Keyring {
 
     /// Adds a new master key, re-wraps every data key under it, and drops the old keys.
     /// Objects are not read or rewritten.
+    #[qanat_macros::boxed]
     pub async fn rotate(&self, meta: &MetaStore) -> Result<RotationReport> {
         let path = match &self.source {
             KeyringSource::File(p) => p.clone(),

@@ -65,6 +65,7 @@ impl MetaStore {
     /// Connects to `url` (`sqlite://path` or `postgres://…`), creating a SQLite file if
     /// needed, and applies the migrations of every domain in `schema` that have not run
     /// yet.
+    #[qanat_macros::boxed]
     pub async fn connect(url: &str, schema: &Schema) -> Result<Self> {
         sqlx::any::install_default_drivers();
         let backend: Backend = url.parse()?;
@@ -119,12 +120,14 @@ impl MetaStore {
     }
 
     /// Checks that the database answers (used by `/readyz`).
+    #[qanat_macros::boxed]
     pub async fn ping(&self) -> Result<()> {
         let _: AnyRow = sqlx::query("SELECT 1").fetch_one(&self.reader).await?;
         Ok(())
     }
 
     /// Closes the pools, waiting for connections in use to be returned.
+    #[qanat_macros::boxed]
     pub async fn close(&self) {
         self.reader.close().await;
         self.writer.close().await;

@@ -256,6 +256,7 @@ async fn fill<R: AsyncRead + Unpin>(reader: &mut R, buf: &mut Vec<u8>, want: usi
 
 impl ObjectStorage {
     /// Opens every configured location. `default_location` must be one of them.
+    #[qanat_macros::boxed]
     pub async fn open(
         configs: &[LocationConfig],
         default_location: &str,
@@ -516,6 +517,7 @@ impl ObjectStorage {
     /// Stores `data` at `key`, replacing any object there. Data already in memory is
     /// sealed in one pass and written with one request; anything larger than
     /// [`IN_MEMORY_PUT`] streams like [`Self::put_reader`].
+    #[qanat_macros::boxed]
     pub async fn put_bytes(&self, location: &str, key: &ObjectKey, data: Bytes) -> Result<u64> {
         if data.len() > IN_MEMORY_PUT {
             return self.put_reader(location, key, &data[..]).await;
@@ -532,6 +534,7 @@ impl ObjectStorage {
     /// are recorded in one transaction and the objects are written concurrently. Returns
     /// the plaintext bytes written. Each object is atomic on its own; if one fails, those
     /// already written stay complete and readable, and the keys of the rest are dropped.
+    #[qanat_macros::boxed]
     pub async fn put_many(&self, location: &str, items: &[(ObjectKey, Bytes)]) -> Result<u64> {
         let loc = self.loc(location)?;
         if let Some((key, _)) = items.iter().find(|(_, d)| d.len() > IN_MEMORY_PUT) {
@@ -677,6 +680,7 @@ impl ObjectStorage {
 
     /// Opens `key` for reading: a stream of plaintext, each chunk verified before it is
     /// yielded. Tampering surfaces as [`Error::Integrity`] at the altered chunk.
+    #[qanat_macros::boxed]
     pub async fn get(&self, location: &str, key: &ObjectKey) -> Result<PlainStream> {
         Ok(self.get_sized(location, key).await?.1)
     }
@@ -685,6 +689,7 @@ impl ObjectStorage {
     /// the stored object itself (not from the index, which a crash between writing an
     /// object and indexing it can leave one version behind): what a download declares
     /// as its length.
+    #[qanat_macros::boxed]
     pub async fn get_sized(&self, location: &str, key: &ObjectKey) -> Result<(u64, PlainStream)> {
         let loc = self.loc(location)?;
         let got = loc
@@ -725,12 +730,14 @@ impl ObjectStorage {
     }
 
     /// Reads a whole object into memory (for small objects).
+    #[qanat_macros::boxed]
     pub async fn get_bytes(&self, location: &str, key: &ObjectKey) -> Result<Bytes> {
         let parts: Vec<Bytes> = self.get(location, key).await?.try_collect().await?;
         Ok(parts.concat().into())
     }
 
     /// Size and time of an object, without reading its body.
+    #[qanat_macros::boxed]
     pub async fn head(&self, location: &str, key: &ObjectKey) -> Result<ObjectInfo> {
         self.loc(location)?;
         let row = sqlx::query(
@@ -749,6 +756,7 @@ impl ObjectStorage {
     }
 
     /// Deletes the object and its data key.
+    #[qanat_macros::boxed]
     pub async fn delete(&self, location: &str, key: &ObjectKey) -> Result<()> {
         let loc = self.loc(location)?;
         let path = self.store_path(key);
@@ -784,6 +792,7 @@ impl ObjectStorage {
 
     /// Lists objects under `prefix` (every object when `None`), sorted by key. A prefix
     /// is whole segments: `a` lists `a/b` and `a/c/d`, not `a` itself nor `ab`.
+    #[qanat_macros::boxed]
     pub async fn list(
         &self,
         location: &str,
@@ -817,6 +826,7 @@ impl ObjectStorage {
     }
 
     /// Checks that every location answers (used by `/readyz`).
+    #[qanat_macros::boxed]
     pub async fn check(&self) -> Result<()> {
         for loc in self.locations.values() {
             loc.store.list_with_delimiter(None).await?;

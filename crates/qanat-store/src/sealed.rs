@@ -51,6 +51,7 @@ fn parts(sealed: &str) -> Result<([u8; 16], Vec<u8>)> {
 impl Keyring {
     /// Encrypts `secret` under a fresh data key for `purpose`; the text returned is
     /// what the row stores.
+    #[qanat_macros::boxed]
     pub async fn seal(&self, meta: &MetaStore, purpose: &str, secret: &[u8]) -> Result<String> {
         let (key_ref, dek) = self.new_data_key(meta).await?;
         let mut nonce = [0u8; 12];
@@ -72,6 +73,7 @@ impl Keyring {
     }
 
     /// Decrypts what [`Keyring::seal`] returned for the same `purpose`.
+    #[qanat_macros::boxed]
     pub async fn open(&self, meta: &MetaStore, purpose: &str, sealed: &str) -> Result<Vec<u8>> {
         let (key_ref, body) = parts(sealed)?;
         let dek = self.data_key(meta, &key_ref).await?;
@@ -94,6 +96,7 @@ impl Keyring {
 
     /// Forgets the data key of a sealed secret that is being replaced or deleted, so
     /// no copy of the row (a backup, a replica) can be opened afterwards.
+    #[qanat_macros::boxed]
     pub async fn forget(&self, meta: &MetaStore, sealed: &str) -> Result<()> {
         let (key_ref, _) = parts(sealed)?;
         self.forget_data_key(meta, &key_ref).await

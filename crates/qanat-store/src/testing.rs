@@ -54,6 +54,7 @@ pub struct ScratchPostgres {
 
 impl ScratchPostgres {
     /// A fresh database on the server of `QANAT_TEST_POSTGRES_URL`, when it is set.
+    #[qanat_macros::boxed]
     pub async fn create() -> Option<ScratchPostgres> {
         let admin_url = service_var("QANAT_TEST_POSTGRES_URL")?;
         sqlx::any::install_default_drivers();
@@ -88,6 +89,7 @@ mod tempfile_dir {
 
 impl TestDb {
     /// A fresh SQLite store in a temporary directory, with the tables of `domains`.
+    #[qanat_macros::boxed]
     pub async fn sqlite(domains: &[&'static DomainMigrations]) -> TestDb {
         let dir = std::env::temp_dir().join(format!("qanat-test-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("create temp dir");
@@ -105,6 +107,7 @@ impl TestDb {
 
     /// A fresh PostgreSQL database with the tables of `domains`, when
     /// `QANAT_TEST_POSTGRES_URL` is set.
+    #[qanat_macros::boxed]
     pub async fn postgres(domains: &[&'static DomainMigrations]) -> Option<TestDb> {
         let pg = ScratchPostgres::create().await?;
         let store = MetaStore::connect(&pg.url, &schema(domains))
@@ -121,6 +124,7 @@ impl TestDb {
 
     /// Every backend available here, with the tables of `domains`: SQLite, plus
     /// PostgreSQL when configured.
+    #[qanat_macros::boxed]
     pub async fn all(domains: &[&'static DomainMigrations]) -> Vec<TestDb> {
         let mut out = vec![TestDb::sqlite(domains).await];
         out.extend(TestDb::postgres(domains).await);
@@ -157,6 +161,7 @@ impl Drop for ScratchPostgres {
 /// Encrypted storage with one local location, `local` in region `uae-north`, in a fresh
 /// temporary directory (removed when the returned handle drops) that also holds the
 /// master key.
+#[qanat_macros::boxed]
 pub async fn local_storage(db: &TestDb) -> (crate::ObjectStorage, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let keyring =

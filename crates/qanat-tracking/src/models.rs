@@ -260,6 +260,7 @@ pub(crate) async fn insert_model_metrics(
 
 impl Tracking {
     /// Creates a logged model (status pending until finalized).
+    #[qanat_macros::boxed]
     pub async fn create_logged_model(
         &self,
         project: &Project,
@@ -356,6 +357,7 @@ impl Tracking {
         Ok(info)
     }
 
+    #[qanat_macros::boxed]
     pub async fn logged_model(
         &self,
         project: &Project,
@@ -429,6 +431,7 @@ impl Tracking {
     }
 
     /// Marks a logged model ready (its files are uploaded) or failed.
+    #[qanat_macros::boxed]
     pub async fn finalize_logged_model(
         &self,
         project: &Project,
@@ -448,6 +451,7 @@ impl Tracking {
         self.logged_model(project, model_id, false).await
     }
 
+    #[qanat_macros::boxed]
     pub async fn set_logged_model_tags(
         &self,
         project: &Project,
@@ -469,6 +473,7 @@ impl Tracking {
         Ok(())
     }
 
+    #[qanat_macros::boxed]
     pub async fn delete_logged_model_tag(
         &self,
         project: &Project,
@@ -488,6 +493,7 @@ impl Tracking {
         Ok(())
     }
 
+    #[qanat_macros::boxed]
     pub async fn log_logged_model_params(
         &self,
         project: &Project,
@@ -511,6 +517,7 @@ impl Tracking {
 
     /// Soft-deletes a logged model (it disappears from gets and searches; registry
     /// versions that point at it keep working from its files).
+    #[qanat_macros::boxed]
     pub async fn delete_logged_model(&self, project: &Project, model_id: &str) -> Result<()> {
         self.model_row(project, model_id, false).await?;
         sqlx::query(
@@ -526,6 +533,7 @@ impl Tracking {
     /// Logged models of some experiments matching `filter` (MLflow's syntax over
     /// `name`, `model_id`, `status`, `source_run_id`, `model_type`, times, `metrics.`,
     /// `params.`, `tags.`), newest first unless ordered.
+    #[qanat_macros::boxed]
     pub async fn search_logged_models(
         &self,
         project: &Project,
@@ -584,6 +592,7 @@ impl Tracking {
     // ---- run inputs and outputs ----
 
     /// `runs/outputs`: the run produced these models.
+    #[qanat_macros::boxed]
     pub async fn log_outputs(
         &self,
         project: &Project,
@@ -619,6 +628,7 @@ impl Tracking {
 
     /// `runs/log-inputs`: datasets (and models) the run read. A dataset that is a Qanat
     /// dataset version becomes a lineage edge run → dataset version.
+    #[qanat_macros::boxed]
     pub async fn log_inputs(
         &self,
         project: &Project,
@@ -698,6 +708,7 @@ impl Tracking {
     /// tagged `mlflow.data.context = training`, else the only one. `None` when the
     /// version names no run (nor a logged model with one), or its run logged no such
     /// input, or several with none marked as the training set.
+    #[qanat_macros::boxed]
     pub async fn training_dataset(
         &self,
         project: &Project,

@@ -57,6 +57,7 @@ impl Tracking {
     /// Removes the experiments deleted at or before `before_ms` (with all their runs
     /// and logged models) and the runs deleted at or before it, except what a
     /// registered model version still comes from.
+    #[qanat_macros::boxed]
     pub async fn purge_deleted(&self, project: &Project, before_ms: i64) -> Result<Purged> {
         let pid = &project.id;
         let reader = self.meta.reader();
@@ -177,6 +178,7 @@ impl Tracking {
     }
 
     /// Removes every tracking and registry row of a project (being purged).
+    #[qanat_macros::boxed]
     pub async fn purge_project(&self, project_id: &str) -> Result<()> {
         let mut tx = self.meta.writer().begin().await?;
         let children = |table: &str, key: &str, parent: &str, parent_key: &str| {

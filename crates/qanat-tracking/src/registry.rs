@@ -222,6 +222,7 @@ impl Tracking {
         })
     }
 
+    #[qanat_macros::boxed]
     pub async fn create_registered_model(
         &self,
         project: &Project,
@@ -257,6 +258,7 @@ impl Tracking {
     }
 
     /// A registered model with its tags, aliases and newest version per stage.
+    #[qanat_macros::boxed]
     pub async fn registered_model(&self, project: &Project, name: &str) -> Result<RegisteredModel> {
         let row = self.model_row_by_name(project, name).await?;
         let mut all = self.complete_registered(vec![(row.id, row.model)]).await?;
@@ -322,6 +324,7 @@ impl Tracking {
 
     /// Registered models matching `filter` (`name = / LIKE / ILIKE`, `tags.<k>`),
     /// by name unless ordered.
+    #[qanat_macros::boxed]
     pub async fn search_registered_models(
         &self,
         project: &Project,
@@ -366,6 +369,7 @@ impl Tracking {
         })
     }
 
+    #[qanat_macros::boxed]
     pub async fn update_registered_model(
         &self,
         project: &Project,
@@ -385,6 +389,7 @@ impl Tracking {
     }
 
     /// Renames a registered model; its versions, aliases and lineage follow.
+    #[qanat_macros::boxed]
     pub async fn rename_registered_model(
         &self,
         project: &Project,
@@ -428,6 +433,7 @@ impl Tracking {
 
     /// Deletes a registered model with all its versions, tags and aliases (the
     /// logged models and their files stay).
+    #[qanat_macros::boxed]
     pub async fn delete_registered_model(&self, project: &Project, name: &str) -> Result<()> {
         let row = self.model_row_by_name(project, name).await?;
         let mut tx = self.meta.writer().begin().await?;
@@ -453,6 +459,7 @@ impl Tracking {
         Ok(())
     }
 
+    #[qanat_macros::boxed]
     pub async fn set_registered_model_tag(
         &self,
         project: &Project,
@@ -467,6 +474,7 @@ impl Tracking {
         Ok(())
     }
 
+    #[qanat_macros::boxed]
     pub async fn delete_registered_model_tag(
         &self,
         project: &Project,
@@ -567,6 +575,7 @@ impl Tracking {
 
     /// Registers a new version (numbers are never reused). Ready at once: the files
     /// are already in Qanat's storage.
+    #[qanat_macros::boxed]
     pub async fn create_model_version(
         &self,
         project: &Project,
@@ -719,6 +728,7 @@ impl Tracking {
         Ok((row.try_get("registered_model_id")?, version_from(&row)?))
     }
 
+    #[qanat_macros::boxed]
     pub async fn model_version(
         &self,
         project: &Project,
@@ -794,6 +804,7 @@ impl Tracking {
     }
 
     /// Every live version of a model, newest first.
+    #[qanat_macros::boxed]
     pub async fn versions(&self, project: &Project, name: &str) -> Result<Vec<ModelVersion>> {
         let row = self.model_row_by_name(project, name).await?;
         let rows = sqlx::query(&format!(
@@ -810,6 +821,7 @@ impl Tracking {
         self.complete_versions(versions).await
     }
 
+    #[qanat_macros::boxed]
     pub async fn update_model_version(
         &self,
         project: &Project,
@@ -832,6 +844,7 @@ impl Tracking {
 
     /// Deletes a version: it disappears (its number is not reused) and aliases that
     /// pointed at it are removed.
+    #[qanat_macros::boxed]
     pub async fn delete_model_version(
         &self,
         project: &Project,
@@ -876,6 +889,7 @@ impl Tracking {
     /// Versions matching `filter` (`name`, `run_id`, `source_path`, `version_number`,
     /// `current_stage`, `tags.<k>`); unless ordered, as MLflow orders them: the most
     /// recently updated first, then by model name and newest version.
+    #[qanat_macros::boxed]
     pub async fn search_model_versions(
         &self,
         project: &Project,
@@ -918,6 +932,7 @@ impl Tracking {
     }
 
     /// The newest version in each of `stages` (all stages when empty).
+    #[qanat_macros::boxed]
     pub async fn latest_versions(
         &self,
         project: &Project,
@@ -943,6 +958,7 @@ impl Tracking {
 
     /// Moves a version to a stage; with `archive_existing`, the model's other
     /// versions in that stage move to Archived in the same transaction.
+    #[qanat_macros::boxed]
     pub async fn transition_stage(
         &self,
         project: &Project,
@@ -983,6 +999,7 @@ impl Tracking {
     }
 
     /// Where a version's files are (a `mlflow-artifacts:/` URI).
+    #[qanat_macros::boxed]
     pub async fn download_uri(
         &self,
         project: &Project,
@@ -996,6 +1013,7 @@ impl Tracking {
             .storage_location)
     }
 
+    #[qanat_macros::boxed]
     pub async fn set_model_version_tag(
         &self,
         project: &Project,
@@ -1012,6 +1030,7 @@ impl Tracking {
             .await
     }
 
+    #[qanat_macros::boxed]
     pub async fn delete_model_version_tag(
         &self,
         project: &Project,
@@ -1044,6 +1063,7 @@ impl Tracking {
     /// the same transaction, in the audit log as `audit` — a request's entry or a
     /// service's, see [`AuditRecord::by_service`]). Returns the version it pointed at
     /// before, if any.
+    #[qanat_macros::boxed]
     pub async fn set_alias(
         &self,
         project: &Project,
@@ -1074,6 +1094,7 @@ impl Tracking {
 
     /// Removes `alias`, recorded in its history and in the audit log as `audit`, in
     /// one transaction.
+    #[qanat_macros::boxed]
     pub async fn delete_alias(
         &self,
         project: &Project,
@@ -1093,6 +1114,7 @@ impl Tracking {
             .await
     }
 
+    #[qanat_macros::boxed]
     pub async fn version_by_alias(
         &self,
         project: &Project,
@@ -1118,6 +1140,7 @@ impl Tracking {
     /// operator does through the API, and what the monitor does by itself with a
     /// service record. Refused, with nothing recorded, when there is nothing to go
     /// back to.
+    #[qanat_macros::boxed]
     pub async fn rollback_alias(
         &self,
         project: &Project,
@@ -1188,6 +1211,7 @@ impl Tracking {
     }
 
     /// Every move of a model's aliases, oldest first.
+    #[qanat_macros::boxed]
     pub async fn alias_history(&self, project: &Project, name: &str) -> Result<Vec<AliasMove>> {
         let row = self.model_row_by_name(project, name).await?;
         let rows = sqlx::query(

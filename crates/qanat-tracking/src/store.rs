@@ -411,6 +411,7 @@ impl Tracking {
     }
 
     /// Makes sure the project has its "Default" experiment (id 0).
+    #[qanat_macros::boxed]
     pub async fn ensure_default(&self, project: &Project) -> Result<()> {
         let now = now_ms();
         sqlx::query(
@@ -428,6 +429,7 @@ impl Tracking {
 
     /// Creates an experiment; its artifacts live under `mlflow-artifacts:/<id>` unless
     /// another location is given.
+    #[qanat_macros::boxed]
     pub async fn create_experiment(
         &self,
         project: &Project,
@@ -495,6 +497,7 @@ impl Tracking {
         Ok(next.to_string())
     }
 
+    #[qanat_macros::boxed]
     pub async fn experiment(&self, project: &Project, id: &str) -> Result<Experiment> {
         let n = parse_experiment_id(id)?;
         if n == 0 {
@@ -510,6 +513,7 @@ impl Tracking {
         self.with_tags(project, experiment_from(&row)?).await
     }
 
+    #[qanat_macros::boxed]
     pub async fn experiment_by_name(&self, project: &Project, name: &str) -> Result<Experiment> {
         if name == "Default" {
             self.ensure_default(project).await?;
@@ -546,6 +550,7 @@ impl Tracking {
     /// Experiments of the project, newest first (or by name), a page at a time.
     /// `filter` supports what `mlflow.search_experiments` sends most: none, or
     /// `name = '…'` / `name LIKE '…'`.
+    #[qanat_macros::boxed]
     pub async fn search_experiments(
         &self,
         project: &Project,
@@ -590,6 +595,7 @@ impl Tracking {
         })
     }
 
+    #[qanat_macros::boxed]
     pub async fn rename_experiment(
         &self,
         project: &Project,
@@ -619,6 +625,7 @@ impl Tracking {
     }
 
     /// Marks an experiment and its runs deleted (restorable); the Default cannot be.
+    #[qanat_macros::boxed]
     pub async fn set_experiment_stage(
         &self,
         project: &Project,
@@ -664,6 +671,7 @@ impl Tracking {
         Ok(())
     }
 
+    #[qanat_macros::boxed]
     pub async fn set_experiment_tag(&self, project: &Project, id: &str, tag: &Tag) -> Result<()> {
         check_key("tag", &tag.key)?;
         let n = parse_experiment_id(id)?;
@@ -674,6 +682,7 @@ impl Tracking {
         Ok(())
     }
 
+    #[qanat_macros::boxed]
     pub async fn delete_experiment_tag(
         &self,
         project: &Project,
@@ -699,6 +708,7 @@ impl Tracking {
 
     // ---- runs ----
 
+    #[qanat_macros::boxed]
     pub async fn create_run(&self, project: &Project, new: NewRun) -> Result<Run> {
         let exp = self.experiment(project, &new.experiment_id).await?;
         if exp.lifecycle_stage != "active" {
@@ -769,6 +779,7 @@ impl Tracking {
         run_info_from(&row)
     }
 
+    #[qanat_macros::boxed]
     pub async fn run(&self, project: &Project, run_id: &str) -> Result<Run> {
         let info = self.run_row(project, run_id).await?;
         let ids = std::slice::from_ref(&info.run_id);
@@ -838,6 +849,7 @@ impl Tracking {
         Ok(out)
     }
 
+    #[qanat_macros::boxed]
     pub async fn update_run(
         &self,
         project: &Project,
@@ -878,6 +890,7 @@ impl Tracking {
         self.run_row(project, run_id).await
     }
 
+    #[qanat_macros::boxed]
     pub async fn set_run_stage(
         &self,
         project: &Project,
@@ -912,6 +925,7 @@ impl Tracking {
     /// logged again only with the same value.
     /// Logs metrics, params and tags to a run in one transaction. With `audit`, the
     /// request's success entry is appended to the audit log in that same transaction.
+    #[qanat_macros::boxed]
     pub async fn log_batch(
         &self,
         project: &Project,
@@ -1020,6 +1034,7 @@ impl Tracking {
         Ok(())
     }
 
+    #[qanat_macros::boxed]
     pub async fn delete_tag(&self, project: &Project, run_id: &str, key: &str) -> Result<()> {
         let info = self.run_row(project, run_id).await?;
         check_active(&info)?;
@@ -1036,6 +1051,7 @@ impl Tracking {
     }
 
     /// Every point of one metric of a run, by step then time.
+    #[qanat_macros::boxed]
     pub async fn metric_history(
         &self,
         project: &Project,
@@ -1071,6 +1087,7 @@ impl Tracking {
     /// The points of `key` in runs `run_ids` of this project (other ids yield
     /// nothing, as on MLflow), by run, then timestamp, step and value: at most
     /// `max_results` in all. What the UI's charts ask for.
+    #[qanat_macros::boxed]
     pub async fn metric_history_bulk(
         &self,
         project: &Project,
@@ -1104,6 +1121,7 @@ impl Tracking {
     /// `max_results` of them evenly spread plus the last, plus each run's first and
     /// last step in that range; every point at those steps, by run (in the order
     /// given), step, timestamp and value. MLflow's `get-history-bulk-interval`.
+    #[qanat_macros::boxed]
     pub async fn metric_history_sampled(
         &self,
         project: &Project,
@@ -1192,6 +1210,7 @@ impl Tracking {
 
     /// The distinct datasets the runs of `experiment_ids` read, with their context
     /// (the `mlflow.data.context` input tag): at most 1000.
+    #[qanat_macros::boxed]
     pub async fn dataset_summaries(
         &self,
         project: &Project,
@@ -1233,6 +1252,7 @@ impl Tracking {
     /// Runs of some experiments matching `filter` (MLflow's search syntax), sorted by
     /// `order_by` (default: newest first), a page at a time.
     #[allow(clippy::too_many_arguments)]
+    #[qanat_macros::boxed]
     pub async fn search_runs(
         &self,
         project: &Project,
