@@ -115,8 +115,11 @@ MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
   QANAT_URL=$QANAT_SERVER_URL QANAT_EXAMPLE_DATA=$ROOT/examples/data MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
   "$TORCH_VENV/bin/python" "$ROOT/tests/compat/train_onnx.py" || status=1
 # Triton's own HTTP and gRPC clients against the Open Inference Protocol, on the versions
-# train_onnx.py registered (cancer-pyfunc 1 and its int8 version 2). Its own venv, keyed
-# by its requirements.
+# train_onnx.py registered (cancer-pyfunc 1 and its int8 version 2), and on a model the
+# suite trains in project `other` (the table pushed there). Its own venv, keyed by its
+# requirements.
+"$Q" data -p other create cancer >/dev/null
+"$Q" data -p other push cancer "$WORK/cancer" -m "compat" >/dev/null
 TRITON_REQ=$ROOT/tests/compat/triton-requirements.txt
 TRITON_VENV=${QANAT_TRITON_VENV:-$(venv_path triton "$TRITON_REQ")}
 ensure_venv "$TRITON_VENV" "$TRITON_REQ"

@@ -8,7 +8,8 @@ extension, the client's default), which must give the same answers. The gRPC cli
 (`inference.GRPCInferenceService`, on the same port) must answer as REST does, and
 refusals reach it as gRPC status codes; its stream (`ModelStreamInfer`) answers every
 request in order with failures inline, and its model-repository calls work as over
-REST."""
+REST. A model of another project answers both clients (issue 46): over HTTP at the
+base path `/oip/<project>`, over gRPC with a `qanat-project` metadata entry."""
 
 import csv
 import json
@@ -53,15 +54,22 @@ def table(n):
     return rows, labels
 
 
-def infer(c, version, n, outputs, binary=False):
-    meta = c.get_model_metadata(MODEL, model_version=version, headers=headers())
-    rows, labels = table(n)
+def tensors(module, meta, rows, **kwargs):
+    """One [N, 1] input of `module`'s (httpclient or grpcclient) per input of the model's
+    metadata, from the table's `rows`."""
     inputs = []
     for spec in meta["inputs"]:
         x = np.array([[float(r[spec["name"]])] for r in rows], dtype=np.float64)
-        t = httpclient.InferInput(spec["name"], list(x.shape), spec["datatype"])
-        t.set_data_from_numpy(x, binary_data=binary)
+        t = module.InferInput(spec["name"], list(x.shape), spec["datatype"])
+        t.set_data_from_numpy(x, **kwargs)
         inputs.append(t)
+    return inputs
+
+
+def infer(c, version, n, outputs, binary=False):
+    meta = c.get_model_metadata(MODEL, model_version=version, headers=headers())
+    rows, labels = table(n)
+    inputs = tensors(httpclient, meta, rows, binary_data=binary)
     wanted = [httpclient.InferRequestedOutput(o, binary_data=binary) for o in outputs]
     result = c.infer(MODEL, inputs, model_version=version, outputs=wanted, request_id="compat-1",
                      headers=headers())
@@ -172,13 +180,7 @@ def grpc_client():
 def grpc_inputs(c, version, rows):
     """One FP64 [N, 1] input per input of `version`'s metadata, from `rows`."""
     meta = c.get_model_metadata(MODEL, model_version=version, headers=grpc_headers(), as_json=True)
-    inputs = []
-    for spec in meta["inputs"]:
-        x = np.array([[float(r[spec["name"]])] for r in rows], dtype=np.float64)
-        t = grpcclient.InferInput(spec["name"], list(x.shape), spec["datatype"])
-        t.set_data_from_numpy(x)
-        inputs.append(t)
-    return inputs
+    return tensors(grpcclient, meta, rows)
 
 
 def grpc_infer(c, version, n, outputs, headers_=None):
@@ -309,6 +311,58 @@ def each_request_on_a_stream_counts_against_the_token_s_rate_limit():
     else:
         raise AssertionError("a token scoped to inference unloaded a model")
     print(f"     tritonclient (gRPC stream, 3/s token): 12 requests, {len(refused)} refused inline")
+
+
+OTHER = "cancer-other"
+
+
+def api(method, path, body=None):
+    """Qanat's REST API with the suite's token (this venv has no `requests`)."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"http://{URL}{path}", data=data, method=method,
+                                 headers={**headers(), "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.load(r)
+
+
+def train_in(project, spec):
+    """Runs a train job in `project` to its end; it must succeed."""
+    job = api("POST", f"/api/v1/projects/{project}/jobs", {"kind": "train", **spec})
+    for _ in range(600):
+        j = api("GET", f"/api/v1/projects/{project}/jobs/{job['job_id']}")
+        if j["state"] in ("succeeded", "failed", "cancelled"):
+            break
+        time.sleep(0.5)
+    assert j["state"] == "succeeded", j
+
+
+@test
+def a_model_of_another_project_answers_under_its_prefix_and_by_grpc_metadata():
+    """Trained and registered in project `other` (run.sh pushed the table there), the
+    model is reached at the base path /oip/other by the HTTP client and with
+    `qanat-project: other` by the gRPC client, with equal answers; the default
+    project's paths do not see it."""
+    train_in("other", {"name": OTHER, "inputs": ["dataset:cancer@1"], "target": "diagnosis",
+                       "model": "mlp", "hidden": [16], "epochs": 10, "seed": 3, "register": OTHER})
+    c = httpclient.InferenceServerClient(url=URL + "/oip/other")
+    assert c.is_server_live() and c.is_model_ready(OTHER, "1", headers=headers())
+    meta = c.get_model_metadata(OTHER, headers=headers())
+    assert meta["versions"] == ["1"] and len(meta["inputs"]) == 30, meta
+    rows, _ = table(40)
+    inputs = tensors(httpclient, meta, rows, binary_data=True)
+    by_http = c.infer(OTHER, inputs, outputs=[httpclient.InferRequestedOutput("output")],
+                      headers=headers()).as_numpy("output")
+    assert not client().is_model_ready(OTHER, headers=headers())
+
+    g = grpc_client()
+    scoped = {**grpc_headers(), "qanat-project": "other"}
+    assert g.is_model_ready(OTHER, "1", headers=scoped)
+    assert not g.is_model_ready(OTHER, headers=grpc_headers())
+    by_grpc = g.infer(OTHER, tensors(grpcclient, meta, rows), outputs=[grpcclient.InferRequestedOutput("output")],
+                      headers=scoped).as_numpy("output")
+    assert by_http.shape == by_grpc.shape == (40, 1), (by_http.shape, by_grpc.shape)
+    assert float(np.max(np.abs(by_http - by_grpc))) < 1e-6
+    print("     tritonclient: project `other` at /oip/other (HTTP) and by metadata (gRPC), 40 rows equal")
 
 
 if __name__ == "__main__":

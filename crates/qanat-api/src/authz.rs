@@ -236,6 +236,20 @@ fn bearer(req: &Request) -> Result<Option<String>, ApiError> {
     }
 }
 
+/// The header that names the project of a route whose path names none (the root
+/// `/v2` and MLflow routes, and gRPC, whose paths are fixed): its value, when it has
+/// one; otherwise the server's default project applies. The project is then
+/// authorized like one named in the path.
+pub const PROJECT_HEADER: &str = "qanat-project";
+
+fn project_header(req: &Request) -> Option<String> {
+    let value = req.headers().get(PROJECT_HEADER)?;
+    // A value that is not text names no project the server has: kept as is (lossily),
+    // it is then refused as an unknown project, not silently replaced by the default.
+    let name = String::from_utf8_lossy(value.as_bytes()).trim().to_string();
+    (!name.is_empty()).then_some(name)
+}
+
 /// The middleware: authenticate, authorize, run, audit.
 pub(crate) async fn authorize(
     State((state, policies)): State<(AppState, Arc<Policies>)>,
@@ -273,7 +287,7 @@ pub(crate) async fn authorize(
         .or_else(|| {
             policy
                 .default_project
-                .then(|| state.http.mlflow_project.clone())
+                .then(|| project_header(&req).unwrap_or_else(|| state.http.mlflow_project.clone()))
         });
     let resource = req.uri().path().to_string();
     let audit = |actor: &str, outcome: AuditOutcome, detail: String| AuditRecord {
@@ -321,7 +335,7 @@ pub(crate) async fn authorize(
     if let Some(p) = &principal {
         if p.scope == TokenScope::Inference && !policy.inference {
             let err = ApiError::forbidden(
-                "this token is scoped to inference: it may call only the inference endpoints (/v2/models/..., and gRPC ModelMetadata, ModelReady, ModelInfer, ModelStreamInfer)",
+                "this token is scoped to inference: it may call only the inference endpoints (/v2/models/... and /oip/{project}/v2/models/..., and gRPC ModelMetadata, ModelReady, ModelInfer, ModelStreamInfer)",
             );
             return refuse(
                 &state,

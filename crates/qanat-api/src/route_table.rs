@@ -16,7 +16,8 @@
 //! once, and a route cannot be documented differently from how it is served. Routes
 //! that belong to another project's API (MLflow's) are added with their method and
 //! path through [`Fragment::mlflow`], which mounts them at the root and under
-//! `/mlflow/{project}` from one entry.
+//! `/mlflow/{project}` from one entry; the Open Inference Protocol's routes are mounted
+//! at `/v2` and under `/oip/{project}` by [`Fragment::oip`].
 //!
 //! Invariant: a route is only reachable through [`RouteTable::into_parts`], which hands
 //! out the router together with the policies the authorization middleware enforces,
@@ -38,6 +39,10 @@ use utoipa_axum::router::UtoipaMethodRouter;
 
 use crate::authz::{Policies, Policy};
 use crate::{ApiError, ApiLimits, AppState};
+
+/// Where any project's Open Inference Protocol endpoints are mounted: `/oip/{project}`
+/// then the protocol's own `/v2…` path.
+pub(crate) const OIP_PREFIX: &str = "/oip/{project}";
 
 /// How a route reads its request and writes its response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,21 +96,35 @@ impl Fragment {
         policy: Policy,
         transfer: Transfer,
     ) -> Self {
-        for (path, item) in paths.paths {
-            for method in methods_of(&item) {
+        self.mount(&paths, "", policy, &handler, transfer, true);
+        self.schemas.extend(schemas);
+        self
+    }
+
+    /// Adds each method of each of `paths`, behind `prefix`; with its OpenAPI entry
+    /// when `documented`.
+    fn mount(
+        &mut self,
+        paths: &Paths,
+        prefix: &str,
+        policy: Policy,
+        handler: &MethodRouter<AppState>,
+        transfer: Transfer,
+        documented: bool,
+    ) {
+        for (path, item) in &paths.paths {
+            for method in methods_of(item) {
                 self.routes.push(Route {
                     method,
-                    path: path.clone(),
+                    path: format!("{prefix}{path}"),
                     policy,
                     handler: handler.clone(),
                     transfer,
                     body_limit: None,
-                    doc: Some(item.clone()),
+                    doc: documented.then(|| item.clone()),
                 });
             }
         }
-        self.schemas.extend(schemas);
-        self
     }
 
     /// An endpoint of another API (not in Qanat's OpenAPI document), served as is.
@@ -131,6 +150,24 @@ impl Fragment {
             doc: None,
         });
         self
+    }
+
+    /// An Open Inference Protocol endpoint (documented at its `/v2…` path), mounted at
+    /// that path for the server's default project — or the project a `qanat-project`
+    /// header names — and at `/oip/{project}/v2…` for any project: the URL that
+    /// Triton's HTTP client takes as a base path (`host:8080/oip/demo`).
+    pub(crate) fn oip(
+        mut self,
+        (schemas, paths, handler): UtoipaMethodRouter<AppState>,
+        policy: Policy,
+        transfer: Transfer,
+    ) -> Self {
+        self.mount(&paths, OIP_PREFIX, policy, &handler, transfer, false);
+        self.documented(
+            (schemas, paths, handler),
+            policy.default_project(),
+            transfer,
+        )
     }
 
     /// An MLflow endpoint, mounted from this one entry at `path` for the server's
@@ -368,6 +405,39 @@ mod tests {
 
     /// Every MLflow route is served at the root and under `/mlflow/{project}`, each also
     /// under `/ajax-api/`, with the same action and requirement.
+    /// Every Open Inference Protocol route answers at `/v2…` for the default project and
+    /// at `/oip/{project}/v2…` under the same policy for any project, and only those.
+    #[test]
+    fn oip_routes_are_mounted_for_the_default_project_and_under_each_project() {
+        let table = crate::route_table(&ApiLimits::default());
+        let all: std::collections::BTreeMap<(String, String), super::Policy> = table
+            .policies()
+            .map(|(m, p, pol)| ((m.to_string(), p.to_string()), *pol))
+            .collect();
+        let root: Vec<_> = all
+            .iter()
+            .filter(|((_, p), _)| p == "/v2" || p.starts_with("/v2/"))
+            .collect();
+        let scoped = all.keys().filter(|(_, p)| p.starts_with("/oip/")).count();
+        assert!(root.len() >= 12, "{}", root.len());
+        assert_eq!(
+            root.len(),
+            scoped,
+            "one /oip/{{project}} twin per /v2 route"
+        );
+        for ((method, path), policy) in root {
+            let twin = format!("{}{path}", super::OIP_PREFIX);
+            let other = all
+                .get(&(method.clone(), twin.clone()))
+                .unwrap_or_else(|| panic!("{method} {path} has no {twin} twin"));
+            assert_eq!(other.action, policy.action, "{method} {twin}");
+            assert_eq!(other.requirement, policy.requirement, "{method} {twin}");
+            assert_eq!(other.inference, policy.inference, "{method} {twin}");
+            assert!(!other.default_project, "{method} {twin}");
+            assert!(policy.default_project, "{method} {path}");
+        }
+    }
+
     #[test]
     fn mlflow_routes_are_mounted_twice_from_one_list() {
         let table = crate::route_table(&ApiLimits::default());

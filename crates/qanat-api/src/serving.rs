@@ -1,6 +1,11 @@
-//! The Open Inference Protocol (KServe v2) over REST, for the default project's
-//! registered models: server and model health and metadata, and inference with JSON
-//! tensors (`qanat_serving`). Errors are OIP's `{"error": "..."}`.
+//! The Open Inference Protocol (KServe v2) over REST, for every project's deployments
+//! and registered models: server and model health and metadata, and inference with JSON
+//! and binary tensors (`qanat_serving`). Errors are OIP's `{"error": "..."}`.
+//!
+//! Each route answers at its `/v2…` path for the server's default project (or the
+//! project a `qanat-project` header names) and at `/oip/{project}/v2…` for any
+//! project: Triton's HTTP client takes `host:port/oip/<project>` as its URL, and
+//! KServe's clients a base URL; the gRPC service reads the same header.
 //!
 //! The probes and server metadata are public, as load balancers and Triton's clients
 //! expect; model metadata and inference need a viewer of the project. Every answer is
@@ -22,7 +27,7 @@ use utoipa_axum::routes;
 use crate::authz::Policy;
 use crate::error::{ApiError, ErrorNote};
 use crate::extract::{ApiPath, Caller, Scope};
-use crate::route_table::Fragment;
+use crate::route_table::{Fragment, Transfer};
 use crate::AppState;
 
 /// An error in OIP's shape: the status Qanat maps it to, the body `{"error": message}`.
@@ -56,7 +61,8 @@ pub(crate) async fn one_error_shape(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let oip = req.uri().path() == "/v2" || req.uri().path().starts_with("/v2/");
+    let path = req.uri().path();
+    let oip = path == "/v2" || path.starts_with("/v2/") || path.starts_with("/oip/");
     let resp = next.run(req).await;
     if !oip || resp.status().as_u16() < 400 {
         return resp;
@@ -360,31 +366,49 @@ pub(crate) async fn repository_unload(
 }
 
 pub(crate) fn routes() -> Fragment {
-    let read = |action| Policy::in_project(action, Viewer).default_project();
+    use Transfer::Bounded;
+    let read = |action| Policy::in_project(action, Viewer);
     // What a token scoped to inference may call.
     let oip = |action| read(action).inference();
+    let editor = |action| Policy::in_project(action, Editor);
+    // Each route at `/v2…` for the default project and at `/oip/{project}/v2…`.
     Fragment::default()
-        .route(routes!(server_metadata), Policy::public("serving.server"))
-        .route(routes!(live), Policy::public("serving.live"))
-        .route(routes!(ready), Policy::public("serving.ready"))
-        .route(routes!(model_metadata), oip("serving.model.read"))
-        .route(routes!(version_metadata), oip("serving.model.read"))
-        .route(routes!(model_ready), oip("serving.model.read"))
-        .route(routes!(version_ready), oip("serving.model.read"))
+        .oip(
+            routes!(server_metadata),
+            Policy::public("serving.server"),
+            Bounded,
+        )
+        .oip(routes!(live), Policy::public("serving.live"), Bounded)
+        .oip(routes!(ready), Policy::public("serving.ready"), Bounded)
+        .oip(routes!(model_metadata), oip("serving.model.read"), Bounded)
+        .oip(
+            routes!(version_metadata),
+            oip("serving.model.read"),
+            Bounded,
+        )
+        .oip(routes!(model_ready), oip("serving.model.read"), Bounded)
+        .oip(routes!(version_ready), oip("serving.model.read"), Bounded)
         // Each answer goes to the inference log (who, when, what, which version),
         // off the request path; refusals are audited by the authorization point.
-        .route(routes!(model_infer), oip("serving.infer").query())
-        .route(
+        .oip(routes!(model_infer), oip("serving.infer").query(), Bounded)
+        .oip(
+            routes!(version_infer),
+            oip("serving.infer").query(),
+            Bounded,
+        )
+        .oip(
             routes!(repository_index),
             read("serving.repository.index").query(),
+            Bounded,
         )
-        .route(
+        .oip(
             routes!(repository_load),
-            Policy::in_project("serving.repository.load", Editor).default_project(),
+            editor("serving.repository.load"),
+            Bounded,
         )
-        .route(
+        .oip(
             routes!(repository_unload),
-            Policy::in_project("serving.repository.unload", Editor).default_project(),
+            editor("serving.repository.unload"),
+            Bounded,
         )
-        .route(routes!(version_infer), oip("serving.infer").query())
 }

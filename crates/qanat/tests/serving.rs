@@ -42,32 +42,44 @@ fn rows(n: usize) -> (Vec<Value>, Vec<String>) {
     (inputs, labels)
 }
 
-#[test]
-fn a_trained_version_answers_in_the_open_inference_protocol() {
-    let q = Qanat::start_with(vec![("QANAT_JOBS_CPUS".into(), "2".into())]);
-    q.push_example("cancer", "breast_cancer.csv");
-    q.train(json!({
-        "name": "cancer-mlp", "inputs": ["dataset:cancer@1"], "target": "diagnosis",
-        "model": "mlp", "hidden": [32], "epochs": 20, "seed": 2, "register": "cancer",
-    }));
-    let http = q.http();
-    let token = &q.admin_token;
+/// Pushes the breast cancer table to `project` and registers an MLP trained on it for
+/// `epochs` as model `cancer` there.
+fn trained_cancer(q: &Qanat, project: &str, epochs: u32) {
+    q.push_example_in(project, "cancer", "breast_cancer.csv");
+    q.train_in(
+        project,
+        json!({
+            "name": "cancer-mlp", "inputs": ["dataset:cancer@1"], "target": "diagnosis",
+            "model": "mlp", "hidden": [32], "epochs": epochs, "seed": 2, "register": "cancer",
+        }),
+    );
+}
 
-    // Probes and server metadata: public.
+/// The probes and the server's metadata answer anyone, at `prefix` + `/v2…`.
+fn public_probes(http: &common::Http, prefix: &str) {
     assert_eq!(
-        http.send("", "GET", "/v2/health/live", None),
+        http.send("", "GET", &format!("{prefix}/v2/health/live"), None),
         (200, json!({"live": true}))
     );
     assert_eq!(
-        http.send("", "GET", "/v2/health/ready", None),
+        http.send("", "GET", &format!("{prefix}/v2/health/ready"), None),
         (200, json!({"ready": true}))
     );
-    let (s, server) = http.send("", "GET", "/v2", None);
+    let (s, server) = http.send("", "GET", &format!("{prefix}/v2"), None);
     assert_eq!(
         (s, server["name"].as_str()),
         (200, Some("qanat")),
         "{server}"
     );
+}
+
+#[test]
+fn a_trained_version_answers_in_the_open_inference_protocol() {
+    let q = Qanat::start_with(vec![("QANAT_JOBS_CPUS".into(), "2".into())]);
+    let (http, token) = (q.http(), &q.admin_token);
+    trained_cancer(&q, "default", 20);
+    // Probes and server metadata: public.
+    public_probes(&http, "");
 
     // Model metadata needs a token; it lists the versions and the signature.
     assert_eq!(http.send("", "GET", "/v2/models/cancer", None).0, 401);
@@ -366,6 +378,85 @@ fn a_trained_version_answers_in_the_open_inference_protocol() {
     );
 }
 
+/// Every project serves: a model trained in `demo` and its deployment answer at
+/// `/oip/demo/v2/…` (the base path Triton's HTTP client takes), and at `/v2/…` when a
+/// `qanat-project` header names `demo`; `/v2` alone is still the default project's,
+/// and `deploy create` prints the URL that answers.
+#[test]
+fn every_project_serves_under_its_own_prefix() {
+    let q = Qanat::start_with(vec![("QANAT_JOBS_CPUS".into(), "2".into())]);
+    let (http, token) = (q.http(), &q.admin_token);
+    let (ok, _, err) = q.cli(&["projects", "create", "demo"]);
+    assert!(ok, "{err}");
+    trained_cancer(&q, "demo", 5);
+    public_probes(&http, "/oip/demo");
+
+    // The registered model, by the prefix; not in the default project.
+    let (s, meta) = http.send(token, "GET", "/oip/demo/v2/models/cancer", None);
+    assert_eq!((s, &meta["versions"]), (200, &json!(["1"])), "{meta}");
+    let (s, v) = http.send(token, "GET", "/v2/models/cancer", None);
+    assert_eq!(s, 404, "{v}");
+    assert!(v["error"].is_string(), "one error shape: {v}");
+    let request = json!({"inputs": rows(2).0, "outputs": [{"name": "label"}]});
+    let (s, out) = http.send(
+        token,
+        "POST",
+        "/oip/demo/v2/models/cancer/versions/1/infer",
+        Some(request.clone()),
+    );
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(
+        out["outputs"][0]["data"].as_array().map(Vec::len),
+        Some(2),
+        "{out}"
+    );
+
+    // The header names the project where the path cannot (and gRPC's paths never do).
+    let resp = http
+        .raw(token, "GET", "/v2/models/cancer")
+        .header("qanat-project", "demo")
+        .send()
+        .expect("request");
+    assert_eq!(resp.status().as_u16(), 200);
+
+    // A project that does not exist, or one the caller is not in, is refused.
+    let (s, v) = http.send(token, "GET", "/oip/nowhere/v2/models/cancer", None);
+    assert_eq!(s, 404, "{v}");
+    assert!(
+        v["error"].as_str().is_some_and(|m| m.contains("nowhere")),
+        "{v}"
+    );
+    // A viewer of `default` is not one of `demo`, by the prefix or by the header: to
+    // them it does not exist.
+    let outsider = q.user_with_role("outsider", "default", "viewer");
+    let (s, v) = http.send(&outsider, "GET", "/oip/demo/v2/models/cancer", None);
+    assert_eq!(s, 404, "{v}");
+    let resp = http
+        .raw(&outsider, "POST", "/v2/models/cancer/infer")
+        .header("qanat-project", "demo")
+        .json(&request)
+        .send()
+        .expect("request");
+    assert_eq!(resp.status().as_u16(), 404);
+
+    // `deploy create` in `demo` prints the URL that answers.
+    let args: Vec<&str> = "create web --model cancer --primary 1".split(' ').collect();
+    let out = deploy_in(&q, "demo", &args);
+    let url = out
+        .lines()
+        .find_map(|l| l.strip_prefix("answers at "))
+        .unwrap_or_else(|| panic!("no URL in {out}"));
+    assert!(url.ends_with("/oip/demo/v2/models/web/infer"), "{url}");
+    let resp = http
+        .client
+        .post(url)
+        .bearer_auth(token)
+        .json(&request)
+        .send()
+        .expect("request");
+    assert_eq!(resp.status().as_u16(), 200);
+}
+
 /// One inference on deployment (or model) `name`, with a routing key when given:
 /// (status, the version that answered or the error).
 fn infer_one(http: &common::Http, token: &str, name: &str, key: Option<&str>) -> (u16, String) {
@@ -403,7 +494,11 @@ fn split(
 }
 
 fn deploy(q: &Qanat, args: &[&str]) -> String {
-    let mut all = vec!["deploy", "-p", "default"];
+    deploy_in(q, "default", args)
+}
+
+fn deploy_in(q: &Qanat, project: &str, args: &[&str]) -> String {
+    let mut all = vec!["deploy", "-p", project];
     all.extend_from_slice(args);
     let (ok, out, err) = q.cli(&all);
     assert!(ok, "qanat {}: {err}", all.join(" "));

@@ -7,7 +7,8 @@ pub enum DeployCmd {
     /// Create a deployment: `qanat deploy create fraud --model fraud --primary 3
     /// [--canary 4 --canary-weight 10] [--shadow @challenger] [--sticky]`. Its versions
     /// are loaded and health-probed before this returns; it answers at
-    /// /v2/models/NAME/infer.
+    /// /oip/PROJECT/v2/models/NAME/infer (and, in the server's default project, at
+    /// /v2/models/NAME/infer).
     Create {
         name: String,
         #[command(flatten)]

@@ -233,7 +233,12 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: DeployCmd) -> Result<()> {
             let d = c.create_deployment(project, &name, &spec).await?;
             output::record(format, &d)?;
             if format != Format::Json {
-                println!("\nanswers at {}/v2/models/{}/infer", c.base(), d.name);
+                // Any project's URL; the default project's also answers at /v2/….
+                println!(
+                    "\nanswers at {}/oip/{project}/v2/models/{}/infer",
+                    c.base(),
+                    d.name
+                );
             }
             Ok(())
         }

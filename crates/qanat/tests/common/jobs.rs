@@ -116,41 +116,52 @@ impl Qanat {
     /// Runs a `train` job in `default` with `spec` (its fields besides `kind`), which
     /// must succeed.
     pub fn train(&self, spec: Value) {
+        self.train_in("default", spec);
+    }
+
+    /// Runs a `train` job in `project` with `spec`, which must succeed.
+    pub fn train_in(&self, project: &str, spec: Value) {
         let mut spec = spec;
         spec["kind"] = Value::from("train");
         let (s, job) = self.http().send(
             &self.admin_token,
             "POST",
-            "/api/v1/projects/default/jobs",
+            &format!("/api/v1/projects/{project}/jobs"),
             Some(spec),
         );
         assert_eq!(s, 201, "{job}");
         let id = job["job_id"].as_str().expect("id");
-        let j = self.job_finished("default", id, 180);
+        let j = self.job_finished(project, id, 180);
         assert_eq!(
             j["state"],
             "succeeded",
             "{}",
-            self.job_log("default", id)["data"]
+            self.job_log(project, id)["data"]
         );
     }
 
     /// Creates dataset `name` in `default` and pushes `examples/data/{file}` as its
     /// first version.
     pub fn push_example(&self, name: &str, file: &str) {
-        let src = self.dir.path().join(format!("src-{name}"));
+        self.push_example_in("default", name, file);
+    }
+
+    /// Creates dataset `name` in `project` and pushes `examples/data/{file}` as its
+    /// first version.
+    pub fn push_example_in(&self, project: &str, name: &str, file: &str) {
+        let src = self.dir.path().join(format!("src-{project}-{name}"));
         std::fs::create_dir_all(&src).expect("mkdir");
         std::fs::copy(
             format!("{}/../../examples/data/{file}", env!("CARGO_MANIFEST_DIR")),
             src.join(file),
         )
         .expect("copy the example table");
-        let (ok, _, err) = self.cli(&["data", "-p", "default", "create", name]);
+        let (ok, _, err) = self.cli(&["data", "-p", project, "create", name]);
         assert!(ok, "{err}");
         let (ok, _, err) = self.cli(&[
             "data",
             "-p",
-            "default",
+            project,
             "push",
             name,
             src.to_str().expect("utf8"),
