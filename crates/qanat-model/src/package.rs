@@ -265,9 +265,34 @@ pub fn mlmodel(prep: &Preprocessing, info: &MlModelInfo) -> String {
     y
 }
 
+/// The flavors an `MLmodel` file lists (`sklearn`, `python_function`, …), in its order;
+/// none when it is not YAML or has no `flavors` mapping.
+pub fn flavors(mlmodel: &[u8]) -> Vec<String> {
+    let Ok(doc) = serde_yaml_ng::from_slice::<serde_yaml_ng::Value>(mlmodel) else {
+        return Vec::new();
+    };
+    doc.get("flavors")
+        .and_then(serde_yaml_ng::Value::as_mapping)
+        .map(|m| {
+            m.keys()
+                .filter_map(|k| k.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flavors_are_listed_in_order_and_anything_else_lists_none() {
+        let sklearn = b"artifact_path: model\nflavors:\n  python_function:\n    loader_module: mlflow.sklearn\n  sklearn:\n    pickled_model: model.pkl\nrun_id: abc\n";
+        assert_eq!(flavors(sklearn), ["python_function", "sklearn"]);
+        assert!(flavors(b"flavors: {}\n").is_empty());
+        assert!(flavors(b"run_id: abc\n").is_empty());
+        assert!(flavors(b"\xff\xfe not yaml: [").is_empty());
+    }
 
     #[test]
     fn signature_columns_reads_either_side_and_refuses_tensors() {

@@ -470,13 +470,11 @@ impl Serving {
         }
         // A model made elsewhere: its ONNX graph (as `mlflow.onnx.log_model` stores it).
         let Some(onnx) = read(qanat_model::package::ONNX).await? else {
-            return Err(Fetch::Other(Error::NotFound(format!(
-                "{it} has neither {} and {} (a model trained by \
-                 `qanat train`) nor {} (an ONNX model): there is nothing to serve",
-                qanat_model::package::SPEC,
-                qanat_model::package::WEIGHTS,
-                qanat_model::package::ONNX
-            ))));
+            // An MLflow model of another flavor is refused (at deploy too), but not
+            // marked in the registry: a later Qanat may have a runtime for it. Files
+            // that are missing altogether may yet arrive: not found, and tried again.
+            let mlmodel = read(qanat_model::package::MLMODEL).await?;
+            return Err(Fetch::Other(nothing_to_serve(&it, mlmodel.as_deref())));
         };
         let unservable =
             |e: qanat_runtime::Error| Fetch::Unservable(format!("{it} cannot be served: {e}"));
@@ -511,6 +509,32 @@ impl Serving {
             outputs: oip::onnx_output_metadata(&model),
             model: Model::Onnx(model),
         })
+    }
+}
+
+/// Why a version with neither Qanat's model files nor an ONNX graph is not served:
+/// unservable when its `MLmodel` lists MLflow flavors (named, with what is served
+/// instead); not found when it has no model files at all.
+fn nothing_to_serve(it: &ObjectRef, mlmodel: Option<&[u8]>) -> Error {
+    use qanat_model::package::{ONNX, SPEC, WEIGHTS};
+    let served = format!(
+        "this server serves models trained by `qanat train` ({SPEC} and {WEIGHTS}) and \
+         ONNX graphs ({ONNX}, as `mlflow.onnx.log_model` stores them)"
+    );
+    let flavors = mlmodel
+        .map(qanat_model::package::flavors)
+        .unwrap_or_default();
+    if flavors.is_empty() {
+        Error::NotFound(format!(
+            "{it} has none of {SPEC}, {WEIGHTS} or {ONNX}: there is nothing to serve; {served}"
+        ))
+    } else {
+        Error::Unservable(format!(
+            "{it} cannot be served: it is an MLflow model with the flavors {}, which no \
+             runtime here loads yet; {served} (a scikit-learn, XGBoost or LightGBM model \
+             can be logged as ONNX, e.g. converted with skl2onnx)",
+            flavors.join(", ")
+        ))
     }
 }
 

@@ -263,48 +263,6 @@ mod graphs {
     }
 }
 
-/// Registers `graph` as version 1 of model `name` in `default`, as an ONNX model logged
-/// with the MLflow client lands: its file under the artifact store, then a version.
-fn register_graph(q: &Qanat, token: &str, name: &str, graph: Vec<u8>) {
-    let h = q.http();
-    let (s, e) = h.send(
-        token,
-        "POST",
-        "/api/2.0/mlflow/experiments/create",
-        Some(json!({"name": format!("uploads-{name}")})),
-    );
-    assert_eq!(s, 200, "{e}");
-    let exp = e["experiment_id"]
-        .as_str()
-        .expect("experiment id")
-        .to_string();
-    let put = h
-        .raw(
-            token,
-            "PUT",
-            &format!("/api/2.0/mlflow-artifacts/artifacts/{exp}/{name}/model/model.onnx"),
-        )
-        .body(graph)
-        .send()
-        .expect("upload");
-    assert_eq!(put.status(), 200);
-    for (path, body) in [
-        ("registered-models/create", json!({"name": name})),
-        (
-            "model-versions/create",
-            json!({"name": name, "source": format!("mlflow-artifacts:/{exp}/{name}/model")}),
-        ),
-    ] {
-        let (s, v) = h.send(
-            token,
-            "POST",
-            &format!("/api/2.0/mlflow/{path}"),
-            Some(body),
-        );
-        assert_eq!(s, 200, "{v}");
-    }
-}
-
 #[test]
 fn hostile_models_are_refused_and_the_server_keeps_answering() {
     let mut q = Qanat::start_with(vec![]);
@@ -318,7 +276,7 @@ fn hostile_models_are_refused_and_the_server_keeps_answering() {
         ("long-chain", graphs::long_chain(), "nodes"),
         ("constant-bomb", graphs::constant_bomb(), "while loading it"),
     ] {
-        register_graph(&q, &editor, name, graph);
+        q.register_files(&editor, name, &[("model.onnx", graph)]);
         // Refused the same way when asked again (the second time from memory).
         for _ in 0..2 {
             let (s, v) = q

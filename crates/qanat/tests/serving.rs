@@ -457,6 +457,72 @@ fn every_project_serves_under_its_own_prefix() {
     assert_eq!(resp.status().as_u16(), 200);
 }
 
+/// A version no runtime here loads (an MLflow scikit-learn model: MLmodel and a
+/// pickle) is refused at `deploy create` with its flavors and what is served instead,
+/// instead of a deployment whose every request fails; asked directly, it answers the
+/// same reason. It is not marked unservable: a later runtime may serve it. A version
+/// with no model files at all is not found, as before.
+#[test]
+fn a_version_no_runtime_serves_is_refused_at_deploy_with_its_flavors() {
+    let q = Qanat::start_with(vec![]);
+    let token = &q.admin_token;
+    let mlmodel = b"artifact_path: model\nflavors:\n  python_function:\n    loader_module: mlflow.sklearn\n    model_path: model.pkl\n  sklearn:\n    pickled_model: model.pkl\n    serialization_format: cloudpickle\n".to_vec();
+    q.register_files(
+        token,
+        "iris-sk",
+        &[("MLmodel", mlmodel), ("model.pkl", b"\x80\x04N.".to_vec())],
+    );
+    q.register_files(token, "empty", &[("README.txt", b"no model here".to_vec())]);
+
+    let (ok, out, err) = q.cli(&[
+        "deploy",
+        "-p",
+        "default",
+        "create",
+        "web",
+        "--model",
+        "iris-sk",
+        "--primary",
+        "1",
+    ]);
+    assert!(!ok, "deployed: {out}");
+    assert!(
+        err.contains("model:iris-sk@1 cannot be served")
+            && err.contains("python_function, sklearn")
+            && err.contains("model.onnx"),
+        "{err}"
+    );
+    assert!(!out.contains("answers at"), "{out}");
+    let (s, v) = q
+        .http()
+        .send(token, "GET", "/v2/models/iris-sk/versions/1", None);
+    assert_eq!(s, 400, "{v}");
+    assert!(
+        v["error"].as_str().is_some_and(|m| m.contains("sklearn")),
+        "{v}"
+    );
+    // A version without model files is not found (they may yet arrive), and says what
+    // it lacks.
+    let (s, v) = q
+        .http()
+        .send(token, "GET", "/v2/models/empty/versions/1", None);
+    assert_eq!(s, 404, "{v}");
+    assert!(
+        v.to_string()
+            .contains("has none of spec.json, weights.safetensors or model.onnx"),
+        "{v}"
+    );
+    // Not marked: nothing in the registry says it can never be served.
+    let (s, v) = q.http().send(
+        token,
+        "GET",
+        "/api/2.0/mlflow/model-versions/get?name=iris-sk&version=1",
+        None,
+    );
+    assert_eq!(s, 200, "{v}");
+    assert!(!v.to_string().contains("qanat.unservable"), "{v}");
+}
+
 /// One inference on deployment (or model) `name`, with a routing key when given:
 /// (status, the version that answered or the error).
 fn infer_one(http: &common::Http, token: &str, name: &str, key: Option<&str>) -> (u16, String) {

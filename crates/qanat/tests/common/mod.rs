@@ -4,6 +4,7 @@
 
 pub mod cases;
 pub mod jobs;
+pub mod registry;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
