@@ -380,8 +380,8 @@ fn a_trained_version_answers_in_the_open_inference_protocol() {
 
 /// Every project serves: a model trained in `demo` and its deployment answer at
 /// `/oip/demo/v2/…` (the base path Triton's HTTP client takes), and at `/v2/…` when a
-/// `qanat-project` header names `demo`; `/v2` alone is still the default project's,
-/// and `deploy create` prints the URL that answers.
+/// `qanat-project` header names `demo` (as do the root MLflow routes); `/v2` alone is
+/// still the default project's, and `deploy create` prints the URL that answers.
 #[test]
 fn every_project_serves_under_its_own_prefix() {
     let q = Qanat::start_with(vec![("QANAT_JOBS_CPUS".into(), "2".into())]);
@@ -414,6 +414,16 @@ fn every_project_serves_under_its_own_prefix() {
     // The header names the project where the path cannot (and gRPC's paths never do).
     let resp = http
         .raw(token, "GET", "/v2/models/cancer")
+        .header("qanat-project", "demo")
+        .send()
+        .expect("request");
+    assert_eq!(resp.status().as_u16(), 200);
+
+    // The root MLflow routes follow the same rule.
+    let mlflow = "/api/2.0/mlflow/registered-models/get?name=cancer";
+    assert_eq!(http.send(token, "GET", mlflow, None).0, 404);
+    let resp = http
+        .raw(token, "GET", mlflow)
         .header("qanat-project", "demo")
         .send()
         .expect("request");
