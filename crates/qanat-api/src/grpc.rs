@@ -9,7 +9,9 @@
 //! reaches a gRPC client as its HTTP status (401 → UNAUTHENTICATED, 403 →
 //! PERMISSION_DENIED). The messages are compiled from `proto/inference.proto` at build
 //! time by protox (pure Rust: no `protoc` to install). Requests become the same
-//! [`InferRequest`] REST builds, so a gRPC answer equals the REST one.
+//! [`InferRequest`] REST builds, so a gRPC answer equals the REST one. The service's
+//! paths name no project: a call is for the default project unless its metadata has a
+//! `qanat-project` entry, which the authorization point reads as REST's header.
 
 use std::pin::Pin;
 

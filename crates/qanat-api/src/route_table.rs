@@ -156,12 +156,9 @@ impl Fragment {
     /// that path for the server's default project — or the project a `qanat-project`
     /// header names — and at `/oip/{project}/v2…` for any project: the URL that
     /// Triton's HTTP client takes as a base path (`host:8080/oip/demo`).
-    pub(crate) fn oip(
-        mut self,
-        (schemas, paths, handler): UtoipaMethodRouter<AppState>,
-        policy: Policy,
-        transfer: Transfer,
-    ) -> Self {
+    pub(crate) fn oip(mut self, endpoint: UtoipaMethodRouter<AppState>, policy: Policy) -> Self {
+        let (schemas, paths, handler) = endpoint;
+        let transfer = Transfer::Bounded;
         self.mount(&paths, OIP_PREFIX, policy, &handler, transfer, false);
         self.documented(
             (schemas, paths, handler),
@@ -403,8 +400,6 @@ mod tests {
         assert_eq!(streaming, expected);
     }
 
-    /// Every MLflow route is served at the root and under `/mlflow/{project}`, each also
-    /// under `/ajax-api/`, with the same action and requirement.
     /// Every Open Inference Protocol route answers at `/v2…` for the default project and
     /// at `/oip/{project}/v2…` under the same policy for any project, and only those.
     #[test]
@@ -438,6 +433,8 @@ mod tests {
         }
     }
 
+    /// Every MLflow route is served at the root and under `/mlflow/{project}`, each also
+    /// under `/ajax-api/`, with the same action and requirement.
     #[test]
     fn mlflow_routes_are_mounted_twice_from_one_list() {
         let table = crate::route_table(&ApiLimits::default());

@@ -27,7 +27,7 @@ use utoipa_axum::routes;
 use crate::authz::Policy;
 use crate::error::{ApiError, ErrorNote};
 use crate::extract::{ApiPath, Caller, Scope};
-use crate::route_table::{Fragment, Transfer};
+use crate::route_table::Fragment;
 use crate::AppState;
 
 /// An error in OIP's shape: the status Qanat maps it to, the body `{"error": message}`.
@@ -366,49 +366,30 @@ pub(crate) async fn repository_unload(
 }
 
 pub(crate) fn routes() -> Fragment {
-    use Transfer::Bounded;
     let read = |action| Policy::in_project(action, Viewer);
     // What a token scoped to inference may call.
     let oip = |action| read(action).inference();
     let editor = |action| Policy::in_project(action, Editor);
     // Each route at `/v2…` for the default project and at `/oip/{project}/v2…`.
     Fragment::default()
-        .oip(
-            routes!(server_metadata),
-            Policy::public("serving.server"),
-            Bounded,
-        )
-        .oip(routes!(live), Policy::public("serving.live"), Bounded)
-        .oip(routes!(ready), Policy::public("serving.ready"), Bounded)
-        .oip(routes!(model_metadata), oip("serving.model.read"), Bounded)
-        .oip(
-            routes!(version_metadata),
-            oip("serving.model.read"),
-            Bounded,
-        )
-        .oip(routes!(model_ready), oip("serving.model.read"), Bounded)
-        .oip(routes!(version_ready), oip("serving.model.read"), Bounded)
+        .oip(routes!(server_metadata), Policy::public("serving.server"))
+        .oip(routes!(live), Policy::public("serving.live"))
+        .oip(routes!(ready), Policy::public("serving.ready"))
+        .oip(routes!(model_metadata), oip("serving.model.read"))
+        .oip(routes!(version_metadata), oip("serving.model.read"))
+        .oip(routes!(model_ready), oip("serving.model.read"))
+        .oip(routes!(version_ready), oip("serving.model.read"))
         // Each answer goes to the inference log (who, when, what, which version),
         // off the request path; refusals are audited by the authorization point.
-        .oip(routes!(model_infer), oip("serving.infer").query(), Bounded)
-        .oip(
-            routes!(version_infer),
-            oip("serving.infer").query(),
-            Bounded,
-        )
+        .oip(routes!(model_infer), oip("serving.infer").query())
+        .oip(routes!(version_infer), oip("serving.infer").query())
         .oip(
             routes!(repository_index),
             read("serving.repository.index").query(),
-            Bounded,
         )
-        .oip(
-            routes!(repository_load),
-            editor("serving.repository.load"),
-            Bounded,
-        )
+        .oip(routes!(repository_load), editor("serving.repository.load"))
         .oip(
             routes!(repository_unload),
             editor("serving.repository.unload"),
-            Bounded,
         )
 }
