@@ -9,6 +9,8 @@
 //!   `onnxruntime` (loaded at run time when a library is configured or found).
 //! - [`Runtime`]: the one trait every runtime implements (a table in, the model's raw
 //!   outputs out), and [`evaluate`]: the quality of those outputs against the target.
+//! - [`trees`]: tree ensembles from XGBoost's and LightGBM's own model files,
+//!   predicted here, equal to the libraries' own predictions.
 //! - [`imported`]: ONNX models made elsewhere (PyTorch, scikit-learn), their outputs
 //!   read as the trainer's, so they are measured, quantized and distilled like Qanat's.
 //! - [`optimize`]: a method applied to a model, both measured on a holdout, and a gate
@@ -40,6 +42,7 @@ pub mod package;
 pub mod prune;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod trees;
 
 pub use package::ModelPackage;
 use serde::{Deserialize, Serialize};
