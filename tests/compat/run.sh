@@ -126,6 +126,16 @@ ensure_venv "$TRITON_VENV" "$TRITON_REQ"
 echo "compat: tritonclient (HTTP with JSON and binary tensors, and gRPC) against the Open Inference Protocol" >&2
 MLFLOW_TRACKING_TOKEN=$ALICE QANAT_URL=$QANAT_SERVER_URL QANAT_EXAMPLE_DATA=$ROOT/examples/data \
   "$TRITON_VENV/bin/python" "$ROOT/tests/compat/triton_client.py" || status=1
+# MLflow's tree flavors (XGBoost, LightGBM) logged into project `other` with the mlflow
+# client, deployed and called through Triton's client; the libraries have their own venv,
+# keyed by its requirements.
+FLAVORS_REQ=$ROOT/tests/compat/flavors-requirements.txt
+FLAVORS_VENV=${QANAT_FLAVORS_VENV:-$(venv_path flavors "$FLAVORS_REQ")}
+ensure_venv "$FLAVORS_VENV" "$FLAVORS_REQ"
+echo "compat: MLflow flavors (XGBoost, LightGBM) served natively, called by tritonclient" >&2
+MLFLOW_TRACKING_TOKEN=$ALICE QANAT_URL=$QANAT_SERVER_URL QANAT_OTHER_PROJECT=other \
+  MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
+  "$FLAVORS_VENV/bin/python" "$ROOT/tests/compat/flavors.py" || status=1
 echo "compat: the PyTorch example as jobs (1 rank, 2 ranks over gloo${QANAT_TEST_SLURM:+, and on Slurm})" >&2
 MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \
   QANAT_URL=$QANAT_SERVER_URL TORCH_PYTHON=$TORCH_VENV/bin/python \

@@ -281,6 +281,40 @@ pub fn flavors(mlmodel: &[u8]) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The parts of an `MLmodel` file serving reads: each flavor's settings, and the
+/// signature's sides as MLflow writes them (each a list of column or tensor specs).
+#[derive(Debug, Clone, Default)]
+pub struct MlModelFile {
+    pub flavors: serde_json::Map<String, serde_json::Value>,
+    pub inputs: Option<Vec<serde_json::Value>>,
+    pub outputs: Option<Vec<serde_json::Value>>,
+}
+
+impl MlModelFile {
+    /// Reads `MLmodel`'s YAML; `None` when it is not YAML with a `flavors` mapping.
+    pub fn parse(mlmodel: &[u8]) -> Option<MlModelFile> {
+        let doc: serde_yaml_ng::Value = serde_yaml_ng::from_slice(mlmodel).ok()?;
+        let flavors = match serde_json::to_value(doc.get("flavors")?).ok()? {
+            serde_json::Value::Object(m) => m,
+            _ => return None,
+        };
+        let side = |name: &str| -> Option<Vec<serde_json::Value>> {
+            let specs = doc.get("signature")?.get(name)?.as_str()?;
+            serde_json::from_str(specs).ok()
+        };
+        Some(MlModelFile {
+            flavors,
+            inputs: side("inputs"),
+            outputs: side("outputs"),
+        })
+    }
+
+    /// A setting of a flavor (`xgboost`'s `data`, …) when it is a string.
+    pub fn setting(&self, flavor: &str, key: &str) -> Option<&str> {
+        self.flavors.get(flavor)?.get(key)?.as_str()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@
 pub mod batch;
 pub mod deploy;
 pub mod enrich;
+pub mod flavors;
 pub mod log;
 pub mod metrics;
 pub mod oip;
@@ -133,13 +134,16 @@ pub enum Model {
     /// An ONNX model made elsewhere, on tract, served tensor by tensor: its graph's
     /// inputs in, its result out (as Triton serves ONNX).
     Onnx(qanat_runtime::onnx::tract::TensorModel),
+    /// An MLflow model of a tree flavor (XGBoost, LightGBM), its trees predicted
+    /// natively ([`flavors`]).
+    Trees(flavors::TreeModel),
 }
 
 impl Model {
     pub fn native(&self) -> Option<&NativeModel> {
         match self {
             Model::Native(m) => Some(m),
-            Model::Onnx(_) => None,
+            Model::Onnx(_) | Model::Trees(_) => None,
         }
     }
 
@@ -148,6 +152,7 @@ impl Model {
         match self {
             Model::Native(m) => m.mlp().inputs(),
             Model::Onnx(m) => m.row_width(),
+            Model::Trees(m) => m.forest.features(),
         }
     }
 
@@ -156,6 +161,7 @@ impl Model {
         match self {
             Model::Native(m) => m.mlp().outputs(),
             Model::Onnx(m) => m.outputs(),
+            Model::Trees(m) => m.forest.outputs(),
         }
     }
 
@@ -169,6 +175,7 @@ impl Model {
         Ok(match self {
             Model::Native(m) => m.mlp().forward(x, rows, scratch)?.to_vec(),
             Model::Onnx(m) => m.run(x, rows)?,
+            Model::Trees(m) => m.forest.predict(x, rows)?,
         })
     }
 
@@ -178,9 +185,32 @@ impl Model {
             Model::Native(_) => PLATFORM,
             // Triton's name for ONNX models.
             Model::Onnx(_) => "onnxruntime_onnx",
+            Model::Trees(_) => TREES_PLATFORM,
+        }
+    }
+
+    /// What runs it, for `deploy status`: the runtime, the format it read, and where
+    /// it runs.
+    pub fn runtime(&self) -> String {
+        match self {
+            Model::Native(m) => format!("qanat native ({}, cpu)", m.spec().precision()),
+            Model::Onnx(_) => "onnx on tract (cpu)".into(),
+            Model::Trees(m) => format!(
+                "qanat trees ({} {}, {} trees, cpu)",
+                m.flavor,
+                if m.class.is_empty() {
+                    "model"
+                } else {
+                    m.class.rsplit('.').next().unwrap_or_default()
+                },
+                m.forest.trees()
+            ),
         }
     }
 }
+
+/// The platform name metadata reports for tree models served natively.
+pub const TREES_PLATFORM: &str = "qanat_trees";
 
 /// The platform name metadata reports for native models.
 pub const PLATFORM: &str = "qanat_native";
@@ -470,10 +500,46 @@ impl Serving {
         }
         // A model made elsewhere: its ONNX graph (as `mlflow.onnx.log_model` stores it).
         let Some(onnx) = read(qanat_model::package::ONNX).await? else {
-            // An MLflow model of another flavor is refused (at deploy too), but not
-            // marked in the registry: a later Qanat may have a runtime for it. Files
-            // that are missing altogether may yet arrive: not found, and tried again.
+            // An MLflow model: of a tree flavor, served natively; of another, refused
+            // (at deploy too) but not marked in the registry: a later Qanat may have a
+            // runtime for it. Files that are missing altogether may yet arrive: not
+            // found, and tried again.
             let mlmodel = read(qanat_model::package::MLMODEL).await?;
+            if let Some(doc) = mlmodel
+                .as_deref()
+                .and_then(qanat_model::package::MlModelFile::parse)
+            {
+                let refused = |why: String| {
+                    Fetch::Other(Error::Unservable(format!("{it} cannot be served: {why}")))
+                };
+                if let Some(plan) = flavors::plan(&doc).map_err(refused)? {
+                    let Some(bytes) = self.model_file(project, name, version, &plan.file).await?
+                    else {
+                        return Err(Fetch::Other(Error::NotFound(format!(
+                            "{it} has no {} although its MLmodel names it",
+                            plan.file
+                        ))));
+                    };
+                    // Reading a large forest takes a while: off the async workers.
+                    let model = tokio::task::spawn_blocking(move || {
+                        let m = flavors::load(&plan, &bytes, &doc)?;
+                        let inputs = flavors::inputs(&m, &doc);
+                        Ok::<_, String>((m, inputs))
+                    })
+                    .await
+                    .map_err(|e| {
+                        Fetch::Other(Error::Internal(format!("loading the model stopped: {e}")))
+                    })?;
+                    let (model, inputs) = model.map_err(refused)?;
+                    return Ok(Loaded {
+                        name: name.to_string(),
+                        version: version.to_string(),
+                        inputs,
+                        outputs: flavors::outputs(&model),
+                        model: Model::Trees(model),
+                    });
+                }
+            }
             return Err(Fetch::Other(nothing_to_serve(&it, mlmodel.as_deref())));
         };
         let unservable =
@@ -518,8 +584,9 @@ impl Serving {
 fn nothing_to_serve(it: &ObjectRef, mlmodel: Option<&[u8]>) -> Error {
     use qanat_model::package::{ONNX, SPEC, WEIGHTS};
     let served = format!(
-        "this server serves models trained by `qanat train` ({SPEC} and {WEIGHTS}) and \
-         ONNX graphs ({ONNX}, as `mlflow.onnx.log_model` stores them)"
+        "this server serves models trained by `qanat train` ({SPEC} and {WEIGHTS}), \
+         ONNX graphs ({ONNX}, as `mlflow.onnx.log_model` stores them), and XGBoost and \
+         LightGBM boosters (`mlflow.xgboost`, `mlflow.lightgbm`)"
     );
     let flavors = mlmodel
         .map(qanat_model::package::flavors)
@@ -531,8 +598,8 @@ fn nothing_to_serve(it: &ObjectRef, mlmodel: Option<&[u8]>) -> Error {
     } else {
         Error::Unservable(format!(
             "{it} cannot be served: it is an MLflow model with the flavors {}, which no \
-             runtime here loads yet; {served} (a scikit-learn, XGBoost or LightGBM model \
-             can be logged as ONNX, e.g. converted with skl2onnx)",
+             runtime here loads yet; {served} (a scikit-learn model can be logged as \
+             ONNX, e.g. converted with skl2onnx)",
             flavors.join(", ")
         ))
     }

@@ -379,7 +379,7 @@ pub struct Prepared {
     pub id: Option<String>,
 }
 
-/// An ONNX model's request as the matrix its batcher stacks: each graph input given
+/// An ONNX or tree model's request as the matrix its batcher stacks: each input given
 /// once, `[N, …]` with the graph's dimensions after the batch, numeric; each row the
 /// inputs' rows side by side, in graph order.
 fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f32>, usize)> {
@@ -477,7 +477,7 @@ pub fn prepare(loaded: &Loaded, request: InferRequest) -> Result<Prepared> {
                 .map_err(qanat_runtime::Error::from)?;
             (x, rows)
         }
-        Model::Onnx(_) => tensors(loaded, &request)?,
+        Model::Onnx(_) | Model::Trees(_) => tensors(loaded, &request)?,
     };
     Ok(Prepared {
         x,
@@ -512,6 +512,18 @@ pub fn respond(
 ) -> InferResponse {
     let k = loaded.model.outputs();
     let floats = |v: Vec<f32>| Value::from(v.into_iter().map(f64::from).collect::<Vec<_>>());
+    if let Model::Trees(model) = &loaded.model {
+        let mut outputs = crate::flavors::respond(model, &loaded.outputs, n, raw);
+        if let Some(w) = wanted {
+            outputs.retain(|o| w.contains(&o.name));
+        }
+        return InferResponse {
+            model_name: name.to_string(),
+            model_version: loaded.version.clone(),
+            id,
+            outputs,
+        };
+    }
     let Model::Native(model) = &loaded.model else {
         // An ONNX model: its result tensor, as the graph gives it.
         let meta = &loaded.outputs[0];
@@ -678,8 +690,22 @@ pub fn raw_output(out: &ResponseOutput) -> Vec<u8> {
             raw.extend_from_slice(&(s.len() as u32).to_le_bytes());
             raw.extend_from_slice(s);
         } else {
-            let x = v.as_f64().unwrap_or(f64::NAN) as f32;
-            raw.extend_from_slice(&x.to_le_bytes());
+            let x = v.as_f64().unwrap_or(f64::NAN);
+            // Integers as the JSON holds them (an i64 beyond f64's 53 bits exact).
+            let i = v.as_i64().unwrap_or(x as i64);
+            match out.datatype.as_str() {
+                "FP64" => raw.extend_from_slice(&x.to_le_bytes()),
+                "INT64" => raw.extend_from_slice(&i.to_le_bytes()),
+                "UINT64" => raw.extend_from_slice(&(i as u64).to_le_bytes()),
+                "INT32" => raw.extend_from_slice(&(i as i32).to_le_bytes()),
+                "UINT32" => raw.extend_from_slice(&(i as u32).to_le_bytes()),
+                "INT16" => raw.extend_from_slice(&(i as i16).to_le_bytes()),
+                "UINT16" => raw.extend_from_slice(&(i as u16).to_le_bytes()),
+                "INT8" => raw.extend_from_slice(&(i as i8).to_le_bytes()),
+                "UINT8" => raw.push(i as u8),
+                "BOOL" => raw.push(u8::from(v.as_bool().unwrap_or(x != 0.0))),
+                _ => raw.extend_from_slice(&(x as f32).to_le_bytes()),
+            }
         }
     }
     raw
@@ -774,6 +800,37 @@ mod tests {
         assert!(e.to_string().contains("not FP32"), "{e}");
         let i = input(json!({"name": "a", "shape": [-1], "datatype": "FP32", "data": []}));
         assert!(rows_of(&i).is_err());
+    }
+
+    #[test]
+    fn binary_outputs_take_their_datatype_s_width() {
+        let out = |datatype: &str, data: Value| ResponseOutput {
+            name: "o".into(),
+            shape: vec![2],
+            datatype: datatype.into(),
+            parameters: None,
+            data,
+        };
+        let f64s: Vec<u8> = [0.1f64, -2.5]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        assert_eq!(raw_output(&out("FP64", json!([0.1, -2.5]))), f64s);
+        let f32s: Vec<u8> = [0.1f32, -2.5]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        assert_eq!(raw_output(&out("FP32", json!([0.1, -2.5]))), f32s);
+        let i64s: Vec<u8> = [i64::MAX, -3]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        assert_eq!(raw_output(&out("INT64", json!([i64::MAX, -3]))), i64s);
+        assert_eq!(
+            raw_output(&out("INT32", json!([1, -1]))),
+            [1, 0, 0, 0, 255, 255, 255, 255]
+        );
+        assert_eq!(raw_output(&out("BOOL", json!([true, false]))), [1, 0]);
     }
 
     #[test]

@@ -814,6 +814,7 @@ impl Serving {
                 version: a.version.clone(),
                 healthy: a.healthy(),
                 reason: a.served.as_ref().err().cloned(),
+                runtime: a.served.as_ref().ok().map(|s| s.loaded.model.runtime()),
                 requests: a.requests.load(Ordering::Relaxed),
                 failures: a.failures.load(Ordering::Relaxed),
                 batching: a.served.as_ref().ok().map(|s| s.batcher.stats()),
@@ -994,15 +995,23 @@ async fn shadow_run(
         .map(|(a, b)| f64::from((a - b).abs()))
         .sum::<f64>()
         / raw.len() as f64;
-    let classifier = served
-        .loaded
-        .model
-        .native()
-        .is_some_and(|m| matches!(m.spec().preprocessing.target, Kind::Classification { .. }));
-    if classifier {
+    // Labels compared where outputs are a classifier's: logits (native), or
+    // probabilities (a tree classifier).
+    let cut = match &served.loaded.model {
+        crate::Model::Native(m)
+            if matches!(m.spec().preprocessing.target, Kind::Classification { .. }) =>
+        {
+            Some(0.0)
+        }
+        crate::Model::Trees(m) if matches!(m.answer, crate::flavors::Answer::Classifier { .. }) => {
+            Some(0.5)
+        }
+        _ => None,
+    };
+    if let Some(cut) = cut {
         let label = |z: &[f32]| {
             if k == 1 {
-                usize::from(z[0] > 0.0)
+                usize::from(z[0] > cut)
             } else {
                 qanat_runtime::evaluate::argmax(z)
             }

@@ -481,6 +481,10 @@ pub struct ArmStatus {
     /// Why it gets no traffic, when it does not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// What serves it and where (`qanat trees (xgboost XGBClassifier, 100 trees,
+    /// cpu)`), when it is loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
     pub requests: u64,
     pub failures: u64,
     pub batching: Option<BatchStats>,

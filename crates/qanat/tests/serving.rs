@@ -533,6 +533,139 @@ fn a_version_no_runtime_serves_is_refused_at_deploy_with_its_flavors() {
     assert!(!v.to_string().contains("qanat.unservable"), "{v}");
 }
 
+/// A fixture of qanat-runtime's tree suite: the model file's bytes, the rows without
+/// missing values, and the library's own predictions on them.
+fn tree_fixture(case: &str) -> (Vec<u8>, Vec<Vec<f64>>, Vec<Vec<f64>>) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../qanat-runtime/tests/fixtures/trees");
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(dir.join(format!("{case}.json"))).unwrap()).unwrap();
+    let model = std::fs::read(dir.join(doc["model"].as_str().unwrap())).unwrap();
+    let floats = |v: &Value| -> Vec<Option<f64>> {
+        v.as_array().unwrap().iter().map(Value::as_f64).collect()
+    };
+    let (mut rows, mut want) = (Vec::new(), Vec::new());
+    for (r, p) in doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(doc["predict"].as_array().unwrap())
+    {
+        let r = floats(r);
+        if r.iter().all(Option::is_some) {
+            rows.push(r.into_iter().flatten().collect());
+            want.push(floats(p).into_iter().flatten().collect());
+        }
+    }
+    (model, rows, want)
+}
+
+#[test]
+fn mlflow_tree_flavors_are_served_natively_with_their_own_outputs() {
+    let q = Qanat::start_with(vec![]);
+    let token = &q.admin_token;
+    // An XGBoost classifier as mlflow.xgboost logs it (the scikit-learn wrapper, early
+    // stopped: predict stops at its best iteration), and a LightGBM booster.
+    let (xgb, rows, want) = tree_fixture("xgb_sklearn_early");
+    let mlmodel = b"flavors:\n  python_function:\n    data: model.ubj\n    loader_module: mlflow.xgboost\n  xgboost:\n    data: model.ubj\n    model_class: xgboost.sklearn.XGBClassifier\n    model_format: ubj\n".to_vec();
+    q.register_files(token, "xgb", &[("MLmodel", mlmodel), ("model.ubj", xgb)]);
+    let out = deploy(&q, &["create", "xgb", "--model", "xgb", "--primary", "1"]);
+    assert!(out.contains("answers at"), "{out}");
+    let (ok, status, err) = q.cli(&["deploy", "-p", "default", "status", "xgb"]);
+    assert!(ok, "{err}");
+    assert!(
+        status.contains("qanat trees (xgboost XGBClassifier"),
+        "{status}"
+    );
+
+    let n = rows.len();
+    let flat: Vec<f64> = rows.iter().flatten().copied().collect();
+    let (s, v) = q.http().send(
+        token,
+        "POST",
+        "/v2/models/xgb/infer",
+        Some(json!({"inputs": [{"name": "input-0", "shape": [n, 6], "datatype": "FP32", "data": flat}]})),
+    );
+    assert_eq!(s, 200, "{v}");
+    let out = |name: &str| -> Vec<f64> {
+        let o = v["outputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == name)
+            .unwrap();
+        o["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let (labels, proba) = (out("predict"), out("predict_proba"));
+    assert_eq!(proba.len(), 2 * n);
+    for (i, w) in want.iter().enumerate() {
+        assert!(
+            (proba[2 * i + 1] - w[0]).abs() < 1e-6,
+            "row {i}: {} vs {}",
+            proba[2 * i + 1],
+            w[0]
+        );
+        assert_eq!(labels[i], f64::from(u8::from(w[0] > 0.5)), "row {i}");
+    }
+
+    let (lgb, rows, want) = tree_fixture("lgb_multiclass");
+    let mlmodel = b"flavors:\n  lightgbm:\n    data: model.lgb\n    model_class: lightgbm.basic.Booster\nsignature:\n  inputs: '[{\"type\": \"tensor\", \"tensor-spec\": {\"dtype\": \"float64\", \"shape\": [-1, 6]}}]'\n  outputs: '[{\"type\": \"tensor\", \"tensor-spec\": {\"dtype\": \"float64\", \"shape\": [-1, 3]}}]'\n".to_vec();
+    q.register_files(token, "lgb", &[("MLmodel", mlmodel), ("model.lgb", lgb)]);
+    let n = rows.len();
+    let flat: Vec<f64> = rows.iter().flatten().copied().collect();
+    let (s, meta) = q.http().send(token, "GET", "/v2/models/lgb", None);
+    assert_eq!(s, 200, "{meta}");
+    assert_eq!(meta["platform"], "qanat_trees");
+    assert_eq!(meta["inputs"][0]["datatype"], "FP64", "{meta}");
+    assert_eq!(meta["outputs"][0]["shape"], json!([-1, 3]), "{meta}");
+    let (s, v) = q.http().send(
+        token,
+        "POST",
+        "/v2/models/lgb/infer",
+        Some(json!({"inputs": [{"name": "input-0", "shape": [n, 6], "datatype": "FP64", "data": flat}]})),
+    );
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["outputs"][0]["datatype"], "FP64");
+    let got: Vec<f64> = v["outputs"][0]["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    let want: Vec<f64> = want.into_iter().flatten().collect();
+    assert_eq!(got.len(), want.len());
+    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert!((a - b).abs() < 1e-6, "value {i}: {a} vs {b}");
+    }
+    // A damaged model file is refused with the reason, at deploy.
+    let mlmodel = b"flavors:\n  lightgbm:\n    data: model.lgb\n".to_vec();
+    q.register_files(
+        token,
+        "broken",
+        &[
+            ("MLmodel", mlmodel),
+            ("model.lgb", b"tree\nnum_class=1\n".to_vec()),
+        ],
+    );
+    let (ok, _, err) = q.cli(&[
+        "deploy",
+        "-p",
+        "default",
+        "create",
+        "b",
+        "--model",
+        "broken",
+        "--primary",
+        "1",
+    ]);
+    assert!(!ok && err.contains("not a LightGBM model file"), "{err}");
+}
+
 /// One inference on deployment (or model) `name`, with a routing key when given:
 /// (status, the version that answered or the error).
 fn infer_one(http: &common::Http, token: &str, name: &str, key: Option<&str>) -> (u16, String) {

@@ -53,6 +53,7 @@ columns!(ArmStatus, |a| {
     "weight" => a.weight.to_string(),
     "version" => a.version.clone().unwrap_or_else(|| "-".into()),
     "healthy" => if a.healthy { "yes".into() } else { format!("no: {}", a.reason.clone().unwrap_or_default()) },
+    "runtime" => a.runtime.clone().unwrap_or_else(|| "-".into()),
     "requests" => a.requests.to_string(),
     "failures" => a.failures.to_string(),
     "batches" => a.batching.as_ref().map_or("-".into(), |b| {
