@@ -18,16 +18,22 @@ struct Case {
 
 fn cases() -> Vec<Case> {
     let mut out: Vec<Case> = std::fs::read_dir(dir())
-        .unwrap()
+        .expect("a fixture as make.py writes it")
         .filter_map(|e| {
-            let p = e.unwrap().path();
+            let p = e.expect("a fixture as make.py writes it").path();
             (p.extension()? == "json" && !p.to_str()?.contains(".model.")).then_some(p)
         })
         .filter_map(|p| {
-            let doc: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).ok()?;
+            let doc: Value =
+                serde_json::from_slice(&std::fs::read(&p).expect("a fixture as make.py writes it"))
+                    .ok()?;
             doc.get("kind")?;
             Some(Case {
-                name: p.file_stem().unwrap().to_string_lossy().into_owned(),
+                name: p
+                    .file_stem()
+                    .expect("a fixture as make.py writes it")
+                    .to_string_lossy()
+                    .into_owned(),
                 doc,
             })
         })
@@ -38,11 +44,11 @@ fn cases() -> Vec<Case> {
 
 fn matrix(v: &Value) -> Vec<Vec<f64>> {
     v.as_array()
-        .unwrap()
+        .expect("a fixture as make.py writes it")
         .iter()
         .map(|r| {
             r.as_array()
-                .unwrap()
+                .expect("a fixture as make.py writes it")
                 .iter()
                 .map(|x| x.as_f64().unwrap_or(f64::NAN))
                 .collect()
@@ -51,12 +57,23 @@ fn matrix(v: &Value) -> Vec<Vec<f64>> {
 }
 
 fn forest(case: &Case) -> Forest {
-    let file = dir().join(case.doc["model"].as_str().unwrap());
-    let bytes = std::fs::read(&file).unwrap();
-    match case.doc["kind"].as_str().unwrap() {
-        "xgboost" => xgboost::read(&bytes).unwrap().forest,
+    let file = dir().join(
+        case.doc["model"]
+            .as_str()
+            .expect("a fixture as make.py writes it"),
+    );
+    let bytes = std::fs::read(&file).expect("a fixture as make.py writes it");
+    match case.doc["kind"]
+        .as_str()
+        .expect("a fixture as make.py writes it")
+    {
+        "xgboost" => {
+            xgboost::read(&bytes)
+                .expect("a fixture as make.py writes it")
+                .forest
+        }
         "xgboost-sklearn" => {
-            let mut m = xgboost::read(&bytes).unwrap();
+            let mut m = xgboost::read(&bytes).expect("a fixture as make.py writes it");
             assert_eq!(
                 m.best_iteration,
                 case.doc["best_iteration"].as_u64().map(|b| b as usize)
@@ -66,8 +83,8 @@ fn forest(case: &Case) -> Forest {
             m.forest
         }
         "lightgbm" => {
-            lightgbm::read(std::str::from_utf8(&bytes).unwrap())
-                .unwrap()
+            lightgbm::read(std::str::from_utf8(&bytes).expect("a fixture as make.py writes it"))
+                .expect("a fixture as make.py writes it")
                 .forest
         }
         other => panic!("kind {other}"),
@@ -88,7 +105,7 @@ fn predictions_equal_the_libraries_own() {
         let rows = matrix(&case.doc["rows"]);
         let x: Vec<f32> = rows.iter().flatten().map(|v| *v as f32).collect();
         let n = rows.len();
-        let margins = f.margins(&x, n).unwrap();
+        let margins = f.margins(&x, n).expect("a fixture as make.py writes it");
         let want = matrix(&case.doc["margin"]);
         // LightGBM's raw scores of a random forest are its trees' sum; its predictions
         // (and these margins) their mean.
@@ -102,7 +119,7 @@ fn predictions_equal_the_libraries_own() {
         for (i, (a, b)) in margins.iter().zip(&want).enumerate() {
             assert!(close(*a, *b), "{} margin {i}: {a} vs {b}", case.name);
         }
-        let got = f.predict(&x, n).unwrap();
+        let got = f.predict(&x, n).expect("a fixture as make.py writes it");
         let want: Vec<f64> = matrix(&case.doc["predict"]).into_iter().flatten().collect();
         assert_eq!(got.len(), want.len(), "{}", case.name);
         for (i, (a, b)) in got.iter().zip(&want).enumerate() {
@@ -118,8 +135,12 @@ fn predictions_equal_the_libraries_own() {
 #[test]
 fn truncated_and_damaged_files_are_refused_not_panicked_on() {
     for case in cases() {
-        let file = dir().join(case.doc["model"].as_str().unwrap());
-        let bytes = std::fs::read(&file).unwrap();
+        let file = dir().join(
+            case.doc["model"]
+                .as_str()
+                .expect("a fixture as make.py writes it"),
+        );
+        let bytes = std::fs::read(&file).expect("a fixture as make.py writes it");
         let lightgbm = case.doc["kind"] == "lightgbm";
         for cut in [1, bytes.len() / 3, bytes.len() / 2, bytes.len() - 1] {
             let part = &bytes[..cut];

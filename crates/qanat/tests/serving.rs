@@ -538,18 +538,25 @@ fn a_version_no_runtime_serves_is_refused_at_deploy_with_its_flavors() {
 fn tree_fixture(case: &str) -> (Vec<u8>, Vec<Vec<f64>>, Vec<Vec<f64>>) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../qanat-runtime/tests/fixtures/trees");
-    let doc: Value =
-        serde_json::from_slice(&std::fs::read(dir.join(format!("{case}.json"))).unwrap()).unwrap();
-    let model = std::fs::read(dir.join(doc["model"].as_str().unwrap())).unwrap();
+    let doc: Value = serde_json::from_slice(
+        &std::fs::read(dir.join(format!("{case}.json"))).expect("as expected"),
+    )
+    .expect("as expected");
+    let model =
+        std::fs::read(dir.join(doc["model"].as_str().expect("as expected"))).expect("as expected");
     let floats = |v: &Value| -> Vec<Option<f64>> {
-        v.as_array().unwrap().iter().map(Value::as_f64).collect()
+        v.as_array()
+            .expect("as expected")
+            .iter()
+            .map(Value::as_f64)
+            .collect()
     };
     let (mut rows, mut want) = (Vec::new(), Vec::new());
     for (r, p) in doc["rows"]
         .as_array()
-        .unwrap()
+        .expect("as expected")
         .iter()
-        .zip(doc["predict"].as_array().unwrap())
+        .zip(doc["predict"].as_array().expect("as expected"))
     {
         let r = floats(r);
         if r.iter().all(Option::is_some) {
@@ -590,15 +597,15 @@ fn mlflow_tree_flavors_are_served_natively_with_their_own_outputs() {
     let out = |name: &str| -> Vec<f64> {
         let o = v["outputs"]
             .as_array()
-            .unwrap()
+            .expect("as expected")
             .iter()
             .find(|o| o["name"] == name)
-            .unwrap();
+            .expect("as expected");
         o["data"]
             .as_array()
-            .unwrap()
+            .expect("as expected")
             .iter()
-            .map(|x| x.as_f64().unwrap())
+            .map(|x| x.as_f64().expect("as expected"))
             .collect()
     };
     let (labels, proba) = (out("predict"), out("predict_proba"));
@@ -633,9 +640,9 @@ fn mlflow_tree_flavors_are_served_natively_with_their_own_outputs() {
     assert_eq!(v["outputs"][0]["datatype"], "FP64");
     let got: Vec<f64> = v["outputs"][0]["data"]
         .as_array()
-        .unwrap()
+        .expect("as expected")
         .iter()
-        .map(|x| x.as_f64().unwrap())
+        .map(|x| x.as_f64().expect("as expected"))
         .collect();
     let want: Vec<f64> = want.into_iter().flatten().collect();
     assert_eq!(got.len(), want.len());

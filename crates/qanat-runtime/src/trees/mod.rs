@@ -510,16 +510,19 @@ mod tests {
             spec(2, Sum::F64, Link::Identity),
             vec![(t0.clone(), 0), (t1.clone(), 1), (t0, 1)],
         )
-        .unwrap();
+        .expect("a valid forest");
         let x = [0.0, -1.0, 5.0, 5.0, f32::NAN, f32::NAN];
-        let m = f.margins(&x, 3).unwrap();
+        let m = f.margins(&x, 3).expect("a valid forest");
         assert_eq!(m, vec![1.5, 11.5, 2.5, 22.5, 1.5, 11.5]);
         let p = Forest::new(
             spec(1, Sum::F32, Link::Sigmoid { scale: 1.0 }),
             vec![(vec![TreeNode::Leaf(-0.5)], 0)],
         )
-        .unwrap();
-        assert_eq!(p.predict(&[0.0, 0.0], 1).unwrap(), vec![0.5]);
+        .expect("a valid forest");
+        assert_eq!(
+            p.predict(&[0.0, 0.0], 1).expect("a valid forest"),
+            vec![0.5]
+        );
     }
 
     #[test]
@@ -559,7 +562,7 @@ mod tests {
             (vec![], "0 nodes"),
         ] {
             let e = Forest::new(spec(1, Sum::F64, Link::Identity), vec![(t, 0)])
-                .unwrap_err()
+                .expect_err("refused")
                 .to_string();
             assert!(e.contains(why), "{e}");
         }
@@ -567,7 +570,7 @@ mod tests {
             spec(1, Sum::F64, Link::Identity),
             vec![(vec![TreeNode::Leaf(1.0)], 3)],
         )
-        .unwrap_err()
+        .expect_err("refused")
         .to_string();
         assert!(e.contains("group 3"), "{e}");
     }

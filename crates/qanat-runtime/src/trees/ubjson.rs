@@ -203,7 +203,7 @@ mod tests {
         b.extend([b'i', 1, b'b', b'S', b'i', 2, b'h', b'i']);
         b.extend([b'i', 1, b'c', b'[', b'T', b'Z', b'i', 0xfd, b']']);
         b.push(b'}');
-        let v = parse(&b).unwrap();
+        let v = parse(&b).expect("valid UBJSON");
         assert_eq!(
             v,
             serde_json::json!({"a": [1.5, 2.5], "b": "hi", "c": [true, null, -3]})
@@ -222,7 +222,7 @@ mod tests {
             (vec![b'S', b'i', 5, b'a'], "the file ends"),
             (vec![b'X'], "unknown marker"),
         ] {
-            let e = parse(&bytes).unwrap_err();
+            let e = parse(&bytes).expect_err("refused");
             assert!(e.contains(why), "{e}");
         }
     }

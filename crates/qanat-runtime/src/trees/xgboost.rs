@@ -83,11 +83,14 @@ fn array<'a>(tree: &'a Value, name: &str, i: usize) -> Result<&'a [Value], Error
         .ok_or_else(|| Error::invalid(format!("XGBoost tree {i} has no '{name}' array")))
 }
 
+/// How an objective's base score (a probability, a mean) becomes a margin.
+type ToMargin = fn(f64) -> f64;
+
 /// The link and the map from base score to margin of an objective.
-fn objective(name: &str) -> Result<(Link, fn(f64) -> f64), Error> {
-    let identity: fn(f64) -> f64 = |b| b;
-    let logit: fn(f64) -> f64 = |b| -(1.0 / b - 1.0).ln();
-    let ln: fn(f64) -> f64 = f64::ln;
+fn objective(name: &str) -> Result<(Link, ToMargin), Error> {
+    let identity: ToMargin = |b| b;
+    let logit: ToMargin = |b| -(1.0 / b - 1.0).ln();
+    let ln: ToMargin = f64::ln;
     Ok(match name {
         "reg:squarederror"
         | "reg:linear"
