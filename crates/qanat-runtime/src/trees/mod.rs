@@ -32,7 +32,8 @@ const ZERO_LEFT: u32 = 1 << 28;
 const FEATURE: u32 = (1 << 28) - 1;
 
 /// One node: a split (`feature`'s value below `threshold` goes to `left`, else to
-/// `right`) or a leaf (its value in [`Forest::values`] at the same index).
+/// `right`) or a leaf, whose `f64` value is held in `left` (high bits) and `right`
+/// (low bits), in the node's own cache line.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Node {
     /// The feature index and the flags above.
@@ -125,9 +126,8 @@ pub enum Sum {
 pub struct Forest {
     features: usize,
     groups: usize,
+    /// Every tree's nodes; leaves hold their value, a tree's weight applied.
     nodes: Vec<Node>,
-    /// Each node's leaf value (0 for splits), a tree's weight applied.
-    values: Vec<f64>,
     roots: Vec<u32>,
     /// Each tree's output group.
     tree_group: Vec<u32>,
@@ -184,7 +184,6 @@ impl Forest {
             return Err(Error::invalid("a tree ensemble with over 4 billion nodes"));
         }
         let mut nodes = Vec::with_capacity(total);
-        let mut values = Vec::with_capacity(total);
         let mut roots = Vec::with_capacity(trees.len());
         let mut tree_group = Vec::with_capacity(trees.len());
         for (i, (tree, group)) in trees.into_iter().enumerate() {
@@ -205,13 +204,13 @@ impl Forest {
                         if !v.is_finite() {
                             return Err(bad(format!("leaf {n} has the value {v}")));
                         }
+                        let b = v.to_bits();
                         nodes.push(Node {
                             bits: LEAF,
                             threshold: 0.0,
-                            left: 0,
-                            right: 0,
+                            left: (b >> 32) as u32,
+                            right: b as u32,
                         });
-                        values.push(v);
                     }
                     TreeNode::Split(s) => {
                         if s.feature >= features {
@@ -248,7 +247,6 @@ impl Forest {
                             left: (offset + s.left) as u32,
                             right: (offset + s.right) as u32,
                         });
-                        values.push(0.0);
                     }
                 }
             }
@@ -259,7 +257,6 @@ impl Forest {
             features,
             groups,
             nodes,
-            values,
             roots,
             tree_group,
             base,
@@ -301,25 +298,65 @@ impl Forest {
         self.tree_group.truncate(n);
     }
 
-    /// The leaf node a row reaches from `root`.
+    /// The node a split sends value `x` to.
     #[inline(always)]
-    fn leaf(&self, row: &[f32], root: u32) -> usize {
+    fn next(n: Node, x: f32) -> usize {
+        let left = if x.is_nan() {
+            n.bits & NAN_LEFT != 0
+        } else if n.bits & ZERO_MISSING != 0 && x.abs() <= ZERO {
+            n.bits & ZERO_LEFT != 0
+        } else {
+            x < n.threshold
+        };
+        if left {
+            n.left as usize
+        } else {
+            n.right as usize
+        }
+    }
+
+    /// A leaf's value.
+    #[inline(always)]
+    fn value(n: Node) -> f64 {
+        f64::from_bits(u64::from(n.left) << 32 | u64::from(n.right))
+    }
+
+    /// The values of the leaves `rows` rows of `x` reach from `root`, into `out`.
+    /// Rows walk the tree eight at a time, in step: their chains of dependent loads
+    /// overlap instead of waiting on each other.
+    fn walk(&self, x: &[f32], rows: usize, root: u32, out: &mut [f64]) {
+        const LANES: usize = 8;
         let nodes = &self.nodes[..];
-        let mut i = root as usize;
-        loop {
-            let n = nodes[i];
-            if n.bits & LEAF != 0 {
-                return i;
+        let f = self.features;
+        let mut r = 0;
+        while r + LANES <= rows {
+            let lanes = &x[r * f..(r + LANES) * f];
+            let mut at = [root as usize; LANES];
+            loop {
+                let mut moved = false;
+                for (k, i) in at.iter_mut().enumerate() {
+                    let n = nodes[*i];
+                    if n.bits & LEAF == 0 {
+                        *i = Self::next(n, lanes[k * f + (n.bits & FEATURE) as usize]);
+                        moved = true;
+                    }
+                }
+                if !moved {
+                    break;
+                }
             }
-            let x = row[(n.bits & FEATURE) as usize];
-            let left = if x.is_nan() {
-                n.bits & NAN_LEFT != 0
-            } else if n.bits & ZERO_MISSING != 0 && x.abs() <= ZERO {
-                n.bits & ZERO_LEFT != 0
-            } else {
-                x < n.threshold
-            };
-            i = if left { n.left } else { n.right } as usize;
+            for (o, i) in out[r..r + LANES].iter_mut().zip(at) {
+                *o = Self::value(nodes[i]);
+            }
+            r += LANES;
+        }
+        for (o, row) in out[r..rows].iter_mut().zip(x[r * f..].chunks_exact(f)) {
+            let mut i = root as usize;
+            while nodes[i].bits & LEAF == 0 {
+                let n = nodes[i];
+                i = Self::next(n, row[(n.bits & FEATURE) as usize]);
+            }
+            *o = Self::value(nodes[i]);
         }
     }
 
@@ -340,6 +377,7 @@ impl Forest {
         const BLOCK: usize = 64;
         let mut acc32 = vec![0.0f32; BLOCK * g];
         let mut acc64 = vec![0.0f64; BLOCK * g];
+        let mut leaves = [0.0f64; BLOCK];
         for start in (0..rows).step_by(BLOCK) {
             let n = BLOCK.min(rows - start);
             let block = &x[start * self.features..(start + n) * self.features];
@@ -351,9 +389,9 @@ impl Forest {
                         }
                     }
                     for (&root, &group) in self.roots.iter().zip(&self.tree_group) {
-                        for (r, row) in block.chunks_exact(self.features).enumerate() {
-                            let leaf = self.leaf(row, root);
-                            acc32[r * g + group as usize] += self.values[leaf] as f32;
+                        self.walk(block, n, root, &mut leaves);
+                        for (r, v) in leaves[..n].iter().enumerate() {
+                            acc32[r * g + group as usize] += *v as f32;
                         }
                     }
                     for (o, a) in out[start * g..(start + n) * g].iter_mut().zip(&acc32) {
@@ -365,9 +403,9 @@ impl Forest {
                         acc64[r * g..(r + 1) * g].copy_from_slice(&self.base);
                     }
                     for (&root, &group) in self.roots.iter().zip(&self.tree_group) {
-                        for (r, row) in block.chunks_exact(self.features).enumerate() {
-                            let leaf = self.leaf(row, root);
-                            acc64[r * g + group as usize] += self.values[leaf];
+                        self.walk(block, n, root, &mut leaves);
+                        for (r, v) in leaves[..n].iter().enumerate() {
+                            acc64[r * g + group as usize] += *v;
                         }
                     }
                     for (o, a) in out[start * g..(start + n) * g].iter_mut().zip(&acc64) {
