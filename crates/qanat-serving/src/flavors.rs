@@ -105,8 +105,20 @@ fn wrapper_kind(class: &str) -> Option<bool> {
     }
 }
 
+/// The largest tree model file read: parsing takes memory a small multiple of it, in
+/// the server's own process.
+pub const MAX_FILE_BYTES: usize = 512 << 20;
+
 /// The model of `plan`, read from `bytes`.
 pub fn load(plan: &Plan, bytes: &[u8], mlmodel: &MlModelFile) -> Result<TreeModel, String> {
+    if bytes.len() > MAX_FILE_BYTES {
+        return Err(format!(
+            "its {} model file is {} MiB, over the {} MiB a tree model may take here",
+            plan.flavor,
+            bytes.len() >> 20,
+            MAX_FILE_BYTES >> 20
+        ));
+    }
     let wrapper = wrapper_kind(&plan.class);
     let forest = match plan.flavor {
         "xgboost" => {
@@ -233,7 +245,8 @@ pub fn outputs(model: &TreeModel) -> Vec<TensorMetadata> {
     let mut out = vec![TensorMetadata {
         name: model.predict.0.clone(),
         datatype: model.predict.1.clone(),
-        shape: if k == 1 || model.answer != Answer::Booster {
+        // Labels, or one value a row: a vector; else a matrix.
+        shape: if k == 1 || matches!(model.answer, Answer::Classifier { .. }) {
             vec![-1]
         } else {
             vec![-1, k]
@@ -261,12 +274,7 @@ fn typed(v: f32, datatype: &str) -> Value {
 }
 
 /// The response tensors of `n` rows whose forest gave `raw`.
-pub fn respond(
-    model: &TreeModel,
-    meta: &[TensorMetadata],
-    n: usize,
-    raw: &[f32],
-) -> Vec<ResponseOutput> {
+pub fn respond(model: &TreeModel, n: usize, raw: &[f32]) -> Vec<ResponseOutput> {
     let (name, datatype) = &model.predict;
     let k = model.forest.outputs().max(1);
     let tensor = |name: &str, datatype: &str, shape: Vec<usize>, data: Vec<Value>| ResponseOutput {
@@ -278,11 +286,7 @@ pub fn respond(
     };
     match &model.answer {
         Answer::Booster | Answer::Regressor => {
-            let shape = if meta.first().is_some_and(|m| m.shape.len() == 1) {
-                vec![n]
-            } else {
-                vec![n, k]
-            };
+            let shape = if k == 1 { vec![n] } else { vec![n, k] };
             vec![tensor(
                 name,
                 datatype,

@@ -510,42 +510,39 @@ pub fn respond(
     id: Option<String>,
     wanted: Option<Vec<String>>,
 ) -> InferResponse {
+    let mut outputs = output_tensors(loaded, n, raw);
+    if let Some(w) = wanted {
+        outputs.retain(|o| w.contains(&o.name));
+    }
+    InferResponse {
+        model_name: name.to_string(),
+        model_version: loaded.version.clone(),
+        id,
+        outputs,
+    }
+}
+
+/// Every output tensor of `n` rows whose model gave `raw`.
+fn output_tensors(loaded: &Loaded, n: usize, raw: &[f32]) -> Vec<ResponseOutput> {
     let k = loaded.model.outputs();
     let floats = |v: Vec<f32>| Value::from(v.into_iter().map(f64::from).collect::<Vec<_>>());
-    if let Model::Trees(model) = &loaded.model {
-        let mut outputs = crate::flavors::respond(model, &loaded.outputs, n, raw);
-        if let Some(w) = wanted {
-            outputs.retain(|o| w.contains(&o.name));
+    let model = match &loaded.model {
+        Model::Native(model) => model,
+        Model::Trees(model) => return crate::flavors::respond(model, n, raw),
+        Model::Onnx(_) => {
+            // Its result tensor, as the graph gives it.
+            let meta = &loaded.outputs[0];
+            let shape = std::iter::once(n)
+                .chain(meta.shape.iter().skip(1).map(|d| *d as usize))
+                .collect();
+            return vec![ResponseOutput {
+                name: meta.name.clone(),
+                shape,
+                datatype: "FP32".into(),
+                parameters: None,
+                data: floats(raw.to_vec()),
+            }];
         }
-        return InferResponse {
-            model_name: name.to_string(),
-            model_version: loaded.version.clone(),
-            id,
-            outputs,
-        };
-    }
-    let Model::Native(model) = &loaded.model else {
-        // An ONNX model: its result tensor, as the graph gives it.
-        let meta = &loaded.outputs[0];
-        let shape = std::iter::once(n)
-            .chain(meta.shape.iter().skip(1).map(|d| *d as usize))
-            .collect();
-        let mut outputs = vec![ResponseOutput {
-            name: meta.name.clone(),
-            shape,
-            datatype: "FP32".into(),
-            parameters: None,
-            data: floats(raw.to_vec()),
-        }];
-        if let Some(w) = wanted {
-            outputs.retain(|o| w.contains(&o.name));
-        }
-        return InferResponse {
-            model_name: name.to_string(),
-            model_version: loaded.version.clone(),
-            id,
-            outputs,
-        };
     };
     let target = &model.spec().preprocessing.target;
     let mut outputs = vec![ResponseOutput {
@@ -605,15 +602,7 @@ pub fn respond(
             ),
         }),
     }
-    if let Some(w) = wanted {
-        outputs.retain(|o| w.contains(&o.name));
-    }
-    InferResponse {
-        model_name: name.to_string(),
-        model_version: loaded.version.clone(),
-        id,
-        outputs,
-    }
+    outputs
 }
 
 fn softmax(z: &[f32]) -> Vec<f32> {

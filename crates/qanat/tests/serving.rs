@@ -567,6 +567,35 @@ fn tree_fixture(case: &str) -> (Vec<u8>, Vec<Vec<f64>>, Vec<Vec<f64>>) {
     (model, rows, want)
 }
 
+/// The answer of model `name` to `rows` as one `input-0` tensor of `datatype`; it
+/// must succeed.
+fn infer_rows(q: &Qanat, name: &str, datatype: &str, rows: &[Vec<f64>]) -> Value {
+    let flat: Vec<f64> = rows.iter().flatten().copied().collect();
+    let shape = [rows.len(), rows.first().map_or(0, Vec::len)];
+    let (s, v) = q.http().send(
+        &q.admin_token,
+        "POST",
+        &format!("/v2/models/{name}/infer"),
+        Some(json!({"inputs": [{"name": "input-0", "shape": shape, "datatype": datatype, "data": flat}]})),
+    );
+    assert_eq!(s, 200, "{v}");
+    v
+}
+
+/// Output `name` of a response, as numbers.
+fn output(v: &Value, name: &str) -> Vec<f64> {
+    let o = v["outputs"]
+        .as_array()
+        .and_then(|o| o.iter().find(|o| o["name"] == name))
+        .unwrap_or_else(|| panic!("no output {name} in {v}"));
+    o["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|x| x.as_f64().expect("a number"))
+        .collect()
+}
+
 #[test]
 fn mlflow_tree_flavors_are_served_natively_with_their_own_outputs() {
     let q = Qanat::start_with(vec![]);
@@ -586,29 +615,8 @@ fn mlflow_tree_flavors_are_served_natively_with_their_own_outputs() {
     );
 
     let n = rows.len();
-    let flat: Vec<f64> = rows.iter().flatten().copied().collect();
-    let (s, v) = q.http().send(
-        token,
-        "POST",
-        "/v2/models/xgb/infer",
-        Some(json!({"inputs": [{"name": "input-0", "shape": [n, 6], "datatype": "FP32", "data": flat}]})),
-    );
-    assert_eq!(s, 200, "{v}");
-    let out = |name: &str| -> Vec<f64> {
-        let o = v["outputs"]
-            .as_array()
-            .expect("as expected")
-            .iter()
-            .find(|o| o["name"] == name)
-            .expect("as expected");
-        o["data"]
-            .as_array()
-            .expect("as expected")
-            .iter()
-            .map(|x| x.as_f64().expect("as expected"))
-            .collect()
-    };
-    let (labels, proba) = (out("predict"), out("predict_proba"));
+    let v = infer_rows(&q, "xgb", "FP32", &rows);
+    let (labels, proba) = (output(&v, "predict"), output(&v, "predict_proba"));
     assert_eq!(proba.len(), 2 * n);
     for (i, w) in want.iter().enumerate() {
         assert!(
@@ -623,27 +631,14 @@ fn mlflow_tree_flavors_are_served_natively_with_their_own_outputs() {
     let (lgb, rows, want) = tree_fixture("lgb_multiclass");
     let mlmodel = b"flavors:\n  lightgbm:\n    data: model.lgb\n    model_class: lightgbm.basic.Booster\nsignature:\n  inputs: '[{\"type\": \"tensor\", \"tensor-spec\": {\"dtype\": \"float64\", \"shape\": [-1, 6]}}]'\n  outputs: '[{\"type\": \"tensor\", \"tensor-spec\": {\"dtype\": \"float64\", \"shape\": [-1, 3]}}]'\n".to_vec();
     q.register_files(token, "lgb", &[("MLmodel", mlmodel), ("model.lgb", lgb)]);
-    let n = rows.len();
-    let flat: Vec<f64> = rows.iter().flatten().copied().collect();
     let (s, meta) = q.http().send(token, "GET", "/v2/models/lgb", None);
     assert_eq!(s, 200, "{meta}");
     assert_eq!(meta["platform"], "qanat_trees");
     assert_eq!(meta["inputs"][0]["datatype"], "FP64", "{meta}");
     assert_eq!(meta["outputs"][0]["shape"], json!([-1, 3]), "{meta}");
-    let (s, v) = q.http().send(
-        token,
-        "POST",
-        "/v2/models/lgb/infer",
-        Some(json!({"inputs": [{"name": "input-0", "shape": [n, 6], "datatype": "FP64", "data": flat}]})),
-    );
-    assert_eq!(s, 200, "{v}");
+    let v = infer_rows(&q, "lgb", "FP64", &rows);
     assert_eq!(v["outputs"][0]["datatype"], "FP64");
-    let got: Vec<f64> = v["outputs"][0]["data"]
-        .as_array()
-        .expect("as expected")
-        .iter()
-        .map(|x| x.as_f64().expect("as expected"))
-        .collect();
+    let got = output(&v, "predict");
     let want: Vec<f64> = want.into_iter().flatten().collect();
     assert_eq!(got.len(), want.len());
     for (i, (a, b)) in got.iter().zip(&want).enumerate() {

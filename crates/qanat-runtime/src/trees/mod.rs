@@ -375,8 +375,10 @@ impl Forest {
         // Rows in blocks, tree by tree within a block: a tree's nodes stay in cache
         // while the block's rows walk it.
         const BLOCK: usize = 64;
-        let mut acc32 = vec![0.0f32; BLOCK * g];
-        let mut acc64 = vec![0.0f64; BLOCK * g];
+        // The accumulator of the forest's precision only.
+        let width = |s: Sum| if self.sum == s { BLOCK * g } else { 0 };
+        let mut acc32 = vec![0.0f32; width(Sum::F32)];
+        let mut acc64 = vec![0.0f64; width(Sum::F64)];
         let mut leaves = [0.0f64; BLOCK];
         for start in (0..rows).step_by(BLOCK) {
             let n = BLOCK.min(rows - start);

@@ -122,7 +122,16 @@ impl Reader<'_> {
         let mut of: Option<u8> = None;
         if self.peek() == Some(b'$') {
             self.at += 1;
-            of = Some(self.take(1)?[0]);
+            let t = self.take(1)?[0];
+            // A typed container of a payload-less type would hold any number of values
+            // in a few bytes (XGBoost never writes one).
+            if matches!(t, b'Z' | b'T' | b'F' | b'N') {
+                return self.fail(&format!(
+                    "a container typed '{}', whose values take no bytes",
+                    char::from(t)
+                ));
+            }
+            of = Some(t);
             if self.peek() != Some(b'#') {
                 return self.fail("a typed container without a count");
             }
@@ -131,13 +140,9 @@ impl Reader<'_> {
         if self.peek() == Some(b'#') {
             self.at += 1;
             let n = self.length()?;
-            // Each element takes at least a byte unless its type carries no payload.
-            let payload = !matches!(of, Some(b'Z' | b'T' | b'F' | b'N'));
-            if payload && n > self.bytes.len() - self.at {
+            // Each element takes at least a byte: a count past the end is a lie.
+            if n > self.bytes.len() - self.at {
                 return self.fail(&format!("a count of {n} past the end of the file"));
-            }
-            if !payload && n > 1 << 24 {
-                return self.fail(&format!("a count of {n} empty values"));
             }
             count = Some(n);
         }
@@ -221,6 +226,10 @@ mod tests {
             (vec![b'['; 100], "deeper"),
             (vec![b'S', b'i', 5, b'a'], "the file ends"),
             (vec![b'X'], "unknown marker"),
+            (
+                vec![b'[', b'$', b'Z', b'#', b'l', 0x7f, 0, 0, 0],
+                "take no bytes",
+            ),
         ] {
             let e = parse(&bytes).expect_err("refused");
             assert!(e.contains(why), "{e}");
