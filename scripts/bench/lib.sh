@@ -56,3 +56,60 @@ serve_cancer() {
   export QANAT_PROJECT=default
   train_cancer
 }
+
+# start_mlserver NAME IMPLEMENTATION URI: starts MLServer from $VENV on free ports
+# ($MPORT for HTTP), in-process inference (parallel_workers 0: 1.7.1's worker processes
+# die at start on Python 3.11), serving model NAME with IMPLEMENTATION from URI; its pid
+# is added to the caller's PIDS.
+start_mlserver() {
+  MPORT=$(free_port)
+  local grpc metrics
+  grpc=$(free_port) metrics=$(free_port)
+  mkdir -p "$WORK/mlserver"
+  cat >"$WORK/mlserver/settings.json" <<JSON
+{"http_port": $MPORT, "grpc_port": $grpc, "metrics_port": $metrics, "parallel_workers": 0, "debug": false}
+JSON
+  cat >"$WORK/mlserver/model-settings.json" <<JSON
+{"name": "$1", "implementation": "$2", "parameters": {"uri": "$3"}}
+JSON
+  (cd "$WORK/mlserver" && exec "$VENV/bin/mlserver" start . >"$WORK/mlserver.log" 2>&1) &
+  PIDS+=($!)
+}
+
+# start_mlflow_serve MODEL_DIR: `mlflow models serve` from $VENV on a free $FPORT, one
+# worker per core; its pid is added to the caller's PIDS.
+start_mlflow_serve() {
+  FPORT=$(free_port)
+  PATH="$VENV/bin:$PATH" "$VENV/bin/mlflow" models serve -m "$1" -h 127.0.0.1 -p "$FPORT" \
+    --env-manager local -w "$(nproc)" >"$WORK/mlflow.log" 2>&1 &
+  PIDS+=($!)
+}
+
+# wrk_point NAME URL BODIES CONCURRENCY: wrk (one thread, keep-alive, closed loop) POSTing
+# BODIES (a JSON body a line) with $TOKEN: $WARMUP s unmeasured, then $DURATION s; prints
+# one JSON line (online_wrk.lua's) with the server's NAME and the concurrency.
+wrk_point() {
+  local lua
+  lua="$(dirname "${BASH_SOURCE[0]}")/online_wrk.lua"
+  wrk -t1 -c "$4" -d "${WARMUP}s" -s "$lua" -H "Authorization: Bearer $TOKEN" "$2" -- "$3" >/dev/null
+  wrk -t1 -c "$4" -d "${DURATION}s" -s "$lua" -H "Authorization: Bearer $TOKEN" "$2" -- "$3" |
+    grep '^{' | python3 -c 'import json,sys; j=json.loads(sys.stdin.read()); j.update(server=sys.argv[1], conc=int(sys.argv[2])); print(json.dumps(j))' "$1" "$4"
+}
+
+# first_answers QANAT_URL MLSERVER_URL MLFLOW_URL: each server's answer to the first
+# body of its file ($WORK/qanat.jsonl, mlserver.jsonl, mlflow.jsonl), on stderr.
+first_answers() {
+  echo "one request each (the same row):" >&2
+  local url file
+  for pair in "$1 qanat" "$2 mlserver" "$3 mlflow"; do
+    url=${pair% *} file=$WORK/${pair#* }.jsonl
+    head -1 "$file" | curl -sf -H 'Content-Type: application/json' -H "Authorization: Bearer $TOKEN" -d @- "$url" >&2
+    echo >&2
+  done
+}
+
+# qanat_token: the token the CLI logged in with ($QANAT_CREDENTIALS, the current
+# server's entry).
+qanat_token() {
+  python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c["servers"][c["current"]]["token"])' "$QANAT_CREDENTIALS"
+}

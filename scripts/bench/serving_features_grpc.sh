@@ -39,7 +39,7 @@ qanat_bin "$ROOT"
 # --- the model, the features, the deployments ------------------------------------------
 mkdir -p "$WORK/repo"
 serve_cancer
-TOKEN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$QANAT_CREDENTIALS")
+TOKEN=$(qanat_token)
 BASE=http://127.0.0.1:$PORT
 python3 "$ROOT/scripts/bench/serving_grpc_bodies.py" "$ROOT/examples/data/breast_cancer.csv" "$WORK" cancer-web
 mv "$WORK/repo.yaml" "$WORK/repo/cells.yaml"

@@ -17,7 +17,6 @@ DURATION=${DURATION:-8}
 WARMUP=${WARMUP:-2}
 SWEEP=${SWEEP:-1 4 16 64}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-CORES=$(nproc)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qanat-bench-trees.XXXXXX")
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/qanat-target}
 REQ=$ROOT/scripts/bench/trees-serving-requirements.txt
@@ -41,7 +40,7 @@ source "$ROOT/scripts/bench/qanat_server.sh"
 qanat_server
 PIDS+=("$SERVER_PID")
 export QANAT_PROJECT=default
-TOKEN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$QANAT_CREDENTIALS")
+TOKEN=$(qanat_token)
 MLFLOW_TRACKING_URI=http://127.0.0.1:$PORT/mlflow/default MLFLOW_TRACKING_TOKEN=$TOKEN \
   "$VENV/bin/python" "$ROOT/scripts/bench/trees_serving.py" "$WORK" 2>/dev/null >&2
 "$Q" deploy create xgb-web --model xgb --primary 1 >/dev/null
@@ -50,20 +49,8 @@ MLFLOW_TRACKING_URI=http://127.0.0.1:$PORT/mlflow/default MLFLOW_TRACKING_TOKEN=
 SPORT=$(free_port)
 QANAT_SERVER_BIND=127.0.0.1:$SPORT "$Q" serve >"$WORK/serve.out" 2>"$WORK/serve.err" &
 PIDS+=($!)
-MPORT=$(free_port) MGPORT=$(free_port) MMPORT=$(free_port)
-mkdir -p "$WORK/mlserver"
-cat >"$WORK/mlserver/settings.json" <<JSON
-{"http_port": $MPORT, "grpc_port": $MGPORT, "metrics_port": $MMPORT, "parallel_workers": 0, "debug": false}
-JSON
-cat >"$WORK/mlserver/model-settings.json" <<JSON
-{"name": "xgb", "implementation": "mlserver_xgboost.XGBoostModel", "parameters": {"uri": "$WORK/model.json"}}
-JSON
-(cd "$WORK/mlserver" && exec "$VENV/bin/mlserver" start . >"$WORK/mlserver.log" 2>&1) &
-PIDS+=($!)
-FPORT=$(free_port)
-PATH="$VENV/bin:$PATH" "$VENV/bin/mlflow" models serve -m "$WORK/model" -h 127.0.0.1 -p "$FPORT" --env-manager local -w "$CORES" \
-  >"$WORK/mlflow.log" 2>&1 &
-PIDS+=($!)
+start_mlserver xgb mlserver_xgboost.XGBoostModel "$WORK/model.json"
+start_mlflow_serve "$WORK/model"
 wait_http "http://127.0.0.1:$SPORT/v2/health/ready"
 wait_http "http://127.0.0.1:$MPORT/v2/health/ready"
 wait_http "http://127.0.0.1:$FPORT/health"
@@ -71,22 +58,12 @@ wait_http "http://127.0.0.1:$FPORT/health"
 QURL=http://127.0.0.1:$SPORT/v2/models/xgb-web/infer
 MURL=http://127.0.0.1:$MPORT/v2/models/xgb/infer
 FURL=http://127.0.0.1:$FPORT/invocations
-one() { head -1 "$2" | curl -sf -H 'Content-Type: application/json' -H "Authorization: Bearer $TOKEN" -d @- "$1"; echo; }
-echo "one request each (the same row):" >&2
-one "$QURL" "$WORK/qanat.jsonl" >&2
-one "$MURL" "$WORK/mlserver.jsonl" >&2
-one "$FURL" "$WORK/mlflow.jsonl" >&2
+first_answers "$QURL" "$MURL" "$FURL"
 
-LUA=$ROOT/scripts/bench/online_wrk.lua
-point() { # name url bodies conc
-  wrk -t1 -c "$4" -d "${WARMUP}s" -s "$LUA" -H "Authorization: Bearer $TOKEN" "$2" -- "$3" >/dev/null
-  wrk -t1 -c "$4" -d "${DURATION}s" -s "$LUA" -H "Authorization: Bearer $TOKEN" "$2" -- "$3" |
-    grep '^{' | python3 -c 'import json,sys; j=json.loads(sys.stdin.read()); j.update(server=sys.argv[1], conc=int(sys.argv[2])); print(json.dumps(j))' "$1" "$4"
-}
 for c in $SWEEP; do
-  point qanat "$QURL" "$WORK/qanat.jsonl" "$c"
-  point mlserver "$MURL" "$WORK/mlserver.jsonl" "$c"
-  point mlflow "$FURL" "$WORK/mlflow.jsonl" "$c"
+  wrk_point qanat "$QURL" "$WORK/qanat.jsonl" "$c"
+  wrk_point mlserver "$MURL" "$WORK/mlserver.jsonl" "$c"
+  wrk_point mlflow "$FURL" "$WORK/mlflow.jsonl" "$c"
 done | tee "$WORK/results.jsonl"
 python3 - "$WORK/results.jsonl" <<'PY'
 import json, sys
