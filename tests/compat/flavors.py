@@ -2,8 +2,11 @@
 XGBoost and LightGBM, logged with the `mlflow` client into a project other than
 `default`, deployed, and called through Triton's client over REST (base path
 /oip/<project>) and gRPC (a `qanat-project` metadata entry). Answers must equal the
-library's own `predict` (and `predict_proba`) on the same rows to 1e-6. A version no
-runtime here serves is refused at deploy with the reason.
+library's own `predict` (and `predict_proba`) on the same rows to 1e-6. Models of
+other flavors (scikit-learn, a custom `pyfunc`, a pickled LightGBM wrapper) are served
+by the Python runtime, in an environment built from their requirements, in the
+sandbox; a worker that exits or hangs is replaced. A version no runtime here serves is
+refused at deploy with the reason.
 
 Environment: QANAT_URL, MLFLOW_TRACKING_TOKEN (an editor of QANAT_OTHER_PROJECT)."""
 
@@ -20,7 +23,12 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import xgboost as xgb
 from mlflow.models import infer_signature
+from sklearn.compose import make_column_transformer
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from runner import main, test
 
@@ -168,16 +176,95 @@ def a_lightgbm_booster_with_missing_values_answers_as_its_own_predict():
 
 
 @test
-def a_version_no_runtime_serves_is_refused_at_deploy_with_the_reason():
+def a_wrapped_lightgbm_classifier_falls_back_to_the_python_runtime():
     X, y = load_iris(return_X_y=True)
     clf = lgb.LGBMClassifier(n_estimators=5, verbose=-1).fit(X, y)
-    info = mlflow.lightgbm.log_model(clf, name="model", registered_model_name="lgb-wrapped")
+    info = mlflow.lightgbm.log_model(clf, name="model", registered_model_name="lgb-wrapped",
+                                     signature=infer_signature(X, clf.predict(X)))
+    status = deploy("lgb-wrapped", "lgb-wrapped", registered(info))
+    assert status["targets"][0]["runtime"].startswith("python (mlflow.lightgbm"), status
+    meta, got = call("lgb-wrapped", X, ["predict"])
+    assert meta["platform"] == "qanat_python", meta
+    assert np.array_equal(got["predict"], clf.predict(X)), "labels differ"
+    print(f"     a skops LGBMClassifier: on the Python runtime ({status['targets'][0]['runtime']}), labels equal")
+
+
+@test
+def a_scikit_learn_pipeline_is_served_by_the_python_runtime_as_its_own_predict():
+    data = load_breast_cancer(as_frame=True)
+    X, y = data.data, data.target
+    pipe = make_pipeline(StandardScaler(), RandomForestClassifier(n_estimators=50, random_state=0)).fit(X, y)
+    info = mlflow.sklearn.log_model(pipe, name="model", registered_model_name="sk-forest",
+                                    signature=infer_signature(X, pipe.predict(X)))
+    status = deploy("sk-forest", "sk-forest", registered(info))
+    runtime = status["targets"][0]["runtime"]
+    assert runtime.startswith("python (mlflow.sklearn") and "sandboxed" in runtime, status
+    meta, got = call("sk-forest", X.to_numpy(), ["predict"])
+    assert [i["name"] for i in meta["inputs"]] == list(X.columns)
+    assert np.array_equal(got["predict"], pipe.predict(X)), "labels differ"
+    print(f"     scaler + random forest ({len(X)} rows): labels equal; {runtime}")
+
+
+class Affine(mlflow.pyfunc.PythonModel):
+    """x @ W + b; a row starting -999 ends the process, -777 hangs it (to test that a
+    lost worker is replaced and its request answered)."""
+
+    def predict(self, context, model_input, params=None):
+        import os
+        import time
+        x = np.asarray(model_input, dtype=np.float32)
+        if x[0, 0] == -999:
+            os._exit(3)
+        if x[0, 0] == -777:
+            time.sleep(3600)
+        w = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+        return x @ w + 1
+
+
+def infer_json(name, rows):
+    """One REST request with JSON tensors: (status, body)."""
+    x = np.asarray(rows, dtype=np.float32)
+    return api("POST", f"/oip/{PROJECT}/v2/models/{name}/infer", {
+        "inputs": [{"name": "input-0", "shape": list(x.shape), "datatype": "FP32",
+                    "data": x.flatten().tolist()}]})
+
+
+@test
+def a_custom_pyfunc_answers_and_a_worker_that_dies_or_hangs_is_replaced():
+    X = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
+    model = Affine()
+    info = mlflow.pyfunc.log_model(name="model", python_model=model, registered_model_name="affine",
+                                   signature=infer_signature(X, model.predict(None, X)))
+    deploy("affine", "affine", registered(info))
+    meta, got = call("affine", X, ["predict"])
+    assert meta["inputs"][0]["shape"] == [-1, 4] and meta["outputs"][0]["shape"] == [-1, 3], meta
+    equal(got["predict"], model.predict(None, X), "predict")
+    for poison, what in [(-999, "ended while predicting"), (-777, "did not answer within")]:
+        rows = X[:2].copy()
+        rows[0, 0] = poison
+        status, body = infer_json("affine", rows)
+        assert status == 500 and what in body["message"], (status, body)
+        status, body = infer_json("affine", X[:3])
+        assert status == 200, (status, body)
+        equal(np.asarray(body["outputs"][0]["data"]).reshape(3, 3), model.predict(None, X[:3]), "after")
+    print("     a custom PythonModel: within 1e-6; a worker that exits or hangs is replaced, "
+          "its request answered 500 saying so, the next one answered")
+
+
+@test
+def a_version_no_runtime_serves_is_refused_at_deploy_with_the_reason():
+    X = pd.DataFrame({"city": ["Dubai", "Abu Dhabi", "Sharjah"], "rooms": [1.0, 2.0, 3.0]})
+    y = [0, 1, 0]
+    pipe = make_pipeline(make_column_transformer((OneHotEncoder(), ["city"]), remainder="passthrough"),
+                         LogisticRegression()).fit(X, y)
+    info = mlflow.sklearn.log_model(pipe, name="model", registered_model_name="sk-strings",
+                                    signature=infer_signature(X, pipe.predict(X)))
     status, body = api("POST", f"/api/v1/projects/{PROJECT}/deployments", {
-        "name": "lgb-wrapped", "spec": {"model": "lgb-wrapped",
-                                        "targets": [{"version": registered(info), "weight": 100}]}})
+        "name": "sk-strings", "spec": {"model": "sk-strings",
+                                       "targets": [{"version": registered(info), "weight": 100}]}})
     assert status == 400, (status, body)
-    assert "booster_" in body["message"], body
-    print(f"     a pickled/skops LGBMClassifier: {status}, naming the way to log it")
+    assert "'city'" in body["message"] and "numbers only" in body["message"], body
+    print(f"     a pipeline taking a string column: {status}, naming the column")
 
 
 if __name__ == "__main__":

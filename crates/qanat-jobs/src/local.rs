@@ -201,7 +201,8 @@ impl LocalExecutor {
                 ..settings
                     .sandbox
                     .uid_base
-                    .saturating_add(settings.sandbox.uid_count),
+                    // The last two: the probe's and serving workers' (sandbox::worker_plan).
+                    .saturating_add(settings.sandbox.uid_count.saturating_sub(2)),
         }
     }
 

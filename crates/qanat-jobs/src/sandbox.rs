@@ -90,6 +90,14 @@ pub struct Plan {
     /// (they start as root) and given to the program alone.
     #[serde(default)]
     pub loader_env: Vec<(String, String)>,
+    /// The program reads the warden's stdin after the barrier line (a serving
+    /// worker's requests); else its stdin is empty.
+    #[serde(default)]
+    pub keep_stdin: bool,
+    /// A network namespace of its own, with nothing in it: no address outside the
+    /// sandbox can be reached (a serving worker needs none).
+    #[serde(default)]
+    pub no_network: bool,
 }
 
 /// Whether the dynamic loader or the C library acts on variable `name` before a
@@ -175,12 +183,22 @@ fn warden(plan: Result<Plan, String>) -> u8 {
     let mut init = std::process::Command::new("/proc/self/exe");
     init.arg(INIT_ENTRY)
         .arg(plan.to_arg())
-        .stdin(std::process::Stdio::null());
+        .stdin(stdin_of(&plan));
     let status = match init.status() {
         Ok(s) => s,
         Err(e) => return fail("starting the rank's init", e),
     };
     ended_as(status, &stop)
+}
+
+/// The program's stdin: the warden's own (past the barrier line) when the plan keeps
+/// it, else empty.
+fn stdin_of(plan: &Plan) -> std::process::Stdio {
+    if plan.keep_stdin {
+        std::process::Stdio::inherit()
+    } else {
+        std::process::Stdio::null()
+    }
 }
 
 fn stop_signals() -> nix::sys::signal::SigSet {
@@ -218,7 +236,10 @@ fn ended_as(status: std::process::ExitStatus, stop: &nix::sys::signal::SigSet) -
 
 fn enter_namespaces(plan: &Plan) -> Result<(), String> {
     use nix::sched::CloneFlags;
-    let base = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWIPC;
+    let mut base = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWIPC;
+    if plan.no_network {
+        base |= CloneFlags::CLONE_NEWNET;
+    }
     match plan.identity {
         Identity::User { .. } => nix::sched::unshare(base).map_err(|e| e.to_string()),
         Identity::Namespace {
@@ -432,7 +453,7 @@ fn init(plan: Result<Plan, String>) -> u8 {
     cmd.args(&plan.args)
         .envs(plan.loader_env.iter().map(|(k, v)| (k, v)))
         .current_dir(&plan.cwd)
-        .stdin(std::process::Stdio::null());
+        .stdin(stdin_of(&plan));
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -597,6 +618,47 @@ pub(crate) fn plan_for(
         args,
         cwd,
         loader_env: Vec::new(),
+        keep_stdin: false,
+        no_network: false,
+    }
+}
+
+/// The plan of a serving worker (a model's own code, as untrusted as a job's): the
+/// server's data, the jobs' directory and its user's home hidden; `read_only` bound
+/// back; no network; a private `/tmp` and `/dev/shm` of `tmp_mb` MiB; its stdin kept
+/// (its requests) after the barrier line. It runs as the uid the server keeps for
+/// workers (`uid_base + uid_count - 2`) when the server is root.
+pub fn worker_plan(
+    settings: &crate::Settings,
+    read_only: &[PathBuf],
+    tmp_mb: u64,
+    program: String,
+    args: Vec<String>,
+) -> Plan {
+    let s = &settings.sandbox;
+    let mut hide = s.hide.clone();
+    hide.push(settings.work_dir.clone());
+    let root = rustix::process::geteuid().is_root();
+    let uid = s.uid_base.saturating_add(s.uid_count.saturating_sub(2));
+    Plan {
+        identity: identity(root.then_some(uid)),
+        hide,
+        private: vec![PathBuf::from("/tmp"), PathBuf::from("/dev/shm")],
+        private_mb: tmp_mb.max(16),
+        expose: read_only
+            .iter()
+            .map(|p| Exposed {
+                path: p.clone(),
+                writable: false,
+            })
+            .collect(),
+        launcher: s.launcher.clone(),
+        program,
+        args,
+        cwd: PathBuf::from("/tmp"),
+        loader_env: Vec::new(),
+        keep_stdin: true,
+        no_network: true,
     }
 }
 
@@ -634,6 +696,22 @@ pub(crate) fn hand_over(dirs: &[&Path], uid: u32) -> std::io::Result<()> {
         walk(d, uid)?;
     }
     Ok(())
+}
+
+/// Whether untrusted code other than a job's (a serving worker) can be sandboxed here:
+/// how (`Ok`, said in a few words), or why not (`Err`). An admin's opt-out for jobs
+/// (`jobs.sandbox.enabled = false`) holds for it too.
+pub async fn check(settings: &crate::Settings) -> Result<String, String> {
+    use crate::local::Isolation;
+    match probe(settings).await {
+        Isolation::Sandboxed { root, .. } => Ok(if root {
+            "sandboxed: a uid of its own, no network".into()
+        } else {
+            "sandboxed: a user namespace, no network".into()
+        }),
+        Isolation::Unsandboxed => Ok("unsandboxed: jobs.sandbox.enabled = false".into()),
+        Isolation::Unavailable(why) => Err(format!("no sandbox can be built here: {why}")),
+    }
 }
 
 /// Builds one sandbox around `/bin/sh -c 'exit 0'` to learn whether ranks can run in

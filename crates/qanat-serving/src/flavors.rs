@@ -263,7 +263,7 @@ pub fn outputs(model: &TreeModel) -> Vec<TensorMetadata> {
 }
 
 /// A value as JSON of `datatype`.
-fn typed(v: f32, datatype: &str) -> Value {
+pub(crate) fn typed(v: f32, datatype: &str) -> Value {
     match datatype {
         "INT64" | "INT32" | "INT16" | "INT8" | "UINT8" | "UINT16" | "UINT32" | "UINT64" => {
             Value::from(v as i64)

@@ -21,6 +21,7 @@ pub mod log;
 pub mod metrics;
 pub mod oip;
 pub mod outputs;
+pub mod python;
 mod route;
 pub mod tensor;
 
@@ -137,13 +138,16 @@ pub enum Model {
     /// An MLflow model of a tree flavor (XGBoost, LightGBM), its trees predicted
     /// natively ([`flavors`]).
     Trees(flavors::TreeModel),
+    /// Any other MLflow model with a `python_function` flavor, on a pool of sandboxed
+    /// Python workers ([`python`]).
+    Python(python::PythonModel),
 }
 
 impl Model {
     pub fn native(&self) -> Option<&NativeModel> {
         match self {
             Model::Native(m) => Some(m),
-            Model::Onnx(_) | Model::Trees(_) => None,
+            Model::Onnx(_) | Model::Trees(_) | Model::Python(_) => None,
         }
     }
 
@@ -153,6 +157,7 @@ impl Model {
             Model::Native(m) => m.mlp().inputs(),
             Model::Onnx(m) => m.row_width(),
             Model::Trees(m) => m.forest.features(),
+            Model::Python(m) => m.plan.row_width(),
         }
     }
 
@@ -162,6 +167,7 @@ impl Model {
             Model::Native(m) => m.mlp().outputs(),
             Model::Onnx(m) => m.outputs(),
             Model::Trees(m) => m.forest.outputs(),
+            Model::Python(m) => m.plan.out_width(),
         }
     }
 
@@ -176,6 +182,7 @@ impl Model {
             Model::Native(m) => m.mlp().forward(x, rows, scratch)?.to_vec(),
             Model::Onnx(m) => m.run(x, rows)?,
             Model::Trees(m) => m.forest.predict(x, rows)?,
+            Model::Python(m) => m.predict(x, rows)?,
         })
     }
 
@@ -186,6 +193,7 @@ impl Model {
             // Triton's name for ONNX models.
             Model::Onnx(_) => "onnxruntime_onnx",
             Model::Trees(_) => TREES_PLATFORM,
+            Model::Python(_) => PYTHON_PLATFORM,
         }
     }
 
@@ -205,12 +213,16 @@ impl Model {
                 },
                 m.forest.trees()
             ),
+            Model::Python(m) => m.describe.clone(),
         }
     }
 }
 
 /// The platform name metadata reports for tree models served natively.
 pub const TREES_PLATFORM: &str = "qanat_trees";
+
+/// The platform name metadata reports for models served by the Python runtime.
+pub const PYTHON_PLATFORM: &str = "qanat_python";
 
 /// The platform name metadata reports for native models.
 pub const PLATFORM: &str = "qanat_native";
@@ -237,6 +249,8 @@ pub struct Serving {
     /// The program that first loads an ONNX graph in a child process under a memory
     /// and CPU budget ([`qanat_runtime::onnx::load_check`]); unset: loaded here only.
     load_check: Option<Arc<std::path::Path>>,
+    /// The Python runtime for `pyfunc` models; unset: such models are refused.
+    python: Option<Arc<python::Runtime>>,
     routes: route::Routes,
     log: Arc<std::sync::OnceLock<log::InferenceLog>>,
     /// The feature store deployments with enrichment read; without one they answer
@@ -269,6 +283,7 @@ impl Serving {
             loaded: Arc::default(),
             unservable: Arc::default(),
             load_check: None,
+            python: None,
             routes: route::Routes::default(),
             log: Arc::default(),
             features: None,
@@ -320,6 +335,12 @@ impl Serving {
     /// graph that would exhaust memory or spin costs a child, not this server.
     pub fn with_load_check(mut self, launcher: &std::path::Path) -> Self {
         self.load_check = Some(Arc::from(launcher));
+        self
+    }
+
+    /// Serves MLflow models of no native flavor on the Python runtime ([`python`]).
+    pub fn with_python(mut self, settings: python::Settings) -> Self {
+        self.python = Some(Arc::new(python::Runtime::new(settings)));
         self
     }
 
@@ -477,6 +498,49 @@ impl Serving {
         }
     }
 
+    /// Every file of version `version` of `name`, relative to the model's root
+    /// (checked against the project's residency).
+    async fn model_files(
+        &self,
+        project: &Project,
+        name: &str,
+        version: &str,
+    ) -> Result<Vec<python::ModelFile>> {
+        let it = ObjectRef::at(Kind::Model, name, version);
+        let uri = self
+            .tracking
+            .download_uri(project, name, version)
+            .await
+            .map_err(|e| not_found(&it.to_string(), e))?;
+        let Some(path) = uri.strip_prefix("mlflow-artifacts:") else {
+            return Err(Error::NotFound(format!(
+                "{it} is stored at {uri}, outside this server's artifacts"
+            )));
+        };
+        let location = self.storage.default_location().to_string();
+        qanat_governance::check_residency(project, &self.storage.location(&location)?)?;
+        let root = format!(
+            "projects/{}/mlflow-artifacts/{}",
+            project.id,
+            path.trim_matches('/')
+        );
+        let prefix: ObjectKey = root.parse()?;
+        let mut files = Vec::new();
+        for info in self.storage.list(&location, Some(&prefix)).await? {
+            let Some(rel) = info
+                .key
+                .strip_prefix(&root)
+                .map(|r| r.trim_start_matches('/'))
+            else {
+                continue;
+            };
+            let key: ObjectKey = info.key.parse()?;
+            let bytes = self.storage.get_bytes(&location, &key).await?;
+            files.push((rel.to_string(), bytes));
+        }
+        Ok(files)
+    }
+
     async fn fetch(
         &self,
         project: &Project,
@@ -512,7 +576,14 @@ impl Serving {
                 let refused = |why: String| {
                     Fetch::Other(Error::Unservable(format!("{it} cannot be served: {why}")))
                 };
-                if let Some(plan) = flavors::plan(&doc).map_err(refused)? {
+                // Natively when its flavor's file is one read here; else (a pickled
+                // or skops wrapper) on the Python runtime, when there is one.
+                let native = match flavors::plan(&doc) {
+                    Ok(plan) => plan,
+                    Err(why) if self.python.is_none() => return Err(refused(why)),
+                    Err(_) => None,
+                };
+                if let Some(plan) = native {
                     let Some(bytes) = self.model_file(project, name, version, &plan.file).await?
                     else {
                         return Err(Fetch::Other(Error::NotFound(format!(
@@ -538,6 +609,23 @@ impl Serving {
                         outputs: flavors::outputs(&model),
                         model: Model::Trees(model),
                     });
+                }
+                if let Some(runtime) = &self.python {
+                    if let Some(plan) = python::plan(&doc).map_err(refused)? {
+                        let files = self.model_files(project, name, version).await?;
+                        let key = format!("{}/{name}/{version}", project.id);
+                        let model = runtime
+                            .load(it.to_string(), &key, plan.clone(), files)
+                            .await
+                            .map_err(refused)?;
+                        return Ok(Loaded {
+                            name: name.to_string(),
+                            version: version.to_string(),
+                            inputs: python::inputs(&plan),
+                            outputs: python::outputs(&plan),
+                            model: Model::Python(model),
+                        });
+                    }
                 }
             }
             return Err(Fetch::Other(nothing_to_serve(&it, mlmodel.as_deref())));

@@ -477,7 +477,7 @@ pub fn prepare(loaded: &Loaded, request: InferRequest) -> Result<Prepared> {
                 .map_err(qanat_runtime::Error::from)?;
             (x, rows)
         }
-        Model::Onnx(_) | Model::Trees(_) => tensors(loaded, &request)?,
+        Model::Onnx(_) | Model::Trees(_) | Model::Python(_) => tensors(loaded, &request)?,
     };
     Ok(Prepared {
         x,
@@ -529,6 +529,7 @@ fn output_tensors(loaded: &Loaded, n: usize, raw: &[f32]) -> Vec<ResponseOutput>
     let model = match &loaded.model {
         Model::Native(model) => model,
         Model::Trees(model) => return crate::flavors::respond(model, n, raw),
+        Model::Python(model) => return crate::python::respond(&model.plan, n, raw),
         Model::Onnx(_) => {
             // Its result tensor, as the graph gives it.
             let meta = &loaded.outputs[0];

@@ -26,6 +26,54 @@ pub struct Config {
     pub events: EventsConfig,
     pub jobs: JobsConfig,
     pub features: FeaturesConfig,
+    pub serving: ServingConfig,
+}
+
+/// Serving.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServingConfig {
+    pub python: PythonConfig,
+}
+
+/// The Python runtime: MLflow `pyfunc` models on sandboxed worker processes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PythonConfig {
+    /// Serve `pyfunc` models at all (off: they are refused at deploy).
+    pub enabled: bool,
+    /// The interpreter model environments are made from.
+    pub interpreter: PathBuf,
+    /// Where environments are built and kept (default `<home>/serving/python-envs`).
+    pub envs_dir: Option<PathBuf>,
+    /// The package index pip installs from (pip's own default when unset).
+    pub index_url: Option<String>,
+    /// Worker processes per served version.
+    pub workers: usize,
+    pub predict_timeout_secs: u64,
+    pub load_timeout_secs: u64,
+    pub build_timeout_secs: u64,
+    /// A worker's private `/tmp` and `/dev/shm`.
+    pub tmp_size: String,
+    /// The most a model's files may take.
+    pub max_model_size: String,
+}
+
+impl Default for PythonConfig {
+    fn default() -> Self {
+        PythonConfig {
+            enabled: true,
+            interpreter: PathBuf::from("python3"),
+            envs_dir: None,
+            index_url: None,
+            workers: 2,
+            predict_timeout_secs: 60,
+            load_timeout_secs: 300,
+            build_timeout_secs: 1800,
+            tmp_size: "1GiB".into(),
+            max_model_size: "4GiB".into(),
+        }
+    }
 }
 
 /// The feature store.
@@ -667,6 +715,7 @@ impl Default for Config {
             events: EventsConfig::default(),
             jobs: JobsConfig::default(),
             features: FeaturesConfig::default(),
+            serving: ServingConfig::default(),
         }
     }
 }
@@ -920,14 +969,37 @@ impl Config {
         if let Some(v) = env("QANAT_JOBS_SANDBOX_WRITABLE_PATHS") {
             sb.writable_paths = env_paths(&v);
         }
-        let sl = &mut j.slurm;
+        let py = &mut self.serving.python;
+        env_parse("QANAT_SERVING_PYTHON_ENABLED", &mut py.enabled)?;
+        env_parse("QANAT_SERVING_PYTHON_INTERPRETER", &mut py.interpreter)?;
+        env_some("QANAT_SERVING_PYTHON_ENVS_DIR", &mut py.envs_dir)?;
+        env_some("QANAT_SERVING_PYTHON_INDEX_URL", &mut py.index_url)?;
+        env_parse("QANAT_SERVING_PYTHON_WORKERS", &mut py.workers)?;
+        env_parse(
+            "QANAT_SERVING_PYTHON_PREDICT_TIMEOUT_SECS",
+            &mut py.predict_timeout_secs,
+        )?;
+        env_parse(
+            "QANAT_SERVING_PYTHON_LOAD_TIMEOUT_SECS",
+            &mut py.load_timeout_secs,
+        )?;
+        env_parse(
+            "QANAT_SERVING_PYTHON_BUILD_TIMEOUT_SECS",
+            &mut py.build_timeout_secs,
+        )?;
+        env_parse("QANAT_SERVING_PYTHON_TMP_SIZE", &mut py.tmp_size)?;
+        env_parse(
+            "QANAT_SERVING_PYTHON_MAX_MODEL_SIZE",
+            &mut py.max_model_size,
+        )?;
+        let sl = &mut self.jobs.slurm;
         env_parse("QANAT_JOBS_SLURM_ENABLED", &mut sl.enabled)?;
         env_some("QANAT_JOBS_SLURM_PARTITION", &mut sl.partition)?;
         env_some("QANAT_JOBS_SLURM_ACCOUNT", &mut sl.account)?;
         env_some("QANAT_JOBS_SLURM_REGION", &mut sl.region)?;
         env_some("QANAT_JOBS_SLURM_BIN_DIR", &mut sl.bin_dir)?;
         env_parse("QANAT_JOBS_SLURM_POLL_MS", &mut sl.poll_ms)?;
-        let k = &mut j.kubernetes;
+        let k = &mut self.jobs.kubernetes;
         env_parse("QANAT_JOBS_KUBERNETES_ENABLED", &mut k.enabled)?;
         env_some("QANAT_JOBS_KUBERNETES_API_URL", &mut k.api_url)?;
         env_some("QANAT_JOBS_KUBERNETES_TOKEN_FILE", &mut k.token_file)?;

@@ -16,6 +16,7 @@ mod config;
 mod connections;
 mod credentials;
 mod output;
+mod python_workers;
 mod server;
 
 use std::process::ExitCode;

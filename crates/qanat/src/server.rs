@@ -270,8 +270,10 @@ pub async fn start(cfg: Config) -> Result<Running> {
                 qanat_store::redact_url(&online_url)
             )
         })?;
+    let python = crate::python_workers::settings(&cfg, &jobs).await?;
     let settings = wiring::Settings {
         jobs,
+        python,
         kinds: qanat::kinds::all(exe.clone()),
         slurm: cfg.slurm_settings()?,
         kubernetes: cfg.kubernetes_settings()?,
@@ -350,10 +352,13 @@ pub async fn serve_data_plane(cfg: Config) -> Result<()> {
     };
     // No scheduler, webhooks or executors run here: the jobs and events services are
     // built with the installation's settings and never started.
+    let base = settings(&cfg)?;
+    let python = crate::python_workers::settings(&cfg, &base.jobs).await?;
     let settings = wiring::Settings {
         online,
         load_check: std::env::current_exe().ok(),
-        ..settings(&cfg)?
+        python,
+        ..base
     };
     let state = wiring::build(inst.meta.clone(), inst.storage.clone(), settings).await?;
     state.serving.start(Duration::from_secs(1));
@@ -412,6 +417,7 @@ fn settings(cfg: &Config) -> Result<wiring::Settings> {
         online: None,
         join_memory: Some(cfg.join_memory_bytes()?),
         load_check: None,
+        python: None,
     })
 }
 

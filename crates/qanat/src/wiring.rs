@@ -59,6 +59,8 @@ pub struct Settings {
     /// The program that first loads an uploaded ONNX graph in a child process under a
     /// budget (this binary); without one, graphs load in the server only.
     pub load_check: Option<PathBuf>,
+    /// The Python runtime for MLflow `pyfunc` models; without one they are refused.
+    pub python: Option<qanat_serving::python::Settings>,
 }
 
 impl Settings {
@@ -84,6 +86,7 @@ impl Settings {
             online: None,
             join_memory: None,
             load_check: None,
+            python: None,
         }
     }
 }
@@ -137,6 +140,9 @@ pub async fn build(
     }
     if let Some(program) = &s.load_check {
         serving = serving.with_load_check(program);
+    }
+    if let Some(python) = s.python {
+        serving = serving.with_python(python);
     }
     let monitor = qanat_monitor::Monitors::new(
         meta.clone(),

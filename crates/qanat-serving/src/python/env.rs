@@ -1,0 +1,313 @@
+//! The Python environments models run in: one virtual environment per distinct set of
+//! requirements (a model's `requirements.txt`), built once with pip from the
+//! configured package index and kept, keyed by a hash of what went into it.
+//!
+//! A model's requirements are untrusted: only plain requirement lines are accepted (a
+//! name, extras, version specifiers, an environment marker), never pip options, URLs
+//! or paths; and only wheels are installed (`--only-binary=:all:`), so installing runs
+//! no code of the packages' own. `mlflow` is installed as `mlflow-skinny` of the same
+//! version (what loading a model needs, without the tracking server), and `pyarrow`
+//! and `pandas` are added for the worker's own protocol.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use sha2::{Digest, Sha256};
+
+use super::Settings;
+
+/// Bumped when the worker or the way environments are built changes.
+const BUILD_VERSION: &str = "1";
+
+/// The file an environment holds once it is complete.
+const READY: &str = ".qanat-ready";
+
+/// The requirement lines of a model's `requirements.txt`, checked, as pip gets them.
+pub fn requirements(text: &str) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split(" #").next().unwrap_or_default().trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let refuse = |why: &str| {
+            Err(format!(
+                "line {} of its requirements.txt ('{}') {why}; only plain requirements \
+                 (name, extras, versions, markers) are installed",
+                i + 1,
+                line.chars().take(80).collect::<String>()
+            ))
+        };
+        if line.starts_with('-') {
+            return refuse("is a pip option");
+        }
+        if line.contains("://") || line.contains(" @") || line.contains('@') {
+            return refuse("names a URL or a direct reference");
+        }
+        let (spec, marker) = match line.split_once(';') {
+            Some((s, m)) => (s.trim(), Some(m.trim())),
+            None => (line, None),
+        };
+        let name_end = spec
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+            .unwrap_or(spec.len());
+        let name = &spec[..name_end];
+        let rest = &spec[name_end..];
+        if name.is_empty() || !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+            return refuse("does not start with a package name");
+        }
+        let ok_rest = rest
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || " ,.*+!=<>~[]_-".contains(c));
+        let ok_marker = marker.is_none_or(|m| {
+            m.chars()
+                .all(|c| c.is_ascii_alphanumeric() || " ._-'\"<>=!()~,".contains(c))
+        });
+        if !ok_rest || !ok_marker {
+            return refuse("has characters a requirement does not");
+        }
+        let lower = name.to_ascii_lowercase().replace('_', "-");
+        let name = if lower == "mlflow" {
+            "mlflow-skinny"
+        } else {
+            name
+        };
+        let mut req = format!("{name}{}", rest.trim_end());
+        if let Some(m) = marker {
+            req.push_str(" ; ");
+            req.push_str(m);
+        }
+        out.push(req);
+    }
+    let has = |out: &[String], pkg: &str| {
+        out.iter().any(|r| {
+            let n: String = r
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+                .collect();
+            n.to_ascii_lowercase().replace('_', "-") == pkg
+        })
+    };
+    for extra in ["mlflow-skinny", "pandas", "pyarrow"] {
+        if !has(&out, extra) {
+            out.push(extra.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// An environment, built.
+#[derive(Debug, Clone)]
+pub struct Env {
+    /// The environment's interpreter.
+    pub python: PathBuf,
+    /// What a worker must read besides the system: the environment and the Python
+    /// installation it was made from.
+    pub read_only: Vec<PathBuf>,
+    pub hash: String,
+}
+
+/// Builds (once, whoever asks at the same time) and finds environments.
+#[derive(Debug, Default)]
+pub struct Envs {
+    building: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Envs {
+    /// The environment for `reqs`, built if it is not there yet.
+    pub async fn get(&self, settings: &Settings, reqs: &[String]) -> Result<Env, String> {
+        let base = base_prefix(&settings.interpreter).await?;
+        let mut h = Sha256::new();
+        h.update(BUILD_VERSION);
+        h.update([0]);
+        h.update(settings.interpreter.as_os_str().as_encoded_bytes());
+        h.update([0]);
+        h.update(base.as_os_str().as_encoded_bytes());
+        h.update([0]);
+        h.update(settings.index_url.as_deref().unwrap_or_default());
+        for r in reqs {
+            h.update([0]);
+            h.update(r.as_bytes());
+        }
+        let hash: String = h.finalize()[..12]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let dir = settings.envs_dir.join(&hash);
+        let env = Env {
+            python: dir.join("bin").join("python"),
+            read_only: vec![dir.clone(), base],
+            hash: hash.clone(),
+        };
+        let lock = {
+            let mut b = self.building.lock().unwrap_or_else(|p| p.into_inner());
+            b.entry(hash.clone()).or_default().clone()
+        };
+        let _held = lock.lock().await;
+        if dir.join(READY).is_file() {
+            return Ok(env);
+        }
+        let started = std::time::Instant::now();
+        tokio::time::timeout(settings.build_timeout, build(settings, &dir, reqs))
+            .await
+            .map_err(|_| {
+                format!(
+                    "building its Python environment took over {} s; raise serving.python.build_timeout_secs or check the package index",
+                    settings.build_timeout.as_secs()
+                )
+            })??;
+        tracing::info!(env = %hash, secs = started.elapsed().as_secs(), "built a Python environment for serving");
+        Ok(env)
+    }
+}
+
+/// `sys.base_prefix` of `interpreter`: the installation a virtual environment uses.
+async fn base_prefix(interpreter: &Path) -> Result<PathBuf, String> {
+    let out = tokio::process::Command::new(interpreter)
+        .args(["-I", "-c", "import sys; print(sys.base_prefix)"])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| {
+            format!(
+                "the Python runtime needs an interpreter: {} ({e}); set serving.python.interpreter",
+                interpreter.display()
+            )
+        })?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || !text.starts_with('/') {
+        return Err(format!(
+            "{} did not say where it is installed",
+            interpreter.display()
+        ));
+    }
+    Ok(PathBuf::from(text))
+}
+
+/// Runs `program args` with a umask that lets a worker's uid read what it makes.
+async fn run(program: &Path, args: &[&str], settings: &Settings) -> Result<(), String> {
+    let mut c = tokio::process::Command::new("/bin/sh");
+    c.arg("-c")
+        .arg("umask 022 && exec \"$0\" \"$@\"")
+        .arg(program)
+        .args(args)
+        .env_remove("PYTHONPATH")
+        .env_remove("PIP_REQUIRE_VIRTUALENV")
+        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+        .env("PIP_NO_INPUT", "1")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    if let Some(url) = &settings.index_url {
+        c.env("PIP_INDEX_URL", url);
+    }
+    let out = c
+        .output()
+        .await
+        .map_err(|e| format!("starting {}: {e}", program.display()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&out.stderr);
+    let tail: Vec<&str> = said.lines().rev().take(12).collect();
+    Err(format!(
+        "{} {} failed ({}):\n{}",
+        program.display(),
+        args.first().copied().unwrap_or_default(),
+        out.status,
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    ))
+}
+
+/// Builds the environment at `dir`: made beside it, then renamed into place.
+async fn build(settings: &Settings, dir: &Path, reqs: &[String]) -> Result<(), String> {
+    let parent = dir
+        .parent()
+        .ok_or("the environments' directory has no parent")?;
+    tokio::fs::create_dir_all(parent)
+        .await
+        .map_err(|e| format!("creating {}: {e}", parent.display()))?;
+    let tmp = parent.join(format!(
+        ".{}.building-{}",
+        dir.file_name().and_then(|n| n.to_str()).unwrap_or("env"),
+        std::process::id()
+    ));
+    let _ = tokio::fs::remove_dir_all(&tmp).await;
+    let tmp_s = tmp.to_string_lossy().to_string();
+    let outcome = async {
+        run(&settings.interpreter, &["-m", "venv", &tmp_s], settings).await?;
+        let reqs_file = tmp.join("qanat-requirements.txt");
+        tokio::fs::write(&reqs_file, reqs.join("\n") + "\n")
+            .await
+            .map_err(|e| e.to_string())?;
+        let py = tmp.join("bin").join("python");
+        let reqs_s = reqs_file.to_string_lossy().to_string();
+        run(
+            &py,
+            &[
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--only-binary=:all:",
+                "-r",
+                &reqs_s,
+            ],
+            settings,
+        )
+        .await?;
+        tokio::fs::write(tmp.join(READY), b"")
+            .await
+            .map_err(|e| e.to_string())?;
+        let _ = tokio::fs::remove_dir_all(dir).await;
+        tokio::fs::rename(&tmp, dir)
+            .await
+            .map_err(|e| format!("moving the environment into place: {e}"))
+    }
+    .await;
+    if outcome.is_err() {
+        let _ = tokio::fs::remove_dir_all(&tmp).await;
+    }
+    outcome.map_err(|e| format!("building its Python environment: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_requirements_pass_and_mlflow_becomes_skinny() {
+        let r = requirements(
+            "mlflow==3.1.0\n# a comment\ncloudpickle==3.1.1\nscikit-learn==1.7.2 ; python_version >= '3.9'\n\nnumpy<3\n",
+        )
+        .expect("plain");
+        assert_eq!(
+            r,
+            vec![
+                "mlflow-skinny==3.1.0",
+                "cloudpickle==3.1.1",
+                "scikit-learn==1.7.2 ; python_version >= '3.9'",
+                "numpy<3",
+                "pandas",
+                "pyarrow"
+            ]
+        );
+    }
+
+    #[test]
+    fn options_urls_and_paths_are_refused() {
+        for bad in [
+            "--index-url http://evil/simple",
+            "-e .",
+            "pkg @ https://evil/pkg.whl",
+            "git+https://github.com/x/y",
+            "./local",
+            "/abs/path.whl",
+            "pkg==1 $(id)",
+        ] {
+            assert!(requirements(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,820 @@
+//! The Python runtime: any MLflow model with a `python_function` flavor (a custom
+//! `pyfunc` class, scikit-learn, PyTorch, anything `mlflow.pyfunc.load_model` loads)
+//! served by a pool of Python worker processes, fed by the version's dynamic batcher.
+//!
+//! - **Environment.** Each model runs in a virtual environment built from its own
+//!   `requirements.txt` ([`env`]), once per distinct set, from the configured package
+//!   index, wheels only.
+//! - **Isolation.** A model's code is untrusted: workers start through the server's
+//!   [`Spawner`] — the job sandbox (no network, the server's data, keys and home
+//!   hidden, a uid of their own or a user namespace, Landlock). Where no sandbox can be
+//!   built the runtime refuses, unless an admin opted out of the sandbox for jobs.
+//! - **Channel.** A batch goes to a worker as an Arrow IPC stream on its stdin (one
+//!   `FixedSizeList<Float32>` column, the rows; its metadata says how the model takes
+//!   them: a DataFrame of the signature's named columns and types, or one array of
+//!   the signature's dtype and shape), and comes back as Arrow float64 columns.
+//! - **Failure.** A worker that ends or does not answer within
+//!   `serving.python.predict_timeout_secs` is killed (with its sandbox) and its batch
+//!   answered with an error that says so; the next batch starts a new one.
+//!
+//! Inputs and outputs are numbers: the batcher carries `f32` rows (as for every
+//! runtime), so a signature with string columns is refused at deploy, and predictions
+//! that are not numbers are an error.
+
+pub mod env;
+mod worker;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use arrow_array::{Array, Float32Array, Float64Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use qanat_model::package::MlModelFile;
+use serde_json::Value;
+
+use crate::oip::{ResponseOutput, TensorMetadata};
+use crate::{Error, Result};
+
+/// The worker's own program, written beside the environments.
+const WORKER: &str = include_str!("worker.py");
+
+/// Starts worker processes isolated: the server's sandbox for untrusted code.
+pub trait Spawner: Send + Sync + std::fmt::Debug {
+    /// How workers are isolated (`deploy status` says it), or why they cannot be
+    /// (the runtime then refuses).
+    fn isolation(&self) -> std::result::Result<String, String>;
+    /// The command that starts `program args`, able to read `read_only` besides the
+    /// system's files, with a private `/tmp` of `tmp_mb` MiB; and whether its first
+    /// stdin line is a barrier its launcher consumes.
+    fn command(
+        &self,
+        program: &Path,
+        args: &[String],
+        read_only: &[PathBuf],
+        tmp_mb: u64,
+    ) -> (std::process::Command, bool);
+}
+
+/// How the Python runtime runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The interpreter environments are made from.
+    pub interpreter: PathBuf,
+    /// Where environments are built and kept (by the hash of their requirements).
+    pub envs_dir: PathBuf,
+    /// Where model files are written for workers to read.
+    pub models_dir: PathBuf,
+    /// The package index pip installs from (its own default when `None`).
+    pub index_url: Option<String>,
+    /// Worker processes per served version.
+    pub workers: usize,
+    pub predict_timeout: Duration,
+    pub load_timeout: Duration,
+    pub build_timeout: Duration,
+    /// A worker's private `/tmp` (MiB).
+    pub tmp_mb: u64,
+    /// The most bytes of model files written for workers.
+    pub max_model_bytes: u64,
+    pub spawner: Arc<dyn Spawner>,
+}
+
+/// The runtime: its settings and the environments it built.
+#[derive(Debug)]
+pub struct Runtime {
+    pub settings: Settings,
+    envs: env::Envs,
+}
+
+impl Runtime {
+    pub fn new(settings: Settings) -> Self {
+        Runtime {
+            settings,
+            envs: env::Envs::default(),
+        }
+    }
+}
+
+/// How the model takes its rows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Take {
+    /// A DataFrame: the signature's columns, each `(name, numpy dtype, OIP datatype)`.
+    Columns(Vec<(String, String, String)>),
+    /// One array of `dtype` shaped `[-1, dims…]`.
+    Tensor { dtype: String, shape: Vec<i64> },
+}
+
+/// What the model answers: each output's name, datatype, shape after the rows, and
+/// how many values a row it takes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    pub name: String,
+    pub datatype: String,
+    pub dims: Vec<i64>,
+}
+
+impl Output {
+    fn width(&self) -> usize {
+        self.dims.iter().map(|d| *d as usize).product()
+    }
+}
+
+/// What serving a model in Python takes, read from its `MLmodel`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub loader: String,
+    pub take: Take,
+    pub outputs: Vec<Output>,
+}
+
+impl Plan {
+    pub fn row_width(&self) -> usize {
+        match &self.take {
+            Take::Columns(c) => c.len(),
+            Take::Tensor { shape, .. } => shape[1..].iter().map(|d| *d as usize).product(),
+        }
+    }
+
+    pub fn out_width(&self) -> usize {
+        self.outputs.iter().map(Output::width).sum()
+    }
+}
+
+/// numpy's dtype and OIP's datatype of an MLflow column type or a tensor's dtype;
+/// `None` for what is not a number.
+fn numeric(t: &str) -> Option<(&'static str, &'static str)> {
+    Some(match t {
+        "double" | "float64" => ("float64", "FP64"),
+        "float" | "float32" => ("float32", "FP32"),
+        "float16" => ("float16", "FP16"),
+        "long" | "int64" => ("int64", "INT64"),
+        "integer" | "int32" => ("int32", "INT32"),
+        "int16" => ("int16", "INT16"),
+        "int8" => ("int8", "INT8"),
+        "uint8" => ("uint8", "UINT8"),
+        "uint16" => ("uint16", "UINT16"),
+        "uint32" => ("uint32", "UINT32"),
+        "uint64" => ("uint64", "UINT64"),
+        "boolean" | "bool" => ("bool", "BOOL"),
+        _ => return None,
+    })
+}
+
+/// A spec's type: a column's `type`, or a tensor's dtype (and its shape).
+fn spec_of(spec: &Value) -> (String, Option<Vec<i64>>) {
+    let t = spec.get("type").and_then(Value::as_str).unwrap_or_default();
+    if t == "tensor" {
+        let ts = spec.get("tensor-spec");
+        let dtype = ts
+            .and_then(|s| s.get("dtype"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let shape = ts
+            .and_then(|s| s.get("shape"))
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_i64).collect());
+        (dtype.to_string(), shape)
+    } else {
+        (t.to_string(), None)
+    }
+}
+
+const LOG_AGAIN: &str = "log it again with a signature (`signature=infer_signature(X, model.predict(X))`, or an `input_example`)";
+
+/// What serving `mlmodel` in Python takes, or why it cannot be served there; `None`
+/// when it has no `python_function` flavor.
+pub fn plan(mlmodel: &MlModelFile) -> std::result::Result<Option<Plan>, String> {
+    let Some(flavor) = mlmodel.flavors.get("python_function") else {
+        return Ok(None);
+    };
+    let loader = flavor
+        .get("loader_module")
+        .and_then(Value::as_str)
+        .unwrap_or("mlflow.pyfunc.model")
+        .to_string();
+    let Some(inputs) = mlmodel.inputs.as_ref().filter(|i| !i.is_empty()) else {
+        return Err(format!(
+            "its MLmodel has no input signature, so the rows a request carries cannot be checked; {LOG_AGAIN}"
+        ));
+    };
+    let Some(outputs) = mlmodel.outputs.as_ref().filter(|o| !o.is_empty()) else {
+        return Err(format!(
+            "its MLmodel has no output signature, so the answer's outputs are not known; {LOG_AGAIN}"
+        ));
+    };
+    let not_number = |side: &str, what: &str, t: &str| {
+        format!(
+            "its {side} {what} is of type '{t}': the Python runtime carries numbers only (strings, binary and arrays of objects are not served yet)"
+        )
+    };
+    let dims_of = |shape: &[i64], side: &str| -> std::result::Result<Vec<i64>, String> {
+        match shape.split_first() {
+            Some((-1, rest)) if rest.iter().all(|d| *d > 0) => Ok(rest.to_vec()),
+            _ => Err(format!(
+                "its {side} tensor has shape {shape:?}: served tensors are [-1, fixed sizes…], one row a request row"
+            )),
+        }
+    };
+    let take = match inputs.as_slice() {
+        [one] if one.get("type").and_then(Value::as_str) == Some("tensor") => {
+            let (dtype, shape) = spec_of(one);
+            let (np, _) = numeric(&dtype).ok_or_else(|| not_number("input", "tensor", &dtype))?;
+            let dims = dims_of(&shape.unwrap_or_default(), "input")?;
+            let mut shape = vec![-1];
+            shape.extend(dims);
+            Take::Tensor {
+                dtype: np.into(),
+                shape,
+            }
+        }
+        specs => {
+            let mut cols = Vec::new();
+            for s in specs {
+                let name = s.get("name").and_then(Value::as_str).ok_or_else(|| {
+                    "its input signature has several unnamed inputs: name its columns (a DataFrame) or give it one tensor".to_string()
+                })?;
+                let (t, shape) = spec_of(s);
+                if shape.is_some() {
+                    return Err(
+                        "its input signature has several named tensors, which the Python runtime does not serve yet".into(),
+                    );
+                }
+                let (np, oip) = numeric(&t)
+                    .ok_or_else(|| not_number("input", &format!("column '{name}'"), &t))?;
+                cols.push((name.to_string(), np.to_string(), oip.to_string()));
+            }
+            Take::Columns(cols)
+        }
+    };
+    let mut outs = Vec::new();
+    for (i, s) in outputs.iter().enumerate() {
+        let (t, shape) = spec_of(s);
+        let name = s
+            .get("name")
+            .and_then(Value::as_str)
+            .map(String::from)
+            .unwrap_or_else(|| {
+                if outputs.len() == 1 {
+                    "predict".into()
+                } else {
+                    format!("output-{i}")
+                }
+            });
+        let (_, oip) = numeric(&t).ok_or_else(|| not_number("output", &format!("'{name}'"), &t))?;
+        let dims = match shape {
+            Some(shape) => dims_of(&shape, "output")?,
+            None => Vec::new(),
+        };
+        outs.push(Output {
+            name,
+            datatype: oip.into(),
+            dims,
+        });
+    }
+    let plan = Plan {
+        loader,
+        take,
+        outputs: outs,
+    };
+    if plan.row_width() == 0 || plan.out_width() == 0 {
+        return Err("its signature gives rows of no values".into());
+    }
+    Ok(Some(plan))
+}
+
+/// The model's inputs as OIP metadata: a `[-1, 1]` tensor a column, or the one tensor.
+pub fn inputs(plan: &Plan) -> Vec<TensorMetadata> {
+    match &plan.take {
+        Take::Columns(cols) => cols
+            .iter()
+            .map(|(name, _, oip)| TensorMetadata {
+                name: name.clone(),
+                datatype: oip.clone(),
+                shape: vec![-1, 1],
+            })
+            .collect(),
+        Take::Tensor { dtype, shape } => vec![TensorMetadata {
+            name: "input-0".into(),
+            datatype: numeric(dtype).map_or("FP32", |n| n.1).into(),
+            shape: shape.clone(),
+        }],
+    }
+}
+
+pub fn outputs(plan: &Plan) -> Vec<TensorMetadata> {
+    plan.outputs
+        .iter()
+        .map(|o| TensorMetadata {
+            name: o.name.clone(),
+            datatype: o.datatype.clone(),
+            shape: std::iter::once(-1).chain(o.dims.iter().copied()).collect(),
+        })
+        .collect()
+}
+
+/// The response tensors of `n` rows whose model gave `raw` (rows of the outputs'
+/// values, in order).
+pub fn respond(plan: &Plan, n: usize, raw: &[f32]) -> Vec<ResponseOutput> {
+    let k = plan.out_width().max(1);
+    let mut at = 0;
+    plan.outputs
+        .iter()
+        .map(|o| {
+            let w = o.width();
+            let data: Vec<Value> = raw
+                .chunks(k)
+                .flat_map(|row| row[at..at + w].iter())
+                .map(|v| crate::flavors::typed(*v, &o.datatype))
+                .collect();
+            at += w;
+            ResponseOutput {
+                name: o.name.clone(),
+                shape: std::iter::once(n)
+                    .chain(o.dims.iter().map(|d| *d as usize))
+                    .collect(),
+                datatype: o.datatype.clone(),
+                parameters: None,
+                data: Value::Array(data),
+            }
+        })
+        .collect()
+}
+
+/// A model served in Python: its plan and its workers.
+pub struct PythonModel {
+    pub plan: Plan,
+    /// `deploy status`'s line: the loader, the workers, their isolation.
+    pub describe: String,
+    pool: Pool,
+    what: String,
+}
+
+impl std::fmt::Debug for PythonModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PythonModel")
+            .field("plan", &self.plan)
+            .field("describe", &self.describe)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Pool {
+    state: Mutex<PoolState>,
+    freed: Condvar,
+    size: usize,
+    start: Box<dyn Fn() -> std::result::Result<worker::Worker, String> + Send + Sync>,
+    predict: Duration,
+}
+
+#[derive(Default)]
+struct PoolState {
+    idle: Vec<worker::Worker>,
+    /// Workers alive (idle or busy).
+    live: usize,
+}
+
+impl Pool {
+    fn take(&self) -> std::result::Result<worker::Worker, String> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(w) = st.idle.pop() {
+                return Ok(w);
+            }
+            if st.live < self.size {
+                st.live += 1;
+                drop(st);
+                return (self.start)().inspect_err(|_| {
+                    self.lost();
+                });
+            }
+            st = self.freed.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn give_back(&self, w: worker::Worker) {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .idle
+            .push(w);
+        self.freed.notify_one();
+    }
+
+    fn lost(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.live = st.live.saturating_sub(1);
+        drop(st);
+        self.freed.notify_one();
+    }
+}
+
+impl PythonModel {
+    /// Runs `rows` rows of `x` on a worker (blocking).
+    pub fn predict(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
+        let request = encode(&self.plan, x, rows)
+            .map_err(|e| Error::Internal(format!("encoding a batch: {e}")))?;
+        let mut w = self.pool.take().map_err(|e| {
+            Error::Internal(format!(
+                "{} could not start a Python worker: {e}",
+                self.what
+            ))
+        })?;
+        match w.call(&request, self.pool.predict) {
+            Ok(worker::Frame::Ok(bytes)) => {
+                self.pool.give_back(w);
+                decode(&bytes, rows, self.plan.out_width())
+                    .map_err(|e| Error::Internal(format!("{}: {e}", self.what)))
+            }
+            Ok(worker::Frame::Failed(why)) => {
+                self.pool.give_back(w);
+                Err(Error::Invalid(format!("{} raised: {why}", self.what)))
+            }
+            Err(lost) => {
+                let tail = w.tail();
+                w.kill();
+                drop(w);
+                self.pool.lost();
+                let why = match lost {
+                    worker::Lost::TimedOut(t) => format!(
+                        "did not answer within {} s (serving.python.predict_timeout_secs) and was killed",
+                        t.as_secs()
+                    ),
+                    worker::Lost::Ended(status) => format!("ended while predicting ({status})"),
+                };
+                tracing::warn!(model = %self.what, %why, stderr = %tail.chars().rev().take(2000).collect::<String>().chars().rev().collect::<String>(), "a Python serving worker was lost");
+                Err(Error::Internal(format!(
+                    "the Python worker serving {} {why}; this batch is not answered, a new worker takes the next",
+                    self.what
+                )))
+            }
+        }
+    }
+}
+
+/// The rows as an Arrow IPC stream: one `FixedSizeList<Float32>` column, and how the
+/// model takes them in the schema's metadata.
+fn encode(plan: &Plan, x: &[f32], rows: usize) -> std::result::Result<Vec<u8>, String> {
+    let w = plan.row_width();
+    let item = Arc::new(Field::new("item", DataType::Float32, false));
+    let values = Float32Array::from(x.to_vec());
+    let list = arrow_array::FixedSizeListArray::try_new(item, w as i32, Arc::new(values), None)
+        .map_err(|e| e.to_string())?;
+    if list.len() != rows {
+        return Err(format!("{} values are not {rows} rows of {w}", x.len()));
+    }
+    let mut meta = std::collections::HashMap::new();
+    match &plan.take {
+        Take::Columns(cols) => {
+            meta.insert("qanat.mode".to_string(), "columns".to_string());
+            let names: Vec<&str> = cols.iter().map(|c| c.0.as_str()).collect();
+            let types: Vec<&str> = cols.iter().map(|c| c.1.as_str()).collect();
+            meta.insert(
+                "qanat.names".into(),
+                serde_json::to_string(&names).unwrap_or_default(),
+            );
+            meta.insert(
+                "qanat.types".into(),
+                serde_json::to_string(&types).unwrap_or_default(),
+            );
+        }
+        Take::Tensor { dtype, shape } => {
+            meta.insert("qanat.mode".to_string(), "tensor".to_string());
+            meta.insert("qanat.dtype".into(), dtype.clone());
+            meta.insert(
+                "qanat.shape".into(),
+                serde_json::to_string(shape).unwrap_or_default(),
+            );
+        }
+    }
+    let schema = Arc::new(
+        Schema::new(vec![Field::new("x", list.data_type().clone(), false)]).with_metadata(meta),
+    );
+    let batch =
+        RecordBatch::try_new(schema.clone(), vec![Arc::new(list)]).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    {
+        let mut writer = arrow_ipc::writer::StreamWriter::try_new(&mut out, &schema)
+            .map_err(|e| e.to_string())?;
+        writer.write(&batch).map_err(|e| e.to_string())?;
+        writer.finish().map_err(|e| e.to_string())?;
+    }
+    Ok(out)
+}
+
+/// A worker's answer (float64 columns) as `rows` rows of `k` values.
+fn decode(bytes: &[u8], rows: usize, k: usize) -> std::result::Result<Vec<f32>, String> {
+    let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
+        .map_err(|e| format!("its answer is not an Arrow stream: {e}"))?;
+    let mut columns: Vec<Vec<f64>> = Vec::new();
+    let mut got = 0;
+    for batch in reader {
+        let batch = batch.map_err(|e| format!("its answer is not an Arrow stream: {e}"))?;
+        if columns.is_empty() {
+            columns = vec![Vec::with_capacity(rows); batch.num_columns()];
+        }
+        if batch.num_columns() != columns.len() {
+            return Err("its answer's batches disagree".into());
+        }
+        for (c, col) in batch.columns().iter().enumerate() {
+            let f = col
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .ok_or("its answer's columns are not float64")?;
+            columns[c].extend(f.values().iter());
+        }
+        got += batch.num_rows();
+    }
+    if got != rows || columns.len() != k {
+        return Err(format!(
+            "the model gave {got} rows of {} values for {rows} rows; its signature says {k} values a row",
+            columns.len()
+        ));
+    }
+    let mut out = Vec::with_capacity(rows * k);
+    for r in 0..rows {
+        for c in &columns {
+            out.push(c[r] as f32);
+        }
+    }
+    Ok(out)
+}
+
+/// A file of a model, relative to its root.
+pub type ModelFile = (String, bytes::Bytes);
+
+impl Runtime {
+    /// Writes the model's files where workers read them, builds (or finds) its
+    /// environment, and starts its first worker: the model loaded, or why not.
+    pub async fn load(
+        self: &Arc<Self>,
+        what: String,
+        key: &str,
+        plan: Plan,
+        files: Vec<ModelFile>,
+    ) -> std::result::Result<PythonModel, String> {
+        let s = &self.settings;
+        let isolation = s.spawner.isolation()?;
+        let reqs = files
+            .iter()
+            .find(|(p, _)| p == "requirements.txt")
+            .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default();
+        let reqs = env::requirements(&reqs)?;
+        let model_dir = write_model(s, key, &files).await?;
+        let env = self.envs.get(s, &reqs).await?;
+        let script = s
+            .envs_dir
+            .join(format!("qanat_worker_{}.py", short_hash(WORKER.as_bytes())));
+        if !script.is_file() {
+            write_readable(&script, WORKER.as_bytes())
+                .await
+                .map_err(|e| format!("writing the worker program: {e}"))?;
+        }
+        let mut read_only = env.read_only.clone();
+        read_only.push(model_dir.clone());
+        read_only.push(script.clone());
+        let spawner = s.spawner.clone();
+        let (tmp_mb, load) = (s.tmp_mb, s.load_timeout);
+        let python = env.python.clone();
+        let args = vec![
+            "-I".to_string(),
+            "-B".to_string(),
+            script.to_string_lossy().into_owned(),
+            model_dir.to_string_lossy().into_owned(),
+        ];
+        let start = move || {
+            let (mut cmd, barrier) = spawner.command(&python, &args, &read_only, tmp_mb);
+            cmd.env_clear()
+                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                .env("HOME", "/tmp")
+                .env("TMPDIR", "/tmp")
+                .env("OMP_NUM_THREADS", "1")
+                .env("OPENBLAS_NUM_THREADS", "1")
+                .env("MKL_NUM_THREADS", "1")
+                .env("MLFLOW_TRACKING_URI", "file:///tmp/mlruns");
+            worker::Worker::start(cmd, barrier, load).map(|(w, _)| w)
+        };
+        // The first worker proves the model loads; it waits in the pool.
+        let first = {
+            let start = start.clone();
+            tokio::task::spawn_blocking(move || start())
+                .await
+                .map_err(|e| format!("starting a Python worker stopped: {e}"))??
+        };
+        let pool = Pool {
+            state: Mutex::new(PoolState {
+                idle: vec![first],
+                live: 1,
+            }),
+            freed: Condvar::new(),
+            size: s.workers.max(1),
+            start: Box::new(start),
+            predict: s.predict_timeout,
+        };
+        let loader = plan.loader.clone();
+        Ok(PythonModel {
+            describe: format!(
+                "python ({loader}, up to {} workers, env {}, {isolation})",
+                s.workers.max(1),
+                env.hash
+            ),
+            plan,
+            pool,
+            what,
+        })
+    }
+}
+
+fn short_hash(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Writes `bytes` to `path` readable by a worker's uid (the server's umask is 077).
+async fn write_readable(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent).await?;
+        let _ = tokio::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755)).await;
+    }
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    tokio::fs::write(&tmp, bytes).await?;
+    tokio::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).await?;
+    tokio::fs::rename(&tmp, path).await
+}
+
+/// The model's files under `models_dir`, written once per version (versions are
+/// immutable): made beside, then renamed into place.
+async fn write_model(
+    s: &Settings,
+    key: &str,
+    files: &[ModelFile],
+) -> std::result::Result<PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = s
+        .models_dir
+        .join(short_hash(key.as_bytes()) + &short_hash(format!("{key}/").as_bytes()));
+    if dir.join(".qanat-ready").is_file() {
+        return Ok(dir);
+    }
+    let total: u64 = files.iter().map(|(_, b)| b.len() as u64).sum();
+    if total > s.max_model_bytes {
+        return Err(format!(
+            "its files take {} MiB, over the {} MiB serving.python.max_model_size allows",
+            total >> 20,
+            s.max_model_bytes >> 20
+        ));
+    }
+    let tmp = dir.with_extension(format!("writing-{}", std::process::id()));
+    let _ = tokio::fs::remove_dir_all(&tmp).await;
+    let outcome = async {
+        for (rel, bytes) in files {
+            if rel.is_empty()
+                || rel.starts_with('/')
+                || rel
+                    .split('/')
+                    .any(|c| c.is_empty() || c == "." || c == "..")
+            {
+                return Err(format!("its file '{rel}' is not a path inside the model"));
+            }
+            let path = tmp.join(rel);
+            let mut d = path.parent();
+            while let Some(p) = d.filter(|p| p.starts_with(&tmp)) {
+                tokio::fs::create_dir_all(p)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let _ = tokio::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).await;
+                d = p.parent();
+            }
+            tokio::fs::write(&path, bytes)
+                .await
+                .map_err(|e| e.to_string())?;
+            tokio::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        tokio::fs::write(tmp.join(".qanat-ready"), b"")
+            .await
+            .map_err(|e| e.to_string())?;
+        let _ =
+            tokio::fs::set_permissions(&s.models_dir, std::fs::Permissions::from_mode(0o755)).await;
+        tokio::fs::rename(&tmp, &dir)
+            .await
+            .map_err(|e| e.to_string())
+    }
+    .await;
+    if let Err(e) = outcome {
+        let _ = tokio::fs::remove_dir_all(&tmp).await;
+        return Err(format!("writing its files for the Python runtime: {e}"));
+    }
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mlmodel(yaml: &str) -> MlModelFile {
+        MlModelFile::parse(yaml.as_bytes()).expect("valid")
+    }
+
+    #[test]
+    fn columns_and_tensors_are_planned_from_the_signature() {
+        let m = mlmodel(
+            "flavors:\n  python_function: {loader_module: mlflow.sklearn}\nsignature:\n  inputs: '[{\"type\": \"double\", \"name\": \"a\"}, {\"type\": \"long\", \"name\": \"b\"}]'\n  outputs: '[{\"type\": \"tensor\", \"tensor-spec\": {\"dtype\": \"int64\", \"shape\": [-1]}}]'\n",
+        );
+        let p = plan(&m).expect("servable").expect("pyfunc");
+        assert_eq!(p.loader, "mlflow.sklearn");
+        assert_eq!(p.row_width(), 2);
+        assert_eq!(p.out_width(), 1);
+        assert_eq!(outputs(&p)[0].name, "predict");
+        assert_eq!(outputs(&p)[0].datatype, "INT64");
+        let t = mlmodel(
+            "flavors:\n  python_function: {loader_module: mlflow.pytorch}\nsignature:\n  inputs: '[{\"type\": \"tensor\", \"tensor-spec\": {\"dtype\": \"float32\", \"shape\": [-1, 2, 3]}}]'\n  outputs: '[{\"type\": \"tensor\", \"tensor-spec\": {\"dtype\": \"float32\", \"shape\": [-1, 4]}}]'\n",
+        );
+        let p = plan(&t).expect("servable").expect("pyfunc");
+        assert_eq!(p.row_width(), 6);
+        assert_eq!(inputs(&p)[0].shape, vec![-1, 2, 3]);
+        assert_eq!(p.out_width(), 4);
+        let raw: Vec<f32> = (0..8).map(|v| v as f32).collect();
+        let r = respond(&p, 2, &raw);
+        assert_eq!(r[0].shape, vec![2, 4]);
+    }
+
+    #[test]
+    fn what_cannot_be_carried_is_refused_with_the_reason() {
+        let none = mlmodel("flavors:\n  python_function: {loader_module: x}\n");
+        assert!(plan(&none).expect_err("no signature").contains("signature"));
+        let strings = mlmodel(
+            "flavors:\n  python_function: {}\nsignature:\n  inputs: '[{\"type\": \"string\", \"name\": \"city\"}]'\n  outputs: '[{\"type\": \"double\"}]'\n",
+        );
+        assert!(plan(&strings).expect_err("strings").contains("'city'"));
+        let ragged = mlmodel(
+            "flavors:\n  python_function: {}\nsignature:\n  inputs: '[{\"type\": \"tensor\", \"tensor-spec\": {\"dtype\": \"float32\", \"shape\": [-1, -1]}}]'\n  outputs: '[{\"type\": \"double\"}]'\n",
+        );
+        assert!(plan(&ragged).expect_err("ragged").contains("[-1, fixed"));
+        assert_eq!(
+            plan(&mlmodel("flavors:\n  sklearn: {}\n")).expect("no pyfunc"),
+            None
+        );
+    }
+
+    #[test]
+    fn batches_cross_as_arrow_and_answers_come_back_as_rows() {
+        let p = Plan {
+            loader: "x".into(),
+            take: Take::Columns(vec![
+                ("a".into(), "float64".into(), "FP64".into()),
+                ("b".into(), "float64".into(), "FP64".into()),
+            ]),
+            outputs: vec![Output {
+                name: "y".into(),
+                datatype: "FP64".into(),
+                dims: vec![],
+            }],
+        };
+        let bytes = encode(&p, &[1.0, 2.0, 3.0, 4.0], 2).expect("encoded");
+        let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
+            .expect("a stream");
+        assert_eq!(
+            reader
+                .schema()
+                .metadata()
+                .get("qanat.names")
+                .map(String::as_str),
+            Some("[\"a\",\"b\"]")
+        );
+        let batches: Vec<RecordBatch> = reader.map(|b| b.expect("batch")).collect();
+        assert_eq!(batches[0].num_rows(), 2);
+        // An answer: two rows of two float64 columns.
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("0", DataType::Float64, false),
+            Field::new("1", DataType::Float64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Float64Array::from(vec![1.0, 2.0])),
+                Arc::new(Float64Array::from(vec![10.0, 20.0])),
+            ],
+        )
+        .expect("batch");
+        let mut out = Vec::new();
+        {
+            let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, &schema).expect("w");
+            w.write(&batch).expect("write");
+            w.finish().expect("finish");
+        }
+        assert_eq!(
+            decode(&out, 2, 2).expect("rows"),
+            vec![1.0, 10.0, 2.0, 20.0]
+        );
+        assert!(decode(&out, 3, 2).expect_err("short").contains("2 rows"));
+        assert!(decode(&out, 2, 1)
+            .expect_err("wide")
+            .contains("1 values a row"));
+    }
+}
