@@ -41,6 +41,10 @@ TORCH_REQ=$ROOT/examples/pytorch/requirements.txt
 TORCH_VENV=${QANAT_TORCH_VENV:-$(venv_path torch "$TORCH_REQ")}
 BASE_PYTHON=$("$VENV/bin/python" -c 'import sys; print(sys.base_prefix)')
 export QANAT_JOBS_SANDBOX_PATHS=$VENV:$TORCH_VENV:$BASE_PYTHON
+# The Python serving runtime's model environments are kept between runs (keyed by
+# their requirements' hash); a hung worker is given up after 5 s in the suite.
+export QANAT_SERVING_PYTHON_ENVS_DIR=$HOME/.cache/qanat-model-envs
+export QANAT_SERVING_PYTHON_PREDICT_TIMEOUT_SECS=5
 "$Q" init >/dev/null 2>&1
 "$Q" server >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
@@ -132,7 +136,7 @@ MLFLOW_TRACKING_TOKEN=$ALICE QANAT_URL=$QANAT_SERVER_URL QANAT_EXAMPLE_DATA=$ROO
 FLAVORS_REQ=$ROOT/tests/compat/flavors-requirements.txt
 FLAVORS_VENV=${QANAT_FLAVORS_VENV:-$(venv_path flavors "$FLAVORS_REQ")}
 ensure_venv "$FLAVORS_VENV" "$FLAVORS_REQ"
-echo "compat: MLflow flavors (XGBoost, LightGBM) served natively, called by tritonclient" >&2
+echo "compat: MLflow flavors (XGBoost, LightGBM natively; scikit-learn, a custom pyfunc on the Python runtime), called by tritonclient" >&2
 MLFLOW_TRACKING_TOKEN=$ALICE QANAT_URL=$QANAT_SERVER_URL QANAT_OTHER_PROJECT=other \
   MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
   "$FLAVORS_VENV/bin/python" "$ROOT/tests/compat/flavors.py" || status=1

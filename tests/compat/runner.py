@@ -1,5 +1,6 @@
 """The compat suites' runner: `@test` registers a check; `main()` runs every one,
-reports each, and exits non-zero if any failed (COMPAT_TRACEBACK=1 prints tracebacks)."""
+reports each, and exits non-zero if any failed (COMPAT_TRACEBACK=1 prints tracebacks;
+COMPAT_ONLY=<text> runs only the tests whose name holds it)."""
 
 import os
 import socket
@@ -73,7 +74,10 @@ def test(fn):
 
 def main():
     failed = 0
-    for fn in TESTS:
+    # COMPAT_ONLY=<text> runs the tests whose name holds it (while debugging one).
+    only = os.environ.get("COMPAT_ONLY")
+    tests = [fn for fn in TESTS if not only or only in fn.__name__]
+    for fn in tests:
         try:
             fn()
             print(f"ok   {fn.__name__}")
@@ -82,5 +86,5 @@ def main():
             print(f"FAIL {fn.__name__}: {type(e).__name__}: {e}")
             if os.environ.get("COMPAT_TRACEBACK"):
                 traceback.print_exc()
-    print(f"{len(TESTS) - failed} passed, {failed} failed")
+    print(f"{len(tests) - failed} passed, {failed} failed")
     sys.exit(1 if failed else 0)

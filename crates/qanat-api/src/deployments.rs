@@ -42,9 +42,16 @@ async fn changed(
 /// is committed whatever happens here; a failure is logged, and the refresh loop
 /// tries again.
 async fn switch(state: &AppState, project: &Project, name: &str) {
-    if let Err(e) = state.serving.refresh(project, name).await {
-        tracing::warn!(deployment = name, error = %e, "the deployment changed but this server's route could not be rebuilt yet");
-    }
+    // A version's first load may take minutes (a Python model's environment): past a
+    // few seconds the route is rebuilt in the background and the change answered.
+    let serving = state.serving.clone();
+    let (project, name) = (project.clone(), name.to_string());
+    let rebuild = tokio::spawn(async move {
+        if let Err(e) = serving.refresh(&project, &name).await {
+            tracing::warn!(deployment = %name, error = %e, "the deployment changed but this server's route could not be rebuilt yet");
+        }
+    });
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), rebuild).await;
 }
 
 /// Creates a deployment (editors): its targets must exist in the registry. It is

@@ -430,6 +430,8 @@ fn run<E: Engine>(shared: &Shared<E>, batch: Vec<Item>, scratch: &mut E::Scratch
             for item in batch {
                 let _ = item.reply.send(Err(match kind {
                     qanat_core::ErrorKind::Invalid => Error::Invalid(message.clone()),
+                    // A runtime's worker lost (the Python runtime's): said, retried.
+                    qanat_core::ErrorKind::Unavailable => Error::Unavailable(message.clone()),
                     _ => Error::Internal(message.clone()),
                 }));
             }

@@ -221,6 +221,10 @@ impl Model {
 /// The platform name metadata reports for tree models served natively.
 pub const TREES_PLATFORM: &str = "qanat_trees";
 
+/// How long `deploy create` waits for a version to load before accepting it and
+/// loading it in the background.
+const CHECK_BUDGET: std::time::Duration = std::time::Duration::from_secs(40);
+
 /// The platform name metadata reports for models served by the Python runtime.
 pub const PYTHON_PLATFORM: &str = "qanat_python";
 
@@ -322,9 +326,23 @@ impl Serving {
                 },
                 _ => continue,
             };
-            if let Err(e @ Error::Unservable(_)) = self.loaded(project, &spec.model, &version).await
+            // A first load may build a Python environment for minutes: past the
+            // budget the deployment is accepted, and its load goes on in the
+            // background (its status says when it answers).
+            match tokio::time::timeout(CHECK_BUDGET, self.loaded(project, &spec.model, &version))
+                .await
             {
-                return Err(e);
+                Ok(Err(e @ Error::Unservable(_))) => return Err(e),
+                Ok(_) => {}
+                Err(_) => {
+                    let me = self.clone();
+                    let (project, model) = (project.clone(), spec.model.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) = me.loaded(&project, &model, &version).await {
+                            tracing::warn!(model = %model, %version, error = %e, "a version accepted at deploy could not be loaded");
+                        }
+                    });
+                }
             }
         }
         Ok(())

@@ -117,11 +117,11 @@ pub struct Envs {
 impl Envs {
     /// The environment for `reqs`, built if it is not there yet.
     pub async fn get(&self, settings: &Settings, reqs: &[String]) -> Result<Env, String> {
-        let base = base_prefix(&settings.interpreter).await?;
+        let (base, exe) = base_prefix(&settings.interpreter).await?;
         let mut h = Sha256::new();
         h.update(BUILD_VERSION);
         h.update([0]);
-        h.update(settings.interpreter.as_os_str().as_encoded_bytes());
+        h.update(exe.as_os_str().as_encoded_bytes());
         h.update([0]);
         h.update(base.as_os_str().as_encoded_bytes());
         h.update([0]);
@@ -144,30 +144,43 @@ impl Envs {
             let mut b = self.building.lock().unwrap_or_else(|p| p.into_inner());
             b.entry(hash.clone()).or_default().clone()
         };
-        let _held = lock.lock().await;
-        if dir.join(READY).is_file() {
-            return Ok(env);
-        }
-        let started = std::time::Instant::now();
-        tokio::time::timeout(settings.build_timeout, build(settings, &dir, reqs))
-            .await
-            .map_err(|_| {
-                format!(
-                    "building its Python environment took over {} s; raise serving.python.build_timeout_secs or check the package index",
-                    settings.build_timeout.as_secs()
-                )
-            })??;
-        tracing::info!(env = %hash, secs = started.elapsed().as_secs(), "built a Python environment for serving");
+        // The build is a task of its own: a caller that gives up (a request's timeout)
+        // does not stop it, and the next caller finds it done or waits for it.
+        let (settings, reqs, hash2) = (settings.clone(), reqs.to_vec(), hash.clone());
+        tokio::spawn(async move {
+            let _held = lock.lock().await;
+            if dir.join(READY).is_file() {
+                return Ok::<(), String>(());
+            }
+            let started = std::time::Instant::now();
+            tokio::time::timeout(settings.build_timeout, build(&settings, &exe, &dir, &reqs))
+                .await
+                .map_err(|_| {
+                    format!(
+                        "building its Python environment took over {} s; raise serving.python.build_timeout_secs or check the package index",
+                        settings.build_timeout.as_secs()
+                    )
+                })??;
+            tracing::info!(env = %hash2, secs = started.elapsed().as_secs(), "built a Python environment for serving");
+            Ok(())
+        })
+        .await
+        .map_err(|e| format!("building its Python environment stopped: {e}"))??;
         Ok(env)
     }
 }
 
-/// `sys.base_prefix` of `interpreter`: the installation a virtual environment uses.
-async fn base_prefix(interpreter: &Path) -> Result<PathBuf, String> {
+/// The installation `interpreter` (found on the server's own `PATH`) belongs to,
+/// `sys.base_prefix`, and its real executable: environments are made from that
+/// executable, and a worker reads that installation.
+async fn base_prefix(interpreter: &Path) -> Result<(PathBuf, PathBuf), String> {
     let out = tokio::process::Command::new(interpreter)
-        .args(["-I", "-c", "import sys; print(sys.base_prefix)"])
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .args([
+            "-I",
+            "-c",
+            "import os, sys; print(sys.base_prefix); print(os.path.realpath(sys.executable))",
+        ])
+        .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output()
         .await
@@ -177,14 +190,17 @@ async fn base_prefix(interpreter: &Path) -> Result<PathBuf, String> {
                 interpreter.display()
             )
         })?;
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if !out.status.success() || !text.starts_with('/') {
-        return Err(format!(
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut lines = text.lines().map(str::trim);
+    match (out.status.success(), lines.next(), lines.next()) {
+        (true, Some(base), Some(exe)) if base.starts_with('/') && exe.starts_with('/') => {
+            Ok((PathBuf::from(base), PathBuf::from(exe)))
+        }
+        _ => Err(format!(
             "{} did not say where it is installed",
             interpreter.display()
-        ));
+        )),
     }
-    Ok(PathBuf::from(text))
 }
 
 /// Runs `program args` with a umask that lets a worker's uid read what it makes.
@@ -222,7 +238,7 @@ async fn run(program: &Path, args: &[&str], settings: &Settings) -> Result<(), S
 }
 
 /// Builds the environment at `dir`: made beside it, then renamed into place.
-async fn build(settings: &Settings, dir: &Path, reqs: &[String]) -> Result<(), String> {
+async fn build(settings: &Settings, exe: &Path, dir: &Path, reqs: &[String]) -> Result<(), String> {
     let parent = dir
         .parent()
         .ok_or("the environments' directory has no parent")?;
@@ -237,7 +253,7 @@ async fn build(settings: &Settings, dir: &Path, reqs: &[String]) -> Result<(), S
     let _ = tokio::fs::remove_dir_all(&tmp).await;
     let tmp_s = tmp.to_string_lossy().to_string();
     let outcome = async {
-        run(&settings.interpreter, &["-m", "venv", &tmp_s], settings).await?;
+        run(exe, &["-m", "venv", &tmp_s], settings).await?;
         let reqs_file = tmp.join("qanat-requirements.txt");
         tokio::fs::write(&reqs_file, reqs.join("\n") + "\n")
             .await

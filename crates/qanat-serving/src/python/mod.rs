@@ -442,7 +442,7 @@ impl PythonModel {
                     worker::Lost::Ended(status) => format!("ended while predicting ({status})"),
                 };
                 tracing::warn!(model = %self.what, %why, stderr = %tail.chars().rev().take(2000).collect::<String>().chars().rev().collect::<String>(), "a Python serving worker was lost");
-                Err(Error::Internal(format!(
+                Err(Error::Unavailable(format!(
                     "the Python worker serving {} {why}; this batch is not answered, a new worker takes the next",
                     self.what
                 )))
@@ -633,6 +633,17 @@ fn short_hash(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// A name for a temporary file or directory no other writer of this process uses.
+fn unique(path: &Path, what: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.{what}-{}-{n}", std::process::id()))
+}
+
 /// Writes `bytes` to `path` readable by a worker's uid (the server's umask is 077).
 async fn write_readable(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
@@ -640,7 +651,7 @@ async fn write_readable(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         tokio::fs::create_dir_all(parent).await?;
         let _ = tokio::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755)).await;
     }
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let tmp = unique(path, "tmp");
     tokio::fs::write(&tmp, bytes).await?;
     tokio::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).await?;
     tokio::fs::rename(&tmp, path).await
@@ -668,8 +679,7 @@ async fn write_model(
             s.max_model_bytes >> 20
         ));
     }
-    let tmp = dir.with_extension(format!("writing-{}", std::process::id()));
-    let _ = tokio::fs::remove_dir_all(&tmp).await;
+    let tmp = unique(&dir, "writing");
     let outcome = async {
         for (rel, bytes) in files {
             if rel.is_empty()
