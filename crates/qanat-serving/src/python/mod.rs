@@ -597,7 +597,7 @@ impl Runtime {
         // The first worker proves the model loads; it waits in the pool.
         let first = {
             let start = start.clone();
-            tokio::task::spawn_blocking(move || start())
+            tokio::task::spawn_blocking(start)
                 .await
                 .map_err(|e| format!("starting a Python worker stopped: {e}"))??
         };
