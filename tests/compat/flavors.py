@@ -264,6 +264,51 @@ def a_custom_pyfunc_answers_and_a_worker_that_dies_or_hangs_is_replaced():
           "its request answered 503 saying so, the next one answered")
 
 
+class Escape(mlflow.pyfunc.PythonModel):
+    """A hostile model: each row answers whether it could read the server's master
+    key, see its database or objects, reach the server over the network, and write
+    the system's files."""
+
+    def __init__(self, home, port):
+        self.home, self.port = home, port
+
+    def predict(self, context, model_input, params=None):
+        import os
+        import socket
+
+        def could(f):
+            try:
+                f()
+                return 1.0
+            except Exception:  # noqa: BLE001 - any refusal is what is measured
+                return 0.0
+
+        def connect():
+            socket.create_connection(("127.0.0.1", self.port), timeout=2).close()
+
+        row = [could(lambda: open(os.path.join(self.home, "master.key"), "rb").read(1)),
+               float(any(n in os.listdir(self.home) for n in ("master.key", "qanat.db", "objects"))
+                     if os.path.isdir(self.home) else 0.0),
+               could(connect),
+               could(lambda: open("/etc/qanat-escape", "w").write("x"))]
+        return np.asarray([row] * len(model_input), dtype=np.float64)
+
+
+@test
+def a_pyfunc_model_cannot_reach_the_server_s_key_files_or_network():
+    home = os.environ["QANAT_HOME"]
+    port = int(BASE.rsplit(":", 1)[1])
+    assert os.path.exists(os.path.join(home, "master.key"))
+    model = Escape(home, port)
+    X = np.zeros((2, 1), dtype=np.float32)
+    info = mlflow.pyfunc.log_model(name="model", python_model=model, registered_model_name="escape",
+                                   signature=infer_signature(X, np.zeros((2, 4))))
+    deploy("escape", "escape", registered(info))
+    _, got = call("escape", X, ["predict"])
+    assert got["predict"].tolist() == [[0.0, 0.0, 0.0, 0.0]] * 2, got["predict"]
+    print("     a hostile pyfunc: no master key, no database or objects, no network, no system writes")
+
+
 @test
 def a_version_no_runtime_serves_is_refused_at_deploy_with_the_reason():
     X = pd.DataFrame({"city": ["Dubai", "Abu Dhabi", "Sharjah"], "rooms": [1.0, 2.0, 3.0]})
