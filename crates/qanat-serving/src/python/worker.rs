@@ -36,6 +36,8 @@ pub struct Worker {
     stdin: Option<ChildStdin>,
     answers: mpsc::Receiver<std::io::Result<Frame>>,
     tail: Arc<Mutex<Vec<u8>>>,
+    /// Its stderr reached its end (all it wrote is in `tail`).
+    said_all: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -83,8 +85,10 @@ impl Worker {
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let tail: Arc<Mutex<Vec<u8>>> = Arc::default();
+        let said_all: Arc<std::sync::atomic::AtomicBool> = Arc::default();
         if let Some(mut err) = stderr {
             let tail = tail.clone();
+            let said_all = said_all.clone();
             let _ = std::thread::Builder::new()
                 .name("qanat-py-stderr".into())
                 .spawn(move || {
@@ -100,6 +104,7 @@ impl Worker {
                             t.drain(..cut);
                         }
                     }
+                    said_all.store(true, std::sync::atomic::Ordering::Release);
                 });
         }
         let (tx, answers) = mpsc::channel();
@@ -125,6 +130,7 @@ impl Worker {
             stdin,
             answers,
             tail,
+            said_all,
         };
         match w.wait(load) {
             Ok(Frame::Ok(about)) => Ok((w, String::from_utf8_lossy(&about).into_owned())),
@@ -133,8 +139,15 @@ impl Worker {
                 Err(why)
             }
             Err(lost) => {
-                let said = w.tail();
                 w.kill();
+                // What it said before it ended explains why: read to its end.
+                for _ in 0..100 {
+                    if w.said_all.load(std::sync::atomic::Ordering::Acquire) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let said = w.tail();
                 Err(match lost {
                     Lost::TimedOut(t) => format!(
                         "the model did not load within {} s (serving.python.load_timeout_secs)",
@@ -258,5 +271,60 @@ impl ClonePipe for ChildStdin {
             .try_clone_to_owned()
             .ok()
             .map(std::fs::File::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker in `sh`: says it is ready (an empty JSON object), then runs `then`.
+    fn sh(then: &str) -> std::process::Command {
+        let mut c = std::process::Command::new("/bin/sh");
+        c.arg("-c")
+            .arg(format!("printf '\\000\\002\\000\\000\\000{{}}'; {then}"));
+        c
+    }
+
+    const LOAD: Duration = Duration::from_secs(20);
+
+    #[test]
+    fn answers_and_refusals_come_back_as_frames() {
+        let (mut w, about) = Worker::start(
+            sh("head -c 5 >/dev/null; printf '\\001\\003\\000\\000\\000bad'; sleep 600"),
+            false,
+            LOAD,
+        )
+        .expect("ready");
+        assert_eq!(about, "{}");
+        match w.call(b"x", LOAD) {
+            Ok(Frame::Failed(why)) => assert_eq!(why, "bad"),
+            Ok(Frame::Ok(_)) => panic!("an answer, not a refusal"),
+            Err(lost) => panic!("lost: {lost:?}"),
+        }
+    }
+
+    #[test]
+    fn a_worker_that_exits_or_hangs_is_lost_and_one_that_cannot_load_says_why() {
+        let (mut w, _) =
+            Worker::start(sh("head -c 5 >/dev/null; exit 3"), false, LOAD).expect("ready");
+        match w.call(b"x", LOAD) {
+            Err(Lost::Ended(status)) => assert!(status.contains('3'), "{status}"),
+            _ => panic!("an exit is a lost worker"),
+        }
+        let (mut w, _) = Worker::start(sh("sleep 600"), false, LOAD).expect("ready");
+        let started = std::time::Instant::now();
+        match w.call(b"x", Duration::from_millis(300)) {
+            Err(Lost::TimedOut(_)) => {}
+            _ => panic!("a hang is a lost worker"),
+        }
+        w.kill();
+        assert!(started.elapsed() < Duration::from_secs(60));
+        let mut never = std::process::Command::new("/bin/sh");
+        never
+            .arg("-c")
+            .arg("echo 'ModuleNotFoundError: torch' >&2; exit 4");
+        let why = Worker::start(never, false, LOAD).expect_err("not ready");
+        assert!(why.contains("ModuleNotFoundError: torch"), "{why}");
     }
 }
