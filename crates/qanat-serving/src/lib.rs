@@ -493,22 +493,8 @@ impl Serving {
         file: &str,
     ) -> Result<Option<bytes::Bytes>> {
         use qanat_core::DomainError;
-        let uri = self
-            .tracking
-            .download_uri(project, name, version)
-            .await
-            .map_err(|e| not_found(&ObjectRef::at(Kind::Model, name, version).to_string(), e))?;
-        let Some(path) = uri.strip_prefix("mlflow-artifacts:") else {
-            return Err(Error::NotFound(format!(
-                "{} is stored at {uri}, outside this server's artifacts",
-                ObjectRef::at(Kind::Model, name, version)
-            )));
-        };
-        let path = path.trim_matches('/');
-        let location = self.storage.default_location().to_string();
-        qanat_governance::check_residency(project, &self.storage.location(&location)?)?;
-        let key: ObjectKey =
-            format!("projects/{}/mlflow-artifacts/{path}/{file}", project.id).parse()?;
+        let (location, root) = self.model_root(project, name, version).await?;
+        let key: ObjectKey = format!("{root}/{file}").parse()?;
         match self.storage.get_bytes(&location, &key).await {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == qanat_core::ErrorKind::NotFound => Ok(None),
@@ -516,14 +502,14 @@ impl Serving {
         }
     }
 
-    /// Every file of version `version` of `name`, relative to the model's root
-    /// (checked against the project's residency).
-    async fn model_files(
+    /// Where version `version` of `name` keeps its files: the storage location and
+    /// the key prefix (checked against the project's residency).
+    async fn model_root(
         &self,
         project: &Project,
         name: &str,
         version: &str,
-    ) -> Result<Vec<python::ModelFile>> {
+    ) -> Result<(String, String)> {
         let it = ObjectRef::at(Kind::Model, name, version);
         let uri = self
             .tracking
@@ -542,9 +528,32 @@ impl Serving {
             project.id,
             path.trim_matches('/')
         );
+        Ok((location, root))
+    }
+
+    /// Every file of version `version` of `name`, relative to the model's root;
+    /// refused, before any is read, when together they are over `max_bytes`.
+    async fn model_files(
+        &self,
+        project: &Project,
+        name: &str,
+        version: &str,
+        max_bytes: u64,
+    ) -> Result<Vec<python::ModelFile>> {
+        let (location, root) = self.model_root(project, name, version).await?;
         let prefix: ObjectKey = root.parse()?;
+        let listed = self.storage.list(&location, Some(&prefix)).await?;
+        let total: u64 = listed.iter().map(|i| i.size).sum();
+        if total > max_bytes {
+            return Err(Error::Unservable(format!(
+                "{} cannot be served: its files take {} MiB, over the {} MiB serving.python.max_model_size allows",
+                ObjectRef::at(Kind::Model, name, version),
+                total >> 20,
+                max_bytes >> 20
+            )));
+        }
         let mut files = Vec::new();
-        for info in self.storage.list(&location, Some(&prefix)).await? {
+        for info in listed {
             let Some(rel) = info
                 .key
                 .strip_prefix(&root)
@@ -630,8 +639,15 @@ impl Serving {
                 }
                 if let Some(runtime) = &self.python {
                     if let Some(plan) = python::plan(&doc).map_err(refused)? {
-                        let files = self.model_files(project, name, version).await?;
                         let key = format!("{}/{name}/{version}", project.id);
+                        // Versions are immutable: files already written are not
+                        // read from storage again.
+                        let files = if runtime.has_model(&key) {
+                            Vec::new()
+                        } else {
+                            let max = runtime.settings.max_model_bytes;
+                            self.model_files(project, name, version, max).await?
+                        };
                         let model = runtime
                             .load(it.to_string(), &key, plan.clone(), files)
                             .await

@@ -20,8 +20,8 @@ use super::Settings;
 /// Bumped when the worker or the way environments are built changes.
 const BUILD_VERSION: &str = "1";
 
-/// The file an environment holds once it is complete.
-const READY: &str = ".qanat-ready";
+/// The file an environment (or a model's directory) holds once it is complete.
+pub(super) const READY: &str = ".qanat-ready";
 
 /// The requirement lines of a model's `requirements.txt`, checked, as pip gets them.
 pub fn requirements(text: &str) -> Result<Vec<String>, String> {

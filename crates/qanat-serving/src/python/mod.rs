@@ -24,6 +24,8 @@
 pub mod env;
 mod worker;
 
+use env::READY;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -93,6 +95,16 @@ impl Runtime {
             envs: env::Envs::default(),
         }
     }
+
+    /// Whether the files of the version `key` names are written already.
+    pub fn has_model(&self, key: &str) -> bool {
+        model_dir(&self.settings, key).join(READY).is_file()
+    }
+}
+
+/// Where the files of the version `key` names are written.
+fn model_dir(s: &Settings, key: &str) -> PathBuf {
+    s.models_dir.join(hash_hex(key.as_bytes(), 16))
 }
 
 /// How the model takes its rows.
@@ -441,7 +453,8 @@ impl PythonModel {
                     ),
                     worker::Lost::Ended(status) => format!("ended while predicting ({status})"),
                 };
-                tracing::warn!(model = %self.what, %why, stderr = %tail.chars().rev().take(2000).collect::<String>().chars().rev().collect::<String>(), "a Python serving worker was lost");
+                let said = &tail[tail.floor_char_boundary(tail.len().saturating_sub(2000))..];
+                tracing::warn!(model = %self.what, %why, stderr = %said, "a Python serving worker was lost");
                 Err(Error::Unavailable(format!(
                     "the Python worker serving {} {why}; this batch is not answered, a new worker takes the next",
                     self.what
@@ -546,7 +559,7 @@ impl Runtime {
     /// Writes the model's files where workers read them, builds (or finds) its
     /// environment, and starts its first worker: the model loaded, or why not.
     pub async fn load(
-        self: &Arc<Self>,
+        &self,
         what: String,
         key: &str,
         plan: Plan,
@@ -554,17 +567,17 @@ impl Runtime {
     ) -> std::result::Result<PythonModel, String> {
         let s = &self.settings;
         let isolation = s.spawner.isolation()?;
-        let reqs = files
-            .iter()
-            .find(|(p, _)| p == "requirements.txt")
-            .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
-            .unwrap_or_default();
-        let reqs = env::requirements(&reqs)?;
         let model_dir = write_model(s, key, &files).await?;
+        let reqs = match tokio::fs::read(model_dir.join("requirements.txt")).await {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(_) => String::new(),
+        };
+        let reqs = env::requirements(&reqs)?;
         let env = self.envs.get(s, &reqs).await?;
-        let script = s
-            .envs_dir
-            .join(format!("qanat_worker_{}.py", short_hash(WORKER.as_bytes())));
+        let script = s.envs_dir.join(format!(
+            "qanat_worker_{}.py",
+            hash_hex(WORKER.as_bytes(), 6)
+        ));
         if !script.is_file() {
             write_readable(&script, WORKER.as_bytes())
                 .await
@@ -625,9 +638,10 @@ impl Runtime {
     }
 }
 
-fn short_hash(bytes: &[u8]) -> String {
+/// The first `n` bytes of `bytes`' SHA-256, in hex.
+fn hash_hex(bytes: &[u8], n: usize) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(bytes)[..6]
+    sha2::Sha256::digest(bytes)[..n]
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
@@ -665,19 +679,9 @@ async fn write_model(
     files: &[ModelFile],
 ) -> std::result::Result<PathBuf, String> {
     use std::os::unix::fs::PermissionsExt;
-    let dir = s
-        .models_dir
-        .join(short_hash(key.as_bytes()) + &short_hash(format!("{key}/").as_bytes()));
-    if dir.join(".qanat-ready").is_file() {
+    let dir = model_dir(s, key);
+    if dir.join(READY).is_file() {
         return Ok(dir);
-    }
-    let total: u64 = files.iter().map(|(_, b)| b.len() as u64).sum();
-    if total > s.max_model_bytes {
-        return Err(format!(
-            "its files take {} MiB, over the {} MiB serving.python.max_model_size allows",
-            total >> 20,
-            s.max_model_bytes >> 20
-        ));
     }
     let tmp = unique(&dir, "writing");
     let outcome = async {
@@ -706,7 +710,7 @@ async fn write_model(
                 .await
                 .map_err(|e| e.to_string())?;
         }
-        tokio::fs::write(tmp.join(".qanat-ready"), b"")
+        tokio::fs::write(tmp.join(READY), b"")
             .await
             .map_err(|e| e.to_string())?;
         let _ =
