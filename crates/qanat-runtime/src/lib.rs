@@ -11,6 +11,9 @@
 //!   outputs out), and [`evaluate`]: the quality of those outputs against the target.
 //! - [`trees`]: tree ensembles from XGBoost's and LightGBM's own model files,
 //!   predicted here, equal to the libraries' own predictions.
+//! - [`sklearn`]: scikit-learn models from the pickle `mlflow.sklearn` saves, read as
+//!   data (never run) and predicted here: scalers, imputers, one-hot, trees,
+//!   forests, gradient boosting and linear models, alone or in a pipeline.
 //! - [`imported`]: ONNX models made elsewhere (PyTorch, scikit-learn), their outputs
 //!   read as the trainer's, so they are measured, quantized and distilled like Qanat's.
 //! - [`optimize`]: a method applied to a model, both measured on a holdout, and a gate
@@ -40,6 +43,7 @@ pub mod onnx;
 pub mod optimize;
 pub mod package;
 pub mod prune;
+pub mod sklearn;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod trees;
