@@ -65,14 +65,14 @@ start_mlserver() {
   MPORT=$(free_port)
   local grpc metrics
   grpc=$(free_port) metrics=$(free_port)
-  mkdir -p "$WORK/mlserver"
-  cat >"$WORK/mlserver/settings.json" <<JSON
+  mkdir -p "$WORK/mlserver-$1"
+  cat >"$WORK/mlserver-$1/settings.json" <<JSON
 {"http_port": $MPORT, "grpc_port": $grpc, "metrics_port": $metrics, "parallel_workers": 0, "debug": false}
 JSON
-  cat >"$WORK/mlserver/model-settings.json" <<JSON
+  cat >"$WORK/mlserver-$1/model-settings.json" <<JSON
 {"name": "$1", "implementation": "$2", "parameters": {"uri": "$3"}}
 JSON
-  (cd "$WORK/mlserver" && exec "$VENV/bin/mlserver" start . >"$WORK/mlserver.log" 2>&1) &
+  (cd "$WORK/mlserver-$1" && exec "$VENV/bin/mlserver" start . >"$WORK/mlserver-$1.log" 2>&1) &
   PIDS+=($!)
 }
 
@@ -81,7 +81,7 @@ JSON
 start_mlflow_serve() {
   FPORT=$(free_port)
   PATH="$VENV/bin:$PATH" "$VENV/bin/mlflow" models serve -m "$1" -h 127.0.0.1 -p "$FPORT" \
-    --env-manager local -w "$(nproc)" >"$WORK/mlflow.log" 2>&1 &
+    --env-manager local -w "$(nproc)" >"$WORK/mlflow-$FPORT.log" 2>&1 &
   PIDS+=($!)
 }
 

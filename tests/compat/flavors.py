@@ -2,10 +2,11 @@
 XGBoost and LightGBM, logged with the `mlflow` client into a project other than
 `default`, deployed, and called through Triton's client over REST (base path
 /oip/<project>) and gRPC (a `qanat-project` metadata entry). Answers must equal the
-library's own `predict` (and `predict_proba`) on the same rows to 1e-6. Models of
-other flavors (scikit-learn, a custom `pyfunc`, a pickled LightGBM wrapper) are served
-by the Python runtime, in an environment built from their requirements, in the
-sandbox; a worker that exits or hangs is replaced. A version no runtime here serves is
+library's own `predict` (and `predict_proba`) on the same rows to 1e-6. scikit-learn
+pickles of the common estimators are read as data (never run) and served natively too.
+Other models (a scikit-learn estimator not read natively, a custom `pyfunc`, a pickled
+LightGBM wrapper) are served by the Python runtime, in an environment built from their
+requirements, in the sandbox; a worker that exits or hangs is replaced. A version no runtime here serves is
 refused at deploy with the reason.
 
 Environment: QANAT_URL, MLFLOW_TRACKING_TOKEN (an editor of QANAT_OTHER_PROJECT)."""
@@ -26,7 +27,8 @@ import xgboost as xgb
 from mlflow.models import infer_signature
 from sklearn.compose import make_column_transformer
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris
-from sklearn.ensemble import RandomForestClassifier
+from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingClassifier, RandomForestClassifier
+from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
@@ -200,22 +202,62 @@ def a_wrapped_lightgbm_classifier_falls_back_to_the_python_runtime():
 
 
 @test
-def a_scikit_learn_pipeline_is_served_by_the_python_runtime_as_its_own_predict():
+def scikit_learn_pipelines_are_read_natively_never_run_and_answer_as_their_own_predict():
     data = load_breast_cancer(as_frame=True)
     X, y = data.data, data.target
     pipe = make_pipeline(StandardScaler(), RandomForestClassifier(n_estimators=50, random_state=0)).fit(X, y)
-    # Pickled, as most models teams already have are (MLflow's default, skops, refuses
-    # tree models unless their types are listed as trusted).
+    # Pickled, as most models teams already have are (MLflow's default; skops refuses
+    # tree models unless their types are listed as trusted). Qanat reads the pickle as
+    # data: nothing in it runs.
     info = mlflow.sklearn.log_model(pipe, name="model", registered_model_name="sk-forest",
                                     serialization_format="cloudpickle",
                                     signature=infer_signature(X, pipe.predict(X)))
     status = deploy("sk-forest", "sk-forest", registered(info))
     runtime = status["targets"][0]["runtime"]
-    assert runtime.startswith("python (mlflow.sklearn") and "sandboxed" in runtime, status
-    meta, got = call("sk-forest", X.to_numpy(), ["predict"])
+    assert runtime == "qanat sklearn (Pipeline(StandardScaler → RandomForestClassifier), 50 trees, cpu)", status
+    meta, got = call("sk-forest", X.to_numpy(), ["predict", "predict_proba"])
+    assert meta["platform"] == "qanat_sklearn", meta
     assert [i["name"] for i in meta["inputs"]] == list(X.columns)
     assert np.array_equal(got["predict"], pipe.predict(X)), "labels differ"
-    print(f"     scaler + random forest ({len(X)} rows): labels equal; {runtime}")
+    equal(got["predict_proba"], pipe.predict_proba(X), "predict_proba")
+
+    Xi, yi = load_iris(return_X_y=True)
+    Xi = Xi.copy()
+    Xi[::7, 2] = np.nan
+    names = np.array(["setosa", "versicolor", "virginica"])[yi]
+    logit = make_pipeline(SimpleImputer(), StandardScaler(), LogisticRegression(max_iter=500)).fit(Xi, names)
+    info = mlflow.sklearn.log_model(logit, name="model", registered_model_name="sk-logit",
+                                    signature=infer_signature(Xi, logit.predict(Xi)))
+    status = deploy("sk-logit", "sk-logit", registered(info))
+    assert status["targets"][0]["runtime"].startswith("qanat sklearn (Pipeline(SimpleImputer"), status
+    _, got = call("sk-logit", Xi, ["predict", "predict_proba"])
+    assert [v.decode() for v in got["predict"]] == logit.predict(Xi).tolist(), "labels differ"
+    equal(got["predict_proba"], logit.predict_proba(Xi), "predict_proba")
+
+    Xd, yd = load_diabetes(return_X_y=True)
+    gbr = GradientBoostingRegressor(n_estimators=60, max_depth=3, random_state=0).fit(Xd, yd)
+    info = mlflow.sklearn.log_model(gbr, name="model", registered_model_name="sk-gbr",
+                                    signature=infer_signature(Xd, gbr.predict(Xd)))
+    status = deploy("sk-gbr", "sk-gbr", registered(info))
+    assert "GradientBoostingRegressor, 60 trees" in status["targets"][0]["runtime"], status
+    _, got = call("sk-gbr", Xd, ["predict"])
+    equal(got["predict"].reshape(-1), gbr.predict(Xd), "predict")
+    print(f"     scaler + random forest, imputer + scaler + logistic (string labels, missing values), "
+          f"gradient boosting: natively, within 1e-6")
+
+
+@test
+def a_scikit_learn_model_not_read_natively_is_served_by_the_python_runtime():
+    X, y = load_breast_cancer(return_X_y=True)
+    hgb = HistGradientBoostingClassifier(max_iter=20).fit(X, y)
+    info = mlflow.sklearn.log_model(hgb, name="model", registered_model_name="sk-hgb",
+                                    signature=infer_signature(X, hgb.predict(X)))
+    status = deploy("sk-hgb", "sk-hgb", registered(info))
+    runtime = status["targets"][0]["runtime"]
+    assert runtime.startswith("python (mlflow.sklearn") and "sandboxed" in runtime, status
+    _, got = call("sk-hgb", X, ["predict"])
+    assert np.array_equal(got["predict"], hgb.predict(X)), "labels differ"
+    print(f"     a HistGradientBoostingClassifier: {runtime}, labels equal")
 
 
 class Affine(mlflow.pyfunc.PythonModel):

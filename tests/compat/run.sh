@@ -136,7 +136,7 @@ MLFLOW_TRACKING_TOKEN=$ALICE QANAT_URL=$QANAT_SERVER_URL QANAT_EXAMPLE_DATA=$ROO
 FLAVORS_REQ=$ROOT/tests/compat/flavors-requirements.txt
 FLAVORS_VENV=${QANAT_FLAVORS_VENV:-$(venv_path flavors "$FLAVORS_REQ")}
 ensure_venv "$FLAVORS_VENV" "$FLAVORS_REQ"
-echo "compat: MLflow flavors (XGBoost, LightGBM natively; scikit-learn, a custom pyfunc on the Python runtime), called by tritonclient" >&2
+echo "compat: MLflow flavors (XGBoost, LightGBM, scikit-learn natively; the rest, a custom pyfunc on the Python runtime), called by tritonclient" >&2
 MLFLOW_TRACKING_TOKEN=$ALICE QANAT_URL=$QANAT_SERVER_URL QANAT_OTHER_PROJECT=other \
   MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
   "$FLAVORS_VENV/bin/python" "$ROOT/tests/compat/flavors.py" || status=1

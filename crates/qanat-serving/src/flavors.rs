@@ -1,7 +1,9 @@
-//! MLflow models of the tree flavors, served natively: `mlflow.xgboost` (a booster
-//! or a scikit-learn wrapper, its `model.ubj`/`.json`) and `mlflow.lightgbm` (a
-//! booster's `model.lgb` text file) become a [`Forest`] predicted in Rust, with no
-//! library of theirs loaded.
+//! MLflow models served natively: `mlflow.xgboost` (a booster or a scikit-learn
+//! wrapper, its `model.ubj`/`.json`) and `mlflow.lightgbm` (a booster's `model.lgb`
+//! text file) become a [`Forest`] predicted in Rust, with no library of theirs loaded;
+//! `mlflow.sklearn` pickles of the estimators [`qanat_runtime::sklearn`] recognises
+//! are read as data (never run) and predicted in Rust too. A pickle of anything else
+//! goes to the Python runtime.
 //!
 //! Outputs follow what the model's `pyfunc` `predict` returns, named as MLServer's
 //! runtimes name them: a booster answers `predict`, its objective's outputs (a
@@ -14,6 +16,7 @@
 //! tensor, `input-0`.
 
 use qanat_model::package::MlModelFile;
+use qanat_runtime::sklearn::SkModel;
 use qanat_runtime::trees::{lightgbm, xgboost, Forest, Link};
 use serde_json::Value;
 
@@ -33,11 +36,49 @@ pub enum Answer {
     Regressor,
 }
 
-/// A tree model ready to answer.
+/// What predicts: a forest read from a tree library's file, or a scikit-learn model.
+#[derive(Debug)]
+pub enum Predictor {
+    Forest(Forest),
+    Sklearn(SkModel),
+}
+
+impl Predictor {
+    pub fn features(&self) -> usize {
+        match self {
+            Predictor::Forest(f) => f.features(),
+            Predictor::Sklearn(m) => m.features(),
+        }
+    }
+
+    pub fn outputs(&self) -> usize {
+        match self {
+            Predictor::Forest(f) => f.outputs(),
+            Predictor::Sklearn(m) => m.outputs(),
+        }
+    }
+
+    pub fn trees(&self) -> usize {
+        match self {
+            Predictor::Forest(f) => f.trees(),
+            Predictor::Sklearn(m) => m.trees(),
+        }
+    }
+
+    /// `rows` rows of `x` predicted (blocking).
+    pub fn predict(&self, x: &[f32], rows: usize) -> Result<Vec<f32>, qanat_runtime::Error> {
+        match self {
+            Predictor::Forest(f) => f.predict(x, rows),
+            Predictor::Sklearn(m) => m.predict(x, rows),
+        }
+    }
+}
+
+/// A model ready to answer natively.
 #[derive(Debug)]
 pub struct TreeModel {
-    pub forest: Forest,
-    /// `xgboost` or `lightgbm`.
+    pub forest: Predictor,
+    /// `xgboost`, `lightgbm` or `sklearn`.
     pub flavor: &'static str,
     /// The model's class as the flavor recorded it (`xgboost.sklearn.XGBClassifier`).
     pub class: String,
@@ -54,10 +95,25 @@ pub struct Plan {
     pub class: String,
 }
 
-/// The tree flavor `mlmodel` can be served by, and its file; `Err` with the reason
+/// The flavor `mlmodel` can be served natively by, and its file; `Err` with the reason
 /// when its flavor is a tree flavor this server cannot read (a pickled or skops
-/// scikit-learn wrapper of LightGBM); `Ok(None)` when it has no tree flavor.
+/// scikit-learn wrapper of LightGBM); `Ok(None)` when it has none. A scikit-learn
+/// pickle is planned here, and may yet be refused by [`load`] (an estimator not read
+/// natively): the Python runtime then serves it.
 pub fn plan(mlmodel: &MlModelFile) -> Result<Option<Plan>, String> {
+    if let Some(file) = mlmodel.setting("sklearn", "pickled_model") {
+        let format = mlmodel
+            .setting("sklearn", "serialization_format")
+            .unwrap_or("cloudpickle");
+        if matches!(format, "cloudpickle" | "pickle") && inside(file) {
+            return Ok(Some(Plan {
+                flavor: "sklearn",
+                file: file.to_string(),
+                class: String::new(),
+            }));
+        }
+        return Ok(None);
+    }
     for flavor in TREE_FLAVORS {
         let Some(file) = mlmodel.setting(flavor, "data") else {
             continue;
@@ -66,12 +122,7 @@ pub fn plan(mlmodel: &MlModelFile) -> Result<Option<Plan>, String> {
             .setting(flavor, "model_class")
             .unwrap_or_default()
             .to_string();
-        if file.is_empty()
-            || file.starts_with('/')
-            || file
-                .split('/')
-                .any(|c| c.is_empty() || c == "." || c == "..")
-        {
+        if !inside(file) {
             return Err(format!(
                 "its MLmodel names the {flavor} model file '{file}', which is not a path inside the model"
             ));
@@ -91,6 +142,15 @@ pub fn plan(mlmodel: &MlModelFile) -> Result<Option<Plan>, String> {
         }));
     }
     Ok(None)
+}
+
+/// Whether `file` is a relative path that stays inside the model's directory.
+fn inside(file: &str) -> bool {
+    !(file.is_empty()
+        || file.starts_with('/')
+        || file
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == ".."))
 }
 
 /// The estimator kind a scikit-learn wrapper's class name says.
@@ -118,6 +178,9 @@ pub fn load(plan: &Plan, bytes: &[u8], mlmodel: &MlModelFile) -> Result<TreeMode
             bytes.len() >> 20,
             MAX_FILE_BYTES >> 20
         ));
+    }
+    if plan.flavor == "sklearn" {
+        return load_sklearn(plan, bytes, mlmodel);
     }
     let wrapper = wrapper_kind(&plan.class);
     let forest = match plan.flavor {
@@ -164,9 +227,43 @@ pub fn load(plan: &Plan, bytes: &[u8], mlmodel: &MlModelFile) -> Result<TreeMode
         predict.1.unwrap_or_else(|| default_type.into()),
     );
     Ok(TreeModel {
-        forest,
+        forest: Predictor::Forest(forest),
         flavor: plan.flavor,
         class: plan.class.clone(),
+        answer,
+        predict,
+    })
+}
+
+/// A scikit-learn pickle read natively; `Err` names what is not recognised.
+fn load_sklearn(plan: &Plan, bytes: &[u8], mlmodel: &MlModelFile) -> Result<TreeModel, String> {
+    let model = SkModel::read(bytes)?;
+    let (answer, default_type) = match &model.classes {
+        Some(classes) => {
+            let t = match classes.first() {
+                Some(Value::String(_)) => "BYTES",
+                Some(Value::Bool(_)) => "BOOL",
+                Some(Value::Number(n)) if n.is_f64() => "FP64",
+                _ => "INT64",
+            };
+            (
+                Answer::Classifier {
+                    classes: classes.clone(),
+                },
+                t,
+            )
+        }
+        None => (Answer::Regressor, "FP64"),
+    };
+    let predict = signature_output(mlmodel).unwrap_or_default();
+    let predict = (
+        predict.0.unwrap_or_else(|| "predict".into()),
+        predict.1.unwrap_or_else(|| default_type.into()),
+    );
+    Ok(TreeModel {
+        class: model.describe.clone(),
+        forest: Predictor::Sklearn(model),
+        flavor: plan.flavor,
         answer,
         predict,
     })
@@ -363,6 +460,22 @@ mod tests {
         assert!(plan(&skops).expect_err("refused").contains("booster_"));
         assert_eq!(
             plan(&mlmodel("flavors:\n  sklearn: {pickled_model: m.pkl}\n")).expect("valid"),
+            Some(Plan {
+                flavor: "sklearn",
+                file: "m.pkl".into(),
+                class: String::new()
+            })
+        );
+        // skops files, and paths outside the model, are the Python runtime's to judge.
+        for other in [
+            "{pickled_model: m.skops, serialization_format: skops}",
+            "{pickled_model: ../m.pkl}",
+        ] {
+            let m = mlmodel(&format!("flavors:\n  sklearn: {other}\n"));
+            assert_eq!(plan(&m).expect("valid"), None, "{other}");
+        }
+        assert_eq!(
+            plan(&mlmodel("flavors:\n  python_function: {}\n")).expect("valid"),
             None
         );
     }

@@ -192,6 +192,7 @@ impl Model {
             Model::Native(_) => PLATFORM,
             // Triton's name for ONNX models.
             Model::Onnx(_) => "onnxruntime_onnx",
+            Model::Trees(m) if m.flavor == "sklearn" => SKLEARN_PLATFORM,
             Model::Trees(_) => TREES_PLATFORM,
             Model::Python(_) => PYTHON_PLATFORM,
         }
@@ -203,6 +204,10 @@ impl Model {
         match self {
             Model::Native(m) => format!("qanat native ({}, cpu)", m.spec().precision()),
             Model::Onnx(_) => "onnx on tract (cpu)".into(),
+            Model::Trees(m) if m.flavor == "sklearn" => match m.forest.trees() {
+                0 => format!("qanat sklearn ({}, cpu)", m.class),
+                n => format!("qanat sklearn ({}, {n} trees, cpu)", m.class),
+            },
             Model::Trees(m) => format!(
                 "qanat trees ({} {}, {} trees, cpu)",
                 m.flavor,
@@ -220,6 +225,9 @@ impl Model {
 
 /// The platform name metadata reports for tree models served natively.
 pub const TREES_PLATFORM: &str = "qanat_trees";
+
+/// The platform name metadata reports for scikit-learn models served natively.
+pub const SKLEARN_PLATFORM: &str = "qanat_sklearn";
 
 /// How long `deploy create` waits for a version to load before accepting it and
 /// loading it in the background.
@@ -606,11 +614,14 @@ impl Serving {
                 // Natively when its flavor's file is one read here; else (a pickled
                 // or skops wrapper) on the Python runtime, when there is one.
                 let native = match flavors::plan(&doc) {
+                    // Configured to serve every pyfunc on Python.
+                    _ if self.python.as_ref().is_some_and(|p| p.settings.only) => None,
                     Ok(plan) => plan,
                     Err(why) if self.python.is_none() => return Err(refused(why)),
                     Err(_) => None,
                 };
                 if let Some(plan) = native {
+                    let sklearn = plan.flavor == "sklearn";
                     let Some(bytes) = self.model_file(project, name, version, &plan.file).await?
                     else {
                         return Err(Fetch::Other(Error::NotFound(format!(
@@ -619,7 +630,9 @@ impl Serving {
                         ))));
                     };
                     // Reading a large forest takes a while: off the async workers.
+                    let mlmodel = doc.clone();
                     let model = tokio::task::spawn_blocking(move || {
+                        let doc = mlmodel;
                         let m = flavors::load(&plan, &bytes, &doc)?;
                         let inputs = flavors::inputs(&m, &doc);
                         Ok::<_, String>((m, inputs))
@@ -628,14 +641,28 @@ impl Serving {
                     .map_err(|e| {
                         Fetch::Other(Error::Internal(format!("loading the model stopped: {e}")))
                     })?;
-                    let (model, inputs) = model.map_err(refused)?;
-                    return Ok(Loaded {
-                        name: name.to_string(),
-                        version: version.to_string(),
-                        inputs,
-                        outputs: flavors::outputs(&model),
-                        model: Model::Trees(model),
-                    });
+                    match model {
+                        Ok((model, inputs)) => {
+                            return Ok(Loaded {
+                                name: name.to_string(),
+                                version: version.to_string(),
+                                inputs,
+                                outputs: flavors::outputs(&model),
+                                model: Model::Trees(model),
+                            })
+                        }
+                        // A scikit-learn pickle of estimators not read natively: on
+                        // the Python runtime, when there is one.
+                        Err(why) if sklearn && self.python.is_some() => {
+                            tracing::info!(model = %it, reason = %why, "served by the Python runtime: not read natively");
+                        }
+                        Err(why) if sklearn => {
+                            return Err(refused(format!(
+                                "{why}; this server reads scikit-learn's scalers, imputer, one-hot encoder, trees, forests, gradient boosting and linear models natively, and has no Python runtime for the rest ([serving.python] enabled = false)"
+                            )))
+                        }
+                        Err(why) => return Err(refused(why)),
+                    }
                 }
                 if let Some(runtime) = &self.python {
                     if let Some(plan) = python::plan(&doc).map_err(refused)? {
@@ -707,8 +734,10 @@ fn nothing_to_serve(it: &ObjectRef, mlmodel: Option<&[u8]>) -> Error {
     use qanat_model::package::{ONNX, SPEC, WEIGHTS};
     let served = format!(
         "this server serves models trained by `qanat train` ({SPEC} and {WEIGHTS}), \
-         ONNX graphs ({ONNX}, as `mlflow.onnx.log_model` stores them), and XGBoost and \
-         LightGBM boosters (`mlflow.xgboost`, `mlflow.lightgbm`)"
+         ONNX graphs ({ONNX}, as `mlflow.onnx.log_model` stores them), XGBoost and \
+         LightGBM boosters (`mlflow.xgboost`, `mlflow.lightgbm`), scikit-learn's \
+         common estimators (`mlflow.sklearn`), and, with the Python runtime, any \
+         `python_function` model"
     );
     let flavors = mlmodel
         .map(qanat_model::package::flavors)

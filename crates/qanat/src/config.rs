@@ -57,6 +57,9 @@ pub struct PythonConfig {
     pub tmp_size: String,
     /// The most a model's files may take.
     pub max_model_size: String,
+    /// Serve every model with a `python_function` flavor here, even one a native
+    /// reader serves (to compare the two, or to match the library's own code exactly).
+    pub only: bool,
 }
 
 impl Default for PythonConfig {
@@ -72,6 +75,7 @@ impl Default for PythonConfig {
             build_timeout_secs: 1800,
             tmp_size: "1GiB".into(),
             max_model_size: "4GiB".into(),
+            only: false,
         }
     }
 }
@@ -975,6 +979,7 @@ impl Config {
         env_some("QANAT_SERVING_PYTHON_ENVS_DIR", &mut py.envs_dir)?;
         env_some("QANAT_SERVING_PYTHON_INDEX_URL", &mut py.index_url)?;
         env_parse("QANAT_SERVING_PYTHON_WORKERS", &mut py.workers)?;
+        env_parse("QANAT_SERVING_PYTHON_ONLY", &mut py.only)?;
         env_parse(
             "QANAT_SERVING_PYTHON_PREDICT_TIMEOUT_SECS",
             &mut py.predict_timeout_secs,

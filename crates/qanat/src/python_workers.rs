@@ -83,6 +83,7 @@ pub async fn settings(cfg: &Config, jobs: &qanat_jobs::Settings) -> Result<Optio
         build_timeout: Duration::from_secs(p.build_timeout_secs.max(1)),
         tmp_mb: mib("tmp_size", &p.tmp_size)?,
         max_model_bytes: mib("max_model_size", &p.max_model_size)?.saturating_mul(1 << 20),
+        only: p.only,
         spawner: Arc::new(JobSandbox {
             jobs: jobs.clone(),
             isolation,

@@ -668,6 +668,118 @@ fn mlflow_tree_flavors_are_served_natively_with_their_own_outputs() {
     assert!(!ok && err.contains("not a LightGBM model file"), "{err}");
 }
 
+/// A fixture of qanat-runtime's scikit-learn suite: the pickle and its document.
+fn sklearn_fixture(case: &str) -> (Vec<u8>, Value) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../qanat-runtime/tests/fixtures/sklearn");
+    let doc: Value = serde_json::from_slice(
+        &std::fs::read(dir.join(format!("{case}.json"))).expect("as expected"),
+    )
+    .expect("as expected");
+    let model = std::fs::read(dir.join(format!("{case}.pkl"))).expect("as expected");
+    (model, doc)
+}
+
+/// scikit-learn models as `mlflow.sklearn` pickles them are read as data, never run,
+/// and served natively: labels and probabilities equal to scikit-learn's own. A
+/// pickle of an estimator not read natively goes to the Python runtime; with none
+/// (switched off here), it is refused at deploy, naming the estimator.
+#[test]
+fn mlflow_sklearn_pickles_are_served_natively_as_scikit_learn_predicts() {
+    let q = Qanat::start_with(vec![(
+        "QANAT_SERVING_PYTHON_ENABLED".into(),
+        "false".into(),
+    )]);
+    let token = &q.admin_token;
+    let mlmodel = b"flavors:\n  python_function:\n    loader_module: mlflow.sklearn\n    model_path: model.pkl\n  sklearn:\n    pickled_model: model.pkl\n    serialization_format: cloudpickle\n".to_vec();
+    for (case, runtime) in [
+        (
+            "forest_classifier",
+            "qanat sklearn (RandomForestClassifier, 7 trees, cpu)",
+        ),
+        (
+            "logistic_multinomial",
+            "qanat sklearn (Pipeline(SimpleImputer → StandardScaler → LogisticRegression), cpu)",
+        ),
+    ] {
+        let (pkl, doc) = sklearn_fixture(case);
+        let name = case.replace('_', "-");
+        q.register_files(
+            token,
+            &name,
+            &[("MLmodel", mlmodel.clone()), ("model.pkl", pkl)],
+        );
+        let out = deploy(&q, &["create", &name, "--model", &name, "--primary", "1"]);
+        assert!(out.contains("answers at"), "{out}");
+        let (ok, status, err) = q.cli(&["deploy", "-p", "default", "status", &name]);
+        assert!(ok && status.contains(runtime), "{status}{err}");
+        // Rows without missing values (JSON has no NaN).
+        let (mut rows, mut proba, mut labels) = (Vec::new(), Vec::new(), Vec::new());
+        for ((r, p), l) in doc["rows"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .zip(doc["expected"].as_array().expect("expected"))
+            .zip(doc["labels"].as_array().expect("labels"))
+        {
+            let r: Vec<Option<f64>> = r
+                .as_array()
+                .expect("a row")
+                .iter()
+                .map(Value::as_f64)
+                .collect();
+            if r.iter().all(Option::is_some) {
+                rows.push(r.into_iter().flatten().collect::<Vec<f64>>());
+                proba.extend(
+                    p.as_array()
+                        .expect("a row")
+                        .iter()
+                        .map(|v| v.as_f64().expect("a number")),
+                );
+                labels.push(l.clone());
+            }
+        }
+        assert!(rows.len() >= 10, "{case}: {} rows", rows.len());
+        let v = infer_rows(&q, &name, "FP64", &rows);
+        let got = output(&v, "predict_proba");
+        assert_eq!(got.len(), proba.len(), "{case}");
+        for (i, (a, b)) in got.iter().zip(&proba).enumerate() {
+            assert!((a - b).abs() < 1e-6, "{case} value {i}: {a} vs {b}");
+        }
+        let predict = v["outputs"]
+            .as_array()
+            .and_then(|o| o.iter().find(|o| o["name"] == "predict"))
+            .expect("predict");
+        assert_eq!(predict["data"], Value::Array(labels), "{case}");
+    }
+    let (s, meta) = q
+        .http()
+        .send(token, "GET", "/v2/models/forest-classifier", None);
+    assert_eq!(s, 200, "{meta}");
+    assert_eq!(meta["platform"], "qanat_sklearn", "{meta}");
+    assert_eq!(meta["outputs"][0]["datatype"], "BYTES", "{meta}");
+
+    let (pkl, _) = sklearn_fixture("refused_hist_gb");
+    q.register_files(token, "hgb", &[("MLmodel", mlmodel), ("model.pkl", pkl)]);
+    let (ok, out, err) = q.cli(&[
+        "deploy",
+        "-p",
+        "default",
+        "create",
+        "hgb",
+        "--model",
+        "hgb",
+        "--primary",
+        "1",
+    ]);
+    assert!(!ok, "deployed: {out}");
+    assert!(
+        err.contains("HistGradientBoostingClassifier, which is not read natively")
+            && err.contains("no Python runtime"),
+        "{err}"
+    );
+}
+
 /// One inference on deployment (or model) `name`, with a routing key when given:
 /// (status, the version that answered or the error).
 fn infer_one(http: &common::Http, token: &str, name: &str, key: Option<&str>) -> (u16, String) {

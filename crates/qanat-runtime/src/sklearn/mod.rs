@@ -37,6 +37,9 @@ pub struct SkModel {
     last: Last,
     features: usize,
     outputs: usize,
+    /// The fitted trees of a tree model (a forest's estimators, a boosting's stages
+    /// times its classes), else 0.
+    estimators: usize,
     /// A classifier's labels (`classes_`), in the order of its probabilities.
     pub classes: Option<Vec<Json>>,
     /// What was read, for humans: `Pipeline(StandardScaler → LogisticRegression)`.
@@ -219,6 +222,7 @@ enum Last {
 /// and the outputs per row.
 struct Final {
     last: Last,
+    estimators: usize,
     features: usize,
     classes: Option<Vec<Json>>,
     outputs: usize,
@@ -268,6 +272,7 @@ impl SkModel {
         let (name, _) = r.estimator(last)?;
         let Final {
             last,
+            estimators,
             features: w_in,
             classes,
             outputs,
@@ -290,6 +295,7 @@ impl SkModel {
             last,
             features: features.unwrap_or(w_in),
             outputs,
+            estimators,
             classes,
             describe,
         })
@@ -306,12 +312,9 @@ impl SkModel {
         self.outputs
     }
 
-    /// The trees of a tree model, else 0.
+    /// The fitted trees of a tree model, else 0.
     pub fn trees(&self) -> usize {
-        match &self.last {
-            Last::Forest { forest, .. } => forest.trees(),
-            Last::Linear { .. } => 0,
-        }
+        self.estimators
     }
 
     /// The outputs of `rows` rows of `x`, `rows ×` [`SkModel::outputs`].
@@ -883,6 +886,7 @@ impl<'p> Read<'p> {
                 Link::Identity,
             )?;
             return Ok(Final {
+                estimators: members.len(),
                 last: Last::Forest {
                     forest: f,
                     pair: false,
@@ -920,6 +924,7 @@ impl<'p> Read<'p> {
                 (false, _) => Scores::Softmax,
             };
             return Ok(Final {
+                estimators: 0,
                 last: Last::Linear {
                     coef: coef.f64s()?,
                     intercept,
@@ -954,6 +959,7 @@ impl<'p> Read<'p> {
                 ));
             }
             return Ok(Final {
+                estimators: 0,
                 last: Last::Linear {
                     coef: coef.f64s()?,
                     intercept,
@@ -1066,6 +1072,7 @@ impl<'p> Read<'p> {
         )
         .map_err(|e| e.to_string())?;
         Ok(Final {
+            estimators: members.len(),
             last: Last::Forest {
                 forest: f,
                 // A binary classifier's one probability, as the pair of classes.

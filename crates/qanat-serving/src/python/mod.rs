@@ -78,6 +78,8 @@ pub struct Settings {
     pub tmp_mb: u64,
     /// The most bytes of model files written for workers.
     pub max_model_bytes: u64,
+    /// Serve here even the models a native reader serves.
+    pub only: bool,
     pub spawner: Arc<dyn Spawner>,
 }
 
