@@ -75,11 +75,19 @@ for m in $MODELS; do
   start_mlflow_serve "$WORK/$m/model"
   FPORTS[$m]=$FPORT
 done
+# model_ready URL TRIES: waits until a deployment answers ready (0.2 s a try).
+model_ready() {
+  for _ in $(seq "$2"); do
+    curl -sf -H "Authorization: Bearer $TOKEN" "$1" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  echo "not ready: $1" >&2
+  return 1
+}
 for m in $MODELS; do
-  wait_http "http://127.0.0.1:$SPORT/v2/models/$m-web/ready"
+  model_ready "http://127.0.0.1:$SPORT/v2/models/$m-web/ready" 900
   # The Python runtime's first load builds the model's environment (minutes, once).
-  curl -s -o /dev/null -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PPORT/v2/models/$m-web" || true
-  wait_http "http://127.0.0.1:$PPORT/v2/models/$m-web/ready" 6000
+  model_ready "http://127.0.0.1:$PPORT/v2/models/$m-web/ready" 6000
   wait_http "http://127.0.0.1:${MPORTS[$m]}/v2/health/ready"
   wait_http "http://127.0.0.1:${FPORTS[$m]}/health"
 done

@@ -37,21 +37,22 @@ fn workers(config: &Batching) -> usize {
     }
 }
 
-/// What runs a batch: `rows` rows of `inputs()` values in, `rows` rows of
-/// `outputs()` values out.
+/// What runs a batch: `rows` rows of `inputs()` values in (`f64`, as requests gave
+/// them: a runtime that computes in `f32` converts), `rows` rows of `outputs()`
+/// values out.
 pub trait Engine: Send + Sync + 'static {
     /// Per-worker buffers, reused from batch to batch.
     type Scratch: Default + Send;
     fn inputs(&self) -> usize;
     fn outputs(&self) -> usize;
-    fn run(&self, x: &[f32], rows: usize, scratch: &mut Self::Scratch) -> Result<Vec<f32>>;
+    fn run(&self, x: &[f64], rows: usize, scratch: &mut Self::Scratch) -> Result<Vec<f32>>;
 }
 
 /// What a request waits for: its rows' outputs, and how long it queued.
 pub type Reply = Result<(Vec<f32>, Duration)>;
 
 struct Item {
-    x: Vec<f32>,
+    x: Vec<f64>,
     rows: usize,
     enqueued: Instant,
     deadline: Option<Instant>,
@@ -170,7 +171,7 @@ impl<E: Engine> Batcher<E> {
     /// full; the receiver gets the outputs, or why there are none.
     pub fn submit(
         &self,
-        x: Vec<f32>,
+        x: Vec<f64>,
         rows: usize,
         priority: Option<u32>,
         timeout: Option<Duration>,
@@ -228,7 +229,7 @@ impl<E: Engine> Batcher<E> {
     #[qanat_macros::boxed]
     pub async fn infer(
         &self,
-        x: Vec<f32>,
+        x: Vec<f64>,
         rows: usize,
         priority: Option<u32>,
         timeout: Option<Duration>,
@@ -460,7 +461,7 @@ mod tests {
         fn outputs(&self) -> usize {
             2
         }
-        fn run(&self, x: &[f32], _rows: usize, _: &mut ()) -> Result<Vec<f32>> {
+        fn run(&self, x: &[f64], _rows: usize, _: &mut ()) -> Result<Vec<f32>> {
             self.busy.store(true, Ordering::SeqCst);
             let (open, cv) = &*self.gate;
             let mut g = open.lock().unwrap_or_else(|p| p.into_inner());
@@ -470,7 +471,7 @@ mod tests {
             if x.first() == Some(&-1.0) {
                 return Err(Error::Invalid("negative one".into()));
             }
-            Ok(x.iter().map(|v| v * 2.0).collect())
+            Ok(x.iter().map(|v| (v * 2.0) as f32).collect())
         }
     }
 
@@ -547,7 +548,7 @@ mod tests {
         // Six one-row requests wait: a batch of 4 (preferred) must go, not 6.
         let waiting: Vec<_> = (0..6)
             .map(|i| {
-                b.submit(vec![i as f32, 0.5], 1, None, None)
+                b.submit(vec![i as f64, 0.5], 1, None, None)
                     .expect("queued")
             })
             .collect();

@@ -65,11 +65,15 @@ impl Predictor {
         }
     }
 
-    /// `rows` rows of `x` predicted (blocking).
-    pub fn predict(&self, x: &[f32], rows: usize) -> Result<Vec<f32>, qanat_runtime::Error> {
+    /// `rows` rows of `x` predicted (blocking): a forest rounds them to `f32` (as
+    /// XGBoost does), a scikit-learn model takes them as they are.
+    pub fn predict(&self, x: &[f64], rows: usize) -> Result<Vec<f32>, qanat_runtime::Error> {
         match self {
-            Predictor::Forest(f) => f.predict(x, rows),
-            Predictor::Sklearn(m) => m.predict(x, rows),
+            Predictor::Forest(f) => {
+                let x: Vec<f32> = x.iter().map(|v| *v as f32).collect();
+                f.predict(&x, rows)
+            }
+            Predictor::Sklearn(m) => m.predict_f64(x, rows),
         }
     }
 }

@@ -171,16 +171,20 @@ impl Model {
         }
     }
 
-    /// Runs `rows` rows of `x` (blocking).
+    /// Runs `rows` rows of `x` (blocking): `f64` values, as the request gave them;
+    /// the runtimes that compute in `f32` (native, tract, XGBoost's and LightGBM's
+    /// trees, as those libraries do) round them, scikit-learn models and the Python
+    /// runtime take them as they are.
     pub fn forward(
         &self,
-        x: &[f32],
+        x: &[f64],
         rows: usize,
         scratch: &mut qanat_runtime::native::Scratch,
     ) -> Result<Vec<f32>> {
+        let f32s = || x.iter().map(|v| *v as f32).collect::<Vec<f32>>();
         Ok(match self {
-            Model::Native(m) => m.mlp().forward(x, rows, scratch)?.to_vec(),
-            Model::Onnx(m) => m.run(x, rows)?,
+            Model::Native(m) => m.mlp().forward(&f32s(), rows, scratch)?.to_vec(),
+            Model::Onnx(m) => m.run(&f32s(), rows)?,
             Model::Trees(m) => m.forest.predict(x, rows)?,
             Model::Python(m) => m.predict(x, rows)?,
         })
@@ -222,6 +226,10 @@ impl Model {
         }
     }
 }
+
+/// The most an ONNX graph and its external data may take together (all are held in
+/// memory while the graph loads).
+const MAX_ONNX_BYTES: usize = 8 << 30;
 
 /// The platform name metadata reports for tree models served natively.
 pub const TREES_PLATFORM: &str = "qanat_trees";
@@ -693,14 +701,37 @@ impl Serving {
         };
         let unservable =
             |e: qanat_runtime::Error| Fetch::Unservable(format!("{it} cannot be served: {e}"));
-        if !qanat_runtime::onnx::external_files(&onnx)
-            .map_err(unservable)?
-            .is_empty()
-        {
-            return Err(Fetch::Unservable(format!(
-                "{it} keeps its ONNX weights in external files, which serving does not read yet; save the model with its weights inside"
-            )));
-        }
+        // Tensors kept in files beside the graph (what `mlflow.onnx.log_model` writes
+        // by default): read in, bounded, so the graph stands alone.
+        let external = qanat_runtime::onnx::external_files(&onnx).map_err(unservable)?;
+        let onnx = if external.is_empty() {
+            onnx
+        } else {
+            let mut files = std::collections::HashMap::new();
+            let mut total = onnx.len();
+            for file in external {
+                let Some(bytes) = self.model_file(project, name, version, &file).await? else {
+                    return Err(Fetch::Other(Error::NotFound(format!(
+                        "{it} keeps ONNX tensors in '{file}', which it does not have"
+                    ))));
+                };
+                total = total.saturating_add(bytes.len());
+                if total > MAX_ONNX_BYTES {
+                    return Err(Fetch::Unservable(format!(
+                        "{it} cannot be served: its ONNX graph and external data take over {} GiB",
+                        MAX_ONNX_BYTES >> 30
+                    )));
+                }
+                files.insert(file, bytes.to_vec());
+            }
+            let joined = tokio::task::spawn_blocking(move || {
+                qanat_runtime::onnx::with_external(&onnx, &files)
+            })
+            .await
+            .map_err(|e| Fetch::Other(Error::Internal(format!("reading the model stopped: {e}"))))?
+            .map_err(unservable)?;
+            bytes::Bytes::from(joined)
+        };
         // The graph's declared shapes, sizes and node count are checked before tract
         // reads it (qanat_runtime::onnx::check_limits); then a child loads it first.
         if let Some(launcher) = self.load_check.as_deref() {

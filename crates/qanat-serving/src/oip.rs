@@ -371,8 +371,9 @@ pub fn table(loaded: &Loaded, model: &NativeModel, request: &InferRequest) -> Re
 /// A request checked against a model and encoded as the matrix its layers take.
 #[derive(Debug)]
 pub struct Prepared {
-    /// `rows × inputs`, row-major, after the model's preprocessing.
-    pub x: Vec<f32>,
+    /// `rows × inputs`, row-major, after the model's preprocessing, as the request
+    /// gave them (`f64`).
+    pub x: Vec<f64>,
     pub rows: usize,
     /// The outputs asked for (`None`: all).
     pub wanted: Option<Vec<String>>,
@@ -382,7 +383,7 @@ pub struct Prepared {
 /// An ONNX or tree model's request as the matrix its batcher stacks: each input given
 /// once, `[N, …]` with the graph's dimensions after the batch, numeric; each row the
 /// inputs' rows side by side, in graph order.
-fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f32>, usize)> {
+fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f64>, usize)> {
     let wanted: Vec<&str> = loaded.inputs.iter().map(|i| i.name.as_str()).collect();
     let inputs = in_order(&loaded.name, &wanted, request, || {
         loaded
@@ -393,7 +394,7 @@ fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f32>, usize)>
             .join(", ")
     })?;
     let mut rows: Option<usize> = None;
-    let mut columns: Vec<(Vec<f32>, usize)> = Vec::with_capacity(loaded.inputs.len());
+    let mut columns: Vec<(Vec<f64>, usize)> = Vec::with_capacity(loaded.inputs.len());
     for (want, input) in loaded.inputs.iter().zip(inputs) {
         let rest: Vec<i64> = want.shape[1..].to_vec();
         let width: usize = rest.iter().map(|d| *d as usize).product();
@@ -428,7 +429,7 @@ fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f32>, usize)>
             )));
         }
         count(input, n * width)?;
-        let values = numbers(input, |x| x as f32)?;
+        let values = numbers(input, |x| x)?;
         columns.push((values, width));
     }
     let rows = rows.unwrap_or_default();
@@ -475,7 +476,7 @@ pub fn prepare(loaded: &Loaded, request: InferRequest) -> Result<Prepared> {
                 .preprocessing
                 .encode_features(&table, &index)
                 .map_err(qanat_runtime::Error::from)?;
-            (x, rows)
+            (x.into_iter().map(f64::from).collect(), rows)
         }
         Model::Onnx(_) | Model::Trees(_) | Model::Python(_) => tensors(loaded, &request)?,
     };

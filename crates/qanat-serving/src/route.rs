@@ -39,7 +39,7 @@ impl Engine for Native {
     fn outputs(&self) -> usize {
         self.0.model.outputs()
     }
-    fn run(&self, x: &[f32], rows: usize, scratch: &mut Scratch) -> Result<Vec<f32>> {
+    fn run(&self, x: &[f64], rows: usize, scratch: &mut Scratch) -> Result<Vec<f32>> {
         self.0.model.forward(x, rows, scratch)
     }
 }
@@ -511,7 +511,7 @@ impl Serving {
         let observe: crate::batch::Observer = Box::new(move |n| rows.observe(n as f64));
         let batcher =
             Batcher::start_observed(Native(loaded.clone()), batching.clone(), Some(observe))?;
-        let probe = vec![0f32; loaded.model.row_width()];
+        let probe = vec![0f64; loaded.model.row_width()];
         let (y, _) = batcher.infer(probe, 1, None, None).await?;
         if y.iter().any(|v| !v.is_finite()) {
             return Err(Error::Unavailable(format!(

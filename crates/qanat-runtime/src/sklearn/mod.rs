@@ -162,10 +162,10 @@ impl Step {
                     let mut at = r * width;
                     for (j, (cats, dropped)) in categories.iter().zip(drop).enumerate() {
                         let v = row[j];
-                        // Compared as the f32 the value arrived as.
+                        // Compared exactly, as scikit-learn compares float64 values.
                         let hit = cats
                             .iter()
-                            .position(|c| (c.is_nan() && v.is_nan()) || (*c as f32) == (v as f32));
+                            .position(|c| (c.is_nan() && v.is_nan()) || *c == v);
                         match hit {
                             Some(i) if Some(i) != *dropped => {
                                 let i = if dropped.is_some_and(|d| i > d) { i - 1 } else { i };
@@ -319,6 +319,13 @@ impl SkModel {
 
     /// The outputs of `rows` rows of `x`, `rows ×` [`SkModel::outputs`].
     pub fn predict(&self, x: &[f32], rows: usize) -> Result<Vec<f32>, Error> {
+        let x: Vec<f64> = x.iter().map(|v| f64::from(*v)).collect();
+        self.predict_f64(&x, rows)
+    }
+
+    /// [`SkModel::predict`] of `f64` rows, as scikit-learn takes a `float64` frame:
+    /// transforms and linear models in `f64`, trees on the rows cast to `f32`.
+    pub fn predict_f64(&self, x: &[f64], rows: usize) -> Result<Vec<f32>, Error> {
         if x.len() != rows * self.features {
             return Err(Error::invalid(format!(
                 "{} values for {rows} rows of {} features",
@@ -326,20 +333,12 @@ impl SkModel {
                 self.features
             )));
         }
-        let (x, w) = if self.steps.is_empty() {
-            if let Last::Forest { forest, pair } = &self.last {
-                return Ok(pairs(forest.predict(x, rows)?, *pair));
-            }
-            (x.iter().map(|v| f64::from(*v)).collect(), self.features)
-        } else {
-            let mut v: Vec<f64> = x.iter().map(|v| f64::from(*v)).collect();
-            let mut w = self.features;
-            for s in &self.steps {
-                v = s.apply(v, rows, w)?;
-                w = s.width_out(w);
-            }
-            (v, w)
-        };
+        let mut x = x.to_vec();
+        let mut w = self.features;
+        for s in &self.steps {
+            x = s.apply(x, rows, w)?;
+            w = s.width_out(w);
+        }
         match &self.last {
             Last::Forest { forest, pair } => {
                 // scikit-learn casts rows to float32 before its trees.

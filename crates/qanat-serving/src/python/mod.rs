@@ -17,8 +17,9 @@
 //!   `serving.python.predict_timeout_secs` is killed (with its sandbox) and its batch
 //!   answered with an error that says so; the next batch starts a new one.
 //!
-//! Inputs and outputs are numbers: the batcher carries `f32` rows (as for every
-//! runtime), so a signature with string columns is refused at deploy, and predictions
+//! Inputs and outputs are numbers: the batcher carries `f64` rows (as for every
+//! runtime; a value reaches the model as the request gave it, an `INT64` beyond 2⁵³
+//! rounded), so a signature with string columns is refused at deploy, and predictions
 //! that are not numbers are an error.
 
 pub mod env;
@@ -30,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use arrow_array::{Array, Float32Array, Float64Array, RecordBatch};
+use arrow_array::{Array, Float64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use qanat_model::package::MlModelFile;
 use serde_json::Value;
@@ -424,7 +425,7 @@ impl Pool {
 
 impl PythonModel {
     /// Runs `rows` rows of `x` on a worker (blocking).
-    pub fn predict(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
+    pub fn predict(&self, x: &[f64], rows: usize) -> Result<Vec<f32>> {
         let request = encode(&self.plan, x, rows)
             .map_err(|e| Error::Internal(format!("encoding a batch: {e}")))?;
         let mut w = self.pool.take().map_err(|e| {
@@ -466,12 +467,12 @@ impl PythonModel {
     }
 }
 
-/// The rows as an Arrow IPC stream: one `FixedSizeList<Float32>` column, and how the
-/// model takes them in the schema's metadata.
-fn encode(plan: &Plan, x: &[f32], rows: usize) -> std::result::Result<Vec<u8>, String> {
+/// The rows as an Arrow IPC stream: one `FixedSizeList<Float64>` column (the values
+/// as requests gave them), and how the model takes them in the schema's metadata.
+fn encode(plan: &Plan, x: &[f64], rows: usize) -> std::result::Result<Vec<u8>, String> {
     let w = plan.row_width();
-    let item = Arc::new(Field::new("item", DataType::Float32, false));
-    let values = Float32Array::from(x.to_vec());
+    let item = Arc::new(Field::new("item", DataType::Float64, false));
+    let values = Float64Array::from(x.to_vec());
     let list = arrow_array::FixedSizeListArray::try_new(item, w as i32, Arc::new(values), None)
         .map_err(|e| e.to_string())?;
     if list.len() != rows {

@@ -2,7 +2,7 @@
 answers batches its server sends, until its stdin closes.
 
 Frames both ways are a 4-byte little-endian length and that many bytes. A request is
-an Arrow IPC stream of one record batch: one fixed-size list column of float32, the
+an Arrow IPC stream of one record batch: one fixed-size list column of float64, the
 rows, and in the schema's metadata how the model takes them (`qanat.mode`: `columns`,
 a DataFrame of the columns `qanat.names` of numpy types `qanat.types`; `tensor`, one
 array of `qanat.dtype` shaped `qanat.shape`). An answer is a status byte (0: an Arrow IPC stream of float64
