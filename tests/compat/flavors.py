@@ -227,6 +227,7 @@ def scikit_learn_pipelines_are_read_natively_never_run_and_answer_as_their_own_p
     names = np.array(["setosa", "versicolor", "virginica"])[yi]
     logit = make_pipeline(SimpleImputer(), StandardScaler(), LogisticRegression(max_iter=500)).fit(Xi, names)
     info = mlflow.sklearn.log_model(logit, name="model", registered_model_name="sk-logit",
+                                    serialization_format="cloudpickle",
                                     signature=infer_signature(Xi, logit.predict(Xi)))
     status = deploy("sk-logit", "sk-logit", registered(info))
     assert status["targets"][0]["runtime"].startswith("qanat sklearn (Pipeline(SimpleImputer"), status
@@ -237,6 +238,7 @@ def scikit_learn_pipelines_are_read_natively_never_run_and_answer_as_their_own_p
     Xd, yd = load_diabetes(return_X_y=True)
     gbr = GradientBoostingRegressor(n_estimators=60, max_depth=3, random_state=0).fit(Xd, yd)
     info = mlflow.sklearn.log_model(gbr, name="model", registered_model_name="sk-gbr",
+                                    serialization_format="cloudpickle",
                                     signature=infer_signature(Xd, gbr.predict(Xd)))
     status = deploy("sk-gbr", "sk-gbr", registered(info))
     assert "GradientBoostingRegressor, 60 trees" in status["targets"][0]["runtime"], status
