@@ -25,7 +25,9 @@ pub mod pickle;
 
 use serde_json::Value as Json;
 
-use crate::trees::{le_threshold, Forest, ForestSpec, Link, Missing, Split, Sum, TreeNode};
+use crate::trees::{
+    le_threshold, softmax_f64 as softmax, Forest, ForestSpec, Link, Missing, Split, Sum, TreeNode,
+};
 use crate::Error;
 use numpy::Array;
 use pickle::{Id, Pickle};
@@ -381,13 +383,6 @@ impl SkModel {
 
 fn sigmoid(s: f64) -> f64 {
     1.0 / (1.0 + (-s).exp())
-}
-
-fn softmax(z: &[f64]) -> Vec<f32> {
-    let m = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let e: Vec<f64> = z.iter().map(|v| (v - m).exp()).collect();
-    let t: f64 = e.iter().sum();
-    e.iter().map(|v| (v / t) as f32).collect()
 }
 
 /// A binary classifier's one probability as the pair `[1 - p, p]`.

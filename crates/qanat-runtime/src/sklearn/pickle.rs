@@ -134,6 +134,11 @@ impl<'a> Reader<'a> {
 /// few levels), small enough that nothing reading the graph recurses far.
 const MAX_DEPTH: usize = 100_000;
 
+/// The most values (and memo entries) a file may build: a forest of thousands of
+/// trees needs a few hundred thousand; a file of one-byte opcodes must not grow the
+/// arena past a few hundred MiB.
+const MAX_VALUES: usize = 1 << 22;
+
 impl Pickle {
     /// Reads `bytes` as one pickle.
     pub fn read(bytes: &[u8]) -> Result<Pickle, PickleError> {
@@ -149,6 +154,9 @@ impl Pickle {
         loop {
             if stack.len() > MAX_DEPTH || marks.len() > MAX_DEPTH {
                 return bad(format!("a stack deeper than {MAX_DEPTH}"));
+            }
+            if values.len() > MAX_VALUES || memo.len() > MAX_VALUES {
+                return bad(format!("more than {MAX_VALUES} values"));
             }
             let at = r.at;
             let op = r.u8()?;
@@ -784,6 +792,15 @@ mod tests {
             .expect_err("refused")
             .0
             .contains("deeper"));
+        // So are files of one-byte opcodes that would grow the arena or the memo
+        // without bound.
+        for op in [&b"N0"[..], &b"\x94"[..]] {
+            let mut many = b"\x80\x05N".to_vec();
+            many.extend(std::iter::repeat_n(op, MAX_VALUES + 2).flatten());
+            many.push(b'.');
+            let e = Pickle::read(&many).expect_err("refused");
+            assert!(e.0.contains("values"), "{e}");
+        }
     }
 
     #[test]

@@ -491,7 +491,7 @@ fn softmax_f32(z: &[f64]) -> Vec<f32> {
     e.into_iter().map(|v| v / s).collect()
 }
 
-fn softmax_f64(z: &[f64]) -> Vec<f32> {
+pub(crate) fn softmax_f64(z: &[f64]) -> Vec<f32> {
     let m = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let e: Vec<f64> = z.iter().map(|v| (v - m).exp()).collect();
     let s: f64 = e.iter().sum();
