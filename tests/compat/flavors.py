@@ -297,8 +297,9 @@ def an_onnx_model_with_its_weights_in_external_data_is_served():
 
 
 class Affine(mlflow.pyfunc.PythonModel):
-    """x @ W + b; a row starting -999 ends the process, -777 hangs it (to test that a
-    lost worker is replaced and its request answered)."""
+    """x @ W + b; a row starting -999 ends the process, -777 hangs it, -555 allocates
+    3 GiB (over the suite's 2 GiB limit per worker) — to test that a lost worker is
+    replaced and its request answered."""
 
     def predict(self, context, model_input, params=None):
         import os
@@ -308,6 +309,10 @@ class Affine(mlflow.pyfunc.PythonModel):
             os._exit(3)
         if x[0, 0] == -777:
             time.sleep(3600)
+        if x[0, 0] == -555:
+            hog = np.ones(3 << 27)  # 3 GiB of float64, every page written
+            time.sleep(60)
+            return hog[:1]
         w = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
         return x @ w + 1
 
@@ -330,7 +335,8 @@ def a_custom_pyfunc_answers_and_a_worker_that_dies_or_hangs_is_replaced():
     meta, got = call("affine", X, ["predict"])
     assert meta["inputs"][0]["shape"] == [-1, 4] and meta["outputs"][0]["shape"] == [-1, 3], meta
     equal(got["predict"], model.predict(None, X), "predict")
-    for poison, what in [(-999, "ended while predicting"), (-777, "did not answer within")]:
+    for poison, what in [(-999, "ended while predicting"), (-777, "did not answer within"),
+                         (-555, "memory limit of 2048 MiB")]:
         rows = X[:2].copy()
         rows[0, 0] = poison
         status, body = infer_json("affine", rows)
@@ -338,8 +344,30 @@ def a_custom_pyfunc_answers_and_a_worker_that_dies_or_hangs_is_replaced():
         status, body = infer_json("affine", X[:3])
         assert status == 200, (status, body)
         equal(np.asarray(body["outputs"][0]["data"]).reshape(3, 3), model.predict(None, X[:3]), "after")
-    print("     a custom PythonModel: within 1e-6; a worker that exits or hangs is replaced, "
-          "its request answered 503 saying so, the next one answered")
+    print("     a custom PythonModel: within 1e-6; a worker that exits, hangs or goes over its "
+          "memory limit is replaced, its request answered 503 saying so, the next one answered")
+
+
+@test
+def a_pytorch_network_answers_as_torch_does_on_the_python_runtime():
+    # torch is not in this venv: the network is made and logged from the PyTorch venv.
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "torch.npz")
+        subprocess.run([os.environ["TORCH_PYTHON"], os.path.join(os.path.dirname(__file__), "flavors_torch.py"),
+                        out], check=True)
+        made = np.load(out)
+        X, want, version = made["X"], made["y"], str(made["version"])
+        torch_version = str(made["torch"])
+    status = deploy("torch-mlp", "torch-mlp", version)
+    runtime = status["targets"][0]["runtime"]
+    assert runtime.startswith("python (mlflow.pytorch") and "sandboxed" in runtime, status
+    meta, got = call("torch-mlp", X, ["predict"])
+    assert meta["platform"] == "qanat_python", meta
+    assert meta["inputs"][0]["datatype"] == "FP32" and meta["outputs"][0]["shape"] == [-1, 3], meta
+    equal(got["predict"], want, "predict")
+    print(f"     a PyTorch network (torch {torch_version}, mlflow.pytorch): {runtime}, within 1e-6")
 
 
 class Escape(mlflow.pyfunc.PythonModel):

@@ -45,6 +45,8 @@ export QANAT_JOBS_SANDBOX_PATHS=$VENV:$TORCH_VENV:$BASE_PYTHON
 # their requirements' hash); a hung worker is given up after 5 s in the suite.
 export QANAT_SERVING_PYTHON_ENVS_DIR=$HOME/.cache/qanat-model-envs
 export QANAT_SERVING_PYTHON_PREDICT_TIMEOUT_SECS=5
+# A worker over 2 GiB is stopped (the flavors suite's model that allocates 3 GiB).
+export QANAT_SERVING_PYTHON_MEMORY=2GiB
 "$Q" init >/dev/null 2>&1
 "$Q" server >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
@@ -136,9 +138,9 @@ MLFLOW_TRACKING_TOKEN=$ALICE QANAT_URL=$QANAT_SERVER_URL QANAT_EXAMPLE_DATA=$ROO
 FLAVORS_REQ=$ROOT/tests/compat/flavors-requirements.txt
 FLAVORS_VENV=${QANAT_FLAVORS_VENV:-$(venv_path flavors "$FLAVORS_REQ")}
 ensure_venv "$FLAVORS_VENV" "$FLAVORS_REQ"
-echo "compat: MLflow flavors (XGBoost, LightGBM, scikit-learn natively; the rest, a custom pyfunc on the Python runtime), called by tritonclient" >&2
+echo "compat: MLflow flavors (XGBoost, LightGBM, scikit-learn natively; the rest — a custom pyfunc, a PyTorch network — on the Python runtime), called by tritonclient" >&2
 MLFLOW_TRACKING_TOKEN=$ALICE QANAT_URL=$QANAT_SERVER_URL QANAT_OTHER_PROJECT=other \
-  MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 \
+  MLFLOW_HTTP_REQUEST_MAX_RETRIES=0 TORCH_PYTHON=$TORCH_VENV/bin/python \
   "$FLAVORS_VENV/bin/python" "$ROOT/tests/compat/flavors.py" || status=1
 echo "compat: the PyTorch example as jobs (1 rank, 2 ranks over gloo${QANAT_TEST_SLURM:+, and on Slurm})" >&2
 MLFLOW_TRACKING_URI=$QANAT_SERVER_URL MLFLOW_TRACKING_TOKEN=$ALICE \

@@ -361,7 +361,8 @@ impl Cgroups {
         Ok(())
     }
 
-    /// A limited group named `name` for one rank; an error when cgroups are off.
+    /// A limited group named `name` for one rank (no CPU quota when `cpu_millis` is
+    /// 0); an error when cgroups are off.
     pub(crate) fn create(
         &self,
         name: &str,
@@ -396,7 +397,7 @@ impl Cgroups {
                     // Optional knobs: absent without swap accounting or on old kernels.
                     let _ = write(&d.join("memory.swap.max"), "0");
                     let _ = write(&d.join("memory.oom.group"), "1");
-                    if *cpu {
+                    if *cpu && cpu_millis > 0 {
                         write(&d.join("cpu.max"), &format!("{quota} 100000"))?;
                     }
                 }
@@ -406,7 +407,7 @@ impl Cgroups {
                     g.dirs.push(d.clone());
                     write(&d.join("memory.limit_in_bytes"), &bytes)?;
                     let _ = write(&d.join("memory.memsw.limit_in_bytes"), &bytes);
-                    if let Some(cpu) = cpu {
+                    if let Some(cpu) = cpu.as_ref().filter(|_| cpu_millis > 0) {
                         let d = cpu.join(&name);
                         mkdir(&d)?;
                         g.dirs.push(d.clone());
@@ -496,7 +497,7 @@ impl RankGroup {
         tracing::warn!(groups = ?self.dirs, "a job's cgroup could not be removed; it is swept at the next start");
     }
 
-    fn remove_now(&self) {
+    pub(crate) fn remove_now(&self) {
         for _ in 0..20 {
             if self.try_remove() {
                 return;

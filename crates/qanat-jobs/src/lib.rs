@@ -20,6 +20,7 @@
 //!   the project's storage when an attempt ends.
 
 mod cgroup;
+pub mod confine;
 mod error;
 mod gpu;
 pub mod kind;

@@ -290,3 +290,55 @@ fn static_int8_is_calibrated_on_data_and_runs_on_every_runtime() {
         .to_string();
     assert!(e.contains("'x2'"), "{e}");
 }
+
+#[test]
+fn served_tensors_agree_on_tract_and_onnxruntime_and_a_gpu_needs_its_cuda_provider() {
+    use qanat_runtime::onnx::build::{batched, model, node, pb};
+    use qanat_runtime::onnx::onnxruntime::{Device, OrtTensorModel};
+    use qanat_runtime::onnx::tract::TensorModel;
+    let onnx = model(pb::GraphProto {
+        node: vec![node("Sigmoid", &["x"], "y")],
+        input: vec![batched("x", 4)],
+        output: vec![batched("y", 4)],
+        ..pb::GraphProto::default()
+    });
+    let x: Vec<f32> = (0..12).map(|i| i as f32 / 3.0 - 2.0).collect();
+    let want: Vec<f32> = x.iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect();
+    let tract = TensorModel::load(&onnx).expect("tract loads it");
+    assert_eq!((tract.row_width(), tract.outputs()), (4, 4));
+    let got = tract.run(&x, 3).expect("tract runs");
+    assert!(
+        worst(&got, &want) <= 1e-6,
+        "tract: {:.2e}",
+        worst(&got, &want)
+    );
+    let Some(lib) = qanat_store::testing::service_var("QANAT_TEST_ONNXRUNTIME_LIB") else {
+        return;
+    };
+    onnxruntime::configure(Path::new(&lib));
+    let cpu = OrtTensorModel::load(&onnx, Device::Cpu).expect("onnxruntime loads it");
+    assert_eq!(cpu.device().to_string(), "cpu");
+    let got = cpu.run(&x, 3).expect("onnxruntime runs");
+    assert!(
+        worst(&got, &want) <= 1e-6,
+        "onnxruntime: {:.2e}",
+        worst(&got, &want)
+    );
+    // On CUDA: with the GPU build and a GPU, the same answers; with PyPI's CPU build
+    // (what CI installs), refused, saying why, not run on the CPU instead.
+    match OrtTensorModel::load(&onnx, Device::Cuda(0)) {
+        Ok(gpu) => {
+            assert_eq!(gpu.device().to_string(), "cuda:0");
+            let got = gpu.run(&x, 3).expect("runs on the GPU");
+            assert!(
+                worst(&got, &want) <= 1e-5,
+                "cuda: {:.2e}",
+                worst(&got, &want)
+            );
+        }
+        Err(e) => {
+            let e = e.to_string();
+            assert!(e.contains("CUDA execution provider"), "{e}");
+        }
+    }
+}

@@ -132,9 +132,10 @@ pub enum Model {
     /// A package `qanat train` wrote (or `qanat optimize` derived), on the native
     /// runtime: one input per feature column, the outputs its target gives.
     Native(NativeModel),
-    /// An ONNX model made elsewhere, on tract, served tensor by tensor: its graph's
-    /// inputs in, its result out (as Triton serves ONNX).
-    Onnx(qanat_runtime::onnx::tract::TensorModel),
+    /// An ONNX model made elsewhere, served tensor by tensor: its graph's inputs in,
+    /// its result out (as Triton serves ONNX); on tract, or on onnxruntime's CUDA
+    /// provider ([`OnnxModel`]).
+    Onnx(OnnxModel),
     /// An MLflow model of a tree flavor (XGBoost, LightGBM), its trees predicted
     /// natively ([`flavors`]).
     Trees(flavors::TreeModel),
@@ -190,6 +191,14 @@ impl Model {
         })
     }
 
+    /// Where it runs: `cpu`, or `cuda:<n>`.
+    pub fn device(&self) -> String {
+        match self {
+            Model::Onnx(m) => m.device(),
+            _ => "cpu".into(),
+        }
+    }
+
     /// The platform metadata reports.
     pub fn platform(&self) -> &'static str {
         match self {
@@ -207,7 +216,7 @@ impl Model {
     pub fn runtime(&self) -> String {
         match self {
             Model::Native(m) => format!("qanat native ({}, cpu)", m.spec().precision()),
-            Model::Onnx(_) => "onnx on tract (cpu)".into(),
+            Model::Onnx(m) => m.runtime(),
             Model::Trees(m) if m.flavor == "sklearn" => match m.forest.trees() {
                 0 => format!("qanat sklearn ({}, cpu)", m.class),
                 n => format!("qanat sklearn ({}, {n} trees, cpu)", m.class),
@@ -223,6 +232,91 @@ impl Model {
                 m.forest.trees()
             ),
             Model::Python(m) => m.describe.clone(),
+        }
+    }
+}
+
+/// Where ONNX deployments run (`serving.onnx_device`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnnxDevice {
+    /// On tract, on the CPU.
+    Cpu,
+    /// On the first GPU when this machine has one and onnxruntime's CUDA provider
+    /// starts; else on tract, on the CPU (the version's runtime says why).
+    #[default]
+    Auto,
+    /// On this CUDA device, or not at all (a deployment is refused with the reason).
+    Cuda(i32),
+}
+
+impl std::str::FromStr for OnnxDevice {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "cpu" => Ok(OnnxDevice::Cpu),
+            "auto" => Ok(OnnxDevice::Auto),
+            "cuda" | "gpu" => Ok(OnnxDevice::Cuda(0)),
+            other => other
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse::<i32>().ok())
+                .filter(|n| *n >= 0)
+                .map(OnnxDevice::Cuda)
+                .ok_or_else(|| format!("'{other}': give cpu, auto, cuda or cuda:<device number>")),
+        }
+    }
+}
+
+/// An ONNX model served tensor by tensor, on tract (CPU) or onnxruntime (a GPU).
+#[derive(Debug)]
+pub enum OnnxModel {
+    /// On tract; with why the GPU is not used, when one was wanted.
+    Tract(qanat_runtime::onnx::tract::TensorModel, Option<String>),
+    Ort(qanat_runtime::onnx::onnxruntime::OrtTensorModel),
+}
+
+impl OnnxModel {
+    pub fn graph(&self) -> &qanat_runtime::onnx::OnnxGraph {
+        match self {
+            OnnxModel::Tract(m, _) => m.graph(),
+            OnnxModel::Ort(m) => m.graph(),
+        }
+    }
+
+    pub fn layout(&self) -> &qanat_runtime::onnx::TensorLayout {
+        match self {
+            OnnxModel::Tract(m, _) => m.layout(),
+            OnnxModel::Ort(m) => m.layout(),
+        }
+    }
+
+    pub fn row_width(&self) -> usize {
+        self.layout().row_width()
+    }
+
+    pub fn outputs(&self) -> usize {
+        self.layout().outputs()
+    }
+
+    pub fn run(&self, x: &[f32], rows: usize) -> qanat_runtime::Result<Vec<f32>> {
+        match self {
+            OnnxModel::Tract(m, _) => m.run(x, rows),
+            OnnxModel::Ort(m) => m.run(x, rows),
+        }
+    }
+
+    pub fn device(&self) -> String {
+        match self {
+            OnnxModel::Tract(..) => "cpu".into(),
+            OnnxModel::Ort(m) => m.device().to_string(),
+        }
+    }
+
+    /// For `deploy status`.
+    pub fn runtime(&self) -> String {
+        match self {
+            OnnxModel::Tract(_, None) => "onnx on tract (cpu)".into(),
+            OnnxModel::Tract(_, Some(why)) => format!("onnx on tract (cpu; no GPU: {why})"),
+            OnnxModel::Ort(m) => format!("onnx on onnxruntime ({})", m.device()),
         }
     }
 }
@@ -271,6 +365,8 @@ pub struct Serving {
     load_check: Option<Arc<std::path::Path>>,
     /// The Python runtime for `pyfunc` models; unset: such models are refused.
     python: Option<Arc<python::Runtime>>,
+    /// Where ONNX models run.
+    onnx_device: OnnxDevice,
     routes: route::Routes,
     log: Arc<std::sync::OnceLock<log::InferenceLog>>,
     /// The feature store deployments with enrichment read; without one they answer
@@ -304,6 +400,7 @@ impl Serving {
             unservable: Arc::default(),
             load_check: None,
             python: None,
+            onnx_device: OnnxDevice::default(),
             routes: route::Routes::default(),
             log: Arc::default(),
             features: None,
@@ -369,6 +466,12 @@ impl Serving {
     /// graph that would exhaust memory or spin costs a child, not this server.
     pub fn with_load_check(mut self, launcher: &std::path::Path) -> Self {
         self.load_check = Some(Arc::from(launcher));
+        self
+    }
+
+    /// Runs ONNX models where `device` says (default: on a GPU when there is one).
+    pub fn with_onnx_device(mut self, device: OnnxDevice) -> Self {
+        self.onnx_device = device;
         self
     }
 
@@ -487,6 +590,16 @@ impl Serving {
             }
             Err(Fetch::Other(e)) => return Err(e),
         };
+        self.metrics
+            .loaded
+            .get_or_create(&metrics::LoadedLabels {
+                project: project.name.clone(),
+                model: name.to_string(),
+                version: version.to_string(),
+                runtime: loaded.model.runtime(),
+                device: loaded.model.device(),
+            })
+            .set(1);
         self.loaded
             .lock()
             .map_err(|_| Error::Internal("the model cache lock is poisoned".into()))?
@@ -742,20 +855,57 @@ impl Serving {
                 other => other,
             })?;
         }
-        let model = tokio::task::spawn_blocking(move || {
-            qanat_runtime::onnx::tract::TensorModel::load(&onnx)
-        })
-        .await
-        .map_err(|e| Fetch::Other(Error::Internal(format!("loading the model stopped: {e}"))))?
-        .map_err(unservable)?;
+        let device = self.onnx_device;
+        let model = tokio::task::spawn_blocking(move || load_onnx(&onnx, device))
+            .await
+            .map_err(|e| Fetch::Other(Error::Internal(format!("loading the model stopped: {e}"))))?
+            .map_err(|e| match e {
+                // The GPU this server was told to use is missing or failed: a fault of
+                // the server, not of the version.
+                e @ qanat_runtime::Error::Unavailable(_) => {
+                    Fetch::Other(Error::Unavailable(format!("{it} cannot be served: {e}")))
+                }
+                e => unservable(e),
+            })?;
         Ok(Loaded {
             name: name.to_string(),
             version: version.to_string(),
-            inputs: oip::onnx_input_metadata(&model),
-            outputs: oip::onnx_output_metadata(&model),
+            inputs: oip::onnx_input_metadata(model.graph(), model.layout()),
+            outputs: oip::onnx_output_metadata(model.graph()),
             model: Model::Onnx(model),
         })
     }
+}
+
+/// Loads an ONNX graph where `device` says: on a GPU through onnxruntime's CUDA
+/// provider, or on tract.
+fn load_onnx(onnx: &[u8], device: OnnxDevice) -> qanat_runtime::Result<OnnxModel> {
+    use qanat_runtime::onnx::onnxruntime::{Device, OrtTensorModel};
+    use qanat_runtime::onnx::tract::TensorModel;
+    let why_not = match device {
+        OnnxDevice::Cpu => None,
+        OnnxDevice::Cuda(id) => {
+            return OrtTensorModel::load(onnx, Device::Cuda(id))
+                .map(OnnxModel::Ort)
+                .map_err(|e| match e {
+                    qanat_runtime::Error::Unavailable(why) => {
+                        qanat_runtime::Error::Unavailable(format!(
+                            "ONNX models run on cuda:{id} here (serving.onnx_device), and {why}"
+                        ))
+                    }
+                    e => e,
+                })
+        }
+        OnnxDevice::Auto if !qanat_runtime::onnx::onnxruntime::gpu_present() => None,
+        OnnxDevice::Auto => match OrtTensorModel::load(onnx, Device::Cuda(0)) {
+            Ok(m) => return Ok(OnnxModel::Ort(m)),
+            Err(e) => {
+                tracing::warn!(error = %e, "a GPU is present but this ONNX model runs on the CPU");
+                Some(e.to_string())
+            }
+        },
+    };
+    TensorModel::load(onnx).map(|m| OnnxModel::Tract(m, why_not))
 }
 
 /// Why a version with neither Qanat's model files nor an ONNX graph is not served:
@@ -889,5 +1039,22 @@ pub(crate) fn not_found(what: &str, e: qanat_tracking::Error) -> Error {
         Error::NotFound(format!("{what} not found: {e}"))
     } else {
         Error::Tracking(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OnnxDevice;
+
+    #[test]
+    fn onnx_devices_parse_and_a_wrong_one_says_what_to_give() {
+        assert_eq!("auto".parse::<OnnxDevice>(), Ok(OnnxDevice::Auto));
+        assert_eq!("cpu".parse::<OnnxDevice>(), Ok(OnnxDevice::Cpu));
+        assert_eq!("cuda".parse::<OnnxDevice>(), Ok(OnnxDevice::Cuda(0)));
+        assert_eq!("cuda:3".parse::<OnnxDevice>(), Ok(OnnxDevice::Cuda(3)));
+        for bad in ["cuda:-1", "tpu", "cuda:x", ""] {
+            let e = bad.parse::<OnnxDevice>().expect_err(bad);
+            assert!(e.contains("cpu, auto, cuda or cuda:<device number>"), "{e}");
+        }
     }
 }

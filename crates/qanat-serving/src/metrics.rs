@@ -6,6 +6,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -38,6 +39,18 @@ pub struct BatchLabels {
     pub version: String,
 }
 
+/// A version loaded in this process: what runs it and where.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LoadedLabels {
+    pub project: String,
+    pub model: String,
+    pub version: String,
+    /// As `deploy status` says it (`onnx on onnxruntime (cuda:0)`, `qanat trees (…)`).
+    pub runtime: String,
+    /// `cpu` or `cuda:<n>`.
+    pub device: String,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn seconds() -> Histogram {
@@ -57,6 +70,7 @@ pub struct ServingMetrics {
     pub latency: Histograms<VersionLabels>,
     pub queue: Histograms<VersionLabels>,
     pub batch_rows: Histograms<BatchLabels>,
+    pub loaded: Family<LoadedLabels, Gauge>,
 }
 
 impl Default for ServingMetrics {
@@ -66,6 +80,7 @@ impl Default for ServingMetrics {
             latency: Family::new_with_constructor(seconds),
             queue: Family::new_with_constructor(seconds),
             batch_rows: Family::new_with_constructor(rows),
+            loaded: Family::default(),
         }
     }
 }
@@ -98,6 +113,11 @@ impl ServingMetrics {
             "qanat_serving_batch_rows",
             "Rows in each batch a served version ran",
             self.batch_rows.clone(),
+        );
+        registry.register(
+            "qanat_serving_version_loaded",
+            "Versions loaded in this process (1), with the runtime that serves each and the device it runs on",
+            self.loaded.clone(),
         );
     }
 }

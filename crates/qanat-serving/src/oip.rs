@@ -15,7 +15,7 @@
 
 use qanat_model::prep::Target;
 use qanat_model::table::{Column, Table, Values};
-use qanat_runtime::onnx::tract::TensorModel;
+use qanat_runtime::onnx::{OnnxGraph, TensorLayout};
 use qanat_runtime::package::NativeModel;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -152,12 +152,11 @@ pub fn output_metadata(model: &NativeModel) -> Vec<TensorMetadata> {
 }
 
 /// An ONNX model's inputs: the graph's, `[-1, …]` with its element type.
-pub fn onnx_input_metadata(model: &TensorModel) -> Vec<TensorMetadata> {
-    model
-        .graph()
+pub fn onnx_input_metadata(graph: &OnnxGraph, layout: &TensorLayout) -> Vec<TensorMetadata> {
+    graph
         .inputs
         .iter()
-        .zip(model.input_dims())
+        .zip(layout.input_dims())
         .map(|(p, dims)| TensorMetadata {
             name: p.name.clone(),
             datatype: onnx_datatype(p.elem_type).into(),
@@ -169,8 +168,8 @@ pub fn onnx_input_metadata(model: &TensorModel) -> Vec<TensorMetadata> {
 }
 
 /// An ONNX model's output: the graph's result, `[-1, …]`, FP32.
-pub fn onnx_output_metadata(model: &TensorModel) -> Vec<TensorMetadata> {
-    let r = model.graph().result();
+pub fn onnx_output_metadata(graph: &OnnxGraph) -> Vec<TensorMetadata> {
+    let r = graph.result();
     vec![TensorMetadata {
         name: r.name.clone(),
         datatype: "FP32".into(),

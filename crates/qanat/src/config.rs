@@ -30,10 +30,23 @@ pub struct Config {
 }
 
 /// Serving.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServingConfig {
+    /// Where ONNX models run: `auto` (on the first GPU when there is one and
+    /// onnxruntime's CUDA provider starts, else on the CPU), `cpu`, `cuda` or
+    /// `cuda:<n>` (that GPU or not at all).
+    pub onnx_device: String,
     pub python: PythonConfig,
+}
+
+impl Default for ServingConfig {
+    fn default() -> Self {
+        ServingConfig {
+            onnx_device: "auto".into(),
+            python: PythonConfig::default(),
+        }
+    }
 }
 
 /// The Python runtime: MLflow `pyfunc` models on sandboxed worker processes.
@@ -55,6 +68,9 @@ pub struct PythonConfig {
     pub build_timeout_secs: u64,
     /// A worker's private `/tmp` and `/dev/shm`.
     pub tmp_size: String,
+    /// A worker's memory limit, its `/tmp` included: a cgroup's where the cgroup tree
+    /// is writable (as for local jobs), else its resident memory sampled.
+    pub memory: String,
     /// The most a model's files may take.
     pub max_model_size: String,
     /// Serve every model with a `python_function` flavor here, even one a native
@@ -74,6 +90,7 @@ impl Default for PythonConfig {
             load_timeout_secs: 300,
             build_timeout_secs: 1800,
             tmp_size: "1GiB".into(),
+            memory: "4GiB".into(),
             max_model_size: "4GiB".into(),
             only: false,
         }
@@ -993,6 +1010,8 @@ impl Config {
             &mut py.build_timeout_secs,
         )?;
         env_parse("QANAT_SERVING_PYTHON_TMP_SIZE", &mut py.tmp_size)?;
+        env_parse("QANAT_SERVING_PYTHON_MEMORY", &mut py.memory)?;
+        env_parse("QANAT_SERVING_ONNX_DEVICE", &mut self.serving.onnx_device)?;
         env_parse(
             "QANAT_SERVING_PYTHON_MAX_MODEL_SIZE",
             &mut py.max_model_size,

@@ -15,6 +15,25 @@ use crate::config::Config;
 struct JobSandbox {
     jobs: qanat_jobs::Settings,
     isolation: std::result::Result<String, String>,
+    /// Found at the first worker (no cgroup is touched where no Python model is served).
+    confiner: std::sync::OnceLock<qanat_jobs::confine::Confiner>,
+}
+
+impl JobSandbox {
+    fn confiner(&self) -> &qanat_jobs::confine::Confiner {
+        self.confiner
+            .get_or_init(|| qanat_jobs::confine::Confiner::detect(&self.jobs))
+    }
+}
+
+/// A worker's limit: its cgroup (or sampled process group), removed when dropped.
+#[derive(Debug)]
+struct WorkerLimit(qanat_jobs::confine::Confined);
+
+impl qanat_serving::python::Limit for WorkerLimit {
+    fn over_limit(&self) -> Option<String> {
+        self.0.over_limit()
+    }
 }
 
 impl Spawner for JobSandbox {
@@ -49,6 +68,20 @@ impl Spawner for JobSandbox {
             .current_dir("/");
         (c, true)
     }
+
+    fn confine(
+        &self,
+        pid: u32,
+        memory_mb: u64,
+    ) -> std::result::Result<Box<dyn qanat_serving::python::Limit>, String> {
+        self.confiner()
+            .confine(&format!("worker-{pid}"), pid, memory_mb)
+            .map(|c| Box::new(WorkerLimit(c)) as Box<dyn qanat_serving::python::Limit>)
+    }
+
+    fn memory_enforcement(&self) -> String {
+        self.confiner().enforcement().to_string()
+    }
 }
 
 fn mib(what: &str, v: &str) -> Result<u64> {
@@ -82,9 +115,17 @@ pub async fn settings(cfg: &Config, jobs: &qanat_jobs::Settings) -> Result<Optio
         load_timeout: Duration::from_secs(p.load_timeout_secs.max(1)),
         build_timeout: Duration::from_secs(p.build_timeout_secs.max(1)),
         tmp_mb: mib("tmp_size", &p.tmp_size)?,
+        memory_mb: match mib("memory", &p.memory)? {
+            m if m < 64 => anyhow::bail!(
+                "serving.python.memory = {}: give a worker at least 64MiB",
+                p.memory
+            ),
+            m => m,
+        },
         max_model_bytes: mib("max_model_size", &p.max_model_size)?.saturating_mul(1 << 20),
         only: p.only,
         spawner: Arc::new(JobSandbox {
+            confiner: std::sync::OnceLock::new(),
             jobs: jobs.clone(),
             isolation,
         }),

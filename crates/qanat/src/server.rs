@@ -416,6 +416,11 @@ fn settings(cfg: &Config) -> Result<wiring::Settings> {
         kubernetes: None,
         online: None,
         join_memory: Some(cfg.join_memory_bytes()?),
+        onnx_device: cfg
+            .serving
+            .onnx_device
+            .parse()
+            .map_err(|e| anyhow::anyhow!("serving.onnx_device = {e}"))?,
         load_check: None,
         python: None,
     })

@@ -61,6 +61,8 @@ pub struct Settings {
     pub load_check: Option<PathBuf>,
     /// The Python runtime for MLflow `pyfunc` models; without one they are refused.
     pub python: Option<qanat_serving::python::Settings>,
+    /// Where ONNX models are served.
+    pub onnx_device: qanat_serving::OnnxDevice,
 }
 
 impl Settings {
@@ -87,6 +89,7 @@ impl Settings {
             join_memory: None,
             load_check: None,
             python: None,
+            onnx_device: qanat_serving::OnnxDevice::default(),
         }
     }
 }
@@ -132,7 +135,8 @@ pub async fn build(
     if let Some(bytes) = s.join_memory {
         features = features.with_join_memory(bytes);
     }
-    let mut serving = qanat_serving::Serving::new(meta.clone(), storage.clone(), tracking.clone());
+    let mut serving = qanat_serving::Serving::new(meta.clone(), storage.clone(), tracking.clone())
+        .with_onnx_device(s.onnx_device);
     if let Some(online) = s.online {
         features = features.with_online(online);
         // Deployments with feature enrichment read the online store in this process.

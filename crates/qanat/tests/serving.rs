@@ -1617,3 +1617,81 @@ fn inference_tokens_call_only_inference_and_rate_limits_answer_429() {
     let audit = q.cli_ok("audit tail --action serving.model.read -n 20");
     assert!(audit.contains("limited to 5 requests a second"), "{audit}");
 }
+
+/// `y = sigmoid(input-0)`, both `[N, 4]`: an ONNX graph made elsewhere.
+fn sigmoid_graph() -> Vec<u8> {
+    use qanat_runtime::onnx::build::{batched, model, node, pb};
+    model(pb::GraphProto {
+        node: vec![node("Sigmoid", &["input-0"], "y")],
+        input: vec![batched("input-0", 4)],
+        output: vec![batched("y", 4)],
+        ..pb::GraphProto::default()
+    })
+}
+
+#[test]
+fn an_onnx_version_says_where_it_runs_and_a_gpu_it_cannot_use_is_the_servers_fault() {
+    // The default (`auto`): on the CPU here, the GPU's absence named when one was
+    // looked for, in `deploy status` and in /metrics.
+    let q = Qanat::start_with(vec![]);
+    let token = &q.admin_token;
+    q.register_files(token, "sig", &[("model.onnx", sigmoid_graph())]);
+    let out = deploy(&q, &["create", "sig", "--model", "sig", "--primary", "1"]);
+    assert!(out.contains("answers at"), "{out}");
+    let (ok, status, err) = q.cli(&["deploy", "-p", "default", "status", "sig"]);
+    assert!(ok, "{err}");
+    let on_gpu = status.contains("onnx on onnxruntime (cuda:0)");
+    assert!(on_gpu || status.contains("onnx on tract (cpu"), "{status}");
+    let v = infer_rows(&q, "sig", "FP32", &[vec![0.0, 1.0, -1.0, 2.0]]);
+    let got = output(&v, "y");
+    for (g, x) in got.iter().zip([0.0f64, 1.0, -1.0, 2.0]) {
+        assert!((g - 1.0 / (1.0 + (-x).exp())).abs() < 1e-6, "{got:?}");
+    }
+    let metrics = q
+        .http()
+        .raw(token, "GET", "/metrics")
+        .send()
+        .expect("metrics")
+        .text()
+        .expect("text");
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("qanat_serving_version_loaded{") && l.contains("model=\"sig\""))
+        .unwrap_or_else(|| panic!("no loaded gauge for sig:\n{metrics}"));
+    assert!(line.ends_with(" 1"), "{line}");
+    assert!(
+        line.contains(if on_gpu {
+            "device=\"cuda:0\""
+        } else {
+            "device=\"cpu\""
+        }),
+        "{line}"
+    );
+    drop(q);
+
+    // Told to use a GPU it cannot use (no GPU, or onnxruntime without CUDA): requests
+    // are answered 503 with the reason, and the version is not marked unservable (the
+    // fault is the server's, and goes with its configuration).
+    let q = Qanat::start_with(vec![("QANAT_SERVING_ONNX_DEVICE".into(), "cuda:7".into())]);
+    let token = &q.admin_token;
+    q.register_files(token, "sig", &[("model.onnx", sigmoid_graph())]);
+    let (s, v) = q.http().send(
+        token,
+        "POST",
+        "/v2/models/sig/infer",
+        Some(json!({"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP32", "data": [0, 1, 2, 3]}]})),
+    );
+    assert_eq!(s, 503, "{v}");
+    assert!(
+        v.to_string().contains("cuda:7 here (serving.onnx_device)"),
+        "{v}"
+    );
+    let (s, v) = q.http().send(
+        token,
+        "GET",
+        "/api/2.0/mlflow/model-versions/get?name=sig&version=1",
+        None,
+    );
+    assert_eq!(s, 200, "{v}");
+    assert!(!v.to_string().contains("qanat.unservable"), "{v}");
+}

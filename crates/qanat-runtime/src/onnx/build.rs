@@ -28,6 +28,21 @@ pub fn value(name: &str, dims: &[i64]) -> pb::ValueInfoProto {
     }
 }
 
+/// A `float` tensor named `name` of `[N, width]`, its batch dimension symbolic (as
+/// exporters write a served model's inputs and outputs).
+pub fn batched(name: &str, width: i64) -> pb::ValueInfoProto {
+    use pb::tensor_shape_proto::dimension::Value as D;
+    let mut v = value(name, &[1, width]);
+    if let Some(pb::type_proto::Value::TensorType(t)) =
+        v.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        if let Some(first) = t.shape.as_mut().and_then(|s| s.dim.first_mut()) {
+            first.value = Some(D::DimParam("N".into()));
+        }
+    }
+    v
+}
+
 /// An `op` node reading `inputs`, writing `output`.
 pub fn node(op: &str, inputs: &[&str], output: &str) -> pb::NodeProto {
     pb::NodeProto {

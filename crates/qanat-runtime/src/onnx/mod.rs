@@ -443,6 +443,106 @@ pub struct Input {
     pub shape: Vec<usize>,
 }
 
+/// How a tensor server's rows map to a graph (the Open Inference Protocol's view, as
+/// Triton serves ONNX): each graph input a numeric tensor whose first dimension is the
+/// batch and whose other dimensions are known, the result a float tensor of a known
+/// width. Rows come as one `f32` matrix, each row the concatenation of the inputs'
+/// rows in graph order, so a batcher can stack requests; [`TensorLayout::split`]
+/// splits it back into the graph's tensors (as `float`, `double` or `int64`).
+#[derive(Debug, Clone)]
+pub struct TensorLayout {
+    /// Per input: element type, row width, dimensions after the batch.
+    inputs: Vec<(Elem, usize, Vec<usize>)>,
+    width: usize,
+}
+
+impl TensorLayout {
+    /// The layout of `graph`, refusing what a float matrix cannot feed (text inputs,
+    /// unknown row widths) with the reason.
+    pub fn of(graph: &OnnxGraph) -> Result<TensorLayout> {
+        let r = graph.result();
+        let width = match (Elem::of(r.elem_type), r.width()) {
+            (Some(Elem::F32), Some(w)) => w,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "output '{}' is not a float tensor of a known width (type {}, shape {:?})",
+                    r.name, r.elem_type, r.dims
+                )))
+            }
+        };
+        let mut inputs = Vec::with_capacity(graph.inputs.len());
+        for p in &graph.inputs {
+            let elem = match Elem::of(p.elem_type) {
+                Some(e @ (Elem::F32 | Elem::F64 | Elem::I64)) => e,
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "input '{}' has ONNX element type {}: served models take float, double or int64 tensors",
+                        p.name, p.elem_type
+                    )))
+                }
+            };
+            let rest: Option<Vec<usize>> = p.dims.iter().skip(1).copied().collect();
+            let (Some(rest), false) = (rest, p.dims.is_empty()) else {
+                return Err(Error::invalid(format!(
+                    "input '{}' has shape {:?}: a served model's inputs are [N, ...] with every dimension after the batch known",
+                    p.name, p.dims
+                )));
+            };
+            inputs.push((elem, rest.iter().product(), rest));
+        }
+        Ok(TensorLayout { inputs, width })
+    }
+
+    /// Per graph input, its dimensions after the batch.
+    pub fn input_dims(&self) -> impl Iterator<Item = &[usize]> {
+        self.inputs.iter().map(|i| i.2.as_slice())
+    }
+
+    /// Values per row in: the sum of the inputs' row widths.
+    pub fn row_width(&self) -> usize {
+        self.inputs.iter().map(|i| i.1).sum()
+    }
+
+    /// Values per row out.
+    pub fn outputs(&self) -> usize {
+        self.width
+    }
+
+    /// The graph's inputs for `rows` rows of `x` (`rows × row_width`, row-major).
+    pub fn split(&self, x: &[f32], rows: usize) -> Result<Vec<Input>> {
+        let total = self.row_width();
+        if x.len() != rows * total {
+            return Err(Error::internal(format!(
+                "{} values for {rows} rows of {total}",
+                x.len()
+            )));
+        }
+        let mut out = Vec::with_capacity(self.inputs.len());
+        let mut offset = 0;
+        for (elem, w, rest) in &self.inputs {
+            let mut shape = Vec::with_capacity(rest.len() + 1);
+            shape.push(rows);
+            shape.extend_from_slice(rest);
+            let column = |r: usize| &x[r * total + offset..r * total + offset + w];
+            let values = match elem {
+                Elem::F32 => Column::F32((0..rows).flat_map(column).copied().collect()),
+                Elem::F64 => {
+                    Column::F64((0..rows).flat_map(column).map(|v| f64::from(*v)).collect())
+                }
+                _ => Column::I64(
+                    (0..rows)
+                        .flat_map(column)
+                        .map(|v| v.round() as i64)
+                        .collect(),
+                ),
+            };
+            out.push(Input { values, shape });
+            offset += w;
+        }
+        Ok(out)
+    }
+}
+
 /// The table as the graph's inputs, in the graph's order.
 pub fn inputs(graph: &OnnxGraph, feed: &Feed, table: &Table) -> Result<Vec<Input>> {
     let n = table.rows();

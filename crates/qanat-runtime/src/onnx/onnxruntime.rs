@@ -165,6 +165,137 @@ impl OrtModel {
     }
 }
 
+/// Where an onnxruntime session runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Device {
+    Cpu,
+    /// A CUDA device, by index.
+    Cuda(i32),
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Cpu => f.write_str("cpu"),
+            Device::Cuda(i) => write!(f, "cuda:{i}"),
+        }
+    }
+}
+
+/// Whether this machine has an NVIDIA GPU its driver exposes (looked at without
+/// loading anything).
+pub fn gpu_present() -> bool {
+    std::fs::read_dir("/proc/driver/nvidia/gpus")
+        .map(|mut d| d.next().is_some())
+        .unwrap_or(false)
+        || Path::new("/dev/nvidia0").exists()
+}
+
+/// Whether the library this process loaded offers CUDA (the `onnxruntime-gpu` build,
+/// with its `libonnxruntime_providers_cuda.so` beside it); why not otherwise.
+pub fn cuda_available() -> Result<()> {
+    use ort::execution_providers::{CUDAExecutionProvider, ExecutionProvider};
+    let lib = library()?;
+    match CUDAExecutionProvider::default().is_available() {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Error::Unavailable(format!(
+            "onnxruntime at {} has no CUDA execution provider (the `onnxruntime-gpu` \
+             package's library has one)",
+            lib.display()
+        ))),
+        Err(e) => Err(Error::Unavailable(format!(
+            "onnxruntime at {} cannot list its execution providers: {e}",
+            lib.display()
+        ))),
+    }
+}
+
+/// An ONNX model as a tensor server sees it ([`super::TensorLayout`]), in an
+/// onnxruntime session on a [`Device`].
+pub struct OrtTensorModel {
+    graph: OnnxGraph,
+    layout: super::TensorLayout,
+    session: Session,
+    device: Device,
+}
+
+impl std::fmt::Debug for OrtTensorModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OrtTensorModel")
+            .field("inputs", &self.graph.inputs)
+            .field("device", &self.device)
+            .finish()
+    }
+}
+
+impl OrtTensorModel {
+    /// Loads the model in `bytes` into a session on `device`: on a CUDA device, the
+    /// CUDA execution provider must register (no silent fall back to the CPU), and
+    /// nodes it lacks run on onnxruntime's CPU provider.
+    pub fn load(bytes: &[u8], device: Device) -> Result<OrtTensorModel> {
+        use ort::execution_providers::CUDAExecutionProvider;
+        library()?;
+        let graph = OnnxGraph::read(bytes)?;
+        let layout = super::TensorLayout::of(&graph)?;
+        let mut builder = Session::builder().map_err(|e| Error::internal(e.to_string()))?;
+        if let Device::Cuda(id) = device {
+            cuda_available()?;
+            builder = builder
+                .with_execution_providers([CUDAExecutionProvider::default()
+                    .with_device_id(id)
+                    .build()
+                    .error_on_failure()])
+                .map_err(|e| {
+                    Error::Unavailable(format!(
+                        "onnxruntime's CUDA execution provider did not start on {device}: {e}"
+                    ))
+                })?;
+        }
+        let session = builder
+            .commit_from_memory(bytes)
+            .map_err(|e| Error::invalid(format!("onnxruntime cannot load this ONNX model: {e}")))?;
+        Ok(OrtTensorModel {
+            graph,
+            layout,
+            session,
+            device,
+        })
+    }
+
+    pub fn graph(&self) -> &OnnxGraph {
+        &self.graph
+    }
+
+    pub fn layout(&self) -> &super::TensorLayout {
+        &self.layout
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// The result for `rows` rows of `x` (`rows × row_width`, row-major).
+    pub fn run(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
+        run_session(&self.session, &self.graph, self.layout.split(x, rows)?)
+    }
+}
+
+/// Runs `session` on the graph's inputs, filled: its result, as `f32`.
+fn run_session(session: &Session, graph: &OnnxGraph, inputs: Vec<Input>) -> Result<Vec<f32>> {
+    let mut fed: Vec<(String, DynValue)> = Vec::with_capacity(graph.inputs.len());
+    for (port, input) in graph.inputs.iter().zip(inputs) {
+        fed.push((port.name.clone(), value(input)?));
+    }
+    let out = session
+        .run(fed)
+        .map_err(|e| Error::invalid(format!("onnxruntime failed to run the model: {e}")))?;
+    let name = &graph.result().name;
+    let (_, v) = out[name.as_str()]
+        .try_extract_raw_tensor::<f32>()
+        .map_err(|e| Error::internal(format!("reading output '{name}': {e}")))?;
+    Ok(v.to_vec())
+}
+
 fn value(input: Input) -> Result<DynValue> {
     let Input { values, shape } = input;
     let dims: Vec<i64> = shape.iter().map(|d| *d as i64).collect();
@@ -187,24 +318,11 @@ impl Runtime for OrtModel {
     }
 
     fn predict(&self, table: &Table) -> Result<Vec<f32>> {
-        let mut fed: Vec<(String, DynValue)> = Vec::new();
-        for (port, input) in self
-            .graph
-            .inputs
-            .iter()
-            .zip(inputs(&self.graph, &self.feed, table)?)
-        {
-            fed.push((port.name.clone(), value(input)?));
-        }
-        let out = self
-            .session
-            .run(fed)
-            .map_err(|e| Error::invalid(format!("onnxruntime failed to run the model: {e}")))?;
-        let name = &self.graph.result().name;
-        let (_, v) = out[name.as_str()]
-            .try_extract_raw_tensor::<f32>()
-            .map_err(|e| Error::internal(format!("reading output '{name}': {e}")))?;
-        Ok(v.to_vec())
+        run_session(
+            &self.session,
+            &self.graph,
+            inputs(&self.graph, &self.feed, table)?,
+        )
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use qanat_model::Table;
 use tract_onnx::prelude::*;
 
-use super::{inputs, Column, Feed, Input, OnnxGraph};
+use super::{inputs, Column, Feed, Input, OnnxGraph, TensorLayout};
 use crate::{Error, Result, Runtime};
 
 /// An ONNX model loaded and optimized by tract.
@@ -186,18 +186,11 @@ pub fn largest_values(
     Ok(out)
 }
 
-/// An ONNX model as a tensor server sees it (the Open Inference Protocol's view, as
-/// Triton serves ONNX): each graph input a numeric tensor whose first dimension is the
-/// batch and whose other dimensions are known, the result a float tensor of a known
-/// width. Rows come as one `f32` matrix, each row the concatenation of the inputs'
-/// rows in graph order, so a batcher can stack requests; [`TensorModel::run`] splits
-/// it back into the graph's tensors (as `float`, `double` or `int64`).
+/// An ONNX model as a tensor server sees it ([`TensorLayout`]), on tract.
 pub struct TensorModel {
     graph: OnnxGraph,
     plan: Arc<TypedSimplePlan>,
-    /// Per input: element type, row width, dimensions after the batch.
-    inputs: Vec<(super::Elem, usize, Vec<usize>)>,
-    width: usize,
+    layout: TensorLayout,
 }
 
 impl std::fmt::Debug for TensorModel {
@@ -213,44 +206,13 @@ impl TensorModel {
     /// Loads and plans the model in `bytes`, refusing what a float matrix cannot feed
     /// (text inputs, unknown row widths) with the reason.
     pub fn load(bytes: &[u8]) -> Result<TensorModel> {
-        use super::Elem;
         let graph = OnnxGraph::read(bytes)?;
-        let r = graph.result();
-        let width = match (Elem::of(r.elem_type), r.width()) {
-            (Some(Elem::F32), Some(w)) => w,
-            _ => {
-                return Err(Error::invalid(format!(
-                    "output '{}' is not a float tensor of a known width (type {}, shape {:?})",
-                    r.name, r.elem_type, r.dims
-                )))
-            }
-        };
-        let mut inputs = Vec::with_capacity(graph.inputs.len());
-        for p in &graph.inputs {
-            let elem = match Elem::of(p.elem_type) {
-                Some(e @ (Elem::F32 | Elem::F64 | Elem::I64)) => e,
-                _ => {
-                    return Err(Error::invalid(format!(
-                        "input '{}' has ONNX element type {}: served models take float, double or int64 tensors",
-                        p.name, p.elem_type
-                    )))
-                }
-            };
-            let rest: Option<Vec<usize>> = p.dims.iter().skip(1).copied().collect();
-            let (Some(rest), false) = (rest, p.dims.is_empty()) else {
-                return Err(Error::invalid(format!(
-                    "input '{}' has shape {:?}: a served model's inputs are [N, ...] with every dimension after the batch known",
-                    p.name, p.dims
-                )));
-            };
-            inputs.push((elem, rest.iter().product(), rest));
-        }
-        let plan = plan(&graph, &r.name)?;
+        let layout = TensorLayout::of(&graph)?;
+        let plan = plan(&graph, &graph.result().name)?;
         Ok(TensorModel {
             graph,
             plan,
-            inputs,
-            width,
+            layout,
         })
     }
 
@@ -258,62 +220,33 @@ impl TensorModel {
         &self.graph
     }
 
+    pub fn layout(&self) -> &TensorLayout {
+        &self.layout
+    }
+
     /// Per graph input, its dimensions after the batch.
     pub fn input_dims(&self) -> impl Iterator<Item = &[usize]> {
-        self.inputs.iter().map(|i| i.2.as_slice())
+        self.layout.input_dims()
     }
 
     /// Values per row in: the sum of the inputs' row widths.
     pub fn row_width(&self) -> usize {
-        self.inputs.iter().map(|i| i.1).sum()
+        self.layout.row_width()
     }
 
     /// Values per row out.
     pub fn outputs(&self) -> usize {
-        self.width
+        self.layout.outputs()
     }
 
     /// The result for `rows` rows of `x` (`rows × row_width`, row-major).
     pub fn run(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
-        use super::Elem;
-        let total = self.row_width();
-        if x.len() != rows * total {
-            return Err(Error::internal(format!(
-                "{} values for {rows} rows of {total}",
-                x.len()
-            )));
-        }
-        let mut fed = TVec::with_capacity(self.inputs.len());
-        let mut offset = 0;
-        for (elem, w, rest) in &self.inputs {
-            let mut shape = Vec::with_capacity(rest.len() + 1);
-            shape.push(rows);
-            shape.extend_from_slice(rest);
-            let column = |r: usize| &x[r * total + offset..r * total + offset + w];
-            let t = match elem {
-                Elem::F32 => Tensor::from_shape(
-                    &shape,
-                    &(0..rows).flat_map(column).copied().collect::<Vec<f32>>(),
-                ),
-                Elem::F64 => Tensor::from_shape(
-                    &shape,
-                    &(0..rows)
-                        .flat_map(column)
-                        .map(|v| f64::from(*v))
-                        .collect::<Vec<f64>>(),
-                ),
-                _ => Tensor::from_shape(
-                    &shape,
-                    &(0..rows)
-                        .flat_map(column)
-                        .map(|v| v.round() as i64)
-                        .collect::<Vec<i64>>(),
-                ),
-            }
-            .map_err(|e| Error::internal(format!("building an input {shape:?}: {e}")))?;
-            fed.push(TValue::from(t));
-            offset += w;
-        }
+        let fed = self
+            .layout
+            .split(x, rows)?
+            .into_iter()
+            .map(|i| tensor(i).map(TValue::from))
+            .collect::<Result<TVec<TValue>>>()?;
         run_plan(&self.plan, fed)
     }
 }

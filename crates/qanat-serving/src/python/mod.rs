@@ -57,7 +57,14 @@ pub trait Spawner: Send + Sync + std::fmt::Debug {
         read_only: &[PathBuf],
         tmp_mb: u64,
     ) -> (std::process::Command, bool);
+    /// Places worker `pid` (started, before its barrier) under a memory limit of
+    /// `memory_mb` MiB, held until the returned limit is dropped; or why it cannot be.
+    fn confine(&self, pid: u32, memory_mb: u64) -> std::result::Result<Box<dyn Limit>, String>;
+    /// How a worker's memory limit is enforced, in words (`deploy status` says it).
+    fn memory_enforcement(&self) -> String;
 }
+
+pub use worker::Limit;
 
 /// How the Python runtime runs.
 #[derive(Debug, Clone)]
@@ -77,6 +84,8 @@ pub struct Settings {
     pub build_timeout: Duration,
     /// A worker's private `/tmp` (MiB).
     pub tmp_mb: u64,
+    /// A worker's memory limit (MiB), its `/tmp` included.
+    pub memory_mb: u64,
     /// The most bytes of model files written for workers.
     pub max_model_bytes: u64,
     /// Serve here even the models a native reader serves.
@@ -455,6 +464,9 @@ impl PythonModel {
                         t.as_secs()
                     ),
                     worker::Lost::Ended(status) => format!("ended while predicting ({status})"),
+                    worker::Lost::Memory(why) => {
+                        format!("{why} (serving.python.memory)")
+                    }
                 };
                 let said = &tail[tail.floor_char_boundary(tail.len().saturating_sub(2000))..];
                 tracing::warn!(model = %self.what, %why, stderr = %said, "a Python serving worker was lost");
@@ -590,7 +602,7 @@ impl Runtime {
         read_only.push(model_dir.clone());
         read_only.push(script.clone());
         let spawner = s.spawner.clone();
-        let (tmp_mb, load) = (s.tmp_mb, s.load_timeout);
+        let (tmp_mb, load, memory_mb) = (s.tmp_mb, s.load_timeout, s.memory_mb);
         let python = env.python.clone();
         let args = vec![
             "-I".to_string(),
@@ -608,7 +620,8 @@ impl Runtime {
                 .env("OPENBLAS_NUM_THREADS", "1")
                 .env("MKL_NUM_THREADS", "1")
                 .env("MLFLOW_TRACKING_URI", "file:///tmp/mlruns");
-            worker::Worker::start(cmd, barrier, load).map(|(w, _)| w)
+            let confine = |pid: u32| spawner.confine(pid, memory_mb).map(Some);
+            worker::Worker::start(cmd, barrier, load, &confine).map(|(w, _)| w)
         };
         // The first worker proves the model loads; it waits in the pool.
         let first = {
@@ -630,8 +643,10 @@ impl Runtime {
         let loader = plan.loader.clone();
         Ok(PythonModel {
             describe: format!(
-                "python ({loader}, up to {} workers, env {}, {isolation})",
+                "python ({loader}, up to {} workers of {} MiB ({}), env {}, {isolation})",
                 s.workers.max(1),
+                s.memory_mb,
+                s.spawner.memory_enforcement(),
                 env.hash
             ),
             plan,

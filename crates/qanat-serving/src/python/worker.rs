@@ -27,7 +27,22 @@ pub enum Lost {
     Ended(String),
     /// The worker did not answer within the time.
     TimedOut(Duration),
+    /// The worker went over its memory limit (why, in words).
+    Memory(String),
 }
+
+/// A worker's memory limit, for as long as it lives.
+pub trait Limit: Send + std::fmt::Debug {
+    /// Why the worker must stop for memory (the kernel killed it at its limit, or its
+    /// sampled use is over it), if it must.
+    fn over_limit(&self) -> Option<String>;
+}
+
+/// Places a started worker (by pid, before it passes its barrier) under its limit.
+pub type Confine<'a> = &'a dyn Fn(u32) -> Result<Option<Box<dyn Limit>>, String>;
+
+/// How often a waiting call looks at a limited worker's memory.
+const MEMORY_CHECK: Duration = Duration::from_millis(200);
 
 pub struct Worker {
     child: Child,
@@ -38,6 +53,8 @@ pub struct Worker {
     tail: Arc<Mutex<Vec<u8>>>,
     /// Its stderr reached its end (all it wrote is in `tail`).
     said_all: Arc<std::sync::atomic::AtomicBool>,
+    /// Its memory limit (dropped after the worker is killed).
+    limit: Option<Box<dyn Limit>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -64,12 +81,14 @@ fn read_frame(r: &mut impl Read) -> std::io::Result<Frame> {
 }
 
 impl Worker {
-    /// Starts `cmd` (stdin, stdout and stderr piped here), passes the barrier when it
-    /// has one, and waits up to `load` for its first frame: ready, or why not.
+    /// Starts `cmd` (stdin, stdout and stderr piped here), places it under its limit,
+    /// passes the barrier when it has one, and waits up to `load` for its first
+    /// frame: ready, or why not.
     pub fn start(
         mut cmd: std::process::Command,
         barrier: bool,
         load: Duration,
+        confine: Confine<'_>,
     ) -> Result<(Worker, String), String> {
         use std::os::unix::process::CommandExt;
         cmd.stdin(std::process::Stdio::piped())
@@ -81,6 +100,20 @@ impl Worker {
             .map_err(|e| format!("starting a Python worker: {e}"))?;
         // Under memory pressure the kernel should kill a worker, not the server.
         let _ = std::fs::write(format!("/proc/{}/oom_score_adj", child.id()), "1000");
+        let limit = match confine(child.id()) {
+            Ok(l) => l,
+            Err(why) => {
+                if let Some(pid) = i32::try_from(child.id())
+                    .ok()
+                    .and_then(rustix::process::Pid::from_raw)
+                {
+                    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("the Python worker could not be limited: {why}"));
+            }
+        };
         let mut stdin = child.stdin.take();
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
@@ -131,6 +164,7 @@ impl Worker {
             answers,
             tail,
             said_all,
+            limit,
         };
         match w.wait(load) {
             Ok(Frame::Ok(about)) => Ok((w, String::from_utf8_lossy(&about).into_owned())),
@@ -149,6 +183,7 @@ impl Worker {
                 }
                 let said = w.tail();
                 Err(match lost {
+                    Lost::Memory(why) => format!("the Python worker {why} while loading the model"),
                     Lost::TimedOut(t) => format!(
                         "the model did not load within {} s (serving.python.load_timeout_secs)",
                         t.as_secs()
@@ -166,10 +201,32 @@ impl Worker {
         }
     }
 
+    /// Waits up to `limit` for a frame; a limited worker's memory is looked at while
+    /// it waits, and when it ends.
     fn wait(&mut self, limit: Duration) -> Result<Frame, Lost> {
-        match self.answers.recv_timeout(limit) {
+        let started = std::time::Instant::now();
+        let got = loop {
+            let left = limit.saturating_sub(started.elapsed());
+            let slice = if self.limit.is_some() {
+                left.min(MEMORY_CHECK)
+            } else {
+                left
+            };
+            match self.answers.recv_timeout(slice) {
+                Err(mpsc::RecvTimeoutError::Timeout) if !left.is_zero() && slice < left => {
+                    if let Some(why) = self.limit.as_ref().and_then(|l| l.over_limit()) {
+                        return Err(Lost::Memory(why));
+                    }
+                }
+                other => break other,
+            }
+        };
+        match got {
             Ok(Ok(f)) => Ok(f),
             Ok(Err(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                if let Some(why) = self.limit.as_ref().and_then(|l| l.over_limit()) {
+                    return Err(Lost::Memory(why));
+                }
                 // Its stdout closed: it ended, or is ending.
                 let status = (0..50)
                     .find_map(|_| match self.child.try_wait() {
@@ -287,6 +344,59 @@ mod tests {
     }
 
     const LOAD: Duration = Duration::from_secs(20);
+    const NONE: Confine<'static> = &|_| Ok(None);
+
+    /// A limit that is crossed once `file` exists.
+    #[derive(Debug)]
+    struct Crossed(std::path::PathBuf);
+
+    impl Limit for Crossed {
+        fn over_limit(&self) -> Option<String> {
+            self.0
+                .exists()
+                .then(|| "used 900 MiB of memory, over its limit of 512 MiB, and was killed".into())
+        }
+    }
+
+    #[test]
+    fn a_worker_over_its_memory_limit_is_lost_saying_so_and_one_that_cannot_be_limited_never_runs()
+    {
+        let dir = std::env::temp_dir().join(format!("qanat-worker-limit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let flag = dir.join("over");
+        let _ = std::fs::remove_file(&flag);
+        let pids = std::sync::Mutex::new(Vec::new());
+        let confine = |pid: u32| -> Result<Option<Box<dyn Limit>>, String> {
+            pids.lock().expect("pids").push(pid);
+            Ok(Some(Box::new(Crossed(flag.clone()))))
+        };
+        // It "grows" while predicting: the flag appears, then it hangs.
+        let (mut w, _) = Worker::start(
+            sh(&format!(
+                "head -c 5 >/dev/null; touch '{}'; sleep 600",
+                flag.display()
+            )),
+            false,
+            LOAD,
+            &confine,
+        )
+        .expect("ready");
+        let started = std::time::Instant::now();
+        match w.call(b"x", Duration::from_secs(60)) {
+            Err(Lost::Memory(why)) => assert!(why.contains("512 MiB"), "{why}"),
+            _ => panic!("over its limit is a lost worker"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "found while it waited"
+        );
+        w.kill();
+        assert_eq!(pids.lock().expect("pids").len(), 1);
+        let refuse = |_: u32| -> Result<Option<Box<dyn Limit>>, String> { Err("no cgroup".into()) };
+        let why = Worker::start(sh("sleep 600"), false, LOAD, &refuse).expect_err("not started");
+        assert!(why.contains("could not be limited: no cgroup"), "{why}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn answers_and_refusals_come_back_as_frames() {
@@ -294,6 +404,7 @@ mod tests {
             sh("head -c 5 >/dev/null; printf '\\001\\003\\000\\000\\000bad'; sleep 600"),
             false,
             LOAD,
+            NONE,
         )
         .expect("ready");
         assert_eq!(about, "{}");
@@ -307,12 +418,12 @@ mod tests {
     #[test]
     fn a_worker_that_exits_or_hangs_is_lost_and_one_that_cannot_load_says_why() {
         let (mut w, _) =
-            Worker::start(sh("head -c 5 >/dev/null; exit 3"), false, LOAD).expect("ready");
+            Worker::start(sh("head -c 5 >/dev/null; exit 3"), false, LOAD, NONE).expect("ready");
         match w.call(b"x", LOAD) {
             Err(Lost::Ended(status)) => assert!(status.contains('3'), "{status}"),
             _ => panic!("an exit is a lost worker"),
         }
-        let (mut w, _) = Worker::start(sh("sleep 600"), false, LOAD).expect("ready");
+        let (mut w, _) = Worker::start(sh("sleep 600"), false, LOAD, NONE).expect("ready");
         let started = std::time::Instant::now();
         match w.call(b"x", Duration::from_millis(300)) {
             Err(Lost::TimedOut(_)) => {}
@@ -324,7 +435,7 @@ mod tests {
         never
             .arg("-c")
             .arg("echo 'ModuleNotFoundError: torch' >&2; exit 4");
-        let why = Worker::start(never, false, LOAD).expect_err("not ready");
+        let why = Worker::start(never, false, LOAD, NONE).expect_err("not ready");
         assert!(why.contains("ModuleNotFoundError: torch"), "{why}");
     }
 }
