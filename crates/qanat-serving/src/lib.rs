@@ -187,8 +187,28 @@ impl Model {
             Model::Native(m) => m.mlp().forward(&f32s(), rows, scratch)?.to_vec(),
             Model::Onnx(m) => m.run(&f32s(), rows)?,
             Model::Trees(m) => m.forest.predict(x, rows)?,
-            Model::Python(m) => m.predict(x, rows)?,
+            Model::Python(m) => m.predict(x, &[], rows)?,
         })
+    }
+
+    /// [`forward`](Self::forward) for a request with text columns (`text`, see
+    /// [`oip::Prepared::text`]): only the Python runtime takes them.
+    pub fn forward_text(
+        &self,
+        x: &[f64],
+        text: &[String],
+        rows: usize,
+        scratch: &mut qanat_runtime::native::Scratch,
+    ) -> Result<Vec<f32>> {
+        match self {
+            Model::Python(m) => m.predict(x, text, rows),
+            _ => self.forward(x, rows, scratch),
+        }
+    }
+
+    /// Whether some input is text (a request's rows then skip the batcher).
+    pub fn takes_text(&self) -> bool {
+        matches!(self, Model::Python(m) if m.plan.text_width() > 0)
     }
 
     /// Where it runs: `cpu`, or `cuda:<n>`.

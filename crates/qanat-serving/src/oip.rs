@@ -373,6 +373,9 @@ pub struct Prepared {
     /// `rows × inputs`, row-major, after the model's preprocessing, as the request
     /// gave them (`f64`).
     pub x: Vec<f64>,
+    /// The strings of a Python model's text columns, `rows × text columns`,
+    /// row-major (their places in `x` hold NaN); empty for every other model.
+    pub text: Vec<String>,
     pub rows: usize,
     /// The outputs asked for (`None`: all).
     pub wanted: Option<Vec<String>>,
@@ -382,7 +385,7 @@ pub struct Prepared {
 /// An ONNX or tree model's request as the matrix its batcher stacks: each input given
 /// once, `[N, …]` with the graph's dimensions after the batch, numeric; each row the
 /// inputs' rows side by side, in graph order.
-fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f64>, usize)> {
+fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f64>, Vec<String>, usize)> {
     let wanted: Vec<&str> = loaded.inputs.iter().map(|i| i.name.as_str()).collect();
     let inputs = in_order(&loaded.name, &wanted, request, || {
         loaded
@@ -394,6 +397,7 @@ fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f64>, usize)>
     })?;
     let mut rows: Option<usize> = None;
     let mut columns: Vec<(Vec<f64>, usize)> = Vec::with_capacity(loaded.inputs.len());
+    let mut texts: Vec<Vec<String>> = Vec::new();
     for (want, input) in loaded.inputs.iter().zip(inputs) {
         let rest: Vec<i64> = want.shape[1..].to_vec();
         let width: usize = rest.iter().map(|d| *d as usize).product();
@@ -421,6 +425,16 @@ fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f64>, usize)>
             )));
         }
         same_rows(&mut rows, input, n)?;
+        if want.datatype == "BYTES" {
+            // A text column (the Python runtime's): its strings go beside the rows,
+            // which hold a placeholder in its place.
+            let Values::Text(v) = column(input, n * width, "string")?.values else {
+                return Err(Error::Internal("a text column read as numbers".into()));
+            };
+            texts.push(v.into_iter().map(Option::unwrap_or_default).collect());
+            columns.push((vec![f64::NAN; n * width], width));
+            continue;
+        }
         if !NUMERIC.contains(&input.datatype.as_str()) {
             return Err(Error::Invalid(format!(
                 "input '{}' is numeric: send it as {} or another numeric datatype, not {}",
@@ -439,7 +453,14 @@ fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f64>, usize)>
             x.extend_from_slice(&values[r * w..(r + 1) * w]);
         }
     }
-    Ok((x, rows))
+    // Row-major too: a row's strings, in the inputs' order.
+    let mut text = Vec::with_capacity(rows * texts.len());
+    for r in 0..rows {
+        for t in &mut texts {
+            text.push(std::mem::take(&mut t[r]));
+        }
+    }
+    Ok((x, text, rows))
 }
 
 /// Checks `request` against `loaded` (inputs, requested outputs) and encodes its rows.
@@ -465,7 +486,7 @@ pub fn prepare(loaded: &Loaded, request: InferRequest) -> Result<Prepared> {
             )));
         }
     }
-    let (x, rows) = match &loaded.model {
+    let (x, text, rows) = match &loaded.model {
         Model::Native(model) => {
             let table = table(loaded, model, &request)?;
             let rows = table.rows();
@@ -475,12 +496,13 @@ pub fn prepare(loaded: &Loaded, request: InferRequest) -> Result<Prepared> {
                 .preprocessing
                 .encode_features(&table, &index)
                 .map_err(qanat_runtime::Error::from)?;
-            (x.into_iter().map(f64::from).collect(), rows)
+            (x.into_iter().map(f64::from).collect(), Vec::new(), rows)
         }
         Model::Onnx(_) | Model::Trees(_) | Model::Python(_) => tensors(loaded, &request)?,
     };
     Ok(Prepared {
         x,
+        text,
         rows,
         wanted,
         id: request.id,
@@ -495,7 +517,9 @@ pub fn infer(loaded: &Loaded, request: InferRequest) -> Result<InferResponse> {
         Vec::new()
     } else {
         let mut scratch = qanat_runtime::native::Scratch::default();
-        loaded.model.forward(&p.x, p.rows, &mut scratch)?
+        loaded
+            .model
+            .forward_text(&p.x, &p.text, p.rows, &mut scratch)?
     };
     Ok(respond(loaded, &loaded.name, p.rows, &raw, p.id, p.wanted))
 }

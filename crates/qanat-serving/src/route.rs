@@ -511,8 +511,14 @@ impl Serving {
         let observe: crate::batch::Observer = Box::new(move |n| rows.observe(n as f64));
         let batcher =
             Batcher::start_observed(Native(loaded.clone()), batching.clone(), Some(observe))?;
+        // A model with text columns has no row that is sure to be valid (a category
+        // it never saw may raise): its first worker proved it loads.
         let probe = vec![0f64; loaded.model.row_width()];
-        let (y, _) = batcher.infer(probe, 1, None, None).await?;
+        let y = if loaded.model.takes_text() {
+            Vec::new()
+        } else {
+            batcher.infer(probe, 1, None, None).await?.0
+        };
         if y.iter().any(|v| !v.is_finite()) {
             return Err(Error::Unavailable(format!(
                 "{} failed its health probe: its outputs are not finite",
@@ -916,6 +922,18 @@ async fn run(
     };
     let (raw, queued) = if p.rows == 0 {
         (Vec::new(), Duration::ZERO)
+    } else if !p.text.is_empty() {
+        // Text columns (a Python model's) do not stack in the batcher's f64 rows: the
+        // request goes to a worker of its own pool as it is.
+        let loaded = served.loaded.clone();
+        let (x, text, rows) = (p.x, p.text, p.rows);
+        let raw = tokio::task::spawn_blocking(move || {
+            let mut scratch = qanat_runtime::native::Scratch::default();
+            loaded.model.forward_text(&x, &text, rows, &mut scratch)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("inference stopped: {e}")))??;
+        (raw, Duration::ZERO)
     } else {
         served.batcher.infer(p.x, p.rows, priority, timeout).await?
     };

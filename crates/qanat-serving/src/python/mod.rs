@@ -17,10 +17,11 @@
 //!   `serving.python.predict_timeout_secs` is killed (with its sandbox) and its batch
 //!   answered with an error that says so; the next batch starts a new one.
 //!
-//! Inputs and outputs are numbers: the batcher carries `f64` rows (as for every
-//! runtime; a value reaches the model as the request gave it, an `INT64` beyond 2⁵³
-//! rounded), so a signature with string columns is refused at deploy, and predictions
-//! that are not numbers are an error.
+//! Numbers travel as the batcher's `f64` rows (as for every runtime; a value reaches
+//! the model as the request gave it, an `INT64` beyond 2⁵³ rounded). String columns
+//! of a DataFrame signature travel beside them, as a second Arrow column of their
+//! strings; a request with them goes to a worker as it is, not stacked by the batcher.
+//! Predictions that are not numbers are an error (text answers are not served yet).
 
 pub mod env;
 mod worker;
@@ -162,6 +163,14 @@ impl Plan {
     pub fn out_width(&self) -> usize {
         self.outputs.iter().map(Output::width).sum()
     }
+
+    /// How many of its columns are text.
+    pub fn text_width(&self) -> usize {
+        match &self.take {
+            Take::Columns(c) => c.iter().filter(|c| c.2 == "BYTES").count(),
+            Take::Tensor { .. } => 0,
+        }
+    }
 }
 
 /// numpy's dtype and OIP's datatype of an MLflow column type or a tensor's dtype;
@@ -228,7 +237,7 @@ pub fn plan(mlmodel: &MlModelFile) -> std::result::Result<Option<Plan>, String> 
     };
     let not_number = |side: &str, what: &str, t: &str| {
         format!(
-            "its {side} {what} is of type '{t}': the Python runtime carries numbers only (strings, binary and arrays of objects are not served yet)"
+            "its {side} {what} is of type '{t}': the Python runtime carries numbers (and string columns in) only; binary, arrays of objects and text answers are not served yet"
         )
     };
     let dims_of = |shape: &[i64], side: &str| -> std::result::Result<Vec<i64>, String> {
@@ -263,8 +272,12 @@ pub fn plan(mlmodel: &MlModelFile) -> std::result::Result<Option<Plan>, String> 
                         "its input signature has several named tensors, which the Python runtime does not serve yet".into(),
                     );
                 }
-                let (np, oip) = numeric(&t)
-                    .ok_or_else(|| not_number("input", &format!("column '{name}'"), &t))?;
+                let (np, oip) = match t.as_str() {
+                    // Strings travel beside the rows (see `encode`).
+                    "string" => ("str", "BYTES"),
+                    t => numeric(t)
+                        .ok_or_else(|| not_number("input", &format!("column '{name}'"), t))?,
+                };
                 cols.push((name.to_string(), np.to_string(), oip.to_string()));
             }
             Take::Columns(cols)
@@ -388,6 +401,29 @@ struct Pool {
     size: usize,
     start: Box<dyn Fn() -> std::result::Result<worker::Worker, String> + Send + Sync>,
     predict: Duration,
+    /// Requests waiting for a worker or running.
+    waiting: std::sync::atomic::AtomicUsize,
+}
+
+/// Requests that may wait for a version's workers, per worker.
+const MAX_WAITING_PER_WORKER: usize = 64;
+
+/// One request counted among those waiting or running, for as long as it lives.
+struct Waiting<'a>(usize, &'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn enter(count: &'a std::sync::atomic::AtomicUsize) -> Self {
+        Waiting(
+            count.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1,
+            count,
+        )
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.1.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 #[derive(Default)]
@@ -433,9 +469,20 @@ impl Pool {
 }
 
 impl PythonModel {
-    /// Runs `rows` rows of `x` on a worker (blocking).
-    pub fn predict(&self, x: &[f64], rows: usize) -> Result<Vec<f32>> {
-        let request = encode(&self.plan, x, rows)
+    /// Runs `rows` rows of `x` (and of `text`, its text columns', row-major) on a
+    /// worker (blocking).
+    pub fn predict(&self, x: &[f64], text: &[String], rows: usize) -> Result<Vec<f32>> {
+        // What the batcher's bounded queue does for rows of numbers, for requests
+        // with text (which come here one by one): too many waiting is refused at once.
+        let waiting = Waiting::enter(&self.pool.waiting);
+        if waiting.0 > self.pool.size * MAX_WAITING_PER_WORKER {
+            return Err(Error::Busy(format!(
+                "{} has {} requests waiting for its Python workers; try again shortly",
+                self.what,
+                waiting.0 - 1
+            )));
+        }
+        let request = encode(&self.plan, x, text, rows)
             .map_err(|e| Error::Internal(format!("encoding a batch: {e}")))?;
         let mut w = self.pool.take().map_err(|e| {
             Error::Internal(format!(
@@ -481,8 +528,20 @@ impl PythonModel {
 
 /// The rows as an Arrow IPC stream: one `FixedSizeList<Float64>` column (the values
 /// as requests gave them), and how the model takes them in the schema's metadata.
-fn encode(plan: &Plan, x: &[f64], rows: usize) -> std::result::Result<Vec<u8>, String> {
+fn encode(
+    plan: &Plan,
+    x: &[f64],
+    text: &[String],
+    rows: usize,
+) -> std::result::Result<Vec<u8>, String> {
     let w = plan.row_width();
+    let tw = plan.text_width();
+    if text.len() != rows * tw {
+        return Err(format!(
+            "{} strings are not {rows} rows of {tw} text columns",
+            text.len()
+        ));
+    }
     let item = Arc::new(Field::new("item", DataType::Float64, false));
     let values = Float64Array::from(x.to_vec());
     let list = arrow_array::FixedSizeListArray::try_new(item, w as i32, Arc::new(values), None)
@@ -514,11 +573,20 @@ fn encode(plan: &Plan, x: &[f64], rows: usize) -> std::result::Result<Vec<u8>, S
             );
         }
     }
-    let schema = Arc::new(
-        Schema::new(vec![Field::new("x", list.data_type().clone(), false)]).with_metadata(meta),
-    );
-    let batch =
-        RecordBatch::try_new(schema.clone(), vec![Arc::new(list)]).map_err(|e| e.to_string())?;
+    let mut fields = vec![Field::new("x", list.data_type().clone(), false)];
+    let mut columns: Vec<arrow_array::ArrayRef> = vec![Arc::new(list)];
+    if tw > 0 {
+        // The text columns' strings, a second column: `tw` a row, in column order.
+        let item = Arc::new(Field::new("item", DataType::Utf8, false));
+        let values = arrow_array::StringArray::from_iter_values(text.iter());
+        let list =
+            arrow_array::FixedSizeListArray::try_new(item, tw as i32, Arc::new(values), None)
+                .map_err(|e| e.to_string())?;
+        fields.push(Field::new("text", list.data_type().clone(), false));
+        columns.push(Arc::new(list));
+    }
+    let schema = Arc::new(Schema::new(fields).with_metadata(meta));
+    let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     {
         let mut writer = arrow_ipc::writer::StreamWriter::try_new(&mut out, &schema)
@@ -639,6 +707,7 @@ impl Runtime {
             size: s.workers.max(1),
             start: Box::new(start),
             predict: s.predict_timeout,
+            waiting: std::sync::atomic::AtomicUsize::new(0),
         };
         let loader = plan.loader.clone();
         Ok(PythonModel {
@@ -780,10 +849,16 @@ mod tests {
     fn what_cannot_be_carried_is_refused_with_the_reason() {
         let none = mlmodel("flavors:\n  python_function: {loader_module: x}\n");
         assert!(plan(&none).expect_err("no signature").contains("signature"));
-        let strings = mlmodel(
-            "flavors:\n  python_function: {}\nsignature:\n  inputs: '[{\"type\": \"string\", \"name\": \"city\"}]'\n  outputs: '[{\"type\": \"double\"}]'\n",
+        let binary = mlmodel(
+            "flavors:\n  python_function: {}\nsignature:\n  inputs: '[{\"type\": \"binary\", \"name\": \"photo\"}]'\n  outputs: '[{\"type\": \"double\"}]'\n",
         );
-        assert!(plan(&strings).expect_err("strings").contains("'city'"));
+        assert!(plan(&binary).expect_err("binary").contains("'photo'"));
+        let text_out = mlmodel(
+            "flavors:\n  python_function: {}\nsignature:\n  inputs: '[{\"type\": \"double\", \"name\": \"x\"}]'\n  outputs: '[{\"type\": \"string\"}]'\n",
+        );
+        assert!(plan(&text_out)
+            .expect_err("text answers")
+            .contains("text answers are not served yet"));
         let ragged = mlmodel(
             "flavors:\n  python_function: {}\nsignature:\n  inputs: '[{\"type\": \"tensor\", \"tensor-spec\": {\"dtype\": \"float32\", \"shape\": [-1, -1]}}]'\n  outputs: '[{\"type\": \"double\"}]'\n",
         );
@@ -792,6 +867,41 @@ mod tests {
             plan(&mlmodel("flavors:\n  sklearn: {}\n")).expect("no pyfunc"),
             None
         );
+    }
+
+    #[test]
+    fn string_columns_are_planned_and_cross_beside_the_rows() {
+        let m = mlmodel(
+            "flavors:\n  python_function: {loader_module: mlflow.sklearn}\nsignature:\n  inputs: '[{\"type\": \"string\", \"name\": \"city\"}, {\"type\": \"double\", \"name\": \"rooms\"}]'\n  outputs: '[{\"type\": \"tensor\", \"tensor-spec\": {\"dtype\": \"int64\", \"shape\": [-1]}}]'\n",
+        );
+        let p = plan(&m).expect("servable").expect("pyfunc");
+        assert_eq!((p.row_width(), p.text_width()), (2, 1));
+        assert_eq!(inputs(&p)[0].datatype, "BYTES");
+        assert_eq!(inputs(&p)[1].datatype, "FP64");
+        let text = vec!["Dubai".to_string(), "Al Ain".to_string()];
+        let bytes = encode(&p, &[f64::NAN, 1.0, f64::NAN, 3.0], &text, 2).expect("encoded");
+        let batches: Vec<RecordBatch> =
+            arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
+                .expect("a stream")
+                .map(|b| b.expect("batch"))
+                .collect();
+        let strings = batches[0]
+            .column(1)
+            .as_any()
+            .downcast_ref::<arrow_array::FixedSizeListArray>()
+            .expect("a list")
+            .values()
+            .as_any()
+            .downcast_ref::<arrow_array::StringArray>()
+            .expect("strings")
+            .iter()
+            .map(|s| s.unwrap_or_default().to_string())
+            .collect::<Vec<_>>();
+        assert_eq!(strings, text);
+        // Rows without their strings are refused, not sent.
+        assert!(encode(&p, &[f64::NAN, 1.0], &[], 1)
+            .expect_err("no strings")
+            .contains("text columns"));
     }
 
     #[test]
@@ -808,7 +918,7 @@ mod tests {
                 dims: vec![],
             }],
         };
-        let bytes = encode(&p, &[1.0, 2.0, 3.0, 4.0], 2).expect("encoded");
+        let bytes = encode(&p, &[1.0, 2.0, 3.0, 4.0], &[], 2).expect("encoded");
         let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
             .expect("a stream");
         assert_eq!(

@@ -3,7 +3,8 @@ answers batches its server sends, until its stdin closes.
 
 Frames both ways are a 4-byte little-endian length and that many bytes. A request is
 an Arrow IPC stream of one record batch: one fixed-size list column of float64, the
-rows, and in the schema's metadata how the model takes them (`qanat.mode`: `columns`,
+rows (a text column's place holds NaN), a second fixed-size list column of strings
+when the model has text columns (theirs, in order), and in the schema's metadata how the model takes them (`qanat.mode`: `columns`,
 a DataFrame of the columns `qanat.names` of numpy types `qanat.types`; `tensor`, one
 array of `qanat.dtype` shaped `qanat.shape`). An answer is a status byte (0: an Arrow IPC stream of float64
 columns, the predictions as rows; 1: a UTF-8 error) and its payload. The first frame
@@ -84,7 +85,18 @@ def main():
             else:
                 names = json.loads(meta.get("qanat.names", "[]"))
                 types = json.loads(meta.get("qanat.types", "[]"))
-                x = pd.DataFrame({n: x[:, j].astype(t) for j, (n, t) in enumerate(zip(names, types))})
+                text = None
+                if table.num_columns > 1:
+                    tc = table.column(1).combine_chunks()
+                    text = tc.flatten().to_numpy(zero_copy_only=False).reshape(rows, tc.type.list_size)
+                frame, k = {}, 0
+                for j, (n, t) in enumerate(zip(names, types)):
+                    if t == "str":
+                        frame[n] = text[:, k].astype(object)
+                        k += 1
+                    else:
+                        frame[n] = x[:, j].astype(t)
+                x = pd.DataFrame(frame)
             y = model.predict(x)
             send(0, encode(np, pd, pa, y, rows))
         except BaseException as e:
