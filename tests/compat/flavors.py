@@ -464,7 +464,7 @@ def a_pipeline_taking_a_string_column_is_served_by_the_python_runtime():
 
 
 @test
-def a_version_no_runtime_serves_is_refused_at_deploy_with_the_reason():
+def a_pipeline_answering_text_labels_through_python_answers_bytes():
     X, y = homes()
     labels = np.where(y == 1, "sold", "unsold")
     pipe = make_pipeline(make_column_transformer((OneHotEncoder(), ["city"]), remainder="passthrough"),
@@ -472,12 +472,42 @@ def a_version_no_runtime_serves_is_refused_at_deploy_with_the_reason():
     info = mlflow.sklearn.log_model(pipe, name="model", registered_model_name="sk-text-labels",
                                     serialization_format="cloudpickle",
                                     signature=infer_signature(X, pipe.predict(X)))
+    deploy("sk-text-labels", "sk-text-labels", registered(info))
+    c = httpclient.InferenceServerClient(url=f"{URL}/oip/{PROJECT}")
+    meta = c.get_model_metadata("sk-text-labels", headers=headers())
+    assert meta["outputs"][0]["datatype"] == "BYTES", meta
+    g = grpcclient.InferenceServerClient(url=URL)
+    scoped = {"authorization": f"Bearer {TOKEN}", "qanat-project": PROJECT}
+    for module, kw, h in [(httpclient, {"binary_data": True}, headers()), (grpcclient, {}, scoped)]:
+        city = module.InferInput("city", [len(X), 1], "BYTES")
+        city.set_data_from_numpy(X[["city"]].to_numpy(dtype=object), **kw)
+        rooms = module.InferInput("rooms", [len(X), 1], "FP64")
+        rooms.set_data_from_numpy(X[["rooms"]].to_numpy(dtype=np.float64), **kw)
+        client = g if module is grpcclient else c
+        got = client.infer("sk-text-labels", [city, rooms], headers=h).as_numpy("predict").reshape(-1)
+        assert [v.decode() for v in got] == pipe.predict(X).tolist(), "labels differ"
+    print("     a pipeline answering text labels on the Python runtime: BYTES out over REST and gRPC, "
+          "labels equal")
+
+
+class Length(mlflow.pyfunc.PythonModel):
+    """The length of each photo's bytes."""
+
+    def predict(self, context, model_input, params=None):
+        return np.asarray([len(b) for b in model_input["photo"]], dtype=np.float64)
+
+
+@test
+def a_version_no_runtime_serves_is_refused_at_deploy_with_the_reason():
+    X = pd.DataFrame({"photo": [b"\x89PNG", b"GIF89a"]})
+    info = mlflow.pyfunc.log_model(name="model", python_model=Length(), registered_model_name="py-binary",
+                                   signature=infer_signature(X, Length().predict(None, X)))
     status, body = api("POST", f"/api/v1/projects/{PROJECT}/deployments", {
-        "name": "sk-text-labels", "spec": {"model": "sk-text-labels",
-                                           "targets": [{"version": registered(info), "weight": 100}]}})
+        "name": "py-binary", "spec": {"model": "py-binary",
+                                      "targets": [{"version": registered(info), "weight": 100}]}})
     assert status == 400, (status, body)
-    assert "text answers are not served yet" in body["message"], body
-    print(f"     a pipeline answering text labels through Python: {status}, saying why")
+    assert "'photo'" in body["message"] and "binary" in body["message"], body
+    print(f"     a pyfunc taking a binary column: {status}, naming the column and its type")
 
 
 if __name__ == "__main__":

@@ -42,9 +42,9 @@ TORCH_VENV=${QANAT_TORCH_VENV:-$(venv_path torch "$TORCH_REQ")}
 BASE_PYTHON=$("$VENV/bin/python" -c 'import sys; print(sys.base_prefix)')
 export QANAT_JOBS_SANDBOX_PATHS=$VENV:$TORCH_VENV:$BASE_PYTHON
 # The Python serving runtime's model environments are kept between runs (keyed by
-# their requirements' hash); a hung worker is given up after 5 s in the suite.
+# their requirements' hash); a hung worker is given up after 15 s in the suite.
 export QANAT_SERVING_PYTHON_ENVS_DIR=$HOME/.cache/qanat-model-envs
-export QANAT_SERVING_PYTHON_PREDICT_TIMEOUT_SECS=5
+export QANAT_SERVING_PYTHON_PREDICT_TIMEOUT_SECS=15
 # A worker over 2 GiB is stopped (the flavors suite's model that allocates 3 GiB).
 export QANAT_SERVING_PYTHON_MEMORY=2GiB
 "$Q" init >/dev/null 2>&1

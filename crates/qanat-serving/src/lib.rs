@@ -187,28 +187,29 @@ impl Model {
             Model::Native(m) => m.mlp().forward(&f32s(), rows, scratch)?.to_vec(),
             Model::Onnx(m) => m.run(&f32s(), rows)?,
             Model::Trees(m) => m.forest.predict(x, rows)?,
-            Model::Python(m) => m.predict(x, &[], rows)?,
+            Model::Python(m) => m.predict(x, &[], rows)?.0,
         })
     }
 
-    /// [`forward`](Self::forward) for a request with text columns (`text`, see
-    /// [`oip::Prepared::text`]): only the Python runtime takes them.
+    /// [`forward`](Self::forward) with text: a request's text columns in (`text`, see
+    /// [`oip::Prepared::text`]) and the text outputs' values out (row-major; their
+    /// places in the values are NaN). Only the Python runtime has either.
     pub fn forward_text(
         &self,
         x: &[f64],
         text: &[String],
         rows: usize,
         scratch: &mut qanat_runtime::native::Scratch,
-    ) -> Result<Vec<f32>> {
+    ) -> Result<(Vec<f32>, Vec<String>)> {
         match self {
             Model::Python(m) => m.predict(x, text, rows),
-            _ => self.forward(x, rows, scratch),
+            _ => Ok((self.forward(x, rows, scratch)?, Vec::new())),
         }
     }
 
-    /// Whether some input is text (a request's rows then skip the batcher).
-    pub fn takes_text(&self) -> bool {
-        matches!(self, Model::Python(m) if m.plan.text_width() > 0)
+    /// Whether some input or output is text (a request's rows then skip the batcher).
+    pub fn has_text(&self) -> bool {
+        matches!(self, Model::Python(m) if m.plan.text_width() + m.plan.text_out_width() > 0)
     }
 
     /// Where it runs: `cpu`, or `cuda:<n>`.

@@ -513,24 +513,31 @@ pub fn prepare(loaded: &Loaded, request: InferRequest) -> Result<Prepared> {
 /// model, [`respond`].
 pub fn infer(loaded: &Loaded, request: InferRequest) -> Result<InferResponse> {
     let p = prepare(loaded, request)?;
-    let raw = if p.rows == 0 {
-        Vec::new()
+    let (raw, text) = if p.rows == 0 {
+        (Vec::new(), Vec::new())
     } else {
         let mut scratch = qanat_runtime::native::Scratch::default();
         loaded
             .model
             .forward_text(&p.x, &p.text, p.rows, &mut scratch)?
     };
-    Ok(respond(loaded, &loaded.name, p.rows, &raw, p.id, p.wanted))
+    Ok(respond(
+        loaded,
+        &loaded.name,
+        p.rows,
+        (&raw, &text),
+        p.id,
+        p.wanted,
+    ))
 }
 
-/// The response to a prepared request of `n` rows whose model gave `raw`, answered
-/// under model name `name`.
+/// The response to a prepared request of `n` rows whose model gave `raw` (its values,
+/// and its text outputs' values), answered under model name `name`.
 pub fn respond(
     loaded: &Loaded,
     name: &str,
     n: usize,
-    raw: &[f32],
+    raw: (&[f32], &[String]),
     id: Option<String>,
     wanted: Option<Vec<String>>,
 ) -> InferResponse {
@@ -547,13 +554,17 @@ pub fn respond(
 }
 
 /// Every output tensor of `n` rows whose model gave `raw`.
-fn output_tensors(loaded: &Loaded, n: usize, raw: &[f32]) -> Vec<ResponseOutput> {
+fn output_tensors(
+    loaded: &Loaded,
+    n: usize,
+    (raw, text): (&[f32], &[String]),
+) -> Vec<ResponseOutput> {
     let k = loaded.model.outputs();
     let floats = |v: Vec<f32>| Value::from(v.into_iter().map(f64::from).collect::<Vec<_>>());
     let model = match &loaded.model {
         Model::Native(model) => model,
         Model::Trees(model) => return crate::flavors::respond(model, n, raw),
-        Model::Python(model) => return crate::python::respond(&model.plan, n, raw),
+        Model::Python(model) => return crate::python::respond(&model.plan, n, raw, text),
         Model::Onnx(_) => {
             // Its result tensor, as the graph gives it.
             let meta = &loaded.outputs[0];

@@ -512,9 +512,10 @@ impl Serving {
         let batcher =
             Batcher::start_observed(Native(loaded.clone()), batching.clone(), Some(observe))?;
         // A model with text columns has no row that is sure to be valid (a category
-        // it never saw may raise): its first worker proved it loads.
+        // it never saw may raise), and text answers are not numbers to check: its
+        // first worker proved it loads.
         let probe = vec![0f64; loaded.model.row_width()];
-        let y = if loaded.model.takes_text() {
+        let y = if loaded.model.has_text() {
             Vec::new()
         } else {
             batcher.infer(probe, 1, None, None).await?.0
@@ -589,14 +590,15 @@ impl Serving {
             version: served.loaded.version.clone(),
             role: "answer".into(),
         };
-        let (rows, raw, id, wanted, queued) = match run(served, request, priority, timeout).await {
-            Ok(a) => a,
-            Err(e) => {
-                arm.failures.fetch_add(1, Ordering::Relaxed);
-                count(&self.metrics, &labels, Some(&e));
-                return Err(e);
-            }
-        };
+        let (rows, raw, text, id, wanted, queued) =
+            match run(served, request, priority, timeout).await {
+                Ok(a) => a,
+                Err(e) => {
+                    arm.failures.fetch_add(1, Ordering::Relaxed);
+                    count(&self.metrics, &labels, Some(&e));
+                    return Err(e);
+                }
+            };
         count(&self.metrics, &labels, None);
         self.metrics
             .latency
@@ -644,14 +646,21 @@ impl Serving {
             }
         }
         if let (Some(ctx), Some(copy)) = (&context, &copy) {
-            let all = oip::respond(&served.loaded, &route.name, rows, &raw, id.clone(), None);
+            let all = oip::respond(
+                &served.loaded,
+                &route.name,
+                rows,
+                (&raw, &text),
+                id.clone(),
+                None,
+            );
             ctx.record(copy, &all, "answer", rows, started.elapsed(), queued);
         }
         Ok(oip::respond(
             &served.loaded,
             &route.name,
             rows,
-            &raw,
+            (&raw, &text),
             id,
             wanted,
         ))
@@ -838,9 +847,12 @@ impl Serving {
     }
 }
 
+/// Rows, their values, the text outputs' values (a Python model's), the request's
+/// id, the outputs asked for, the time queued.
 type Answer = (
     usize,
     Vec<f32>,
+    Vec<String>,
     Option<String>,
     Option<Vec<String>>,
     Duration,
@@ -920,24 +932,25 @@ async fn run(
     } else {
         oip::prepare(&loaded, request)?
     };
-    let (raw, queued) = if p.rows == 0 {
-        (Vec::new(), Duration::ZERO)
-    } else if !p.text.is_empty() {
-        // Text columns (a Python model's) do not stack in the batcher's f64 rows: the
-        // request goes to a worker of its own pool as it is.
+    let (raw, text, queued) = if p.rows == 0 {
+        (Vec::new(), Vec::new(), Duration::ZERO)
+    } else if served.loaded.model.has_text() {
+        // Text (a Python model's columns or answers) does not stack in the batcher's
+        // f64 rows: the request goes to a worker of its own pool as it is.
         let loaded = served.loaded.clone();
         let (x, text, rows) = (p.x, p.text, p.rows);
-        let raw = tokio::task::spawn_blocking(move || {
+        let (raw, text) = tokio::task::spawn_blocking(move || {
             let mut scratch = qanat_runtime::native::Scratch::default();
             loaded.model.forward_text(&x, &text, rows, &mut scratch)
         })
         .await
         .map_err(|e| Error::Internal(format!("inference stopped: {e}")))??;
-        (raw, Duration::ZERO)
+        (raw, text, Duration::ZERO)
     } else {
-        served.batcher.infer(p.x, p.rows, priority, timeout).await?
+        let (raw, queued) = served.batcher.infer(p.x, p.rows, priority, timeout).await?;
+        (raw, Vec::new(), queued)
     };
-    Ok((p.rows, raw, p.id, p.wanted, queued))
+    Ok((p.rows, raw, text, p.id, p.wanted, queued))
 }
 
 /// Runs a copy of a request on a shadow, compares its outputs with `answer`'s and
@@ -978,12 +991,12 @@ async fn shadow_run(
             .get_or_create(&labels)
             .observe(started.elapsed().as_secs_f64());
     }
-    if let (Ok((rows, raw, id, _, queued)), Some(ctx), Ok(request)) = (&got, &log, &request) {
+    if let (Ok((rows, raw, text, id, _, queued)), Some(ctx), Ok(request)) = (&got, &log, &request) {
         let response = oip::respond(
             &served.loaded,
             &ctx.deployment,
             *rows,
-            raw,
+            (raw, text),
             id.clone(),
             None,
         );
@@ -1010,7 +1023,14 @@ async fn shadow_run(
     let diff: f64 = raw
         .iter()
         .zip(answer.iter())
-        .map(|(a, b)| f64::from((a - b).abs()))
+        // A text output's places (NaN in both) are not numbers to compare.
+        .map(|(a, b)| {
+            if a.is_nan() && b.is_nan() {
+                0.0
+            } else {
+                f64::from((a - b).abs())
+            }
+        })
         .sum::<f64>()
         / raw.len() as f64;
     // Labels compared where outputs are a classifier's: logits (native), or

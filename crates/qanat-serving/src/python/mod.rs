@@ -171,6 +171,15 @@ impl Plan {
             Take::Tensor { .. } => 0,
         }
     }
+
+    /// How many values of an answer's row are text.
+    pub fn text_out_width(&self) -> usize {
+        self.outputs
+            .iter()
+            .filter(|o| o.datatype == "BYTES")
+            .map(Output::width)
+            .sum()
+    }
 }
 
 /// numpy's dtype and OIP's datatype of an MLflow column type or a tensor's dtype;
@@ -237,7 +246,7 @@ pub fn plan(mlmodel: &MlModelFile) -> std::result::Result<Option<Plan>, String> 
     };
     let not_number = |side: &str, what: &str, t: &str| {
         format!(
-            "its {side} {what} is of type '{t}': the Python runtime carries numbers (and string columns in) only; binary, arrays of objects and text answers are not served yet"
+            "its {side} {what} is of type '{t}': the Python runtime carries numbers and strings only (binary and arrays of objects are not served yet)"
         )
     };
     let dims_of = |shape: &[i64], side: &str| -> std::result::Result<Vec<i64>, String> {
@@ -297,7 +306,15 @@ pub fn plan(mlmodel: &MlModelFile) -> std::result::Result<Option<Plan>, String> 
                     format!("output-{i}")
                 }
             });
-        let (_, oip) = numeric(&t).ok_or_else(|| not_number("output", &format!("'{name}'"), &t))?;
+        let oip = match t.as_str() {
+            // Text answers come back as strings (see `decode`).
+            "string" | "str" | "object" => "BYTES",
+            t => {
+                numeric(t)
+                    .ok_or_else(|| not_number("output", &format!("'{name}'"), t))?
+                    .1
+            }
+        };
         let dims = match shape {
             Some(shape) => dims_of(&shape, "output")?,
             None => Vec::new(),
@@ -350,19 +367,30 @@ pub fn outputs(plan: &Plan) -> Vec<TensorMetadata> {
 }
 
 /// The response tensors of `n` rows whose model gave `raw` (rows of the outputs'
-/// values, in order).
-pub fn respond(plan: &Plan, n: usize, raw: &[f32]) -> Vec<ResponseOutput> {
+/// values, in order; a text output's places hold NaN) and `text` (rows of the text
+/// outputs' values).
+pub fn respond(plan: &Plan, n: usize, raw: &[f32], text: &[String]) -> Vec<ResponseOutput> {
     let k = plan.out_width().max(1);
-    let mut at = 0;
+    let tk = plan.text_out_width().max(1);
+    let (mut at, mut text_at) = (0, 0);
     plan.outputs
         .iter()
         .map(|o| {
             let w = o.width();
-            let data: Vec<Value> = raw
-                .chunks(k)
-                .flat_map(|row| row[at..at + w].iter())
-                .map(|v| crate::flavors::typed(*v, &o.datatype))
-                .collect();
+            let data: Vec<Value> = if o.datatype == "BYTES" {
+                let d = text
+                    .chunks(tk)
+                    .flat_map(|row| row[text_at..text_at + w].iter())
+                    .map(|s| Value::from(s.as_str()))
+                    .collect();
+                text_at += w;
+                d
+            } else {
+                raw.chunks(k)
+                    .flat_map(|row| row[at..at + w].iter())
+                    .map(|v| crate::flavors::typed(*v, &o.datatype))
+                    .collect()
+            };
             at += w;
             ResponseOutput {
                 name: o.name.clone(),
@@ -471,7 +499,14 @@ impl Pool {
 impl PythonModel {
     /// Runs `rows` rows of `x` (and of `text`, its text columns', row-major) on a
     /// worker (blocking).
-    pub fn predict(&self, x: &[f64], text: &[String], rows: usize) -> Result<Vec<f32>> {
+    /// Its answer: `rows` rows of the outputs' values (a text output's places NaN),
+    /// and the text outputs' values, row-major.
+    pub fn predict(
+        &self,
+        x: &[f64],
+        text: &[String],
+        rows: usize,
+    ) -> Result<(Vec<f32>, Vec<String>)> {
         // What the batcher's bounded queue does for rows of numbers, for requests
         // with text (which come here one by one): too many waiting is refused at once.
         let waiting = Waiting::enter(&self.pool.waiting);
@@ -493,7 +528,7 @@ impl PythonModel {
         match w.call(&request, self.pool.predict) {
             Ok(worker::Frame::Ok(bytes)) => {
                 self.pool.give_back(w);
-                decode(&bytes, rows, self.plan.out_width())
+                decode(&bytes, rows, &self.plan.outputs)
                     .map_err(|e| Error::Internal(format!("{}: {e}", self.what)))
             }
             Ok(worker::Frame::Failed(why)) => {
@@ -550,6 +585,15 @@ fn encode(
         return Err(format!("{} values are not {rows} rows of {w}", x.len()));
     }
     let mut meta = std::collections::HashMap::new();
+    let text_out: Vec<bool> = plan
+        .outputs
+        .iter()
+        .flat_map(|o| std::iter::repeat_n(o.datatype == "BYTES", o.width()))
+        .collect();
+    meta.insert(
+        "qanat.text_out".to_string(),
+        serde_json::to_string(&text_out).unwrap_or_default(),
+    );
     match &plan.take {
         Take::Columns(cols) => {
             meta.insert("qanat.mode".to_string(), "columns".to_string());
@@ -597,42 +641,91 @@ fn encode(
     Ok(out)
 }
 
-/// A worker's answer (float64 columns) as `rows` rows of `k` values.
-fn decode(bytes: &[u8], rows: usize, k: usize) -> std::result::Result<Vec<f32>, String> {
+/// A worker's answer (a column a value of a row: float64, or strings for a text
+/// output) as `rows` rows of the outputs' values (NaN in a text output's places) and
+/// the text outputs' values, row-major.
+fn decode(
+    bytes: &[u8],
+    rows: usize,
+    outputs: &[Output],
+) -> std::result::Result<(Vec<f32>, Vec<String>), String> {
+    enum Col {
+        Num(Vec<f64>),
+        Text(Vec<String>),
+    }
+    let k: usize = outputs.iter().map(Output::width).sum();
+    // Whether each of the answer's columns is text, from the outputs' widths.
+    let is_text: Vec<bool> = outputs
+        .iter()
+        .flat_map(|o| std::iter::repeat_n(o.datatype == "BYTES", o.width()))
+        .collect();
     let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
         .map_err(|e| format!("its answer is not an Arrow stream: {e}"))?;
-    let mut columns: Vec<Vec<f64>> = Vec::new();
+    let mut columns: Vec<Col> = Vec::new();
     let mut got = 0;
     for batch in reader {
         let batch = batch.map_err(|e| format!("its answer is not an Arrow stream: {e}"))?;
         if columns.is_empty() {
-            columns = vec![Vec::with_capacity(rows); batch.num_columns()];
+            if batch.num_columns() != k {
+                return Err(format!(
+                    "the model gave rows of {} values; its signature says {k} values a row",
+                    batch.num_columns()
+                ));
+            }
+            columns = is_text
+                .iter()
+                .map(|t| {
+                    if *t {
+                        Col::Text(Vec::with_capacity(rows))
+                    } else {
+                        Col::Num(Vec::with_capacity(rows))
+                    }
+                })
+                .collect();
         }
         if batch.num_columns() != columns.len() {
             return Err("its answer's batches disagree".into());
         }
-        for (c, col) in batch.columns().iter().enumerate() {
-            let f = col
-                .as_any()
-                .downcast_ref::<Float64Array>()
-                .ok_or("its answer's columns are not float64")?;
-            columns[c].extend(f.values().iter());
+        for (col, into) in batch.columns().iter().zip(columns.iter_mut()) {
+            match into {
+                Col::Num(v) => v.extend(
+                    col.as_any()
+                        .downcast_ref::<Float64Array>()
+                        .ok_or("a numeric output's column is not float64")?
+                        .values()
+                        .iter(),
+                ),
+                Col::Text(v) => v.extend(
+                    col.as_any()
+                        .downcast_ref::<arrow_array::StringArray>()
+                        .ok_or("a text output's column is not strings")?
+                        .iter()
+                        .map(|s| s.unwrap_or_default().to_string()),
+                ),
+            }
         }
         got += batch.num_rows();
     }
-    if got != rows || columns.len() != k {
+    if got != rows {
         return Err(format!(
-            "the model gave {got} rows of {} values for {rows} rows; its signature says {k} values a row",
-            columns.len()
+            "the model gave {got} rows for {rows} rows; its signature says {k} values a row"
         ));
     }
-    let mut out = Vec::with_capacity(rows * k);
+    let text_k = is_text.iter().filter(|t| **t).count();
+    let mut raw = Vec::with_capacity(rows * k);
+    let mut text = Vec::with_capacity(rows * text_k);
     for r in 0..rows {
-        for c in &columns {
-            out.push(c[r] as f32);
+        for c in &mut columns {
+            match c {
+                Col::Num(v) => raw.push(v[r] as f32),
+                Col::Text(v) => {
+                    raw.push(f32::NAN);
+                    text.push(std::mem::take(&mut v[r]));
+                }
+            }
         }
     }
-    Ok(out)
+    Ok((raw, text))
 }
 
 /// A file of a model, relative to its root.
@@ -841,7 +934,7 @@ mod tests {
         assert_eq!(inputs(&p)[0].shape, vec![-1, 2, 3]);
         assert_eq!(p.out_width(), 4);
         let raw: Vec<f32> = (0..8).map(|v| v as f32).collect();
-        let r = respond(&p, 2, &raw);
+        let r = respond(&p, 2, &raw, &[]);
         assert_eq!(r[0].shape, vec![2, 4]);
     }
 
@@ -856,9 +949,9 @@ mod tests {
         let text_out = mlmodel(
             "flavors:\n  python_function: {}\nsignature:\n  inputs: '[{\"type\": \"double\", \"name\": \"x\"}]'\n  outputs: '[{\"type\": \"string\"}]'\n",
         );
-        assert!(plan(&text_out)
-            .expect_err("text answers")
-            .contains("text answers are not served yet"));
+        let p = plan(&text_out).expect("text answers").expect("pyfunc");
+        assert_eq!((p.out_width(), p.text_out_width()), (1, 1));
+        assert_eq!(outputs(&p)[0].datatype, "BYTES");
         let ragged = mlmodel(
             "flavors:\n  python_function: {}\nsignature:\n  inputs: '[{\"type\": \"tensor\", \"tensor-spec\": {\"dtype\": \"float32\", \"shape\": [-1, -1]}}]'\n  outputs: '[{\"type\": \"double\"}]'\n",
         );
@@ -931,16 +1024,16 @@ mod tests {
         );
         let batches: Vec<RecordBatch> = reader.map(|b| b.expect("batch")).collect();
         assert_eq!(batches[0].num_rows(), 2);
-        // An answer: two rows of two float64 columns.
+        // An answer: two rows of a float64 column and a string column.
         let schema = Arc::new(Schema::new(vec![
             Field::new("0", DataType::Float64, false),
-            Field::new("1", DataType::Float64, false),
+            Field::new("1", DataType::Utf8, false),
         ]));
         let batch = RecordBatch::try_new(
             schema.clone(),
             vec![
                 Arc::new(Float64Array::from(vec![1.0, 2.0])),
-                Arc::new(Float64Array::from(vec![10.0, 20.0])),
+                Arc::new(arrow_array::StringArray::from(vec!["sold", "unsold"])),
             ],
         )
         .expect("batch");
@@ -950,13 +1043,37 @@ mod tests {
             w.write(&batch).expect("write");
             w.finish().expect("finish");
         }
-        assert_eq!(
-            decode(&out, 2, 2).expect("rows"),
-            vec![1.0, 10.0, 2.0, 20.0]
-        );
-        assert!(decode(&out, 3, 2).expect_err("short").contains("2 rows"));
-        assert!(decode(&out, 2, 1)
+        let output = |name: &str, datatype: &str| Output {
+            name: name.into(),
+            datatype: datatype.into(),
+            dims: vec![],
+        };
+        let outs = [output("score", "FP64"), output("label", "BYTES")];
+        let (raw, text) = decode(&out, 2, &outs).expect("rows");
+        assert_eq!(raw[0], 1.0);
+        assert!(raw[1].is_nan());
+        assert_eq!(raw[2], 2.0);
+        assert_eq!(text, vec!["sold", "unsold"]);
+        let p = Plan {
+            loader: "x".into(),
+            take: Take::Tensor {
+                dtype: "float64".into(),
+                shape: vec![-1, 1],
+            },
+            outputs: outs.to_vec(),
+        };
+        let r = respond(&p, 2, &raw, &text);
+        assert_eq!(r[0].data, serde_json::json!([1.0, 2.0]));
+        assert_eq!(r[1].data, serde_json::json!(["sold", "unsold"]));
+        assert_eq!(r[1].datatype, "BYTES");
+        assert!(decode(&out, 3, &outs)
+            .expect_err("short")
+            .contains("2 rows"));
+        assert!(decode(&out, 2, &outs[..1])
             .expect_err("wide")
             .contains("1 values a row"));
+        // A string where a number was promised is refused, not guessed.
+        let swapped = [output("label", "BYTES"), output("score", "FP64")];
+        assert!(decode(&out, 2, &swapped).is_err());
     }
 }

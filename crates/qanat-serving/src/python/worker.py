@@ -6,8 +6,10 @@ an Arrow IPC stream of one record batch: one fixed-size list column of float64, 
 rows (a text column's place holds NaN), a second fixed-size list column of strings
 when the model has text columns (theirs, in order), and in the schema's metadata how the model takes them (`qanat.mode`: `columns`,
 a DataFrame of the columns `qanat.names` of numpy types `qanat.types`; `tensor`, one
-array of `qanat.dtype` shaped `qanat.shape`). An answer is a status byte (0: an Arrow IPC stream of float64
-columns, the predictions as rows; 1: a UTF-8 error) and its payload. The first frame
+array of `qanat.dtype` shaped `qanat.shape`; `qanat.text_out` says which of an
+answer's columns are text). An answer is a status byte (0: an Arrow IPC stream of
+columns, float64 or strings, the predictions as rows; 1: a UTF-8 error) and its
+payload. The first frame
 the worker writes says it is ready (status 0, a JSON line about itself) or why it is
 not (status 1), then it exits.
 
@@ -98,24 +100,34 @@ def main():
                         frame[n] = x[:, j].astype(t)
                 x = pd.DataFrame(frame)
             y = model.predict(x)
-            send(0, encode(np, pd, pa, y, rows))
+            send(0, encode(np, pd, pa, y, rows, json.loads(meta.get("qanat.text_out", "[]"))))
         except BaseException as e:
             send(1, ("%s: %s" % (type(e).__name__, e)).encode()[:4000])
 
 
-def encode(np, pd, pa, y, rows):
-    """Predictions as float64 columns, one row per input row."""
+def encode(np, pd, pa, y, rows, text_out):
+    """Predictions as columns, one row per input row: strings where `text_out` says
+    the signature answers text, float64 elsewhere."""
     if isinstance(y, dict):
         y = pd.DataFrame(y)
     if isinstance(y, (pd.DataFrame, pd.Series)):
         y = y.to_numpy()
     elif hasattr(y, "detach"):
         y = y.detach().cpu().numpy()
-    y = np.asarray(y)
-    if y.dtype.kind not in "biuf":
-        raise TypeError("the model's predictions are %s, not numbers: this runtime answers numbers only" % y.dtype)
-    y = y.astype("float64").reshape(rows, -1) if y.size else np.zeros((rows, 0))
-    cols = [pa.array(y[:, j]) for j in range(y.shape[1])]
+    y = np.asarray(y, dtype=object) if isinstance(y, list) and any(text_out) else np.asarray(y)
+    y = y.reshape(rows, -1) if y.size else np.zeros((rows, 0))
+    cols = []
+    for j in range(y.shape[1]):
+        c = y[:, j]
+        if j < len(text_out) and text_out[j]:
+            cols.append(pa.array([None if v is None else str(v) for v in c], type=pa.string()))
+            continue
+        try:
+            c = c.astype("float64")
+        except (TypeError, ValueError):
+            raise TypeError("the model's predictions are %s, not numbers, where its signature "
+                            "says numbers" % c.dtype) from None
+        cols.append(pa.array(c))
     batch = pa.RecordBatch.from_arrays(cols, names=[str(j) for j in range(len(cols))])
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as w:
