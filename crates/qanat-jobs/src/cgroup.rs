@@ -297,7 +297,44 @@ impl Cgroups {
         self
     }
 
-    fn parents(&self) -> Vec<&Path> {
+    /// Removes the groups of server processes of this machine that are gone: the
+    /// siblings of this one's parent named `qanat-<key>-p<pid>` (or with `-server`
+    /// after it) whose pid no longer runs, with what is left in them killed.
+    pub(crate) fn sweep_gone(&self) {
+        for parent in self.parents() {
+            let Some(up) = parent.parent() else { continue };
+            for e in std::fs::read_dir(up).into_iter().flatten().flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Some(pid) = name
+                    .strip_prefix("qanat-")
+                    .and_then(|rest| rest.split_once("-p"))
+                    .filter(|(key, _)| {
+                        key.len() == 12 && key.bytes().all(|b| b.is_ascii_hexdigit())
+                    })
+                    .map(|(_, pid)| pid.trim_end_matches("-server"))
+                    .and_then(|p| p.parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+                    continue;
+                }
+                for child in std::fs::read_dir(e.path()).into_iter().flatten().flatten() {
+                    if child.file_type().is_ok_and(|t| t.is_dir()) {
+                        let g = RankGroup {
+                            v2: matches!(self, Cgroups::V2 { .. }),
+                            dirs: vec![child.path()],
+                        };
+                        g.kill();
+                        g.remove_now();
+                    }
+                }
+                let _ = std::fs::remove_dir(e.path());
+            }
+        }
+    }
+
+    pub(crate) fn parents(&self) -> Vec<&Path> {
         match self {
             Cgroups::V2 { parent, .. } => vec![parent],
             Cgroups::V1 { memory, cpu } => std::iter::once(memory.as_path())

@@ -5,7 +5,8 @@
 //!
 //! A server's groups live under `qanat-<key>-p<pid>`: servers sharing a data
 //! directory (`qanat server` beside `qanat serve`) never sweep each other's workers,
-//! and what a crashed server left is removed, once empty, by the next one's start.
+//! and what a server process that is gone left (its pid no longer running) is killed
+//! and removed when the next one first starts a worker.
 
 use crate::cgroup::{Cgroups, RankGroup};
 
@@ -22,20 +23,20 @@ pub struct Confined {
     /// The process group sampled when there is no cgroup.
     pgid: i32,
     memory_mb: u64,
+    /// Kills its group counted before it.
+    oom_before: u64,
 }
 
 impl Confiner {
     /// Finds a writable cgroup tree (unless `settings.cgroups` is off) for the groups
     /// of this server process.
     pub fn detect(settings: &crate::Settings) -> Confiner {
-        let key = format!(
-            "{}-p{}",
-            crate::cgroup::key_of(&settings.work_dir),
-            std::process::id()
-        );
-        Confiner {
-            cgroups: Cgroups::detect(settings.cgroups, &key),
-        }
+        let base = crate::cgroup::key_of(&settings.work_dir);
+        let cgroups = Cgroups::detect(settings.cgroups, &format!("{base}-p{}", std::process::id()));
+        // What server processes that are gone left (one that crashed or was killed
+        // leaves its workers' groups in place).
+        cgroups.sweep_gone();
+        Confiner { cgroups }
     }
 
     /// A confiner that only samples (as where no cgroup tree is writable).
@@ -55,7 +56,8 @@ impl Confiner {
     }
 
     /// Limits process `pid` (and what it starts) to `memory_mb` MiB, in a group named
-    /// `name`. Call it before the process runs its program (at its launcher's barrier).
+    /// `name` (unique among this confiner's live groups). Call it before the process
+    /// runs its program (at its launcher's barrier).
     pub fn confine(&self, name: &str, pid: u32, memory_mb: u64) -> Result<Confined, String> {
         let pgid = i32::try_from(pid).map_err(|_| format!("pid {pid} is out of range"))?;
         let group = if self.cgroups.active() {
@@ -65,16 +67,21 @@ impl Confiner {
                 .map_err(|e| format!("creating its cgroup: {e}"))?;
             if let Err(e) = g.add(pid) {
                 g.kill();
+                g.remove_now();
                 return Err(format!("placing it in its cgroup: {e}"));
             }
             Some(g)
         } else {
             None
         };
+        // A group left by an earlier process of the same name counts its kills too:
+        // only kills after this one's start are its.
+        let oom_before = group.as_ref().map_or(0, RankGroup::oom_kills);
         Ok(Confined {
             group,
             pgid,
             memory_mb,
+            oom_before,
         })
     }
 }
@@ -86,7 +93,7 @@ impl Confined {
     pub fn over_limit(&self) -> Option<String> {
         let limit = self.memory_mb;
         match &self.group {
-            Some(g) => (g.oom_kills() > 0).then(|| {
+            Some(g) => (g.oom_kills() > self.oom_before).then(|| {
                 format!("went over its memory limit of {limit} MiB and was killed by the kernel")
             }),
             None => {
@@ -175,5 +182,20 @@ mod tests {
             return;
         }
         check(&c);
+        // What a server that is gone left beside it (its parent and a worker's group)
+        // is removed by the next start; a live one's is not.
+        let parent = c.cgroups.parents()[0].to_path_buf();
+        let up = parent.parent().expect("a parent").to_path_buf();
+        let dead = (4_000_000..4_100_000)
+            .find(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+            .expect("a pid that does not run");
+        let gone = up.join(format!("qanat-0123456789ab-p{dead}"));
+        let _ = std::fs::create_dir(&gone);
+        let _ = std::fs::create_dir(gone.join("worker-0-1"));
+        assert!(gone.join("worker-0-1").is_dir(), "made");
+        let again = Confiner::detect(&settings);
+        assert!(!gone.exists(), "a gone server's groups are swept");
+        assert!(parent.exists(), "this live server's are kept");
+        drop(again);
     }
 }

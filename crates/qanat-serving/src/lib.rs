@@ -187,22 +187,24 @@ impl Model {
             Model::Native(m) => m.mlp().forward(&f32s(), rows, scratch)?.to_vec(),
             Model::Onnx(m) => m.run(&f32s(), rows)?,
             Model::Trees(m) => m.forest.predict(x, rows)?,
-            Model::Python(m) => m.predict(x, &[], rows)?.0,
+            Model::Python(m) => m.predict(x, &[], rows, None)?.0,
         })
     }
 
     /// [`forward`](Self::forward) with text: a request's text columns in (`text`, see
     /// [`oip::Prepared::text`]) and the text outputs' values out (row-major; their
     /// places in the values are NaN). Only the Python runtime has either.
+    /// A Python model's request waits up to `wait` for a free worker.
     pub fn forward_text(
         &self,
         x: &[f64],
-        text: &[String],
+        text: &[Option<String>],
         rows: usize,
+        wait: Option<std::time::Duration>,
         scratch: &mut qanat_runtime::native::Scratch,
     ) -> Result<(Vec<f32>, Vec<String>)> {
         match self {
-            Model::Python(m) => m.predict(x, text, rows),
+            Model::Python(m) => m.predict(x, text, rows, wait),
             _ => Ok((self.forward(x, rows, scratch)?, Vec::new())),
         }
     }

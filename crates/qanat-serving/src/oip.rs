@@ -375,7 +375,7 @@ pub struct Prepared {
     pub x: Vec<f64>,
     /// The strings of a Python model's text columns, `rows × text columns`,
     /// row-major (their places in `x` hold NaN); empty for every other model.
-    pub text: Vec<String>,
+    pub text: Vec<Option<String>>,
     pub rows: usize,
     /// The outputs asked for (`None`: all).
     pub wanted: Option<Vec<String>>,
@@ -385,7 +385,11 @@ pub struct Prepared {
 /// An ONNX or tree model's request as the matrix its batcher stacks: each input given
 /// once, `[N, …]` with the graph's dimensions after the batch, numeric; each row the
 /// inputs' rows side by side, in graph order.
-fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f64>, Vec<String>, usize)> {
+/// A request's rows: the values, the text columns' strings (`None` for a missing
+/// one), and how many.
+type Rows = (Vec<f64>, Vec<Option<String>>, usize);
+
+fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<Rows> {
     let wanted: Vec<&str> = loaded.inputs.iter().map(|i| i.name.as_str()).collect();
     let inputs = in_order(&loaded.name, &wanted, request, || {
         loaded
@@ -397,7 +401,7 @@ fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f64>, Vec<Str
     })?;
     let mut rows: Option<usize> = None;
     let mut columns: Vec<(Vec<f64>, usize)> = Vec::with_capacity(loaded.inputs.len());
-    let mut texts: Vec<Vec<String>> = Vec::new();
+    let mut texts: Vec<(Vec<Option<String>>, usize)> = Vec::new();
     for (want, input) in loaded.inputs.iter().zip(inputs) {
         let rest: Vec<i64> = want.shape[1..].to_vec();
         let width: usize = rest.iter().map(|d| *d as usize).product();
@@ -431,7 +435,7 @@ fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f64>, Vec<Str
             let Values::Text(v) = column(input, n * width, "string")?.values else {
                 return Err(Error::Internal("a text column read as numbers".into()));
             };
-            texts.push(v.into_iter().map(Option::unwrap_or_default).collect());
+            texts.push((v, width));
             columns.push((vec![f64::NAN; n * width], width));
             continue;
         }
@@ -454,10 +458,10 @@ fn tensors(loaded: &Loaded, request: &InferRequest) -> Result<(Vec<f64>, Vec<Str
         }
     }
     // Row-major too: a row's strings, in the inputs' order.
-    let mut text = Vec::with_capacity(rows * texts.len());
+    let mut text = Vec::with_capacity(rows * texts.iter().map(|t| t.1).sum::<usize>());
     for r in 0..rows {
-        for t in &mut texts {
-            text.push(std::mem::take(&mut t[r]));
+        for (t, w) in &mut texts {
+            text.extend(t[r * *w..(r + 1) * *w].iter_mut().map(std::mem::take));
         }
     }
     Ok((x, text, rows))
@@ -519,7 +523,7 @@ pub fn infer(loaded: &Loaded, request: InferRequest) -> Result<InferResponse> {
         let mut scratch = qanat_runtime::native::Scratch::default();
         loaded
             .model
-            .forward_text(&p.x, &p.text, p.rows, &mut scratch)?
+            .forward_text(&p.x, &p.text, p.rows, None, &mut scratch)?
     };
     Ok(respond(
         loaded,

@@ -937,11 +937,18 @@ async fn run(
     } else if served.loaded.model.has_text() {
         // Text (a Python model's columns or answers) does not stack in the batcher's
         // f64 rows: the request goes to a worker of its own pool as it is.
+        // Admitted (or 429) before it takes a blocking thread to wait on; it waits
+        // for a worker no longer than its timeout.
+        if let crate::Model::Python(m) = &served.loaded.model {
+            m.admit()?;
+        }
         let loaded = served.loaded.clone();
         let (x, text, rows) = (p.x, p.text, p.rows);
         let (raw, text) = tokio::task::spawn_blocking(move || {
             let mut scratch = qanat_runtime::native::Scratch::default();
-            loaded.model.forward_text(&x, &text, rows, &mut scratch)
+            loaded
+                .model
+                .forward_text(&x, &text, rows, timeout, &mut scratch)
         })
         .await
         .map_err(|e| Error::Internal(format!("inference stopped: {e}")))??;
@@ -1023,9 +1030,9 @@ async fn shadow_run(
     let diff: f64 = raw
         .iter()
         .zip(answer.iter())
-        // A text output's places (NaN in both) are not numbers to compare.
+        // A text output's places (NaN) are not numbers to compare.
         .map(|(a, b)| {
-            if a.is_nan() && b.is_nan() {
+            if a.is_nan() || b.is_nan() {
                 0.0
             } else {
                 f64::from((a - b).abs())

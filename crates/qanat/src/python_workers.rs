@@ -74,8 +74,11 @@ impl Spawner for JobSandbox {
         pid: u32,
         memory_mb: u64,
     ) -> std::result::Result<Box<dyn qanat_serving::python::Limit>, String> {
+        // Unique: a pid may come back while a group of its earlier holder is left.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.confiner()
-            .confine(&format!("worker-{pid}"), pid, memory_mb)
+            .confine(&format!("worker-{n}-{pid}"), pid, memory_mb)
             .map(|c| Box::new(WorkerLimit(c)) as Box<dyn qanat_serving::python::Limit>)
     }
 

@@ -253,7 +253,17 @@ impl OrtTensorModel {
         }
         let session = builder
             .commit_from_memory(bytes)
-            .map_err(|e| Error::invalid(format!("onnxruntime cannot load this ONNX model: {e}")))?;
+            .map_err(|e| match device {
+                // On a GPU the session's creation picks the device and takes its memory:
+                // a wrong ordinal, a driver mismatch or a full GPU is the server's fault,
+                // not the model's (tract, in the load check, read the graph already).
+                Device::Cuda(_) => Error::Unavailable(format!(
+                    "onnxruntime could not load the model on {device}: {e}"
+                )),
+                Device::Cpu => {
+                    Error::invalid(format!("onnxruntime cannot load this ONNX model: {e}"))
+                }
+            })?;
         Ok(OrtTensorModel {
             graph,
             layout,
@@ -276,7 +286,13 @@ impl OrtTensorModel {
 
     /// The result for `rows` rows of `x` (`rows × row_width`, row-major).
     pub fn run(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
-        run_session(&self.session, &self.graph, self.layout.split(x, rows)?)
+        let inputs = self.layout.split(x, rows)?;
+        run_session(&self.session, &self.graph, inputs).map_err(|e| match self.device {
+            // The inputs were checked against the graph: what fails on a GPU (its
+            // memory, its driver) is the server's, not the caller's.
+            Device::Cuda(_) => Error::Unavailable(format!("running on {}: {e}", self.device)),
+            Device::Cpu => e,
+        })
     }
 }
 

@@ -10,18 +10,19 @@
 //!   hidden, a uid of their own or a user namespace, Landlock). Where no sandbox can be
 //!   built the runtime refuses, unless an admin opted out of the sandbox for jobs.
 //! - **Channel.** A batch goes to a worker as an Arrow IPC stream on its stdin (one
-//!   `FixedSizeList<Float32>` column, the rows; its metadata says how the model takes
-//!   them: a DataFrame of the signature's named columns and types, or one array of
-//!   the signature's dtype and shape), and comes back as Arrow float64 columns.
-//! - **Failure.** A worker that ends or does not answer within
-//!   `serving.python.predict_timeout_secs` is killed (with its sandbox) and its batch
-//!   answered with an error that says so; the next batch starts a new one.
+//!   `FixedSizeList<Float64>` column, the rows, and one of strings for the text
+//!   columns; its metadata says how the model takes them: a DataFrame of the
+//!   signature's named columns and types, or one array of the signature's dtype and
+//!   shape), and comes back as Arrow columns, float64 or strings (text answers).
+//! - **Failure.** A worker that ends, goes over its memory limit or does not answer
+//!   within `serving.python.predict_timeout_secs` is killed (with its sandbox) and its
+//!   batch answered with an error that says so; the next batch starts a new one.
 //!
 //! Numbers travel as the batcher's `f64` rows (as for every runtime; a value reaches
 //! the model as the request gave it, an `INT64` beyond 2⁵³ rounded). String columns
-//! of a DataFrame signature travel beside them, as a second Arrow column of their
-//! strings; a request with them goes to a worker as it is, not stacked by the batcher.
-//! Predictions that are not numbers are an error (text answers are not served yet).
+//! of a DataFrame signature travel beside them; a request to a model with text in or
+//! out goes to a worker as it is, not stacked by the batcher, admitted (or refused
+//! 429) before it waits, and waiting no longer than its timeout for a worker.
 
 pub mod env;
 mod worker;
@@ -433,8 +434,9 @@ struct Pool {
     waiting: std::sync::atomic::AtomicUsize,
 }
 
-/// Requests that may wait for a version's workers, per worker.
-const MAX_WAITING_PER_WORKER: usize = 64;
+/// Requests that may wait for a version's workers, per worker (besides the one each
+/// runs).
+const MAX_WAITING_PER_WORKER: usize = 8;
 
 /// One request counted among those waiting or running, for as long as it lives.
 struct Waiting<'a>(usize, &'a std::sync::atomic::AtomicUsize);
@@ -462,20 +464,31 @@ struct PoolState {
 }
 
 impl Pool {
-    fn take(&self) -> std::result::Result<worker::Worker, String> {
+    /// An idle worker, a new one (while fewer than `size` live), or, waiting up to
+    /// `wait` for one to be given back, `Ok(None)`.
+    fn take(&self, wait: Duration) -> std::result::Result<Option<worker::Worker>, String> {
+        let deadline = std::time::Instant::now() + wait;
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(w) = st.idle.pop() {
-                return Ok(w);
+                return Ok(Some(w));
             }
             if st.live < self.size {
                 st.live += 1;
                 drop(st);
-                return (self.start)().inspect_err(|_| {
+                return (self.start)().map(Some).inspect_err(|_| {
                     self.lost();
                 });
             }
-            st = self.freed.wait(st).unwrap_or_else(|p| p.into_inner());
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            st = self
+                .freed
+                .wait_timeout(st, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
@@ -497,34 +510,63 @@ impl Pool {
 }
 
 impl PythonModel {
+    fn busy(&self, waiting: usize) -> Error {
+        Error::Busy(format!(
+            "{} has {waiting} requests running or waiting for its Python workers; try again shortly",
+            self.what
+        ))
+    }
+
+    /// Refuses at once (429) when as many requests as the workers take are running
+    /// or waiting: checked before a request takes a thread to wait on.
+    pub fn admit(&self) -> Result<()> {
+        let n = self.pool.waiting.load(std::sync::atomic::Ordering::Acquire);
+        if n >= self.pool.size * (1 + MAX_WAITING_PER_WORKER) {
+            return Err(self.busy(n));
+        }
+        Ok(())
+    }
+
     /// Runs `rows` rows of `x` (and of `text`, its text columns', row-major) on a
     /// worker (blocking).
     /// Its answer: `rows` rows of the outputs' values (a text output's places NaN),
     /// and the text outputs' values, row-major.
+    ///
+    /// A request waits up to `wait` (default: the predict timeout) for a free worker.
     pub fn predict(
         &self,
         x: &[f64],
-        text: &[String],
+        text: &[Option<String>],
         rows: usize,
+        wait: Option<Duration>,
     ) -> Result<(Vec<f32>, Vec<String>)> {
         // What the batcher's bounded queue does for rows of numbers, for requests
         // with text (which come here one by one): too many waiting is refused at once.
         let waiting = Waiting::enter(&self.pool.waiting);
-        if waiting.0 > self.pool.size * MAX_WAITING_PER_WORKER {
-            return Err(Error::Busy(format!(
-                "{} has {} requests waiting for its Python workers; try again shortly",
-                self.what,
-                waiting.0 - 1
-            )));
+        if waiting.0 > self.pool.size * (1 + MAX_WAITING_PER_WORKER) {
+            return Err(self.busy(waiting.0 - 1));
         }
         let request = encode(&self.plan, x, text, rows)
             .map_err(|e| Error::Internal(format!("encoding a batch: {e}")))?;
-        let mut w = self.pool.take().map_err(|e| {
-            Error::Internal(format!(
-                "{} could not start a Python worker: {e}",
-                self.what
-            ))
-        })?;
+        let wait = wait.unwrap_or(self.pool.predict);
+        let mut w = match self.pool.take(wait) {
+            Ok(Some(w)) => w,
+            Ok(None) => {
+                return Err(Error::TimedOut(format!(
+                    "no Python worker of {} was free within {} ms; the request did not run",
+                    self.what,
+                    wait.as_millis()
+                )))
+            }
+            Err(e) => {
+                // The detail (paths, the sandbox's words) is the operator's.
+                tracing::warn!(model = %self.what, error = %e, "a Python serving worker could not start");
+                return Err(Error::Unavailable(format!(
+                    "{} could not start a Python worker; the server's log says why",
+                    self.what
+                )));
+            }
+        };
         match w.call(&request, self.pool.predict) {
             Ok(worker::Frame::Ok(bytes)) => {
                 self.pool.give_back(w);
@@ -566,7 +608,7 @@ impl PythonModel {
 fn encode(
     plan: &Plan,
     x: &[f64],
-    text: &[String],
+    text: &[Option<String>],
     rows: usize,
 ) -> std::result::Result<Vec<u8>, String> {
     let w = plan.row_width();
@@ -621,8 +663,9 @@ fn encode(
     let mut columns: Vec<arrow_array::ArrayRef> = vec![Arc::new(list)];
     if tw > 0 {
         // The text columns' strings, a second column: `tw` a row, in column order.
-        let item = Arc::new(Field::new("item", DataType::Utf8, false));
-        let values = arrow_array::StringArray::from_iter_values(text.iter());
+        // Nullable: a missing string reaches the model as None.
+        let item = Arc::new(Field::new("item", DataType::Utf8, true));
+        let values: arrow_array::StringArray = text.iter().map(Option::as_deref).collect();
         let list =
             arrow_array::FixedSizeListArray::try_new(item, tw as i32, Arc::new(values), None)
                 .map_err(|e| e.to_string())?;
@@ -971,7 +1014,7 @@ mod tests {
         assert_eq!((p.row_width(), p.text_width()), (2, 1));
         assert_eq!(inputs(&p)[0].datatype, "BYTES");
         assert_eq!(inputs(&p)[1].datatype, "FP64");
-        let text = vec!["Dubai".to_string(), "Al Ain".to_string()];
+        let text = vec![Some("Dubai".to_string()), None];
         let bytes = encode(&p, &[f64::NAN, 1.0, f64::NAN, 3.0], &text, 2).expect("encoded");
         let batches: Vec<RecordBatch> =
             arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
@@ -988,8 +1031,9 @@ mod tests {
             .downcast_ref::<arrow_array::StringArray>()
             .expect("strings")
             .iter()
-            .map(|s| s.unwrap_or_default().to_string())
+            .map(|s| s.map(str::to_string))
             .collect::<Vec<_>>();
+        // A missing string stays missing.
         assert_eq!(strings, text);
         // Rows without their strings are refused, not sent.
         assert!(encode(&p, &[f64::NAN, 1.0], &[], 1)

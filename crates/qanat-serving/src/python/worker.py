@@ -105,6 +105,15 @@ def main():
             send(1, ("%s: %s" % (type(e).__name__, e)).encode()[:4000])
 
 
+def text(v):
+    """A predicted value as text: bytes decoded, a missing value None."""
+    if v is None or (isinstance(v, float) and v != v):
+        return None
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return str(v)
+
+
 def encode(np, pd, pa, y, rows, text_out):
     """Predictions as columns, one row per input row: strings where `text_out` says
     the signature answers text, float64 elsewhere."""
@@ -120,7 +129,7 @@ def encode(np, pd, pa, y, rows, text_out):
     for j in range(y.shape[1]):
         c = y[:, j]
         if j < len(text_out) and text_out[j]:
-            cols.append(pa.array([None if v is None else str(v) for v in c], type=pa.string()))
+            cols.append(pa.array([text(v) for v in c], type=pa.string()))
             continue
         try:
             c = c.astype("float64")
