@@ -280,21 +280,23 @@ impl Cgroups {
             }
         }
         for parent in self.parents() {
-            let Ok(entries) = std::fs::read_dir(parent) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    let g = RankGroup {
-                        v2: matches!(self, Cgroups::V2 { .. }),
-                        dirs: vec![e.path()],
-                    };
-                    g.kill();
-                    g.remove_now();
-                }
-            }
+            self.clear(parent);
         }
         self
+    }
+
+    /// Kills what runs in each group under `dir` and removes the groups.
+    fn clear(&self, dir: &Path) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let g = RankGroup {
+                    v2: matches!(self, Cgroups::V2 { .. }),
+                    dirs: vec![e.path()],
+                };
+                g.kill();
+                g.remove_now();
+            }
+        }
     }
 
     /// Removes the groups of server processes of this machine that are gone: the
@@ -319,16 +321,7 @@ impl Cgroups {
                 if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
                     continue;
                 }
-                for child in std::fs::read_dir(e.path()).into_iter().flatten().flatten() {
-                    if child.file_type().is_ok_and(|t| t.is_dir()) {
-                        let g = RankGroup {
-                            v2: matches!(self, Cgroups::V2 { .. }),
-                            dirs: vec![child.path()],
-                        };
-                        g.kill();
-                        g.remove_now();
-                    }
-                }
+                self.clear(&e.path());
                 let _ = std::fs::remove_dir(e.path());
             }
         }

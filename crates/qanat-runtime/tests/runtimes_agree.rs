@@ -305,7 +305,10 @@ fn served_tensors_agree_on_tract_and_onnxruntime_and_a_gpu_needs_its_cuda_provid
     let x: Vec<f32> = (0..12).map(|i| i as f32 / 3.0 - 2.0).collect();
     let want: Vec<f32> = x.iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect();
     let tract = TensorModel::load(&onnx).expect("tract loads it");
-    assert_eq!((tract.row_width(), tract.outputs()), (4, 4));
+    assert_eq!(
+        (tract.layout().row_width(), tract.layout().outputs()),
+        (4, 4)
+    );
     let got = tract.run(&x, 3).expect("tract runs");
     assert!(
         worst(&got, &want) <= 1e-6,

@@ -193,8 +193,8 @@ impl Model {
 
     /// [`forward`](Self::forward) with text: a request's text columns in (`text`, see
     /// [`oip::Prepared::text`]) and the text outputs' values out (row-major; their
-    /// places in the values are NaN). Only the Python runtime has either.
-    /// A Python model's request waits up to `wait` for a free worker.
+    /// places in the values are NaN). Only the Python runtime has either; its
+    /// request waits up to `wait` for a free worker.
     pub fn forward_text(
         &self,
         x: &[f64],
@@ -268,7 +268,7 @@ pub enum OnnxDevice {
     /// starts; else on tract, on the CPU (the version's runtime says why).
     #[default]
     Auto,
-    /// On this CUDA device, or not at all (a deployment is refused with the reason).
+    /// On this CUDA device, or not at all (requests answer 503 with the reason).
     Cuda(i32),
 }
 

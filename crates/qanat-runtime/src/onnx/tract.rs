@@ -224,21 +224,6 @@ impl TensorModel {
         &self.layout
     }
 
-    /// Per graph input, its dimensions after the batch.
-    pub fn input_dims(&self) -> impl Iterator<Item = &[usize]> {
-        self.layout.input_dims()
-    }
-
-    /// Values per row in: the sum of the inputs' row widths.
-    pub fn row_width(&self) -> usize {
-        self.layout.row_width()
-    }
-
-    /// Values per row out.
-    pub fn outputs(&self) -> usize {
-        self.layout.outputs()
-    }
-
     /// The result for `rows` rows of `x` (`rows × row_width`, row-major).
     pub fn run(&self, x: &[f32], rows: usize) -> Result<Vec<f32>> {
         let fed = self

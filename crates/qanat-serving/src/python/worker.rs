@@ -103,14 +103,7 @@ impl Worker {
         let limit = match confine(child.id()) {
             Ok(l) => l,
             Err(why) => {
-                if let Some(pid) = i32::try_from(child.id())
-                    .ok()
-                    .and_then(rustix::process::Pid::from_raw)
-                {
-                    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-                }
-                let _ = child.kill();
-                let _ = child.wait();
+                kill_group(&mut child);
                 return Err(format!("the Python worker could not be limited: {why}"));
             }
         };
@@ -296,18 +289,23 @@ impl Worker {
             return;
         }
         self.gone = true;
-        // Its group is its own (process_group(0)): the pid is the group's id, and is
-        // not reused before the wait below reaps it.
-        if let Some(pid) = i32::try_from(self.child.id())
-            .ok()
-            .and_then(rustix::process::Pid::from_raw)
-            .filter(|p| !p.is_init())
-        {
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        kill_group(&mut self.child);
     }
+}
+
+/// Kills `child`'s process group and reaps it. Its group is its own
+/// (`process_group(0)`): the pid is the group's id, and is not reused before the wait
+/// reaps it.
+fn kill_group(child: &mut Child) {
+    if let Some(pid) = i32::try_from(child.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .filter(|p| !p.is_init())
+    {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 impl Drop for Worker {
