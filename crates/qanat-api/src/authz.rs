@@ -60,6 +60,11 @@ pub struct Policy {
     /// The metrics endpoint: tokens scoped to metrics may call it (and nothing else),
     /// and so may anonymous callers when `server.metrics_anonymous` is on.
     pub metrics: bool,
+    /// A page of the web UI: the caller may also be named by the UI's session cookie
+    /// (no other route reads cookies, so no API route can be forged cross-site), its
+    /// writes are forms that must carry the session's CSRF token, and refusals are
+    /// pages (401 sends a browser to the login page).
+    pub ui: bool,
 }
 
 impl Policy {
@@ -73,7 +78,14 @@ impl Policy {
             query: false,
             inference: false,
             metrics: false,
+            ui: false,
         }
+    }
+
+    /// Marks a page of the web UI (see [`Policy::ui`]).
+    pub const fn ui(mut self) -> Self {
+        self.ui = true;
+        self
     }
 
     /// Marks an inference endpoint, which tokens scoped to inference may call.
@@ -253,7 +265,7 @@ fn project_header(req: &Request) -> Option<String> {
 /// The middleware: authenticate, authorize, run, audit.
 pub(crate) async fn authorize(
     State((state, policies)): State<(AppState, Arc<Policies>)>,
-    mut req: Request,
+    req: Request,
     next: Next,
 ) -> Response {
     let Some(route) = req.extensions().get::<MatchedPath>().cloned() else {
@@ -269,7 +281,17 @@ pub(crate) async fn authorize(
     if policy.requirement == Requirement::Public {
         return next.run(req).await;
     }
+    if policy.ui {
+        let path = req.uri().clone();
+        let resp = decide(state, policy, req, next).await;
+        return crate::ui::refusal_page(resp, &path);
+    }
+    decide(state, policy, req, next).await
+}
 
+/// Authenticates, authorizes, runs and audits one request under `policy`.
+async fn decide(state: AppState, policy: Policy, mut req: Request, next: Next) -> Response {
+    let method = req.method().clone();
     let request_id = crate::request_id(req.headers()).to_string();
     let project =
         match req.extract_parts::<RawPathParams>().await {
@@ -300,10 +322,14 @@ pub(crate) async fn authorize(
         detail,
     };
 
-    // 1. Who is calling.
-    let principal: Option<Principal> = match bearer(&req) {
+    // 1. Who is calling: the bearer token, or on a UI page the session cookie.
+    let presented = match bearer(&req) {
+        Ok(None) if policy.ui => Ok(crate::ui::session_token(req.headers())),
+        other => other,
+    };
+    let principal: Option<Principal> = match &presented {
         Ok(None) => None,
-        Ok(Some(token)) => match state.gov.authenticate(&token).await {
+        Ok(Some(token)) => match state.gov.authenticate(token).await {
             Ok(p) => Some(p),
             Err(e) => {
                 let err = ApiError::from(e);
@@ -319,7 +345,7 @@ pub(crate) async fn authorize(
             return refuse(
                 &state,
                 audit("anonymous", AuditOutcome::Denied, err.message.clone()),
-                err,
+                err.clone(),
             )
             .await;
         }
@@ -445,6 +471,28 @@ pub(crate) async fn authorize(
         return audit_refusal(
             "a required audit sink cannot be written, so writes are refused until it can (audit.required); reads go on",
         );
+    }
+
+    // A form of the UI carries the CSRF token of the session that posts it: a page of
+    // another site cannot read it, so it cannot make a browser post for its user.
+    if policy.ui {
+        if let (Some(_), Ok(Some(token))) = (&principal, &presented) {
+            if policy.writes(&method) {
+                req = match crate::ui::check_csrf(req, token).await {
+                    Ok(req) => req,
+                    Err(err) => {
+                        return refuse(
+                            &state,
+                            audit(&actor, AuditOutcome::Denied, err.message.clone()),
+                            err,
+                        )
+                        .await
+                    }
+                };
+            }
+            req.extensions_mut()
+                .insert(crate::ui::Csrf::of_session(token));
+        }
     }
 
     // 4. Run, then record.

@@ -30,6 +30,7 @@ mod objects;
 mod projects;
 mod serving;
 mod system;
+mod ui;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -139,6 +140,8 @@ pub struct Http {
     /// False while a required audit sink cannot be written: writes are then refused
     /// (fail closed), reads go on. Shared with the audit sinks.
     pub audit_sinks_ok: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether the UI's cookies are marked Secure (the server speaks TLS).
+    pub secure_cookies: bool,
 }
 
 impl Default for Http {
@@ -148,6 +151,7 @@ impl Default for Http {
             mlflow_project: "default".into(),
             retention: Duration::from_secs(30 * 86_400),
             audit_sinks_ok: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            secure_cookies: false,
         }
     }
 }
@@ -185,6 +189,7 @@ pub fn route_table(limits: &ApiLimits) -> route_table::RouteTable {
             deployments::routes(),
             monitor::routes(),
             mlflow::routes(),
+            ui::routes(),
         ],
     )
 }

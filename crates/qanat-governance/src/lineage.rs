@@ -77,4 +77,47 @@ impl Governance {
             truncated,
         })
     }
+
+    /// Walks from `root` to what came of it (the objects it is a parent of), breadth
+    /// first, at most `depth` levels: the other direction of [`Self::lineage_upstream`].
+    #[qanat_macros::boxed]
+    pub async fn lineage_downstream(
+        &self,
+        project_id: &ProjectId,
+        root: &str,
+        depth: usize,
+    ) -> Result<LineageGraph> {
+        let mut edges = BTreeSet::new();
+        let mut seen = BTreeSet::from([root.to_string()]);
+        let mut queue = VecDeque::from([(root.to_string(), 0usize)]);
+        let mut truncated = false;
+        while let Some((node, level)) = queue.pop_front() {
+            let rows = sqlx::query("SELECT child, relation FROM lineage_edges WHERE project_id = $1 AND parent = $2 ORDER BY relation, child LIMIT 200")
+                .bind(project_id)
+                .bind(&node)
+                .fetch_all(self.meta.reader())
+                .await?;
+            if level >= depth {
+                truncated |= !rows.is_empty();
+                continue;
+            }
+            truncated |= rows.len() >= 200;
+            for r in rows {
+                let child: String = r.try_get("child")?;
+                edges.insert(LineageEdge {
+                    child: child.clone(),
+                    parent: node.clone(),
+                    relation: r.try_get("relation")?,
+                });
+                if seen.insert(child.clone()) {
+                    queue.push_back((child, level + 1));
+                }
+            }
+        }
+        Ok(LineageGraph {
+            root: root.to_string(),
+            edges: edges.into_iter().collect(),
+            truncated,
+        })
+    }
 }

@@ -403,6 +403,7 @@ fn settings(cfg: &Config) -> Result<wiring::Settings> {
             },
             mlflow_project: cfg.tracking.default_project.clone(),
             retention: Duration::from_secs(cfg.retention.deleted_days.saturating_mul(86_400)),
+            secure_cookies: cfg.server.tls_cert.is_some(),
             ..qanat_api::Http::default()
         },
         events: cfg.events.settings(),

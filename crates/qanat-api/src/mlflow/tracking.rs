@@ -697,7 +697,7 @@ pub(crate) async fn search_datasets(ml: Ml, MlJson(b): MlJson<SearchDatasets>) -
 
 /// The storage key of an artifact path. The path must be relative with no `.`/`..`
 /// segment (after percent-decoding), and start with an experiment of this project.
-pub(super) async fn artifact_key(ml: &Ml, path: &str) -> Result<qanat_store::ObjectKey, ApiError> {
+pub(crate) async fn artifact_key(ml: &Ml, path: &str) -> Result<qanat_store::ObjectKey, ApiError> {
     let p = &ml.p;
     let user: qanat_store::ObjectKey = path.parse().map_err(|e: qanat_store::Error| {
         ApiError::bad_request(format!("invalid artifact path: {e}"))
@@ -712,7 +712,7 @@ pub(super) async fn artifact_key(ml: &Ml, path: &str) -> Result<qanat_store::Obj
     Ok(format!("projects/{}/mlflow-artifacts/{user}", p.id).parse()?)
 }
 
-pub(super) fn artifacts_location(ml: &Ml) -> Result<String, ApiError> {
+pub(crate) fn artifacts_location(ml: &Ml) -> Result<String, ApiError> {
     let location = ml.state.storage.default_location().to_string();
     let info = ml.state.storage.location(&location)?;
     qanat_governance::check_residency(&ml.p, &info)?;
@@ -805,7 +805,7 @@ async fn run_artifact(
 /// A path under a run's (or a model version's) artifacts, percent-decoded before it
 /// is checked: absolute paths, backslashes and `..` segments are refused in MLflow's
 /// words ("Invalid path"); `.` and empty segments are dropped.
-pub(super) fn relative_path(path: &str) -> Result<String, ApiError> {
+pub(crate) fn relative_path(path: &str) -> Result<String, ApiError> {
     let decoded = percent_decode_fully(path);
     if decoded.starts_with('/')
         || decoded.contains('\\')
@@ -903,7 +903,7 @@ pub(crate) async fn get_model_version_artifact(
 
 /// The entries directly under `dir` (an artifact path, or "" for none): files with
 /// their sizes, and sub-directories. Names are relative to `dir`.
-pub(super) async fn list_dir(ml: &Ml, dir: &str) -> Result<Vec<(String, bool, u64)>, ApiError> {
+pub(crate) async fn list_dir(ml: &Ml, dir: &str) -> Result<Vec<(String, bool, u64)>, ApiError> {
     // `.` segments name the directory they are in (the client lists `<root>/.` to
     // download a whole tree); `..` is still refused by the key's rules.
     let dir = dir
