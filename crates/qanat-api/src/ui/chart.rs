@@ -155,6 +155,48 @@ pub(crate) fn bars(title: &str, labels: &[String], groups: &[(&str, &[f64])]) ->
     })
 }
 
+/// A histogram whose bins have the given `edges` (ascending, one more than `masses`)
+/// and share of the values `masses`: each bar's area is its share, so bins of unequal
+/// width (between quantiles) read true.
+pub(crate) fn density(title: &str, edges: &[f64], masses: &[f64]) -> Option<Markup> {
+    if edges.len() != masses.len() + 1 || edges.windows(2).any(|w| !(w[0] <= w[1])) {
+        return None;
+    }
+    let (x0, x1) = (edges[0], edges[edges.len() - 1]);
+    if !(x0.is_finite() && x1.is_finite()) || x1 <= x0 {
+        return None;
+    }
+    let heights: Vec<f64> = edges
+        .windows(2)
+        .zip(masses)
+        .map(|(w, m)| if w[1] > w[0] { m / (w[1] - w[0]) } else { 0.0 })
+        .collect();
+    let top = heights.iter().copied().fold(0.0f64, f64::max);
+    if top <= 0.0 {
+        return None;
+    }
+    let sx = |x: f64| LEFT + (x - x0) / (x1 - x0) * (W - LEFT - RIGHT);
+    let sy = |y: f64| H - BOTTOM - y / top * (H - TOP - BOTTOM);
+    Some(html! {
+        svg viewBox={"0 0 " (W) " " (H)} width=(W) height=(H) role="img" aria-label=(title) xmlns="http://www.w3.org/2000/svg" {
+            title { (title) }
+            line x1=(LEFT) x2=(W - RIGHT) y1=(H - BOTTOM) y2=(H - BOTTOM) stroke="#8a939d" {}
+            @for (w, (h, m)) in edges.windows(2).zip(heights.iter().zip(masses)) {
+                @if *h > 0.0 {
+                    rect x=(format!("{:.1}", sx(w[0]))) y=(format!("{:.1}", sy(*h))) width=(format!("{:.1}", (sx(w[1]) - sx(w[0])).max(0.8)))
+                        height=(format!("{:.1}", H - BOTTOM - sy(*h))) fill=(colour(0)) stroke="#ffffff" stroke-width="0.5" {
+                        title { (super::layout::num(w[0])) " to " (super::layout::num(w[1])) ": " (super::layout::num(m * 100.0)) "% of values" }
+                    }
+                }
+            }
+            @for t in ticks(x0, x1) {
+                text x=(format!("{:.1}", sx(t))) y=(H - BOTTOM + 16.0) text-anchor="middle" font-size="11" fill="#4d5660" { (super::layout::num(t)) }
+            }
+            text x=(LEFT - 6.0) y=(TOP + 10.0) text-anchor="end" font-size="11" fill="#4d5660" { "density" }
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,101 @@
-//! stub
+//! The feature store: entities, sources, feature views and services with their
+//! versions and definitions, each view's freshness, materialization runs, streams.
 
+use axum::extract::State;
+use maud::{html, Markup};
+use qanat_types::features::ObjectKind;
+
+use super::layout::{self, badge, empty, project_url, query_value, table, time, Nav, Section, Session};
+use super::{page, viewer, PageResult};
+use crate::extract::Scope;
 use crate::route_table::Fragment;
+use crate::AppState;
 
 pub(super) fn routes(f: Fragment) -> Fragment {
-    f
+    page(f, "/ui/p/{project}/features", viewer("ui.features"), features)
+}
+
+fn definition(v: &serde_json::Value) -> Markup {
+    let text = serde_json::to_string_pretty(v).unwrap_or_default();
+    html! { details { summary { "Definition" } pre { (text) } } }
+}
+
+async fn features(State(state): State<AppState>, s: Session, scope: Scope) -> PageResult {
+    let p = &scope.project;
+    let registry = state.features.registry(p).await?;
+    let freshness = state.features.freshness(p).await?;
+    let runs = state.features.materializations(p);
+    let streams = state.features.streams(p);
+    let of = |k: ObjectKind| registry.objects.iter().filter(move |o| o.kind == k && o.deleted_at.is_none());
+    let running = runs.iter().any(|r| r.ended_at.is_none());
+    let body = html! {
+        h1 { "Features" }
+        p.hint { "Registry revision " (registry.revision) ". Definitions change with qanat features apply." }
+        @if running { p.hint data-refresh="5" { "A materialization is running: this page reloads every 5 s." } }
+        h2 { "Feature views" }
+        @if of(ObjectKind::FeatureView).next().is_none() { (empty("No feature views.")) }
+        @for o in of(ObjectKind::FeatureView) {
+            @let fresh = freshness.iter().find(|f| f.feature_view == o.name);
+            section #{"fv-" (o.name)} aria-label={"Feature view " (o.name)} {
+                h3 { (o.name) " " span.hint { "version " (o.version) } }
+                dl.facts {
+                    dt { "Depends on" } dd { (o.depends_on.iter().map(|d| format!("{d:?}")).collect::<Vec<_>>().join(", ")) }
+                    dt { "Updated" } dd { (time(&o.updated_at)) " by " (o.created_by) }
+                    @if let Some(f) = fresh {
+                        dt { "Materialized until" } dd { (f.materialized_until.as_deref().map(time).unwrap_or_else(|| html! { "never" })) }
+                        dt { "Lag" } dd { (f.lag_seconds.map(|l| format!("{} s", layout::num(l))).unwrap_or_else(|| "—".into())) }
+                        dt { "Rows written" } dd { (f.rows_written) }
+                    }
+                    dt { "Lineage" } dd { a href=(project_url(&p.name, &format!("/lineage?ref={}", query_value(&format!("feature_view:{}@{}", o.name, o.version))))) { "lineage" } }
+                }
+                (definition(&o.definition))
+            }
+        }
+        h2 { "Feature services" }
+        @if of(ObjectKind::FeatureService).next().is_none() { (empty("No feature services.")) } @else {
+            (table("Feature services", &["Service", "Version", "Updated", "Definition"], html! {
+                @for o in of(ObjectKind::FeatureService) {
+                    tr { td { (o.name) } td.num { (o.version) } td { (time(&o.updated_at)) } td { (definition(&o.definition)) } }
+                }
+            }))
+        }
+        h2 { "Entities and sources" }
+        (table("Entities and sources", &["Kind", "Name", "Version", "Definition"], html! {
+            @for o in of(ObjectKind::Entity).chain(of(ObjectKind::Source)) {
+                tr { td { (o.kind) } td { (o.name) } td.num { (o.version) } td { (definition(&o.definition)) } }
+            }
+        }))
+        h2 { "Materialization runs" }
+        @if runs.is_empty() { (empty("No materialization since the server started.")) } @else {
+            (table("Materialization runs, newest first", &["Run", "State", "Started", "Ended", "By", "Views"], html! {
+                @for r in runs.iter().rev() {
+                    tr {
+                        td { code { (r.id) } }
+                        td { (badge(&format!("{:?}", r.state).to_lowercase())) @if let Some(e) = &r.error { " " span.error { (e) } } }
+                        td { (time(&r.started_at)) }
+                        td { @if let Some(e) = &r.ended_at { (time(e)) } }
+                        td { (r.requested_by) }
+                        td { @for v in &r.views { (v.feature_view) ": " (v.written) " written (" (format!("{:?}", v.state).to_lowercase()) ") " } }
+                    }
+                }
+            }))
+        }
+        @if !streams.is_empty() {
+            h2 { "Streams" }
+            (table("Streaming ingestion", &["Source", "Subject", "Connected", "Ingested", "Rejected", "Pending", "Last problem"], html! {
+                @for st in &streams {
+                    tr {
+                        td { (st.source) }
+                        td { code { (st.subject) } }
+                        td { @if st.connected { (badge("ok")) } @else { (badge("error")) } }
+                        td.num { (st.ingested) }
+                        td.num { (st.rejected) }
+                        td.num { (st.pending) }
+                        td { (st.last_error.as_deref().or(st.last_rejection.as_deref()).unwrap_or("")) }
+                    }
+                }
+            }))
+        }
+    };
+    Ok(layout::page(&s, Nav::project(&p.name, Section::Features), "Features", &[], body))
 }

@@ -5,7 +5,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::Response;
-use maud::{html, Markup, PreEscaped, DOCTYPE};
+use maud::{html, Markup, DOCTYPE};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use qanat_governance::Principal;
 
@@ -260,11 +260,6 @@ pub(crate) fn table(caption: &str, head: &[&str], rows: Markup) -> Markup {
 /// A paragraph shown where a list is empty.
 pub(crate) fn empty(what: &str) -> Markup {
     html! { p.empty { (what) } }
-}
-
-/// Text kept as the server wrote it (an SVG drawn by [`super::chart`]).
-pub(crate) fn svg(s: String) -> Markup {
-    PreEscaped(s)
 }
 
 #[cfg(test)]

@@ -34,7 +34,6 @@ use crate::authz::Policy;
 use crate::error::{ApiError, ErrorNote};
 use crate::route_table::{Fragment, Transfer};
 
-pub(crate) use layout::{Nav, Session};
 pub(crate) use session::{check_csrf, session_token, Csrf};
 
 /// Every page of the UI, its static files, and the landing pages.

@@ -275,7 +275,7 @@ pub(super) fn node_url(project: &str, node: &str) -> Option<String> {
     Some(project_url(project, &url))
 }
 
-fn node_link(project: &str, node: &str) -> Markup {
+pub(super) fn node_link(project: &str, node: &str) -> Markup {
     match node_url(project, node) {
         Some(u) => html! { a href=(u) { (node) } " " a.hint href=(project_url(project, &format!("/lineage?ref={}", query_value(node)))) aria-label={"Lineage of " (node)} { "⇄" } },
         None => html! { (node) },

@@ -235,7 +235,7 @@ fn duration(start: Option<i64>, end: Option<i64>) -> String {
 }
 
 /// The curves of `key` in `runs`, thinned for a chart.
-async fn curves(state: &AppState, p: &Project, runs: &[String], key: &str, names: &[String]) -> Result<Vec<Series>, UiError> {
+pub(super) async fn curves(state: &AppState, p: &Project, runs: &[String], key: &str, names: &[String]) -> Result<Vec<Series>, UiError> {
     let points = state.tracking.metric_history_sampled(p, runs, key, CHART_POINTS, None).await?;
     let mut series: Vec<Series> = runs
         .iter()
