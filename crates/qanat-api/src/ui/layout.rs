@@ -91,6 +91,8 @@ fn head(title: &str) -> Markup {
             meta charset="utf-8";
             meta name="viewport" content="width=device-width, initial-scale=1";
             title { (title) " · Qanat" }
+            // No favicon request (it would be one more 404 in every page's log).
+            link rel="icon" href="data:,";
             link rel="stylesheet" href=(super::assets::CSS_PATH);
             script src=(super::assets::JS_PATH) defer {}
         }

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The web UI in a real browser: the quickstart fills a server, then Selenium drives
+# Debian's Chromium through every page (tests/compat/ui_browser.py).
+#
+#   tests/compat/ui.sh                     # the suite
+#   UI_SCREENSHOTS=docs/ui tests/compat/ui.sh   # and the screenshots docs/ui.md shows
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/qanat-target}
+source "$ROOT/scripts/venv.sh"
+
+# Debian's Chromium and its driver (the browser a test tool would download is not
+# reachable from here).
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  echo "installing Debian's chromium and chromium-driver (once)..." >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null
+fi
+UI_REQ=$ROOT/tests/compat/ui-requirements.txt
+UI_VENV=${QANAT_UI_VENV:-$(venv_path ui "$UI_REQ")}
+ensure_venv "$UI_VENV" "$UI_REQ"
+# The MLflow client that prints the "View run" link: the compat suites' venv.
+VENV=${QANAT_COMPAT_VENV:-$HOME/.cache/qanat-compat-venv}
+ensure_venv "$VENV" "$ROOT/tests/compat/requirements.txt"
+
+(cd "$ROOT" && cargo build --locked -p qanat --quiet)
+Q=$CARGO_TARGET_DIR/debug/qanat
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/qanat-ui.XXXXXX")
+cleanup() {
+  [ -n "${QS_PID:-}" ] && kill "$QS_PID" 2>/dev/null && wait "$QS_PID" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+URL=http://127.0.0.1:$PORT
+export QANAT_CREDENTIALS=$WORK/credentials.json
+(cd "$WORK" && exec "$Q" quickstart --port "$PORT") >"$WORK/quickstart.out" 2>"$WORK/quickstart.err" &
+QS_PID=$!
+for _ in $(seq 900); do
+  grep -q "keeps running" "$WORK/quickstart.out" 2>/dev/null && break
+  kill -0 "$QS_PID" 2>/dev/null || break
+  sleep 0.2
+done
+if ! grep -q "keeps running" "$WORK/quickstart.out"; then
+  echo "the quickstart did not finish:" >&2
+  tail -30 "$WORK/quickstart.out" "$WORK/quickstart.err" >&2
+  exit 1
+fi
+json() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
+ADMIN=$(json '["token"]' <"$WORK/.qanat-quickstart/quickstart.json")
+export QANAT_SERVER_URL=$URL QANAT_TOKEN=$ADMIN
+"$Q" projects create other >/dev/null
+"$Q" users create victor >/dev/null
+"$Q" projects grant default victor viewer >/dev/null
+VIEWER=$("$Q" tokens create --user victor --output json | json '["token"]')
+mkdir -p "$WORK/secret" && printf 'a,b\n1,2\n' >"$WORK/secret/part-0.csv"
+"$Q" data -p other create secret >/dev/null
+"$Q" data -p other push secret "$WORK/secret" -m "not for victor" >/dev/null
+
+# A run logged by the real MLflow client, and the link it prints.
+LINK=$(MLFLOW_TRACKING_URI=$URL MLFLOW_TRACKING_TOKEN=$ADMIN "$VENV/bin/python" - <<'PY' 2>&1 | sed -n 's/.*View run .* at: \(http[^ ]*\).*/\1/p' | head -n1
+import mlflow
+mlflow.set_experiment("ui-link")
+with mlflow.start_run(run_name="from-mlflow"):
+    mlflow.log_param("alpha", 0.5)
+    for step in range(5):
+        mlflow.log_metric("loss", 1.0 / (step + 1), step=step)
+PY
+)
+echo "the MLflow client printed: ${LINK:-nothing}" >&2
+
+if [ -n "${UI_SCREENSHOTS:-}" ]; then
+  mkdir -p "$UI_SCREENSHOTS"
+  UI_SCREENSHOTS=$(cd "$UI_SCREENSHOTS" && pwd)
+fi
+QANAT_URL=$URL QANAT_ADMIN_TOKEN=$ADMIN QANAT_VIEWER_TOKEN=$VIEWER QANAT_OTHER_PROJECT=other \
+  MLFLOW_RUN_LINK=$LINK UI_SCREENSHOTS=${UI_SCREENSHOTS:-} SE_OFFLINE=true \
+  "$UI_VENV/bin/python" "$ROOT/tests/compat/ui_browser.py"
