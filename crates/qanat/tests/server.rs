@@ -1500,3 +1500,239 @@ fn metrics_need_a_token_scoped_to_them_unless_an_admin_opts_in() {
         "{text}"
     );
 }
+
+/// A browser's client: no redirects followed, cookies sent by hand.
+fn browser() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+}
+
+fn set_cookie(resp: &reqwest::blocking::Response, name: &str) -> Option<String> {
+    resp.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with(&format!("{name}=")))
+        .map(str::to_string)
+}
+
+fn csrf_of(html: &str) -> String {
+    let at = html.find("name=\"csrf\" value=\"").expect("a csrf field") + 19;
+    html[at..at + 64].to_string()
+}
+
+/// Logs in to the UI with `token`; the session cookie (`qanat_session=…`).
+fn ui_login(q: &Qanat, token: &str) -> String {
+    let b = browser();
+    let form = b.get(format!("{}/ui/login", q.url)).send().expect("form");
+    let login_cookie = set_cookie(&form, "qanat_login").expect("login cookie");
+    let pair = login_cookie
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let csrf = csrf_of(&form.text().unwrap_or_default());
+    let resp = b
+        .post(format!("{}/ui/login", q.url))
+        .header("cookie", pair)
+        .form(&[("token", token), ("csrf", csrf.as_str()), ("next", "/ui/")])
+        .send()
+        .expect("login");
+    assert_eq!(resp.status(), 303, "{:?}", resp.text());
+    let session = set_cookie(&resp, "qanat_session").expect("session cookie");
+    session.split(';').next().unwrap_or_default().to_string()
+}
+
+/// The UI: a token logs in to a session that only pages accept, pages carry a strict
+/// CSP, a page without a session sends the browser to the login form, and logging
+/// out ends the session at once.
+#[test]
+fn the_ui_logs_in_with_a_token_into_a_session_that_logging_out_ends() {
+    let q = Qanat::start();
+    let b = browser();
+    let resp = b
+        .get(format!("{}/ui/p/default/models", q.url))
+        .send()
+        .expect("page");
+    assert_eq!(resp.status(), 303);
+    assert_eq!(
+        resp.headers()["location"],
+        "/ui/login?next=%2Fui%2Fp%2Fdefault%2Fmodels"
+    );
+
+    // The form's own cookie is required: a login posted from elsewhere is refused.
+    let refused = b
+        .post(format!("{}/ui/login", q.url))
+        .form(&[
+            ("token", q.admin_token.as_str()),
+            ("csrf", "00"),
+            ("next", "/ui/"),
+        ])
+        .send()
+        .expect("login");
+    assert_eq!(refused.status(), 403);
+    // A wrong token says so, on the form.
+    let form = b.get(format!("{}/ui/login", q.url)).send().expect("form");
+    let pair = set_cookie(&form, "qanat_login").expect("cookie");
+    let pair = pair.split(';').next().unwrap_or_default().to_string();
+    let csrf = csrf_of(&form.text().unwrap_or_default());
+    let bad = b
+        .post(format!("{}/ui/login", q.url))
+        .header("cookie", &pair)
+        .form(&[("token", "qnt_nope"), ("csrf", csrf.as_str())])
+        .send()
+        .expect("login");
+    assert_eq!(bad.status(), 401);
+    assert!(bad.text().unwrap_or_default().contains("not valid"));
+
+    let session = ui_login(&q, &q.admin_token);
+    let page = b
+        .get(format!("{}/ui/", q.url))
+        .header("cookie", &session)
+        .send()
+        .expect("page");
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("script-src 'self'"),
+        "{csp}"
+    );
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+    let html = page.text().unwrap_or_default();
+    assert!(
+        html.contains("<h1>Projects</h1>") && html.contains("/ui/p/default"),
+        "{html}"
+    );
+
+    // The cookie opens pages, never the API.
+    let api = b
+        .get(format!("{}/api/v1/projects", q.url))
+        .header("cookie", &session)
+        .send()
+        .expect("api");
+    assert_eq!(api.status(), 401);
+
+    // Logging out (a form, with its CSRF token) ends the session.
+    let out = b
+        .post(format!("{}/ui/logout", q.url))
+        .header("cookie", &session)
+        .form(&[("csrf", csrf_of(&html).as_str())])
+        .send()
+        .expect("logout");
+    assert_eq!(out.status(), 303);
+    let after = b
+        .get(format!("{}/ui/", q.url))
+        .header("cookie", &session)
+        .send()
+        .expect("page");
+    assert_eq!(after.status(), 303, "the session was revoked");
+    let logins = audit(&q, "action=ui.login");
+    assert!(
+        logins.iter().any(|e| e["outcome"] == "success"),
+        "{logins:?}"
+    );
+    assert!(
+        logins.iter().any(|e| e["outcome"] == "denied"),
+        "{logins:?}"
+    );
+}
+
+/// Every form of the UI needs its session's CSRF token and the role its action needs;
+/// a project's pages are hidden from people outside it. Every page of an empty
+/// project renders.
+#[test]
+fn ui_forms_need_their_csrf_token_and_pages_their_project() {
+    let q = Qanat::start();
+    q.create_project("fraud", &["uae-north"]);
+    let viewer = q.user_with_role("vera", "fraud", "viewer");
+    let outsider = q.user_with_role("otto", "default", "viewer");
+    let b = browser();
+    let admin = ui_login(&q, &q.admin_token);
+    let page = |cookie: &str, path: &str| {
+        let r = b
+            .get(format!("{}{path}", q.url))
+            .header("cookie", cookie)
+            .send()
+            .expect("page");
+        (r.status().as_u16(), r.text().unwrap_or_default())
+    };
+    for path in [
+        "/ui/p/fraud",
+        "/ui/p/fraud/experiments",
+        "/ui/p/fraud/experiments/0",
+        "/ui/p/fraud/models",
+        "/ui/p/fraud/datasets",
+        "/ui/p/fraud/features",
+        "/ui/p/fraud/jobs",
+        "/ui/p/fraud/deployments",
+        "/ui/p/fraud/monitors",
+        "/ui/p/fraud/lineage?ref=model:x@1",
+        "/ui/audit",
+    ] {
+        let (s, html) = page(&admin, path);
+        assert_eq!(s, 200, "{path}: {html}");
+        assert!(html.contains("<h1>"), "{path}");
+    }
+    let (s, html) = page(
+        &admin,
+        "/ui/p/fraud/experiments/0?filter=metrics.a%20%3E%3E%201",
+    );
+    assert_eq!(s, 200);
+    assert!(
+        html.contains("class=\"error\""),
+        "a bad filter says why: {html}"
+    );
+
+    let (_, home) = page(&admin, "/ui/");
+    let token = csrf_of(&home);
+    let promote = |cookie: &str, csrf: Option<&str>| {
+        let mut form = vec![("alias", "production"), ("version", "1")];
+        if let Some(c) = csrf {
+            form.push(("csrf", c));
+        }
+        let r = b
+            .post(format!("{}/ui/p/fraud/models/nothing/promote", q.url))
+            .header("cookie", cookie)
+            .form(&form)
+            .send()
+            .expect("form");
+        (r.status().as_u16(), r.text().unwrap_or_default())
+    };
+    let (s, html) = promote(&admin, None);
+    assert_eq!(s, 403, "{html}");
+    assert!(html.contains("CSRF"), "{html}");
+    // Another session's token is no better.
+    let other = ui_login(&q, &q.admin_token);
+    let (_, other_home) = page(&other, "/ui/");
+    let (s, _) = promote(&admin, Some(&csrf_of(&other_home)));
+    assert_eq!(s, 403);
+    // With its token the form reaches the registry (which has no such model).
+    let (s, html) = promote(&admin, Some(&token));
+    assert_eq!(s, 404, "{html}");
+
+    // A viewer: their project's pages, no maintainer's form.
+    let vera = ui_login(&q, &viewer);
+    let (s, _) = page(&vera, "/ui/p/fraud/models");
+    assert_eq!(s, 200);
+    let (_, vera_home) = page(&vera, "/ui/");
+    let (s, html) = promote(&vera, Some(&csrf_of(&vera_home)));
+    assert_eq!(s, 403, "{html}");
+    assert!(html.contains("Not allowed"), "{html}");
+    let (s, _) = page(&vera, "/ui/audit");
+    assert_eq!(s, 403, "the audit log is for global admins");
+    // Someone outside the project cannot tell it exists.
+    let otto = ui_login(&q, &outsider);
+    let (s, html) = page(&otto, "/ui/p/fraud/datasets");
+    assert_eq!(s, 404, "{html}");
+    assert!(
+        !vera_home.contains("/ui/p/default\""),
+        "vera is not in default"
+    );
+    let (_, otto_home) = page(&otto, "/ui/");
+    assert!(!otto_home.contains("/ui/p/fraud"), "{otto_home}");
+}

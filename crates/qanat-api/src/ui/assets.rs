@@ -21,7 +21,14 @@ pub(super) const CSS_PATH: &str = concat!("/ui/static/", env!("CARGO_PKG_VERSION
 pub(super) const JS_PATH: &str = concat!("/ui/static/", env!("CARGO_PKG_VERSION"), "/qanat.js");
 
 pub(super) fn routes(f: Fragment) -> Fragment {
-    let get = |path: &str, action: &'static str| (Method::GET, path.to_string(), Policy::public(action), Transfer::Bounded);
+    let get = |path: &str, action: &'static str| {
+        (
+            Method::GET,
+            path.to_string(),
+            Policy::public(action).ui(),
+            Transfer::Bounded,
+        )
+    };
     let (m, p, pol, t) = get("/ui/static/{version}/{file}", "ui.static");
     let f = f.foreign(m, &p, pol, t, file);
     let (m, p, pol, t) = get("/", "ui.landing");

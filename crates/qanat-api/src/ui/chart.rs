@@ -203,7 +203,10 @@ mod tests {
 
     #[test]
     fn ticks_are_round_and_cover_the_range() {
-        assert_eq!(ticks(0.0, 1.0), vec![0.0, 0.2, 0.4, 0.6000000000000001, 0.8, 1.0]);
+        assert_eq!(
+            ticks(0.0, 1.0),
+            vec![0.0, 0.2, 0.4, 0.6000000000000001, 0.8, 1.0]
+        );
         let t = ticks(3.0, 97.0);
         assert!(t.len() >= 4 && t.len() <= 12, "{t:?}");
         assert!(t.iter().all(|v| (3.0..=97.0).contains(v)));
@@ -215,11 +218,21 @@ mod tests {
             name: "<script>".into(),
             points: vec![(0.0, 1.0), (1.0, f64::NAN), (2.0, 3.0)],
         };
-        let svg = lines("loss & <b>", "step", &[s]).expect("a chart").into_string();
+        let svg = lines("loss & <b>", "step", &[s])
+            .expect("a chart")
+            .into_string();
         assert!(!svg.contains("<script>") && !svg.contains("<b>"), "{svg}");
         assert!(svg.contains("&lt;script&gt;"));
         assert_eq!(svg.matches("<polyline").count(), 1);
-        assert!(lines("none", "step", &[Series { name: "x".into(), points: vec![(0.0, f64::NAN)] }]).is_none());
+        assert!(lines(
+            "none",
+            "step",
+            &[Series {
+                name: "x".into(),
+                points: vec![(0.0, f64::NAN)]
+            }]
+        )
+        .is_none());
     }
 
     #[test]
@@ -227,7 +240,9 @@ mod tests {
         let labels: Vec<String> = (0..4).map(|i| i.to_string()).collect();
         let a = [1.0, 2.0, 0.0, 4.0];
         let b = [2.0, 2.0, 2.0, 2.0];
-        let svg = bars("h", &labels, &[("reference", &a), ("current", &b)]).expect("chart").into_string();
+        let svg = bars("h", &labels, &[("reference", &a), ("current", &b)])
+            .expect("chart")
+            .into_string();
         // Zero-height bars are not drawn.
         assert_eq!(svg.matches("<rect").count(), 3 + 4);
     }

@@ -8,7 +8,9 @@ use qanat_types::data::tabular::ColumnProfile;
 use serde::Deserialize;
 
 use super::chart;
-use super::layout::{self, empty, project_url, query_value, seg, table, time, Nav, Section, Session};
+use super::layout::{
+    self, empty, project_url, query_value, seg, table, time, Nav, Section, Session,
+};
 use super::{page, viewer, PageResult, UiError};
 use crate::error::ApiError;
 use crate::extract::Scope;
@@ -21,9 +23,24 @@ const MAX_FILES: usize = 500;
 pub(super) fn routes(f: Fragment) -> Fragment {
     let read = |action| viewer(action).governed_read();
     let f = page(f, "/ui/p/{project}/datasets", read("ui.datasets"), datasets);
-    let f = page(f, "/ui/p/{project}/datasets/{dataset}", read("ui.dataset"), dataset);
-    let f = page(f, "/ui/p/{project}/datasets/{dataset}/versions/{version}", read("ui.dataset_version"), version);
-    page(f, "/ui/p/{project}/datasets/{dataset}/diff", read("ui.dataset_diff"), diff)
+    let f = page(
+        f,
+        "/ui/p/{project}/datasets/{dataset}",
+        read("ui.dataset"),
+        dataset,
+    );
+    let f = page(
+        f,
+        "/ui/p/{project}/datasets/{dataset}/versions/{version}",
+        read("ui.dataset_version"),
+        version,
+    );
+    page(
+        f,
+        "/ui/p/{project}/datasets/{dataset}/diff",
+        read("ui.dataset_diff"),
+        diff,
+    )
 }
 
 async fn datasets(State(state): State<AppState>, s: Session, scope: Scope) -> PageResult {
@@ -45,10 +62,21 @@ async fn datasets(State(state): State<AppState>, s: Session, scope: Scope) -> Pa
             }))
         }
     };
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Datasets), "Datasets", &[], body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Datasets),
+        "Datasets",
+        &[],
+        body,
+    ))
 }
 
-async fn dataset(State(state): State<AppState>, s: Session, scope: Scope, Path((_, name)): Path<(String, String)>) -> PageResult {
+async fn dataset(
+    State(state): State<AppState>,
+    s: Session,
+    scope: Scope,
+    Path((_, name)): Path<(String, String)>,
+) -> PageResult {
     let p = &scope.project;
     let d = state.datasets.get(p, &name).await?;
     let mut versions = state.datasets.versions(&d).await?;
@@ -90,12 +118,21 @@ async fn dataset(State(state): State<AppState>, s: Session, scope: Scope, Path((
         }
     };
     let crumbs = [("Datasets", project_url(&p.name, "/datasets"))];
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Datasets), &d.name, &crumbs, body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Datasets),
+        &d.name,
+        &crumbs,
+        body,
+    ))
 }
 
 fn version_ref(v: &str) -> Result<qanat_data::VersionRef, UiError> {
-    v.parse()
-        .map_err(|e: qanat_core::RefError| UiError(ApiError::bad_request(format!("'{v}' is not a version: {e}"))))
+    v.parse().map_err(|e: qanat_core::RefError| {
+        UiError(ApiError::bad_request(format!(
+            "'{v}' is not a version: {e}"
+        )))
+    })
 }
 
 /// One column's profile: its numbers and its distribution.
@@ -109,12 +146,20 @@ fn column(c: &ColumnProfile, rows: u64) -> Markup {
             edges.push(*q.get(k)?);
         }
         edges.push(max);
-        chart::density(&format!("Distribution of {}", c.name), &edges, &[0.01, 0.04, 0.2, 0.25, 0.25, 0.2, 0.04, 0.01])
+        chart::density(
+            &format!("Distribution of {}", c.name),
+            &edges,
+            &[0.01, 0.04, 0.2, 0.25, 0.25, 0.2, 0.04, 0.01],
+        )
     });
     let cats = if hist.is_none() && !c.top.is_empty() {
         let labels: Vec<String> = c.top.iter().map(|t| t.value.clone()).collect();
         let counts: Vec<f64> = c.top.iter().map(|t| t.count as f64).collect();
-        chart::bars(&format!("Most frequent values of {}", c.name), &labels, &[("count", &counts)])
+        chart::bars(
+            &format!("Most frequent values of {}", c.name),
+            &labels,
+            &[("count", &counts)],
+        )
     } else {
         None
     };
@@ -145,7 +190,9 @@ async fn version(
     let v = state.datasets.resolve(&d, &version_ref(&version)?).await?;
     let manifest = state.datasets.manifest(&d, &v).await?;
     let profiles = state.datasets.profiles(&d, &v).await?;
-    let graph = super::registry::lineage_graph(&state, p, &format!("dataset:{}@{}", d.name, v.version)).await?;
+    let graph =
+        super::registry::lineage_graph(&state, p, &format!("dataset:{}@{}", d.name, v.version))
+            .await?;
     let title = format!("{} version {}", d.name, v.version);
     let body = html! {
         h1 { (title) }
@@ -178,9 +225,18 @@ async fn version(
     };
     let crumbs = [
         ("Datasets", project_url(&p.name, "/datasets")),
-        (d.name.as_str(), project_url(&p.name, &format!("/datasets/{}", seg(&d.name)))),
+        (
+            d.name.as_str(),
+            project_url(&p.name, &format!("/datasets/{}", seg(&d.name))),
+        ),
     ];
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Datasets), &title, &crumbs, body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Datasets),
+        &title,
+        &crumbs,
+        body,
+    ))
 }
 
 #[derive(Deserialize)]
@@ -198,8 +254,14 @@ async fn diff(
 ) -> PageResult {
     let p = &scope.project;
     let d = state.datasets.get(p, &name).await?;
-    let a = state.datasets.resolve(&d, &version_ref(q.from.as_deref().unwrap_or("latest"))?).await?;
-    let b = state.datasets.resolve(&d, &version_ref(q.to.as_deref().unwrap_or("latest"))?).await?;
+    let a = state
+        .datasets
+        .resolve(&d, &version_ref(q.from.as_deref().unwrap_or("latest"))?)
+        .await?;
+    let b = state
+        .datasets
+        .resolve(&d, &version_ref(q.to.as_deref().unwrap_or("latest"))?)
+        .await?;
     let ma = state.datasets.manifest(&d, &a).await?;
     let mb = state.datasets.manifest(&d, &b).await?;
     let pa = state.datasets.profiles(&d, &a).await?;
@@ -246,7 +308,16 @@ async fn diff(
     };
     let crumbs = [
         ("Datasets", project_url(&p.name, "/datasets")),
-        (d.name.as_str(), project_url(&p.name, &format!("/datasets/{}", seg(&d.name)))),
+        (
+            d.name.as_str(),
+            project_url(&p.name, &format!("/datasets/{}", seg(&d.name))),
+        ),
     ];
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Datasets), &title, &crumbs, body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Datasets),
+        &title,
+        &crumbs,
+        body,
+    ))
 }

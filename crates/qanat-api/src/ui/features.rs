@@ -5,14 +5,21 @@ use axum::extract::State;
 use maud::{html, Markup};
 use qanat_types::features::ObjectKind;
 
-use super::layout::{self, badge, empty, project_url, query_value, table, time, Nav, Section, Session};
+use super::layout::{
+    self, badge, empty, project_url, query_value, table, time, Nav, Section, Session,
+};
 use super::{page, viewer, PageResult};
 use crate::extract::Scope;
 use crate::route_table::Fragment;
 use crate::AppState;
 
 pub(super) fn routes(f: Fragment) -> Fragment {
-    page(f, "/ui/p/{project}/features", viewer("ui.features"), features)
+    page(
+        f,
+        "/ui/p/{project}/features",
+        viewer("ui.features"),
+        features,
+    )
 }
 
 fn definition(v: &serde_json::Value) -> Markup {
@@ -26,7 +33,12 @@ async fn features(State(state): State<AppState>, s: Session, scope: Scope) -> Pa
     let freshness = state.features.freshness(p).await?;
     let runs = state.features.materializations(p);
     let streams = state.features.streams(p);
-    let of = |k: ObjectKind| registry.objects.iter().filter(move |o| o.kind == k && o.deleted_at.is_none());
+    let of = |k: ObjectKind| {
+        registry
+            .objects
+            .iter()
+            .filter(move |o| o.kind == k && o.deleted_at.is_none())
+    };
     let running = runs.iter().any(|r| r.ended_at.is_none());
     let body = html! {
         h1 { "Features" }
@@ -97,5 +109,11 @@ async fn features(State(state): State<AppState>, s: Session, scope: Scope) -> Pa
             }))
         }
     };
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Features), "Features", &[], body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Features),
+        "Features",
+        &[],
+        body,
+    ))
 }

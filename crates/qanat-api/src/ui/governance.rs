@@ -37,7 +37,13 @@ async fn home(State(state): State<AppState>, s: Session) -> PageResult {
             }
         }
     };
-    Ok(layout::page(&s, Nav::global(Section::Projects), "Projects", &[], body))
+    Ok(layout::page(
+        &s,
+        Nav::global(Section::Projects),
+        "Projects",
+        &[],
+        body,
+    ))
 }
 
 /// A project: its residency policy, members, quota, and what it holds.
@@ -47,7 +53,14 @@ async fn project(State(state): State<AppState>, s: Session, scope: Scope) -> Pag
     let quota = state.jobs.quota(p).await?;
     let experiments = state
         .tracking
-        .search_experiments(p, qanat_tracking::ViewType::ActiveOnly, Some(1000), None, None, &[])
+        .search_experiments(
+            p,
+            qanat_tracking::ViewType::ActiveOnly,
+            Some(1000),
+            None,
+            None,
+            &[],
+        )
         .await?
         .items
         .len();
@@ -62,11 +75,26 @@ async fn project(State(state): State<AppState>, s: Session, scope: Scope) -> Pag
     let monitors = state.monitor.list(p).await?.len();
     let jobs = state
         .jobs
-        .list(p, &qanat_jobs::wire::JobListParams { state: None, limit: Some(1000) })
+        .list(
+            p,
+            &qanat_jobs::wire::JobListParams {
+                state: None,
+                limit: Some(1000),
+            },
+        )
         .await?
         .len();
-    let role = scope.role.map(|r| r.to_string()).unwrap_or_else(|| "global admin".into());
-    let count = |n: usize| if n >= 1000 { "1000+".to_string() } else { n.to_string() };
+    let role = scope
+        .role
+        .map(|r| r.to_string())
+        .unwrap_or_else(|| "global admin".into());
+    let count = |n: usize| {
+        if n >= 1000 {
+            "1000+".to_string()
+        } else {
+            n.to_string()
+        }
+    };
     let q = &quota.quota;
     let limit = |v: Option<String>| v.unwrap_or_else(|| "unlimited".into());
     let body = html! {
@@ -104,7 +132,13 @@ async fn project(State(state): State<AppState>, s: Session, scope: Scope) -> Pag
             tr { th scope="row" { "Queued jobs" } td.num { "—" } td.num { (quota.queued_jobs) } }
         }))
     };
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Overview), &p.name, &[], body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Overview),
+        &p.name,
+        &[],
+        body,
+    ))
 }
 
 #[derive(Deserialize, Default)]
@@ -119,11 +153,18 @@ struct AuditQuery {
 }
 
 fn nonempty(v: &Option<String>) -> Option<String> {
-    v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(String::from)
+    v.as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
 }
 
 /// The audit log (global admins): filters, the latest entries, the chain's state.
-async fn audit(State(state): State<AppState>, s: Session, Query(q): Query<AuditQuery>) -> PageResult {
+async fn audit(
+    State(state): State<AppState>,
+    s: Session,
+    Query(q): Query<AuditQuery>,
+) -> PageResult {
     let filter = AuditFilter {
         actor: nonempty(&q.actor),
         action: nonempty(&q.action),
@@ -188,5 +229,11 @@ async fn audit(State(state): State<AppState>, s: Session, Query(q): Query<AuditQ
             }))
         }
     };
-    Ok(layout::page(&s, Nav::global(Section::Audit), "Audit log", &[], body))
+    Ok(layout::page(
+        &s,
+        Nav::global(Section::Audit),
+        "Audit log",
+        &[],
+        body,
+    ))
 }

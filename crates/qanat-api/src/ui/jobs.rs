@@ -27,16 +27,33 @@ struct JobsQuery {
     state: Option<String>,
 }
 
-async fn jobs(State(state): State<AppState>, s: Session, scope: Scope, Query(q): Query<JobsQuery>) -> PageResult {
+async fn jobs(
+    State(state): State<AppState>,
+    s: Session,
+    scope: Scope,
+    Query(q): Query<JobsQuery>,
+) -> PageResult {
     let p = &scope.project;
-    let wanted = q.state.as_deref().filter(|s| !s.is_empty()).map(String::from);
+    let wanted = q
+        .state
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(String::from);
     let list = state
         .jobs
-        .list(p, &qanat_jobs::wire::JobListParams { state: wanted.clone(), limit: Some(200) })
+        .list(
+            p,
+            &qanat_jobs::wire::JobListParams {
+                state: wanted.clone(),
+                limit: Some(200),
+            },
+        )
         .await?;
     let schedules = state.jobs.schedules(p).await?;
     let quota = state.jobs.quota(p).await?;
-    let busy = list.iter().any(|j| j.state == "queued" || j.state == "running");
+    let busy = list
+        .iter()
+        .any(|j| j.state == "queued" || j.state == "running");
     let body = html! {
         h1 { "Jobs" }
         p { (quota.running_jobs) " running, " (quota.queued_jobs) " queued; using "
@@ -78,11 +95,21 @@ async fn jobs(State(state): State<AppState>, s: Session, scope: Scope, Query(q):
             }))
         }
     };
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Jobs), "Jobs", &[], body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Jobs),
+        "Jobs",
+        &[],
+        body,
+    ))
 }
 
 fn resources(r: &qanat_types::jobs::Resources) -> String {
-    let mut s = format!("{} CPU, {} MiB", layout::num(r.cpu_millis as f64 / 1000.0), r.memory_mb);
+    let mut s = format!(
+        "{} CPU, {} MiB",
+        layout::num(r.cpu_millis as f64 / 1000.0),
+        r.memory_mb
+    );
     if r.gpus > 0 {
         s.push_str(&format!(", {} GPU", r.gpus));
     }
@@ -112,7 +139,16 @@ async fn job(
     for _ in 0..LOG_CHUNKS {
         let chunk = state
             .jobs
-            .logs(p, &job_id, &qanat_jobs::wire::LogParams { rank: Some(rank), attempt: None, offset: Some(offset), wait_secs: None })
+            .logs(
+                p,
+                &job_id,
+                &qanat_jobs::wire::LogParams {
+                    rank: Some(rank),
+                    attempt: None,
+                    offset: Some(offset),
+                    wait_secs: None,
+                },
+            )
             .await?;
         log.push_str(&chunk.data);
         if log.len() > LOG_TAIL {
@@ -133,13 +169,27 @@ async fn job(
         Some(run_id) => {
             let run = state.tracking.run(p, run_id).await.ok();
             let mut keys: Vec<String> = run
-                .map(|r| r.data.metrics.into_iter().map(|m| m.key).filter(|k| k.starts_with("system/")).collect())
+                .map(|r| {
+                    r.data
+                        .metrics
+                        .into_iter()
+                        .map(|m| m.key)
+                        .filter(|k| k.starts_with("system/"))
+                        .collect()
+                })
                 .unwrap_or_default();
             keys.sort();
             keys.dedup();
             let mut charts = Vec::new();
             for k in keys.iter().take(12) {
-                let series = super::tracking::curves(&state, p, std::slice::from_ref(run_id), k, &[k.clone()]).await?;
+                let series = super::tracking::curves(
+                    &state,
+                    p,
+                    std::slice::from_ref(run_id),
+                    k,
+                    &[k.clone()],
+                )
+                .await?;
                 charts.push((k.clone(), chart::lines(k, "sample", &series)));
             }
             charts
@@ -191,5 +241,11 @@ async fn job(
         }))
     };
     let crumbs = [("Jobs", project_url(&p.name, "/jobs"))];
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Jobs), &j.name, &crumbs, body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Jobs),
+        &j.name,
+        &crumbs,
+        body,
+    ))
 }

@@ -27,11 +27,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Session {
             .get::<Principal>()
             .cloned()
             .ok_or_else(|| super::UiError(ApiError::unauthenticated("log in first")))?;
-        let csrf = parts
-            .extensions
-            .get::<Csrf>()
-            .cloned()
-            .ok_or_else(|| super::UiError(ApiError::internal("a page is routed without its session")))?;
+        let csrf = parts.extensions.get::<Csrf>().cloned().ok_or_else(|| {
+            super::UiError(ApiError::internal("a page is routed without its session"))
+        })?;
         Ok(Session { user, csrf })
     }
 }
@@ -66,11 +64,17 @@ pub(crate) struct Nav<'a> {
 
 impl<'a> Nav<'a> {
     pub(crate) fn global(section: Section) -> Self {
-        Nav { project: None, section }
+        Nav {
+            project: None,
+            section,
+        }
     }
 
     pub(crate) fn project(project: &'a str, section: Section) -> Self {
-        Nav { project: Some(project), section }
+        Nav {
+            project: Some(project),
+            section,
+        }
     }
 }
 
@@ -101,7 +105,13 @@ fn head(title: &str) -> Markup {
 
 /// A page of the UI: the frame around `body`, with breadcrumbs `crumbs` (label, link)
 /// before the page's own title.
-pub(crate) fn page(s: &Session, nav: Nav<'_>, title: &str, crumbs: &[(&str, String)], body: Markup) -> Response {
+pub(crate) fn page(
+    s: &Session,
+    nav: Nav<'_>,
+    title: &str,
+    crumbs: &[(&str, String)],
+    body: Markup,
+) -> Response {
     let markup = html! {
         (DOCTYPE)
         html lang="en" {
@@ -166,7 +176,11 @@ pub(crate) fn bare(title: &str, body: Markup) -> Markup {
 }
 
 /// Characters escaped in one path segment.
-const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
 
 /// One path segment, percent-encoded.
 pub(crate) fn seg(s: &str) -> String {
@@ -238,9 +252,12 @@ pub(crate) fn bytes(n: u64) -> String {
 /// A status word shown as a badge.
 pub(crate) fn badge(word: &str) -> Markup {
     let class = match word.to_ascii_lowercase().as_str() {
-        "finished" | "succeeded" | "success" | "ready" | "ok" | "active" | "live" | "healthy" | "serving" => "ok",
-        "failed" | "killed" | "failure" | "denied" | "drift" | "unservable" | "error" | "cancelled" | "alert" => "bad",
-        "running" | "queued" | "pending" | "scheduled" | "waiting" | "canary" | "shadow" | "loading" => "busy",
+        "finished" | "succeeded" | "success" | "ready" | "ok" | "active" | "live" | "healthy"
+        | "serving" => "ok",
+        "failed" | "killed" | "failure" | "denied" | "drift" | "unservable" | "error"
+        | "cancelled" | "alert" => "bad",
+        "running" | "queued" | "pending" | "scheduled" | "waiting" | "canary" | "shadow"
+        | "loading" => "busy",
         _ => "plain",
     };
     html! { span class={"badge " (class)} { (word) } }

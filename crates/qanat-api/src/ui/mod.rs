@@ -105,7 +105,10 @@ pub(crate) fn secure_headers(resp: &mut Response) {
         header::REFERRER_POLICY,
         header::HeaderValue::from_static("same-origin"),
     );
-    h.insert(header::X_FRAME_OPTIONS, header::HeaderValue::from_static("DENY"));
+    h.insert(
+        header::X_FRAME_OPTIONS,
+        header::HeaderValue::from_static("DENY"),
+    );
     if !h.contains_key(header::CACHE_CONTROL) {
         h.insert(
             header::CACHE_CONTROL,
@@ -192,10 +195,7 @@ pub(crate) fn refusal_page(resp: Response, uri: &Uri) -> Response {
         return resp;
     }
     if status == StatusCode::UNAUTHORIZED {
-        let back = uri
-            .path_and_query()
-            .map(|pq| pq.as_str())
-            .unwrap_or("/ui/");
+        let back = uri.path_and_query().map(|pq| pq.as_str()).unwrap_or("/ui/");
         let location = format!("/ui/login?next={}", layout::query_value(back));
         let mut r = (
             StatusCode::SEE_OTHER,
@@ -227,4 +227,35 @@ fn cookies(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
             let (k, v) = kv.trim().split_once('=')?;
             Some((k.trim(), v.trim()))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::Method;
+    use qanat_governance::Requirement;
+
+    use crate::ApiLimits;
+
+    /// The session cookie opens pages of the UI and nothing else: the routes marked
+    /// `.ui()` are exactly the UI's paths, and every form but the login needs someone.
+    #[test]
+    fn the_session_cookie_opens_only_pages_of_the_ui() {
+        let table = crate::route_table(&ApiLimits::default());
+        let mut pages = 0;
+        for (method, path, policy) in table.policies() {
+            let ui_path = path == "/"
+                || path == "/ui"
+                || path.starts_with("/ui/")
+                || path == "/mlflow/{project}"
+                || path == "/mlflow/{project}/";
+            assert_eq!(policy.ui, ui_path, "{method} {path}");
+            if policy.ui {
+                pages += 1;
+                if method == Method::POST && path != "/ui/login" {
+                    assert_ne!(policy.requirement, Requirement::Public, "{path}");
+                }
+            }
+        }
+        assert!(pages >= 25, "{pages}");
+    }
 }

@@ -9,7 +9,9 @@ use maud::html;
 use serde::Deserialize;
 
 use super::chart::{self, Series};
-use super::layout::{self, badge, empty, project_url, query_value, seg, table, time, Nav, Section, Session};
+use super::layout::{
+    self, badge, empty, project_url, query_value, seg, table, time, Nav, Section, Session,
+};
 use super::{page, viewer, PageResult, UiError};
 use crate::error::ApiError;
 use crate::extract::Scope;
@@ -20,9 +22,24 @@ use crate::AppState;
 const CHECKS: i64 = 200;
 
 pub(super) fn routes(f: Fragment) -> Fragment {
-    let f = page(f, "/ui/p/{project}/monitors", viewer("ui.monitors"), monitors);
-    let f = page(f, "/ui/p/{project}/monitors/{deployment}", viewer("ui.monitor"), monitor);
-    page(f, "/ui/p/{project}/monitors/{deployment}/checks/{check}/report", viewer("ui.drift_report"), report)
+    let f = page(
+        f,
+        "/ui/p/{project}/monitors",
+        viewer("ui.monitors"),
+        monitors,
+    );
+    let f = page(
+        f,
+        "/ui/p/{project}/monitors/{deployment}",
+        viewer("ui.monitor"),
+        monitor,
+    );
+    page(
+        f,
+        "/ui/p/{project}/monitors/{deployment}/checks/{check}/report",
+        viewer("ui.drift_report"),
+        report,
+    )
 }
 
 async fn monitors(State(state): State<AppState>, s: Session, scope: Scope) -> PageResult {
@@ -45,7 +62,13 @@ async fn monitors(State(state): State<AppState>, s: Session, scope: Scope) -> Pa
             }))
         }
     };
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Monitors), "Monitors", &[], body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Monitors),
+        "Monitors",
+        &[],
+        body,
+    ))
 }
 
 #[derive(Deserialize)]
@@ -72,7 +95,10 @@ async fn monitor(
             if let Some(d) = &v.drift {
                 by_version
                     .entry(v.version.clone())
-                    .or_insert_with(|| Series { name: format!("version {}", v.version), points: Vec::new() })
+                    .or_insert_with(|| Series {
+                        name: format!("version {}", v.version),
+                        points: Vec::new(),
+                    })
                     .points
                     .push((c.check as f64, d.share));
             }
@@ -171,17 +197,37 @@ async fn monitor(
         }
     };
     let crumbs = [("Monitors", project_url(&p.name, "/monitors"))];
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Monitors), &deployment, &crumbs, body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Monitors),
+        &deployment,
+        &crumbs,
+        body,
+    ))
 }
 
 /// A check's HTML drift report, as the monitor wrote it. It is sent with a policy of
 /// its own: its inline styles may apply, nothing may run, and it may not be framed.
-async fn report(State(state): State<AppState>, scope: Scope, Path((_, deployment, check)): Path<(String, String, String)>) -> Result<Response, UiError> {
-    let n: i64 = check
-        .parse()
-        .map_err(|_| UiError(ApiError::bad_request(format!("'{check}' is not a check number"))))?;
-    let (_, html) = state.monitor.report(&scope.project, &deployment, Some(n)).await?;
-    let mut resp = (StatusCode::OK, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response();
+async fn report(
+    State(state): State<AppState>,
+    scope: Scope,
+    Path((_, deployment, check)): Path<(String, String, String)>,
+) -> Result<Response, UiError> {
+    let n: i64 = check.parse().map_err(|_| {
+        UiError(ApiError::bad_request(format!(
+            "'{check}' is not a check number"
+        )))
+    })?;
+    let (_, html) = state
+        .monitor
+        .report(&scope.project, &deployment, Some(n))
+        .await?;
+    let mut resp = (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        html,
+    )
+        .into_response();
     super::secure_headers(&mut resp);
     resp.headers_mut().insert(
         header::CONTENT_SECURITY_POLICY,

@@ -11,7 +11,9 @@ use maud::{html, Markup};
 use qanat_governance::{LineageEdge, Role};
 use serde::Deserialize;
 
-use super::layout::{self, badge, empty, project_url, query_value, seg, table, time_ms, Nav, Section, Session};
+use super::layout::{
+    self, badge, empty, project_url, query_value, seg, table, time_ms, Nav, Section, Session,
+};
 use super::{form, page, viewer, PageResult, UiError};
 use crate::authz::{AuditTicket, Policy};
 use crate::error::ApiError;
@@ -22,9 +24,24 @@ use crate::AppState;
 pub(super) fn routes(f: Fragment) -> Fragment {
     let release = |action| Policy::in_project(action, Role::Maintainer);
     let f = page(f, "/ui/p/{project}/models", viewer("ui.models"), models);
-    let f = page(f, "/ui/p/{project}/models/{name}", viewer("ui.model"), model);
-    let f = form(f, "/ui/p/{project}/models/{name}/promote", release("model.promote"), promote);
-    let f = form(f, "/ui/p/{project}/models/{name}/rollback", release("model.rollback"), rollback);
+    let f = page(
+        f,
+        "/ui/p/{project}/models/{name}",
+        viewer("ui.model"),
+        model,
+    );
+    let f = form(
+        f,
+        "/ui/p/{project}/models/{name}/promote",
+        release("model.promote"),
+        promote,
+    );
+    let f = form(
+        f,
+        "/ui/p/{project}/models/{name}/rollback",
+        release("model.rollback"),
+        rollback,
+    );
     page(f, "/ui/p/{project}/lineage", viewer("ui.lineage"), lineage)
 }
 
@@ -33,7 +50,12 @@ struct ModelsQuery {
     page: Option<String>,
 }
 
-async fn models(State(state): State<AppState>, s: Session, scope: Scope, Query(q): Query<ModelsQuery>) -> PageResult {
+async fn models(
+    State(state): State<AppState>,
+    s: Session,
+    scope: Scope,
+    Query(q): Query<ModelsQuery>,
+) -> PageResult {
     let p = &scope.project;
     let found = state
         .tracking
@@ -58,7 +80,13 @@ async fn models(State(state): State<AppState>, s: Session, scope: Scope, Query(q
             }
         }
     };
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Models), "Models", &[], body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Models),
+        "Models",
+        &[],
+        body,
+    ))
 }
 
 #[derive(Deserialize)]
@@ -84,7 +112,10 @@ async fn model(
     versions.sort_by_key(|v| std::cmp::Reverse(v.version.parse::<i64>().unwrap_or(0)));
     let history = state.tracking.alias_history(p, &name).await?;
     let deployments = state.serving.deployments().list(p).await?;
-    let deployed: Vec<_> = deployments.iter().filter(|d| d.spec.model == m.name).collect();
+    let deployed: Vec<_> = deployments
+        .iter()
+        .filter(|d| d.spec.model == m.name)
+        .collect();
     let selected = q
         .version
         .clone()
@@ -158,7 +189,13 @@ async fn model(
         }
     };
     let crumbs = [("Models", project_url(&p.name, "/models"))];
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Models), &m.name, &crumbs, body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Models),
+        &m.name,
+        &crumbs,
+        body,
+    ))
 }
 
 #[derive(Deserialize)]
@@ -184,14 +221,30 @@ async fn promote(
     let p = &scope.project;
     let alias = f.alias.trim();
     if f.version.trim().is_empty() {
-        return Err(UiError(ApiError::bad_request("choose a version to promote")));
+        return Err(UiError(ApiError::bad_request(
+            "choose a version to promote",
+        )));
     }
     state
         .tracking
-        .set_alias(p, &name, alias, f.version.trim(), "promote", ticket.record())
+        .set_alias(
+            p,
+            &name,
+            alias,
+            f.version.trim(),
+            "promote",
+            ticket.record(),
+        )
         .await?;
     ticket.committed();
-    Ok(back_to(project_url(&p.name, &format!("/models/{}?version={}", seg(&name), query_value(f.version.trim())))))
+    Ok(back_to(project_url(
+        &p.name,
+        &format!(
+            "/models/{}?version={}",
+            seg(&name),
+            query_value(f.version.trim())
+        ),
+    )))
 }
 
 async fn rollback(
@@ -207,7 +260,10 @@ async fn rollback(
         .rollback_alias(p, &name, f.alias.trim(), ticket.record())
         .await?;
     ticket.committed();
-    Ok(back_to(project_url(&p.name, &format!("/models/{}?version={}", seg(&name), query_value(&now)))))
+    Ok(back_to(project_url(
+        &p.name,
+        &format!("/models/{}?version={}", seg(&name), query_value(&now)),
+    )))
 }
 
 #[derive(Deserialize)]
@@ -217,14 +273,28 @@ struct LineageQuery {
 }
 
 /// Where any object came from and what came of it.
-async fn lineage(State(state): State<AppState>, s: Session, scope: Scope, Query(q): Query<LineageQuery>) -> PageResult {
+async fn lineage(
+    State(state): State<AppState>,
+    s: Session,
+    scope: Scope,
+    Query(q): Query<LineageQuery>,
+) -> PageResult {
     let p = &scope.project;
-    let Some(root) = q.reference.as_deref().map(str::trim).filter(|r| !r.is_empty()) else {
-        return Err(UiError(ApiError::bad_request("name an object with ?ref=, e.g. model:fraud@2 or run:<id>")));
+    let Some(root) = q
+        .reference
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+    else {
+        return Err(UiError(ApiError::bad_request(
+            "name an object with ?ref=, e.g. model:fraud@2 or run:<id>",
+        )));
     };
-    let root: qanat_core::ObjectRef = root
-        .parse()
-        .map_err(|e: qanat_core::RefError| UiError(ApiError::bad_request(format!("'{root}' is not an object reference: {e}"))))?;
+    let root: qanat_core::ObjectRef = root.parse().map_err(|e: qanat_core::RefError| {
+        UiError(ApiError::bad_request(format!(
+            "'{root}' is not an object reference: {e}"
+        )))
+    })?;
     let root = root.to_string();
     let graph = lineage_graph(&state, p, &root).await?;
     let up = state.gov.lineage_upstream(&p.id, &root, 8).await?;
@@ -251,7 +321,13 @@ async fn lineage(State(state): State<AppState>, s: Session, scope: Scope, Query(
             @if down.truncated { p.hint { "Cut at 8 levels or 200 children." } }
         }
     };
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Overview), &format!("Lineage of {root}"), &[], body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Overview),
+        &format!("Lineage of {root}"),
+        &[],
+        body,
+    ))
 }
 
 /// The page of a lineage node (`kind:name@version`), if it has one.
@@ -277,17 +353,32 @@ pub(super) fn node_url(project: &str, node: &str) -> Option<String> {
 
 pub(super) fn node_link(project: &str, node: &str) -> Markup {
     match node_url(project, node) {
-        Some(u) => html! { a href=(u) { (node) } " " a.hint href=(project_url(project, &format!("/lineage?ref={}", query_value(node)))) aria-label={"Lineage of " (node)} { "⇄" } },
+        Some(u) => {
+            html! { a href=(u) { (node) } " " a.hint href=(project_url(project, &format!("/lineage?ref={}", query_value(node)))) aria-label={"Lineage of " (node)} { "⇄" } }
+        }
         None => html! { (node) },
     }
 }
 
 /// Columns of the drawing, upstream to downstream.
-const ORDER: [&str; 8] = ["user", "dataset", "feature_view", "run", "logged_model", "model", "inference_log", "drift_report"];
+const ORDER: [&str; 8] = [
+    "user",
+    "dataset",
+    "feature_view",
+    "run",
+    "logged_model",
+    "model",
+    "inference_log",
+    "drift_report",
+];
 
 /// The lineage around `root` (up to 4 levels each way) drawn as columns by kind,
 /// upstream on the left, each node a link to its page.
-pub(super) async fn lineage_graph(state: &AppState, p: &qanat_governance::Project, root: &str) -> Result<Markup, UiError> {
+pub(super) async fn lineage_graph(
+    state: &AppState,
+    p: &qanat_governance::Project,
+    root: &str,
+) -> Result<Markup, UiError> {
     let up = state.gov.lineage_upstream(&p.id, root, 4).await?;
     let down = state.gov.lineage_downstream(&p.id, root, 4).await?;
     let edges: BTreeSet<LineageEdge> = up.edges.into_iter().chain(down.edges).collect();
@@ -310,7 +401,10 @@ pub(super) async fn lineage_graph(state: &AppState, p: &qanat_governance::Projec
     let mut at: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
     for (i, (_, list)) in columns.iter().enumerate() {
         for (j, n) in list.iter().enumerate() {
-            at.insert(n.as_str(), (10.0 + i as f64 * (w + gap_x), 10.0 + j as f64 * (h + gap_y)));
+            at.insert(
+                n.as_str(),
+                (10.0 + i as f64 * (w + gap_x), 10.0 + j as f64 * (h + gap_y)),
+            );
         }
     }
     let width = 20.0 + columns.len() as f64 * (w + gap_x) - gap_x;
@@ -343,7 +437,9 @@ pub(super) async fn lineage_graph(state: &AppState, p: &qanat_governance::Projec
             }
         }
     };
-    Ok(html! { figure.scroll { (svg) figcaption { "Upstream on the left; each box opens its page." } } })
+    Ok(
+        html! { figure.scroll { (svg) figcaption { "Upstream on the left; each box opens its page." } } },
+    )
 }
 
 #[cfg(test)]
@@ -352,10 +448,22 @@ mod tests {
 
     #[test]
     fn lineage_nodes_open_their_pages() {
-        assert_eq!(node_url("demo", "dataset:tx@3").as_deref(), Some("/ui/p/demo/datasets/tx/versions/3"));
-        assert_eq!(node_url("demo", "model:fraud@2").as_deref(), Some("/ui/p/demo/models/fraud?version=2"));
-        assert_eq!(node_url("demo", "drift_report:web@12").as_deref(), Some("/ui/p/demo/monitors/web?check=12"));
-        assert_eq!(node_url("demo", "run:abc").as_deref(), Some("/ui/p/demo/runs/abc"));
+        assert_eq!(
+            node_url("demo", "dataset:tx@3").as_deref(),
+            Some("/ui/p/demo/datasets/tx/versions/3")
+        );
+        assert_eq!(
+            node_url("demo", "model:fraud@2").as_deref(),
+            Some("/ui/p/demo/models/fraud?version=2")
+        );
+        assert_eq!(
+            node_url("demo", "drift_report:web@12").as_deref(),
+            Some("/ui/p/demo/monitors/web?check=12")
+        );
+        assert_eq!(
+            node_url("demo", "run:abc").as_deref(),
+            Some("/ui/p/demo/runs/abc")
+        );
         assert_eq!(node_url("demo", "user:alice"), None);
         assert_eq!(node_url("demo", "nonsense"), None);
     }

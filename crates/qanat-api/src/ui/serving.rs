@@ -9,7 +9,9 @@ use maud::html;
 use qanat_types::serving::{LogRecord, Target};
 
 use super::chart::{self, Series};
-use super::layout::{self, badge, empty, project_url, query_value, seg, table, time_ms, Nav, Section, Session};
+use super::layout::{
+    self, badge, empty, project_url, query_value, seg, table, time_ms, Nav, Section, Session,
+};
 use super::{page, viewer, PageResult};
 use crate::extract::Scope;
 use crate::route_table::Fragment;
@@ -21,9 +23,19 @@ const LOG_RECORDS: usize = 5_000;
 const LOG_SAMPLE: usize = 20;
 
 pub(super) fn routes(f: Fragment) -> Fragment {
-    let f = page(f, "/ui/p/{project}/deployments", viewer("ui.deployments"), deployments);
+    let f = page(
+        f,
+        "/ui/p/{project}/deployments",
+        viewer("ui.deployments"),
+        deployments,
+    );
     // The page shows a sample of the inference log: a governed read, as the API's.
-    page(f, "/ui/p/{project}/deployments/{name}", viewer("ui.deployment").governed_read(), deployment)
+    page(
+        f,
+        "/ui/p/{project}/deployments/{name}",
+        viewer("ui.deployment").governed_read(),
+        deployment,
+    )
 }
 
 fn target(t: &Target) -> String {
@@ -59,21 +71,39 @@ async fn deployments(State(state): State<AppState>, s: Session, scope: Scope) ->
             }))
         }
     };
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Deployments), "Deployments", &[], body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Deployments),
+        "Deployments",
+        &[],
+        body,
+    ))
 }
 
 /// Requests a second and latency percentiles per minute, from the log's records.
 fn over_time(records: &[LogRecord]) -> (Vec<Series>, Vec<Series>) {
     let mut minutes: BTreeMap<i64, Vec<u64>> = BTreeMap::new();
     for r in records {
-        minutes.entry(r.time.div_euclid(60_000_000)).or_default().push(r.latency_us);
+        minutes
+            .entry(r.time.div_euclid(60_000_000))
+            .or_default()
+            .push(r.latency_us);
     }
     let Some(first) = minutes.keys().next().copied() else {
         return (Vec::new(), Vec::new());
     };
-    let mut rate = Series { name: "requests/s (logged)".into(), points: Vec::new() };
-    let mut p50 = Series { name: "p50".into(), points: Vec::new() };
-    let mut p99 = Series { name: "p99".into(), points: Vec::new() };
+    let mut rate = Series {
+        name: "requests/s (logged)".into(),
+        points: Vec::new(),
+    };
+    let mut p50 = Series {
+        name: "p50".into(),
+        points: Vec::new(),
+    };
+    let mut p99 = Series {
+        name: "p99".into(),
+        points: Vec::new(),
+    };
     for (m, mut lat) in minutes {
         let x = (m - first) as f64;
         lat.sort_unstable();
@@ -85,12 +115,21 @@ fn over_time(records: &[LogRecord]) -> (Vec<Series>, Vec<Series>) {
     (vec![rate], vec![p50, p99])
 }
 
-async fn deployment(State(state): State<AppState>, s: Session, scope: Scope, Path((_, name)): Path<(String, String)>) -> PageResult {
+async fn deployment(
+    State(state): State<AppState>,
+    s: Session,
+    scope: Scope,
+    Path((_, name)): Path<(String, String)>,
+) -> PageResult {
     let p = &scope.project;
     let status = state.serving.status(p, &name).await?;
     let d = &status.deployment;
     let revisions = state.serving.deployments().revisions(p, &name).await?;
-    let mut records = state.serving.log_records(p, &name, LOG_RECORDS).await.unwrap_or_default();
+    let mut records = state
+        .serving
+        .log_records(p, &name, LOG_RECORDS)
+        .await
+        .unwrap_or_default();
     records.sort_by_key(|r| r.time);
     let (rate, latency) = over_time(&records);
     let monitor = state.monitor.status(p, &name).await.ok();
@@ -98,7 +137,11 @@ async fn deployment(State(state): State<AppState>, s: Session, scope: Scope, Pat
         .as_ref()
         .map(|m| m.alerts.iter().filter(|a| a.candidate.is_some()).collect())
         .unwrap_or_default();
-    let split: Vec<String> = status.targets.iter().map(|t| format!("{} {}", t.role, t.version.as_deref().unwrap_or("?"))).collect();
+    let split: Vec<String> = status
+        .targets
+        .iter()
+        .map(|t| format!("{} {}", t.role, t.version.as_deref().unwrap_or("?")))
+        .collect();
     let weights: Vec<f64> = status.targets.iter().map(|t| f64::from(t.weight)).collect();
     let body = html! {
         h1 { "Deployment " (d.name) }
@@ -180,5 +223,11 @@ async fn deployment(State(state): State<AppState>, s: Session, scope: Scope, Pat
         }))
     };
     let crumbs = [("Deployments", project_url(&p.name, "/deployments"))];
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Deployments), &d.name, &crumbs, body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Deployments),
+        &d.name,
+        &crumbs,
+        body,
+    ))
 }

@@ -42,14 +42,14 @@ pub(super) fn routes(f: Fragment) -> Fragment {
     f.foreign(
         Method::GET,
         "/ui/login",
-        Policy::public("ui.login_form"),
+        Policy::public("ui.login_form").ui(),
         Transfer::Bounded,
         login_form,
     )
     .foreign(
         Method::POST,
         "/ui/login",
-        Policy::public("ui.login"),
+        Policy::public("ui.login").ui(),
         Transfer::Bounded,
         login,
     )
@@ -77,11 +77,19 @@ pub(crate) struct Csrf(blake3::Hash);
 impl Csrf {
     /// The CSRF token the forms of the session `token` carry.
     pub(crate) fn of_session(token: &str) -> Self {
-        Csrf(blake3::Hasher::new_derive_key("qanat ui csrf 2026-11 session").update(token.as_bytes()).finalize())
+        Csrf(
+            blake3::Hasher::new_derive_key("qanat ui csrf 2026-11 session")
+                .update(token.as_bytes())
+                .finalize(),
+        )
     }
 
     fn of_login(value: &str) -> Self {
-        Csrf(blake3::Hasher::new_derive_key("qanat ui csrf 2026-11 login").update(value.as_bytes()).finalize())
+        Csrf(
+            blake3::Hasher::new_derive_key("qanat ui csrf 2026-11 login")
+                .update(value.as_bytes())
+                .finalize(),
+        )
     }
 
     /// The value a form's hidden `csrf` field holds.
@@ -114,7 +122,13 @@ pub(crate) async fn check_csrf(req: Request, token: &str) -> Result<Request, Api
     let (parts, body) = req.into_parts();
     let bytes = axum::body::to_bytes(body, MAX_FORM_BYTES)
         .await
-        .map_err(|_| ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "REQUEST_TOO_LARGE", "the form is larger than 64 KiB"))?;
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "REQUEST_TOO_LARGE",
+                "the form is larger than 64 KiB",
+            )
+        })?;
     let given = form_urlencoded::parse(&bytes)
         .find(|(k, _)| k == "csrf")
         .map(|(_, v)| v.into_owned())
@@ -133,7 +147,14 @@ pub(super) fn clear_cookie_header() -> [(header::HeaderName, String); 1] {
     )]
 }
 
-fn cookie(name: &str, value: &str, path: &str, same_site: &str, max_age: i64, secure: bool) -> String {
+fn cookie(
+    name: &str,
+    value: &str,
+    path: &str,
+    same_site: &str,
+    max_age: i64,
+    secure: bool,
+) -> String {
     format!(
         "{name}={value}; Path={path}; HttpOnly; SameSite={same_site}; Max-Age={max_age}{}",
         if secure { "; Secure" } else { "" }
@@ -210,11 +231,20 @@ struct LoginForm {
     next: Option<String>,
 }
 
-async fn login(State(state): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+async fn login(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
     let form: LoginForm = match serde_urlencoded_form(&body) {
         Some(f) => f,
         None => {
-            return login_page(&state, StatusCode::BAD_REQUEST, "/ui/", Some("the form could not be read; send it again"))
+            return login_page(
+                &state,
+                StatusCode::BAD_REQUEST,
+                "/ui/",
+                Some("the form could not be read; send it again"),
+            )
         }
     };
     let next = safe_next(form.next.as_deref());
@@ -244,11 +274,20 @@ async fn login(State(state): State<AppState>, headers: HeaderMap, body: axum::bo
         let state = state.clone();
         let next = next.clone();
         let why = why.to_string();
-        let rec = record("anonymous", AuditOutcome::Denied, &format!("{} {why}", status.as_u16()));
+        let rec = record(
+            "anonymous",
+            AuditOutcome::Denied,
+            &format!("{} {why}", status.as_u16()),
+        );
         async move {
             if let Err(e) = state.gov.append_audit(&rec).await {
                 tracing::error!(error = %e, "audit log append failed");
-                return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "AUDIT_UNAVAILABLE", "the audit log could not be written; retry later").into_response();
+                return ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "AUDIT_UNAVAILABLE",
+                    "the audit log could not be written; retry later",
+                )
+                .into_response();
             }
             login_page(&state, status, &next, Some(&why))
         }
@@ -266,14 +305,21 @@ async fn login(State(state): State<AppState>, headers: HeaderMap, body: axum::bo
     if principal.scope != TokenScope::All {
         return refused(
             StatusCode::FORBIDDEN,
-            &format!("this token is scoped to {}: log in with a token that is not scoped", principal.scope),
+            &format!(
+                "this token is scoped to {}: log in with a token that is not scoped",
+                principal.scope
+            ),
         )
         .await;
     }
     let now = qanat_store::now_micros();
     let mut expires = now + SESSION_HOURS * 3_600_000_000;
     if let Ok(info) = state.gov.token(&principal.token_id).await {
-        if let Some(exp) = info.expires_at.as_deref().and_then(|e| chrono::DateTime::parse_from_rfc3339(e).ok()) {
+        if let Some(exp) = info
+            .expires_at
+            .as_deref()
+            .and_then(|e| chrono::DateTime::parse_from_rfc3339(e).ok())
+        {
             expires = expires.min(exp.timestamp_micros());
         }
     }
@@ -282,25 +328,51 @@ async fn login(State(state): State<AppState>, headers: HeaderMap, body: axum::bo
         scope: TokenScope::All,
         rate_limit: principal.rate_limit,
     };
-    let session = match state.gov.create_token_with(&principal.name, "ui-session", &grant).await {
+    let session = match state
+        .gov
+        .create_token_with(&principal.name, "ui-session", &grant)
+        .await
+    {
         Ok(t) => t,
         Err(e) => return super::UiError(ApiError::from(e)).into_response(),
     };
     let rec = record(
         &principal.name,
         AuditOutcome::Success,
-        &format!("200 session {} from token {}", session.info.id, principal.token_id),
+        &format!(
+            "200 session {} from token {}",
+            session.info.id, principal.token_id
+        ),
     );
     if let Err(e) = state.gov.append_audit(&rec).await {
         tracing::error!(error = %e, "audit log append failed");
         let _ = state.gov.revoke_token(&session.info.id).await;
-        return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "AUDIT_UNAVAILABLE", "the audit log could not be written; retry later").into_response();
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "AUDIT_UNAVAILABLE",
+            "the audit log could not be written; retry later",
+        )
+        .into_response();
     }
     let max_age = ((expires - now) / 1_000_000).max(1);
     let mut resp = (StatusCode::SEE_OTHER, [(header::LOCATION, next)]).into_response();
     for c in [
-        cookie(SESSION_COOKIE, &session.token, "/ui", "Lax", max_age, state.http.secure_cookies),
-        cookie(LOGIN_COOKIE, "", "/ui/login", "Strict", 0, state.http.secure_cookies),
+        cookie(
+            SESSION_COOKIE,
+            &session.token,
+            "/ui",
+            "Lax",
+            max_age,
+            state.http.secure_cookies,
+        ),
+        cookie(
+            LOGIN_COOKIE,
+            "",
+            "/ui/login",
+            "Strict",
+            0,
+            state.http.secure_cookies,
+        ),
     ] {
         if let Ok(v) = header::HeaderValue::from_str(&c) {
             resp.headers_mut().append(header::SET_COOKIE, v);
@@ -331,7 +403,11 @@ fn serde_urlencoded_form(body: &[u8]) -> Option<LoginForm> {
 }
 
 /// Ends the session: its token is revoked, its cookie cleared.
-async fn logout(State(state): State<AppState>, Caller(caller): Caller, headers: HeaderMap) -> super::PageResult {
+async fn logout(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    headers: HeaderMap,
+) -> super::PageResult {
     // Only a session is ended here: a bearer token sent by a script stays valid.
     if headers.get(header::AUTHORIZATION).is_none() && session_token(&headers).is_some() {
         state.gov.revoke_token(&caller.token_id).await?;
@@ -352,9 +428,19 @@ mod tests {
 
     #[test]
     fn only_pages_of_the_ui_are_where_a_login_leads() {
-        assert_eq!(safe_next(Some("/ui/p/demo/runs/abc?x=1")), "/ui/p/demo/runs/abc?x=1");
+        assert_eq!(
+            safe_next(Some("/ui/p/demo/runs/abc?x=1")),
+            "/ui/p/demo/runs/abc?x=1"
+        );
         assert_eq!(safe_next(Some("/ui")), "/ui");
-        for bad in ["https://evil.example/", "//evil.example/ui/", "/ui//evil", "/api/v1/projects", "/ui\\..", "/ui/\n"] {
+        for bad in [
+            "https://evil.example/",
+            "//evil.example/ui/",
+            "/ui//evil",
+            "/api/v1/projects",
+            "/ui\\..",
+            "/ui/\n",
+        ] {
             assert_eq!(safe_next(Some(bad)), "/ui/", "{bad:?}");
         }
         assert_eq!(safe_next(None), "/ui/");

@@ -14,7 +14,9 @@ use qanat_types::tracking::Run;
 use serde::Deserialize;
 
 use super::chart::{self, Series};
-use super::layout::{self, badge, empty, project_url, query_value, seg, table, time_ms, Nav, Section, Session};
+use super::layout::{
+    self, badge, empty, project_url, query_value, seg, table, time_ms, Nav, Section, Session,
+};
 use super::{page, viewer, PageResult, UiError};
 use crate::error::ApiError;
 use crate::extract::Scope;
@@ -32,8 +34,18 @@ const MAX_CHARTS: usize = 24;
 const PREVIEW_BYTES: usize = 64 * 1024;
 
 pub(super) fn routes(f: Fragment) -> Fragment {
-    let f = page(f, "/ui/p/{project}/experiments", viewer("ui.experiments"), experiments);
-    let f = page(f, "/ui/p/{project}/experiments/{experiment}", viewer("ui.runs"), runs);
+    let f = page(
+        f,
+        "/ui/p/{project}/experiments",
+        viewer("ui.experiments"),
+        experiments,
+    );
+    let f = page(
+        f,
+        "/ui/p/{project}/experiments/{experiment}",
+        viewer("ui.runs"),
+        runs,
+    );
     let f = page(f, "/ui/p/{project}/runs/{run}", viewer("ui.run"), run);
     let f = page(f, "/ui/p/{project}/compare", viewer("ui.compare"), compare);
     page(
@@ -49,11 +61,23 @@ struct PageQuery {
     page: Option<String>,
 }
 
-async fn experiments(State(state): State<AppState>, s: Session, scope: Scope, Query(q): Query<PageQuery>) -> PageResult {
+async fn experiments(
+    State(state): State<AppState>,
+    s: Session,
+    scope: Scope,
+    Query(q): Query<PageQuery>,
+) -> PageResult {
     let p = &scope.project;
     let found = state
         .tracking
-        .search_experiments(p, ViewType::ActiveOnly, Some(100), q.page.as_deref(), None, &[])
+        .search_experiments(
+            p,
+            ViewType::ActiveOnly,
+            Some(100),
+            q.page.as_deref(),
+            None,
+            &[],
+        )
         .await?;
     let body = html! {
         h1 { "Experiments" }
@@ -71,7 +95,13 @@ async fn experiments(State(state): State<AppState>, s: Session, scope: Scope, Qu
             (pager(&project_url(&p.name, "/experiments?"), q.page.is_some(), found.next_page_token.as_deref()))
         }
     };
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Experiments), "Experiments", &[], body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Experiments),
+        "Experiments",
+        &[],
+        body,
+    ))
 }
 
 /// "First page" and "Next page" links; `base` ends with `?` or `&`.
@@ -115,7 +145,15 @@ async fn runs(
     let order_by: Vec<String> = order.into_iter().map(String::from).collect();
     let (found, problem) = match state
         .tracking
-        .search_runs(p, std::slice::from_ref(&exp.experiment_id), filter, &order_by, ViewType::ActiveOnly, Some(RUNS_PER_PAGE), q.page.as_deref())
+        .search_runs(
+            p,
+            std::slice::from_ref(&exp.experiment_id),
+            filter,
+            &order_by,
+            ViewType::ActiveOnly,
+            Some(RUNS_PER_PAGE),
+            q.page.as_deref(),
+        )
         .await
     {
         Ok(page) => (page, None),
@@ -124,15 +162,32 @@ async fn runs(
             if e.status.is_server_error() {
                 return Err(UiError(e));
             }
-            (qanat_tracking::Page { items: Vec::new(), next_page_token: None }, Some(e.message))
+            (
+                qanat_tracking::Page {
+                    items: Vec::new(),
+                    next_page_token: None,
+                },
+                Some(e.message),
+            )
         }
     };
     // The columns: the params and metrics the shown runs have (at most 12 of each).
-    let params: BTreeSet<&str> = found.items.iter().flat_map(|r| r.data.params.iter().map(|x| x.key.as_str())).collect();
-    let metrics: BTreeSet<&str> = found.items.iter().flat_map(|r| r.data.metrics.iter().map(|x| x.key.as_str())).collect();
+    let params: BTreeSet<&str> = found
+        .items
+        .iter()
+        .flat_map(|r| r.data.params.iter().map(|x| x.key.as_str()))
+        .collect();
+    let metrics: BTreeSet<&str> = found
+        .items
+        .iter()
+        .flat_map(|r| r.data.metrics.iter().map(|x| x.key.as_str()))
+        .collect();
     let params: Vec<&str> = params.into_iter().take(12).collect();
     let metrics: Vec<&str> = metrics.into_iter().take(12).collect();
-    let here = project_url(&p.name, &format!("/experiments/{}", seg(&exp.experiment_id)));
+    let here = project_url(
+        &p.name,
+        &format!("/experiments/{}", seg(&exp.experiment_id)),
+    );
     let with = |order: &str| {
         let mut u = format!("{here}?order={}", query_value(order));
         if let Some(f) = filter {
@@ -215,7 +270,13 @@ async fn runs(
         (pager(&base, q.page.is_some(), found.next_page_token.as_deref()))
     };
     let crumbs = [("Experiments", project_url(&p.name, "/experiments"))];
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Experiments), &exp.name, &crumbs, body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Experiments),
+        &exp.name,
+        &crumbs,
+        body,
+    ))
 }
 
 fn duration(start: Option<i64>, end: Option<i64>) -> String {
@@ -235,12 +296,24 @@ fn duration(start: Option<i64>, end: Option<i64>) -> String {
 }
 
 /// The curves of `key` in `runs`, thinned for a chart.
-pub(super) async fn curves(state: &AppState, p: &Project, runs: &[String], key: &str, names: &[String]) -> Result<Vec<Series>, UiError> {
-    let points = state.tracking.metric_history_sampled(p, runs, key, CHART_POINTS, None).await?;
+pub(super) async fn curves(
+    state: &AppState,
+    p: &Project,
+    runs: &[String],
+    key: &str,
+    names: &[String],
+) -> Result<Vec<Series>, UiError> {
+    let points = state
+        .tracking
+        .metric_history_sampled(p, runs, key, CHART_POINTS, None)
+        .await?;
     let mut series: Vec<Series> = runs
         .iter()
         .zip(names)
-        .map(|(_, n)| Series { name: n.clone(), points: Vec::new() })
+        .map(|(_, n)| Series {
+            name: n.clone(),
+            points: Vec::new(),
+        })
         .collect();
     for (run, m) in points {
         if let Some(i) = runs.iter().position(|r| *r == run) {
@@ -251,35 +324,71 @@ pub(super) async fn curves(state: &AppState, p: &Project, runs: &[String], key: 
 }
 
 /// One run: what it was given, what it measured, what it left.
-async fn run(State(state): State<AppState>, s: Session, scope: Scope, Path((_, run_id)): Path<(String, String)>, Query(q): Query<ArtifactQuery>) -> PageResult {
+async fn run(
+    State(state): State<AppState>,
+    s: Session,
+    scope: Scope,
+    Path((_, run_id)): Path<(String, String)>,
+    Query(q): Query<ArtifactQuery>,
+) -> PageResult {
     let p = &scope.project;
     let r = state.tracking.run(p, &run_id).await?;
     let exp = state.tracking.experiment(p, &r.info.experiment_id).await?;
     let i = &r.info;
-    let name = if i.run_name.is_empty() { i.run_id.clone() } else { i.run_name.clone() };
+    let name = if i.run_name.is_empty() {
+        i.run_id.clone()
+    } else {
+        i.run_name.clone()
+    };
     let mut keys: Vec<&str> = r.data.metrics.iter().map(|m| m.key.as_str()).collect();
     keys.sort_unstable();
     keys.dedup();
     let mut charts = Vec::new();
     for key in keys.iter().take(MAX_CHARTS) {
-        let series = curves(&state, p, std::slice::from_ref(&i.run_id), key, std::slice::from_ref(&name)).await?;
+        let series = curves(
+            &state,
+            p,
+            std::slice::from_ref(&i.run_id),
+            key,
+            std::slice::from_ref(&name),
+        )
+        .await?;
         charts.push((key.to_string(), chart::lines(key, "step", &series)));
     }
     let versions = state
         .tracking
-        .search_model_versions(p, Some(&format!("run_id = '{}'", i.run_id.replace('\'', ""))), &[], Some(100), None)
+        .search_model_versions(
+            p,
+            Some(&format!("run_id = '{}'", i.run_id.replace('\'', ""))),
+            &[],
+            Some(100),
+            None,
+        )
         .await
         .map(|pg| pg.items)
         .unwrap_or_default();
-    let job = r.data.tags.iter().find(|t| t.key == "qanat.job_id").map(|t| t.value.clone());
-    let ml = Ml { state: state.clone(), p: p.clone() };
+    let job = r
+        .data
+        .tags
+        .iter()
+        .find(|t| t.key == "qanat.job_id")
+        .map(|t| t.value.clone());
+    let ml = Ml {
+        state: state.clone(),
+        p: p.clone(),
+    };
     let dir = q.path.clone().unwrap_or_default();
     let listing = artifacts(&ml, &r, &dir).await;
     let preview = match q.path.as_deref().filter(|_| q.file.is_some()) {
         Some(path) => Some(preview(&ml, &r, path).await),
         None => None,
     };
-    let tags: Vec<_> = r.data.tags.iter().filter(|t| !t.key.starts_with("mlflow.log-model.history")).collect();
+    let tags: Vec<_> = r
+        .data
+        .tags
+        .iter()
+        .filter(|t| !t.key.starts_with("mlflow.log-model.history"))
+        .collect();
     let body = html! {
         h1 { "Run " (name) }
         dl.facts {
@@ -344,9 +453,21 @@ async fn run(State(state): State<AppState>, s: Session, scope: Scope, Path((_, r
     };
     let crumbs = [
         ("Experiments", project_url(&p.name, "/experiments")),
-        (exp.name.as_str(), project_url(&p.name, &format!("/experiments/{}", seg(&exp.experiment_id)))),
+        (
+            exp.name.as_str(),
+            project_url(
+                &p.name,
+                &format!("/experiments/{}", seg(&exp.experiment_id)),
+            ),
+        ),
     ];
-    Ok(layout::page(&s, Nav::project(&p.name, Section::Experiments), &name, &crumbs, body))
+    Ok(layout::page(
+        &s,
+        Nav::project(&p.name, Section::Experiments),
+        &name,
+        &crumbs,
+        body,
+    ))
 }
 
 /// A dataset input's source, linked to its dataset when it is one of this project's.
@@ -375,7 +496,11 @@ async fn artifacts(ml: &Ml, r: &Run, dir: &str) -> Markup {
         Err(e) => return html! { p.error { (e.message) } },
     };
     let root = r.info.artifact_root().to_string();
-    let full = if sub.is_empty() { root } else { format!("{root}/{sub}") };
+    let full = if sub.is_empty() {
+        root
+    } else {
+        format!("{root}/{sub}")
+    };
     let entries = match crate::mlflow::tracking::list_dir(ml, &full).await {
         Ok(e) => e,
         Err(e) if e.status.is_server_error() => {
@@ -385,7 +510,13 @@ async fn artifacts(ml: &Ml, r: &Run, dir: &str) -> Markup {
         Err(e) => return html! { p.error { (e.message) } },
     };
     let here = project_url(&ml.p.name, &format!("/runs/{}", seg(&r.info.run_id)));
-    let join = |name: &str| if sub.is_empty() { name.to_string() } else { format!("{sub}/{name}") };
+    let join = |name: &str| {
+        if sub.is_empty() {
+            name.to_string()
+        } else {
+            format!("{sub}/{name}")
+        }
+    };
     html! {
         @if !sub.is_empty() {
             p { "In " code { (sub) } " · " a href={(here) "#artifacts"} { "back to the top" } }
@@ -429,20 +560,39 @@ fn preview_kind(path: &str) -> PreviewKind {
         "webp" => PreviewKind::Image("image/webp"),
         "csv" => PreviewKind::Table(b','),
         "tsv" => PreviewKind::Table(b'\t'),
-        "txt" | "log" | "json" | "yaml" | "yml" | "md" | "py" | "toml" | "cfg" | "ini" | "html" | "xml" | "sh" | "r" | "sql" => PreviewKind::Text,
-        _ if ["mlmodel", "conda.yaml", "requirements.txt", "python_env.yaml", "license", "readme"].contains(&name.as_str()) => PreviewKind::Text,
+        "txt" | "log" | "json" | "yaml" | "yml" | "md" | "py" | "toml" | "cfg" | "ini" | "html"
+        | "xml" | "sh" | "r" | "sql" => PreviewKind::Text,
+        _ if [
+            "mlmodel",
+            "conda.yaml",
+            "requirements.txt",
+            "python_env.yaml",
+            "license",
+            "readme",
+        ]
+        .contains(&name.as_str()) =>
+        {
+            PreviewKind::Text
+        }
         _ => PreviewKind::None,
     }
 }
 
 /// The first bytes of one artifact file, at most `limit`.
-async fn head_bytes(ml: &Ml, r: &Run, path: &str, limit: usize) -> Result<(Vec<u8>, u64), ApiError> {
+async fn head_bytes(
+    ml: &Ml,
+    r: &Run,
+    path: &str,
+    limit: usize,
+) -> Result<(Vec<u8>, u64), ApiError> {
     let sub = crate::mlflow::tracking::relative_path(path)?;
     if sub.is_empty() {
         return Err(ApiError::bad_request("name a file"));
     }
     let location = crate::mlflow::tracking::artifacts_location(ml)?;
-    let key = crate::mlflow::tracking::artifact_key(ml, &format!("{}/{sub}", r.info.artifact_root())).await?;
+    let key =
+        crate::mlflow::tracking::artifact_key(ml, &format!("{}/{sub}", r.info.artifact_root()))
+            .await?;
     let (size, mut stream) = ml.state.storage.get_sized(&location, &key).await?;
     let mut out = Vec::new();
     while let Some(chunk) = stream.next().await {
@@ -466,22 +616,26 @@ async fn preview(ml: &Ml, r: &Run, path: &str) -> Markup {
     );
     let body = match kind {
         PreviewKind::Image(_) => html! { img.preview src=(link) alt={"Artifact " (path)}; },
-        PreviewKind::None => html! { p { "No preview for this kind of file: " a href=(link) download { "download it" } "." } },
-        PreviewKind::Text | PreviewKind::Table(_) => match head_bytes(ml, r, path, PREVIEW_BYTES).await {
-            Err(e) if e.status.is_server_error() => {
-                tracing::error!(message = %e.message, "reading an artifact failed");
-                html! { p.error { "The file could not be read." } }
-            }
-            Err(e) => html! { p.error { (e.message) } },
-            Ok((bytes, size)) => {
-                let cut = size as usize > bytes.len();
-                let text = String::from_utf8_lossy(&bytes);
-                html! {
-                    @if let PreviewKind::Table(sep) = kind { (csv_table(&text, sep)) } @else { pre { (text) } }
-                    @if cut { p.hint { "The first " (layout::bytes(bytes.len() as u64)) " of " (layout::bytes(size)) ": " a href=(link) download { "download the whole file" } "." } }
+        PreviewKind::None => {
+            html! { p { "No preview for this kind of file: " a href=(link) download { "download it" } "." } }
+        }
+        PreviewKind::Text | PreviewKind::Table(_) => {
+            match head_bytes(ml, r, path, PREVIEW_BYTES).await {
+                Err(e) if e.status.is_server_error() => {
+                    tracing::error!(message = %e.message, "reading an artifact failed");
+                    html! { p.error { "The file could not be read." } }
+                }
+                Err(e) => html! { p.error { (e.message) } },
+                Ok((bytes, size)) => {
+                    let cut = size as usize > bytes.len();
+                    let text = String::from_utf8_lossy(&bytes);
+                    html! {
+                        @if let PreviewKind::Table(sep) = kind { (csv_table(&text, sep)) } @else { pre { (text) } }
+                        @if cut { p.hint { "The first " (layout::bytes(bytes.len() as u64)) " of " (layout::bytes(size)) ": " a href=(link) download { "download the whole file" } "." } }
+                    }
                 }
             }
-        },
+        }
     };
     html! {
         section #preview aria-label="Preview" {
@@ -493,8 +647,15 @@ async fn preview(ml: &Ml, r: &Run, path: &str) -> Markup {
 
 /// The first rows of a delimited text file as a table.
 fn csv_table(text: &str, sep: u8) -> Markup {
-    let mut reader = csv::ReaderBuilder::new().delimiter(sep).has_headers(true).flexible(true).from_reader(text.as_bytes());
-    let head: Vec<String> = reader.headers().map(|h| h.iter().map(String::from).collect()).unwrap_or_default();
+    let mut reader = csv::ReaderBuilder::new()
+        .delimiter(sep)
+        .has_headers(true)
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let head: Vec<String> = reader
+        .headers()
+        .map(|h| h.iter().map(String::from).collect())
+        .unwrap_or_default();
     let rows: Vec<Vec<String>> = reader
         .records()
         .take(50)
@@ -512,38 +673,67 @@ fn csv_table(text: &str, sep: u8) -> Markup {
 
 /// One artifact's bytes: raster images inline (for previews), everything else as a
 /// download that the browser never runs (an HTML or SVG artifact is someone's upload).
-async fn artifact(State(state): State<AppState>, scope: Scope, Path((_, run_id)): Path<(String, String)>, Query(q): Query<ArtifactQuery>) -> Result<Response, UiError> {
+async fn artifact(
+    State(state): State<AppState>,
+    scope: Scope,
+    Path((_, run_id)): Path<(String, String)>,
+    Query(q): Query<ArtifactQuery>,
+) -> Result<Response, UiError> {
     let p = &scope.project;
     let r = state.tracking.run(p, &run_id).await?;
     let path = q.path.unwrap_or_default();
-    let ml = Ml { state: state.clone(), p: p.clone() };
+    let ml = Ml {
+        state: state.clone(),
+        p: p.clone(),
+    };
     let sub = crate::mlflow::tracking::relative_path(&path)?;
     if sub.is_empty() {
         return Err(UiError(ApiError::bad_request("name a file with ?path=")));
     }
     let location = crate::mlflow::tracking::artifacts_location(&ml)?;
-    let key = crate::mlflow::tracking::artifact_key(&ml, &format!("{}/{sub}", r.info.artifact_root())).await?;
+    let key =
+        crate::mlflow::tracking::artifact_key(&ml, &format!("{}/{sub}", r.info.artifact_root()))
+            .await?;
     let mut resp = crate::objects::verified_download(&state, &location, &key).await?;
     let h = resp.headers_mut();
-    let name: String = sub.rsplit('/').next().unwrap_or("artifact").chars().filter(|c| c.is_ascii_alphanumeric() || "._-".contains(*c)).collect();
+    let name: String = sub
+        .rsplit('/')
+        .next()
+        .unwrap_or("artifact")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || "._-".contains(*c))
+        .collect();
     match preview_kind(&sub) {
         PreviewKind::Image(kind) => {
             h.insert(header::CONTENT_TYPE, header::HeaderValue::from_static(kind));
         }
         _ => {
-            h.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/octet-stream"));
-            if let Ok(v) = header::HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
+            h.insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("application/octet-stream"),
+            );
+            if let Ok(v) =
+                header::HeaderValue::from_str(&format!("attachment; filename=\"{name}\""))
+            {
                 h.insert(header::CONTENT_DISPOSITION, v);
             }
         }
     }
     super::secure_headers(&mut resp);
-    resp.headers_mut().insert(header::CONTENT_SECURITY_POLICY, header::HeaderValue::from_static("sandbox; default-src 'none'"));
+    resp.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        header::HeaderValue::from_static("sandbox; default-src 'none'"),
+    );
     Ok(resp)
 }
 
 /// Runs side by side: metric curves overlaid, params and latest metrics in columns.
-async fn compare(State(state): State<AppState>, s: Session, scope: Scope, RawQuery(raw): RawQuery) -> PageResult {
+async fn compare(
+    State(state): State<AppState>,
+    s: Session,
+    scope: Scope,
+    RawQuery(raw): RawQuery,
+) -> PageResult {
     let p = &scope.project;
     let mut ids: Vec<String> = form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
         .filter(|(k, _)| k == "run")
@@ -551,18 +741,37 @@ async fn compare(State(state): State<AppState>, s: Session, scope: Scope, RawQue
         .collect();
     ids.dedup();
     if ids.is_empty() {
-        return Err(UiError(ApiError::bad_request("tick at least one run in a runs table to compare")));
+        return Err(UiError(ApiError::bad_request(
+            "tick at least one run in a runs table to compare",
+        )));
     }
     if ids.len() > 8 {
-        return Err(UiError(ApiError::bad_request("compare at most 8 runs at a time")));
+        return Err(UiError(ApiError::bad_request(
+            "compare at most 8 runs at a time",
+        )));
     }
     let mut runs = Vec::new();
     for id in &ids {
         runs.push(state.tracking.run(p, id).await?);
     }
-    let names: Vec<String> = runs.iter().map(|r| if r.info.run_name.is_empty() { r.info.run_id.clone() } else { r.info.run_name.clone() }).collect();
-    let keys: BTreeSet<&str> = runs.iter().flat_map(|r| r.data.metrics.iter().map(|m| m.key.as_str())).collect();
-    let params: BTreeSet<&str> = runs.iter().flat_map(|r| r.data.params.iter().map(|m| m.key.as_str())).collect();
+    let names: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            if r.info.run_name.is_empty() {
+                r.info.run_id.clone()
+            } else {
+                r.info.run_name.clone()
+            }
+        })
+        .collect();
+    let keys: BTreeSet<&str> = runs
+        .iter()
+        .flat_map(|r| r.data.metrics.iter().map(|m| m.key.as_str()))
+        .collect();
+    let params: BTreeSet<&str> = runs
+        .iter()
+        .flat_map(|r| r.data.params.iter().map(|m| m.key.as_str()))
+        .collect();
     let mut charts = Vec::new();
     for key in keys.iter().take(MAX_CHARTS) {
         let series = curves(&state, p, &ids, key, &names).await?;
@@ -603,8 +812,18 @@ async fn compare(State(state): State<AppState>, s: Session, scope: Scope, RawQue
         ul { @for (r, n) in runs.iter().zip(&names) { li { a href=(project_url(&p.name, &format!("/runs/{}", seg(&r.info.run_id)))) { (n) } } } }
     };
     let crumbs = [("Experiments", project_url(&p.name, "/experiments"))];
-    let resp = layout::page(&s, Nav::project(&p.name, Section::Experiments), "Compare runs", &crumbs, body);
-    Ok(if runs.is_empty() { (StatusCode::BAD_REQUEST, resp).into_response() } else { resp })
+    let resp = layout::page(
+        &s,
+        Nav::project(&p.name, Section::Experiments),
+        "Compare runs",
+        &crumbs,
+        body,
+    );
+    Ok(if runs.is_empty() {
+        (StatusCode::BAD_REQUEST, resp).into_response()
+    } else {
+        resp
+    })
 }
 
 #[cfg(test)]
@@ -620,7 +839,10 @@ mod tests {
 
     #[test]
     fn only_raster_images_are_shown_inline() {
-        assert_eq!(preview_kind("plots/roc.PNG"), PreviewKind::Image("image/png"));
+        assert_eq!(
+            preview_kind("plots/roc.PNG"),
+            PreviewKind::Image("image/png")
+        );
         assert_eq!(preview_kind("x.svg"), PreviewKind::None);
         assert_eq!(preview_kind("page.html"), PreviewKind::Text);
         assert_eq!(preview_kind("model/MLmodel"), PreviewKind::Text);
