@@ -74,6 +74,11 @@ fn the_quickstart_runs_to_a_promoted_canary_with_its_lineage_and_runs_again() {
             "—computed_from→ inference_log:diagnosis",
             "—input→ dataset:cancer-train@2",
             "dataset:cancer-train@2 —features_from→ feature_view:cells@1",
+            // Each step names its page in the web UI.
+            "the web UI: http://",
+            "/ui/p/default/jobs/job-",
+            "/ui/p/default/monitors/diagnosis",
+            "/ui/p/default/lineage?ref=model:cancer@4",
         ] {
             assert!(text.contains(want), "run {run}: no '{want}' in\n{text}");
         }

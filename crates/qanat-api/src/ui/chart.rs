@@ -159,7 +159,12 @@ pub(crate) fn bars(title: &str, labels: &[String], groups: &[(&str, &[f64])]) ->
 /// and share of the values `masses`: each bar's area is its share, so bins of unequal
 /// width (between quantiles) read true.
 pub(crate) fn density(title: &str, edges: &[f64], masses: &[f64]) -> Option<Markup> {
-    if edges.len() != masses.len() + 1 || edges.windows(2).any(|w| !(w[0] <= w[1])) {
+    if edges.len() != masses.len() + 1
+        || edges.windows(2).any(|w| {
+            w[0].partial_cmp(&w[1])
+                .is_none_or(|o| o == std::cmp::Ordering::Greater)
+        })
+    {
         return None;
     }
     let (x0, x1) = (edges[0], edges[edges.len() - 1]);

@@ -51,7 +51,7 @@ async fn features(State(state): State<AppState>, s: Session, scope: Scope) -> Pa
             section #{"fv-" (o.name)} aria-label={"Feature view " (o.name)} {
                 h3 { (o.name) " " span.hint { "version " (o.version) } }
                 dl.facts {
-                    dt { "Depends on" } dd { (o.depends_on.iter().map(|d| format!("{d:?}")).collect::<Vec<_>>().join(", ")) }
+                    dt { "Depends on" } dd { (o.depends_on.iter().map(|d| format!("{} {}@{}", d.kind, d.name, d.version)).collect::<Vec<_>>().join(", ")) }
                     dt { "Updated" } dd { (time(&o.updated_at)) " by " (o.created_by) }
                     @if let Some(f) = fresh {
                         dt { "Materialized until" } dd { (f.materialized_until.as_deref().map(time).unwrap_or_else(|| html! { "never" })) }

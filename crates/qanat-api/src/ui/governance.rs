@@ -125,7 +125,7 @@ async fn project(State(state): State<AppState>, s: Session, scope: Scope) -> Pag
         }
         h2 { "Job quota" }
         (table("Job quota", &["", "Limit", "In use"], html! {
-            tr { th scope="row" { "CPUs" } td.num { (limit(q.cpus.map(|c| layout::num(c)))) } td.num { (layout::num(quota.used.cpu_millis as f64 / 1000.0)) } }
+            tr { th scope="row" { "CPUs" } td.num { (limit(q.cpus.map(layout::num))) } td.num { (layout::num(quota.used.cpu_millis as f64 / 1000.0)) } }
             tr { th scope="row" { "Memory (MiB)" } td.num { (limit(q.memory_mb.map(|m| m.to_string()))) } td.num { (quota.used.memory_mb) } }
             tr { th scope="row" { "GPUs" } td.num { (limit(q.gpus.map(|g| g.to_string()))) } td.num { (quota.used.gpus) } }
             tr { th scope="row" { "Running jobs" } td.num { (limit(q.running_jobs.map(|g| g.to_string()))) } td.num { (quota.running_jobs) } }

@@ -187,7 +187,7 @@ async fn job(
                     p,
                     std::slice::from_ref(run_id),
                     k,
-                    &[k.clone()],
+                    std::slice::from_ref(k),
                 )
                 .await?;
                 charts.push((k.clone(), chart::lines(k, "sample", &series)));

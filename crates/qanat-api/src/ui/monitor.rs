@@ -117,7 +117,7 @@ async fn monitor(
         dl.facts {
             dt { "Deployment" } dd { a href=(project_url(&p.name, &format!("/deployments/{}", seg(&deployment)))) { (deployment) } }
             dt { "Checks" } dd { (m.checks) ", next window " (time(&m.next_window)) }
-            dt { "Labels" } dd { (format!("{:?}", status.labels)) }
+            dt { "Labels" } dd { (status.labels.posted) " posted, " (status.labels.matched) " matched to logged requests, " (status.labels.unmatched) " unmatched, " (status.labels.pending) " waiting" }
         }
         h2 { "Drift share over time" }
         @match chart::lines("Share of drifted input columns per check", "check", &series) {

@@ -254,8 +254,10 @@ impl Quickstart {
         println!("\n[{:>2}/14] {what}", self.step);
     }
 
-    fn api(&self, path: &str) -> String {
-        format!("{}/api/v1/projects/{}{path}", self.url, self.project)
+    /// The web UI's page `path` of the project (a browser logs in with the token in
+    /// the quickstart's `quickstart.json`).
+    fn ui(&self, path: &str) -> String {
+        format!("{}/ui/p/{}{path}", self.url, self.project)
     }
 
     async fn lifecycle(mut self) -> Result<()> {
@@ -263,6 +265,11 @@ impl Quickstart {
         let table = table()?;
         let n = table.rows.len();
         println!("Qanat quickstart: server at {}", self.url);
+        println!(
+            "  the web UI: {}/ui/ (log in with the admin token in {})",
+            self.url,
+            self.dir.with_file_name(MARKER).display()
+        );
 
         self.step("The project");
         std::fs::create_dir_all(&self.dir)
@@ -272,7 +279,7 @@ impl Quickstart {
             "  project {} (regions {}): {}",
             p.name,
             p.allowed_regions.join(", "),
-            self.api("")
+            self.ui("")
         );
         println!("  the files this run writes: {}", self.dir.display());
 
@@ -313,7 +320,7 @@ impl Quickstart {
             plan.revision,
             table.features.len()
         );
-        println!("  {}", self.api("/features"));
+        println!("  {}", self.ui("/features"));
 
         self.step("Materialize: the newest measurements of each patient, online");
         self.materialize().await?;
@@ -335,6 +342,10 @@ impl Quickstart {
             "  registered {}  (qanat models -p {} show {MODEL})",
             model_ref(&trained),
             self.project
+        );
+        println!(
+            "  {}",
+            self.ui(&format!("/models/{MODEL}?version={trained}"))
         );
 
         self.step("Optimize for CPU: int8 quantization, measured on a holdout");
@@ -372,6 +383,7 @@ impl Quickstart {
         self.client
             .create_deployment(&self.project, DEPLOYMENT, &spec)
             .await?;
+        println!("  {}", self.ui(&format!("/deployments/{DEPLOYMENT}")));
         println!("  POST {}/v2/models/{DEPLOYMENT}/infer", self.url);
         println!(
             "    {{\"inputs\": [{{\"name\": \"patient_id\", \"datatype\": \"INT64\", \"shape\": [1], \"data\": [17]}}]}}"
@@ -387,6 +399,7 @@ impl Quickstart {
             "  {}: windows of 100 rows; rule: drift_share > 0.3 in 2 consecutive windows → notify, retrain, canary",
             self.dir.join("monitor.yaml").display()
         );
+        println!("  {}", self.ui(&format!("/monitors/{DEPLOYMENT}")));
 
         self.step("Traffic like the training data: 200 patients");
         self.traffic("calm", &patients(0, n)).await?;
@@ -475,9 +488,11 @@ impl Quickstart {
         std::fs::write(&report_file, &report)?;
         println!("  the drift report: {}", report_file.display());
         println!(
-            "  {}/monitors/{DEPLOYMENT}/checks/{}/report",
-            self.api(""),
-            alert.check
+            "  {}",
+            self.ui(&format!(
+                "/monitors/{DEPLOYMENT}?check={}#check",
+                alert.check
+            ))
         );
 
         self.step("Ground truth: labelled traffic judges the canary");
@@ -498,9 +513,8 @@ impl Quickstart {
             .post_labels(&self.project, DEPLOYMENT, labels)
             .await?;
         println!(
-            "  posted {} labels (POST {}/deployments/{DEPLOYMENT}/labels)",
-            stored.stored,
-            self.api("")
+            "  posted {} labels (POST {}/api/v1/projects/{}/deployments/{DEPLOYMENT}/labels)",
+            stored.stored, self.url, self.project
         );
         let alert_no = alert.alert;
         let done = self
@@ -558,9 +572,13 @@ impl Quickstart {
             println!("    {} —{}→ {}", e.child, e.relation, e.parent);
         }
         println!(
-            "  the monitor: qanat monitor -p {} status {DEPLOYMENT}  ·  {}/monitors/{DEPLOYMENT}",
+            "  drawn: {}",
+            self.ui(&format!("/lineage?ref=model:{MODEL}@{candidate}"))
+        );
+        println!(
+            "  the monitor: qanat monitor -p {} status {DEPLOYMENT}  ·  {}",
             self.project,
-            self.api("")
+            self.ui(&format!("/monitors/{DEPLOYMENT}"))
         );
         println!("  what the monitor did, audited: qanat audit tail --actor service:monitor");
         println!("  metrics: {}/metrics", self.url);
@@ -621,7 +639,7 @@ impl Quickstart {
             "  {}  {} rows — {message}  {}",
             qanat_core::ObjectRef::dataset(dataset, v.version),
             csv.lines().count() - 1,
-            self.api(&format!("/datasets/{dataset}/versions/{}", v.version))
+            self.ui(&format!("/datasets/{dataset}/versions/{}", v.version))
         );
         Ok(())
     }
@@ -692,7 +710,7 @@ impl Quickstart {
             "  job {} ({}) submitted  {}",
             job.job_id,
             job.kind,
-            self.api(&format!("/jobs/{}", job.job_id))
+            self.ui(&format!("/jobs/{}", job.job_id))
         );
         let start = Instant::now();
         loop {
