@@ -4,6 +4,7 @@
 
 use axum::extract::{Path, Query, State};
 use maud::{html, Markup};
+use qanat_core::ObjectRef;
 use qanat_types::data::tabular::ColumnProfile;
 use serde::Deserialize;
 
@@ -190,9 +191,12 @@ async fn version(
     let v = state.datasets.resolve(&d, &version_ref(&version)?).await?;
     let manifest = state.datasets.manifest(&d, &v).await?;
     let profiles = state.datasets.profiles(&d, &v).await?;
-    let graph =
-        super::registry::lineage_graph(&state, p, &format!("dataset:{}@{}", d.name, v.version))
-            .await?;
+    let graph = super::registry::lineage_graph(
+        &state,
+        p,
+        &ObjectRef::dataset(d.name.as_str(), v.version).to_string(),
+    )
+    .await?;
     let title = format!("{} version {}", d.name, v.version);
     let body = html! {
         h1 { (title) }

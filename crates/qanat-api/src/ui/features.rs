@@ -3,11 +3,10 @@
 
 use axum::extract::State;
 use maud::{html, Markup};
+use qanat_core::ObjectRef;
 use qanat_types::features::ObjectKind;
 
-use super::layout::{
-    self, badge, empty, project_url, query_value, table, time, Nav, Section, Session,
-};
+use super::layout::{self, badge, empty, project_url, table, time, Nav, Section, Session};
 use super::{page, viewer, PageResult};
 use crate::extract::Scope;
 use crate::route_table::Fragment;
@@ -58,7 +57,7 @@ async fn features(State(state): State<AppState>, s: Session, scope: Scope) -> Pa
                         dt { "Lag" } dd { (f.lag_seconds.map(|l| format!("{} s", layout::num(l))).unwrap_or_else(|| "—".into())) }
                         dt { "Rows written" } dd { (f.rows_written) }
                     }
-                    dt { "Lineage" } dd { a href=(project_url(&p.name, &format!("/lineage?ref={}", query_value(&format!("feature_view:{}@{}", o.name, o.version))))) { "lineage" } }
+                    dt { "Lineage" } dd { a href=(project_url(&p.name, &super::registry::lineage_path(&ObjectRef::feature_view(o.name.as_str(), o.version)))) { "lineage" } }
                 }
                 (definition(&o.definition))
             }

@@ -6,12 +6,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use maud::html;
+use qanat_core::{Kind, ObjectRef};
 use serde::Deserialize;
 
 use super::chart::{self, Series};
-use super::layout::{
-    self, badge, empty, project_url, query_value, seg, table, time, Nav, Section, Session,
-};
+use super::layout::{self, badge, empty, project_url, seg, table, time, Nav, Section, Session};
 use super::{page, viewer, PageResult, UiError};
 use crate::error::ApiError;
 use crate::extract::Scope;
@@ -128,7 +127,7 @@ async fn monitor(
             h2 #check { "Check " (c.check) " " (badge(&c.status.to_string())) }
             p { "Window " (time(&c.window_start)) " to " (time(&c.window_end)) ", " (c.rows) " rows. "
                 @if c.report { a href={(here) "/checks/" (c.check) "/report"} { "The drift report, with both distributions of each column" } } " · "
-                a href=(project_url(&p.name, &format!("/lineage?ref={}", query_value(&format!("drift_report:{}@{}", deployment, c.check))))) { "its lineage" } }
+                a href=(project_url(&p.name, &super::registry::lineage_path(&ObjectRef::version(Kind::DriftReport, deployment.as_str(), c.check)))) { "its lineage" } }
             @for v in &c.versions {
                 h3 { "Version " (v.version) ": " (v.rows) " rows " (badge(&v.status.to_string())) }
                 @if let Some(n) = &v.note { p.hint { (n) } }

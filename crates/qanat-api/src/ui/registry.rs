@@ -8,6 +8,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Form;
 use maud::{html, Markup};
+use qanat_core::{Kind, ObjectRef};
 use qanat_governance::{LineageEdge, Role};
 use serde::Deserialize;
 
@@ -121,7 +122,14 @@ async fn model(
         .clone()
         .or_else(|| versions.first().map(|v| v.version.clone()));
     let graph = match &selected {
-        Some(v) => Some(lineage_graph(&state, p, &format!("model:{}@{v}", m.name)).await?),
+        Some(v) => Some(
+            lineage_graph(
+                &state,
+                p,
+                &ObjectRef::at(Kind::Model, m.name.as_str(), v).to_string(),
+            )
+            .await?,
+        ),
         None => None,
     };
     let can_release = maintains(&s, &scope);
@@ -147,7 +155,7 @@ async fn model(
                         td { (v.current_stage) }
                         td { (badge(&v.status)) }
                         td { @if let Some(r) = &v.run_id { a href=(project_url(&p.name, &format!("/runs/{}", seg(r)))) { (r.chars().take(12).collect::<String>()) } } }
-                        td { a href=(project_url(&p.name, &format!("/lineage?ref={}", query_value(&format!("model:{}@{}", m.name, v.version))))) { "lineage" } }
+                        td { a href=(project_url(&p.name, &lineage_path(&ObjectRef::at(Kind::Model, m.name.as_str(), &v.version)))) { "lineage" } }
                     }
                 }
             }))
@@ -328,6 +336,11 @@ async fn lineage(
         &[],
         body,
     ))
+}
+
+/// The lineage page of `node` (a path under the project).
+pub(super) fn lineage_path(node: &ObjectRef) -> String {
+    format!("/lineage?ref={}", query_value(&node.to_string()))
 }
 
 /// The page of a lineage node (`kind:name@version`), if it has one.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
 use maud::html;
+use qanat_core::{Kind, ObjectRef};
 use qanat_types::serving::{LogRecord, Target};
 
 use super::chart::{self, Series};
@@ -151,7 +152,7 @@ async fn deployment(
             dt { "Revision" } dd { (d.revision) ", " (time_ms(d.updated_at / 1000)) " by " (d.updated_by) }
             dt { "Answers at" } dd { code { "/oip/" (p.name) "/v2/models/" (d.name) "/infer" } }
             dt { "Monitor" } dd { @if monitor.is_some() { a href=(project_url(&p.name, &format!("/monitors/{}", seg(&d.name)))) { "drift checks and alerts" } } @else { "none" } }
-            dt { "Lineage" } dd { a href=(project_url(&p.name, &format!("/lineage?ref={}", query_value(&format!("inference_log:{}", d.name))))) { "what its log fed" } }
+            dt { "Lineage" } dd { a href=(project_url(&p.name, &super::registry::lineage_path(&ObjectRef::unversioned(Kind::InferenceLog, d.name.as_str())))) { "what its log fed" } }
         }
         h2 { "Traffic" }
         @if let Some(svg) = chart::bars("Traffic split by target (percent)", &split, &[("weight", &weights)]) { figure { (svg) figcaption { "Each target's share of requests; shadows get a copy of each request." } } }

@@ -8,6 +8,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use maud::{html, Markup};
+use qanat_core::ObjectRef;
 use qanat_governance::Project;
 use qanat_tracking::ViewType;
 use qanat_types::tracking::Run;
@@ -401,7 +402,7 @@ async fn run(
             @if let Some(j) = &job {
                 dt { "Job" } dd { a href=(project_url(&p.name, &format!("/jobs/{}", seg(j)))) { (j) } }
             }
-            dt { "Lineage" } dd { a href=(project_url(&p.name, &format!("/lineage?ref={}", query_value(&format!("run:{}", i.run_id))))) { "where it came from and what came of it" } }
+            dt { "Lineage" } dd { a href=(project_url(&p.name, &super::registry::lineage_path(&ObjectRef::run(i.run_id.as_str())))) { "where it came from and what came of it" } }
         }
         h2 { "Metrics" }
         @if charts.is_empty() { (empty("No metrics logged.")) } @else {

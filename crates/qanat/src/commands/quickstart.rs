@@ -573,7 +573,7 @@ impl Quickstart {
         }
         println!(
             "  drawn: {}",
-            self.ui(&format!("/lineage?ref=model:{MODEL}@{candidate}"))
+            self.ui(&format!("/lineage?ref={}", model_ref(&candidate)))
         );
         println!(
             "  the monitor: qanat monitor -p {} status {DEPLOYMENT}  ·  {}",
