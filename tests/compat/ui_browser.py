@@ -23,6 +23,7 @@ import urllib.request
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 URL = os.environ["QANAT_URL"].rstrip("/")
 ADMIN = os.environ["QANAT_ADMIN_TOKEN"]
@@ -242,6 +243,27 @@ def main():
         d.find_element(By.CSS_SELECTOR, "button[name=verify]").click()
         check("the audit chain verifies", "verifies" in d.page_source, "no verification")
         drain(d)
+
+        # The keyboard: the first Tab reaches the skip link, which leads to the content.
+        d.get(URL + f"/ui/p/{PROJECT}/models")
+        d.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)
+        focused = d.switch_to.active_element
+        check("the first Tab reaches the skip link", focused.text == "Skip to the content", focused.text)
+        drain(d)
+        # A phone's screen: every page fits its width (tables and charts scroll or
+        # shrink inside it).
+        d.set_window_size(390, 844)
+        phone_pages = [f"/ui/p/{PROJECT}", f"/ui/p/{PROJECT}/experiments"] + exps[:1] + run_pages[:1] + models[:1]
+        phone_pages += [f"/ui/p/{PROJECT}/datasets", f"/ui/p/{PROJECT}/jobs", f"/ui/p/{PROJECT}/deployments"] + monitors[:1]
+        for path in phone_pages:
+            d.get(path if path.startswith("http") else URL + path)
+            over = d.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            check(f"{path} fits a phone's width", over <= 1, f"{over}px wider than the screen")
+        if SHOTS:
+            d.get(run_pages[0] if run_pages else URL + "/ui/")
+            d.save_screenshot(os.path.join(SHOTS, "phone-run.png"))
+        drain(d)
+        d.set_window_size(1280, 900)
 
         # The link the MLflow client printed opens its run.
         if RUN_LINK:

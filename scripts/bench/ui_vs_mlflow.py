@@ -1,0 +1,152 @@
+"""The web UI's two heaviest pages against MLflow 3.17's UI on the same data.
+
+    python ui_vs_mlflow.py populate-mlflow <sqlite uri> <runs> <points>
+    python ui_vs_mlflow.py populate-api <server uri> <runs> <points>
+    python ui_vs_mlflow.py run <qanat uri> <mlflow uri>
+
+Data, the same on both: an experiment `ui-runs` of <runs> runs (a param and a metric
+each, as tracking_vs_mlflow.py makes them) and an experiment `ui-curve` with one run
+whose metric `loss` has <points> steps.
+
+What is timed (sequential requests over loopback, N_PAGE times each, median):
+  Qanat    the page itself: GET /ui/p/default/experiments/<id> (the runs table, 50
+           runs with their param and metric columns, newest first) and GET
+           /ui/p/default/runs/<id> (the run page, its chart drawn as SVG from the
+           history thinned to 500 steps). The HTML is complete when it arrives.
+  MLflow   the requests its UI makes for the same views (its React app then renders in
+           the browser, which is not counted): POST /ajax-api/2.0/mlflow/runs/search
+           (100 runs, start_time DESC, as the experiment view asks), and for the run
+           view GET /ajax-api/2.0/mlflow/runs/get plus GET
+           /ajax-api/2.0/mlflow/metrics/get-history-bulk-interval (max_results 320,
+           what its chart asks for).
+"""
+
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tracking_vs_mlflow as tv  # noqa: E402
+
+N_PAGE = int(os.environ.get("N_PAGE", "20"))
+
+
+def headers():
+    h = {"Content-Type": "application/json"}
+    if os.environ.get("QANAT_TOKEN"):
+        h["Authorization"] = f"Bearer {os.environ['QANAT_TOKEN']}"
+    return h
+
+
+def populate_mlflow(db_uri, runs, points):
+    from mlflow.entities import Metric
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    os.environ["SEARCH_EXPERIMENT"] = "ui-runs"
+    tv.populate_mlflow(db_uri, runs)
+    store = SqlAlchemyStore(db_uri, "/tmp/unused-artifacts")
+    exp = store.create_experiment("ui-curve")
+    now = int(time.time() * 1000)
+    run = store.create_run(exp, "bench", now, [], "curve")
+    for start in range(0, points, 1000):
+        store.log_batch(
+            run.info.run_id,
+            metrics=[Metric("loss", 1.0 / (s + 1), now + s, s) for s in range(start, min(points, start + 1000))],
+            params=[],
+            tags=[],
+        )
+
+
+def populate_api(uri, runs, points):
+    import requests
+
+    tv.populate_api(uri, "ui-runs", runs)
+    api = f"{uri}/api/2.0/mlflow"
+    s = requests.Session()
+    exp = s.post(f"{api}/experiments/create", json={"name": "ui-curve"}, headers=headers()).json()["experiment_id"]
+    now = int(time.time() * 1000)
+    run = s.post(f"{api}/runs/create", json={"experiment_id": exp, "start_time": now, "run_name": "curve"}, headers=headers())
+    run_id = run.json()["run"]["info"]["run_id"]
+    for start in range(0, points, 1000):
+        body = {"run_id": run_id, "metrics": [
+            {"key": "loss", "value": 1.0 / (st + 1), "timestamp": now + st, "step": st}
+            for st in range(start, min(points, start + 1000))]}
+        s.post(f"{api}/runs/log-batch", json=body, headers=headers()).raise_for_status()
+
+
+def median_ms(call):
+    call()  # warm
+    times = []
+    for _ in range(N_PAGE):
+        t0 = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def ids(uri, h):
+    import requests
+
+    s = requests.Session()
+    get = lambda name: s.get(f"{uri}/api/2.0/mlflow/experiments/get-by-name", params={"experiment_name": name}, headers=h).json()["experiment"]["experiment_id"]
+    runs_exp, curve_exp = get("ui-runs"), get("ui-curve")
+    found = s.post(f"{uri}/api/2.0/mlflow/runs/search", json={"experiment_ids": [curve_exp], "max_results": 1}, headers=h).json()
+    return runs_exp, found["runs"][0]["info"]["run_id"]
+
+
+def run(qanat, mlflow):
+    import requests
+
+    qh = headers()
+    mh = {"Content-Type": "application/json"}
+    q_exp, q_run = ids(qanat, qh)
+    m_exp, m_run = ids(mlflow, mh)
+    s = requests.Session()
+
+    def ok(r):
+        r.raise_for_status()
+        return r
+
+    def q_runs():
+        body = ok(s.get(f"{qanat}/ui/p/default/experiments/{q_exp}", headers=qh)).text
+        assert body.count("<tr") > 50, "the runs table has its rows"
+
+    def q_run_page():
+        body = ok(s.get(f"{qanat}/ui/p/default/runs/{q_run}", headers=qh)).text
+        assert "<polyline" in body, "the run page draws its chart"
+
+    def m_runs():
+        r = ok(s.post(f"{mlflow}/ajax-api/2.0/mlflow/runs/search", headers=mh, json={
+            "experiment_ids": [m_exp], "filter": "", "run_view_type": "ACTIVE_ONLY",
+            "max_results": 100, "order_by": ["attributes.start_time DESC"]}))
+        assert len(r.json()["runs"]) == 100
+
+    def m_run_page():
+        ok(s.get(f"{mlflow}/ajax-api/2.0/mlflow/runs/get", params={"run_id": m_run}, headers=mh))
+        r = ok(s.get(f"{mlflow}/ajax-api/2.0/mlflow/metrics/get-history-bulk-interval",
+                     params={"run_ids": m_run, "metric_key": "loss", "max_results": 320}, headers=mh))
+        assert r.json()["metrics"], "points"
+
+    rows = [
+        (f"runs page, {os.environ.get('UI_RUNS', '?')} runs (median ms)", median_ms(q_runs), median_ms(m_runs)),
+        (f"run page, {os.environ.get('UI_POINTS', '?')} metric points (median ms)", median_ms(q_run_page), median_ms(m_run_page)),
+    ]
+    print("| page | qanat (whole page) | mlflow (its UI's API calls) | ratio |")
+    print("|---|---|---|---|")
+    for label, q, m in rows:
+        print(f"| {label} | {q:.1f} | {m:.1f} | {m / q:.1f}x |")
+
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "populate-mlflow":
+        populate_mlflow(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif cmd == "populate-api":
+        populate_api(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        run(sys.argv[2], sys.argv[3])
+
+
+if __name__ == "__main__":
+    main()
