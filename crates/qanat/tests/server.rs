@@ -1687,6 +1687,16 @@ fn ui_forms_need_their_csrf_token_and_pages_their_project() {
         html.contains("class=\"error\""),
         "a bad filter says why: {html}"
     );
+    // A query or path the page cannot read is a 400 page that says which part.
+    let (s, html) = page(&admin, "/ui/p/fraud/monitors/web?check=abc");
+    assert_eq!(s, 400, "{html}");
+    assert!(
+        html.contains("bad query string") && html.contains("<h1>"),
+        "{html}"
+    );
+    let (s, html) = page(&admin, "/ui/p/fraud/compare");
+    assert_eq!(s, 400, "{html}");
+    assert!(html.contains("tick at least one run"), "{html}");
 
     let (_, home) = page(&admin, "/ui/");
     let token = csrf_of(&home);

@@ -2,7 +2,7 @@
 //! and the difference between two versions. Every page is a governed read, audited as
 //! the API's dataset reads are.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use maud::{html, Markup};
 use qanat_core::ObjectRef;
 use qanat_types::data::tabular::ColumnProfile;
@@ -14,7 +14,7 @@ use super::layout::{
 };
 use super::{page, viewer, PageResult, UiError};
 use crate::error::ApiError;
-use crate::extract::Scope;
+use crate::extract::{ApiPath, ApiQuery, Scope};
 use crate::route_table::Fragment;
 use crate::AppState;
 
@@ -76,7 +76,7 @@ async fn dataset(
     State(state): State<AppState>,
     s: Session,
     scope: Scope,
-    Path((_, name)): Path<(String, String)>,
+    ApiPath((_, name)): ApiPath<(String, String)>,
 ) -> PageResult {
     let p = &scope.project;
     let d = state.datasets.get(p, &name).await?;
@@ -184,7 +184,7 @@ async fn version(
     State(state): State<AppState>,
     s: Session,
     scope: Scope,
-    Path((_, name, version)): Path<(String, String, String)>,
+    ApiPath((_, name, version)): ApiPath<(String, String, String)>,
 ) -> PageResult {
     let p = &scope.project;
     let d = state.datasets.get(p, &name).await?;
@@ -253,8 +253,8 @@ async fn diff(
     State(state): State<AppState>,
     s: Session,
     scope: Scope,
-    Path((_, name)): Path<(String, String)>,
-    Query(q): Query<DiffQuery>,
+    ApiPath((_, name)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<DiffQuery>,
 ) -> PageResult {
     let p = &scope.project;
     let d = state.datasets.get(p, &name).await?;

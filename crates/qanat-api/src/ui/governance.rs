@@ -1,6 +1,6 @@
 //! Projects (members, residency, quota, what each holds) and the audit log.
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use maud::html;
 use qanat_governance::wire::AuditFilter;
 use serde::Deserialize;
@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::layout::{self, badge, empty, project_url, table, time, Nav, Section, Session};
 use super::{page, viewer, PageResult};
 use crate::authz::Policy;
-use crate::extract::Scope;
+use crate::extract::{ApiQuery, Scope};
 use crate::route_table::Fragment;
 use crate::AppState;
 
@@ -163,7 +163,7 @@ fn nonempty(v: &Option<String>) -> Option<String> {
 async fn audit(
     State(state): State<AppState>,
     s: Session,
-    Query(q): Query<AuditQuery>,
+    ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> PageResult {
     let filter = AuditFilter {
         actor: nonempty(&q.actor),

@@ -1,14 +1,14 @@
 //! Jobs: the queue with the reason each one waits, a job's history, its logs per rank
 //! (the page follows a running job), its resource and GPU use over time, schedules.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use maud::html;
 use serde::Deserialize;
 
 use super::chart;
 use super::layout::{self, badge, empty, project_url, seg, table, time, Nav, Section, Session};
 use super::{page, viewer, PageResult};
-use crate::extract::Scope;
+use crate::extract::{ApiPath, ApiQuery, Scope};
 use crate::route_table::Fragment;
 use crate::AppState;
 
@@ -31,7 +31,7 @@ async fn jobs(
     State(state): State<AppState>,
     s: Session,
     scope: Scope,
-    Query(q): Query<JobsQuery>,
+    ApiQuery(q): ApiQuery<JobsQuery>,
 ) -> PageResult {
     let p = &scope.project;
     let wanted = q
@@ -125,8 +125,8 @@ async fn job(
     State(state): State<AppState>,
     s: Session,
     scope: Scope,
-    Path((_, job_id)): Path<(String, String)>,
-    Query(q): Query<JobQuery>,
+    ApiPath((_, job_id)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<JobQuery>,
 ) -> PageResult {
     let p = &scope.project;
     let d = state.jobs.get(p, &job_id).await?;

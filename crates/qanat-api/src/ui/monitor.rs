@@ -2,7 +2,7 @@
 //! actions they took (linked through lineage to what they made), and the HTML drift
 //! reports.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use maud::html;
@@ -13,7 +13,7 @@ use super::chart::{self, Series};
 use super::layout::{self, badge, empty, project_url, seg, table, time, Nav, Section, Session};
 use super::{page, viewer, PageResult, UiError};
 use crate::error::ApiError;
-use crate::extract::Scope;
+use crate::extract::{ApiPath, ApiQuery, Scope};
 use crate::route_table::Fragment;
 use crate::AppState;
 
@@ -79,8 +79,8 @@ async fn monitor(
     State(state): State<AppState>,
     s: Session,
     scope: Scope,
-    Path((_, deployment)): Path<(String, String)>,
-    Query(q): Query<MonitorQuery>,
+    ApiPath((_, deployment)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<MonitorQuery>,
 ) -> PageResult {
     let p = &scope.project;
     let status = state.monitor.status(p, &deployment).await?;
@@ -210,7 +210,7 @@ async fn monitor(
 async fn report(
     State(state): State<AppState>,
     scope: Scope,
-    Path((_, deployment, check)): Path<(String, String, String)>,
+    ApiPath((_, deployment, check)): ApiPath<(String, String, String)>,
 ) -> Result<Response, UiError> {
     let n: i64 = check.parse().map_err(|_| {
         UiError(ApiError::bad_request(format!(

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Form;
@@ -18,7 +18,7 @@ use super::layout::{
 use super::{form, page, viewer, PageResult, UiError};
 use crate::authz::{AuditTicket, Policy};
 use crate::error::ApiError;
-use crate::extract::Scope;
+use crate::extract::{ApiPath, ApiQuery, Scope};
 use crate::route_table::Fragment;
 use crate::AppState;
 
@@ -55,7 +55,7 @@ async fn models(
     State(state): State<AppState>,
     s: Session,
     scope: Scope,
-    Query(q): Query<ModelsQuery>,
+    ApiQuery(q): ApiQuery<ModelsQuery>,
 ) -> PageResult {
     let p = &scope.project;
     let found = state
@@ -75,10 +75,7 @@ async fn models(
                     }
                 }
             }))
-            nav.pager aria-label="Pages" {
-                @if q.page.is_some() { a href=(project_url(&p.name, "/models")) { "First page" } }
-                @if let Some(t) = &found.next_page_token { a href=(project_url(&p.name, &format!("/models?page={}", query_value(t)))) rel="next" { "Next page" } }
-            }
+            (super::tracking::pager(&project_url(&p.name, "/models?"), q.page.is_some(), found.next_page_token.as_deref()))
         }
     };
     Ok(layout::page(
@@ -104,8 +101,8 @@ async fn model(
     State(state): State<AppState>,
     s: Session,
     scope: Scope,
-    Path((_, name)): Path<(String, String)>,
-    Query(q): Query<ModelQuery>,
+    ApiPath((_, name)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<ModelQuery>,
 ) -> PageResult {
     let p = &scope.project;
     let m = state.tracking.registered_model(p, &name).await?;
@@ -223,7 +220,7 @@ async fn promote(
     State(state): State<AppState>,
     scope: Scope,
     ticket: AuditTicket,
-    Path((_, name)): Path<(String, String)>,
+    ApiPath((_, name)): ApiPath<(String, String)>,
     Form(f): Form<AliasForm>,
 ) -> PageResult {
     let p = &scope.project;
@@ -259,7 +256,7 @@ async fn rollback(
     State(state): State<AppState>,
     scope: Scope,
     ticket: AuditTicket,
-    Path((_, name)): Path<(String, String)>,
+    ApiPath((_, name)): ApiPath<(String, String)>,
     Form(f): Form<AliasForm>,
 ) -> PageResult {
     let p = &scope.project;
@@ -285,7 +282,7 @@ async fn lineage(
     State(state): State<AppState>,
     s: Session,
     scope: Scope,
-    Query(q): Query<LineageQuery>,
+    ApiQuery(q): ApiQuery<LineageQuery>,
 ) -> PageResult {
     let p = &scope.project;
     let Some(root) = q

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use maud::html;
 use qanat_core::{Kind, ObjectRef};
 use qanat_types::serving::{LogRecord, Target};
@@ -14,7 +14,7 @@ use super::layout::{
     self, badge, empty, project_url, query_value, seg, table, time_ms, Nav, Section, Session,
 };
 use super::{page, viewer, PageResult};
-use crate::extract::Scope;
+use crate::extract::{ApiPath, Scope};
 use crate::route_table::Fragment;
 use crate::AppState;
 
@@ -120,7 +120,7 @@ async fn deployment(
     State(state): State<AppState>,
     s: Session,
     scope: Scope,
-    Path((_, name)): Path<(String, String)>,
+    ApiPath((_, name)): ApiPath<(String, String)>,
 ) -> PageResult {
     let p = &scope.project;
     let status = state.serving.status(p, &name).await?;

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use axum::extract::{Path, Query, RawQuery, State};
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::extract::{RawQuery, State};
+use axum::http::header;
+use axum::response::Response;
 use futures::StreamExt;
 use maud::{html, Markup};
 use qanat_core::ObjectRef;
@@ -20,7 +20,7 @@ use super::layout::{
 };
 use super::{page, viewer, PageResult, UiError};
 use crate::error::ApiError;
-use crate::extract::Scope;
+use crate::extract::{ApiPath, ApiQuery, Scope};
 use crate::mlflow::Ml;
 use crate::route_table::Fragment;
 use crate::AppState;
@@ -66,7 +66,7 @@ async fn experiments(
     State(state): State<AppState>,
     s: Session,
     scope: Scope,
-    Query(q): Query<PageQuery>,
+    ApiQuery(q): ApiQuery<PageQuery>,
 ) -> PageResult {
     let p = &scope.project;
     let found = state
@@ -106,7 +106,7 @@ async fn experiments(
 }
 
 /// "First page" and "Next page" links; `base` ends with `?` or `&`.
-fn pager(base: &str, not_first: bool, next: Option<&str>) -> Markup {
+pub(super) fn pager(base: &str, not_first: bool, next: Option<&str>) -> Markup {
     html! {
         nav.pager aria-label="Pages" {
             @if not_first { a href=(base.trim_end_matches(['?', '&'])) { "First page" } }
@@ -136,8 +136,8 @@ async fn runs(
     State(state): State<AppState>,
     s: Session,
     scope: Scope,
-    Path((_, experiment)): Path<(String, String)>,
-    Query(q): Query<RunsQuery>,
+    ApiPath((_, experiment)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<RunsQuery>,
 ) -> PageResult {
     let p = &scope.project;
     let exp = state.tracking.experiment(p, &experiment).await?;
@@ -329,8 +329,8 @@ async fn run(
     State(state): State<AppState>,
     s: Session,
     scope: Scope,
-    Path((_, run_id)): Path<(String, String)>,
-    Query(q): Query<ArtifactQuery>,
+    ApiPath((_, run_id)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<ArtifactQuery>,
 ) -> PageResult {
     let p = &scope.project;
     let r = state.tracking.run(p, &run_id).await?;
@@ -677,8 +677,8 @@ fn csv_table(text: &str, sep: u8) -> Markup {
 async fn artifact(
     State(state): State<AppState>,
     scope: Scope,
-    Path((_, run_id)): Path<(String, String)>,
-    Query(q): Query<ArtifactQuery>,
+    ApiPath((_, run_id)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<ArtifactQuery>,
 ) -> Result<Response, UiError> {
     let p = &scope.project;
     let r = state.tracking.run(p, &run_id).await?;
@@ -813,18 +813,13 @@ async fn compare(
         ul { @for (r, n) in runs.iter().zip(&names) { li { a href=(project_url(&p.name, &format!("/runs/{}", seg(&r.info.run_id)))) { (n) } } } }
     };
     let crumbs = [("Experiments", project_url(&p.name, "/experiments"))];
-    let resp = layout::page(
+    Ok(layout::page(
         &s,
         Nav::project(&p.name, Section::Experiments),
         "Compare runs",
         &crumbs,
         body,
-    );
-    Ok(if runs.is_empty() {
-        (StatusCode::BAD_REQUEST, resp).into_response()
-    } else {
-        resp
-    })
+    ))
 }
 
 #[cfg(test)]
