@@ -36,6 +36,18 @@ pub async fn record_edges(
     Ok(())
 }
 
+/// Which way a lineage walk goes.
+#[derive(Clone, Copy)]
+enum Direction {
+    /// To the parents: where an object came from.
+    Up,
+    /// To the children: what came of it.
+    Down,
+}
+
+/// Children listed per object on a downstream walk (a dataset version may feed many runs).
+const MAX_CHILDREN: usize = 200;
+
 impl Governance {
     /// Walks from `root` to its ancestors, breadth first, at most `depth` levels.
     #[qanat_macros::boxed]
@@ -45,41 +57,12 @@ impl Governance {
         root: &str,
         depth: usize,
     ) -> Result<LineageGraph> {
-        let mut edges = BTreeSet::new();
-        let mut seen = BTreeSet::from([root.to_string()]);
-        let mut queue = VecDeque::from([(root.to_string(), 0usize)]);
-        let mut truncated = false;
-        while let Some((node, level)) = queue.pop_front() {
-            let rows = sqlx::query("SELECT parent, relation FROM lineage_edges WHERE project_id = $1 AND child = $2 ORDER BY relation, parent")
-                .bind(project_id)
-                .bind(&node)
-                .fetch_all(self.meta.reader())
-                .await?;
-            if level >= depth {
-                truncated |= !rows.is_empty();
-                continue;
-            }
-            for r in rows {
-                let parent: String = r.try_get("parent")?;
-                edges.insert(LineageEdge {
-                    child: node.clone(),
-                    parent: parent.clone(),
-                    relation: r.try_get("relation")?,
-                });
-                if seen.insert(parent.clone()) {
-                    queue.push_back((parent, level + 1));
-                }
-            }
-        }
-        Ok(LineageGraph {
-            root: root.to_string(),
-            edges: edges.into_iter().collect(),
-            truncated,
-        })
+        self.lineage_walk(project_id, root, depth, Direction::Up)
+            .await
     }
 
     /// Walks from `root` to what came of it (the objects it is a parent of), breadth
-    /// first, at most `depth` levels: the other direction of [`Self::lineage_upstream`].
+    /// first, at most `depth` levels and [`MAX_CHILDREN`] children of each object.
     #[qanat_macros::boxed]
     pub async fn lineage_downstream(
         &self,
@@ -87,12 +70,27 @@ impl Governance {
         root: &str,
         depth: usize,
     ) -> Result<LineageGraph> {
+        self.lineage_walk(project_id, root, depth, Direction::Down)
+            .await
+    }
+
+    async fn lineage_walk(
+        &self,
+        project_id: &ProjectId,
+        root: &str,
+        depth: usize,
+        way: Direction,
+    ) -> Result<LineageGraph> {
+        let sql = match way {
+            Direction::Up => "SELECT parent AS other, relation FROM lineage_edges WHERE project_id = $1 AND child = $2 ORDER BY relation, parent".to_string(),
+            Direction::Down => format!("SELECT child AS other, relation FROM lineage_edges WHERE project_id = $1 AND parent = $2 ORDER BY relation, child LIMIT {MAX_CHILDREN}"),
+        };
         let mut edges = BTreeSet::new();
         let mut seen = BTreeSet::from([root.to_string()]);
         let mut queue = VecDeque::from([(root.to_string(), 0usize)]);
         let mut truncated = false;
         while let Some((node, level)) = queue.pop_front() {
-            let rows = sqlx::query("SELECT child, relation FROM lineage_edges WHERE project_id = $1 AND parent = $2 ORDER BY relation, child LIMIT 200")
+            let rows = sqlx::query(&sql)
                 .bind(project_id)
                 .bind(&node)
                 .fetch_all(self.meta.reader())
@@ -101,16 +99,20 @@ impl Governance {
                 truncated |= !rows.is_empty();
                 continue;
             }
-            truncated |= rows.len() >= 200;
+            truncated |= matches!(way, Direction::Down) && rows.len() >= MAX_CHILDREN;
             for r in rows {
-                let child: String = r.try_get("child")?;
+                let other: String = r.try_get("other")?;
+                let (child, parent) = match way {
+                    Direction::Up => (node.clone(), other.clone()),
+                    Direction::Down => (other.clone(), node.clone()),
+                };
                 edges.insert(LineageEdge {
-                    child: child.clone(),
-                    parent: node.clone(),
+                    child,
+                    parent,
                     relation: r.try_get("relation")?,
                 });
-                if seen.insert(child.clone()) {
-                    queue.push_back((child, level + 1));
+                if seen.insert(other.clone()) {
+                    queue.push_back((other, level + 1));
                 }
             }
         }
