@@ -39,23 +39,78 @@ def headers():
     return h
 
 
+def clone_rows(db_path, table, key_col, template_id, rows):
+    """Inserts copies of the rows of `table` whose `key_col` is `template_id`, one set
+    per item of `rows` (a dict of column overrides for each copy; `by_key`, values of
+    the rows by their `key`), in one transaction."""
+    import sqlite3
+
+    con = sqlite3.connect(db_path)
+    cur = con.execute(f"SELECT * FROM {table} WHERE {key_col} = ?", (template_id,))
+    cols = [d[0] for d in cur.description]
+    templates = [dict(zip(cols, r)) for r in cur.fetchall()]
+    sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
+    batch = []
+    for over in rows:
+        for t in templates:
+            row = {**t, **{k: v for k, v in over.items() if k in t}}
+            if t.get("key") in over.get("by_key", {}):
+                row["value"] = over["by_key"][t["key"]]
+            batch.append([row[c] for c in cols])
+        if len(batch) >= 50_000:
+            con.executemany(sql, batch)
+            batch = []
+    con.executemany(sql, batch)
+    con.commit()
+    con.close()
+
+
 def populate_mlflow(db_uri, runs, points):
-    from mlflow.entities import Metric
+    """The same data in MLflow's store. One run of each kind is written by MLflow's own
+    store (create_run, log_batch), which makes its rows exactly; the rest are copies of
+    those rows with their own ids, names, times and values, inserted in bulk (MLflow's
+    store writes ~3,000 runs a minute, so 100k runs would take over half an hour)."""
+    import random
+    import uuid
+
+    from mlflow.entities import Metric, Param, RunTag
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-    os.environ["SEARCH_EXPERIMENT"] = "ui-runs"
-    tv.populate_mlflow(db_uri, runs)
+    db_path = db_uri.removeprefix("sqlite:///")
     store = SqlAlchemyStore(db_uri, "/tmp/unused-artifacts")
-    exp = store.create_experiment("ui-curve")
+    exp = store.create_experiment("ui-runs")
+    rng = random.Random(7)
     now = int(time.time() * 1000)
+    first = store.create_run(exp, "bench", now, [RunTag("i", "0")], "run-0")
+    store.log_batch(first.info.run_id, metrics=[Metric("acc", rng.random(), now, 0)],
+                    params=[Param("model", rng.choice(["tree", "linear", "boost"]))], tags=[])
+    tid = first.info.run_id
+    copies = []
+    for i in range(1, runs):
+        rid = uuid.uuid4().hex
+        copies.append((i, rid, rng.random(), rng.choice(["tree", "linear", "boost"])))
+    clone_rows(db_path, "runs", "run_uuid", tid, (
+        {"run_uuid": rid, "name": f"run-{i}", "start_time": now + i,
+         "artifact_uri": first.info.artifact_uri.replace(tid, rid)} for i, rid, _, _ in copies))
+    clone_rows(db_path, "tags", "run_uuid", tid, (
+        {"run_uuid": rid, "by_key": {"i": str(i), "mlflow.runName": f"run-{i}"}} for i, rid, _, _ in copies))
+    clone_rows(db_path, "params", "run_uuid", tid, ({"run_uuid": rid, "value": m} for _, rid, _, m in copies))
+    clone_rows(db_path, "metrics", "run_uuid", tid, ({"run_uuid": rid, "value": a} for _, rid, a, _ in copies))
+    clone_rows(db_path, "latest_metrics", "run_uuid", tid, ({"run_uuid": rid, "value": a} for _, rid, a, _ in copies))
+
+    exp = store.create_experiment("ui-curve")
     run = store.create_run(exp, "bench", now, [], "curve")
-    for start in range(0, points, 1000):
-        store.log_batch(
-            run.info.run_id,
-            metrics=[Metric("loss", 1.0 / (s + 1), now + s, s) for s in range(start, min(points, start + 1000))],
-            params=[],
-            tags=[],
-        )
+    store.log_batch(run.info.run_id, metrics=[Metric("loss", 1.0, now, 0)], params=[], tags=[])
+    clone_rows(db_path, "metrics", "run_uuid", run.info.run_id, (
+        {"value": 1.0 / (s + 1), "timestamp": now + s, "step": s} for s in range(1, points)))
+    # The latest point is the last step's.
+    import sqlite3
+
+    con = sqlite3.connect(db_path)
+    con.execute("UPDATE latest_metrics SET value = ?, timestamp = ?, step = ? WHERE run_uuid = ?",
+                (1.0 / points, now + points - 1, points - 1, run.info.run_id))
+    con.commit()
+    con.close()
 
 
 def populate_api(uri, runs, points):
@@ -108,19 +163,31 @@ def run(qanat, mlflow):
         r.raise_for_status()
         return r
 
-    def q_runs():
-        body = ok(s.get(f"{qanat}/ui/p/default/experiments/{q_exp}", headers=qh)).text
-        assert body.count("<tr") > 50, "the runs table has its rows"
+    def search(uri, h, exp, n, **body):
+        return ok(s.post(f"{uri}/api/2.0/mlflow/runs/search", headers=h,
+                         json={"experiment_ids": [exp], "max_results": n, **body})).json()
+
+    def q_page(**params):
+        def call():
+            body = ok(s.get(f"{qanat}/ui/p/default/experiments/{q_exp}", params=params, headers=qh)).text
+            assert body.count("<tr") > 50, "the runs table has its rows"
+        return call
+
+    def m_search(**body):
+        def call():
+            r = ok(s.post(f"{mlflow}/ajax-api/2.0/mlflow/runs/search", headers=mh, json={
+                "experiment_ids": [m_exp], "filter": "", "run_view_type": "ACTIVE_ONLY",
+                "max_results": 100, **body}))
+            assert len(r.json()["runs"]) == 100
+        return call
+
+    bounded = "metrics.acc > 0.5"
+    q_token = search(qanat, qh, q_exp, 50, filter=bounded)["next_page_token"]
+    m_token = search(mlflow, mh, m_exp, 100, filter=bounded)["next_page_token"]
 
     def q_run_page():
         body = ok(s.get(f"{qanat}/ui/p/default/runs/{q_run}", headers=qh)).text
         assert "<polyline" in body, "the run page draws its chart"
-
-    def m_runs():
-        r = ok(s.post(f"{mlflow}/ajax-api/2.0/mlflow/runs/search", headers=mh, json={
-            "experiment_ids": [m_exp], "filter": "", "run_view_type": "ACTIVE_ONLY",
-            "max_results": 100, "order_by": ["attributes.start_time DESC"]}))
-        assert len(r.json()["runs"]) == 100
 
     def m_run_page():
         ok(s.get(f"{mlflow}/ajax-api/2.0/mlflow/runs/get", params={"run_id": m_run}, headers=mh))
@@ -128,11 +195,17 @@ def run(qanat, mlflow):
                      params={"run_ids": m_run, "metric_key": "loss", "max_results": 320}, headers=mh))
         assert r.json()["metrics"], "points"
 
+    n = os.environ.get("UI_RUNS", "?")
     rows = [
-        (f"runs page, {os.environ.get('UI_RUNS', '?')} runs (median ms)", median_ms(q_runs), median_ms(m_runs)),
-        (f"run page, {os.environ.get('UI_POINTS', '?')} metric points (median ms)", median_ms(q_run_page), median_ms(m_run_page)),
+        (f"runs page, {n} runs, newest first", median_ms(q_page()),
+         median_ms(m_search(order_by=["attributes.start_time DESC"]))),
+        (f"the same, filtered `{bounded}`, second page", median_ms(q_page(filter=bounded, page=q_token)),
+         median_ms(m_search(filter=bounded, order_by=["attributes.start_time DESC"], page_token=m_token))),
+        ("the same, sorted by `metrics.acc DESC`, no filter", median_ms(q_page(order="metrics.acc DESC")),
+         median_ms(m_search(order_by=["metrics.acc DESC"]))),
+        (f"run page, {os.environ.get('UI_POINTS', '?')} metric points", median_ms(q_run_page), median_ms(m_run_page)),
     ]
-    print("| page | qanat (whole page) | mlflow (its UI's API calls) | ratio |")
+    print("| view (median ms) | qanat (whole page) | mlflow (its UI's API calls) | ratio |")
     print("|---|---|---|---|")
     for label, q, m in rows:
         print(f"| {label} | {q:.1f} | {m:.1f} | {m / q:.1f}x |")

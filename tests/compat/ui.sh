@@ -71,10 +71,15 @@ PY
 )
 echo "the MLflow client printed: ${LINK:-nothing}" >&2
 
+# A job that prints a line every half second for a minute: its page follows the log.
+TICKER=$(curl -sf -X POST "$URL/api/v1/projects/default/jobs" -H "Authorization: Bearer $ADMIN" \
+  -H 'Content-Type: application/json' \
+  -d '{"name": "ticker", "command": "i=0; while [ $i -lt 120 ]; do echo tick $i; i=$((i+1)); sleep 0.5; done"}' | json '["job_id"]')
+
 if [ -n "${UI_SCREENSHOTS:-}" ]; then
   mkdir -p "$UI_SCREENSHOTS"
   UI_SCREENSHOTS=$(cd "$UI_SCREENSHOTS" && pwd)
 fi
 QANAT_URL=$URL QANAT_ADMIN_TOKEN=$ADMIN QANAT_VIEWER_TOKEN=$VIEWER QANAT_OTHER_PROJECT=other \
-  MLFLOW_RUN_LINK=$LINK UI_SCREENSHOTS=${UI_SCREENSHOTS:-} SE_OFFLINE=true \
+  MLFLOW_RUN_LINK=$LINK QANAT_TICKER_JOB=$TICKER UI_SCREENSHOTS=${UI_SCREENSHOTS:-} SE_OFFLINE=true \
   "$UI_VENV/bin/python" "$ROOT/tests/compat/ui_browser.py"

@@ -9,7 +9,8 @@ screenshots of the main pages go to $UI_SCREENSHOTS when it is set.
 
 Environment: QANAT_URL, QANAT_ADMIN_TOKEN, QANAT_VIEWER_TOKEN (a viewer of `default`
 only), QANAT_OTHER_PROJECT (a project the viewer is not in), MLFLOW_RUN_LINK (the
-"View run" link the MLflow client printed).
+"View run" link the MLflow client printed), QANAT_TICKER_JOB (a job of `default` that
+prints a line every half second for a while).
 """
 
 import http.cookiejar
@@ -30,6 +31,7 @@ ADMIN = os.environ["QANAT_ADMIN_TOKEN"]
 VIEWER = os.environ["QANAT_VIEWER_TOKEN"]
 OTHER = os.environ.get("QANAT_OTHER_PROJECT", "other")
 RUN_LINK = os.environ.get("MLFLOW_RUN_LINK", "")
+TICKER = os.environ.get("QANAT_TICKER_JOB", "")
 SHOTS = os.environ.get("UI_SCREENSHOTS", "")
 PROJECT = "default"
 
@@ -69,7 +71,10 @@ def drain(d):
             if r.get("status", 0) >= 400:
                 failed.append(f'{r["status"]} {r["url"]}')
         elif msg.get("method") == "Network.loadingFailed":
-            failed.append(f'failed {msg["params"].get("errorText")}')
+            # A request cut short by leaving the page (a followed log's long poll) is
+            # not a failure.
+            if msg["params"].get("errorText") != "net::ERR_ABORTED":
+                failed.append(f'failed {msg["params"].get("errorText")}')
     return errors, failed
 
 
@@ -90,6 +95,36 @@ def visit(d, path, heading, shot=None, expect_status_ok=True):
 
 def links(d, part):
     return [a.get_attribute("href") for a in d.find_elements(By.CSS_SELECTOR, "a[href]") if part in (a.get_attribute("href") or "")]
+
+
+def live_log(d, path):
+    """A running job's page follows its log: lines printed after the page loaded
+    appear in it without a reload."""
+    import time
+
+    follow = []
+    for _ in range(60):
+        d.get(URL + path)
+        follow = d.find_elements(By.CSS_SELECTOR, "pre[data-log]")
+        if follow:
+            break
+        time.sleep(1)
+    check("a running job's page follows its log", bool(follow), "the job never ran")
+    if not follow:
+        return
+    d.execute_script("window.__qanatPage = 1")
+    ticks = lambda: [int(t) for t in re.findall(r"tick (\d+)", follow[0].text)]
+    first = max(ticks(), default=-1)
+    grown = False
+    for _ in range(40):
+        time.sleep(0.5)
+        if max(ticks(), default=-1) >= first + 3:
+            grown = True
+            break
+    same_page = d.execute_script("return window.__qanatPage === 1")
+    check("the followed log grows in place (no reload)", grown and same_page, f"ticks {first} -> {max(ticks(), default=-1)}, same page {same_page}")
+    errors, failed = drain(d)
+    check(f"{path}: following the log, no console error or failed request", not errors and not failed, "; ".join(errors + failed)[:500])
 
 
 def login(d, token):
@@ -210,6 +245,8 @@ def main():
                 drain(d)
         visit(d, f"/ui/p/{PROJECT}/features", "Features", "features")
         visit(d, f"/ui/p/{PROJECT}/jobs", "Jobs", "jobs")
+        if TICKER:
+            live_log(d, f"/ui/p/{PROJECT}/jobs/{TICKER}")
         for j in links(d, f"/ui/p/{PROJECT}/jobs/")[:3]:
             visit(d, j, "Job", "job")
         visit(d, f"/ui/p/{PROJECT}/deployments", "Deployments", "deployments")
@@ -220,6 +257,13 @@ def main():
         check("a monitor is listed", bool(monitors), "none")
         for m in monitors[:1]:
             visit(d, m, "Monitor", "monitor")
+            frames = d.find_elements(By.CSS_SELECTOR, "iframe.report")
+            check("the monitor page frames its latest drift report", bool(frames), "no frame")
+            if frames:
+                d.switch_to.frame(frames[0])
+                check("the framed report draws each column's two distributions",
+                      len(d.find_elements(By.TAG_NAME, "svg")) > 0, d.page_source[:200])
+                d.switch_to.default_content()
             reports = links(d, "/report")
             if reports:
                 d.get(reports[0])

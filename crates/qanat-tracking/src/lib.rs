@@ -31,8 +31,14 @@ pub use store::{Batch, NewRun, Page, RunLimits, RunUpdate, Tracking};
 
 /// This domain's tables: experiments, runs, metrics (0003); logged models, the model registry, aliases and their history (0004).
 /// A schema that lists it applies them (see `qanat_store::migrations`).
-pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
-    qanat_store::domain_migrations!("tracking", ["0003_tracking.sql", "0004_models.sql",]);
+pub static MIGRATIONS: qanat_store::migrations::DomainMigrations = qanat_store::domain_migrations!(
+    "tracking",
+    [
+        "0003_tracking.sql",
+        "0004_models.sql",
+        "0016_metric_order.sql",
+    ]
+);
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

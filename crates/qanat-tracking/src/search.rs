@@ -507,9 +507,11 @@ pub(crate) fn parse_order(t: &Target, order_by: &[String]) -> Result<Vec<OrderKe
 /// A metric key, its numeric bounds (`op`, value) and the order direction.
 pub(crate) type Driving = (String, Vec<(String, f64)>, bool);
 
-/// When the first order key is a metric that the filter compares with numbers, that
-/// metric's key, its bounds (`op`, value) and the direction: such a search can be
-/// driven from the metric's (key, value) index, since every matching run has the value.
+/// When the first order key is a metric, that metric's key, the filter's numeric
+/// bounds on it (`op`, value; maybe none) and the direction: such a search can be
+/// driven from the metric's values in order (an index of each experiment's values).
+/// With bounds every matching run has a value; without, the runs with none (or NaN)
+/// come after those that have one.
 pub(crate) fn driving_metric(clauses: &[Clause], order: &[OrderKey]) -> Option<Driving> {
     let first = order.first()?;
     let Entity::Metric(key) = &first.entity else {
@@ -524,7 +526,7 @@ pub(crate) fn driving_metric(clauses: &[Clause], order: &[OrderKey]) -> Option<D
             _ => None,
         })
         .collect();
-    (!bounds.is_empty()).then(|| (key.clone(), bounds, first.ascending))
+    Some((key.clone(), bounds, first.ascending))
 }
 
 /// SQL pieces with their parameters, numbered from `first`.

@@ -401,6 +401,20 @@ impl Tracking {
         Ok((rows, more))
     }
 
+    /// The `n` that `sql` (a `SELECT COUNT(*) AS n …`) counts.
+    async fn count(&self, sql: &str, binds: &[crate::search::Bind]) -> Result<i64> {
+        use crate::search::Bind;
+        let mut q = sqlx::query(sql);
+        for b in binds {
+            q = match b {
+                Bind::Text(t) => q.bind(t.as_str()),
+                Bind::Num(n) => q.bind(*n),
+                Bind::Int(i) => q.bind(*i),
+            };
+        }
+        Ok(q.fetch_one(self.meta.reader()).await?.try_get("n")?)
+    }
+
     /// Runs `sql`, whose placeholders $1.. are `ids`, on a reader.
     pub(crate) async fn rows_for(&self, sql: &str, ids: &[String]) -> Result<Vec<AnyRow>> {
         let mut q = sqlx::query(sql);
@@ -1029,7 +1043,7 @@ impl Tracking {
         let tags = !batch.tags.is_empty();
         self.check_run_caps(&mut tx, &info.run_id, params_added, tags)
             .await?;
-        insert_metrics(&mut tx, &info.run_id, &batch.metrics).await?;
+        insert_metrics(&mut tx, project, &info, &batch.metrics).await?;
         commit_audited(tx, audit).await?;
         Ok(())
     }
@@ -1208,6 +1222,88 @@ impl Tracking {
         Ok(points)
     }
 
+    /// The curves of `key` in runs `run_ids` of this project, thinned for a chart
+    /// (other ids yield nothing): each run's first and last step and, between them,
+    /// the first step logged at or after each of `max_points` targets spread evenly
+    /// over that run's steps; every point at those steps, by run (in the order given),
+    /// step, timestamp and value.
+    ///
+    /// Unlike [`Tracking::metric_history_sampled`] (MLflow's sampling, which reads
+    /// every distinct step), each chosen step is one index seek, so a curve of a
+    /// million points costs what one of a thousand does: the UI's run and compare pages.
+    #[qanat_macros::boxed]
+    pub async fn metric_curves(
+        &self,
+        project: &Project,
+        run_ids: &[String],
+        key: &str,
+        max_points: usize,
+    ) -> Result<Vec<(String, Metric)>> {
+        if run_ids.is_empty() || max_points == 0 {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT run_id FROM runs WHERE project_id = $1 AND run_id IN ({})",
+            placeholders(2, run_ids.len())
+        );
+        let mut q = sqlx::query(&sql).bind(project.id.as_str());
+        for r in run_ids {
+            q = q.bind(r);
+        }
+        let mine: std::collections::HashSet<String> = q
+            .fetch_all(self.meta.reader())
+            .await?
+            .iter()
+            .map(|row| row.try_get("run_id"))
+            .collect::<Result<_, _>>()?;
+        let mut points = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for run in run_ids {
+            if !mine.contains(run) || !seen.insert(run) {
+                continue;
+            }
+            let ends = sqlx::query(
+                "SELECT (SELECT MIN(step) FROM metrics WHERE run_id = $1 AND key = $2) AS lo, \
+                 (SELECT MAX(step) FROM metrics WHERE run_id = $1 AND key = $2) AS hi",
+            )
+            .bind(run)
+            .bind(key)
+            .fetch_one(self.meta.reader())
+            .await?;
+            let (Some(lo), Some(hi)) = (
+                ends.try_get::<Option<i64>, _>("lo")?,
+                ends.try_get::<Option<i64>, _>("hi")?,
+            ) else {
+                continue;
+            };
+            let span = i128::from(hi) - i128::from(lo);
+            let targets: std::collections::BTreeSet<i64> = (0..max_points)
+                .map(|i| lo.saturating_add((span * i as i128 / max_points as i128) as i64))
+                .chain([hi])
+                .collect();
+            // A target with no point at or after it within the run cannot occur (hi
+            // is the last); each is found by the index's first entry at or past it.
+            let sql = format!(
+                "SELECT m.run_id, m.key, m.value, m.is_nan, m.timestamp, m.step FROM metrics m \
+                 WHERE m.run_id = $1 AND m.key = $2 AND m.step IN (\
+                 SELECT (SELECT MIN(x.step) FROM metrics x WHERE x.run_id = $1 AND x.key = $2 AND x.step >= t.column1) \
+                 FROM (VALUES {}) AS t) ORDER BY m.step, m.timestamp, m.value",
+                (3..3 + targets.len())
+                    .map(|i| format!("(${i})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            let mut q = sqlx::query(&sql).bind(run).bind(key);
+            for t in &targets {
+                q = q.bind(*t);
+            }
+            for row in q.fetch_all(self.meta.reader()).await? {
+                points.push((row.try_get::<String, _>("run_id")?, metric_from(&row)?));
+            }
+        }
+        Ok(points)
+    }
+
     /// The distinct datasets the runs of `experiment_ids` read, with their context
     /// (the `mlflow.data.context` input tag): at most 1000.
     #[qanat_macros::boxed]
@@ -1278,57 +1374,48 @@ impl Tracking {
             Some(f) => crate::search::parse_filter(&crate::search::RUNS, f)?,
             None => Vec::new(),
         };
-        let mut order = crate::search::parse_order(&crate::search::RUNS, order_by)?;
+        let order = crate::search::parse_order(&crate::search::RUNS, order_by)?;
         let stages = view.stages();
-        let mut next = 2 + exps.len() + stages.len();
-        // Ordering by a metric the filter bounds (`metrics.acc > 0.5` ... `metrics.acc
-        // DESC`, the common search) joins that metric once, so the (key, value) index of
-        // latest_metrics can drive the query instead of a walk over every run.
-        let driving = crate::search::driving_metric(&clauses, &order);
-        let mut drive_sql = String::new();
-        let mut drive_params = Vec::new();
-        let mut drive_order = String::new();
-        if let Some((key, bounds, ascending)) = driving {
-            drive_sql.push_str(&format!(" AND d.key = ${next} AND d.is_nan = 0"));
-            drive_params.push(crate::search::Bind::Text(key));
-            next += 1;
-            for (op, v) in bounds {
-                drive_sql.push_str(&format!(" AND d.value {op} ${next}"));
-                drive_params.push(crate::search::Bind::Num(v));
-                next += 1;
+        let query = RunQuery {
+            backend: self.meta.backend(),
+            project: project.id.as_str(),
+            exps: &exps,
+            stages: &stages,
+            clauses: &clauses,
+            order: &order,
+        };
+        // Ordered by a metric first (`metrics.acc DESC`, the common search): the runs
+        // that have a value are read from the (project, experiment, key, value) index
+        // of latest_metrics in order, stopping after the page; only a page past them
+        // reads the runs without one (or with NaN), which come after, as on MLflow.
+        let (rows, more) = match crate::search::driving_metric(&clauses, &order) {
+            None => {
+                let (sql, binds) = query.sql(Part::All);
+                self.fetch_page(&sql, &binds, max, offset).await?
             }
-            drive_order = format!("d.value {}, ", if ascending { "ASC" } else { "DESC" });
-            order.remove(0);
-        }
-        let filter_sql =
-            crate::search::where_sql(&crate::search::RUNS, &clauses, self.meta.backend(), next);
-        next += filter_sql.params.len();
-        let order_sql = crate::search::order_sql(&crate::search::RUNS, &order, next);
-        next += order_sql.params.len();
-        let sql = format!(
-            "SELECT {RUN_COLUMNS} FROM runs{} WHERE runs.project_id = $1 AND runs.experiment_id IN ({}) AND runs.lifecycle_stage IN ({}){drive_sql}{} \
-             ORDER BY {drive_order}{} LIMIT ${} OFFSET ${}",
-            if drive_params.is_empty() {
-                ""
-            } else {
-                " JOIN latest_metrics d ON d.run_id = runs.run_id"
-            },
-            placeholders(2, exps.len()),
-            placeholders(2 + exps.len(), stages.len()),
-            filter_sql.text,
-            order_sql.text,
-            next,
-            next + 1
-        );
-        use crate::search::Bind;
-        let binds: Vec<Bind> = std::iter::once(Bind::Text(project.id.to_string()))
-            .chain(exps.iter().map(|e| Bind::Int(*e)))
-            .chain(stages.iter().map(|s| Bind::Text(s.to_string())))
-            .chain(drive_params)
-            .chain(filter_sql.params)
-            .chain(order_sql.params)
-            .collect();
-        let (rows, more) = self.fetch_page(&sql, &binds, max, offset).await?;
+            Some(drive) => {
+                let (sql, binds) = query.sql(Part::Valued(&drive));
+                let (mut rows, more) = self.fetch_page(&sql, &binds, max, offset).await?;
+                if more || !drive.1.is_empty() {
+                    (rows, more)
+                } else {
+                    // The valued runs end on this page or before it.
+                    let valued = if rows.is_empty() {
+                        let (sql, binds) = query.sql(Part::CountValued(&drive));
+                        self.count(&sql, &binds).await?
+                    } else {
+                        offset + rows.len() as i64
+                    };
+                    let left = max - rows.len() as i64;
+                    let (sql, binds) = query.sql(Part::Unvalued(&drive.0));
+                    let (rest, more) = self
+                        .fetch_page(&sql, &binds, left, (offset - valued).max(0))
+                        .await?;
+                    rows.extend(rest);
+                    (rows, more)
+                }
+            }
+        };
         let infos = rows.iter().map(run_info_from).collect::<Result<Vec<_>>>()?;
         let ids: Vec<String> = infos.iter().map(|i| i.run_id.clone()).collect();
         let mut data = self.run_data(&ids).await?;
@@ -1349,6 +1436,95 @@ impl Tracking {
             items,
             next_page_token: more.then(|| next_page_token(offset + max)),
         })
+    }
+}
+
+/// Which runs of a search one statement reads.
+enum Part<'a> {
+    /// Every matching run, in the search's order.
+    All,
+    /// The runs with a value of the driving metric (within its bounds), by that value
+    /// and then the rest of the order.
+    Valued(&'a crate::search::Driving),
+    /// How many runs [`Part::Valued`] reads in all.
+    CountValued(&'a crate::search::Driving),
+    /// The runs without a (non-NaN) value of that metric, in the search's order.
+    Unvalued(&'a str),
+}
+
+/// A runs search, written as SQL for each [`Part`].
+struct RunQuery<'a> {
+    backend: qanat_store::Backend,
+    project: &'a str,
+    exps: &'a [i64],
+    stages: &'a [&'a str],
+    clauses: &'a [crate::search::Clause],
+    order: &'a [crate::search::OrderKey],
+}
+
+impl RunQuery<'_> {
+    /// The statement and its parameters; a page's LIMIT and OFFSET are the two
+    /// placeholders after them (but for a count).
+    fn sql(&self, part: Part<'_>) -> (String, Vec<crate::search::Bind>) {
+        use crate::search::{Bind, RUNS};
+        let mut binds: Vec<Bind> = std::iter::once(Bind::Text(self.project.to_string()))
+            .chain(self.exps.iter().map(|e| Bind::Int(*e)))
+            .chain(self.stages.iter().map(|s| Bind::Text(s.to_string())))
+            .collect();
+        let exps = placeholders(2, self.exps.len());
+        let mut from = "runs".to_string();
+        let mut cond = format!(
+            "runs.project_id = $1 AND runs.experiment_id IN ({exps}) AND runs.lifecycle_stage IN ({})",
+            placeholders(2 + self.exps.len(), self.stages.len())
+        );
+        let mut lead = String::new();
+        let mut order = self.order;
+        match &part {
+            Part::All => {}
+            Part::Valued((key, bounds, ascending))
+            | Part::CountValued((key, bounds, ascending)) => {
+                from.push_str(" JOIN latest_metrics d ON d.run_id = runs.run_id");
+                binds.push(Bind::Text(key.clone()));
+                cond.push_str(&format!(
+                    " AND d.project_id = $1 AND d.experiment_id IN ({exps}) AND d.key = ${} AND d.is_nan = 0",
+                    binds.len()
+                ));
+                for (op, v) in bounds {
+                    binds.push(Bind::Num(*v));
+                    cond.push_str(&format!(" AND d.value {op} ${}", binds.len()));
+                }
+                lead = format!("d.value {}, ", if *ascending { "ASC" } else { "DESC" });
+                order = &order[1..];
+            }
+            Part::Unvalued(key) => {
+                binds.push(Bind::Text(key.to_string()));
+                cond.push_str(&format!(
+                    " AND NOT EXISTS (SELECT 1 FROM latest_metrics d WHERE d.run_id = runs.run_id AND d.key = ${} AND d.is_nan = 0)",
+                    binds.len()
+                ));
+            }
+        }
+        let filter = crate::search::where_sql(&RUNS, self.clauses, self.backend, binds.len() + 1);
+        binds.extend(filter.params);
+        if matches!(part, Part::CountValued(_)) {
+            return (
+                format!(
+                    "SELECT COUNT(*) AS n FROM {from} WHERE {cond}{}",
+                    filter.text
+                ),
+                binds,
+            );
+        }
+        let order_sql = crate::search::order_sql(&RUNS, order, binds.len() + 1);
+        binds.extend(order_sql.params);
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM {from} WHERE {cond}{} ORDER BY {lead}{} LIMIT ${} OFFSET ${}",
+            filter.text,
+            order_sql.text,
+            binds.len() + 1,
+            binds.len() + 2
+        );
+        (sql, binds)
     }
 }
 
@@ -1406,18 +1582,24 @@ pub(crate) fn stored(m: &Metric) -> (f64, i64) {
 }
 
 /// Inserts metric rows, many per statement: `head` is the `INSERT … INTO <table>` part,
-/// `suffix` an ON CONFLICT clause or nothing.
+/// `suffix` an ON CONFLICT clause or nothing; `owner`, the run's project and experiment
+/// where the table keeps them (`latest_metrics`).
 async fn insert_metric_rows(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     head: &str,
     suffix: &str,
     run_id: &str,
+    owner: Option<(&str, i64)>,
     rows: &[&Metric],
 ) -> Result<()> {
+    let (columns, n) = match owner {
+        Some(_) => (", project_id, experiment_id", 8),
+        None => ("", 6),
+    };
     for chunk in rows.chunks(ROWS_PER_INSERT) {
         let q = format!(
-            "{head} (run_id, key, value, is_nan, timestamp, step) VALUES {}{suffix}",
-            values_list(tx, chunk.len(), 6)
+            "{head} (run_id, key, value, is_nan, timestamp, step{columns}) VALUES {}{suffix}",
+            values_list(tx, chunk.len(), n)
         );
         let mut query = sqlx::query(&q);
         for m in chunk {
@@ -1429,6 +1611,9 @@ async fn insert_metric_rows(
                 .bind(nan)
                 .bind(m.timestamp)
                 .bind(m.step);
+            if let Some((project, experiment)) = owner {
+                query = query.bind(project).bind(experiment);
+            }
         }
         query.execute(&mut **tx).await?;
     }
@@ -1439,9 +1624,11 @@ async fn insert_metric_rows(
 /// timestamp, then largest value) into `latest_metrics`.
 async fn insert_metrics(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    run_id: &str,
+    project: &Project,
+    info: &RunInfo,
     metrics: &[Metric],
 ) -> Result<()> {
+    let run_id = info.run_id.as_str();
     if metrics.is_empty() {
         return Ok(());
     }
@@ -1455,7 +1642,7 @@ async fn insert_metrics(
     } else {
         ("INSERT INTO metrics", " ON CONFLICT DO NOTHING")
     };
-    insert_metric_rows(tx, head, suffix, run_id, &all).await?;
+    insert_metric_rows(tx, head, suffix, run_id, None, &all).await?;
     crate::models::insert_model_metrics(tx, run_id, &all).await?;
     let newer = |a: &Metric, b: &Metric| {
         (a.step, a.timestamp) > (b.step, b.timestamp)
@@ -1479,6 +1666,10 @@ async fn insert_metrics(
             OR (excluded.step = latest_metrics.step AND excluded.timestamp > latest_metrics.timestamp) \
             OR (excluded.step = latest_metrics.step AND excluded.timestamp = latest_metrics.timestamp AND excluded.value > latest_metrics.value)",
         run_id,
+        Some((
+            project.id.as_str(),
+            parse_experiment_id(&info.experiment_id)?,
+        )),
         &rows,
     )
     .await?;

@@ -434,6 +434,68 @@ async fn a_run_holds_at_most_its_caps_and_its_user_is_the_callers() {
     }
 }
 
+/// A chart's curve: each run's ends and the first step at or after evenly spread
+/// targets over that run's own steps, runs in the order asked for, other projects'
+/// runs and unknown ids yielding nothing — on both backends.
+#[tokio::test]
+async fn curves_seek_spread_steps_and_keep_each_runs_ends() {
+    for db in TestDb::all(common::SCHEMA).await {
+        let (t, a, b) = setup(&db).await;
+        let (r1, r2) = (new_run(&t, &a, "0").await, new_run(&t, &a, "0").await);
+        // r1: steps 0..10; r2: steps 0, 10, 20, … 190 and two points at step 190.
+        let logs: [(&String, Vec<i64>); 2] = [
+            (&r1, (0..10).collect()),
+            (&r2, (0..20).map(|s| s * 10).collect()),
+        ];
+        for (run, steps) in logs {
+            let mut metrics: Vec<_> = steps
+                .iter()
+                .map(|&s| metric("loss", s as f64, 1, s))
+                .collect();
+            if run == &r2 {
+                metrics.push(metric("loss", 0.5, 2, 190));
+            }
+            t.log_batch(
+                &a,
+                run,
+                Batch {
+                    metrics,
+                    ..Batch::default()
+                },
+                None,
+            )
+            .await
+            .expect("logged");
+        }
+        let runs = vec![r2.clone(), r1.clone(), "f".repeat(32), r2.clone()];
+        let got = t.metric_curves(&a, &runs, "loss", 4).await.expect("curves");
+        let steps = |r: &str| -> Vec<i64> {
+            got.iter()
+                .filter(|(run, _)| run == r)
+                .map(|(_, m)| m.step)
+                .collect()
+        };
+        assert_eq!(
+            steps(&r1),
+            [0, 2, 4, 6, 9],
+            "targets 0, 2.25, 4.5, 6.75 and the last"
+        );
+        assert_eq!(
+            steps(&r2),
+            [0, 50, 100, 150, 190, 190],
+            "every point at a chosen step"
+        );
+        assert_eq!(got[0].0, r2, "runs in the order asked for, once each");
+        assert!(t
+            .metric_curves(&a, &runs, "acc", 4)
+            .await
+            .expect("none")
+            .is_empty());
+        let other = t.metric_curves(&b, &runs, "loss", 4).await.expect("other");
+        assert!(other.is_empty(), "another project's runs yield nothing");
+    }
+}
+
 /// The chart's sampled history keeps at most `max_results` steps spread over the range
 /// plus every run's first and last step, runs in the order asked for — on both
 /// backends, reading only the chosen points.

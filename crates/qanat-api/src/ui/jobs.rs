@@ -19,7 +19,58 @@ const LOG_CHUNKS: usize = 8;
 
 pub(super) fn routes(f: Fragment) -> Fragment {
     let f = page(f, "/ui/p/{project}/jobs", viewer("ui.jobs"), jobs);
-    page(f, "/ui/p/{project}/jobs/{job}", viewer("ui.job"), job)
+    // A job's page shows its log and the script follows it: reads of a log are
+    // governed (audited), as on the API.
+    let f = page(
+        f,
+        "/ui/p/{project}/jobs/{job}",
+        viewer("ui.job").governed_read(),
+        job,
+    );
+    page(
+        f,
+        "/ui/p/{project}/jobs/{job}/log",
+        viewer("ui.job.log").governed_read(),
+        log,
+    )
+}
+
+#[derive(Deserialize)]
+struct LogQuery {
+    rank: Option<u32>,
+    attempt: Option<u32>,
+    offset: Option<u64>,
+    wait: Option<u64>,
+}
+
+/// Seconds the page's script waits on the server for more of a log.
+const LOG_WAIT_SECS: u64 = 20;
+
+/// What a rank's log holds after `offset` (JSON, the API's log chunk), waiting up to
+/// 20 s for more while the attempt runs: the job page's script follows a running
+/// job's log with it.
+async fn log(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiPath((_, job_id)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<LogQuery>,
+) -> Result<axum::response::Response, super::UiError> {
+    let chunk = state
+        .jobs
+        .logs(
+            &scope.project,
+            &job_id,
+            &qanat_jobs::wire::LogParams {
+                rank: q.rank,
+                attempt: q.attempt,
+                offset: q.offset,
+                wait_secs: Some(q.wait.unwrap_or(0).min(LOG_WAIT_SECS)),
+            },
+        )
+        .await?;
+    let mut resp = axum::response::IntoResponse::into_response(axum::Json(chunk));
+    super::secure_headers(&mut resp);
+    Ok(resp)
 }
 
 #[derive(Deserialize)]
@@ -159,12 +210,16 @@ async fn job(
             log.drain(..from);
             cut = true;
         }
-        if chunk.next_offset == offset || chunk.complete {
+        let done = chunk.next_offset == offset || chunk.complete;
+        offset = chunk.next_offset;
+        if done {
             break;
         }
-        offset = chunk.next_offset;
     }
-    let live = j.state == "running" || j.state == "queued";
+    // A running job's log is followed by the page's script from where it ends; a
+    // queued one's page reloads until it starts.
+    let following = j.state == "running";
+    let queued = j.state == "queued";
     let telemetry = match &j.run_id {
         Some(run_id) => {
             let run = state.tracking.run(p, run_id).await.ok();
@@ -199,7 +254,8 @@ async fn job(
     let here = project_url(&p.name, &format!("/jobs/{}", seg(&j.job_id)));
     let body = html! {
         h1 { "Job " (j.name) " " (badge(&j.state)) }
-        @if live { p.hint data-refresh="5" { "This page reloads every 5 s while the job is " (j.state) "." } }
+        @if queued { p.hint data-refresh="5" { "This page reloads every 5 s while the job is queued." } }
+        @if following { p.hint { "The log follows the job while it runs; the page reloads when the attempt ends." } }
         dl.facts {
             dt { "Job ID" } dd { code { (j.job_id) } }
             dt { "Kind" } dd { (j.kind) }
@@ -225,7 +281,10 @@ async fn job(
                 }
             }
         }
-        @if log.is_empty() { (empty("No output yet.")) } @else {
+        @if following {
+            @if cut { p.hint { "The last " (layout::bytes(LOG_TAIL as u64)) " so far; qanat jobs logs " (j.job_id) " prints it all." } }
+            pre data-follow data-log={(here) "/log?rank=" (rank) "&attempt=" (j.attempt)} data-offset=(offset) aria-label={"Log of rank " (rank)} aria-live="polite" tabindex="0" { (log) }
+        } @else if log.is_empty() { (empty("No output yet.")) } @else {
             @if cut { p.hint { "The last " (layout::bytes(LOG_TAIL as u64)) "; qanat jobs logs " (j.job_id) " prints it all." } }
             pre data-follow aria-label={"Log of rank " (rank)} tabindex="0" { (log) }
         }

@@ -87,14 +87,15 @@ const fn viewer(action: &'static str) -> Policy {
 }
 
 /// The headers every page of the UI is sent with: the browser runs only this server's
-/// script and style, no page frames it, and nothing of it is cached.
+/// script and style, no page frames it (a page may frame this server's drift reports),
+/// and nothing of it is cached.
 pub(crate) fn secure_headers(resp: &mut Response) {
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_SECURITY_POLICY,
         header::HeaderValue::from_static(
             "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-             connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+             connect-src 'self'; frame-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
         ),
     );
     h.insert(

@@ -156,6 +156,13 @@ async fn monitor(
                 }
             }
         }
+        @if let Some(c) = shown.as_ref().filter(|c| c.report) {
+            details.report open {
+                summary { "Both distributions of each column: the drift report of check " (c.check) }
+                // Sandboxed: the report's own styles apply, nothing in it runs.
+                iframe.report src={(here) "/checks/" (c.check) "/report"} title={"Drift report of check " (c.check)} sandbox="" {}
+            }
+        }
         h2 { "Checks" }
         @if checks.is_empty() { (empty("No checks yet.")) } @else {
             (table("Checks, newest first", &["Check", "Window end", "Rows", "Status", "Report"], html! {
@@ -206,7 +213,8 @@ async fn monitor(
 }
 
 /// A check's HTML drift report, as the monitor wrote it. It is sent with a policy of
-/// its own: its inline styles may apply, nothing may run, and it may not be framed.
+/// its own: its inline styles may apply, nothing may run, and only this server's pages
+/// may frame it (the monitor's page, sandboxed).
 async fn report(
     State(state): State<AppState>,
     scope: Scope,
@@ -228,9 +236,15 @@ async fn report(
     )
         .into_response();
     super::secure_headers(&mut resp);
-    resp.headers_mut().insert(
+    let h = resp.headers_mut();
+    h.insert(
         header::CONTENT_SECURITY_POLICY,
-        header::HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"),
+        header::HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'self'; base-uri 'none'; form-action 'none'"),
+    );
+    // The monitor's page shows it in a frame; no other site may.
+    h.insert(
+        header::X_FRAME_OPTIONS,
+        header::HeaderValue::from_static("SAMEORIGIN"),
     );
     Ok(resp)
 }

@@ -306,7 +306,7 @@ pub(super) async fn curves(
 ) -> Result<Vec<Series>, UiError> {
     let points = state
         .tracking
-        .metric_history_sampled(p, runs, key, CHART_POINTS, None)
+        .metric_curves(p, runs, key, CHART_POINTS)
         .await?;
     let mut series: Vec<Series> = runs
         .iter()

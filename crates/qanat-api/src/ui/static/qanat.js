@@ -47,6 +47,31 @@
   var logs = document.querySelectorAll("pre[data-follow]");
   for (var i = 0; i < logs.length; i++) { logs[i].scrollTop = logs[i].scrollHeight; }
 
+  // A running job's log grows in place: the server answers when there is more (or
+  // after 20 s); when the attempt ends, the page reloads to show how it ended.
+  var follow = document.querySelector("pre[data-log]");
+  if (follow && window.fetch) {
+    var url = follow.getAttribute("data-log");
+    var next = parseInt(follow.getAttribute("data-offset"), 10) || 0;
+    var poll = function () {
+      fetch(url + "&wait=20&offset=" + next, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.json(); })
+        .then(function (c) {
+          var atEnd = follow.scrollTop + follow.clientHeight >= follow.scrollHeight - 4;
+          if (c.data) {
+            follow.appendChild(document.createTextNode(c.data));
+            // Keep the page light: the last 256 KiB or so.
+            if (follow.textContent.length > 262144) { follow.textContent = follow.textContent.slice(-196608); }
+            if (atEnd) { follow.scrollTop = follow.scrollHeight; }
+          }
+          next = c.next_offset;
+          if (c.complete) { location.reload(); } else { setTimeout(poll, 250); }
+        })
+        .catch(function () { setTimeout(function () { location.reload(); }, 10000); });
+    };
+    poll();
+  }
+
   // The runs table: ticking runs fills the compare link.
   var compare = document.getElementById("compare-link");
   if (compare) {
