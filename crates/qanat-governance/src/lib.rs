@@ -17,6 +17,7 @@ mod cache;
 mod checkpoint;
 mod error;
 mod identity;
+pub mod jwt;
 pub mod lineage;
 mod projects;
 mod rbac;
