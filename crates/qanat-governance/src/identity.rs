@@ -310,7 +310,7 @@ impl Governance {
         }
         let generation = self.principals.generation();
         let row = sqlx::query(
-            "SELECT t.id AS token_id, t.expires_at, t.revoked_at, t.last_used_at, t.scope, t.rate_limit, u.id AS user_id, u.name, u.kind, u.is_admin, u.disabled \
+            "SELECT t.id AS token_id, t.expires_at, t.revoked_at, t.last_used_at, t.scope, t.rate_limit, u.id AS user_id, u.name, u.kind, u.is_admin, u.mapped_admin, u.disabled \
              FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.secret_hash = $1",
         )
         .bind(&secret_hash)
@@ -346,7 +346,9 @@ impl Governance {
             user_id: row.try_get("user_id")?,
             name: row.try_get("name")?,
             kind: row.try_get::<String, _>("kind")?.parse()?,
-            is_admin: row.try_get::<i64, _>("is_admin")? != 0,
+            // An admin by an admin's flag, or by the identity provider's groups.
+            is_admin: row.try_get::<i64, _>("is_admin")? != 0
+                || row.try_get::<i64, _>("mapped_admin")? != 0,
             token_id,
             scope: row.try_get::<String, _>("scope")?.parse()?,
             rate_limit: rate_limit(&row)?,

@@ -113,7 +113,8 @@ pub fn decode(token: &str) -> Result<Unverified<'_>, JwtError> {
         )));
     }
     let mut parts = token.split('.');
-    let (Some(h), Some(p), Some(s), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    let (Some(h), Some(p), Some(s), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return Err(JwtError::Malformed(
             "a JWT has three parts separated by '.'".into(),
@@ -127,8 +128,7 @@ pub fn decode(token: &str) -> Result<Unverified<'_>, JwtError> {
     // RFC 7515 §4.1.11: an extension this reader does not know must be refused.
     if header.crit.is_some() {
         return Err(JwtError::Malformed(
-            "its header names critical extensions ('crit') this server does not implement"
-                .into(),
+            "its header names critical extensions ('crit') this server does not implement".into(),
         ));
     }
     let claims: Map<String, Value> = serde_json::from_slice(&b64(p, "payload")?)
@@ -178,9 +178,9 @@ impl Unverified<'_> {
             .ok_or_else(|| JwtError::UnknownKey(self.kid.clone()))?;
         let msg = self.signing_input.as_bytes();
         let field = |v: &Option<String>, name: &str| -> Result<Vec<u8>, JwtError> {
-            let v = v.as_deref().ok_or_else(|| {
-                JwtError::Malformed(format!("the provider's key lacks '{name}'"))
-            })?;
+            let v = v
+                .as_deref()
+                .ok_or_else(|| JwtError::Malformed(format!("the provider's key lacks '{name}'")))?;
             b64(v, "key")
         };
         let ok = match self.alg.as_str() {
@@ -308,9 +308,8 @@ mod tests {
     /// An ES256 key pair and its JWK.
     fn es256(kid: &str) -> (EcdsaKeyPair, Jwk) {
         let rng = SystemRandom::new();
-        let pkcs8 =
-            EcdsaKeyPair::generate_pkcs8(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
-                .expect("key");
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
+            .expect("key");
         let pair = EcdsaKeyPair::from_pkcs8(
             &signature::ECDSA_P256_SHA256_FIXED_SIGNING,
             pkcs8.as_ref(),
@@ -435,7 +434,10 @@ mod tests {
             check(&good, &keys, now + 300 + 61),
             Err(JwtError::Expired(now + 300))
         );
-        assert!(check(&good, &keys, now + 300 + 59).is_ok(), "within the leeway");
+        assert!(
+            check(&good, &keys, now + 300 + 59).is_ok(),
+            "within the leeway"
+        );
         let mut c = claims(now);
         c["nbf"] = (now + 120).into();
         assert_eq!(

@@ -16,6 +16,7 @@ mod audit;
 mod cache;
 mod checkpoint;
 mod error;
+mod external;
 mod identity;
 pub mod jwt;
 pub mod lineage;
@@ -29,6 +30,7 @@ pub mod testing;
 pub use audit::{append_audit_in, commit_audited, AuditOutcome, AuditRecord, SERVICE_ACTOR_PREFIX};
 pub use cache::{auth_changed, TTL as AUTH_CACHE_TTL};
 pub use error::Error;
+pub use external::{ExternalIdentity, GroupRole, RoleMapping, RoleSource};
 pub use identity::{TokenGrant, MAX_RATE_LIMIT};
 pub use qanat_types::governance::{
     wire, AuditCheckpoint, AuditEntry, AuditVerification, ChainProblem, CheckpointVerification,
@@ -48,6 +50,7 @@ pub static MIGRATIONS: qanat_store::migrations::DomainMigrations = qanat_store::
         "0006_project_deletion.sql",
         "0011_audit_chain_guard.sql",
         "0013_token_scope.sql",
+        "0017_external_identities.sql",
     ]
 );
 

@@ -171,7 +171,9 @@ impl Governance {
                 .await?
         } else {
             sqlx::query(
-                "SELECT p.* FROM projects p JOIN members m ON m.project_id = p.id WHERE m.user_id = $1 AND p.deleted_at IS NULL ORDER BY p.name",
+                "SELECT p.* FROM projects p WHERE p.deleted_at IS NULL AND (\
+                 EXISTS (SELECT 1 FROM members m WHERE m.project_id = p.id AND m.user_id = $1) OR \
+                 EXISTS (SELECT 1 FROM mapped_members x WHERE x.project_id = p.id AND x.user_id = $1)) ORDER BY p.name",
             )
             .bind(&principal.user_id)
             .fetch_all(self.meta.reader())
@@ -296,17 +298,26 @@ impl Governance {
         }
         let generation = self.scopes.generation();
         let row = sqlx::query(
-            "SELECT p.*, m.role AS member_role FROM projects p LEFT JOIN members m ON m.project_id = p.id AND m.user_id = $1 WHERE p.name = $2 AND p.deleted_at IS NULL",
+            "SELECT p.*, m.role AS member_role, x.role AS mapped_role FROM projects p \
+             LEFT JOIN members m ON m.project_id = p.id AND m.user_id = $1 \
+             LEFT JOIN mapped_members x ON x.project_id = p.id AND x.user_id = $1 \
+             WHERE p.name = $2 AND p.deleted_at IS NULL",
         )
         .bind(user_id)
         .bind(project)
         .fetch_optional(self.meta.reader())
         .await?
         .ok_or_else(|| Error::not_found("project", project))?;
-        let role = match row.try_get::<Option<String>, _>("member_role")? {
-            Some(r) => Some(r.parse()?),
-            None => None,
-        };
+        // The higher of an admin's grant and the identity provider's groups.
+        let granted: Option<Role> = row
+            .try_get::<Option<String>, _>("member_role")?
+            .map(|r| r.parse())
+            .transpose()?;
+        let mapped: Option<Role> = row
+            .try_get::<Option<String>, _>("mapped_role")?
+            .map(|r| r.parse())
+            .transpose()?;
+        let role = granted.max(mapped);
         let found = (project_from_row(&row)?, role);
         self.scopes.put(key, found.clone(), generation);
         Ok(found)

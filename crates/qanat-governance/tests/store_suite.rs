@@ -507,3 +507,177 @@ async fn members_cannot_outrank_themselves_and_a_project_keeps_an_admin() {
         );
     }
 }
+
+/// A person the identity provider vouches for is provisioned at their first sign-in;
+/// their groups' roles follow the provider at every sign-in (a group removed takes its
+/// role away without an admin), an admin's grant still works beside them and wins a
+/// tie, a Qanat-disabled user is refused whatever the provider says, and a provider
+/// account never takes over a local user by name.
+#[tokio::test]
+async fn provider_groups_become_roles_that_follow_the_provider() {
+    use qanat_governance::{ExternalIdentity, GroupRole, RoleMapping, RoleSource};
+    for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
+        let gov = Governance::new(db.store.clone());
+        let [fraud, churn] = qanat_governance::testing::projects(&gov, ["fraud", "churn"]).await;
+        let mapping = RoleMapping {
+            admin_groups: vec!["ml-admins".into()],
+            roles: vec![
+                GroupRole {
+                    group: "fraud-team".into(),
+                    project: "fraud".into(),
+                    role: Role::Editor,
+                },
+                GroupRole {
+                    group: "fraud-leads".into(),
+                    project: "fraud".into(),
+                    role: Role::Maintainer,
+                },
+                GroupRole {
+                    group: "everyone".into(),
+                    project: "churn".into(),
+                    role: Role::Viewer,
+                },
+                GroupRole {
+                    group: "everyone".into(),
+                    project: "gone".into(),
+                    role: Role::Viewer,
+                },
+            ],
+        };
+        let alice = |groups: &[&str]| ExternalIdentity {
+            issuer: "https://idp.example".into(),
+            subject: "00u-alice".into(),
+            username: "alice".into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        };
+        let p = gov
+            .sign_in_external(&alice(&["fraud-team", "fraud-leads", "everyone"]), &mapping)
+            .await
+            .expect("first sign-in provisions");
+        assert!(!p.is_admin);
+        assert_eq!(gov.user("alice").await.expect("user").kind, UserKind::User);
+        let role = |gov: &Governance, uid: qanat_core::UserId, name: &'static str| {
+            let gov = gov.clone();
+            async move { gov.project_and_role(&uid, name).await.expect("role").1 }
+        };
+        assert_eq!(
+            role(&gov, p.user_id.clone(), "fraud").await,
+            Some(Role::Maintainer),
+            "the highest group's"
+        );
+        assert_eq!(
+            role(&gov, p.user_id.clone(), "churn").await,
+            Some(Role::Viewer)
+        );
+        assert_eq!(
+            gov.projects_for(&p).await.expect("projects").len(),
+            2,
+            "mapped projects are listed; one that does not exist is skipped"
+        );
+        assert_eq!(
+            gov.role_source(&p.user_id, fraud.id.as_str())
+                .await
+                .expect("source"),
+            Some((
+                Role::Maintainer,
+                RoleSource::Groups(vec!["fraud-team".into(), "fraud-leads".into()])
+            ))
+        );
+
+        // The provider drops a group and adds the admin group: applied at the next
+        // sign-in, same user.
+        let again = gov
+            .sign_in_external(&alice(&["fraud-team", "ml-admins"]), &mapping)
+            .await
+            .expect("again");
+        assert_eq!(again.user_id, p.user_id, "found by issuer and subject");
+        assert!(again.is_admin, "mapped admin");
+        assert_eq!(
+            role(&gov, p.user_id.clone(), "fraud").await,
+            Some(Role::Editor)
+        );
+        assert_eq!(
+            role(&gov, p.user_id.clone(), "churn").await,
+            None,
+            "the group's role is gone"
+        );
+
+        // An admin's grant beside the mapping: the higher decides, a tie is the grant.
+        let admin = gov
+            .authenticate(
+                &gov.create_token("admin", "t", None)
+                    .await
+                    .expect("token")
+                    .token,
+            )
+            .await
+            .expect("admin");
+        gov.set_member(&churn, "alice", Role::Editor, &admin, None)
+            .await
+            .expect("grant");
+        assert_eq!(
+            role(&gov, p.user_id.clone(), "churn").await,
+            Some(Role::Editor)
+        );
+        assert_eq!(
+            gov.role_source(&p.user_id, churn.id.as_str())
+                .await
+                .expect("source"),
+            Some((Role::Editor, RoleSource::Grant))
+        );
+        gov.set_member(&fraud, "alice", Role::Editor, &admin, None)
+            .await
+            .expect("grant");
+        assert_eq!(
+            gov.role_source(&p.user_id, fraud.id.as_str())
+                .await
+                .expect("source")
+                .map(|r| r.1),
+            Some(RoleSource::Grant),
+            "a tie goes to the grant"
+        );
+
+        // Disabled in Qanat: refused, whatever the provider says; a UI session (a
+        // Qanat token of theirs) stops at once too.
+        let session = gov
+            .create_token("alice", "ui-session", None)
+            .await
+            .expect("session");
+        assert!(
+            gov.authenticate(&session.token)
+                .await
+                .expect("session works")
+                .is_admin,
+            "mapped admin on their tokens too"
+        );
+        gov.update_user("alice", None, Some(true))
+            .await
+            .expect("disable");
+        assert!(matches!(
+            gov.sign_in_external(&alice(&["ml-admins"]), &mapping).await,
+            Err(Error::Unauthenticated(_))
+        ));
+        assert!(gov.authenticate(&session.token).await.is_err());
+
+        // Another subject with a taken name, or a local user's name: never joined.
+        let mallory = ExternalIdentity {
+            issuer: "https://idp.example".into(),
+            subject: "00u-mallory".into(),
+            username: "admin".into(),
+            groups: vec!["ml-admins".into()],
+        };
+        assert!(matches!(
+            gov.sign_in_external(&mallory, &mapping).await,
+            Err(Error::Forbidden(_))
+        ));
+        let bad_name = ExternalIdentity {
+            username: "no spaces allowed".into(),
+            subject: "x".into(),
+            ..mallory
+        };
+        assert!(matches!(
+            gov.sign_in_external(&bad_name, &mapping).await,
+            Err(Error::Unauthenticated(_))
+        ));
+    }
+}
