@@ -298,8 +298,15 @@ impl Governance {
     #[qanat_macros::boxed]
     pub async fn authenticate(&self, token: &str) -> Result<Principal> {
         let reject = |why: &str| Err(Error::Unauthenticated(why.to_string()));
-        if !token.starts_with(TOKEN_PREFIX) {
-            return reject("the bearer token is not a Qanat token (they start with 'qnt_')");
+        let external = !token.starts_with(TOKEN_PREFIX)
+            && self.oidc.is_some()
+            && crate::jwt::looks_like_jwt(token);
+        if !token.starts_with(TOKEN_PREFIX) && !external {
+            return reject(if self.oidc.is_some() {
+                "the bearer token is neither a Qanat token (they start with 'qnt_') nor a JWT of the identity provider"
+            } else {
+                "the bearer token is not a Qanat token (they start with 'qnt_')"
+            });
         }
         let secret_hash = hash_secret(token);
         let now = now_micros();
@@ -309,6 +316,18 @@ impl Governance {
             }
         }
         let generation = self.principals.generation();
+        if let (true, Some(oidc)) = (external, &self.oidc) {
+            let (principal, exp) = self.authenticate_external(oidc, token).await?;
+            self.principals.put(
+                secret_hash,
+                CachedToken {
+                    principal: principal.clone(),
+                    expires_at: Some(exp.saturating_mul(1_000_000)),
+                },
+                generation,
+            );
+            return Ok(principal);
+        }
         let row = sqlx::query(
             "SELECT t.id AS token_id, t.expires_at, t.revoked_at, t.last_used_at, t.scope, t.rate_limit, u.id AS user_id, u.name, u.kind, u.is_admin, u.mapped_admin, u.disabled \
              FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.secret_hash = $1",

@@ -20,6 +20,7 @@ mod external;
 mod identity;
 pub mod jwt;
 pub mod lineage;
+mod oidc;
 mod projects;
 mod rbac;
 mod residency;
@@ -32,6 +33,7 @@ pub use cache::{auth_changed, TTL as AUTH_CACHE_TTL};
 pub use error::Error;
 pub use external::{ExternalIdentity, GroupRole, RoleMapping, RoleSource};
 pub use identity::{TokenGrant, MAX_RATE_LIMIT};
+pub use oidc::{Discovery, Oidc, OidcConfig};
 pub use qanat_types::governance::{
     wire, AuditCheckpoint, AuditEntry, AuditVerification, ChainProblem, CheckpointVerification,
     LineageEdge, LineageGraph, Member, NewToken, Principal, Project, Role, TokenInfo, TokenScope,
@@ -70,6 +72,8 @@ pub struct Governance {
     principals: std::sync::Arc<Cache<String, identity::CachedToken>>,
     /// (user, project name) → the project and the user's role in it.
     scopes: std::sync::Arc<Cache<(UserId, String), Scope>>,
+    /// The OpenID provider whose access tokens are accepted beside Qanat's, if any.
+    oidc: Option<Oidc>,
 }
 
 /// A project and a caller's role in it.
@@ -90,7 +94,19 @@ impl Governance {
             audit: Default::default(),
             principals: cache::new(),
             scopes: cache::new(),
+            oidc: None,
         }
+    }
+
+    /// Accepts `oidc`'s access tokens as bearer tokens too.
+    pub fn with_oidc(mut self, oidc: Oidc) -> Self {
+        self.oidc = Some(oidc);
+        self
+    }
+
+    /// The OpenID provider, when single sign-on is configured.
+    pub fn oidc(&self) -> Option<&Oidc> {
+        self.oidc.as_ref()
     }
 
     pub fn meta(&self) -> &MetaStore {
