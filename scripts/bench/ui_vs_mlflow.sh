@@ -44,7 +44,7 @@ POP_PID=$!
 "$PY" "$BENCH" populate-api "$QANAT_SERVER_URL" "$UI_RUNS" "$UI_POINTS"
 echo "  qanat: $(( $(date +%s) - t0 )) s (REST API, 8 in flight)" >&2
 wait "$POP_PID"
-echo "  mlflow store: $(( $(date +%s) - t0 )) s (in process)" >&2
+echo "  mlflow store: $(( $(date +%s) - t0 )) s (one run by its store, the rest copies of its rows)" >&2
 MPORT=$(free_port)
 "$VENV/bin/mlflow" server --backend-store-uri "sqlite:///$WORK/mlflow.db" \
   --default-artifact-root "$WORK/mlruns" --host 127.0.0.1 --port "$MPORT" \
