@@ -1380,7 +1380,7 @@ impl Tracking {
             backend: self.meta.backend(),
             project: project.id.as_str(),
             exps: &exps,
-            stages: &stages,
+            stages,
             clauses: &clauses,
             order: &order,
         };
