@@ -719,6 +719,104 @@ pub struct SecurityConfig {
     pub master_key_file: Option<PathBuf>,
     /// Name of the global admin created on first start.
     pub bootstrap_admin: String,
+    /// Single sign-on with an OpenID provider (docs/security.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc: Option<OidcSection>,
+}
+
+/// Single sign-on: the OpenID provider whose people may use Qanat (`[security.oidc]`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OidcSection {
+    /// The provider's issuer URL, exactly as its tokens' `iss` says
+    /// (`https://login.microsoftonline.com/<tenant>/v2.0`, `https://<org>.okta.com`,
+    /// `https://<host>/realms/<realm>`, `https://accounts.google.com`). HTTPS, unless
+    /// the provider is on this machine (loopback).
+    pub issuer: String,
+    /// This server's client at the provider: the audience its access tokens name
+    /// unless `audience` says otherwise.
+    pub client_id: String,
+    /// What the provider's access tokens name in `aud` for this server (default:
+    /// `client_id`).
+    #[serde(default)]
+    pub audience: Option<String>,
+    /// The claim that gives a person's Qanat user name.
+    #[serde(default = "default_username_claim")]
+    pub username_claim: String,
+    /// The claim that lists a person's groups (or roles).
+    #[serde(default = "default_groups_claim")]
+    pub groups_claim: String,
+    /// Members of these groups are global admins.
+    #[serde(default)]
+    pub admin_groups: Vec<String>,
+    /// Group → project role lines.
+    #[serde(default)]
+    pub roles: Vec<OidcRole>,
+    /// Clock skew allowed on a token's expiry and not-before, in seconds.
+    #[serde(default = "default_leeway")]
+    pub leeway_secs: i64,
+}
+
+/// Members of `group` get `role` in `project`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OidcRole {
+    pub group: String,
+    pub project: String,
+    pub role: String,
+}
+
+fn default_username_claim() -> String {
+    "preferred_username".into()
+}
+fn default_groups_claim() -> String {
+    "groups".into()
+}
+fn default_leeway() -> i64 {
+    60
+}
+
+impl OidcSection {
+    /// Checks the section and makes governance's settings of it.
+    pub fn governance(&self) -> Result<qanat_governance::OidcConfig> {
+        let url = url::Url::parse(&self.issuer)
+            .with_context(|| format!("security.oidc.issuer '{}' is not a URL", self.issuer))?;
+        let loopback = matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
+        if url.scheme() != "https" && !(url.scheme() == "http" && loopback) {
+            bail!("security.oidc.issuer must be an https URL (plain http only for a provider on this machine), not '{}'", self.issuer);
+        }
+        if !(0..=600).contains(&self.leeway_secs) {
+            bail!("security.oidc.leeway_secs must be between 0 and 600 seconds");
+        }
+        let roles = self
+            .roles
+            .iter()
+            .map(|r| {
+                Ok(qanat_governance::GroupRole {
+                    group: r.group.clone(),
+                    project: r.project.clone(),
+                    role: r.role.parse().map_err(|e| {
+                        anyhow::anyhow!("security.oidc.roles: group '{}': {e}", r.group)
+                    })?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(qanat_governance::OidcConfig {
+            issuer: self.issuer.clone(),
+            client_id: self.client_id.clone(),
+            audience: self
+                .audience
+                .clone()
+                .unwrap_or_else(|| self.client_id.clone()),
+            username_claim: self.username_claim.clone(),
+            groups_claim: self.groups_claim.clone(),
+            mapping: qanat_governance::RoleMapping {
+                admin_groups: self.admin_groups.clone(),
+                roles,
+            },
+            leeway_secs: self.leeway_secs,
+        })
+    }
 }
 
 impl Default for Config {
@@ -783,6 +881,7 @@ impl Default for SecurityConfig {
         SecurityConfig {
             master_key_file: None,
             bootstrap_admin: "admin".into(),
+            oidc: None,
         }
     }
 }
@@ -1046,6 +1145,9 @@ impl Config {
         if self.metadata.url.is_none() {
             self.metadata.url = Some(format!("sqlite://{}", self.home.join("qanat.db").display()));
         }
+        if let Some(o) = &self.security.oidc {
+            o.governance()?;
+        }
         if self.security.master_key_file.is_none() {
             self.security.master_key_file = Some(self.home.join("master.key"));
         }
@@ -1151,6 +1253,15 @@ impl Config {
             .master_key_file
             .clone()
             .unwrap_or_else(|| self.home.join("master.key"))
+    }
+
+    /// Governance's settings for single sign-on, when `[security.oidc]` is set.
+    pub fn oidc(&self) -> Result<Option<qanat_governance::OidcConfig>> {
+        self.security
+            .oidc
+            .as_ref()
+            .map(OidcSection::governance)
+            .transpose()
     }
 
     pub fn tls_enabled(&self) -> bool {

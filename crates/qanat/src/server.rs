@@ -406,6 +406,7 @@ fn settings(cfg: &Config) -> Result<wiring::Settings> {
             secure_cookies: cfg.server.tls_cert.is_some(),
             ..qanat_api::Http::default()
         },
+        oidc: cfg.oidc()?,
         events: cfg.events.settings(),
         runs: qanat_tracking::RunLimits {
             max_params: cfg.tracking.max_params_per_run,

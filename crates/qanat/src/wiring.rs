@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use qanat_api::{AppState, Domains, Http};
 use qanat_features::online::OnlineStore;
-use qanat_governance::Governance;
+use qanat_governance::{Governance, Oidc};
 use qanat_jobs::{KubernetesSettings, SlurmSettings};
 use qanat_store::migrations::{DomainMigrations, Schema};
 use qanat_store::{MetaStore, ObjectStorage};
@@ -63,6 +63,8 @@ pub struct Settings {
     pub python: Option<qanat_serving::python::Settings>,
     /// Where ONNX models are served.
     pub onnx_device: qanat_serving::OnnxDevice,
+    /// The OpenID provider whose access tokens are accepted, if any.
+    pub oidc: Option<qanat_governance::OidcConfig>,
 }
 
 impl Settings {
@@ -90,6 +92,7 @@ impl Settings {
             load_check: None,
             python: None,
             onnx_device: qanat_serving::OnnxDevice::default(),
+            oidc: None,
         }
     }
 }
@@ -99,6 +102,8 @@ impl Settings {
 pub enum Error {
     #[error("setting up webhook deliveries: {0}")]
     Events(#[from] qanat_events::Error),
+    #[error("setting up single sign-on: {0}")]
+    Oidc(#[from] qanat_governance::Error),
     #[error("jobs.slurm.enabled is set, but the Slurm cluster does not answer: {0}")]
     Slurm(#[source] qanat_jobs::Error),
     #[error("setting up the Kubernetes executor: {0}")]
@@ -111,7 +116,10 @@ pub async fn build(
     storage: ObjectStorage,
     s: Settings,
 ) -> Result<AppState, Error> {
-    let gov = Governance::new(meta.clone());
+    let gov = match s.oidc {
+        Some(c) => Governance::new(meta.clone()).with_oidc(Oidc::new(c)?),
+        None => Governance::new(meta.clone()),
+    };
     let datasets = qanat_data::Datasets::new(meta.clone(), storage.clone());
     let events = qanat_events::Events::new(meta.clone(), storage.keyring().clone(), s.events)?;
     let tracking = qanat_tracking::Tracking::new(meta.clone())

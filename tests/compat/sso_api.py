@@ -1,0 +1,179 @@
+"""Single sign-on through the API: a real OpenID provider's access tokens (the
+oidc-provider package on Node, tests/compat/oidc) used as bearer tokens with Qanat's
+API and with the unchanged `mlflow` client, the provider's groups as roles, and every
+token the server must not accept refused with 401 and audited.
+
+    sso_api.py <qanat url> <admin token> <issuer> <state dir> <other issuer>
+
+The provider must run with leeway 0 on Qanat's side (security.oidc.leeway_secs = 0),
+users alice (ml-admins), bob (fraud-editors) and carol (fraud-editors) in users.json,
+and a second provider at <other issuer> (another issuer, its own keys). Steps that
+restart the provider (key rotation) are driven by sso.sh through the files
+`rotate.request` / `rotate.done` in the state dir.
+"""
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "oidc"))
+import check as op  # noqa: E402
+
+URL, ADMIN, ISSUER, STATE, OTHER = sys.argv[1:6]
+failures = []
+
+
+def result(what, good, detail=""):
+    print(("ok   " if good else "FAIL ") + what + ("" if good else f": {detail}"), flush=True)
+    if not good:
+        failures.append(what)
+
+
+def call(method, path, token, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(URL + path, data=data, method=method)
+    req.add_header("Authorization", f"Bearer {token}")
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            return e.code, json.loads(raw)
+        except ValueError:
+            return e.code, {"raw": raw.decode(errors="replace")}
+
+
+def provider(issuer):
+    c = op.Checks(issuer, STATE, op.DEFAULT_REDIRECT_URI)
+    status, c.disc = op.Browser().json("GET", issuer + "/.well-known/openid-configuration")
+    assert status == 200, f"discovery of {issuer}: {status}"
+    return c
+
+
+def login(c, user, client="qanat", extra=None):
+    """The authorization code flow with PKCE as `user`; the provider's tokens."""
+    query, verifier, _ = c.authorize(op.Browser(), client, (user, f"pw-{user}"), extra)
+    status, tokens = c.token(
+        {"grant_type": "authorization_code", "code": query["code"],
+         "redirect_uri": c.redirect_uri, "code_verifier": verifier},
+        c.basic(client, "qanat-secret"))
+    assert status == 200, f"token endpoint: {status} {tokens}"
+    return tokens
+
+
+def b64(obj):
+    return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+
+def refused(what, token):
+    """`token` is refused with 401 (a read anyone signed in may make), and the refusal
+    is in the audit log."""
+    status, body = call("GET", "/api/v1/projects", token)
+    result(f"{what}: refused with 401", status == 401, f"{status} {body}")
+    return body.get("message", "")
+
+
+def main():
+    idp = provider(ISSUER)
+
+    # The admin makes the project the groups map to.
+    status, _ = call("POST", "/api/v1/projects", ADMIN, {"name": "fraud", "allowed_regions": ["uae-north"]})
+    result("the admin creates project fraud", status in (200, 201), status)
+
+    # alice (ml-admins → global admin): her token works with the API and with the
+    # unchanged mlflow client.
+    alice = login(idp, "alice")["access_token"]
+    status, me = call("GET", "/api/v1/whoami", alice)
+    who = me.get("principal", {})
+    result("the provider's token is a bearer token: whoami is alice", status == 200 and who.get("name") == "alice", f"{status} {me}")
+    result("ml-admins maps to a global admin", who.get("is_admin") is True, me)
+    env = dict(os.environ, MLFLOW_TRACKING_URI=URL, MLFLOW_TRACKING_TOKEN=alice)
+    script = (
+        "import mlflow\n"
+        "mlflow.set_experiment('sso')\n"
+        "with mlflow.start_run(run_name='with the provider token') as r:\n"
+        "    mlflow.log_param('who', 'alice')\n"
+        "    mlflow.log_metric('loss', 0.5)\n"
+        "print(r.info.run_id)\n"
+    )
+    proc = subprocess.run([os.environ["MLFLOW_PYTHON"], "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    result("MLFLOW_TRACKING_TOKEN=<the provider's token>: the mlflow client logs a run", proc.returncode == 0,
+           proc.stderr[-800:])
+
+    # bob (fraud-editors → editor of fraud): writes there, sees nothing else.
+    bob = login(idp, "bob")["access_token"]
+    status, exp = call("POST", "/mlflow/fraud/api/2.0/mlflow/experiments/create", bob, {"name": "bob-exp"})
+    result("fraud-editors maps to editor of fraud: bob creates an experiment there", status == 200, f"{status} {exp}")
+    status, projects = call("GET", "/api/v1/projects", bob)
+    names = [p.get("name") for p in projects] if isinstance(projects, list) else projects
+    result("bob sees only the projects his groups give him", names == ["fraud"], names)
+
+    # The provider moves bob to the viewers: his next login's token is a viewer's.
+    users = idp.read_users()
+    users["bob"]["groups"] = ["fraud-viewers"]
+    idp.write_users(users)
+    bob2 = login(idp, "bob")["access_token"]
+    status, body = call("POST", "/mlflow/fraud/api/2.0/mlflow/experiments/create", bob2, {"name": "bob-exp-2"})
+    result("a group change takes effect at the next login (viewer: 403)", status == 403, f"{status} {body}")
+
+    # Tokens the server must refuse.
+    other_aud = login(idp, "carol", extra={"resource": "urn:other"})["access_token"]
+    refused("a token for another audience", other_aud)
+    header, payload, sig = bob2.split(".")
+    claims = json.loads(op.b64url_decode(payload))
+    claims["groups"] = ["ml-admins"]
+    refused("a token with a tampered payload (bad signature)", f"{header}.{b64(claims)}.{sig}")
+    refused("an unsigned token (alg none)", f"{b64({'alg': 'none', 'typ': 'JWT'})}.{payload}.")
+    short = login(idp, "carol", client="qanat-short")["access_token"]
+    status, _ = call("GET", "/api/v1/whoami", short)
+    result("a short-lived token works while it lives", status == 200, status)
+    time.sleep(3.5)
+    refused("an expired token", short)
+    elsewhere = provider(OTHER)
+    refused("a token of another issuer", login(elsewhere, "carol")["access_token"])
+
+    # Key rotation: the provider restarts with new keys (sso.sh does it on request).
+    before = login(idp, "carol")["access_token"]
+    status, _ = call("GET", "/api/v1/whoami", before)
+    result("carol's token works before the rotation", status == 200, status)
+    open(os.path.join(STATE, "rotate.request"), "w").close()
+    for _ in range(300):
+        if os.path.exists(os.path.join(STATE, "rotate.done")):
+            break
+        time.sleep(0.1)
+    idp = provider(ISSUER)
+    after = login(idp, "carol")["access_token"]
+    status, me = call("GET", "/api/v1/whoami", after)
+    result("after the rotation, a token of the new key is accepted (keys fetched again)", status == 200, f"{status} {me}")
+    # `before` was accepted earlier and is remembered for a second at most.
+    time.sleep(1.5)
+    refused("a token signed with the retired key", before)
+
+    # Disabled in Qanat: refused at once, whatever the provider signs.
+    status, _ = call("PATCH", "/api/v1/users/carol", ADMIN, {"disabled": True})
+    result("the admin disables carol in Qanat", status == 200, status)
+    refused("a disabled user's valid token", after)
+
+    # Every refusal is audited, with the reason.
+    status, audit = call("GET", "/api/v1/audit?outcome=denied&limit=1000", ADMIN)
+    details = " | ".join(e.get("detail", "") for e in audit) if isinstance(audit, list) else str(audit)
+    for reason in ["not for this server", "signature does not verify", "'none'", "expired", "issued by",
+                   "does not publish", "disabled"]:
+        result(f"audited: {reason}", reason in details, details[-600:])
+
+    if failures:
+        print(f"sso: {len(failures)} check(s) failed: {failures}")
+        sys.exit(1)
+    print("sso: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
