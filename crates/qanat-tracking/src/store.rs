@@ -268,6 +268,23 @@ pub(crate) fn placeholders(from: usize, n: usize) -> String {
         .join(", ")
 }
 
+/// `sql` with `binds` bound to its placeholders, in order.
+fn bound<'q>(
+    sql: &'q str,
+    binds: &'q [crate::search::Bind],
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    use crate::search::Bind;
+    let mut q = sqlx::query(sql);
+    for b in binds {
+        q = match b {
+            Bind::Text(t) => q.bind(t.as_str()),
+            Bind::Num(n) => q.bind(*n),
+            Bind::Int(i) => q.bind(*i),
+        };
+    }
+    q
+}
+
 /// Writes go to active runs only: a deleted run is restored first (MLflow's rule and
 /// wording).
 pub(crate) fn check_active(info: &RunInfo) -> Result<()> {
@@ -382,15 +399,7 @@ impl Tracking {
         max: i64,
         offset: i64,
     ) -> Result<(Vec<AnyRow>, bool)> {
-        use crate::search::Bind;
-        let mut q = sqlx::query(sql);
-        for b in binds {
-            q = match b {
-                Bind::Text(t) => q.bind(t.as_str()),
-                Bind::Num(n) => q.bind(*n),
-                Bind::Int(i) => q.bind(*i),
-            };
-        }
+        let q = bound(sql, binds);
         let mut rows = q
             .bind(max + 1)
             .bind(offset)
@@ -403,15 +412,7 @@ impl Tracking {
 
     /// The `n` that `sql` (a `SELECT COUNT(*) AS n …`) counts.
     async fn count(&self, sql: &str, binds: &[crate::search::Bind]) -> Result<i64> {
-        use crate::search::Bind;
-        let mut q = sqlx::query(sql);
-        for b in binds {
-            q = match b {
-                Bind::Text(t) => q.bind(t.as_str()),
-                Bind::Num(n) => q.bind(*n),
-                Bind::Int(i) => q.bind(*i),
-            };
-        }
+        let q = bound(sql, binds);
         Ok(q.fetch_one(self.meta.reader()).await?.try_get("n")?)
     }
 
