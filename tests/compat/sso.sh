@@ -7,9 +7,7 @@
 #
 #   tests/compat/sso.sh
 #
-# Not yet in .ci/run: its first run (stop 66) stopped waiting for the first provider
-# to start (the same start.sh starts it by hand in seconds); the next session makes
-# it pass, then adds it.
+# Run by .ci/run. Needs Node.js >= 20.18 (the machine's; Debian's nodejs 18 is too old).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)

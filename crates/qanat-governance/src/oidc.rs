@@ -20,7 +20,7 @@ use crate::jwt::{self, JwkSet, JwtError};
 use crate::{Error, ExternalIdentity, Governance, Principal, Result, RoleMapping};
 
 /// Soonest a token naming an unknown key makes the keys be fetched again.
-pub const REFETCH_EVERY: Duration = Duration::from_secs(30);
+pub const REFETCH_EVERY: Duration = Duration::from_secs(10);
 /// How long the discovery document and keys are kept before they are fetched again.
 pub const KEEP_FOR: Duration = Duration::from_secs(3600);
 /// Longest wait for the provider.
@@ -188,6 +188,22 @@ impl Oidc {
     pub async fn verify(&self, token: &str, audience: &str) -> Result<(Map<String, Value>, i64)> {
         let refused = |e: JwtError| Error::Unauthenticated(format!("{e}"));
         let t = jwt::decode(token).map_err(refused)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or_default();
+        // The claims first: a token refused by them (another issuer's, expired, for
+        // another audience) never makes this server fetch the provider's keys, so
+        // strangers' tokens cannot spend the refetch allowance a rotation needs.
+        // Nothing is trusted before the signature verifies below.
+        let exp = jwt::Expect {
+            issuer: &self.config.issuer,
+            audience,
+            now,
+            leeway: self.config.leeway_secs,
+        }
+        .check(&t.claims)
+        .map_err(refused)?;
         let mut keys = self.current(false).await?.keys;
         if let Err(JwtError::UnknownKey(_)) = t.verify_signature(&keys) {
             // Perhaps rotated: fetch the keys again, unless that was done just now.
@@ -201,18 +217,6 @@ impl Oidc {
             }
         }
         t.verify_signature(&keys).map_err(refused)?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or_default();
-        let exp = jwt::Expect {
-            issuer: &self.config.issuer,
-            audience,
-            now,
-            leeway: self.config.leeway_secs,
-        }
-        .check(&t.claims)
-        .map_err(refused)?;
         Ok((t.claims, exp))
     }
 
