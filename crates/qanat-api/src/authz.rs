@@ -312,6 +312,9 @@ async fn decide(state: AppState, policy: Policy, mut req: Request, next: Next) -
                 .then(|| project_header(&req).unwrap_or_else(|| state.http.mlflow_project.clone()))
         });
     let resource = req.uri().path().to_string();
+    // What every entry of this request adds once the caller is known: who the identity
+    // provider says they are, which of grant and groups gave their role, break-glass.
+    let note = std::sync::Mutex::new(String::new());
     let audit = |actor: &str, outcome: AuditOutcome, detail: String| AuditRecord {
         request_id: request_id.clone(),
         actor: actor.to_string(),
@@ -319,7 +322,7 @@ async fn decide(state: AppState, policy: Policy, mut req: Request, next: Next) -
         resource: resource.clone(),
         project: project.clone(),
         outcome,
-        detail,
+        detail: format!("{detail}{}", note_text(&note)),
     };
 
     // 1. Who is calling: the bearer token, or on a UI page the session cookie.
@@ -354,6 +357,19 @@ async fn decide(state: AppState, policy: Policy, mut req: Request, next: Next) -
         .as_ref()
         .map(|p| p.name.clone())
         .unwrap_or_else(|| "anonymous".into());
+    let break_glass = principal
+        .as_ref()
+        .is_some_and(|p| is_break_glass(&state, p));
+    if let Some(p) = &principal {
+        set_note(&note, identity_note(p, break_glass));
+        if break_glass {
+            tracing::warn!(
+                user = %p.name,
+                action = policy.action,
+                "break-glass: a local admin acts while single sign-on is configured"
+            );
+        }
+    }
     if let Some(note) = req.extensions().get::<crate::access::AccessNote>() {
         note.set(&actor, project.as_deref());
     }
@@ -404,6 +420,15 @@ async fn decide(state: AppState, policy: Policy, mut req: Request, next: Next) -
         match state.gov.project_and_role(&p.user_id, name).await {
             Ok((found, r)) => {
                 role = r;
+                if p.provider.is_some() {
+                    // Which of an admin's grant and the provider's groups decided.
+                    if let Ok(Some((r, source))) =
+                        state.gov.role_source(&p.user_id, found.id.as_str()).await
+                    {
+                        let more = format!("{} · role {r} by {source}", note_text(&note));
+                        set_note(&note, more);
+                    }
+                }
                 scope = Some(ProjectScope {
                     project: found,
                     role: r,
@@ -517,6 +542,7 @@ async fn decide(state: AppState, policy: Policy, mut req: Request, next: Next) -
     let status = resp.status();
     let must_audit = (policy.writes(&method) && (policy.audit_writes || !status.is_success()))
         || policy.audit_reads
+        || break_glass
         || status == StatusCode::FORBIDDEN;
     let recorded = written.load(Ordering::Acquire) && status.is_success();
     if !must_audit || recorded {
@@ -540,6 +566,36 @@ async fn decide(state: AppState, policy: Policy, mut req: Request, next: Next) -
     {
         Ok(_) => resp,
         Err(e) => audit_unavailable(e),
+    }
+}
+
+fn note_text(note: &std::sync::Mutex<String>) -> String {
+    note.lock().map(|n| n.clone()).unwrap_or_default()
+}
+
+fn set_note(note: &std::sync::Mutex<String>, text: String) {
+    if let Ok(mut n) = note.lock() {
+        *n = text;
+    }
+}
+
+/// Whether `p` is a local admin acting while single sign-on is configured: the
+/// break-glass way in when the provider is down, every use of which is audited (reads
+/// too) and logged as a warning.
+fn is_break_glass(state: &AppState, p: &Principal) -> bool {
+    state.gov.oidc().is_some()
+        && p.is_admin
+        && p.provider.is_none()
+        && p.kind == qanat_governance::UserKind::User
+}
+
+/// What an audit entry adds about its caller: the identity provider's issuer and
+/// subject for a person it vouches for, break-glass for a local admin under SSO.
+fn identity_note(p: &Principal, break_glass: bool) -> String {
+    match (&p.provider, break_glass) {
+        (Some(id), _) => format!(" · sso issuer {} subject {}", id.issuer, id.subject),
+        (None, true) => " · BREAK-GLASS: a local admin, not the identity provider's".to_string(),
+        (None, false) => String::new(),
     }
 }
 

@@ -105,6 +105,35 @@ pub(crate) async fn whoami(
     }))
 }
 
+/// How a command-line client logs in through single sign-on (404 when it is not
+/// configured). Public: it names the provider and a public client, nothing secret.
+#[utoipa::path(get, path = "/api/v1/auth/sso", tag = "identity",
+    responses((status = 200, body = qanat_governance::wire::SsoSettings), (status = 404, body = crate::ErrorBody), (status = 502, body = crate::ErrorBody)))]
+pub(crate) async fn sso_settings(
+    State(state): State<AppState>,
+) -> Result<Json<qanat_governance::wire::SsoSettings>, ApiError> {
+    let Some(oidc) = state.gov.oidc() else {
+        return Err(ApiError::not_found(
+            "single sign-on is not configured on this server ([security.oidc]); log in with a token",
+        ));
+    };
+    let doc = oidc.discovery().await.map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::BAD_GATEWAY,
+            "IDENTITY_PROVIDER_UNAVAILABLE",
+            e.to_string(),
+        )
+    })?;
+    let c = oidc.config();
+    Ok(Json(qanat_governance::wire::SsoSettings {
+        issuer: c.issuer.clone(),
+        client_id: c.cli_client_id.clone(),
+        scopes: c.cli_scopes.clone(),
+        device_authorization_endpoint: doc.device_authorization_endpoint,
+        token_endpoint: doc.token_endpoint,
+    }))
+}
+
 /// Configured storage locations and their regions (never their credentials).
 #[utoipa::path(get, path = "/api/v1/storage/locations", tag = "storage", security(("bearer" = [])),
     responses((status = 200, body = [LocationView])))]
@@ -133,5 +162,6 @@ pub(crate) fn routes() -> Fragment {
         .route(routes!(metrics), Policy::global_admin("metrics").metrics())
         .route(routes!(openapi), Policy::public("openapi"))
         .route(routes!(whoami), Policy::authenticated("whoami"))
+        .route(routes!(sso_settings), Policy::public("auth.sso_settings"))
         .route(routes!(locations), Policy::authenticated("storage.list"))
 }

@@ -19,6 +19,12 @@ impl Client {
         self.get("/api/v1/whoami").await
     }
 
+    /// How to log in through the server's identity provider (no token needed).
+    #[qanat_macros::boxed]
+    pub async fn sso_settings(&self) -> Result<qanat_types::governance::wire::SsoSettings> {
+        self.get("/api/v1/auth/sso").await
+    }
+
     /// Creates a user or service account (global admins).
     #[qanat_macros::boxed]
     pub async fn create_user(&self, user: &CreateUser) -> Result<User> {

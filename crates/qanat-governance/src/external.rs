@@ -79,8 +79,8 @@ pub enum RoleSource {
 impl std::fmt::Display for RoleSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RoleSource::Grant => f.write_str("granted"),
-            RoleSource::Groups(g) => write!(f, "from the provider's group(s) {}", g.join(", ")),
+            RoleSource::Grant => f.write_str("an admin's grant"),
+            RoleSource::Groups(g) => write!(f, "the provider's group(s) {}", g.join(", ")),
         }
     }
 }
@@ -172,6 +172,10 @@ impl Governance {
             token_id: format!("oidc:{}", id.subject),
             scope: TokenScope::All,
             rate_limit: None,
+            provider: Some(crate::ProviderIdentity {
+                issuer: id.issuer.clone(),
+                subject: id.subject.clone(),
+            }),
         })
     }
 

@@ -329,8 +329,9 @@ impl Governance {
             return Ok(principal);
         }
         let row = sqlx::query(
-            "SELECT t.id AS token_id, t.expires_at, t.revoked_at, t.last_used_at, t.scope, t.rate_limit, u.id AS user_id, u.name, u.kind, u.is_admin, u.mapped_admin, u.disabled \
-             FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.secret_hash = $1",
+            "SELECT t.id AS token_id, t.expires_at, t.revoked_at, t.last_used_at, t.scope, t.rate_limit, u.id AS user_id, u.name, u.kind, u.is_admin, u.mapped_admin, u.disabled, u.issuer, u.subject, s.check_at AS sso_check_at \
+             FROM tokens t JOIN users u ON u.id = t.user_id LEFT JOIN sso_sessions s ON s.token_id = t.id \
+             WHERE t.secret_hash = $1",
         )
         .bind(&secret_hash)
         .fetch_optional(self.meta.reader())
@@ -353,6 +354,13 @@ impl Governance {
             return reject("the account that owns this token is disabled");
         }
         let token_id: String = row.try_get("token_id")?;
+        // A single sign-on session is checked at the provider again when due.
+        if row
+            .try_get::<Option<i64>, _>("sso_check_at")?
+            .is_some_and(|at| at <= now)
+        {
+            self.recheck_sso_session(&token_id).await?;
+        }
         let last_used: Option<i64> = row.try_get("last_used_at")?;
         if last_used.is_none_or(|t| now - t > LAST_USED_GRANULARITY) {
             sqlx::query("UPDATE tokens SET last_used_at = $1 WHERE id = $2")
@@ -371,6 +379,13 @@ impl Governance {
             token_id,
             scope: row.try_get::<String, _>("scope")?.parse()?,
             rate_limit: rate_limit(&row)?,
+            provider: match (
+                row.try_get::<Option<String>, _>("issuer")?,
+                row.try_get::<Option<String>, _>("subject")?,
+            ) {
+                (Some(issuer), Some(subject)) => Some(crate::ProviderIdentity { issuer, subject }),
+                _ => None,
+            },
         };
         self.principals.put(
             secret_hash,

@@ -24,6 +24,7 @@ mod oidc;
 mod projects;
 mod rbac;
 mod residency;
+mod sso;
 
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -33,11 +34,14 @@ pub use cache::{auth_changed, TTL as AUTH_CACHE_TTL};
 pub use error::Error;
 pub use external::{ExternalIdentity, GroupRole, RoleMapping, RoleSource};
 pub use identity::{TokenGrant, MAX_RATE_LIMIT};
-pub use oidc::{Discovery, Oidc, OidcConfig};
+pub use oidc::{
+    constant_eq, pkce_challenge, random_token, ClientSecret, Discovery, Oidc, OidcConfig, SsoLogin,
+    TokenRefusal, TokenResponse,
+};
 pub use qanat_types::governance::{
     wire, AuditCheckpoint, AuditEntry, AuditVerification, ChainProblem, CheckpointVerification,
-    LineageEdge, LineageGraph, Member, NewToken, Principal, Project, Role, TokenInfo, TokenScope,
-    User, UserKind,
+    LineageEdge, LineageGraph, Member, NewToken, Principal, Project, ProviderIdentity, Role,
+    TokenInfo, TokenScope, User, UserKind,
 };
 pub use rbac::{authorize, Decision, Requirement};
 pub use residency::check_residency;
@@ -53,6 +57,7 @@ pub static MIGRATIONS: qanat_store::migrations::DomainMigrations = qanat_store::
         "0011_audit_chain_guard.sql",
         "0013_token_scope.sql",
         "0017_external_identities.sql",
+        "0018_sso_sessions.sql",
     ]
 );
 
@@ -74,6 +79,11 @@ pub struct Governance {
     scopes: std::sync::Arc<Cache<(UserId, String), Scope>>,
     /// The OpenID provider whose access tokens are accepted beside Qanat's, if any.
     oidc: Option<Oidc>,
+    /// Seals the refresh tokens single sign-on sessions keep.
+    keys: Option<qanat_store::Keyring>,
+    /// One re-check of a single sign-on session at a time (a refresh token is spent
+    /// by its use).
+    sso_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 /// A project and a caller's role in it.
@@ -95,12 +105,16 @@ impl Governance {
             principals: cache::new(),
             scopes: cache::new(),
             oidc: None,
+            keys: None,
+            sso_lock: Default::default(),
         }
     }
 
-    /// Accepts `oidc`'s access tokens as bearer tokens too.
-    pub fn with_oidc(mut self, oidc: Oidc) -> Self {
+    /// Accepts `oidc`'s access tokens as bearer tokens too, and signs people in
+    /// through it; `keys` seal the refresh tokens of their sessions.
+    pub fn with_oidc(mut self, oidc: Oidc, keys: qanat_store::Keyring) -> Self {
         self.oidc = Some(oidc);
+        self.keys = Some(keys);
         self
     }
 

@@ -19,6 +19,8 @@ use tokio::sync::Mutex;
 use crate::jwt::{self, JwkSet, JwtError};
 use crate::{Error, ExternalIdentity, Governance, Principal, Result, RoleMapping};
 
+pub use crate::sso::SsoLogin;
+
 /// Soonest a token naming an unknown key makes the keys be fetched again.
 pub const REFETCH_EVERY: Duration = Duration::from_secs(10);
 /// How long the discovery document and keys are kept before they are fetched again.
@@ -45,6 +47,75 @@ pub struct OidcConfig {
     pub mapping: RoleMapping,
     /// Clock skew allowed on `exp` and `nbf`.
     pub leeway_secs: i64,
+    /// The web UI client's secret, when the provider gave it one (a confidential
+    /// client); the UI's login sends it to the token endpoint.
+    pub client_secret: Option<ClientSecret>,
+    /// Scopes the web UI asks for (space-separated).
+    pub scopes: String,
+    /// The CLI's client (a public one that may use the device flow).
+    pub cli_client_id: String,
+    /// Scopes the CLI asks for (space-separated).
+    pub cli_scopes: String,
+    /// Where the provider sends the browser back after a UI login; derived from the
+    /// request when `None`.
+    pub redirect_url: Option<String>,
+    /// How often a UI session is checked again at the provider (by refreshing).
+    pub session_check_secs: i64,
+    /// Extra parameters of the UI's authorization request (e.g. Google's
+    /// `access_type = offline`).
+    pub auth_params: Vec<(String, String)>,
+}
+
+/// A client secret: never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientSecret(pub String);
+
+impl std::fmt::Debug for ClientSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientSecret(***)")
+    }
+}
+
+/// What the provider's token endpoint answers.
+#[derive(Clone, Deserialize)]
+pub struct TokenResponse {
+    pub access_token: String,
+    #[serde(default)]
+    pub id_token: Option<String>,
+    #[serde(default)]
+    pub refresh_token: Option<String>,
+    /// Seconds the access token lives.
+    #[serde(default)]
+    pub expires_in: Option<i64>,
+}
+
+impl std::fmt::Debug for TokenResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenResponse")
+            .field("expires_in", &self.expires_in)
+            .field("refresh_token", &self.refresh_token.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the token endpoint gave no tokens.
+#[derive(Debug, Clone)]
+pub enum TokenRefusal {
+    /// The provider said no (`invalid_grant` and the like): the grant is over.
+    Refused(String),
+    /// The provider could not be asked.
+    Unreachable(String),
+}
+
+impl std::fmt::Display for TokenRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenRefusal::Refused(why) => write!(f, "the identity provider refused: {why}"),
+            TokenRefusal::Unreachable(why) => {
+                write!(f, "the identity provider could not be asked: {why}")
+            }
+        }
+    }
 }
 
 /// The provider's discovery document (`/.well-known/openid-configuration`): what
@@ -61,6 +132,8 @@ pub struct Discovery {
     pub device_authorization_endpoint: Option<String>,
     #[serde(default)]
     pub end_session_endpoint: Option<String>,
+    #[serde(default)]
+    pub token_endpoint_auth_methods_supported: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -252,6 +325,248 @@ impl Oidc {
             groups,
         })
     }
+}
+
+impl Oidc {
+    /// Where the browser goes to log in: the authorization code flow with PKCE
+    /// (`challenge` is the S256 hash of the verifier), `state` and `nonce`.
+    pub async fn authorization_url(
+        &self,
+        redirect_uri: &str,
+        state: &str,
+        nonce: &str,
+        challenge: &str,
+    ) -> Result<String> {
+        let doc = self.discovery().await?;
+        let mut url = url::Url::parse(&doc.authorization_endpoint).map_err(|e| {
+            Error::Unauthenticated(format!(
+                "the provider's authorization endpoint '{}' is not a URL: {e}",
+                doc.authorization_endpoint
+            ))
+        })?;
+        url.query_pairs_mut()
+            .append_pair("response_type", "code")
+            .append_pair("client_id", &self.config.client_id)
+            .append_pair("redirect_uri", redirect_uri)
+            .append_pair("scope", &self.config.scopes)
+            .append_pair("state", state)
+            .append_pair("nonce", nonce)
+            .append_pair("code_challenge", challenge)
+            .append_pair("code_challenge_method", "S256");
+        for (k, v) in &self.config.auth_params {
+            url.query_pairs_mut().append_pair(k, v);
+        }
+        Ok(url.into())
+    }
+
+    /// Posts `form` to the token endpoint as the web UI's client (its secret by HTTP
+    /// basic authentication, or in the form when the provider takes only that).
+    async fn token_request(
+        &self,
+        mut form: Vec<(&str, String)>,
+    ) -> std::result::Result<TokenResponse, TokenRefusal> {
+        let doc = self
+            .discovery()
+            .await
+            .map_err(|e| TokenRefusal::Unreachable(e.to_string()))?;
+        let mut req = self.http.post(&doc.token_endpoint);
+        let id = self.config.client_id.clone();
+        match &self.config.client_secret {
+            Some(secret) => {
+                let basic = doc
+                    .token_endpoint_auth_methods_supported
+                    .as_ref()
+                    .is_none_or(|m| m.iter().any(|m| m == "client_secret_basic"));
+                if basic {
+                    let enc =
+                        |v: &str| form_urlencoded::byte_serialize(v.as_bytes()).collect::<String>();
+                    req = req.basic_auth(enc(&id), Some(enc(&secret.0)));
+                } else {
+                    form.push(("client_id", id));
+                    form.push(("client_secret", secret.0.clone()));
+                }
+            }
+            None => form.push(("client_id", id)),
+        }
+        let body = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form.iter().map(|(k, v)| (*k, v.as_str())))
+            .finish();
+        let resp = req
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .header("Accept", "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| TokenRefusal::Unreachable(e.to_string()))?;
+        let status = resp.status();
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| TokenRefusal::Unreachable(e.to_string()))?;
+        if bytes.len() > MAX_DOCUMENT_BYTES {
+            return Err(TokenRefusal::Unreachable("the answer is too large".into()));
+        }
+        if status.is_success() {
+            return serde_json::from_slice(&bytes).map_err(|e| {
+                TokenRefusal::Unreachable(format!(
+                    "the token endpoint's answer is not understood: {e}"
+                ))
+            });
+        }
+        #[derive(Deserialize)]
+        struct OAuthError {
+            error: String,
+            #[serde(default)]
+            error_description: Option<String>,
+        }
+        match serde_json::from_slice::<OAuthError>(&bytes) {
+            Ok(e) if status.is_client_error() => {
+                Err(TokenRefusal::Refused(match e.error_description {
+                    Some(d) => format!("{} ({d})", e.error),
+                    None => e.error,
+                }))
+            }
+            _ => Err(TokenRefusal::Unreachable(format!(
+                "the token endpoint answered {status}"
+            ))),
+        }
+    }
+
+    /// Trades an authorization code (and its PKCE verifier) for tokens.
+    pub async fn exchange_code(
+        &self,
+        code: &str,
+        verifier: &str,
+        redirect_uri: &str,
+    ) -> std::result::Result<TokenResponse, TokenRefusal> {
+        self.token_request(vec![
+            ("grant_type", "authorization_code".into()),
+            ("code", code.into()),
+            ("code_verifier", verifier.into()),
+            ("redirect_uri", redirect_uri.into()),
+        ])
+        .await
+    }
+
+    /// Trades a refresh token for new tokens: the provider's check that the person
+    /// still may sign in.
+    pub async fn refresh(
+        &self,
+        refresh_token: &str,
+    ) -> std::result::Result<TokenResponse, TokenRefusal> {
+        self.token_request(vec![
+            ("grant_type", "refresh_token".into()),
+            ("refresh_token", refresh_token.into()),
+        ])
+        .await
+    }
+
+    /// Verifies an ID token for the web UI's client; with `nonce`, that it is the one
+    /// the login sent.
+    pub async fn verify_id_token(
+        &self,
+        id_token: &str,
+        nonce: Option<&str>,
+    ) -> Result<Map<String, Value>> {
+        let (claims, _) = self.verify(id_token, &self.config.client_id).await?;
+        if let Some(want) = nonce {
+            let got = claims
+                .get("nonce")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if !constant_eq(got.as_bytes(), want.as_bytes()) {
+                return Err(Error::Unauthenticated(
+                    "the ID token's nonce is not the one this login sent (a replayed or injected login); log in again"
+                        .into(),
+                ));
+            }
+        }
+        Ok(claims)
+    }
+
+    /// The claims of the userinfo endpoint for `access_token`.
+    async fn userinfo(&self, access_token: &str) -> Result<Map<String, Value>> {
+        let doc = self.discovery().await?;
+        let Some(url) = doc.userinfo_endpoint else {
+            return Ok(Map::new());
+        };
+        let resp = self
+            .http
+            .get(&url)
+            .bearer_auth(access_token)
+            .header("Accept", "application/json")
+            .send()
+            .await
+            .map_err(|e| unreachable_provider("userinfo", e))?;
+        if !resp.status().is_success() {
+            return Err(Error::Unauthenticated(format!(
+                "the provider's userinfo endpoint answered {}",
+                resp.status()
+            )));
+        }
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| unreachable_provider("userinfo", e))?;
+        if body.len() > MAX_DOCUMENT_BYTES {
+            return Err(unreachable_provider(
+                "userinfo",
+                "the document is too large",
+            ));
+        }
+        serde_json::from_slice(&body).map_err(|e| unreachable_provider("userinfo", e))
+    }
+
+    /// Who a login's tokens name: the verified ID token's claims (with `nonce`
+    /// checked at a login, not at a refresh), completed from the userinfo endpoint
+    /// when they lack the user name or groups claim (some providers send groups
+    /// only there). `None` when the answer has no ID token.
+    pub async fn login_identity(
+        &self,
+        tokens: &TokenResponse,
+        nonce: Option<&str>,
+    ) -> Result<Option<ExternalIdentity>> {
+        let Some(id_token) = &tokens.id_token else {
+            return Ok(None);
+        };
+        let mut claims = self.verify_id_token(id_token, nonce).await?;
+        let lacks = |c: &Map<String, Value>| {
+            !c.contains_key(&self.config.username_claim)
+                || !c.contains_key(&self.config.groups_claim)
+        };
+        if lacks(&claims) {
+            let info = self.userinfo(&tokens.access_token).await?;
+            if info.get("sub") == claims.get("sub") {
+                for (k, v) in info {
+                    claims.entry(k).or_insert(v);
+                }
+            }
+        }
+        self.identity(&claims).map(Some)
+    }
+}
+
+/// A fresh random value for a login's state, nonce or PKCE verifier (256 bits,
+/// URL-safe base64).
+pub fn random_token() -> String {
+    use base64::Engine as _;
+    use rand::RngCore as _;
+    let mut random = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut random);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random)
+}
+
+/// The PKCE challenge of `verifier` (method S256, RFC 7636).
+pub fn pkce_challenge(verifier: &str) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(sha2::Sha256::digest(verifier.as_bytes()))
+}
+
+/// Equality in time that does not depend on where the inputs differ.
+pub fn constant_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 impl Governance {

@@ -87,6 +87,7 @@ mod tests {
             token_id: "t1".into(),
             scope: Default::default(),
             rate_limit: None,
+            provider: None,
         }
     }
 

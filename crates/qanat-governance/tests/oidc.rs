@@ -122,9 +122,20 @@ async fn the_providers_tokens_are_accepted_only_when_its_keys_and_claims_say_so(
                 }],
             },
             leeway_secs: 30,
+            client_secret: None,
+            scopes: "openid".into(),
+            cli_client_id: "qanat".into(),
+            cli_scopes: "openid".into(),
+            redirect_url: None,
+            session_check_secs: 300,
+            auth_params: vec![],
         })
         .expect("oidc");
-        let gov = Governance::new(db.store.clone()).with_oidc(oidc);
+        let gov = Governance::new(db.store.clone()).with_oidc(
+            oidc,
+            qanat_store::Keyring::from_base64(&qanat_store::Keyring::generate_base64())
+                .expect("a fresh key"),
+        );
         qanat_governance::testing::projects(&gov, ["fraud"]).await;
         let claims = |sub: &str, name: &str| {
             json!({"iss": issuer, "aud": "qanat", "sub": sub, "preferred_username": name,

@@ -61,6 +61,19 @@ pub struct Principal {
     /// The token's rate limit, in requests per second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<u32>,
+    /// Who the identity provider says this is, for a person it vouches for (single
+    /// sign-on); `None` for local users and service accounts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderIdentity>,
+}
+
+/// A person as an OpenID provider names them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ProviderIdentity {
+    /// The provider's issuer URL.
+    pub issuer: String,
+    /// The provider's stable id of the person (`sub`).
+    pub subject: String,
 }
 
 /// A token as listed: never the secret.

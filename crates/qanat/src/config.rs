@@ -755,6 +755,34 @@ pub struct OidcSection {
     /// Clock skew allowed on a token's expiry and not-before, in seconds.
     #[serde(default = "default_leeway")]
     pub leeway_secs: i64,
+    /// The web UI client's secret (a confidential client). `QANAT_OIDC_CLIENT_SECRET`
+    /// overrides it, so that it need not be written in the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// Scopes the web UI's login asks for.
+    #[serde(default = "default_oidc_scopes")]
+    pub scopes: String,
+    /// The client `qanat login --sso` uses (a public client allowed the device flow;
+    /// default: `client_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cli_client_id: Option<String>,
+    /// Scopes `qanat login --sso` asks for (default: `scopes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cli_scopes: Option<String>,
+    /// Where the provider sends the browser back after a UI login:
+    /// `https://<this server>/ui/login/sso/callback`, registered at the provider
+    /// (default: built from the request's host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_url: Option<String>,
+    /// How often a UI session is checked again at the provider, in seconds (a
+    /// refresh: a person disabled there loses the session at the next check).
+    #[serde(default = "default_session_check")]
+    pub session_check_secs: i64,
+    /// Extra parameters of the UI's authorization request, e.g. Google's
+    /// `{ access_type = "offline", prompt = "consent" }` (for a refresh token) or
+    /// Entra ID's `domain_hint`. The flow's own parameters cannot be replaced.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub auth_params: BTreeMap<String, String>,
 }
 
 /// Members of `group` get `role` in `project`.
@@ -775,6 +803,12 @@ fn default_groups_claim() -> String {
 fn default_leeway() -> i64 {
     60
 }
+fn default_oidc_scopes() -> String {
+    "openid profile email offline_access".into()
+}
+fn default_session_check() -> i64 {
+    300
+}
 
 impl OidcSection {
     /// Checks the section and makes governance's settings of it.
@@ -788,6 +822,43 @@ impl OidcSection {
         if !(0..=600).contains(&self.leeway_secs) {
             bail!("security.oidc.leeway_secs must be between 0 and 600 seconds");
         }
+        if !(1..=86_400).contains(&self.session_check_secs) {
+            bail!("security.oidc.session_check_secs must be between 1 and 86400 seconds");
+        }
+        if !self.scopes.split_whitespace().any(|s| s == "openid") {
+            bail!(
+                "security.oidc.scopes must include 'openid' (got '{}')",
+                self.scopes
+            );
+        }
+        if let Some(r) = &self.redirect_url {
+            let u = url::Url::parse(r)
+                .with_context(|| format!("security.oidc.redirect_url '{r}' is not a URL"))?;
+            if u.path() != "/ui/login/sso/callback" {
+                bail!("security.oidc.redirect_url must end in /ui/login/sso/callback (this server's), not '{r}'");
+            }
+        }
+        for k in self.auth_params.keys() {
+            if [
+                "response_type",
+                "client_id",
+                "redirect_uri",
+                "scope",
+                "state",
+                "nonce",
+                "code_challenge",
+                "code_challenge_method",
+            ]
+            .contains(&k.as_str())
+            {
+                bail!("security.oidc.auth_params may not set '{k}': the login sets it");
+            }
+        }
+        let client_secret = std::env::var("QANAT_OIDC_CLIENT_SECRET")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .or_else(|| self.client_secret.clone())
+            .map(qanat_governance::ClientSecret);
         let roles = self
             .roles
             .iter()
@@ -815,6 +886,23 @@ impl OidcSection {
                 roles,
             },
             leeway_secs: self.leeway_secs,
+            client_secret,
+            scopes: self.scopes.clone(),
+            cli_client_id: self
+                .cli_client_id
+                .clone()
+                .unwrap_or_else(|| self.client_id.clone()),
+            cli_scopes: self
+                .cli_scopes
+                .clone()
+                .unwrap_or_else(|| self.scopes.clone()),
+            redirect_url: self.redirect_url.clone(),
+            session_check_secs: self.session_check_secs,
+            auth_params: self
+                .auth_params
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         })
     }
 }
@@ -1321,6 +1409,11 @@ impl Config {
                 None => u.to_string(),
             });
         shown.metadata.url = shown.metadata.url.as_deref().map(qanat_store::redact_url);
+        if let Some(o) = shown.security.oidc.as_mut() {
+            if o.client_secret.is_some() {
+                o.client_secret = Some("REDACTED".into());
+            }
+        }
         shown.features.online_store = shown
             .features
             .online_store
@@ -1383,6 +1476,79 @@ mod tests {
         assert!(!text.contains("k3y") && !text.contains("t0ken"), "{text}");
         assert!(!text.contains("s3cr3t"));
         assert!(text.contains("me-central-1"));
+    }
+
+    fn oidc(extra: &str) -> Result<qanat_governance::OidcConfig> {
+        let text = format!(
+            "issuer = \"https://login.example.com/tenant/v2.0\"\nclient_id = \"qanat\"\n{extra}"
+        );
+        let section: OidcSection = toml::from_str(&text)?;
+        section.governance()
+    }
+
+    #[test]
+    fn the_oidc_section_is_checked_and_defaulted() {
+        let c = oidc("").expect("the least a section needs");
+        assert_eq!(c.audience, "qanat");
+        assert_eq!(c.cli_client_id, "qanat");
+        assert_eq!(c.username_claim, "preferred_username");
+        assert_eq!(c.groups_claim, "groups");
+        assert_eq!(c.scopes, "openid profile email offline_access");
+        assert_eq!(c.cli_scopes, c.scopes);
+        assert_eq!(c.session_check_secs, 300);
+        assert_eq!(c.leeway_secs, 60);
+
+        let c = oidc(
+            "audience = \"api://qanat\"\ncli_client_id = \"qanat-cli\"\nclient_secret = \"s3cret\"\n\
+             roles = [{ group = \"g\", project = \"fraud\", role = \"maintainer\" }]\nadmin_groups = [\"admins\"]",
+        )
+        .expect("a full section");
+        assert_eq!(c.audience, "api://qanat");
+        assert_eq!(c.cli_client_id, "qanat-cli");
+        assert_eq!(c.mapping.roles[0].role, qanat_governance::Role::Maintainer);
+        assert_eq!(c.mapping.admin_groups, vec!["admins".to_string()]);
+        // The secret is never printed.
+        assert!(!format!("{c:?}").contains("s3cret"));
+
+        for (bad, says) in [
+            ("leeway_secs = 601", "leeway_secs"),
+            ("session_check_secs = 0", "session_check_secs"),
+            ("scopes = \"profile email\"", "openid"),
+            (
+                "redirect_url = \"https://qanat.example/elsewhere\"",
+                "/ui/login/sso/callback",
+            ),
+            (
+                "roles = [{ group = \"g\", project = \"p\", role = \"owner\" }]",
+                "group 'g'",
+            ),
+            ("unknown_key = 1", "unknown field"),
+            ("auth_params = { nonce = \"fixed\" }", "may not set 'nonce'"),
+        ] {
+            let err = format!("{:#}", oidc(bad).expect_err(bad));
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+        let plain: OidcSection =
+            toml::from_str("issuer = \"http://idp.example\"\nclient_id = \"q\"").expect("toml");
+        let err = format!("{:#}", plain.governance().expect_err("plain http"));
+        assert!(err.contains("https"), "{err}");
+        let local: OidcSection =
+            toml::from_str("issuer = \"http://127.0.0.1:9000\"\nclient_id = \"q\"").expect("toml");
+        local.governance().expect("plain http on loopback");
+    }
+
+    #[test]
+    fn the_oidc_client_secret_is_redacted() {
+        let mut cfg = Config::default();
+        cfg.security.oidc = Some(
+            toml::from_str(
+                "issuer = \"https://idp.example\"\nclient_id = \"q\"\nclient_secret = \"hunter3\"",
+            )
+            .expect("toml"),
+        );
+        let text = cfg.redacted_toml().expect("toml");
+        assert!(!text.contains("hunter3"), "{text}");
+        assert!(text.contains("REDACTED"), "{text}");
     }
 
     #[test]

@@ -25,9 +25,107 @@ pub struct Credentials {
 /// One server's login.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Login {
+    /// A Qanat token, or the identity provider's access token of an SSO login.
     pub token: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_cert: Option<PathBuf>,
+    /// How `token` is renewed, for a single sign-on login (`qanat login --sso`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sso: Option<SsoSession>,
+}
+
+/// A single sign-on login's session with the identity provider: the access token
+/// (the login's `token`) is renewed with the refresh token at the provider's token
+/// endpoint shortly before it expires; the provider refuses when the person was
+/// disabled or removed there.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct SsoSession {
+    pub issuer: String,
+    pub token_endpoint: String,
+    pub client_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<String>,
+    /// When the access token expires, in unix seconds.
+    pub expires_at: i64,
+}
+
+impl std::fmt::Debug for SsoSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SsoSession")
+            .field("issuer", &self.issuer)
+            .field("expires_at", &self.expires_at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Renewed this long before the access token expires, in seconds.
+const RENEW_BEFORE_SECS: i64 = 30;
+
+/// What the provider's token endpoint answers, as the CLI reads it.
+#[derive(Deserialize)]
+pub struct ProviderTokens {
+    pub access_token: String,
+    #[serde(default)]
+    pub refresh_token: Option<String>,
+    #[serde(default)]
+    pub expires_in: Option<i64>,
+}
+
+/// An OAuth error answer.
+#[derive(Deserialize)]
+pub struct OAuthError {
+    pub error: String,
+    #[serde(default)]
+    pub error_description: Option<String>,
+}
+
+impl std::fmt::Display for OAuthError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.error_description {
+            Some(d) => write!(f, "{} ({d})", self.error),
+            None => f.write_str(&self.error),
+        }
+    }
+}
+
+/// Posts a form to a provider's endpoint: its JSON answer, or its OAuth error.
+pub async fn provider_post<T: serde::de::DeserializeOwned>(
+    url: &str,
+    form: &[(&str, &str)],
+) -> Result<std::result::Result<T, OAuthError>> {
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .user_agent(concat!("qanat-cli/", env!("CARGO_PKG_VERSION")))
+        .build()?;
+    let body = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form.iter().copied())
+        .finish();
+    let resp = http
+        .post(url)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .header("Accept", "application/json")
+        .body(body)
+        .send()
+        .await
+        .with_context(|| format!("asking the identity provider at {url}"))?;
+    let status = resp.status();
+    let bytes = resp.bytes().await?;
+    if status.is_success() {
+        return Ok(Ok(serde_json::from_slice(&bytes).with_context(|| {
+            format!("the identity provider's answer from {url} is not understood")
+        })?));
+    }
+    match serde_json::from_slice::<OAuthError>(&bytes) {
+        Ok(e) => Ok(Err(e)),
+        Err(_) => anyhow::bail!("the identity provider at {url} answered {status}"),
+    }
+}
+
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default()
 }
 
 /// The file as earlier versions wrote it: one server.
@@ -96,6 +194,7 @@ pub fn load_credentials() -> Result<Option<Credentials>> {
                     Login {
                         token: one.token,
                         ca_cert: one.ca_cert,
+                        sso: None,
                     },
                 )]),
             }
@@ -155,6 +254,8 @@ pub struct Target {
     pub server: String,
     pub token: Option<String>,
     pub ca_cert: Option<PathBuf>,
+    /// The stored single sign-on session `token` came from, if it did.
+    pub sso: Option<SsoSession>,
 }
 
 impl Target {
@@ -174,14 +275,68 @@ impl Target {
             .or_else(|| stored.current.clone())
             .unwrap_or_else(|| DEFAULT_SERVER.to_string());
         let login = stored.login(&server);
+        let flag = given(token);
         Ok(Target {
-            token: given(token).or_else(|| login.map(|l| l.token.clone())),
+            sso: match flag {
+                Some(_) => None,
+                None => login.and_then(|l| l.sso.clone()),
+            },
+            token: flag.or_else(|| login.map(|l| l.token.clone())),
             ca_cert: ca_cert
                 .map(Path::to_path_buf)
                 .or(ca_env)
                 .or_else(|| login.and_then(|l| l.ca_cert.clone())),
             server,
         })
+    }
+
+    /// The target with its single sign-on access token renewed at the provider when it
+    /// expires soon (the stored login updated); as it is otherwise.
+    pub async fn fresh(mut self) -> Result<Target> {
+        let Some(sso) = self.sso.clone() else {
+            return Ok(self);
+        };
+        if sso.expires_at - RENEW_BEFORE_SECS > unix_now() {
+            return Ok(self);
+        }
+        let relogin = format!("run `qanat login --sso --server {}`", self.server);
+        let Some(refresh) = sso.refresh_token.as_deref() else {
+            anyhow::bail!(
+                "your single sign-on session with {} has expired: {relogin}",
+                sso.issuer
+            );
+        };
+        let answer = provider_post::<ProviderTokens>(
+            &sso.token_endpoint,
+            &[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", refresh),
+                ("client_id", &sso.client_id),
+            ],
+        )
+        .await?;
+        let tokens = match answer {
+            Ok(t) => t,
+            Err(e) => anyhow::bail!(
+                "{} no longer renews your single sign-on session ({e}): {relogin}",
+                sso.issuer
+            ),
+        };
+        let renewed = SsoSession {
+            refresh_token: tokens.refresh_token.or(sso.refresh_token.clone()),
+            expires_at: unix_now() + tokens.expires_in.unwrap_or(300),
+            ..sso
+        };
+        // The renewed token replaces the stored one; the current server stays.
+        let mut creds = load_credentials()?.unwrap_or_default();
+        if let Some(login) = creds.servers.get_mut(&server_key(&self.server)) {
+            login.token = tokens.access_token.clone();
+            login.sso = Some(renewed.clone());
+            save_credentials(&creds)?;
+        }
+        self.token = Some(tokens.access_token);
+        self.sso = Some(renewed);
+        Ok(self)
     }
 
     pub fn client(&self) -> Result<Client> {

@@ -117,7 +117,9 @@ pub async fn build(
     s: Settings,
 ) -> Result<AppState, Error> {
     let gov = match s.oidc {
-        Some(c) => Governance::new(meta.clone()).with_oidc(Oidc::new(c)?),
+        Some(c) => {
+            Governance::new(meta.clone()).with_oidc(Oidc::new(c)?, storage.keyring().clone())
+        }
         None => Governance::new(meta.clone()),
     };
     let datasets = qanat_data::Datasets::new(meta.clone(), storage.clone());

@@ -1640,6 +1640,26 @@ fn the_ui_logs_in_with_a_token_into_a_session_that_logging_out_ends() {
         logins.iter().any(|e| e["outcome"] == "denied"),
         "{logins:?}"
     );
+
+    // Without [security.oidc] there is no single sign-on: no link on the login
+    // page, and its routes say so with 404 (tests/compat/sso.sh runs it against a
+    // real provider).
+    let form = b.get(format!("{}/ui/login", q.url)).send().expect("form");
+    assert!(!form.text().unwrap_or_default().contains("id=\"sso\""));
+    let start = b
+        .get(format!("{}/ui/login/sso", q.url))
+        .send()
+        .expect("sso start");
+    assert_eq!(start.status(), 404);
+    assert!(start
+        .text()
+        .unwrap_or_default()
+        .contains("single sign-on is not configured"));
+    let cli = b
+        .get(format!("{}/api/v1/auth/sso", q.url))
+        .send()
+        .expect("sso settings");
+    assert_eq!(cli.status(), 404);
 }
 
 /// Every form of the UI needs its session's CSRF token and the role its action needs;

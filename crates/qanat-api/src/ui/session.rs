@@ -17,6 +17,7 @@ use axum::extract::{Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use maud::html;
+use qanat_governance::{pkce_challenge, random_token};
 use qanat_governance::{AuditOutcome, AuditRecord, TokenGrant, TokenScope};
 use rand::RngCore;
 use serde::Deserialize;
@@ -32,6 +33,9 @@ use crate::AppState;
 const SESSION_COOKIE: &str = "qanat_session";
 /// The cookie that carries the login form's random value.
 const LOGIN_COOKIE: &str = "qanat_login";
+/// The cookie that carries a single sign-on login's state, nonce, PKCE verifier and
+/// the page to go to afterwards, from its start to the provider's callback.
+const SSO_COOKIE: &str = "qanat_sso";
 /// Longest life of a session.
 const SESSION_HOURS: i64 = 12;
 /// Largest form the UI accepts.
@@ -52,6 +56,20 @@ pub(super) fn routes(f: Fragment) -> Fragment {
         Policy::public("ui.login").ui(),
         Transfer::Bounded,
         login,
+    )
+    .foreign(
+        Method::GET,
+        "/ui/login/sso",
+        Policy::public("ui.login_sso").ui(),
+        Transfer::Bounded,
+        sso_start,
+    )
+    .foreign(
+        Method::GET,
+        "/ui/login/sso/callback",
+        Policy::public("ui.login").ui(),
+        Transfer::Bounded,
+        sso_callback,
     )
     .foreign(
         Method::POST,
@@ -190,10 +208,19 @@ fn login_page(state: &AppState, status: StatusCode, next: &str, problem: Option<
     rand::rngs::OsRng.fill_bytes(&mut random);
     let value = blake3::Hash::from_bytes(random).to_hex().to_string();
     let csrf = Csrf::of_login(&value);
+    let sso = state.gov.oidc().is_some();
+    let sso_href = format!(
+        "/ui/login/sso?next={}",
+        form_urlencoded::byte_serialize(next.as_bytes()).collect::<String>()
+    );
     let body = html! {
         h1 { "Log in to Qanat" }
         @if let Some(p) = problem {
             p.error role="alert" { (p) }
+        }
+        @if sso {
+            p { a #sso .button href=(sso_href) { "Log in with single sign-on" } }
+            p.hint { "Or with an API token (service accounts, and local admins when the identity provider is down):" }
         }
         form.login method="post" action="/ui/login" {
             input type="hidden" name="csrf" value=(csrf.value());
@@ -271,26 +298,17 @@ async fn login(
         );
     }
     let refused = |status: StatusCode, why: &str| {
-        let state = state.clone();
-        let next = next.clone();
-        let why = why.to_string();
-        let rec = record(
-            "anonymous",
-            AuditOutcome::Denied,
-            &format!("{} {why}", status.as_u16()),
-        );
-        async move {
-            if let Err(e) = state.gov.append_audit(&rec).await {
-                tracing::error!(error = %e, "audit log append failed");
-                return ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "AUDIT_UNAVAILABLE",
-                    "the audit log could not be written; retry later",
-                )
-                .into_response();
-            }
-            login_page(&state, status, &next, Some(&why))
-        }
+        refuse_login(
+            state.clone(),
+            record(
+                "anonymous",
+                AuditOutcome::Denied,
+                &format!("{} {why}", status.as_u16()),
+            ),
+            status,
+            why.to_string(),
+            next.clone(),
+        )
     };
     let principal = match state.gov.authenticate(form.token.trim()).await {
         Ok(p) => p,
@@ -312,16 +330,55 @@ async fn login(
         )
         .await;
     }
-    let now = qanat_store::now_micros();
-    let mut expires = now + SESSION_HOURS * 3_600_000_000;
+    let mut cap = None;
     if let Ok(info) = state.gov.token(&principal.token_id).await {
-        if let Some(exp) = info
+        cap = info
             .expires_at
             .as_deref()
             .and_then(|e| chrono::DateTime::parse_from_rfc3339(e).ok())
-        {
-            expires = expires.min(exp.timestamp_micros());
-        }
+            .map(|e| e.timestamp_micros());
+    }
+    let from = format!("token {}", principal.token_id);
+    open_session(&state, &request_id, &principal, cap, &from, None, next).await
+}
+
+/// A refused login: audited (`rec`), then the login form again with the reason.
+async fn refuse_login(
+    state: AppState,
+    rec: AuditRecord,
+    status: StatusCode,
+    why: String,
+    next: String,
+) -> Response {
+    if let Err(e) = state.gov.append_audit(&rec).await {
+        tracing::error!(error = %e, "audit log append failed");
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "AUDIT_UNAVAILABLE",
+            "the audit log could not be written; retry later",
+        )
+        .into_response();
+    }
+    login_page(&state, status, &next, Some(&why))
+}
+
+/// Opens a UI session for `principal` (a token `ui-session`, living at most
+/// [`SESSION_HOURS`] and never past `cap`), audits it, and sends the browser to `next`
+/// with the session cookie. A single sign-on login passes `sso` (its refresh token,
+/// if any): the session is then checked at the provider again while it lives.
+async fn open_session(
+    state: &AppState,
+    request_id: &str,
+    principal: &qanat_governance::Principal,
+    cap: Option<i64>,
+    from: &str,
+    sso: Option<Option<String>>,
+    next: String,
+) -> Response {
+    let now = qanat_store::now_micros();
+    let mut expires = now + SESSION_HOURS * 3_600_000_000;
+    if let Some(cap) = cap {
+        expires = expires.min(cap);
     }
     let grant = TokenGrant {
         expires_at: Some(expires),
@@ -336,14 +393,29 @@ async fn login(
         Ok(t) => t,
         Err(e) => return super::UiError(ApiError::from(e)).into_response(),
     };
-    let rec = record(
-        &principal.name,
-        AuditOutcome::Success,
-        &format!(
-            "200 session {} from token {}",
-            session.info.id, principal.token_id
-        ),
-    );
+    if let Some(refresh) = &sso {
+        if let Err(e) = state
+            .gov
+            .keep_sso_session(&session.info.id, &principal.user_id, refresh.as_deref())
+            .await
+        {
+            let _ = state.gov.revoke_token(&session.info.id).await;
+            return super::UiError(ApiError::from(e)).into_response();
+        }
+    }
+    let who = match &principal.provider {
+        Some(id) => format!(" · sso issuer {} subject {}", id.issuer, id.subject),
+        None => String::new(),
+    };
+    let rec = AuditRecord {
+        request_id: request_id.to_string(),
+        actor: principal.name.clone(),
+        action: "ui.login".into(),
+        resource: "/ui/login".into(),
+        project: None,
+        outcome: AuditOutcome::Success,
+        detail: format!("200 session {} from {from}{who}", session.info.id),
+    };
     if let Err(e) = state.gov.append_audit(&rec).await {
         tracing::error!(error = %e, "audit log append failed");
         let _ = state.gov.revoke_token(&session.info.id).await;
@@ -373,6 +445,14 @@ async fn login(
             0,
             state.http.secure_cookies,
         ),
+        cookie(
+            SSO_COOKIE,
+            "",
+            "/ui/login/sso",
+            "Lax",
+            0,
+            state.http.secure_cookies,
+        ),
     ] {
         if let Ok(v) = header::HeaderValue::from_str(&c) {
             resp.headers_mut().append(header::SET_COOKIE, v);
@@ -380,6 +460,186 @@ async fn login(
     }
     super::secure_headers(&mut resp);
     resp
+}
+
+/// Where the provider sends the browser back: the configured URL, else this server's
+/// callback at the host the browser used.
+fn redirect_uri(state: &AppState, headers: &HeaderMap) -> Result<String, ApiError> {
+    if let Some(u) = state
+        .gov
+        .oidc()
+        .and_then(|o| o.config().redirect_url.clone())
+    {
+        return Ok(u);
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| {
+            !h.is_empty()
+                && h.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
+        })
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "the request names no usable Host; set security.oidc.redirect_url to this server's /ui/login/sso/callback",
+            )
+        })?;
+    let scheme = if state.http.secure_cookies {
+        "https"
+    } else {
+        "http"
+    };
+    Ok(format!("{scheme}://{host}/ui/login/sso/callback"))
+}
+
+/// Starts a single sign-on login: the browser goes to the provider with a fresh
+/// state, nonce and PKCE challenge; their values wait in a short-lived cookie of
+/// this path.
+async fn sso_start(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<LoginQuery>,
+) -> super::PageResult {
+    let Some(oidc) = state.gov.oidc() else {
+        return Err(super::UiError(ApiError::not_found(
+            "single sign-on is not configured on this server ([security.oidc] in its configuration); log in with a token",
+        )));
+    };
+    let next = safe_next(q.next.as_deref());
+    let (st, nonce, verifier) = (random_token(), random_token(), random_token());
+    let redirect = redirect_uri(&state, &headers)?;
+    let url = oidc
+        .authorization_url(&redirect, &st, &nonce, &pkce_challenge(&verifier))
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "IDENTITY_PROVIDER_UNAVAILABLE",
+                format!("{e}; log in with a token meanwhile"),
+            )
+        })?;
+    let value = format!(
+        "{st}.{nonce}.{verifier}.{}",
+        form_urlencoded::byte_serialize(next.as_bytes()).collect::<String>()
+    );
+    let mut resp = (StatusCode::SEE_OTHER, [(header::LOCATION, url)]).into_response();
+    if let Ok(v) = header::HeaderValue::from_str(&cookie(
+        SSO_COOKIE,
+        &value,
+        "/ui/login/sso",
+        "Lax",
+        600,
+        state.http.secure_cookies,
+    )) {
+        resp.headers_mut().append(header::SET_COOKIE, v);
+    }
+    super::secure_headers(&mut resp);
+    Ok(resp)
+}
+
+#[derive(Deserialize)]
+struct Callback {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+/// Where the provider sends the browser back: the state checked against the cookie,
+/// the code traded (with the PKCE verifier) for tokens, the ID token verified with the
+/// nonce, the person signed in, and a session opened that is re-checked at the
+/// provider while it lives.
+async fn sso_callback(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<Callback>,
+) -> Response {
+    let request_id = crate::request_id(&headers).to_string();
+    let kept = super::cookies(&headers)
+        .find(|(k, _)| *k == SSO_COOKIE)
+        .map(|(_, v)| v.to_string())
+        .unwrap_or_default();
+    let parts: Vec<&str> = kept.splitn(4, '.').collect();
+    let next = parts.get(3).map(|n| {
+        form_urlencoded::parse(format!("n={n}").as_bytes())
+            .map(|(_, v)| v.into_owned())
+            .next()
+            .unwrap_or_default()
+    });
+    let next = safe_next(next.as_deref());
+    let refused = |status: StatusCode, why: String| {
+        let rec = AuditRecord {
+            request_id: request_id.clone(),
+            actor: "anonymous".into(),
+            action: "ui.login".into(),
+            resource: "/ui/login/sso/callback".into(),
+            project: None,
+            outcome: AuditOutcome::Denied,
+            detail: format!("{} {why}", status.as_u16()),
+        };
+        refuse_login(state.clone(), rec, status, why, next.clone())
+    };
+    if let Some(err) = &q.error {
+        let why = match &q.error_description {
+            Some(d) => format!("the identity provider refused the login: {err} ({d})"),
+            None => format!("the identity provider refused the login: {err}"),
+        };
+        return refused(StatusCode::UNAUTHORIZED, why).await;
+    }
+    if parts.len() != 4 {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "this login took longer than 10 minutes or began in another browser; log in again"
+                .into(),
+        )
+        .await;
+    }
+    let (st, nonce, verifier) = (parts[0], parts[1], parts[2]);
+    let given = q.state.as_deref().unwrap_or_default();
+    if !qanat_governance::constant_eq(given.as_bytes(), st.as_bytes()) {
+        return refused(
+            StatusCode::FORBIDDEN,
+            "the login's state does not match the one this browser sent (a forged or replayed login); log in again".into(),
+        )
+        .await;
+    }
+    let Some(code) = q.code.as_deref().filter(|c| !c.is_empty()) else {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "the identity provider sent no authorization code; log in again".into(),
+        )
+        .await;
+    };
+    let redirect = match redirect_uri(&state, &headers) {
+        Ok(r) => r,
+        Err(e) => return refused(e.status, e.message).await,
+    };
+    let login = match state
+        .gov
+        .sign_in_with_code(code, verifier, &redirect, nonce)
+        .await
+    {
+        Ok(l) => l,
+        Err(e) => {
+            let e = ApiError::from(e);
+            if e.status.is_server_error() {
+                return super::UiError(e).into_response();
+            }
+            return refused(e.status, e.message).await;
+        }
+    };
+    let from = "single sign-on".to_string();
+    open_session(
+        &state,
+        &request_id,
+        &login.principal,
+        None,
+        &from,
+        Some(login.tokens.refresh_token.clone()),
+        next,
+    )
+    .await
 }
 
 fn serde_urlencoded_form(body: &[u8]) -> Option<LoginForm> {
@@ -411,6 +671,7 @@ async fn logout(
     // Only a session is ended here: a bearer token sent by a script stays valid.
     if headers.get(header::AUTHORIZATION).is_none() && session_token(&headers).is_some() {
         state.gov.revoke_token(&caller.token_id).await?;
+        state.gov.forget_sso_session(&caller.token_id).await?;
     }
     let mut resp = (
         StatusCode::SEE_OTHER,

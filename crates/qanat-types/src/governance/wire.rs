@@ -14,6 +14,22 @@ pub struct WhoAmI {
     pub projects: Vec<ProjectRole>,
 }
 
+/// How a command-line client logs in through the server's identity provider
+/// (`qanat login --sso`): the OAuth 2.0 device authorization grant (RFC 8628) with
+/// these settings, the tokens refreshed at `token_endpoint`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SsoSettings {
+    pub issuer: String,
+    /// The public client the CLI uses.
+    pub client_id: String,
+    /// Space-separated scopes to ask for.
+    pub scopes: String,
+    /// Where a device login starts; absent when the provider has no device flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_authorization_endpoint: Option<String>,
+    pub token_endpoint: String,
+}
+
 /// A project the caller can see, and their role in it (none for a global admin who is
 /// not a member).
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]

@@ -120,11 +120,17 @@ pub enum Command {
         #[command(subcommand)]
         cmd: ConfigCmd,
     },
-    /// Store a token for the CLI (in a 0600 file): `qanat login --token <token>`.
+    /// Store a token for the CLI (in a 0600 file): `qanat login --token <token>`, or
+    /// log in through the server's identity provider: `qanat login --sso`.
     Login {
         /// CA certificate to trust (for a self-signed server certificate).
         #[arg(long, value_name = "PEM")]
         ca_cert: Option<PathBuf>,
+        /// Log in through single sign-on (the provider's device flow: open the URL
+        /// printed, enter the code); the session is refreshed with the provider as
+        /// it is used, and no password is ever stored.
+        #[arg(long, conflicts_with = "token")]
+        sso: bool,
     },
     /// Forget the stored token.
     Logout,

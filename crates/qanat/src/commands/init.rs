@@ -73,6 +73,7 @@ pub fn announce_bootstrap(cfg: &Config, token: &qanat_governance::NewToken) -> R
             Login {
                 token: token.token.clone(),
                 ca_cert: cfg.server.tls_cert.clone(),
+                sso: None,
             },
         )?;
         eprintln!(

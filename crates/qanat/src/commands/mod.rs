@@ -73,15 +73,17 @@ async fn command(cli: Cli) -> Result<()> {
         ..Overrides::default()
     };
     let load = |o: &Overrides| Config::load(cli.config.as_deref(), o);
-    let ctx = || -> Result<Ctx> {
-        let target = Target::resolve(cli.server.as_deref(), cli.token.as_deref(), None)?;
+    let ctx = || async {
+        let target = Target::resolve(cli.server.as_deref(), cli.token.as_deref(), None)?
+            .fresh()
+            .await?;
         if target.token.is_none() {
             anyhow::bail!(
                 "not logged in: run `qanat login --server {} --token <TOKEN>` (the admin's token is the one `qanat init` printed), or set QANAT_TOKEN",
                 target.server
             );
         }
-        Ok(Ctx {
+        Ok::<Ctx, anyhow::Error>(Ctx {
             client: target.client()?,
             format,
             server: target.server,
@@ -117,7 +119,13 @@ async fn command(cli: Cli) -> Result<()> {
         }
         Command::Config { cmd } => config::run(&load(&overrides)?, format, cmd),
         Command::Certs { cmd } => certs::run(&load(&overrides)?, cmd),
-        Command::Login { ca_cert } => {
+        Command::Login { ca_cert, sso: true } => {
+            session::login_sso(cli.server.as_deref(), ca_cert.as_deref()).await
+        }
+        Command::Login {
+            ca_cert,
+            sso: false,
+        } => {
             session::login(
                 cli.server.as_deref(),
                 cli.token.as_deref(),
@@ -126,38 +134,48 @@ async fn command(cli: Cli) -> Result<()> {
             .await
         }
         Command::Logout => session::logout(cli.server.as_deref()),
-        Command::Whoami => session::whoami(&ctx()?).await,
-        Command::Projects { cmd } => projects::run(&ctx()?, cmd).await,
-        Command::Users { cmd } => users::run(&ctx()?, cmd).await,
-        Command::Tokens { cmd } => tokens::run(&ctx()?, cmd).await,
-        Command::Objects { cmd } => objects::run(&ctx()?, cmd).await,
-        Command::Data { project, cmd } => data::run(&ctx()?, &which(project)?, cmd).await,
+        Command::Whoami => session::whoami(&ctx().await?).await,
+        Command::Projects { cmd } => projects::run(&ctx().await?, cmd).await,
+        Command::Users { cmd } => users::run(&ctx().await?, cmd).await,
+        Command::Tokens { cmd } => tokens::run(&ctx().await?, cmd).await,
+        Command::Objects { cmd } => objects::run(&ctx().await?, cmd).await,
+        Command::Data { project, cmd } => data::run(&ctx().await?, &which(project)?, cmd).await,
         Command::Experiments { project, cmd } => {
-            experiments::run(&ctx()?, &which(project)?, cmd).await
+            experiments::run(&ctx().await?, &which(project)?, cmd).await
         }
-        Command::Runs { project, cmd } => runs::run(&ctx()?, &which(project)?, cmd).await,
-        Command::Models { project, cmd } => models::run(&ctx()?, &which(project)?, cmd).await,
-        Command::Webhooks { project, cmd } => webhooks::run(&ctx()?, &which(project)?, cmd).await,
-        Command::Jobs { project, cmd } => jobs::run(&ctx()?, &which(project)?, cmd).await,
-        Command::Deploy { project, cmd } => deploy::run(&ctx()?, &which(project)?, *cmd).await,
-        Command::Features { project, cmd } => features::run(&ctx()?, &which(project)?, cmd).await,
+        Command::Runs { project, cmd } => runs::run(&ctx().await?, &which(project)?, cmd).await,
+        Command::Models { project, cmd } => models::run(&ctx().await?, &which(project)?, cmd).await,
+        Command::Webhooks { project, cmd } => {
+            webhooks::run(&ctx().await?, &which(project)?, cmd).await
+        }
+        Command::Jobs { project, cmd } => jobs::run(&ctx().await?, &which(project)?, cmd).await,
+        Command::Deploy { project, cmd } => {
+            deploy::run(&ctx().await?, &which(project)?, *cmd).await
+        }
+        Command::Features { project, cmd } => {
+            features::run(&ctx().await?, &which(project)?, cmd).await
+        }
         Command::Monitor {
             cmd: cmd @ (MonitorCmd::Compare { .. } | MonitorCmd::Profile { .. }),
             ..
         } => monitor::compare(format, cmd),
-        Command::Monitor { project, cmd } => monitor::run(&ctx()?, &which(project)?, cmd).await,
-        Command::Gpus => jobs::gpus(&ctx()?).await,
+        Command::Monitor { project, cmd } => {
+            monitor::run(&ctx().await?, &which(project)?, cmd).await
+        }
+        Command::Gpus => jobs::gpus(&ctx().await?).await,
         Command::TrainWorker => train_worker::run().await,
         Command::SweepWorker => sweep_worker::run().await,
         Command::OptimizeWorker => optimize_worker::run().await,
         Command::Optimize { project, args } => {
-            jobs::optimize(&ctx()?, &which(project)?, *args).await
+            jobs::optimize(&ctx().await?, &which(project)?, *args).await
         }
-        Command::Train { project, args } => jobs::train(&ctx()?, &which(project)?, *args).await,
-        Command::Gc { project, grace } => data::gc(&ctx()?, project.as_deref(), grace).await,
-        Command::Lineage(args) => lineage::run(&ctx()?, args).await,
-        Command::Audit { cmd } => audit::run(&ctx()?, cmd).await,
-        Command::Keys { cmd } => keys::run(&ctx()?, cmd).await,
+        Command::Train { project, args } => {
+            jobs::train(&ctx().await?, &which(project)?, *args).await
+        }
+        Command::Gc { project, grace } => data::gc(&ctx().await?, project.as_deref(), grace).await,
+        Command::Lineage(args) => lineage::run(&ctx().await?, args).await,
+        Command::Audit { cmd } => audit::run(&ctx().await?, cmd).await,
+        Command::Keys { cmd } => keys::run(&ctx().await?, cmd).await,
     }
 }
 
