@@ -18,3 +18,12 @@ ensure_venv() {
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
   cp "$req" "$venv/.requirements"
 }
+
+# Debian's Chromium and its driver, for the browser suites (the browser a test tool
+# would download is not reachable from here); installed once.
+ensure_chromium() {
+  if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    echo "installing Debian's chromium and chromium-driver (once)..." >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null
+  fi
+}

@@ -31,6 +31,9 @@ cleanup() {
 trap cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 OP_PORT=$(port) OP2_PORT=$(port) PORT=$(port)
+# The provider sends browsers back to this server's callback (and to the one its
+# self-check uses).
+export OIDC_REDIRECT_URIS="http://127.0.0.1:8080/ui/login/sso/callback,http://127.0.0.1:$PORT/ui/login/sso/callback"
 
 users() {
   mkdir -p "$1"
@@ -81,8 +84,12 @@ cat >"$WORK/qanat.toml" <<TOML
 [security.oidc]
 issuer = "http://127.0.0.1:$OP_PORT"
 client_id = "qanat"
+client_secret = "qanat-secret"
+cli_client_id = "qanat-cli"
+scopes = "openid profile email groups offline_access"
 audience = "qanat"
 leeway_secs = 0
+session_check_secs = 2
 admin_groups = ["ml-admins"]
 roles = [
   { group = "fraud-editors", project = "fraud", role = "editor" },
@@ -99,7 +106,14 @@ for _ in $(seq 200); do grep -q listening "$WORK/server.out" 2>/dev/null && brea
 grep -q listening "$WORK/server.out" || { cat "$WORK/server.err" >&2; exit 1; }
 ADMIN=$("$Q" tokens create --name sso 2>/dev/null)
 
-MLFLOW_PYTHON=$VENV/bin/python "$VENV/bin/python" "$ROOT/tests/compat/sso_api.py" \
+MLFLOW_PYTHON=$VENV/bin/python QANAT_BIN=$Q "$VENV/bin/python" "$ROOT/tests/compat/sso_api.py" \
   "$QANAT_SERVER_URL" "$ADMIN" "http://127.0.0.1:$OP_PORT" "$WORK/op" "http://127.0.0.1:$OP2_PORT"
+
+# The web UI's login through the provider, in Debian's Chromium.
+ensure_chromium
+UI_REQ=$ROOT/tests/compat/ui-requirements.txt
+UI_VENV=${QANAT_UI_VENV:-$(venv_path ui "$UI_REQ")}
+ensure_venv "$UI_VENV" "$UI_REQ"
+"$UI_VENV/bin/python" "$ROOT/tests/compat/sso_browser.py" "$QANAT_SERVER_URL" "$ADMIN" "$WORK/op"
 # The rotation restarted the first provider under the watcher.
 kill "$(cat "$WORK/op/pid")" 2>/dev/null || true

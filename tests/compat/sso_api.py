@@ -18,7 +18,9 @@ import os
 import subprocess
 import sys
 import time
+import re
 import urllib.error
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "oidc"))
@@ -81,8 +83,90 @@ def refused(what, token):
     return body.get("message", "") if isinstance(body, dict) else ""
 
 
+def confirm_device(c, user_code, login):
+    """Confirms a device login's code at the provider's device page, as `login`."""
+    browser = op.Browser()
+    uri = c.disc["issuer"] + "/device"
+    status, _, body = browser.request("GET", uri)
+    page = op.parse_page(body)
+    form = next(f for f in page.forms if any(i.get("name") == "user_code" for i in f["inputs"]))
+    fields = {i["name"]: i.get("value", "") for i in form["inputs"] if i.get("name")}
+    fields["user_code"] = user_code
+    action = urllib.parse.urljoin(uri, form["attrs"].get("action") or "")
+    return op.drive(browser, action, login=login, method="POST", form=fields)
+
+
+def qanat(*args, timeout=120):
+    return subprocess.run([os.environ["QANAT_BIN"], *args], capture_output=True, text=True, timeout=timeout)
+
+
+def credentials():
+    with open(os.environ["QANAT_CREDENTIALS"]) as f:
+        return json.load(f)
+
+
+def expire_cli_token():
+    """Makes the CLI's stored access token due for renewal."""
+    creds = credentials()
+    creds["servers"][URL.rstrip("/")]["sso"]["expires_at"] = 0
+    path = os.environ["QANAT_CREDENTIALS"]
+    with open(path, "w") as f:
+        json.dump(creds, f)
+
+
+def cli_login(idp):
+    """`qanat login --sso`: the device flow, confirmed at the provider as dave."""
+    proc = subprocess.Popen([os.environ["QANAT_BIN"], "login", "--sso", "--server", URL],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    code, lines = None, []
+    for line in proc.stderr:
+        lines.append(line)
+        m = re.search(r"confirm the code (\S+)", line)
+        if m:
+            code = m.group(1)
+            break
+    result("qanat login --sso prints a code to confirm at the provider", code is not None, "".join(lines))
+    if code is None:
+        proc.kill()
+        return
+    page = confirm_device(idp, code, ("dave", "pw-dave"))
+    result("dave confirms the code at the provider's device page",
+           page[0] == "page" and 'id="success"' in page[3], page[:3])
+    rest = proc.stderr.read()
+    proc.wait(timeout=120)
+    result("qanat login --sso logs dave in", proc.returncode == 0 and "as dave" in rest, rest[-600:])
+    stored = credentials()["servers"].get(URL.rstrip("/"), {})
+    result("the stored login is the provider's session (a refresh token), no password",
+           bool(stored.get("sso", {}).get("refresh_token")) and "pw-dave" not in json.dumps(stored),
+           list(stored))
+    who = qanat("whoami", "-o", "json")
+    result("qanat whoami, with the provider's token: dave", who.returncode == 0 and '"dave"' in who.stdout,
+           who.stderr[-400:])
+    before = stored.get("token")
+    expire_cli_token()
+    who = qanat("whoami", "-o", "json")
+    after = credentials()["servers"][URL.rstrip("/")].get("token")
+    result("an expiring token is renewed at the provider with the refresh token",
+           who.returncode == 0 and after != before, who.stderr[-400:])
+    users = idp.read_users()
+    users["dave"]["disabled"] = True
+    idp.write_users(users)
+    expire_cli_token()
+    who = qanat("whoami")
+    result("once the provider disables dave, the CLI's renewal is refused with a clear message",
+           who.returncode != 0 and "no longer renews your single sign-on session" in who.stderr,
+           f"{who.returncode} {who.stderr[-400:]}")
+    users = idp.read_users()
+    users.pop("dave", None)
+    idp.write_users(users)
+
+
 def main():
     idp = provider(ISSUER)
+    users = idp.read_users()
+    users["dave"] = {"password": "pw-dave", "email": "dave@example.com", "name": "Dave",
+                     "groups": ["fraud-editors"]}
+    idp.write_users(users)
 
     # The admin makes the project the groups map to.
     status, _ = call("POST", "/api/v1/projects", ADMIN, {"name": "fraud", "allowed_regions": ["uae-north"]})
@@ -156,6 +240,22 @@ def main():
     # `before` was accepted earlier and is remembered for a second at most.
     time.sleep(1.5)
     refused("a token signed with the retired key", before)
+
+    # The CLI's single sign-on: the device flow, renewal, and a leaver refused.
+    cli_login(idp)
+
+    # Every entry of a person the provider vouches for names its issuer and subject,
+    # and which of grant and groups gave the role.
+    status, audit = call("GET", "/api/v1/audit?actor=bob&limit=200", ADMIN)
+    details = [e.get("detail", "") for e in audit] if isinstance(audit, list) else []
+    result("bob's audit entries carry the provider's issuer and subject",
+           bool(details) and all(f"sso issuer {ISSUER} subject bob" in d for d in details), details[-3:])
+    result("bob's role in fraud is audited as the provider groups' decision",
+           any("by the provider's group(s) fraud-" in d for d in details), details[-3:])
+    status, audit = call("GET", "/api/v1/audit?actor=admin&limit=200", ADMIN)
+    details = [e.get("detail", "") for e in audit] if isinstance(audit, list) else []
+    result("the local admin's use under single sign-on is audited as break-glass",
+           any("BREAK-GLASS" in d for d in details), details[-3:])
 
     # Disabled in Qanat: refused at once, whatever the provider signs.
     status, _ = call("PATCH", "/api/v1/users/carol", ADMIN, {"disabled": True})

@@ -10,12 +10,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/qanat-target}
 source "$ROOT/scripts/venv.sh"
 
-# Debian's Chromium and its driver (the browser a test tool would download is not
-# reachable from here).
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-  echo "installing Debian's chromium and chromium-driver (once)..." >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null
-fi
+ensure_chromium
 UI_REQ=$ROOT/tests/compat/ui-requirements.txt
 UI_VENV=${QANAT_UI_VENV:-$(venv_path ui "$UI_REQ")}
 ensure_venv "$UI_VENV" "$UI_REQ"
