@@ -14,6 +14,9 @@ pub enum Error {
     Unauthenticated(String),
     #[error("{0}")]
     Forbidden(String),
+    /// The identity provider could not be asked (a session due for its check waits).
+    #[error("{0}")]
+    ProviderUnavailable(String),
     #[error("data residency: project '{project}' may store data only in {allowed:?}; storage location '{location}' is in region '{region}'")]
     Residency {
         project: String,
@@ -32,6 +35,7 @@ impl qanat_core::DomainError for Error {
             Error::Db(_) | Error::AuditWrite(_) => K::Internal,
             Error::Unauthenticated(_) => K::Unauthenticated,
             Error::Forbidden(_) | Error::Residency { .. } => K::Forbidden,
+            Error::ProviderUnavailable(_) => K::Unavailable,
             _ => self.wrapped_kind(),
         }
     }

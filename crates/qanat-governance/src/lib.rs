@@ -81,9 +81,6 @@ pub struct Governance {
     oidc: Option<Oidc>,
     /// Seals the refresh tokens single sign-on sessions keep.
     keys: Option<qanat_store::Keyring>,
-    /// One re-check of a single sign-on session at a time (a refresh token is spent
-    /// by its use).
-    sso_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 /// A project and a caller's role in it.
@@ -106,7 +103,6 @@ impl Governance {
             scopes: cache::new(),
             oidc: None,
             keys: None,
-            sso_lock: Default::default(),
         }
     }
 

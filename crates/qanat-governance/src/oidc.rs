@@ -150,7 +150,13 @@ pub struct Oidc {
     http: reqwest::Client,
     fetched: Arc<Mutex<Option<Fetched>>>,
     last_refetch: Arc<Mutex<Option<Instant>>>,
+    /// When fetching last failed, and why: not tried again for [`FAILED_WAIT`].
+    failed: Arc<std::sync::Mutex<Option<(Instant, String)>>>,
 }
+
+/// How long a failed fetch of the discovery document or keys is not tried again
+/// (the keys held, if any, check tokens meanwhile).
+pub const FAILED_WAIT: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for Oidc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -161,7 +167,7 @@ impl std::fmt::Debug for Oidc {
 }
 
 fn unreachable_provider(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::Unauthenticated(format!(
+    Error::ProviderUnavailable(format!(
         "the identity provider could not be asked for its {what} to check the token ({e}); Qanat tokens still work"
     ))
 }
@@ -178,6 +184,7 @@ impl Oidc {
             http,
             fetched: Default::default(),
             last_refetch: Default::default(),
+            failed: Default::default(),
         })
     }
 
@@ -238,16 +245,42 @@ impl Oidc {
                 return Ok(f.clone());
             }
         }
-        match self.fetch().await {
+        // A fetch that failed just now is not tried again at once: requests do not
+        // queue behind the provider's timeouts while it is down.
+        let recent_failure = self
+            .failed
+            .lock()
+            .ok()
+            .and_then(|f| f.clone())
+            .filter(|(at, _)| at.elapsed() < FAILED_WAIT);
+        let fetched = match recent_failure {
+            Some((_, why)) => Err(Error::ProviderUnavailable(why)),
+            None => self.fetch().await,
+        };
+        match fetched {
             Ok(f) => {
                 *held = Some(f.clone());
+                if let Ok(mut failed) = self.failed.lock() {
+                    *failed = None;
+                }
                 Ok(f)
             }
             // The provider is down: the keys held still check tokens.
-            Err(e) => match held.as_ref() {
-                Some(f) if !again => Ok(f.clone()),
-                _ => Err(e),
-            },
+            Err(e) => {
+                if let Ok(mut failed) = self.failed.lock() {
+                    if failed
+                        .as_ref()
+                        .is_none_or(|(at, _)| at.elapsed() >= FAILED_WAIT)
+                    {
+                        tracing::warn!(error = %e, "the identity provider could not be asked for its discovery document or keys");
+                        *failed = Some((Instant::now(), e.to_string()));
+                    }
+                }
+                match held.as_ref() {
+                    Some(f) if !again => Ok(f.clone()),
+                    _ => Err(e),
+                }
+            }
         }
     }
 
@@ -373,10 +406,14 @@ impl Oidc {
         let id = self.config.client_id.clone();
         match &self.config.client_secret {
             Some(secret) => {
+                // HTTP basic unless the provider lists only the form way.
                 let basic = doc
                     .token_endpoint_auth_methods_supported
                     .as_ref()
-                    .is_none_or(|m| m.iter().any(|m| m == "client_secret_basic"));
+                    .is_none_or(|m| {
+                        m.iter().any(|m| m == "client_secret_basic")
+                            || !m.iter().any(|m| m == "client_secret_post")
+                    });
                 if basic {
                     let enc =
                         |v: &str| form_urlencoded::byte_serialize(v.as_bytes()).collect::<String>();
@@ -420,11 +457,22 @@ impl Oidc {
             error_description: Option<String>,
         }
         match serde_json::from_slice::<OAuthError>(&bytes) {
-            Ok(e) if status.is_client_error() => {
+            // Only `invalid_grant` says the grant is over (the person disabled or
+            // removed, the session revoked); the others (a client secret that
+            // expired, a rate limit) are this server's or the provider's trouble,
+            // and must not end people's sessions.
+            Ok(e) if status.is_client_error() && e.error == "invalid_grant" => {
                 Err(TokenRefusal::Refused(match e.error_description {
                     Some(d) => format!("{} ({d})", e.error),
                     None => e.error,
                 }))
+            }
+            Ok(e) => {
+                tracing::error!(error = %e.error, status = %status, "the identity provider's token endpoint refused this server");
+                Err(TokenRefusal::Unreachable(format!(
+                    "the token endpoint answered {status} {}",
+                    e.error
+                )))
             }
             _ => Err(TokenRefusal::Unreachable(format!(
                 "the token endpoint answered {status}"
@@ -579,6 +627,14 @@ impl Governance {
         token: &str,
     ) -> Result<(Principal, i64)> {
         let (claims, exp) = oidc.verify(token, &oidc.config.audience).await?;
+        // An ID token is the provider's word to the UI's client that a person logged
+        // in there, not a credential for the API (its `aud` may well be this
+        // server's, when the audience is the client id).
+        if claims.contains_key("nonce") {
+            return Err(Error::Unauthenticated(
+                "this is an ID token (it carries a nonce); send the provider's access token".into(),
+            ));
+        }
         let id = oidc.identity(&claims)?;
         Ok((self.sign_in_external(&id, &oidc.config.mapping).await?, exp))
     }

@@ -18,6 +18,9 @@ use crate::{Error, Governance, Principal, Result, TokenRefusal, TokenResponse};
 
 /// What the refresh token is sealed for (bound into its ciphertext).
 const PURPOSE: &str = "sso-refresh-token";
+/// How long a claimed check keeps other requests from starting one (a check that
+/// dies leaves the session due again after this).
+const CHECK_LEASE_MICROS: i64 = 60_000_000;
 
 /// A person signed in through the provider, with the tokens of the login.
 #[derive(Debug)]
@@ -95,12 +98,40 @@ impl Governance {
     /// Checks the single sign-on session `token_id` again at the provider, when it is
     /// due (see the module's documentation). An error refuses the request; a session
     /// the provider no longer accepts is ended (its token revoked).
+    ///
+    /// The check is claimed in the database first (one request of one server does
+    /// it; the others go on meanwhile), and runs in a task of its own, so that a
+    /// request the client abandons cannot lose a refresh token the provider has just
+    /// rotated.
     #[qanat_macros::boxed]
     pub(crate) async fn recheck_sso_session(&self, token_id: &str) -> Result<()> {
-        // One re-check at a time: a refresh token may be good for one use only.
-        let _one = self.sso_lock.lock().await;
+        let now = now_micros();
+        let claimed = sqlx::query(
+            "UPDATE sso_sessions SET check_at = $1 WHERE token_id = $2 AND check_at <= $3",
+        )
+        .bind(now + CHECK_LEASE_MICROS)
+        .bind(token_id)
+        .bind(now)
+        .execute(self.meta.writer())
+        .await?
+        .rows_affected();
+        if claimed == 0 {
+            return Ok(()); // another request is checking it, or just did
+        }
+        let gov = self.clone();
+        let id = token_id.to_string();
+        match tokio::spawn(async move { gov.recheck_claimed(&id).await }).await {
+            Ok(r) => r,
+            Err(e) => Err(Error::ProviderUnavailable(format!(
+                "the session's check stopped: {e}"
+            ))),
+        }
+    }
+
+    #[qanat_macros::boxed]
+    async fn recheck_claimed(&self, token_id: &str) -> Result<()> {
         let Some(row) = sqlx::query(
-            "SELECT s.refresh_sealed, s.check_at, u.subject FROM sso_sessions s JOIN users u ON u.id = s.user_id WHERE s.token_id = $1",
+            "SELECT s.refresh_sealed, u.subject FROM sso_sessions s JOIN users u ON u.id = s.user_id WHERE s.token_id = $1",
         )
         .bind(token_id)
         .fetch_optional(self.meta.writer())
@@ -108,10 +139,6 @@ impl Governance {
         else {
             return Ok(());
         };
-        let now = now_micros();
-        if row.try_get::<i64, _>("check_at")? > now {
-            return Ok(()); // another request of the session just did it
-        }
         let sealed: Option<String> = row.try_get("refresh_sealed")?;
         let subject: Option<String> = row.try_get("subject")?;
         let Some(oidc) = self.oidc.as_ref() else {
@@ -141,50 +168,86 @@ impl Governance {
                     .end_sso_session(
                         token_id,
                         Some(sealed_rt),
-                        &format!("the identity provider no longer accepts this session ({why}); log in again"),
+                        &format!(
+                            "the identity provider no longer accepts this session ({why}); log in again"
+                        ),
                     )
                     .await
             }
             Err(e @ TokenRefusal::Unreachable(_)) => {
-                return Err(Error::Unauthenticated(format!(
+                self.check_again_soon(token_id).await?;
+                return Err(Error::ProviderUnavailable(format!(
                     "this session is due to be checked again and {e}; try again shortly (Qanat tokens still work)"
-                )))
+                )));
             }
         };
-        if let Some(id) = oidc.login_identity(&tokens, None).await? {
+        // The new refresh token is kept before anything else can fail: the old one
+        // may already be spent.
+        let sealed_now = match tokens.refresh_token.as_deref() {
+            Some(new) if new != rt => {
+                let s = keys.seal(&self.meta, PURPOSE, new.as_bytes()).await?;
+                sqlx::query("UPDATE sso_sessions SET refresh_sealed = $1 WHERE token_id = $2")
+                    .bind(&s)
+                    .bind(token_id)
+                    .execute(self.meta.writer())
+                    .await?;
+                keys.forget(&self.meta, sealed_rt).await.ok();
+                s
+            }
+            _ => sealed_rt.to_string(),
+        };
+        let id = match oidc.login_identity(&tokens, None).await {
+            Ok(id) => id,
+            Err(e @ Error::ProviderUnavailable(_)) => {
+                self.check_again_soon(token_id).await?;
+                return Err(e);
+            }
+            Err(e) => {
+                return self
+                    .end_sso_session(token_id, Some(&sealed_now), &e.to_string())
+                    .await
+            }
+        };
+        if let Some(id) = id {
             if subject.as_deref() != Some(id.subject.as_str()) {
                 return self
                     .end_sso_session(
                         token_id,
-                        Some(sealed_rt),
+                        Some(&sealed_now),
                         "the identity provider's refreshed tokens name another person; log in again",
                     )
                     .await;
             }
             // Roles as the groups say now; refused (and the session ended) when the
             // user was disabled in Qanat meanwhile.
-            if let Err(e) = self.sign_in_external(&id, &oidc.config().mapping).await {
-                return self
-                    .end_sso_session(token_id, Some(sealed_rt), &e.to_string())
-                    .await;
+            match self.sign_in_external(&id, &oidc.config().mapping).await {
+                Ok(_) => {}
+                Err(e @ (Error::Unauthenticated(_) | Error::Forbidden(_))) => {
+                    return self
+                        .end_sso_session(token_id, Some(&sealed_now), &e.to_string())
+                        .await
+                }
+                Err(e) => {
+                    self.check_again_soon(token_id).await?;
+                    return Err(e);
+                }
             }
         }
-        let sealed_new = match tokens.refresh_token.as_deref() {
-            Some(new) if new != rt => {
-                let s = keys.seal(&self.meta, PURPOSE, new.as_bytes()).await?;
-                keys.forget(&self.meta, sealed_rt).await.ok();
-                s
-            }
-            _ => sealed_rt.to_string(),
-        };
-        sqlx::query(
-            "UPDATE sso_sessions SET refresh_sealed = $1, check_at = $2 WHERE token_id = $3",
-        )
-        .bind(&sealed_new)
-        .bind(now + oidc.config().session_check_secs.saturating_mul(1_000_000))
-        .bind(token_id)
-        .execute(self.meta.writer())
-        .await?;
+        sqlx::query("UPDATE sso_sessions SET check_at = $1 WHERE token_id = $2")
+            .bind(now_micros() + oidc.config().session_check_secs.saturating_mul(1_000_000))
+            .bind(token_id)
+            .execute(self.meta.writer())
+            .await?;
+        Ok(())
+    }
+
+    /// A check that could not be finished is due again at once (not after the lease).
+    async fn check_again_soon(&self, token_id: &str) -> Result<()> {
+        sqlx::query("UPDATE sso_sessions SET check_at = $1 WHERE token_id = $2")
+            .bind(now_micros())
+            .bind(token_id)
+            .execute(self.meta.writer())
+            .await?;
         Ok(())
     }
 
@@ -211,7 +274,9 @@ impl Governance {
     /// Ends a session the provider no longer vouches for: its token revoked, its
     /// sealed refresh token's key forgotten. Always the refusal `why`.
     async fn end_sso_session(&self, token_id: &str, sealed: Option<&str>, why: &str) -> Result<()> {
-        self.revoke_token(token_id).await.ok();
+        // The row goes only with the token: a session whose token could not be
+        // revoked stays due for its check.
+        self.revoke_token(token_id).await?;
         sqlx::query("DELETE FROM sso_sessions WHERE token_id = $1")
             .bind(token_id)
             .execute(self.meta.writer())

@@ -725,7 +725,7 @@ pub struct SecurityConfig {
 }
 
 /// Single sign-on: the OpenID provider whose people may use Qanat (`[security.oidc]`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OidcSection {
     /// The provider's issuer URL, exactly as its tokens' `iss` says
@@ -810,6 +810,17 @@ fn default_session_check() -> i64 {
     300
 }
 
+impl std::fmt::Debug for OidcSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the client secret.
+        f.debug_struct("OidcSection")
+            .field("issuer", &self.issuer)
+            .field("client_id", &self.client_id)
+            .field("audience", &self.audience)
+            .finish_non_exhaustive()
+    }
+}
+
 impl OidcSection {
     /// Checks the section and makes governance's settings of it.
     pub fn governance(&self) -> Result<qanat_governance::OidcConfig> {
@@ -848,6 +859,9 @@ impl OidcSection {
                 "nonce",
                 "code_challenge",
                 "code_challenge_method",
+                "response_mode",
+                "request",
+                "request_uri",
             ]
             .contains(&k.as_str())
             {

@@ -88,15 +88,70 @@ impl std::fmt::Display for OAuthError {
     }
 }
 
+/// The HTTP client for the identity provider: it follows no redirect (a redirected
+/// POST would carry the refresh token elsewhere).
+fn provider_client() -> Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("qanat-cli/", env!("CARGO_PKG_VERSION")))
+        .build()?)
+}
+
+/// The endpoints of the provider `issuer`, from its own discovery document (not from
+/// what a server says): its device authorization endpoint, if any, and its token
+/// endpoint. The document must name `issuer` as itself.
+pub async fn provider_endpoints(issuer: &str) -> Result<(Option<String>, String)> {
+    #[derive(Deserialize)]
+    struct Discovery {
+        issuer: String,
+        token_endpoint: String,
+        #[serde(default)]
+        device_authorization_endpoint: Option<String>,
+    }
+    let url = format!(
+        "{}/.well-known/openid-configuration",
+        issuer.trim_end_matches('/')
+    );
+    let parsed =
+        url::Url::parse(&url).with_context(|| format!("the issuer '{issuer}' is not a URL"))?;
+    let loopback = matches!(parsed.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
+    if parsed.scheme() != "https" && !loopback {
+        anyhow::bail!(
+            "the identity provider '{issuer}' is not an https URL; refusing to log in through it"
+        );
+    }
+    let resp = provider_client()?
+        .get(&url)
+        .header("Accept", "application/json")
+        .send()
+        .await
+        .with_context(|| format!("asking the identity provider at {url}"))?;
+    if !resp.status().is_success() {
+        anyhow::bail!(
+            "the identity provider's discovery document {url} answered {}",
+            resp.status()
+        );
+    }
+    let doc: Discovery = resp
+        .json()
+        .await
+        .with_context(|| format!("the discovery document {url} is not understood"))?;
+    if doc.issuer != issuer {
+        anyhow::bail!(
+            "the provider at {url} calls itself '{}', not '{issuer}'",
+            doc.issuer
+        );
+    }
+    Ok((doc.device_authorization_endpoint, doc.token_endpoint))
+}
+
 /// Posts a form to a provider's endpoint: its JSON answer, or its OAuth error.
 pub async fn provider_post<T: serde::de::DeserializeOwned>(
     url: &str,
     form: &[(&str, &str)],
 ) -> Result<std::result::Result<T, OAuthError>> {
-    let http = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(30))
-        .user_agent(concat!("qanat-cli/", env!("CARGO_PKG_VERSION")))
-        .build()?;
+    let http = provider_client()?;
     let body = form_urlencoded::Serializer::new(String::new())
         .extend_pairs(form.iter().copied())
         .finish();

@@ -320,6 +320,13 @@ async fn login(
             return refused(StatusCode::UNAUTHORIZED, &e.message).await;
         }
     };
+    if principal.token_id.starts_with("oidc:") {
+        return refused(
+            StatusCode::UNAUTHORIZED,
+            "this is the identity provider's token: use \"Log in with single sign-on\" instead, so that the session is checked at the provider",
+        )
+        .await;
+    }
     if principal.scope != TokenScope::All {
         return refused(
             StatusCode::FORBIDDEN,
@@ -464,7 +471,11 @@ async fn open_session(
 
 /// Where the provider sends the browser back: the configured URL, else this server's
 /// callback at the host the browser used.
-fn redirect_uri(state: &AppState, headers: &HeaderMap) -> Result<String, ApiError> {
+fn redirect_uri(
+    state: &AppState,
+    headers: &HeaderMap,
+    uri: &axum::http::Uri,
+) -> Result<String, ApiError> {
     if let Some(u) = state
         .gov
         .oidc()
@@ -472,9 +483,11 @@ fn redirect_uri(state: &AppState, headers: &HeaderMap) -> Result<String, ApiErro
     {
         return Ok(u);
     }
+    // HTTP/1.1 names the host in `Host`; HTTP/2 in the request's authority.
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
+        .or_else(|| uri.authority().map(|a| a.as_str()))
         .filter(|h| {
             !h.is_empty()
                 && h.bytes()
@@ -498,6 +511,7 @@ fn redirect_uri(state: &AppState, headers: &HeaderMap) -> Result<String, ApiErro
 /// this path.
 async fn sso_start(
     State(state): State<AppState>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     Query(q): Query<LoginQuery>,
 ) -> super::PageResult {
@@ -508,7 +522,7 @@ async fn sso_start(
     };
     let next = safe_next(q.next.as_deref());
     let (st, nonce, verifier) = (random_token(), random_token(), random_token());
-    let redirect = redirect_uri(&state, &headers)?;
+    let redirect = redirect_uri(&state, &headers, &uri)?;
     let url = oidc
         .authorization_url(&redirect, &st, &nonce, &pkce_challenge(&verifier))
         .await
@@ -552,6 +566,7 @@ struct Callback {
 /// provider while it lives.
 async fn sso_callback(
     State(state): State<AppState>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     Query(q): Query<Callback>,
 ) -> Response {
@@ -578,16 +593,32 @@ async fn sso_callback(
             outcome: AuditOutcome::Denied,
             detail: format!("{} {why}", status.as_u16()),
         };
-        refuse_login(state.clone(), rec, status, why, next.clone())
+        let state = state.clone();
+        let next = next.clone();
+        async move {
+            // Whatever went wrong, this login's state is spent.
+            let mut resp = refuse_login(state.clone(), rec, status, why, next).await;
+            if let Ok(v) = header::HeaderValue::from_str(&cookie(
+                SSO_COOKIE,
+                "",
+                "/ui/login/sso",
+                "Lax",
+                0,
+                state.http.secure_cookies,
+            )) {
+                resp.headers_mut().append(header::SET_COOKIE, v);
+            }
+            resp
+        }
     };
-    if let Some(err) = &q.error {
-        let why = match &q.error_description {
-            Some(d) => format!("the identity provider refused the login: {err} ({d})"),
-            None => format!("the identity provider refused the login: {err}"),
-        };
-        return refused(StatusCode::UNAUTHORIZED, why).await;
-    }
-    if parts.len() != 4 {
+    // A state, nonce and verifier are 43 characters of base64url each (256 bits).
+    let well_formed = parts.len() == 4
+        && parts[..3].iter().all(|p| {
+            p.len() == 43
+                && p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
+    if !well_formed {
         return refused(
             StatusCode::BAD_REQUEST,
             "this login took longer than 10 minutes or began in another browser; log in again"
@@ -604,6 +635,20 @@ async fn sso_callback(
         )
         .await;
     }
+    // Only now, with the state checked, is the provider's error shown (else anyone
+    // could put words on the login page and in the audit log).
+    if let Some(err) = &q.error {
+        let clip = |t: &str| t.chars().take(200).collect::<String>();
+        let why = match &q.error_description {
+            Some(d) => format!(
+                "the identity provider refused the login: {} ({})",
+                clip(err),
+                clip(d)
+            ),
+            None => format!("the identity provider refused the login: {}", clip(err)),
+        };
+        return refused(StatusCode::UNAUTHORIZED, why).await;
+    }
     let Some(code) = q.code.as_deref().filter(|c| !c.is_empty()) else {
         return refused(
             StatusCode::BAD_REQUEST,
@@ -611,7 +656,7 @@ async fn sso_callback(
         )
         .await;
     };
-    let redirect = match redirect_uri(&state, &headers) {
+    let redirect = match redirect_uri(&state, &headers, &uri) {
         Ok(r) => r,
         Err(e) => return refused(e.status, e.message).await,
     };

@@ -83,7 +83,11 @@ pub async fn login_sso(server: Option<&str>, ca_cert: Option<&Path>) -> Result<(
             anonymous.server
         )
     })?;
-    let Some(device_endpoint) = settings.device_authorization_endpoint.as_deref() else {
+    // The endpoints come from the provider's own discovery document, not from the
+    // server: the refresh token is only ever sent to the issuer's token endpoint.
+    let (device_endpoint, token_endpoint) =
+        credentials::provider_endpoints(&settings.issuer).await?;
+    let Some(device_endpoint) = device_endpoint.as_deref() else {
         bail!(
             "the identity provider {} offers no device authorization grant, which `qanat login --sso` uses; log in with a token (`qanat login --token`) or enable the device flow for client '{}'",
             settings.issuer,
@@ -127,7 +131,7 @@ pub async fn login_sso(server: Option<&str>, ca_cert: Option<&Path>) -> Result<(
             bail!("the login code expired before the login was confirmed; run `qanat login --sso` again");
         }
         match credentials::provider_post::<credentials::ProviderTokens>(
-            &settings.token_endpoint,
+            &token_endpoint,
             &[
                 ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
                 ("device_code", &device.device_code),
@@ -150,7 +154,7 @@ pub async fn login_sso(server: Option<&str>, ca_cert: Option<&Path>) -> Result<(
     };
     let sso = credentials::SsoSession {
         issuer: settings.issuer.clone(),
-        token_endpoint: settings.token_endpoint.clone(),
+        token_endpoint: token_endpoint.clone(),
         client_id: settings.client_id.clone(),
         refresh_token: tokens.refresh_token.clone(),
         expires_at: credentials::unix_now() + tokens.expires_in.unwrap_or(300),
