@@ -31,6 +31,7 @@ mod error_kind;
 mod ids;
 mod name;
 mod object_ref;
+pub mod pii;
 mod table_format;
 #[doc(hidden)]
 pub mod words;

@@ -93,6 +93,8 @@ struct Acc {
     max_s: Option<String>,
     categories: HashMap<String, u64>,
     hll: Hll,
+    // personal data
+    pii: qanat_core::pii::ColumnScan,
 }
 
 impl Acc {
@@ -115,6 +117,7 @@ impl Acc {
             max_s: None,
             categories: HashMap::new(),
             hll: Hll::new(),
+            pii: qanat_core::pii::ColumnScan::new(name),
         }
     }
 
@@ -145,6 +148,7 @@ impl Acc {
     }
 
     fn text(&mut self, s: &str) {
+        self.pii.add_sampled(s);
         self.hll.add(s);
         if self.min_s.as_deref().is_none_or(|m| s < m) {
             self.min_s = Some(s.to_string());
@@ -190,7 +194,16 @@ impl Acc {
             DataType::Int8 => numbers!(Int8Type),
             DataType::Int16 => numbers!(Int16Type),
             DataType::Int32 => numbers!(Int32Type),
-            DataType::Int64 => numbers!(Int64Type),
+            DataType::Int64 => {
+                // Identifiers read as numbers (a CSV column of Emirates IDs, card or
+                // phone numbers) are scanned as the digits they are.
+                for v in array.as_primitive::<Int64Type>().iter().flatten() {
+                    if v >= 1_000_000 {
+                        self.pii.add_sampled(&v.to_string());
+                    }
+                    self.number(v as f64);
+                }
+            }
             DataType::UInt8 => numbers!(UInt8Type),
             DataType::UInt16 => numbers!(UInt16Type),
             DataType::UInt32 => numbers!(UInt32Type),
@@ -283,6 +296,7 @@ impl Acc {
             distinct_estimate: self.hll.estimate(),
             top,
             null_rows: self.null_rows,
+            pii: self.pii.findings(),
         }
     }
 }

@@ -170,6 +170,16 @@ fn column(c: &ColumnProfile, rows: u64) -> Markup {
             dl.facts {
                 dt { "Missing" } dd { (c.nulls) " of " (rows) " (" (layout::num(c.null_fraction * 100.0)) "%)" }
                 dt { "Distinct (about)" } dd { (c.distinct_estimate) }
+                @if !c.pii.is_empty() {
+                    dt { "Personal data" }
+                    dd.pii {
+                        @for (i, f) in c.pii.iter().enumerate() {
+                            @if i > 0 { ", " }
+                            span.badge title=(format!("{} of {} values matched; confidence {}{}", f.matched, f.checked, format!("{:?}", f.confidence).to_lowercase(), if f.by_name { "; the column's name suggests it" } else { "" })) { (f.kind) }
+                            @if f.matched > 0 { " " (layout::num(f.share * 100.0)) "%" } @else { " (by name)" }
+                        }
+                    }
+                }
                 @if let (Some(lo), Some(hi)) = (&c.min, &c.max) { dt { "Range" } dd { (lo) " to " (hi) } }
                 @if let Some(m) = c.mean { dt { "Mean" } dd { (layout::num(m)) @if let Some(sd) = c.std { " ± " (layout::num(sd)) } } }
                 @if let Some(q) = q { dt { "Median" } dd { (q.get("p50").map(|v| layout::num(*v)).unwrap_or_default()) } }

@@ -41,6 +41,11 @@ pub struct ColumnProfile {
     /// Row numbers (0-based, data rows) of the first nulls.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub null_rows: Vec<u64>,
+    /// Personal data the column likely holds, by its values (the first
+    /// `qanat_core::pii::SCAN_LIMIT` non-null ones) and its name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    pub pii: Vec<qanat_core::pii::PiiFinding>,
 }
 
 /// A tabular file's schema and profile.

@@ -78,7 +78,27 @@ output::columns!(ColumnProfile, |x| {
     "mean" => output::opt(x.mean.map(stat)),
     "std" => output::opt(x.std.map(stat)),
     "distinct" => x.distinct_estimate.to_string(),
+    "pii" => pii(&x.pii),
 });
+
+/// The kinds of personal data a column likely holds, with the share of values that
+/// matched: `email 100%`, `person_name (name)`.
+fn pii(found: &[qanat_core::pii::PiiFinding]) -> String {
+    if found.is_empty() {
+        return "-".into();
+    }
+    found
+        .iter()
+        .map(|f| {
+            if f.matched > 0 {
+                format!("{} {}%", f.kind, (f.share * 100.0).round())
+            } else {
+                format!("{} (name)", f.kind)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 output::columns!(FileEntry, |x| {
     "path" => x.path.clone(),
