@@ -207,9 +207,25 @@ impl Acc {
             DataType::UInt8 => numbers!(UInt8Type),
             DataType::UInt16 => numbers!(UInt16Type),
             DataType::UInt32 => numbers!(UInt32Type),
-            DataType::UInt64 => numbers!(UInt64Type),
+            DataType::UInt64 => {
+                for v in array.as_primitive::<UInt64Type>().iter().flatten() {
+                    if v >= 1_000_000 {
+                        self.pii.add_sampled(&v.to_string());
+                    }
+                    self.number(v as f64);
+                }
+            }
             DataType::Float32 => numbers!(Float32Type),
-            DataType::Float64 => numbers!(Float64Type),
+            DataType::Float64 => {
+                // A column of identifiers with a missing value reads as floats
+                // (`784199012345676.0`): whole numbers are scanned as their digits.
+                for v in array.as_primitive::<Float64Type>().iter().flatten() {
+                    if v.fract() == 0.0 && (1e6..9.007_199_254_740_992e15).contains(&v.abs()) {
+                        self.pii.add_sampled(&(v as i64).to_string());
+                    }
+                    self.number(v);
+                }
+            }
             DataType::Date32 => numbers!(Date32Type),
             DataType::Date64 => numbers!(Date64Type),
             DataType::Timestamp(unit, _) => match unit {
