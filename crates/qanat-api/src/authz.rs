@@ -417,21 +417,17 @@ async fn decide(state: AppState, policy: Policy, mut req: Request, next: Next) -
     if let (Some(p), Some(name), Requirement::Project(_)) =
         (&principal, &project, policy.requirement)
     {
-        match state.gov.project_and_role(&p.user_id, name).await {
-            Ok((found, r)) => {
-                role = r;
-                if p.provider.is_some() {
+        match state.gov.project_role_and_source(&p.user_id, name).await {
+            Ok((found, decided)) => {
+                role = decided.as_ref().map(|(r, _)| *r);
+                if let (Some(_), Some((r, source))) = (&p.provider, &decided) {
                     // Which of an admin's grant and the provider's groups decided.
-                    if let Ok(Some((r, source))) =
-                        state.gov.role_source(&p.user_id, found.id.as_str()).await
-                    {
-                        let more = format!("{} · role {r} by {source}", note_text(&note));
-                        set_note(&note, more);
-                    }
+                    let more = format!("{} · role {r} by {source}", note_text(&note));
+                    set_note(&note, more);
                 }
                 scope = Some(ProjectScope {
                     project: found,
-                    role: r,
+                    role,
                 });
             }
             Err(e) => {

@@ -106,9 +106,10 @@ pub(crate) async fn whoami(
 }
 
 /// How a command-line client logs in through single sign-on (404 when it is not
-/// configured). Public: it names the provider and a public client, nothing secret.
+/// configured). Public: it names the provider and a public client, nothing secret,
+/// and asks the provider nothing.
 #[utoipa::path(get, path = "/api/v1/auth/sso", tag = "identity",
-    responses((status = 200, body = qanat_governance::wire::SsoSettings), (status = 404, body = crate::ErrorBody), (status = 502, body = crate::ErrorBody)))]
+    responses((status = 200, body = qanat_governance::wire::SsoSettings), (status = 404, body = crate::ErrorBody)))]
 pub(crate) async fn sso_settings(
     State(state): State<AppState>,
 ) -> Result<Json<qanat_governance::wire::SsoSettings>, ApiError> {
@@ -117,20 +118,11 @@ pub(crate) async fn sso_settings(
             "single sign-on is not configured on this server ([security.oidc]); log in with a token",
         ));
     };
-    let doc = oidc.discovery().await.map_err(|e| {
-        ApiError::new(
-            axum::http::StatusCode::BAD_GATEWAY,
-            "IDENTITY_PROVIDER_UNAVAILABLE",
-            e.to_string(),
-        )
-    })?;
     let c = oidc.config();
     Ok(Json(qanat_governance::wire::SsoSettings {
         issuer: c.issuer.clone(),
         client_id: c.cli_client_id.clone(),
         scopes: c.cli_scopes.clone(),
-        device_authorization_endpoint: doc.device_authorization_endpoint,
-        token_endpoint: doc.token_endpoint,
     }))
 }
 

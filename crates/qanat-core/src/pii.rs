@@ -183,9 +183,15 @@ impl ColumnScan {
     /// Looks at one value while fewer than [`SCAN_LIMIT`] were looked at (the
     /// first values of a column show what it holds; the rest cost time).
     pub fn add_sampled(&mut self, value: &str) {
-        if self.checked < SCAN_LIMIT {
+        if self.wants_more() {
             self.add(value);
         }
+    }
+
+    /// Whether [`ColumnScan::add_sampled`] still looks at values: a caller that must
+    /// format a value first (a number as its digits) asks before doing so.
+    pub fn wants_more(&self) -> bool {
+        self.checked < SCAN_LIMIT
     }
 
     /// Values looked at so far.

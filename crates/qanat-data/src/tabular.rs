@@ -198,7 +198,7 @@ impl Acc {
                 // Identifiers read as numbers (a CSV column of Emirates IDs, card or
                 // phone numbers) are scanned as the digits they are.
                 for v in array.as_primitive::<Int64Type>().iter().flatten() {
-                    if v >= 1_000_000 {
+                    if v >= 1_000_000 && self.pii.wants_more() {
                         self.pii.add_sampled(&v.to_string());
                     }
                     self.number(v as f64);
@@ -209,7 +209,7 @@ impl Acc {
             DataType::UInt32 => numbers!(UInt32Type),
             DataType::UInt64 => {
                 for v in array.as_primitive::<UInt64Type>().iter().flatten() {
-                    if v >= 1_000_000 {
+                    if v >= 1_000_000 && self.pii.wants_more() {
                         self.pii.add_sampled(&v.to_string());
                     }
                     self.number(v as f64);
@@ -220,7 +220,10 @@ impl Acc {
                 // A column of identifiers with a missing value reads as floats
                 // (`784199012345676.0`): whole numbers are scanned as their digits.
                 for v in array.as_primitive::<Float64Type>().iter().flatten() {
-                    if v.fract() == 0.0 && (1e6..9.007_199_254_740_992e15).contains(&v.abs()) {
+                    if v.fract() == 0.0
+                        && (1e6..9.007_199_254_740_992e15).contains(&v.abs())
+                        && self.pii.wants_more()
+                    {
                         self.pii.add_sampled(&(v as i64).to_string());
                     }
                     self.number(v);

@@ -261,23 +261,36 @@ impl Governance {
         .bind(user_id)
         .fetch_one(self.meta.reader())
         .await?;
-        let granted: Option<Role> = row
-            .try_get::<Option<String>, _>("granted")?
-            .map(|r| r.parse())
-            .transpose()?;
-        let mapped: Option<Role> = row
-            .try_get::<Option<String>, _>("mapped")?
-            .map(|r| r.parse())
-            .transpose()?;
-        let groups: Vec<String> = row
-            .try_get::<Option<String>, _>("groups")?
-            .and_then(|g| serde_json::from_str(&g).ok())
-            .unwrap_or_default();
-        Ok(match (granted, mapped) {
-            (Some(g), Some(m)) if m > g => Some((m, RoleSource::Groups(groups))),
-            (Some(g), _) => Some((g, RoleSource::Grant)),
-            (None, Some(m)) => Some((m, RoleSource::Groups(groups))),
-            (None, None) => None,
-        })
+        role_from_row(&row, "granted", "mapped", "groups")
     }
+}
+
+/// The role a row's grant and mapped columns give, and which decided: the higher of
+/// the two, a tie going to the grant.
+pub(crate) fn role_from_row(
+    row: &sqlx::any::AnyRow,
+    granted: &str,
+    mapped: &str,
+    groups: &str,
+) -> Result<Option<(Role, RoleSource)>> {
+    let granted: Option<Role> = row
+        .try_get::<Option<String>, _>(granted)?
+        .map(|r| r.parse())
+        .transpose()?;
+    let mapped: Option<Role> = row
+        .try_get::<Option<String>, _>(mapped)?
+        .map(|r| r.parse())
+        .transpose()?;
+    let groups = || -> Result<Vec<String>> {
+        Ok(row
+            .try_get::<Option<String>, _>(groups)?
+            .and_then(|g| serde_json::from_str(&g).ok())
+            .unwrap_or_default())
+    };
+    Ok(match (granted, mapped) {
+        (Some(g), Some(m)) if m > g => Some((m, RoleSource::Groups(groups()?))),
+        (Some(g), _) => Some((g, RoleSource::Grant)),
+        (None, Some(m)) => Some((m, RoleSource::Groups(groups()?))),
+        (None, None) => None,
+    })
 }

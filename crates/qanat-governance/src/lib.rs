@@ -84,7 +84,7 @@ pub struct Governance {
 }
 
 /// A project and a caller's role in it.
-type Scope = (Project, Option<Role>);
+type Scope = (Project, Option<(Role, RoleSource)>);
 
 impl std::fmt::Debug for Governance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

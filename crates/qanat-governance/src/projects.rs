@@ -292,13 +292,26 @@ impl Governance {
         user_id: &UserId,
         project: &str,
     ) -> Result<(Project, Option<Role>)> {
+        let (p, role) = self.project_role_and_source(user_id, project).await?;
+        Ok((p, role.map(|(r, _)| r)))
+    }
+
+    /// [`Governance::project_and_role`], with what decided the role: an admin's grant
+    /// or the identity provider's groups (the higher of the two; a tie goes to the
+    /// grant). From the same query and the same cache.
+    #[qanat_macros::boxed]
+    pub async fn project_role_and_source(
+        &self,
+        user_id: &UserId,
+        project: &str,
+    ) -> Result<(Project, Option<(Role, crate::RoleSource)>)> {
         let key = (user_id.clone(), project.to_string());
         if let Some(hit) = self.scopes.get(&key) {
             return Ok(hit);
         }
         let generation = self.scopes.generation();
         let row = sqlx::query(
-            "SELECT p.*, m.role AS member_role, x.role AS mapped_role FROM projects p \
+            "SELECT p.*, m.role AS member_role, x.role AS mapped_role, x.groups AS mapped_groups FROM projects p \
              LEFT JOIN members m ON m.project_id = p.id AND m.user_id = $1 \
              LEFT JOIN mapped_members x ON x.project_id = p.id AND x.user_id = $1 \
              WHERE p.name = $2 AND p.deleted_at IS NULL",
@@ -308,16 +321,8 @@ impl Governance {
         .fetch_optional(self.meta.reader())
         .await?
         .ok_or_else(|| Error::not_found("project", project))?;
-        // The higher of an admin's grant and the identity provider's groups.
-        let granted: Option<Role> = row
-            .try_get::<Option<String>, _>("member_role")?
-            .map(|r| r.parse())
-            .transpose()?;
-        let mapped: Option<Role> = row
-            .try_get::<Option<String>, _>("mapped_role")?
-            .map(|r| r.parse())
-            .transpose()?;
-        let role = granted.max(mapped);
+        let role =
+            crate::external::role_from_row(&row, "member_role", "mapped_role", "mapped_groups")?;
         let found = (project_from_row(&row)?, role);
         self.scopes.put(key, found.clone(), generation);
         Ok(found)

@@ -810,6 +810,12 @@ fn default_session_check() -> i64 {
     300
 }
 
+/// Whether `url` names this machine (where plain http to an identity provider is
+/// tolerated).
+pub fn is_loopback(url: &url::Url) -> bool {
+    matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"))
+}
+
 impl std::fmt::Debug for OidcSection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the client secret.
@@ -826,8 +832,7 @@ impl OidcSection {
     pub fn governance(&self) -> Result<qanat_governance::OidcConfig> {
         let url = url::Url::parse(&self.issuer)
             .with_context(|| format!("security.oidc.issuer '{}' is not a URL", self.issuer))?;
-        let loopback = matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
-        if url.scheme() != "https" && !(url.scheme() == "http" && loopback) {
+        if url.scheme() != "https" && !(url.scheme() == "http" && is_loopback(&url)) {
             bail!("security.oidc.issuer must be an https URL (plain http only for a provider on this machine), not '{}'", self.issuer);
         }
         if !(0..=600).contains(&self.leeway_secs) {

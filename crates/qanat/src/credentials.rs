@@ -115,8 +115,7 @@ pub async fn provider_endpoints(issuer: &str) -> Result<(Option<String>, String)
     );
     let parsed =
         url::Url::parse(&url).with_context(|| format!("the issuer '{issuer}' is not a URL"))?;
-    let loopback = matches!(parsed.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
-    if parsed.scheme() != "https" && !loopback {
+    if parsed.scheme() != "https" && !crate::config::is_loopback(&parsed) {
         anyhow::bail!(
             "the identity provider '{issuer}' is not an https URL; refusing to log in through it"
         );

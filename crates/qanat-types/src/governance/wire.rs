@@ -15,8 +15,9 @@ pub struct WhoAmI {
 }
 
 /// How a command-line client logs in through the server's identity provider
-/// (`qanat login --sso`): the OAuth 2.0 device authorization grant (RFC 8628) with
-/// these settings, the tokens refreshed at `token_endpoint`.
+/// (`qanat login --sso`): the OAuth 2.0 device authorization grant (RFC 8628) as this
+/// public client, with these scopes. The client reads the provider's endpoints from
+/// the issuer's own discovery document.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SsoSettings {
     pub issuer: String,
@@ -24,10 +25,6 @@ pub struct SsoSettings {
     pub client_id: String,
     /// Space-separated scopes to ask for.
     pub scopes: String,
-    /// Where a device login starts; absent when the provider has no device flow.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device_authorization_endpoint: Option<String>,
-    pub token_endpoint: String,
 }
 
 /// A project the caller can see, and their role in it (none for a global admin who is
