@@ -127,10 +127,27 @@ def live_log(d, path):
     check(f"{path}: following the log, no console error or failed request", not errors and not failed, "; ".join(errors + failed)[:500])
 
 
+def navigating(d, action):
+    """Runs `action` (a click or submit that loads another page) and waits until the
+    old page is gone, so that what is checked next is the new page (Selenium returns
+    from a click before the navigation it starts has finished). A page that does not
+    change is left to the check that follows."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = d.find_element(By.TAG_NAME, "html")
+    action()
+    try:
+        WebDriverWait(d, 30).until(EC.staleness_of(old))
+    except TimeoutException:
+        pass
+
+
 def login(d, token):
     d.get(URL + "/ui/login")
     d.find_element(By.ID, "token").send_keys(token)
-    d.find_element(By.CSS_SELECTOR, "form.login button").click()
+    navigating(d, lambda: d.find_element(By.CSS_SELECTOR, "form.login button").click())
 
 
 def session_cookie_flags():
@@ -175,7 +192,7 @@ def main():
         d.find_element(By.ID, "token").send_keys(ADMIN)
         if SHOTS:
             d.save_screenshot(os.path.join(SHOTS, "login.png"))
-        d.find_element(By.CSS_SELECTOR, "form.login button").click()
+        navigating(d, lambda: d.find_element(By.CSS_SELECTOR, "form.login button").click())
         check("after the login, the page asked for", d.current_url.endswith(f"/ui/p/{PROJECT}/models"), d.current_url)
         drain(d)
 
@@ -194,17 +211,17 @@ def main():
             d.get(exps[0])
             sorts = [a for a in d.find_elements(By.CSS_SELECTOR, "#runs thead a") if "metrics." in (a.get_attribute("href") or "")]
             if sorts:
-                sorts[0].click()
+                navigating(d, lambda: sorts[0].click())
                 check("sorting by a metric keeps the table", bool(d.find_elements(By.CSS_SELECTOR, "#runs tbody tr")), "empty")
             box = d.find_element(By.NAME, "filter")
             box.clear()
             box.send_keys("attributes.status = 'FINISHED'")
-            box.submit()
+            navigating(d, lambda: box.submit())
             check("a filter in MLflow's syntax finds runs", bool(d.find_elements(By.CSS_SELECTOR, "#runs tbody tr")), "no rows")
             box = d.find_element(By.NAME, "filter")
             box.clear()
             box.send_keys("metrics.nope >>> 1")
-            box.submit()
+            navigating(d, lambda: box.submit())
             check("a bad filter says why", bool(d.find_elements(By.CSS_SELECTOR, "p.error")), "no message")
             drain(d)
         run_pages = sorted(set(run_pages))
@@ -217,7 +234,7 @@ def main():
             charts += len(d.find_elements(By.CSS_SELECTOR, ".charts svg"))
             arts = [a for a in d.find_elements(By.CSS_SELECTOR, "#artifacts + * a, #artifacts ~ div a") if "file=1" in (a.get_attribute("href") or "")]
             if arts:
-                arts[0].click()
+                navigating(d, lambda: arts[0].click())
                 check("an artifact opens its preview", bool(d.find_elements(By.ID, "preview")), d.current_url)
                 drain(d)
         drain(d)
@@ -240,7 +257,7 @@ def main():
             compare = d.find_elements(By.CSS_SELECTOR, "form.filters button")
             if compare:
                 d.get(ds)
-                d.find_element(By.CSS_SELECTOR, "form.filters button").click()
+                navigating(d, lambda: d.find_element(By.CSS_SELECTOR, "form.filters button").click())
                 check("two versions compare", "→" in d.find_element(By.TAG_NAME, "h1").text, d.current_url)
                 drain(d)
         visit(d, f"/ui/p/{PROJECT}/features", "Features", "features")
@@ -274,7 +291,7 @@ def main():
             lineage = [a for a in d.find_elements(By.LINK_TEXT, "its lineage")]
             check("the check links its lineage", bool(lineage), "no link")
             if lineage:
-                lineage[0].click()
+                navigating(d, lambda: lineage[0].click())
                 visit(d, d.current_url, "Lineage of drift_report", "lineage")
                 data = links(d, "/datasets/")
                 check("the drift report's lineage reaches a dataset version", bool(data), "no dataset link")
@@ -284,7 +301,7 @@ def main():
                     check("the dataset version shows column profiles", "Column profiles" in d.page_source, "")
                     drain(d)
         visit(d, "/ui/audit", "Audit log", "audit")
-        d.find_element(By.CSS_SELECTOR, "button[name=verify]").click()
+        navigating(d, lambda: d.find_element(By.CSS_SELECTOR, "button[name=verify]").click())
         check("the audit chain verifies", "verifies" in d.page_source, "no verification")
         drain(d)
 
@@ -324,21 +341,21 @@ def main():
             forms = d.find_elements(By.CSS_SELECTOR, "form[action$='/promote']")
             check("a maintainer sees the promote form", bool(forms), "no form")
             if forms:
-                d.execute_script(
+                navigating(d, lambda: d.execute_script(
                     "var f=document.querySelector(\"form[action$='/promote']\");"
                     "f.removeAttribute('data-confirm');"
                     "f.querySelector('input[name=csrf]').remove(); f.submit();"
-                )
+                ))
                 check("a form without its CSRF token is refused", "CSRF" in d.page_source and "Not allowed" in d.page_source, d.page_source[:300])
                 drain(d)
                 # With its token, the same form works.
                 d.get(models[0])
-                d.execute_script("var f=document.querySelector(\"form[action$='/promote']\"); f.removeAttribute('data-confirm'); f.submit();")
+                navigating(d, lambda: d.execute_script("var f=document.querySelector(\"form[action$='/promote']\"); f.removeAttribute('data-confirm'); f.submit();"))
                 check("the promote form with its token moves the alias", "/models/" in d.current_url and "Model " in d.find_element(By.TAG_NAME, "h1").text, d.current_url)
                 drain(d)
 
         # Log out: the session is gone.
-        d.find_element(By.CSS_SELECTOR, ".who button").click()
+        navigating(d, lambda: d.find_element(By.CSS_SELECTOR, ".who button").click())
         d.get(URL + f"/ui/p/{PROJECT}")
         check("after logging out, pages ask for a login", "/ui/login" in d.current_url, d.current_url)
         drain(d)
@@ -364,12 +381,12 @@ def main():
             v.get(models[0])
             check("a viewer gets no promote form", not v.find_elements(By.CSS_SELECTOR, "form[action$='/promote']"), "form shown")
             # Their own session's CSRF token, a maintainer's form: refused by role.
-            v.execute_script(
+            navigating(v, lambda: v.execute_script(
                 "var t=document.querySelector('input[name=csrf]').value;"
                 "var f=document.createElement('form'); f.method='post'; f.action=location.pathname+'/promote';"
                 "[['csrf',t],['alias','production'],['version','1']].forEach(function(kv){var i=document.createElement('input');"
                 "i.type='hidden'; i.name=kv[0]; i.value=kv[1]; f.appendChild(i);}); document.body.appendChild(f); f.submit();"
-            )
+            ))
             check("a viewer cannot submit a maintainer's form", "Not allowed" in v.find_element(By.TAG_NAME, "h1").text, v.page_source[:300])
         drain(v)
     finally:
