@@ -24,6 +24,9 @@ use crate::{now, procfs, queue, Error, Jobs, Result};
 
 /// The longest wait between retries.
 const MAX_BACKOFF: Duration = Duration::from_secs(3600);
+/// How many times an attempt's end is tried before it is left to the next restart's
+/// recovery (about three minutes of waiting in all).
+const FINISH_TRIES: u32 = 14;
 
 /// Runs jobs; one per server.
 #[derive(Debug)]
@@ -994,9 +997,28 @@ impl Jobs {
         commit_started(tx, job, &msg).await
     }
 
-    /// Records how an attempt ended, then revokes its token, closes its run (when the
-    /// job is done) and stores its logs.
+    /// Records how an attempt ended, trying again while the store refuses (a busy or
+    /// briefly unreachable database): an end that is never recorded would leave the job
+    /// `running`, its token alive and its slot counted, until the next restart's
+    /// recovery. Each try is one transaction, so a failed one leaves nothing behind.
     pub(crate) async fn finish(&self, job: &JobRow, ending: Ending) -> Result<()> {
+        let mut wait = Duration::from_millis(200);
+        for _ in 1..FINISH_TRIES {
+            match self.finish_once(job, ending.clone()).await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    tracing::warn!(job = %job.job_id, error = %e, retry_in = ?wait, "recording how a job attempt ended failed; trying again");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(30));
+                }
+            }
+        }
+        self.finish_once(job, ending).await
+    }
+
+    /// One try at recording how an attempt ended, then revoking its token, closing its
+    /// run (when the job is done) and storing its logs.
+    async fn finish_once(&self, job: &JobRow, ending: Ending) -> Result<()> {
         let inner = &self.inner;
         let ending = self.with_outputs(job, ending).await;
         // Logs are stored first, so a job seen as ended has its logs in storage.

@@ -54,7 +54,8 @@ impl Qanat {
             }
             assert!(
                 start.elapsed() < Duration::from_secs(secs),
-                "job {id} did not get there in {secs}s: {j:#}"
+                "job {id} did not get there in {secs}s: {j:#}\nthe server's warnings and errors:\n{}",
+                self.log_trouble(40)
             );
             std::thread::sleep(Duration::from_millis(150));
         }

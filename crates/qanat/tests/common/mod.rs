@@ -182,6 +182,17 @@ impl Qanat {
         self.dir.path().join("home")
     }
 
+    /// The server log's warnings and errors (the last `n`), for a failing check's
+    /// message: the log goes with the temporary directory.
+    pub fn log_trouble(&self, n: usize) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("panicked"))
+            .collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
     /// Starts (or restarts) the server and waits for its "listening" line.
     pub fn spawn_server(&mut self) {
         // The server's log goes to <dir>/server.log (appended across restarts).
