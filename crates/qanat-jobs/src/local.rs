@@ -402,8 +402,20 @@ impl LocalExecutor {
         rx
     }
 
+    /// Forgets an ended attempt's controls. Only the attempt's own end does: its
+    /// receiver is dropped by then. A second start of the same job that lost the
+    /// claim (a scheduler pass that read the job as queued before the first claim
+    /// committed) ends with the running attempt's receiver still open, and must not
+    /// take its controls away: a cancel would then reach nobody.
     pub(crate) fn unregister(&self, job_id: &str) {
-        self.lock().running.remove(job_id);
+        let mut st = self.lock();
+        if st
+            .running
+            .get(job_id)
+            .is_some_and(|r| r.control.is_closed())
+        {
+            st.running.remove(job_id);
+        }
     }
 
     /// Sends an order to a running attempt; false when it does not run here.
@@ -829,5 +841,28 @@ async fn stop(live: &HashMap<u32, i32>, waits: &mut FuturesUnordered<Wait>, grac
     }
     for pid in live.values() {
         procfs::signal_group(*pid, Signal::KILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_that_lost_the_claim_leaves_the_running_attempt_its_controls() {
+        let mut settings = Settings::new(std::env::temp_dir(), "http://127.0.0.1:1", "local");
+        settings.discover_gpus = false;
+        let local = LocalExecutor::new(&settings);
+        let mut running = local.register("job-1");
+        // The losing start ends: the attempt that runs must still get its cancel.
+        local.unregister("job-1");
+        assert!(local.order("job-1", Control::Cancel { by: "admin".into() }));
+        assert!(matches!(running.try_recv(), Ok(Control::Cancel { .. })));
+        assert!(local.stopping("job-1"));
+        // Its own end (the receiver gone) forgets it.
+        drop(running);
+        local.unregister("job-1");
+        assert!(!local.stopping("job-1"));
+        assert!(!local.order("job-1", Control::Cancel { by: "admin".into() }));
     }
 }
