@@ -551,9 +551,13 @@ async fn decide(state: AppState, policy: Policy, mut req: Request, next: Next) -
     } else {
         AuditOutcome::Failure
     };
-    let detail = match resp.extensions().get::<ErrorNote>() {
-        Some(note) => format!("{} {}", status.as_u16(), note.0),
-        None => status.as_u16().to_string(),
+    let detail = match (
+        resp.extensions().get::<ErrorNote>(),
+        resp.extensions().get::<crate::error::ReadNote>(),
+    ) {
+        (Some(note), _) => format!("{} {}", status.as_u16(), note.0),
+        (None, Some(note)) => format!("{} · {}", status.as_u16(), note.0),
+        (None, None) => status.as_u16().to_string(),
     };
     match state
         .gov

@@ -4,16 +4,20 @@
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::http::{header, HeaderName};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
+use qanat_data::tabular::{declared_pii, protected_columns, redact_profile, undeclared_pii};
 use qanat_data::wire::{
     ChunkIds, ChunkStored, CommitVersion, CopyBody, DiffParams, DiffView, ListDatasets,
-    MissingChunks, TagBody, VersionWithManifest,
+    MissingChunks, PseudonymizedFile, TagBody, VersionWithManifest,
 };
-use qanat_data::{pack, ChunkId, Dataset, DatasetVersion, NewDataset, VersionRef, MAX_CHUNK};
+use qanat_data::{
+    pack, ChunkId, Dataset, DatasetVersion, NewDataset, UpdateDataset, VersionRef, MAX_CHUNK,
+};
 use qanat_governance::wire::LineageParams;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ReadNote};
 use qanat_governance::Role::{Admin, Editor, Viewer};
 use utoipa_axum::routes;
 
@@ -251,34 +255,122 @@ pub(crate) async fn log(
     Ok(Json(state.datasets.versions(&d).await?))
 }
 
-/// One version with its manifest (viewers; audited as the start of a pull).
+/// One version with its manifest (viewers; audited as the start of a pull). For a
+/// reader without the project's PII permission, the profiles of personal-data columns
+/// hold no values and `pseudonymized` lists the files they get pseudonymized.
 #[utoipa::path(get, path = "/api/v1/projects/{project}/datasets/{dataset}/versions/{version}", tag = "datasets", security(("bearer" = [])),
     params(("project" = String, Path), ("dataset" = String, Path), ("version" = String, Path, description = "number, v<number>, tag or latest")),
     responses((status = 200, body = VersionWithManifest), (status = 404, body = crate::ErrorBody)))]
 pub(crate) async fn show(
     State(state): State<AppState>,
     scope: Scope,
+    Caller(caller): Caller,
     ApiPath(path): ApiPath<(String, String, String)>,
-) -> Result<Json<VersionWithManifest>, ApiError> {
+) -> Result<Response, ApiError> {
     let (_, dataset, version) = path;
     let d = state.datasets.get(&scope.project, &dataset).await?;
     let v = state.datasets.resolve(&d, &version_ref(&version)?).await?;
-    let manifest = state.datasets.manifest(&d, &v).await?;
-    let profiles = state.datasets.profiles(&d, &v).await?;
-    Ok(Json(VersionWithManifest {
-        version: v,
-        manifest,
-        profiles,
-    }))
+    let clear = state.gov.reads_pii(&scope.project, &caller).await?;
+    let shown = shown_version(&state, &d, v, clear).await?;
+    let note = pii_note(&shown.protected, clear);
+    let mut resp = Json(shown.body).into_response();
+    if let Some(n) = note {
+        resp.extensions_mut().insert(ReadNote(n));
+    }
+    Ok(resp)
 }
 
-/// One file of a version, by its index in the manifest (viewers; audited).
+/// A version as one reader may see it, and the personal-data columns of each file.
+pub(crate) struct ShownVersion {
+    pub body: VersionWithManifest,
+    /// (file index, path, columns) of every file with personal data.
+    pub protected: Vec<PseudonymizedFile>,
+}
+
+/// The version, its manifest and its profiles, with the undeclared personal data
+/// flagged and, unless `clear`, the values of personal-data columns taken out of the
+/// profiles.
+pub(crate) async fn shown_version(
+    state: &AppState,
+    d: &Dataset,
+    mut v: DatasetVersion,
+    clear: bool,
+) -> Result<ShownVersion, ApiError> {
+    let manifest = state.datasets.manifest(d, &v).await?;
+    let mut profiles = state.datasets.profiles(d, &v).await?;
+    let declared = declared_pii(d.schema.as_ref(), &d.pii_columns);
+    v.undeclared_pii = undeclared_pii(&profiles, &declared);
+    let mut protected = Vec::new();
+    for (index, f) in manifest.files.iter().enumerate() {
+        let Some(p) = profiles
+            .iter_mut()
+            .find(|p| p.path == f.path)
+            .and_then(|fp| fp.profile.as_mut())
+        else {
+            continue;
+        };
+        let columns = protected_columns(p, &declared);
+        if columns.is_empty() {
+            continue;
+        }
+        if !clear {
+            redact_profile(p, &columns);
+        }
+        protected.push(PseudonymizedFile {
+            index,
+            path: f.path.clone(),
+            columns,
+        });
+    }
+    Ok(ShownVersion {
+        body: VersionWithManifest {
+            version: v,
+            manifest,
+            profiles,
+            pseudonymized: if clear { Vec::new() } else { protected.clone() },
+        },
+        protected,
+    })
+}
+
+/// What the audit entry of a read adds about personal data: read in clear (with the
+/// PII permission) or pseudonymized.
+pub(crate) fn pii_note(protected: &[PseudonymizedFile], clear: bool) -> Option<String> {
+    if protected.is_empty() {
+        return None;
+    }
+    let files: Vec<String> = protected
+        .iter()
+        .take(20)
+        .map(|p| format!("{} [{}]", p.path, p.columns.join(", ")))
+        .collect();
+    let more = if protected.len() > 20 {
+        format!(" and {} more file(s)", protected.len() - 20)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "{}: {}{more}",
+        if clear {
+            "PII read in clear (PII permission)"
+        } else {
+            "PII pseudonymized"
+        },
+        files.join("; ")
+    ))
+}
+
+/// One file of a version, by its index in the manifest (viewers; audited). A table
+/// with personal data comes pseudonymized to a reader without the project's PII
+/// permission: its own bytes, size and BLAKE3 (`X-Qanat-Blake3`,
+/// `X-Qanat-Pseudonymized: 1`); read in clear, the audit entry says so.
 #[utoipa::path(get, path = "/api/v1/projects/{project}/datasets/{dataset}/versions/{version}/files/{index}", tag = "datasets", security(("bearer" = [])),
     params(("project" = String, Path), ("dataset" = String, Path), ("version" = String, Path), ("index" = usize, Path)),
     responses((status = 200, content_type = "application/octet-stream", description = "the file's bytes"), (status = 404, body = crate::ErrorBody)))]
 pub(crate) async fn file(
     State(state): State<AppState>,
     scope: Scope,
+    Caller(caller): Caller,
     ApiPath(path): ApiPath<(String, String, String, usize)>,
 ) -> Result<Response, ApiError> {
     let (_, dataset, version, index) = path;
@@ -292,9 +384,113 @@ pub(crate) async fn file(
             manifest.files.len()
         ))
     })?;
-    let size = entry.size;
-    crate::objects::verified_stream(size, state.datasets.file_stream(&d, entry), "dataset file")
-        .await
+    let columns = file_pii(&state, &d, &v, &entry.path).await?;
+    if columns.is_empty() {
+        return crate::objects::verified_stream(
+            entry.size,
+            state.datasets.file_stream(&d, entry),
+            "dataset file",
+        )
+        .await;
+    }
+    let protected = [PseudonymizedFile {
+        index,
+        path: entry.path.clone(),
+        columns,
+    }];
+    if state.gov.reads_pii(&scope.project, &caller).await? {
+        let mut resp = crate::objects::verified_stream(
+            entry.size,
+            state.datasets.file_stream(&d, entry),
+            "dataset file",
+        )
+        .await?;
+        if let Some(n) = pii_note(&protected, true) {
+            resp.extensions_mut().insert(ReadNote(n));
+        }
+        return Ok(resp);
+    }
+    let [PseudonymizedFile { columns, .. }] = protected;
+    let done = state
+        .datasets
+        .pseudonymized_file(&d, &entry, columns)
+        .await?;
+    let file = tokio::fs::File::from_std(
+        done.file
+            .reopen()
+            .map_err(|e| ApiError::internal(format!("reopening a pseudonymized file: {e}")))?,
+    );
+    // The name goes now; the open file keeps the bytes until the response ends.
+    drop(done.file);
+    let body = Body::from_stream(tokio_util::io::ReaderStream::with_capacity(file, 1 << 20));
+    let mut resp = (
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (header::CONTENT_LENGTH, done.size.to_string()),
+            (HeaderName::from_static("x-qanat-blake3"), done.blake3),
+            (
+                HeaderName::from_static("x-qanat-pseudonymized"),
+                "1".to_string(),
+            ),
+        ],
+        body,
+    )
+        .into_response();
+    let note = pii_note(
+        &[PseudonymizedFile {
+            index,
+            path: entry.path.clone(),
+            columns: done.columns,
+        }],
+        false,
+    );
+    if let Some(n) = note {
+        resp.extensions_mut().insert(ReadNote(n));
+    }
+    Ok(resp)
+}
+
+/// The personal-data columns of file `path` of a version (declared or found).
+async fn file_pii(
+    state: &AppState,
+    d: &Dataset,
+    v: &DatasetVersion,
+    path: &str,
+) -> Result<Vec<String>, ApiError> {
+    let profiles = state.datasets.profiles(d, v).await?;
+    let declared = declared_pii(d.schema.as_ref(), &d.pii_columns);
+    Ok(profiles
+        .iter()
+        .find(|p| p.path == path)
+        .and_then(|fp| fp.profile.as_ref())
+        .map(|p| protected_columns(p, &declared))
+        .unwrap_or_default())
+}
+
+/// Declare which columns of a dataset hold personal data (editors; audited): the
+/// whole list, beside the schema's `pii: true` columns. Declared columns are
+/// pseudonymized for readers without the PII permission and no longer flagged.
+#[utoipa::path(patch, path = "/api/v1/projects/{project}/datasets/{dataset}", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path), ("dataset" = String, Path)), request_body = UpdateDataset,
+    responses((status = 200, body = Dataset), (status = 400, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<UpdateDataset>,
+) -> Result<Json<Dataset>, ApiError> {
+    let (_, dataset) = path;
+    let d = state.datasets.get(&scope.project, &dataset).await?;
+    let d = match &body.pii_columns {
+        Some(cols) => {
+            state
+                .datasets
+                .set_pii_columns(&scope.project, &d, cols)
+                .await?
+        }
+        None => d,
+    };
+    Ok(Json(d))
 }
 
 /// Name a version (editors). Tags are immutable.
@@ -463,6 +659,7 @@ pub(crate) fn routes() -> Fragment {
         .route(routes!(create), write("dataset.create"))
         .route(routes!(list), read("dataset.list"))
         .route(routes!(get_one), read("dataset.get"))
+        .route(routes!(update), write("dataset.declare_pii"))
         .route(
             routes!(delete_one),
             Policy::in_project("dataset.delete", Admin),

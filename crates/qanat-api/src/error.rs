@@ -31,6 +31,11 @@ pub struct ErrorBody {
 #[derive(Clone, Debug)]
 pub(crate) struct ErrorNote(pub String);
 
+/// Carried on a successful governed read's response: what the audit entry adds (e.g.
+/// the personal data read in clear).
+#[derive(Clone, Debug)]
+pub(crate) struct ReadNote(pub String);
+
 /// Carried on internal-error responses: the detail for the log, never for the caller.
 #[derive(Clone, Debug)]
 struct InternalDetail(String);

@@ -10,7 +10,7 @@ use qanat_features::wire::{
     RegisteredObject, Registry, StreamList, TrainingSet, TrainingSetRequest,
 };
 use qanat_features::ObjectKind;
-use qanat_governance::Role::{Editor, Maintainer, Viewer};
+use qanat_governance::Role::{Editor, Viewer};
 use serde::Deserialize;
 use utoipa_axum::routes;
 
@@ -138,7 +138,8 @@ pub(crate) async fn history(
 /// Builds a training set (editors): the entity rows of a dataset version joined point
 /// in time with feature views, written as a new version of the output dataset with
 /// lineage to the feature view versions and the dataset versions read. PII features
-/// are pseudonymized unless the caller is a maintainer of the project (or an admin).
+/// are pseudonymized unless the caller holds the project's PII permission (or is a
+/// global admin).
 #[utoipa::path(post, path = "/api/v1/projects/{project}/features/training-sets", tag = "features", security(("bearer" = [])),
     params(("project" = String, Path)), request_body = TrainingSetRequest,
     responses((status = 201, body = TrainingSet), (status = 400, body = crate::ErrorBody), (status = 404, body = crate::ErrorBody)))]
@@ -148,18 +149,12 @@ pub(crate) async fn training_set(
     Caller(caller): Caller,
     ApiJson(req): ApiJson<TrainingSetRequest>,
 ) -> Result<(StatusCode, Json<TrainingSet>), ApiError> {
-    let pii_allowed = pii_allowed(&scope, caller.is_admin);
+    let pii_allowed = state.gov.reads_pii(&scope.project, &caller).await?;
     let set = state
         .features
         .training_set(&scope.project, &req, &caller.name, pii_allowed)
         .await?;
     Ok((StatusCode::CREATED, Json(set)))
-}
-
-/// Whether the caller may see PII features in clear: the project's maintainers and
-/// admins, and global admins.
-fn pii_allowed(scope: &Scope, global_admin: bool) -> bool {
-    global_admin || scope.role.is_some_and(|r| r >= Maintainer)
 }
 
 /// Materializes views into the online store (editors): the newest row per entity
@@ -261,16 +256,19 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<
     }
 }
 
+/// An online read; PII features come in clear only to holders of the project's PII
+/// permission (and global admins).
 async fn online_features(
     state: &AppState,
     scope: &Scope,
-    global_admin: bool,
+    caller: &qanat_governance::Principal,
     req: &OnlineRequest,
 ) -> Result<Json<OnlineResponse>, ApiError> {
+    let clear = state.gov.reads_pii(&scope.project, caller).await?;
     Ok(Json(
         state
             .features
-            .online_features(&scope.project, req, pii_allowed(scope, global_admin))
+            .online_features(&scope.project, req, clear)
             .await?,
     ))
 }
@@ -287,7 +285,7 @@ pub(crate) async fn get_online_features(
     Caller(caller): Caller,
     AnyJson(req): AnyJson<OnlineRequest>,
 ) -> Result<Json<OnlineResponse>, ApiError> {
-    online_features(&state, &scope, caller.is_admin, &req).await
+    online_features(&state, &scope, &caller, &req).await
 }
 
 /// [`get_online_features`] in a named project.
@@ -300,7 +298,7 @@ pub(crate) async fn get_online_features_in(
     Caller(caller): Caller,
     AnyJson(req): AnyJson<OnlineRequest>,
 ) -> Result<Json<OnlineResponse>, ApiError> {
-    online_features(&state, &scope, caller.is_admin, &req).await
+    online_features(&state, &scope, &caller, &req).await
 }
 
 /// Feast's push, in the default project: rows checked against each view of the push

@@ -4,7 +4,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use qanat_governance::wire::{CreateProject, SetMember, UpdateProject};
-use qanat_governance::{Member, Project};
+use qanat_governance::{Member, PiiReader, Project};
 
 use qanat_governance::Role::{Admin, Maintainer, Viewer};
 use utoipa_axum::routes;
@@ -101,6 +101,7 @@ pub(crate) async fn update(
                 &scope.project,
                 body.description.as_deref(),
                 body.allowed_regions.as_deref(),
+                body.require_pii_declared,
             )
             .await?,
     ))
@@ -186,6 +187,49 @@ pub(crate) async fn remove_member(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Who holds the project's PII permission: personal data in clear on every path
+/// (viewers).
+#[utoipa::path(get, path = "/api/v1/projects/{project}/pii-readers", tag = "projects", security(("bearer" = [])),
+    params(("project" = String, Path)), responses((status = 200, body = [PiiReader])))]
+pub(crate) async fn pii_readers(
+    State(state): State<AppState>,
+    scope: Scope,
+) -> Result<Json<Vec<PiiReader>>, ApiError> {
+    Ok(Json(state.gov.pii_readers(&scope.project).await?))
+}
+
+/// Grant a user the project's PII permission (project admins; audited): they read
+/// personal data in clear where others get pseudonyms, and each such read is
+/// audited. It gives no access their role does not.
+#[utoipa::path(put, path = "/api/v1/projects/{project}/pii-readers/{user}", tag = "projects", security(("bearer" = [])),
+    params(("project" = String, Path), ("user" = String, Path)),
+    responses((status = 200, body = PiiReader), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn grant_pii(
+    State(state): State<AppState>,
+    Caller(caller): Caller,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
+) -> Result<Json<PiiReader>, ApiError> {
+    let (_, user) = path;
+    Ok(Json(
+        state.gov.grant_pii(&scope.project, &user, &caller).await?,
+    ))
+}
+
+/// Take the project's PII permission from a user (project admins; audited).
+#[utoipa::path(delete, path = "/api/v1/projects/{project}/pii-readers/{user}", tag = "projects", security(("bearer" = [])),
+    params(("project" = String, Path), ("user" = String, Path)),
+    responses((status = 204), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn revoke_pii(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let (_, user) = path;
+    state.gov.revoke_pii(&scope.project, &user).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
 /// Projects and their members.
 pub(crate) fn routes() -> Fragment {
     Fragment::default()
@@ -214,4 +258,10 @@ pub(crate) fn routes() -> Fragment {
             routes!(remove_member),
             Policy::in_project("member.remove", Maintainer),
         )
+        .route(
+            routes!(pii_readers),
+            Policy::in_project("pii.list_readers", Viewer),
+        )
+        .route(routes!(grant_pii), Policy::in_project("pii.grant", Admin))
+        .route(routes!(revoke_pii), Policy::in_project("pii.revoke", Admin))
 }

@@ -9,7 +9,8 @@ use qanat_types::data::wire::{
     MissingChunks, TagBody, VersionWithManifest,
 };
 use qanat_types::data::{
-    pack, ChunkId, Dataset, DatasetVersion, GcReport, NewDataset, PackStored, VersionRef,
+    pack, ChunkId, Dataset, DatasetVersion, GcReport, NewDataset, PackStored, UpdateDataset,
+    VersionRef,
 };
 use qanat_types::governance::wire::LineageParams;
 use qanat_types::governance::LineageGraph;
@@ -174,6 +175,45 @@ impl Client {
             seg(&version.to_string())
         );
         self.download(self.request(Method::GET, &path)).await
+    }
+
+    /// File `index` of a version as the server sends it to this caller: the
+    /// manifest's bytes, or (a table with personal data, no PII permission) a
+    /// pseudonymized copy, with its own BLAKE3 (`X-Qanat-Blake3`).
+    #[qanat_macros::boxed]
+    pub async fn version_file_served(
+        &self,
+        project: &str,
+        dataset: &str,
+        version: &VersionRef,
+        index: usize,
+    ) -> Result<(ByteStream, Option<String>)> {
+        let path = format!(
+            "{}/versions/{}/files/{index}",
+            dataset_path(project, dataset),
+            seg(&version.to_string())
+        );
+        let (stream, headers) = self
+            .download_with_headers(self.request(Method::GET, &path))
+            .await?;
+        let blake3 = headers
+            .get("x-qanat-blake3")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        Ok((stream, blake3))
+    }
+
+    /// Declares which columns of a dataset hold personal data (editors): the whole
+    /// list, beside its schema's `pii: true` columns.
+    #[qanat_macros::boxed]
+    pub async fn update_dataset(
+        &self,
+        project: &str,
+        dataset: &str,
+        change: &UpdateDataset,
+    ) -> Result<Dataset> {
+        self.with_body(Method::PATCH, &dataset_path(project, dataset), change)
+            .await
     }
 
     /// Names `version` with `tag` (editors; tags are immutable).

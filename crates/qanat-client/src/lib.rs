@@ -183,8 +183,20 @@ impl Client {
 
     /// Sends and streams the answer's bytes.
     async fn download(&self, rb: reqwest::RequestBuilder) -> Result<ByteStream> {
+        Ok(self.download_with_headers(rb).await?.0)
+    }
+
+    /// Sends and streams the answer's bytes, with its headers.
+    async fn download_with_headers(
+        &self,
+        rb: reqwest::RequestBuilder,
+    ) -> Result<(ByteStream, reqwest::header::HeaderMap)> {
         let resp = self.send(rb).await?;
-        Ok(Box::pin(resp.bytes_stream().map_err(Error::Transfer)))
+        let headers = resp.headers().clone();
+        Ok((
+            Box::pin(resp.bytes_stream().map_err(Error::Transfer)),
+            headers,
+        ))
     }
 }
 

@@ -1,7 +1,7 @@
 //! Projects, their residency policy, and their members.
 
 use qanat_types::governance::wire::{CreateProject, SetMember, UpdateProject};
-use qanat_types::governance::{Member, Project};
+use qanat_types::governance::{Member, PiiReader, Project};
 use reqwest::Method;
 
 use crate::{project_path, seg, Client, Result};
@@ -75,6 +75,27 @@ impl Client {
     pub async fn set_member(&self, project: &str, user: &str, role: &SetMember) -> Result<Member> {
         let path = format!("{}/members/{}", project_path(project), seg(user));
         self.with_body(Method::PUT, &path, role).await
+    }
+
+    /// Who holds a project's PII permission.
+    #[qanat_macros::boxed]
+    pub async fn pii_readers(&self, project: &str) -> Result<Vec<PiiReader>> {
+        self.get(&format!("{}/pii-readers", project_path(project)))
+            .await
+    }
+
+    /// Grants a user a project's PII permission (project admins).
+    #[qanat_macros::boxed]
+    pub async fn grant_pii(&self, project: &str, user: &str) -> Result<PiiReader> {
+        let path = format!("{}/pii-readers/{}", project_path(project), seg(user));
+        self.json(self.request(Method::PUT, &path), &path).await
+    }
+
+    /// Takes a project's PII permission from a user (project admins).
+    #[qanat_macros::boxed]
+    pub async fn revoke_pii(&self, project: &str, user: &str) -> Result<()> {
+        let path = format!("{}/pii-readers/{}", project_path(project), seg(user));
+        self.no_content(Method::DELETE, &path).await
     }
 
     /// Removes a user from a project (maintainers).

@@ -17,6 +17,29 @@ pub enum Error {
     SchemaViolation(Vec<crate::SchemaViolation>),
     #[error("the manifest names {count} chunk(s) that are not stored, e.g. {example}; upload them and commit again")]
     MissingChunks { count: usize, example: String },
+    #[error("{}", describe_undeclared(project, dataset, found))]
+    UndeclaredPii {
+        project: String,
+        dataset: String,
+        found: Vec<crate::UndeclaredPii>,
+    },
+}
+
+fn describe_undeclared(project: &str, dataset: &str, found: &[crate::UndeclaredPii]) -> String {
+    let mut columns: Vec<&str> = found.iter().map(|f| f.column.as_str()).collect();
+    columns.sort_unstable();
+    columns.dedup();
+    let mut s = format!(
+        "project '{project}' requires personal data to be declared, and this push holds some that dataset '{dataset}' does not declare; nothing was stored as a version:"
+    );
+    for f in found.iter().take(20) {
+        s.push_str(&format!("\n  {}", f.describe()));
+    }
+    s.push_str(&format!(
+        "\ndeclare them (qanat data declare-pii {dataset} {}), or remove them, and push again",
+        columns.join(" ")
+    ));
+    s
 }
 
 qanat_core::refusals!(Error);
@@ -40,7 +63,9 @@ impl qanat_core::DomainError for Error {
         use qanat_core::ErrorKind as K;
         match self {
             Error::Db(_) | Error::Io(_) => K::Internal,
-            Error::MissingChunks { .. } | Error::SchemaViolation(_) => K::Invalid,
+            Error::MissingChunks { .. }
+            | Error::SchemaViolation(_)
+            | Error::UndeclaredPii { .. } => K::Invalid,
             Error::Busy(_) => K::Unavailable,
             _ => self.wrapped_kind(),
         }

@@ -14,6 +14,7 @@
 
 pub mod chunking;
 mod error;
+pub mod protect;
 mod store;
 mod stored_file;
 pub mod tabular;
@@ -23,16 +24,20 @@ pub use error::Error;
 pub use qanat_types::data::{
     diff, pack, table_deltas, wire, ChunkRef, Classification, ColumnDelta, Dataset, DatasetVersion,
     FileChange, FileEntry, FileSummary, GcReport, InstallationGc, Manifest, ManifestDiff,
-    NewDataset, PackStored, TableDelta,
+    NewDataset, PackStored, TableDelta, UndeclaredPii, UpdateDataset,
 };
-pub use store::{Datasets, VersionRef};
+pub use store::{Datasets, Pseudonymized, VersionRef};
 pub use tabular::{ColumnSpec, DatasetSchema, FileProfile, SchemaViolation, TableProfile};
 
 /// This domain's tables: datasets, versions, tags, chunks, and the lineage edges (0002).
 /// A schema that lists it applies them (see `qanat_store::migrations`).
 pub static MIGRATIONS: qanat_store::migrations::DomainMigrations = qanat_store::domain_migrations!(
     "datasets",
-    ["0002_datasets.sql", "0007_dataset_deletion.sql",]
+    [
+        "0002_datasets.sql",
+        "0007_dataset_deletion.sql",
+        "0019_dataset_pii.sql",
+    ]
 );
 
 /// The result type of this crate.

@@ -32,6 +32,30 @@ fn validate_name(what: &'static str, name: &str) -> Result<()> {
 
 use qanat_store::format_micros as rfc3339;
 
+/// Column names declared as personal data: non-empty, no control characters, each
+/// once, at most 1,000.
+fn validate_pii_columns(columns: &[String]) -> Result<Vec<String>> {
+    if columns.len() > 1000 {
+        return Err(Error::invalid(
+            "pii_columns",
+            format!("{} columns; at most 1000 may be declared", columns.len()),
+        ));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(columns.len());
+    for c in columns {
+        if c.is_empty() || c.len() > 1024 || c.chars().any(char::is_control) {
+            return Err(Error::invalid(
+                "pii_columns",
+                format!("'{}' is not a column name (empty, over 1024 bytes, or with control characters)", c.escape_debug()),
+            ));
+        }
+        if !out.contains(c) {
+            out.push(c.clone());
+        }
+    }
+    Ok(out)
+}
+
 /// Refreshes `last_used_at` on those of `ids` that are stored and not claimed by a gc,
 /// holding them against gc for its grace period. Returns how many it held.
 async fn hold_chunks(
@@ -86,11 +110,24 @@ fn profiles_key(project_id: &ProjectId, manifest_id: &str) -> Result<ObjectKey> 
 pub struct Datasets {
     meta: MetaStore,
     storage: ObjectStorage,
+    /// Where a push with undeclared personal data is reported
+    /// (`undeclared_pii.created`), in the version's own transaction.
+    outbox: Option<qanat_events::Outbox>,
 }
 
 impl Datasets {
     pub fn new(meta: MetaStore, storage: ObjectStorage) -> Self {
-        Datasets { meta, storage }
+        Datasets {
+            meta,
+            storage,
+            outbox: None,
+        }
+    }
+
+    /// Reports pushes with undeclared personal data as events.
+    pub fn with_outbox(mut self, outbox: qanat_events::Outbox) -> Self {
+        self.outbox = Some(outbox);
+        self
     }
 
     /// Residency: the location must be allowed by the project and, if the dataset
@@ -124,6 +161,7 @@ impl Datasets {
         if let Some(schema) = &new.schema {
             schema.validate()?;
         }
+        let pii_columns = validate_pii_columns(&new.pii_columns)?;
         let location = new
             .location
             .unwrap_or_else(|| self.storage.default_location().to_string());
@@ -153,6 +191,7 @@ impl Datasets {
             tags: BTreeMap::new(),
             location: loc.name.clone(),
             schema: None,
+            pii_columns: Vec::new(),
             created_at: String::new(),
             created_by: String::new(),
             latest_version: None,
@@ -161,8 +200,8 @@ impl Datasets {
         self.check_location(project, &probe)?;
         let id = format!("ds_{}", uuid::Uuid::new_v4().simple());
         let res = sqlx::query(
-            "INSERT INTO datasets (id, project_id, name, description, owner, classification, allowed_regions, tags, location, schema, created_at, created_by) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+            "INSERT INTO datasets (id, project_id, name, description, owner, classification, allowed_regions, tags, location, schema, created_at, created_by, pii_columns) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
         )
         .bind(&id)
         .bind(&project.id)
@@ -176,6 +215,7 @@ impl Datasets {
         .bind(new.schema.as_ref().map(|s| serde_json::to_string(s).unwrap_or_default()))
         .bind(now_micros())
         .bind(creator)
+        .bind(serde_json::to_string(&pii_columns).unwrap_or_else(|_| "[]".into()))
         .execute(self.meta.writer())
         .await;
         match res {
@@ -197,10 +237,29 @@ impl Datasets {
         self.get(project, &new.name).await
     }
 
+    /// Declares which columns hold personal data (the whole list), beside the schema's
+    /// `pii: true` ones.
+    #[qanat_macros::boxed]
+    pub async fn set_pii_columns(
+        &self,
+        project: &Project,
+        ds: &Dataset,
+        columns: &[String],
+    ) -> Result<Dataset> {
+        let columns = validate_pii_columns(columns)?;
+        sqlx::query("UPDATE datasets SET pii_columns = $1 WHERE id = $2")
+            .bind(serde_json::to_string(&columns).unwrap_or_else(|_| "[]".into()))
+            .bind(&ds.id)
+            .execute(self.meta.writer())
+            .await?;
+        self.get(project, &ds.name).await
+    }
+
     fn from_row(row: &AnyRow) -> Result<Dataset> {
         let regions: Option<String> = row.try_get("allowed_regions")?;
         let tags: String = row.try_get("tags")?;
         let schema: Option<String> = row.try_get("schema")?;
+        let pii: String = row.try_get("pii_columns")?;
         Ok(Dataset {
             id: row.try_get("id")?,
             project_id: row.try_get("project_id")?,
@@ -219,6 +278,8 @@ impl Datasets {
                 .map(|s| serde_json::from_str(&s))
                 .transpose()
                 .map_err(|e| Error::invalid("stored schema", e.to_string()))?,
+            pii_columns: serde_json::from_str(&pii)
+                .map_err(|e| Error::invalid("stored PII columns", e.to_string()))?,
             created_at: rfc3339(row.try_get("created_at")?),
             created_by: row.try_get("created_by")?,
             latest_version: row.try_get("latest_version")?,
@@ -737,6 +798,15 @@ impl Datasets {
                 format!("{path}: {why}; nothing was stored as a version"),
             ));
         }
+        let declared = crate::tabular::declared_pii(ds.schema.as_ref(), &ds.pii_columns);
+        let undeclared = crate::tabular::undeclared_pii(&profiles, &declared);
+        if project.require_pii_declared && !undeclared.is_empty() {
+            return Err(Error::UndeclaredPii {
+                project: project.name.clone(),
+                dataset: ds.name.clone(),
+                found: undeclared,
+            });
+        }
         if let Some(schema) = &ds.schema {
             let mut violations = Vec::new();
             for fp in &profiles {
@@ -828,8 +898,39 @@ impl Datasets {
                         &parents,
                     )
                     .await?;
+                    let reported = match (&self.outbox, undeclared.is_empty()) {
+                        (Some(outbox), false) => {
+                            let data = serde_json::json!({
+                                "dataset": ds.name,
+                                "version": next,
+                                "author": author,
+                                "columns": undeclared,
+                            });
+                            outbox
+                                .record(
+                                    &mut tx,
+                                    &ds.project_id,
+                                    &project.name,
+                                    qanat_events::EventType::UNDECLARED_PII_CREATED,
+                                    data,
+                                )
+                                .await
+                                .map_err(|e| {
+                                    Error::Busy(format!("recording the undeclared-PII event: {e}"))
+                                })?
+                                > 0
+                        }
+                        _ => false,
+                    };
                     tx.commit().await?;
-                    return self.resolve(ds, &VersionRef::Version(next)).await;
+                    if reported {
+                        if let Some(outbox) = &self.outbox {
+                            outbox.wake();
+                        }
+                    }
+                    let mut v = self.resolve(ds, &VersionRef::Version(next)).await?;
+                    v.undeclared_pii = undeclared;
+                    return Ok(v);
                 }
                 Err(sqlx::Error::Database(e)) if e.is_unique_violation() => continue,
                 Err(e) => return Err(e.into()),
@@ -855,6 +956,7 @@ impl Datasets {
             new_bytes: row.try_get("new_bytes")?,
             created_at: rfc3339(row.try_get("created_at")?),
             tags,
+            undeclared_pii: Vec::new(),
         })
     }
 
@@ -1181,6 +1283,61 @@ impl Datasets {
 
     /// Profiles every CSV and Parquet file of `manifest` (schema, rows, column stats),
     /// reading them back from their stored chunks on blocking threads.
+    /// File `entry` of `ds` with `columns` pseudonymized (see [`crate::protect`]),
+    /// written to a temporary file that is removed when the result is dropped.
+    #[qanat_macros::boxed]
+    pub async fn pseudonymized_file(
+        &self,
+        ds: &Dataset,
+        entry: &FileEntry,
+        columns: Vec<String>,
+    ) -> Result<Pseudonymized> {
+        let Some(format) = TableFormat::of(&entry.path) else {
+            return Err(Error::invalid(
+                "file",
+                format!("{} is not a table; it cannot be pseudonymized", entry.path),
+            ));
+        };
+        let handle = StoredFileHandle::new(
+            self.storage.clone(),
+            &ds.location,
+            &ds.project_id,
+            entry,
+            tokio::runtime::Handle::current(),
+        );
+        let keyring = self.storage.keyring().clone();
+        let purpose = crate::protect::purpose(&ds.project_id);
+        tokio::task::spawn_blocking(move || -> Result<Pseudonymized> {
+            let file = tempfile::NamedTempFile::new().map_err(Error::Io)?;
+            let mut out = Hashing {
+                inner: std::io::BufWriter::with_capacity(
+                    1 << 20,
+                    file.as_file().try_clone().map_err(Error::Io)?,
+                ),
+                hasher: blake3::Hasher::new(),
+                size: 0,
+            };
+            let mac = |v: &[u8]| keyring.mac(&purpose, v).1;
+            let found = match format {
+                TableFormat::Csv => crate::protect::csv(handle.reader(), &mut out, &columns, &mac)?,
+                TableFormat::Parquet => crate::protect::parquet(handle, &mut out, &columns, &mac)?,
+            };
+            std::io::Write::flush(&mut out.inner).map_err(Error::Io)?;
+            Ok(Pseudonymized {
+                size: out.size,
+                blake3: out.hasher.finalize().to_hex().to_string(),
+                columns: found,
+                file,
+            })
+        })
+        .await
+        .map_err(|e| {
+            Error::Io(std::io::Error::other(format!(
+                "pseudonymizing stopped: {e}"
+            )))
+        })?
+    }
+
     async fn profile_files(&self, ds: &Dataset, manifest: &Manifest) -> Result<Vec<FileProfile>> {
         let mut out = Vec::new();
         for f in &manifest.files {
@@ -1264,4 +1421,34 @@ struct Lineage<'a> {
     derived_from: &'a [ObjectRef],
     edges: &'a [(ObjectRef, String)],
     stored: Option<u64>,
+}
+
+/// A table file rewritten with its personal data pseudonymized.
+pub struct Pseudonymized {
+    /// Removed when dropped.
+    pub file: tempfile::NamedTempFile,
+    pub size: u64,
+    pub blake3: String,
+    /// The columns rewritten.
+    pub columns: Vec<String>,
+}
+
+/// A writer that hashes and counts what goes through it.
+struct Hashing<W> {
+    inner: W,
+    hasher: blake3::Hasher,
+    size: u64,
+}
+
+impl<W: std::io::Write> std::io::Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.size += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }

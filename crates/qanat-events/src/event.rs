@@ -17,6 +17,9 @@ pub enum Entity {
     ModelVersionAlias,
     /// A monitor's alert rule fired (Qanat's own: MLflow has no monitoring).
     MonitorAlert,
+    /// A dataset version holds personal data its dataset does not declare (Qanat's
+    /// own).
+    UndeclaredPii,
 }
 
 /// What happened to it.
@@ -35,6 +38,7 @@ const ENTITIES: &[(Entity, &str, i64)] = &[
     (Entity::ModelVersionAlias, "model_version_alias", 4),
     // Past MLflow's numbers, so a future MLflow entity cannot take it.
     (Entity::MonitorAlert, "monitor_alert", 101),
+    (Entity::UndeclaredPii, "undeclared_pii", 102),
 ];
 
 /// MLflow's entities that Qanat has no counterpart for (prompts, AI-gateway budgets).
@@ -103,7 +107,7 @@ impl Entity {
 
 fn unsupported(entity: &str) -> Error {
     Error::invalid(format!(
-        "Webhook entity '{}' is not supported: Qanat has no prompt registry or AI gateway; subscribe to registered_model, model_version, model_version_tag, model_version_alias or monitor_alert events",
+        "Webhook entity '{}' is not supported: Qanat has no prompt registry or AI gateway; subscribe to registered_model, model_version, model_version_tag, model_version_alias, monitor_alert or undeclared_pii events",
         entity.to_ascii_lowercase()
     ))
 }
@@ -155,9 +159,11 @@ impl EventType {
         EventType::pair(Entity::ModelVersionAlias, Action::Deleted);
     pub const MONITOR_ALERT_CREATED: EventType =
         EventType::pair(Entity::MonitorAlert, Action::Created);
+    pub const UNDECLARED_PII_CREATED: EventType =
+        EventType::pair(Entity::UndeclaredPii, Action::Created);
 
     /// Every event a webhook can subscribe to.
-    pub const ALL: [EventType; 7] = [
+    pub const ALL: [EventType; 8] = [
         Self::REGISTERED_MODEL_CREATED,
         Self::MODEL_VERSION_CREATED,
         Self::MODEL_VERSION_TAG_SET,
@@ -165,6 +171,7 @@ impl EventType {
         Self::MODEL_VERSION_ALIAS_CREATED,
         Self::MODEL_VERSION_ALIAS_DELETED,
         Self::MONITOR_ALERT_CREATED,
+        Self::UNDECLARED_PII_CREATED,
     ];
 
     const fn pair(entity: Entity, action: Action) -> EventType {
@@ -253,6 +260,12 @@ impl EventType {
                 "version": "1",
                 "check": 7,
                 "actions": ["notify", "retrain"],
+            }),
+            (Entity::UndeclaredPii, _) => json!({
+                "dataset": "example_dataset",
+                "version": 3,
+                "author": "example_user",
+                "columns": [{"file": "customers.csv", "column": "email", "kinds": ["email"], "share": 1.0}],
             }),
         }
     }

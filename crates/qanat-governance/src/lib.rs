@@ -40,8 +40,8 @@ pub use oidc::{
 };
 pub use qanat_types::governance::{
     wire, AuditCheckpoint, AuditEntry, AuditVerification, ChainProblem, CheckpointVerification,
-    LineageEdge, LineageGraph, Member, NewToken, Principal, Project, ProviderIdentity, Role,
-    TokenInfo, TokenScope, User, UserKind,
+    LineageEdge, LineageGraph, Member, NewToken, PiiReader, Principal, Project, ProviderIdentity,
+    Role, TokenInfo, TokenScope, User, UserKind,
 };
 pub use rbac::{authorize, Decision, Requirement};
 pub use residency::check_residency;
@@ -58,6 +58,7 @@ pub static MIGRATIONS: qanat_store::migrations::DomainMigrations = qanat_store::
         "0013_token_scope.sql",
         "0017_external_identities.sql",
         "0018_sso_sessions.sql",
+        "0020_pii_policy.sql",
     ]
 );
 
@@ -77,6 +78,8 @@ pub struct Governance {
     principals: std::sync::Arc<Cache<String, identity::CachedToken>>,
     /// (user, project name) → the project and the user's role in it.
     scopes: std::sync::Arc<Cache<(UserId, String), Scope>>,
+    /// (user, project id) → whether the user holds the project's PII permission.
+    pii: std::sync::Arc<Cache<(UserId, String), bool>>,
     /// The OpenID provider whose access tokens are accepted beside Qanat's, if any.
     oidc: Option<Oidc>,
     /// Seals the refresh tokens single sign-on sessions keep.
@@ -101,6 +104,7 @@ impl Governance {
             audit: Default::default(),
             principals: cache::new(),
             scopes: cache::new(),
+            pii: cache::new(),
             oidc: None,
             keys: None,
         }

@@ -17,6 +17,7 @@ fn project_from_row(row: &AnyRow) -> Result<Project> {
         description: row.try_get("description")?,
         allowed_regions: serde_json::from_str(&regions)
             .map_err(|e| Error::invalid("stored regions", e.to_string()))?,
+        require_pii_declared: row.try_get::<i64, _>("require_pii_declared")? != 0,
         created_at: rfc3339(row.try_get("created_at")?),
         created_by: row.try_get("created_by")?,
         deleted_at: row.try_get::<Option<i64>, _>("deleted_at")?.map(rfc3339),
@@ -265,6 +266,7 @@ impl Governance {
         current: &Project,
         description: Option<&str>,
         allowed_regions: Option<&[String]>,
+        require_pii_declared: Option<bool>,
     ) -> Result<Project> {
         let regions = match allowed_regions {
             Some(r) => validate_regions(r)?,
@@ -272,9 +274,11 @@ impl Governance {
         };
         let regions_json = serde_json::to_string(&regions)
             .map_err(|e| Error::invalid("regions", e.to_string()))?;
-        sqlx::query("UPDATE projects SET description = $1, allowed_regions = $2 WHERE id = $3")
+        let require = require_pii_declared.unwrap_or(current.require_pii_declared);
+        sqlx::query("UPDATE projects SET description = $1, allowed_regions = $2, require_pii_declared = $3 WHERE id = $4")
             .bind(description.unwrap_or(&current.description))
             .bind(regions_json)
+            .bind(i64::from(require))
             .bind(&current.id)
             .execute(self.meta.writer())
             .await?;
@@ -332,6 +336,98 @@ impl Governance {
     #[qanat_macros::boxed]
     pub async fn role_in(&self, user_id: &UserId, project: &str) -> Result<Option<Role>> {
         Ok(self.project_and_role(user_id, project).await?.1)
+    }
+
+    /// Who holds the project's PII permission (personal data in clear).
+    #[qanat_macros::boxed]
+    pub async fn pii_readers(&self, p: &Project) -> Result<Vec<crate::PiiReader>> {
+        let rows = sqlx::query(
+            "SELECT u.name, r.granted_by, r.granted_at FROM pii_readers r JOIN users u ON u.id = r.user_id \
+             WHERE r.project_id = $1 ORDER BY u.name",
+        )
+        .bind(&p.id)
+        .fetch_all(self.meta.reader())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(crate::PiiReader {
+                    user: r.try_get("name")?,
+                    granted_by: r.try_get("granted_by")?,
+                    granted_at: rfc3339(r.try_get("granted_at")?),
+                })
+            })
+            .collect()
+    }
+
+    /// Grants `user` the project's PII permission (idempotent). The user must exist;
+    /// the permission shows nothing the user's role does not already let them read.
+    #[qanat_macros::boxed]
+    pub async fn grant_pii(
+        &self,
+        p: &Project,
+        user: &str,
+        by: &Principal,
+    ) -> Result<crate::PiiReader> {
+        let u = self.user(user).await?;
+        sqlx::query(
+            "INSERT INTO pii_readers (project_id, user_id, granted_by, granted_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (project_id, user_id) DO NOTHING",
+        )
+        .bind(&p.id)
+        .bind(&u.id)
+        .bind(&by.name)
+        .bind(now_micros())
+        .execute(self.meta.writer())
+        .await?;
+        crate::auth_changed();
+        self.pii_readers(p)
+            .await?
+            .into_iter()
+            .find(|r| r.user == u.name)
+            .ok_or_else(|| Error::not_found("PII reader", user))
+    }
+
+    /// Takes the project's PII permission from `user`; not found when they had none.
+    #[qanat_macros::boxed]
+    pub async fn revoke_pii(&self, p: &Project, user: &str) -> Result<()> {
+        let u = self.user(user).await?;
+        let gone = sqlx::query("DELETE FROM pii_readers WHERE project_id = $1 AND user_id = $2")
+            .bind(&p.id)
+            .bind(&u.id)
+            .execute(self.meta.writer())
+            .await?
+            .rows_affected();
+        crate::auth_changed();
+        if gone == 0 {
+            return Err(Error::not_found(
+                "PII permission",
+                format!("{user} in project {}", p.name),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether `who` may read the project's personal data in clear: a global admin,
+    /// or someone granted its PII permission.
+    #[qanat_macros::boxed]
+    pub async fn reads_pii(&self, p: &Project, who: &Principal) -> Result<bool> {
+        if who.is_admin {
+            return Ok(true);
+        }
+        let key = (who.user_id.clone(), p.id.to_string());
+        if let Some(hit) = self.pii.get(&key) {
+            return Ok(hit);
+        }
+        let generation = self.pii.generation();
+        let granted =
+            sqlx::query("SELECT 1 AS one FROM pii_readers WHERE project_id = $1 AND user_id = $2")
+                .bind(&p.id)
+                .bind(&who.user_id)
+                .fetch_optional(self.meta.reader())
+                .await?
+                .is_some();
+        self.pii.put(key, granted, generation);
+        Ok(granted)
     }
 
     /// Members of a project.

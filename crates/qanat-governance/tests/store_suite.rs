@@ -172,7 +172,12 @@ async fn projects_members_and_roles() {
         assert!(gov.projects_for(&vera).await.expect("list").is_empty());
 
         let updated = gov
-            .update_project(&p, None, Some(&["uae-north".into(), "uae-south".into()]))
+            .update_project(
+                &p,
+                None,
+                Some(&["uae-north".into(), "uae-south".into()]),
+                None,
+            )
             .await
             .expect("update");
         assert_eq!(updated.allowed_regions.len(), 2);

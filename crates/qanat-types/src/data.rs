@@ -13,6 +13,7 @@ pub mod wire;
 pub use chunk::{ChunkId, AVG_CHUNK, MAX_CHUNK, MIN_CHUNK};
 pub use dataset::{
     Classification, Dataset, DatasetVersion, GcReport, InstallationGc, NewDataset, PackStored,
+    UpdateDataset,
 };
 pub use diff::{
     diff, table_deltas, ColumnDelta, FileChange, FileSummary, ManifestDiff, TableDelta,
@@ -22,4 +23,5 @@ pub use manifest::{ChunkRef, FileEntry, Manifest};
 pub use qanat_core::Selector as VersionRef;
 pub use tabular::{
     ColumnSpec, DatasetSchema, FileProfile, SchemaViolation, TableFormat, TableProfile,
+    UndeclaredPii,
 };

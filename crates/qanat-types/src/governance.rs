@@ -135,11 +135,23 @@ pub struct Project {
     pub description: String,
     /// Regions this project's bytes may be stored in.
     pub allowed_regions: Vec<String>,
+    /// Whether a push whose tables hold personal data its dataset does not declare is
+    /// refused (otherwise it is accepted and flagged).
+    #[serde(default)]
+    pub require_pii_declared: bool,
     pub created_at: String,
     pub created_by: String,
     /// When it was deleted (only deleted projects, listed by global admins, have it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deleted_at: Option<String>,
+}
+
+/// Someone granted the project's PII permission: personal data in clear.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PiiReader {
+    pub user: String,
+    pub granted_by: String,
+    pub granted_at: String,
 }
 
 /// A project member and their role.

@@ -122,8 +122,9 @@ pub async fn build(
         }
         None => Governance::new(meta.clone()),
     };
-    let datasets = qanat_data::Datasets::new(meta.clone(), storage.clone());
     let events = qanat_events::Events::new(meta.clone(), storage.keyring().clone(), s.events)?;
+    let datasets =
+        qanat_data::Datasets::new(meta.clone(), storage.clone()).with_outbox(events.outbox());
     let tracking = qanat_tracking::Tracking::new(meta.clone())
         .with_outbox(events.outbox())
         .with_limits(s.runs);

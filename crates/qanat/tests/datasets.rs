@@ -1207,3 +1207,214 @@ fn personal_data_in_a_push_is_found_and_near_misses_are_not() {
     let (ok, out, _) = qdata(&q, "pii", &["show", "people@1", "--output", "wide"]);
     assert!(ok && out.contains("email 100%"), "{out}");
 }
+
+/// Every line of a pulled CSV as its fields (no quoting in these files).
+fn csv_fields(path: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(path)
+        .expect("read")
+        .lines()
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
+#[test]
+fn personal_data_is_pseudonymized_for_readers_without_the_pii_permission() {
+    let q = Qanat::start();
+    setup(&q, "crm", "customers");
+    let vera = q.user_with_role("vera", "crm", "viewer");
+    let max = q.user_with_role("max", "crm", "maintainer");
+    // Emails are found by their values; customer_ref is personal data nobody could
+    // find (the dataset declares it later).
+    let mut csv = String::from("id,email,customer_ref,segment\n");
+    for i in 0..60 {
+        csv.push_str(&format!(
+            "{i},person{}@example.ae,CR{:05},{}\n",
+            i % 30,
+            i * 37 % 1000,
+            if i % 2 == 0 { "gold" } else { "blue" }
+        ));
+    }
+    let src = q.dir.path().join("crm-src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(src.join("customers.csv"), &csv).expect("write");
+    let (ok, _, err) = qdata(
+        &q,
+        "crm",
+        &["push", "customers", src.to_str().expect("utf8")],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("does not declare") && err.contains("column 'email' (email"),
+        "the push is accepted and flagged: {err}"
+    );
+
+    // A viewer's pull: emails become keyed pseudonyms (the same email, the same
+    // pseudonym), everything else is as pushed.
+    let pull_as = |token: &str, dir: &str| -> (PathBuf, String) {
+        let out = q.dir.path().join(dir);
+        let (ok, _, err) = q.cli_as(
+            token,
+            &[
+                "data",
+                "-p",
+                "crm",
+                "pull",
+                "customers@1",
+                out.to_str().expect("utf8"),
+            ],
+        );
+        assert!(ok, "{err}");
+        (out.join("customers.csv"), err)
+    };
+    let (file, err) = pull_as(&vera, "vera-1");
+    assert!(
+        err.contains("pseudonymized") && err.contains("customers.csv [email]"),
+        "{err}"
+    );
+    let rows = csv_fields(&file);
+    let pushed: Vec<Vec<String>> = csv
+        .lines()
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    assert_eq!(rows.len(), pushed.len());
+    assert_eq!(rows[0], pushed[0], "the header is kept");
+    for (got, want) in rows.iter().zip(&pushed).skip(1) {
+        assert!(got[1].starts_with("pii:") && got[1].len() == 36, "{got:?}");
+        assert_eq!((&got[0], &got[2], &got[3]), (&want[0], &want[2], &want[3]));
+    }
+    assert_eq!(rows[1][1], rows[31][1], "person0 twice: one pseudonym");
+    assert_ne!(rows[1][1], rows[2][1]);
+    assert!(!std::fs::read_to_string(&file)
+        .expect("read")
+        .contains("@example.ae"));
+    // Its profile shows no value of the column either.
+    let (ok, out, err) = q.cli_as(
+        &vera,
+        &[
+            "data",
+            "-p",
+            "crm",
+            "show",
+            "customers@1",
+            "--output",
+            "json",
+        ],
+    );
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).expect("json");
+    let email = v["profiles"][0]["profile"]["columns"]
+        .as_array()
+        .expect("columns")
+        .iter()
+        .find(|c| c["name"] == "email")
+        .expect("email column")
+        .clone();
+    assert!(
+        email["min"].is_null() && email["max"].is_null() && email["top"] == json!([]),
+        "{email}"
+    );
+    assert!(!out.contains("@example.ae"), "{out}");
+    assert_eq!(v["pseudonymized"][0]["columns"], json!(["email"]));
+    assert_eq!(v["undeclared_pii"][0]["column"], "email");
+
+    // A maintainer has no PII permission by role: pseudonyms too, until a project
+    // admin grants it; then the bytes as pushed, and the read is audited.
+    let (_, err) = pull_as(&max, "max-1");
+    assert!(err.contains("pseudonymized"), "{err}");
+    let (ok, _, err) = q.cli_as(&max, &["projects", "grant-pii", "crm", "max"]);
+    assert!(!ok && err.contains("admin"), "only admins grant it: {err}");
+    q.cli_ok("projects grant-pii crm max");
+    let readers = q.cli_ok("projects pii-readers crm --output json");
+    assert!(readers.contains("\"max\""), "{readers}");
+    let (file, err) = pull_as(&max, "max-2");
+    assert!(!err.contains("pseudonymized"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), csv);
+    let (s, audit) = q.api("GET", "/api/v1/audit?actor=max&limit=50", None);
+    assert_eq!(s, 200, "{audit}");
+    let clear_reads: Vec<&Value> = audit["entries"]
+        .as_array()
+        .or(audit.as_array())
+        .expect("entries")
+        .iter()
+        .filter(|e| {
+            e["action"] == "dataset.read"
+                && e["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("PII read in clear") && d.contains("[email]"))
+        })
+        .collect();
+    assert_eq!(clear_reads.len(), 1, "{audit}");
+    let (s, audit) = q.api("GET", "/api/v1/audit?action=pii.grant&limit=5", None);
+    assert_eq!(s, 200);
+    assert!(audit.to_string().contains("pii.grant"), "{audit}");
+    q.cli_ok("projects revoke-pii crm max");
+    let (_, err) = pull_as(&max, "max-3");
+    assert!(err.contains("pseudonymized"), "revoked: {err}");
+
+    // Declared columns are protected whether or not anything finds them, and are no
+    // longer flagged.
+    let (ok, _, err) = q.cli_as(
+        &vera,
+        &[
+            "data",
+            "-p",
+            "crm",
+            "declare-pii",
+            "customers",
+            "customer_ref",
+        ],
+    );
+    assert!(
+        !ok && err.contains("editor"),
+        "viewers do not declare: {err}"
+    );
+    let (ok, out, err) = qdata(
+        &q,
+        "crm",
+        &["declare-pii", "customers", "customer_ref", "email"],
+    );
+    assert!(ok && out.contains("customer_ref,email"), "{out}{err}");
+    let (file, _) = pull_as(&vera, "vera-2");
+    let rows = csv_fields(&file);
+    assert!(rows[1][2].starts_with("pii:"), "{:?}", rows[1]);
+    assert_eq!(rows[1][3], "gold");
+    let (ok, out, _) = q.cli_as(&vera, &["data", "-p", "crm", "show", "customers@1"]);
+    assert!(ok && !out.contains("undeclared personal data"), "{out}");
+
+    // A project that requires declaration refuses a push with undeclared personal
+    // data, says what to declare, and stores no version.
+    let (ok, out, err) = q.cli(&["projects", "require-pii-declared", "crm", "true"]);
+    assert!(ok && out.contains("must be declared"), "{out}{err}");
+    let mut phones = String::from("id,email,contact\n");
+    for i in 0..40 {
+        phones.push_str(&format!(
+            "{i},p{i}@example.ae,+971 50 {:03} {:04}\n",
+            i * 7 % 1000,
+            i * 131 % 10_000
+        ));
+    }
+    std::fs::write(src.join("customers.csv"), &phones).expect("write");
+    let (ok, _, err) = qdata(
+        &q,
+        "crm",
+        &["push", "customers", src.to_str().expect("utf8")],
+    );
+    assert!(!ok, "refused");
+    assert!(
+        err.contains("requires personal data to be declared")
+            && err.contains("column 'contact' (phone")
+            && err.contains("qanat data declare-pii customers contact")
+            && err.contains("nothing was stored"),
+        "{err}"
+    );
+    let (_, log, _) = qdata(&q, "crm", &["log", "customers", "--output", "json"]);
+    let log: Value = serde_json::from_str(&log).expect("json");
+    assert_eq!(log.as_array().map(Vec::len), Some(1), "{log}");
+    q.cli_ok("data -p crm declare-pii customers contact");
+    let (ok, _, err) = qdata(
+        &q,
+        "crm",
+        &["push", "customers", src.to_str().expect("utf8")],
+    );
+    assert!(ok && !err.contains("does not declare"), "{err}");
+}

@@ -199,8 +199,11 @@ async fn version(
     let p = &scope.project;
     let d = state.datasets.get(p, &name).await?;
     let v = state.datasets.resolve(&d, &version_ref(&version)?).await?;
-    let manifest = state.datasets.manifest(&d, &v).await?;
-    let profiles = state.datasets.profiles(&d, &v).await?;
+    let clear = state.gov.reads_pii(p, &s.user).await?;
+    let shown = crate::datasets::shown_version(&state, &d, v, clear).await?;
+    let note = crate::datasets::pii_note(&shown.protected, clear);
+    let (v, manifest, profiles) = (shown.body.version, shown.body.manifest, shown.body.profiles);
+    let protected = shown.protected;
     let graph = super::registry::lineage_graph(
         &state,
         p,
@@ -216,6 +219,21 @@ async fn version(
             dt { "Files" } dd { (v.file_count) " · " (layout::bytes(v.total_size.max(0) as u64)) }
             @if let Some(parent) = v.parent { dt { "Parent" } dd { a href=(project_url(&p.name, &format!("/datasets/{}/versions/{parent}", seg(&d.name)))) { (parent) } } }
             dt { "Manifest" } dd { code { (v.manifest_id) } }
+        }
+        @if !v.undeclared_pii.is_empty() {
+            section.warn aria-label="Undeclared personal data" {
+                h2 { "Undeclared personal data" }
+                p { "These columns look like personal data that the dataset does not declare. Declare them (" code { "qanat data declare-pii " (d.name) " …" } ") so that every reader without the PII permission gets them pseudonymized, or remove them." }
+                ul { @for u in &v.undeclared_pii { li { (u.describe()) } } }
+            }
+        }
+        @if !protected.is_empty() {
+            p.hint id="pii-protection" {
+                @if clear { "You hold this project's PII permission: personal data is shown in clear, and this read is audited. " }
+                @else { "Personal data is pseudonymized for you (no PII permission): its values are left out of the profiles, and pulls get keyed pseudonyms. " }
+                "Columns: "
+                @for (i, f) in protected.iter().enumerate() { @if i > 0 { "; " } (f.path) " [" (f.columns.join(", ")) "]" }
+            }
         }
         h2 { "Lineage" }
         (graph)
@@ -244,13 +262,17 @@ async fn version(
             project_url(&p.name, &format!("/datasets/{}", seg(&d.name))),
         ),
     ];
-    Ok(layout::page(
+    let mut resp = layout::page(
         &s,
         Nav::project(&p.name, Section::Datasets),
         &title,
         &crumbs,
         body,
-    ))
+    );
+    if let Some(n) = note {
+        resp.extensions_mut().insert(crate::error::ReadNote(n));
+    }
+    Ok(resp)
 }
 
 #[derive(Deserialize)]

@@ -38,6 +38,19 @@ pub struct NewDataset {
     pub location: Option<String>,
     /// Columns every CSV/Parquet file must have; pushes that break it are refused.
     pub schema: Option<DatasetSchema>,
+    /// Columns declared to hold personal data (besides the schema's `pii: true` ones):
+    /// pseudonymized for readers without the project's PII permission.
+    #[serde(default)]
+    pub pii_columns: Vec<String>,
+}
+
+/// Changes to a dataset; absent fields stay as they are.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateDataset {
+    /// The columns declared to hold personal data (the whole list: it replaces the
+    /// current one).
+    pub pii_columns: Option<Vec<String>>,
 }
 
 /// A dataset.
@@ -55,6 +68,9 @@ pub struct Dataset {
     pub tags: BTreeMap<String, String>,
     pub location: String,
     pub schema: Option<DatasetSchema>,
+    /// Columns declared to hold personal data besides the schema's `pii: true` ones.
+    #[serde(default)]
+    pub pii_columns: Vec<String>,
     pub created_at: String,
     pub created_by: String,
     pub latest_version: Option<i64>,
@@ -80,6 +96,10 @@ pub struct DatasetVersion {
     pub new_bytes: i64,
     pub created_at: String,
     pub tags: Vec<String>,
+    /// Personal data found in the version's tables in columns the dataset does not
+    /// declare (filled when a version is pushed or shown).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub undeclared_pii: Vec<super::UndeclaredPii>,
 }
 
 /// What storing a pack of chunks did.

@@ -76,6 +76,119 @@ fn yes() -> bool {
     true
 }
 
+/// Personal data found in a column that its dataset does not declare.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct UndeclaredPii {
+    pub file: String,
+    pub column: String,
+    /// What it likely holds, surest first (`email`, `phone`, …).
+    pub kinds: Vec<String>,
+    /// The surest finding's share of values matched (0 when found by name alone).
+    pub share: f64,
+}
+
+impl UndeclaredPii {
+    /// `customers.csv: email (email, 100%)`.
+    pub fn describe(&self) -> String {
+        let share = if self.share > 0.0 {
+            format!(", {:.0}% of values", self.share * 100.0)
+        } else {
+            " by its name".to_string()
+        };
+        format!(
+            "{}: column '{}' ({}{share})",
+            self.file,
+            self.column,
+            self.kinds.join(", ")
+        )
+    }
+}
+
+/// Whether a finding makes its column personal data: by its values (medium or high
+/// confidence), or by name with values of the kind's shape. A name alone (low) is
+/// shown in the profile but protects nothing.
+pub fn confirmed(f: &qanat_core::pii::PiiFinding) -> bool {
+    f.confidence >= qanat_core::pii::Confidence::Medium
+}
+
+/// The columns a dataset declares as personal data: its schema's `pii: true` ones and
+/// its `pii_columns`.
+pub fn declared_pii(schema: Option<&DatasetSchema>, pii_columns: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = schema
+        .map(|s| {
+            s.columns
+                .iter()
+                .filter(|c| c.pii)
+                .map(|c| c.name.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    for c in pii_columns {
+        if !out.contains(c) {
+            out.push(c.clone());
+        }
+    }
+    out
+}
+
+/// The columns of one table to protect: the declared ones it has, and those whose
+/// profile confirms personal data.
+pub fn protected_columns(profile: &TableProfile, declared: &[String]) -> Vec<String> {
+    profile
+        .columns
+        .iter()
+        .filter(|c| declared.contains(&c.name) || c.pii.iter().any(confirmed))
+        .map(|c| c.name.clone())
+        .collect()
+}
+
+/// Confirmed personal data in columns that are not declared.
+pub fn undeclared_pii(profiles: &[FileProfile], declared: &[String]) -> Vec<UndeclaredPii> {
+    let mut out = Vec::new();
+    for fp in profiles {
+        let Some(p) = &fp.profile else { continue };
+        for c in &p.columns {
+            if declared.contains(&c.name) {
+                continue;
+            }
+            let mut found: Vec<&qanat_core::pii::PiiFinding> =
+                c.pii.iter().filter(|f| confirmed(f)).collect();
+            if found.is_empty() {
+                continue;
+            }
+            found.sort_by(|a, b| {
+                b.confidence
+                    .cmp(&a.confidence)
+                    .then(b.share.total_cmp(&a.share))
+            });
+            out.push(UndeclaredPii {
+                file: fp.path.clone(),
+                column: c.name.clone(),
+                kinds: found.iter().map(|f| f.kind.to_string()).collect(),
+                share: found[0].share,
+            });
+        }
+    }
+    out
+}
+
+/// A profile with the values of `columns` hidden (min, max, top values, quantiles):
+/// what a reader without the PII permission sees.
+pub fn redact_profile(profile: &mut TableProfile, columns: &[String]) {
+    for c in profile
+        .columns
+        .iter_mut()
+        .filter(|c| columns.contains(&c.name))
+    {
+        c.min = None;
+        c.max = None;
+        c.top.clear();
+        c.quantiles = None;
+        c.mean = None;
+        c.std = None;
+    }
+}
+
 /// The schema every tabular file of a dataset must follow.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

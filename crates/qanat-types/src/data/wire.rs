@@ -47,8 +47,23 @@ pub struct VersionWithManifest {
     #[serde(flatten)]
     pub version: DatasetVersion,
     pub manifest: Manifest,
-    /// Schema, row count and column profile of each CSV/Parquet file.
+    /// Schema, row count and column profile of each CSV/Parquet file (without the
+    /// values of personal-data columns for a reader without the PII permission).
     pub profiles: Vec<FileProfile>,
+    /// Files this reader gets with personal-data columns pseudonymized (no PII
+    /// permission): their bytes differ from the manifest's, and their download says
+    /// its own size and BLAKE3 (`X-Qanat-Blake3`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pseudonymized: Vec<PseudonymizedFile>,
+}
+
+/// A file whose personal-data columns a reader gets as keyed pseudonyms.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PseudonymizedFile {
+    /// Its position in the manifest.
+    pub index: usize,
+    pub path: String,
+    pub columns: Vec<String>,
 }
 
 /// Names a version with a tag.

@@ -116,6 +116,8 @@ pub struct CreateProject {
 pub struct UpdateProject {
     pub description: Option<String>,
     pub allowed_regions: Option<Vec<String>>,
+    /// Refuse pushes holding personal data their dataset does not declare.
+    pub require_pii_declared: Option<bool>,
 }
 
 /// The role to give a project member.

@@ -48,6 +48,20 @@ pub enum DataCmd {
         /// {"columns": [{"name": "id", "type": "Int64", "nullable": false, "pii": false}]}
         #[arg(long, value_name = "JSON")]
         schema: Option<PathBuf>,
+        /// Columns that hold personal data (comma-separated): pseudonymized for
+        /// readers without the project's PII permission.
+        #[arg(long, value_delimiter = ',', value_name = "COLUMNS")]
+        pii: Vec<String>,
+    },
+    /// Declare columns that hold personal data (editors): pseudonymized for readers
+    /// without the project's PII permission, and no longer flagged as undeclared.
+    DeclarePii {
+        dataset: String,
+        columns: Vec<String>,
+        /// Make the given columns the whole declaration (none: declare nothing beyond
+        /// the schema's `pii: true` columns) instead of adding to it.
+        #[arg(long)]
+        replace: bool,
     },
     /// List the project's datasets.
     Ls {

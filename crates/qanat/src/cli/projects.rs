@@ -28,6 +28,20 @@ pub enum ProjectsCmd {
         #[arg(long, value_delimiter = ',', required = true)]
         regions: Vec<String>,
     },
+    /// Refuse (true) or accept and flag (false) pushes whose tables hold personal data
+    /// their dataset does not declare (project admins).
+    RequirePiiDeclared {
+        name: String,
+        #[arg(action = clap::ArgAction::Set)]
+        required: bool,
+    },
+    /// Who holds the project's PII permission (personal data in clear).
+    PiiReaders { name: String },
+    /// Grant a user the project's PII permission (project admins; audited): personal
+    /// data in clear on every path, each such read audited.
+    GrantPii { project: String, user: String },
+    /// Take the project's PII permission from a user (project admins).
+    RevokePii { project: String, user: String },
     /// List a project's members.
     Members { name: String },
     /// Give a user a role in a project: viewer, editor, maintainer or admin.

@@ -193,7 +193,7 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: FeaturesCmd) -> Result<()> {
             println!("from {} and {}", views.join(", "), sources.join(", "));
             if !set.pseudonymized.is_empty() {
                 println!(
-                    "pseudonymized (PII; maintainers see them in clear): {}",
+                    "pseudonymized (PII; holders of the project's PII permission see them in clear): {}",
                     set.pseudonymized.join(", ")
                 );
             }

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use qanat_governance::wire::{CreateProject, SetMember, UpdateProject};
-use qanat_governance::{Member, Project};
+use qanat_governance::{Member, PiiReader, Project};
 
 use super::Ctx;
 use crate::cli::ProjectsCmd;
@@ -32,6 +32,22 @@ pub async fn run(ctx: &Ctx, cmd: ProjectsCmd) -> Result<()> {
                 ..UpdateProject::default()
             };
             output::record(format, &c.update_project(&name, &change).await?)
+        }
+        ProjectsCmd::RequirePiiDeclared { name, required } => {
+            let change = UpdateProject {
+                require_pii_declared: Some(required),
+                ..UpdateProject::default()
+            };
+            output::record(format, &c.update_project(&name, &change).await?)
+        }
+        ProjectsCmd::PiiReaders { name } => output::list(format, &c.pii_readers(&name).await?),
+        ProjectsCmd::GrantPii { project, user } => {
+            output::record(format, &c.grant_pii(&project, &user).await?)
+        }
+        ProjectsCmd::RevokePii { project, user } => {
+            c.revoke_pii(&project, &user).await?;
+            eprintln!("{user} no longer holds the PII permission of {project}");
+            Ok(())
         }
         ProjectsCmd::Members { name } => output::list(format, &c.members(&name).await?),
         ProjectsCmd::Grant {
@@ -73,9 +89,18 @@ output::fields!(Project, |x| {
     "id" => x.id.to_string(),
     "description" => x.description.clone(),
     "regions" => output::joined(&x.allowed_regions),
+    "personal data" => if x.require_pii_declared { "must be declared" } else { "flagged when undeclared" }.to_string(),
     "created" => x.created_at.clone(),
     "created by" => x.created_by.clone(),
 });
+
+output::columns!(PiiReader, |x| {
+    "user" => x.user.clone(),
+    "granted by" => x.granted_by.clone(),
+    "since" => x.granted_at.clone(),
+});
+
+output::fields!(PiiReader = Row);
 
 output::columns!(Member, |x| {
     "user" => x.user.clone(),

@@ -29,6 +29,7 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: DataCmd) -> Result<()> {
             location,
             tags,
             schema,
+            pii,
         } => {
             let new = NewDataset {
                 name,
@@ -39,8 +40,34 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: DataCmd) -> Result<()> {
                 tags: tags.into_iter().collect::<BTreeMap<_, _>>(),
                 location,
                 schema: schema.as_deref().map(read_schema).transpose()?,
+                pii_columns: pii,
             };
             output::record(format, &c.create_dataset(project, &new).await?)
+        }
+        DataCmd::DeclarePii {
+            dataset,
+            columns,
+            replace,
+        } => {
+            if columns.is_empty() && !replace {
+                anyhow::bail!(
+                    "name the columns to declare, e.g. `qanat data declare-pii {dataset} email phone` (or --replace with none to clear the declaration)"
+                );
+            }
+            let mut all = if replace {
+                Vec::new()
+            } else {
+                c.dataset(project, &dataset).await?.pii_columns
+            };
+            for col in columns {
+                if !all.contains(&col) {
+                    all.push(col);
+                }
+            }
+            let change = qanat_data::UpdateDataset {
+                pii_columns: Some(all),
+            };
+            output::record(format, &c.update_dataset(project, &dataset, &change).await?)
         }
         DataCmd::Ls { deleted: false } => output::list(format, &c.datasets(project).await?),
         DataCmd::Ls { deleted: true } => output::list(format, &c.deleted_datasets(project).await?),
@@ -71,6 +98,22 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: DataCmd) -> Result<()> {
                 allow_empty,
             };
             let v = push::push(c, project, &dataset, &paths, &opts).await?;
+            if !v.undeclared_pii.is_empty() {
+                eprintln!(
+                    "warning: this version holds personal data that dataset '{dataset}' does not declare (readers without the PII permission get it pseudonymized all the same):"
+                );
+                for u in &v.undeclared_pii {
+                    eprintln!("  {}", u.describe());
+                }
+                let mut cols: Vec<&str> =
+                    v.undeclared_pii.iter().map(|u| u.column.as_str()).collect();
+                cols.sort_unstable();
+                cols.dedup();
+                eprintln!(
+                    "declare it: qanat data declare-pii {dataset} {}",
+                    cols.join(" ")
+                );
+            }
             let v = match tag {
                 Some(t) => {
                     c.tag_version(project, &dataset, &t, &VersionRef::Version(v.version))
@@ -211,6 +254,10 @@ output::fields!(Dataset, |x| {
     "location" => x.location.clone(),
     "tags" => output::joined(&x.tags.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>()),
     "schema" => x.schema.as_ref().map_or_else(|| "-".into(), |s| format!("{} columns", s.columns.len())),
+    "personal data" => {
+        let declared = qanat_data::tabular::declared_pii(x.schema.as_ref(), &x.pii_columns);
+        if declared.is_empty() { "-".into() } else { output::joined(&declared) }
+    },
     "latest version" => output::opt(x.latest_version),
     "created" => x.created_at.clone(),
     "created by" => x.created_by.clone(),

@@ -34,6 +34,9 @@ pub struct Pulled {
     pub bytes: u64,
     /// Files removed by `--delete`, relative to the directory.
     pub deleted: Vec<String>,
+    /// Tables whose personal-data columns came pseudonymized (no PII permission).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pseudonymized: Vec<qanat_data::wire::PseudonymizedFile>,
 }
 
 crate::output::fields!(Pulled, |x| {
@@ -87,8 +90,13 @@ pub async fn pull(
     let files = v.manifest.files.len();
     let bar = progress(total, "pulling");
     let (bar_ref, origin) = (&bar, &origin);
+    let hidden: std::collections::HashSet<usize> =
+        v.pseudonymized.iter().map(|p| p.index).collect();
+    let hidden = &hidden;
     futures::stream::iter(v.manifest.files.into_iter().enumerate())
-        .map(|(i, f)| async move { pull_file(origin, i, &f, dir, bar_ref).await })
+        .map(|(i, f)| async move {
+            pull_file(origin, i, &f, hidden.contains(&i), dir, bar_ref).await
+        })
         .buffer_unordered(IN_FLIGHT)
         .try_collect::<Vec<()>>()
         .await?;
@@ -104,12 +112,20 @@ pub async fn pull(
         human(total),
         total as f64 / start.elapsed().as_secs_f64().max(1e-6) / 1e6
     );
+    for p in &v.pseudonymized {
+        eprintln!(
+            "pseudonymized (personal data; you do not hold the project's PII permission): {} [{}]",
+            p.path,
+            p.columns.join(", ")
+        );
+    }
     Ok(Pulled {
         dataset: dataset.to_string(),
         version: v.version.version,
         files,
         bytes: total,
         deleted,
+        pseudonymized: v.pseudonymized,
     })
 }
 
@@ -151,11 +167,14 @@ struct Origin<'a> {
 }
 
 /// Downloads file `index` beside its target, checks size and BLAKE3, sets its mode and
-/// renames it into place; a failure leaves nothing under the target's name.
+/// renames it into place; a failure leaves nothing under the target's name. A
+/// pseudonymized table (`hidden`) is checked against the BLAKE3 its download states,
+/// which the server computed over the bytes it sends.
 async fn pull_file(
     origin: &Origin<'_>,
     index: usize,
     f: &FileEntry,
+    hidden: bool,
     dir: &Path,
     bar: &indicatif::ProgressBar,
 ) -> Result<()> {
@@ -179,10 +198,18 @@ async fn pull_file(
     tmp_name.push(".qanat-partial");
     let tmp = PathBuf::from(tmp_name);
     let result: Result<()> = async {
-        let mut stream = origin
+        let (mut stream, served) = origin
             .c
-            .version_file(origin.project, origin.dataset, &origin.version, index)
+            .version_file_served(origin.project, origin.dataset, &origin.version, index)
             .await?;
+        let expected = match (hidden, served) {
+            (false, None) => None,
+            (true, Some(h)) | (false, Some(h)) => Some(h),
+            (true, None) => bail!(
+                "{}: the server sent it without the BLAKE3 of its pseudonymized bytes; pull again",
+                f.path
+            ),
+        };
         let mut out = tokio::fs::File::create(&tmp)
             .await
             .with_context(|| format!("creating {}", tmp.display()))?;
@@ -198,7 +225,12 @@ async fn pull_file(
                 .with_context(|| format!("writing {}", tmp.display()))?;
         }
         out.sync_all().await?;
-        if size != f.size || hasher.finalize().to_hex().as_str() != f.blake3 {
+        let hash = hasher.finalize();
+        let matches = match &expected {
+            Some(h) => hash.to_hex().as_str() == h,
+            None => size == f.size && hash.to_hex().as_str() == f.blake3,
+        };
+        if !matches {
             bail!(
                 "{}: the downloaded bytes do not match the manifest's hash",
                 f.path

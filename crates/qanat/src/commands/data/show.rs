@@ -56,6 +56,22 @@ fn print_version(v: &VersionWithManifest) {
         t.add_row(f.cells());
     }
     output::print(t);
+    if !version.undeclared_pii.is_empty() {
+        println!(
+            "undeclared personal data (declare it: qanat data declare-pii {} COLUMN...):",
+            version.dataset
+        );
+        for u in &version.undeclared_pii {
+            println!("  {}", u.describe());
+        }
+    }
+    for p in &v.pseudonymized {
+        println!(
+            "pseudonymized for you (no PII permission): {} [{}]",
+            p.path,
+            p.columns.join(", ")
+        );
+    }
 }
 
 /// A statistic with at most four decimals, trailing zeros dropped.
