@@ -457,13 +457,11 @@ async fn file_pii(
     v: &DatasetVersion,
     path: &str,
 ) -> Result<Vec<String>, ApiError> {
-    let profiles = state.datasets.profiles(d, v).await?;
-    let declared = declared_pii(d.schema.as_ref(), &d.pii_columns);
-    Ok(profiles
-        .iter()
-        .find(|p| p.path == path)
-        .and_then(|fp| fp.profile.as_ref())
-        .map(|p| protected_columns(p, &declared))
+    Ok(state
+        .datasets
+        .pii_columns(d, v)
+        .await?
+        .remove(path)
         .unwrap_or_default())
 }
 

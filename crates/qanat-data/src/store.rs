@@ -1283,6 +1283,26 @@ impl Datasets {
 
     /// Profiles every CSV and Parquet file of `manifest` (schema, rows, column stats),
     /// reading them back from their stored chunks on blocking threads.
+    /// The personal-data columns of each table of version `v`, by path: the columns
+    /// the dataset declares that the table has, and those its profile confirms.
+    #[qanat_macros::boxed]
+    pub async fn pii_columns(
+        &self,
+        ds: &Dataset,
+        v: &DatasetVersion,
+    ) -> Result<BTreeMap<String, Vec<String>>> {
+        let declared = crate::tabular::declared_pii(ds.schema.as_ref(), &ds.pii_columns);
+        Ok(self
+            .profiles(ds, v)
+            .await?
+            .into_iter()
+            .filter_map(|fp| {
+                let cols = crate::tabular::protected_columns(fp.profile.as_ref()?, &declared);
+                (!cols.is_empty()).then_some((fp.path, cols))
+            })
+            .collect())
+    }
+
     /// File `entry` of `ds` with `columns` pseudonymized (see [`crate::protect`]),
     /// written to a temporary file that is removed when the result is dropped.
     #[qanat_macros::boxed]

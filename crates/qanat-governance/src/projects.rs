@@ -430,6 +430,27 @@ impl Governance {
         Ok(granted)
     }
 
+    /// [`Governance::reads_pii`] for user `name` (a job's submitter): a global admin,
+    /// or a holder of the project's PII permission; a disabled user holds nothing.
+    #[qanat_macros::boxed]
+    pub async fn user_reads_pii(&self, p: &Project, name: &str) -> Result<bool> {
+        let u = self.user(name).await?;
+        if u.disabled {
+            return Ok(false);
+        }
+        if u.is_admin {
+            return Ok(true);
+        }
+        Ok(
+            sqlx::query("SELECT 1 AS one FROM pii_readers WHERE project_id = $1 AND user_id = $2")
+                .bind(&p.id)
+                .bind(&u.id)
+                .fetch_optional(self.meta.reader())
+                .await?
+                .is_some(),
+        )
+    }
+
     /// Members of a project.
     #[qanat_macros::boxed]
     pub async fn members(&self, p: &Project) -> Result<Vec<Member>> {

@@ -929,7 +929,10 @@ impl Jobs {
         Ok(run_id)
     }
 
-    /// Writes each input dataset version's files under `inputs/<name>/` once.
+    /// Writes each input dataset version's files under `inputs/<name>/` once. Tables
+    /// with personal data are written pseudonymized unless the job's submitter holds
+    /// the project's PII permission (as a pull by them would be); the job's events
+    /// say which.
     async fn materialize(
         &self,
         project: &Project,
@@ -939,6 +942,7 @@ impl Jobs {
         use futures::StreamExt;
         use tokio::io::AsyncWriteExt;
         let datasets = &self.inner.datasets;
+        let mut clear = None;
         for r in &job.spec.inputs {
             let target = dir.join(r.name.as_str());
             let done = dir.join(format!(".{}.done", r.name));
@@ -949,12 +953,64 @@ impl Jobs {
             let sel = r.selector.clone().unwrap_or(qanat_core::Selector::Latest);
             let v = datasets.resolve(&ds, &sel).await?;
             let manifest = datasets.manifest(&ds, &v).await?;
+            let mut protected = datasets.pii_columns(&ds, &v).await?;
+            if !protected.is_empty() {
+                let clear = match clear {
+                    Some(c) => c,
+                    None => {
+                        let c = self
+                            .inner
+                            .gov
+                            .user_reads_pii(project, &job.submitted_by)
+                            .await?;
+                        *clear.insert(c)
+                    }
+                };
+                let files: Vec<String> = protected
+                    .iter()
+                    .map(|(p, c)| format!("{p} [{}]", c.join(", ")))
+                    .collect();
+                let message = if clear {
+                    protected.clear();
+                    format!(
+                        "input {}@{}: personal data in clear ({} holds the PII permission): {}",
+                        r.name,
+                        v.version,
+                        job.submitted_by,
+                        files.join("; ")
+                    )
+                } else {
+                    format!(
+                        "input {}@{}: personal data pseudonymized ({} does not hold the PII permission): {}",
+                        r.name,
+                        v.version,
+                        job.submitted_by,
+                        files.join("; ")
+                    )
+                };
+                let mut tx = self.inner.meta.writer().begin().await?;
+                record_event(&mut tx, &job.job_id, job.attempt, "input-pii", &message).await?;
+                let action = if clear {
+                    "job.input.pii_clear"
+                } else {
+                    "job.input.pii_pseudonymized"
+                };
+                append_audit_in(&mut tx, &audit(action, job, &message)).await?;
+                tx.commit().await?;
+            }
             for entry in manifest.files {
                 let path = target.join(&entry.path);
                 if let Some(parent) = path.parent() {
                     tokio::fs::create_dir_all(parent)
                         .await
                         .map_err(|e| Error::io(parent.display(), e))?;
+                }
+                if let Some(cols) = protected.remove(&entry.path) {
+                    let hidden = datasets.pseudonymized_file(&ds, &entry, cols).await?;
+                    tokio::fs::copy(hidden.file.path(), &path)
+                        .await
+                        .map_err(|e| Error::io(path.display(), e))?;
+                    continue;
                 }
                 let mut f = tokio::fs::File::create(&path)
                     .await

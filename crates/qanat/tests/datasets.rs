@@ -1381,6 +1381,40 @@ fn personal_data_is_pseudonymized_for_readers_without_the_pii_permission() {
     let (ok, out, _) = q.cli_as(&vera, &["data", "-p", "crm", "show", "customers@1"]);
     assert!(ok && !out.contains("undeclared personal data"), "{out}");
 
+    // A job's inputs are what its submitter would pull: an editor without the
+    // permission gets pseudonyms, recorded in the job's events and the audit log.
+    let eddie = q.user_with_role("eddie", "crm", "editor");
+    let out = q.shared();
+    std::fs::create_dir_all(&out).expect("shared");
+    let (s, job) = q.http().send(
+        &eddie,
+        "POST",
+        "/api/v1/projects/crm/jobs",
+        Some(json!({
+            "name": "reads-customers",
+            "inputs": ["dataset:customers@1"],
+            "command": format!("cp $QANAT_INPUTS/customers/customers.csv {}/job-input.csv", out.display()),
+        })),
+    );
+    assert_eq!(s, 201, "{job}");
+    let id = job["job_id"].as_str().expect("id").to_string();
+    let j = q.job_finished("crm", &id, 60);
+    assert_eq!(j["state"], "succeeded", "{j:#}");
+    let rows = csv_fields(&out.join("job-input.csv"));
+    assert!(
+        rows[1][1].starts_with("pii:") && rows[1][2].starts_with("pii:"),
+        "{:?}",
+        rows[1]
+    );
+    assert_eq!((rows[1][0].as_str(), rows[1][3].as_str()), ("0", "gold"));
+    let said = j["events"].as_array().expect("events").iter().any(|e| {
+        e["event"] == "input-pii"
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("pseudonymized (eddie does not hold"))
+    });
+    assert!(said, "{j:#}");
+
     // A project that requires declaration refuses a push with undeclared personal
     // data, says what to declare, and stores no version.
     let (ok, out, err) = q.cli(&["projects", "require-pii-declared", "crm", "true"]);
