@@ -302,19 +302,27 @@ pub(crate) async fn shown_version(
     v.undeclared_pii = undeclared_pii(&profiles, &declared);
     let mut protected = Vec::new();
     for (index, f) in manifest.files.iter().enumerate() {
-        let Some(p) = profiles
-            .iter_mut()
-            .find(|p| p.path == f.path)
-            .and_then(|fp| fp.profile.as_mut())
-        else {
+        let Some(fp) = profiles.iter_mut().find(|p| p.path == f.path) else {
             continue;
         };
-        let columns = protected_columns(p, &declared);
+        if !clear {
+            // Why a table was not profiled may quote one of its rows.
+            if let Some(e) = &mut fp.error {
+                *e = without_values(e);
+            }
+        }
+        let columns = match fp.profile.as_mut() {
+            Some(p) => {
+                let columns = protected_columns(p, &declared);
+                if !clear {
+                    redact_profile(p, &columns);
+                }
+                columns
+            }
+            None => declared.clone(),
+        };
         if columns.is_empty() {
             continue;
-        }
-        if !clear {
-            redact_profile(p, &columns);
         }
         protected.push(PseudonymizedFile {
             index,
@@ -333,6 +341,21 @@ pub(crate) async fn shown_version(
     })
 }
 
+/// A profiling error without the row it may quote (Arrow's CSV errors end with the
+/// row's values).
+fn without_values(e: &str) -> String {
+    let cut = ["Row data", "row data", "Row:"]
+        .iter()
+        .filter_map(|m| e.find(m))
+        .min()
+        .unwrap_or(e.len());
+    let mut out: String = e[..cut].chars().take(300).collect();
+    if cut < e.len() {
+        out.push_str("(the row's values are left out)");
+    }
+    out
+}
+
 /// What the audit entry of a read adds about personal data: read in clear (with the
 /// PII permission) or pseudonymized.
 pub(crate) fn pii_note(protected: &[PseudonymizedFile], clear: bool) -> Option<String> {
@@ -342,7 +365,14 @@ pub(crate) fn pii_note(protected: &[PseudonymizedFile], clear: bool) -> Option<S
     let files: Vec<String> = protected
         .iter()
         .take(20)
-        .map(|p| format!("{} [{}]", p.path, p.columns.join(", ")))
+        .map(|p| {
+            let cols: Vec<String> = p
+                .columns
+                .iter()
+                .map(|c| c.escape_debug().to_string())
+                .collect();
+            format!("{} [{}]", p.path.escape_debug(), cols.join(", "))
+        })
         .collect();
     let more = if protected.len() > 20 {
         format!(" and {} more file(s)", protected.len() - 20)
@@ -384,19 +414,23 @@ pub(crate) async fn file(
             manifest.files.len()
         ))
     })?;
-    let columns = file_pii(&state, &d, &v, &entry.path).await?;
-    if columns.is_empty() {
+    let table = state
+        .datasets
+        .pii_columns(&d, &v)
+        .await?
+        .remove(&entry.path);
+    let Some(table) = table else {
         return crate::objects::verified_stream(
             entry.size,
             state.datasets.file_stream(&d, entry),
             "dataset file",
         )
         .await;
-    }
+    };
     let protected = [PseudonymizedFile {
         index,
         path: entry.path.clone(),
-        columns,
+        columns: table.columns.clone(),
     }];
     if state.gov.reads_pii(&scope.project, &caller).await? {
         let mut resp = crate::objects::verified_stream(
@@ -413,8 +447,19 @@ pub(crate) async fn file(
     let [PseudonymizedFile { columns, .. }] = protected;
     let done = state
         .datasets
-        .pseudonymized_file(&d, &entry, columns)
+        .pseudonymized_file(&d, &entry, columns.clone())
         .await?;
+    // Fail closed: a column the profile names that the rewriter did not find is not
+    // sent in clear.
+    if table.profiled {
+        if let Some(c) = columns.iter().find(|c| !done.columns.contains(c)) {
+            return Err(ApiError::internal(format!(
+                "{}: personal-data column '{}' was not found to pseudonymize; the file is not sent",
+                entry.path,
+                c.escape_debug()
+            )));
+        }
+    }
     let file = tokio::fs::File::from_std(
         done.file
             .reopen()
@@ -450,21 +495,6 @@ pub(crate) async fn file(
     Ok(resp)
 }
 
-/// The personal-data columns of file `path` of a version (declared or found).
-async fn file_pii(
-    state: &AppState,
-    d: &Dataset,
-    v: &DatasetVersion,
-    path: &str,
-) -> Result<Vec<String>, ApiError> {
-    Ok(state
-        .datasets
-        .pii_columns(d, v)
-        .await?
-        .remove(path)
-        .unwrap_or_default())
-}
-
 /// Declare which columns of a dataset hold personal data (editors; audited): the
 /// whole list, beside the schema's `pii: true` columns. Declared columns are
 /// pseudonymized for readers without the PII permission and no longer flagged.
@@ -474,6 +504,7 @@ async fn file_pii(
 pub(crate) async fn update(
     State(state): State<AppState>,
     scope: Scope,
+    Caller(caller): Caller,
     ApiPath(path): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<UpdateDataset>,
 ) -> Result<Json<Dataset>, ApiError> {
@@ -481,6 +512,18 @@ pub(crate) async fn update(
     let d = state.datasets.get(&scope.project, &dataset).await?;
     let d = match &body.pii_columns {
         Some(cols) => {
+            // Taking a column out of the declaration shows it in clear to every
+            // reader (of every version): a project admin's or a PII reader's call.
+            if let Some(c) = d.pii_columns.iter().find(|c| !cols.contains(c)) {
+                let may = scope.role.is_some_and(|r| r >= Admin)
+                    || state.gov.reads_pii(&scope.project, &caller).await?;
+                if !may {
+                    return Err(ApiError::forbidden(format!(
+                        "undeclaring '{}' would show it in clear to every reader; only a project admin or a holder of the project's PII permission may",
+                        c.escape_debug()
+                    )));
+                }
+            }
             state
                 .datasets
                 .set_pii_columns(&scope.project, &d, cols)
@@ -517,6 +560,7 @@ pub(crate) async fn tag(
 pub(crate) async fn diff(
     State(state): State<AppState>,
     scope: Scope,
+    Caller(caller): Caller,
     ApiPath(path): ApiPath<(String, String)>,
     crate::extract::ApiQuery(q): crate::extract::ApiQuery<DiffParams>,
 ) -> Result<Json<DiffView>, ApiError> {
@@ -526,14 +570,28 @@ pub(crate) async fn diff(
     let b = state.datasets.resolve(&d, &version_ref(&q.to)?).await?;
     let ma = state.datasets.manifest(&d, &a).await?;
     let mb = state.datasets.manifest(&d, &b).await?;
-    let pa = state.datasets.profiles(&d, &a).await?;
-    let pb = state.datasets.profiles(&d, &b).await?;
+    let mut pa = state.datasets.profiles(&d, &a).await?;
+    let mut pb = state.datasets.profiles(&d, &b).await?;
+    if !state.gov.reads_pii(&scope.project, &caller).await? {
+        redact_profiles(&d, &mut pa);
+        redact_profiles(&d, &mut pb);
+    }
     Ok(Json(DiffView {
         from: a.version,
         to: b.version,
         diff: qanat_data::diff(&ma, &mb)?,
         tables: qanat_data::table_deltas(&pa, &pb),
     }))
+}
+
+/// Profiles without the values of personal-data columns (declared or found), as a
+/// reader without the PII permission sees them.
+pub(crate) fn redact_profiles(d: &Dataset, profiles: &mut [qanat_data::FileProfile]) {
+    let declared = declared_pii(d.schema.as_ref(), &d.pii_columns);
+    for p in profiles.iter_mut().filter_map(|fp| fp.profile.as_mut()) {
+        let columns = protected_columns(p, &declared);
+        redact_profile(p, &columns);
+    }
 }
 
 /// A lineage node for `reference`, checked to exist and made canonical (a model alias

@@ -26,7 +26,7 @@ pub use qanat_types::data::{
     FileChange, FileEntry, FileSummary, GcReport, InstallationGc, Manifest, ManifestDiff,
     NewDataset, PackStored, TableDelta, UndeclaredPii, UpdateDataset,
 };
-pub use store::{Datasets, Pseudonymized, VersionRef};
+pub use store::{Datasets, ProtectedTable, Pseudonymized, VersionRef};
 pub use tabular::{ColumnSpec, DatasetSchema, FileProfile, SchemaViolation, TableProfile};
 
 /// This domain's tables: datasets, versions, tags, chunks, and the lineage edges (0002).

@@ -66,15 +66,12 @@ pub fn csv<R: Read, W: Write>(
     let hide: Vec<usize> = record
         .iter()
         .enumerate()
-        .filter(|(_, h)| {
-            let h = String::from_utf8_lossy(h);
-            columns.iter().any(|c| c == h.trim())
-        })
+        .filter(|(_, h)| columns.iter().any(|c| c.as_bytes() == *h))
         .map(|(i, _)| i)
         .collect();
     let found: Vec<String> = hide
         .iter()
-        .map(|i| String::from_utf8_lossy(&record[*i]).trim().to_string())
+        .map(|i| String::from_utf8_lossy(&record[*i]).into_owned())
         .collect();
     writer
         .write_byte_record(&record)

@@ -822,6 +822,19 @@ impl Datasets {
                 }
             }
             if !violations.is_empty() {
+                // A refusal is read by whoever pushed; values of personal data stay
+                // out of it.
+                for v in &mut violations {
+                    let protected = profiles.iter().any(|fp| {
+                        fp.path == v.file
+                            && fp.profile.as_ref().is_some_and(|p| {
+                                crate::tabular::protected_columns(p, &declared).contains(&v.column)
+                            })
+                    });
+                    if protected || declared.contains(&v.column) {
+                        v.examples.retain(|e| e.starts_with("row "));
+                    }
+                }
                 return Err(Error::SchemaViolation(violations));
             }
         }
@@ -1257,6 +1270,20 @@ impl Datasets {
         self.check_location(project, dst)?;
         let v = self.resolve(src, version).await?;
         let manifest = self.manifest(src, &v).await?;
+        // The copy's personal data stays declared: the destination takes on the
+        // source's declared columns (it may declare more).
+        let inherited = crate::tabular::declared_pii(src.schema.as_ref(), &src.pii_columns);
+        let dst = &if inherited.iter().all(|c| dst.pii_columns.contains(c)) {
+            dst.clone()
+        } else {
+            let mut all = dst.pii_columns.clone();
+            all.extend(
+                inherited
+                    .into_iter()
+                    .filter(|c| !dst.pii_columns.contains(c)),
+            );
+            self.set_pii_columns(project, dst, &all).await?
+        };
         let ids: Vec<ChunkId> = manifest.distinct_chunks().iter().map(|c| c.id).collect();
         // Chunks are shared within a project and location: only those the destination's
         // location lacks are written, and the version reports exactly those bytes.
@@ -1281,24 +1308,28 @@ impl Datasets {
             .await
     }
 
-    /// Profiles every CSV and Parquet file of `manifest` (schema, rows, column stats),
-    /// reading them back from their stored chunks on blocking threads.
     /// The personal-data columns of each table of version `v`, by path: the columns
-    /// the dataset declares that the table has, and those its profile confirms.
+    /// the dataset declares that the table has, and those its profile confirms. A
+    /// table that could not be profiled (a type change past the rows types are
+    /// inferred from, bytes that are not UTF-8) gets every declared column: the
+    /// rewriter finds them by name, so protection does not depend on a profile.
     #[qanat_macros::boxed]
     pub async fn pii_columns(
         &self,
         ds: &Dataset,
         v: &DatasetVersion,
-    ) -> Result<BTreeMap<String, Vec<String>>> {
+    ) -> Result<BTreeMap<String, ProtectedTable>> {
         let declared = crate::tabular::declared_pii(ds.schema.as_ref(), &ds.pii_columns);
         Ok(self
             .profiles(ds, v)
             .await?
             .into_iter()
             .filter_map(|fp| {
-                let cols = crate::tabular::protected_columns(fp.profile.as_ref()?, &declared);
-                (!cols.is_empty()).then_some((fp.path, cols))
+                let (columns, profiled) = match &fp.profile {
+                    Some(p) => (crate::tabular::protected_columns(p, &declared), true),
+                    None => (declared.clone(), false),
+                };
+                (!columns.is_empty()).then_some((fp.path, ProtectedTable { columns, profiled }))
             })
             .collect())
     }
@@ -1358,6 +1389,8 @@ impl Datasets {
         })?
     }
 
+    /// Profiles every CSV and Parquet file of `manifest` (schema, rows, column stats),
+    /// reading them back from their stored chunks on blocking threads.
     async fn profile_files(&self, ds: &Dataset, manifest: &Manifest) -> Result<Vec<FileProfile>> {
         let mut out = Vec::new();
         for f in &manifest.files {
@@ -1441,6 +1474,15 @@ struct Lineage<'a> {
     derived_from: &'a [ObjectRef],
     edges: &'a [(ObjectRef, String)],
     stored: Option<u64>,
+}
+
+/// A table's personal-data columns.
+#[derive(Debug, Clone)]
+pub struct ProtectedTable {
+    pub columns: Vec<String>,
+    /// Whether they come from its profile (every one of them is in the table); if
+    /// not, they are the dataset's declared columns, which it may not all have.
+    pub profiled: bool,
 }
 
 /// A table file rewritten with its personal data pseudonymized.

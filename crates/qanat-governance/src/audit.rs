@@ -439,6 +439,20 @@ async fn write_batches(gov: Governance) {
     }
 }
 
+/// `q` with `binds` bound in order.
+fn bound<'q>(
+    mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    binds: &'q [Bind],
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    for b in binds {
+        q = match b {
+            Bind::Text(s) => q.bind(s.as_str()),
+            Bind::Int(i) => q.bind(*i),
+        };
+    }
+    q
+}
+
 impl Governance {
     /// Appends one entry to the chain. Returns it with its sequence number and hash,
     /// once it is committed. Concurrent appends are committed together (group commit).
@@ -530,6 +544,65 @@ impl Governance {
             out.reverse();
         }
         Ok(out)
+    }
+
+    /// Entries of the period `[since, until)` (microseconds), of `project` (by name) or
+    /// of any, whose action is one of `actions` or whose detail contains one of
+    /// `details`: how many, and the newest `limit` of them (oldest first). What a
+    /// compliance report lists.
+    #[qanat_macros::boxed]
+    pub async fn audit_excerpt(
+        &self,
+        project: Option<&str>,
+        since: i64,
+        until: i64,
+        actions: &[&str],
+        details: &[&str],
+        limit: i64,
+    ) -> Result<(u64, Vec<AuditEntry>)> {
+        let mut binds: Vec<Bind> = vec![Bind::Int(since), Bind::Int(until)];
+        let mut clauses = vec!["ts >= $1".to_string(), "ts < $2".to_string()];
+        if let Some(p) = project {
+            binds.push(Bind::Text(p.to_string()));
+            clauses.push(format!("project = ${}", binds.len()));
+        }
+        let mut any: Vec<String> = Vec::new();
+        for a in actions {
+            binds.push(Bind::Text((*a).to_string()));
+            any.push(format!("action = ${}", binds.len()));
+        }
+        for d in details {
+            // LIKE's wildcards in the text are matched literally.
+            let escaped = d
+                .replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_");
+            binds.push(Bind::Text(format!("%{escaped}%")));
+            any.push(format!("detail LIKE ${} ESCAPE '\\'", binds.len()));
+        }
+        if any.is_empty() {
+            return Ok((0, Vec::new()));
+        }
+        clauses.push(format!("({})", any.join(" OR ")));
+        let filter = clauses.join(" AND ");
+        let count_sql = format!("SELECT COUNT(*) AS n FROM audit_log WHERE {filter}");
+        let rows_sql = format!(
+            "SELECT * FROM audit_log WHERE {filter} ORDER BY seq DESC LIMIT {}",
+            limit.clamp(1, 10_000)
+        );
+        let count: i64 = bound(sqlx::query(&count_sql), &binds)
+            .fetch_one(self.meta.reader())
+            .await?
+            .try_get("n")?;
+        let rows = bound(sqlx::query(&rows_sql), &binds)
+            .fetch_all(self.meta.reader())
+            .await?;
+        let mut out = rows
+            .iter()
+            .map(|r| RawEntry::from_row(r).map(RawEntry::into_entry))
+            .collect::<Result<Vec<_>>>()?;
+        out.reverse();
+        Ok((u64::try_from(count).unwrap_or(0), out))
     }
 
     /// Walks the whole chain and reports every entry that was changed, deleted or moved.

@@ -541,6 +541,13 @@ impl Governance {
             .bind(&u.id)
             .execute(&mut *tx)
             .await?;
+        // The PII permission goes with the membership: someone added back later does
+        // not quietly read personal data in clear again.
+        sqlx::query("DELETE FROM pii_readers WHERE project_id = $1 AND user_id = $2")
+            .bind(&p.id)
+            .bind(&u.id)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         crate::auth_changed();
         Ok(())

@@ -968,7 +968,7 @@ impl Jobs {
                 };
                 let files: Vec<String> = protected
                     .iter()
-                    .map(|(p, c)| format!("{p} [{}]", c.join(", ")))
+                    .map(|(p, t)| format!("{p} [{}]", t.columns.join(", ")))
                     .collect();
                 let message = if clear {
                     protected.clear();
@@ -1005,8 +1005,8 @@ impl Jobs {
                         .await
                         .map_err(|e| Error::io(parent.display(), e))?;
                 }
-                if let Some(cols) = protected.remove(&entry.path) {
-                    let hidden = datasets.pseudonymized_file(&ds, &entry, cols).await?;
+                if let Some(t) = protected.remove(&entry.path) {
+                    let hidden = datasets.pseudonymized_file(&ds, &entry, t.columns).await?;
                     tokio::fs::copy(hidden.file.path(), &path)
                         .await
                         .map_err(|e| Error::io(path.display(), e))?;

@@ -6,6 +6,7 @@ use std::fmt;
 use qanat_core::{ProjectId, UserId};
 use serde::{Deserialize, Serialize};
 
+pub mod compliance;
 pub mod wire;
 
 qanat_core::word_enum! {

@@ -1451,4 +1451,36 @@ fn personal_data_is_pseudonymized_for_readers_without_the_pii_permission() {
         &["push", "customers", src.to_str().expect("utf8")],
     );
     assert!(ok && !err.contains("does not declare"), "{err}");
+    // Undeclaring shows a column in clear to everyone: not an editor's call.
+    let (ok, _, err) = q.cli_as(
+        &eddie,
+        &[
+            "data",
+            "-p",
+            "crm",
+            "declare-pii",
+            "customers",
+            "--replace",
+            "email",
+        ],
+    );
+    assert!(!ok && err.contains("undeclaring 'customer_ref'"), "{err}");
+    // A copy keeps its source's declaration: the undetectable column stays hidden.
+    q.cli_ok("data -p crm create customers-copy");
+    q.cli_ok("data -p crm copy customers@1 customers-copy");
+    let out = q.dir.path().join("vera-copy");
+    let (ok, _, err) = q.cli_as(
+        &vera,
+        &[
+            "data",
+            "-p",
+            "crm",
+            "pull",
+            "customers-copy@1",
+            out.to_str().expect("utf8"),
+        ],
+    );
+    assert!(ok, "{err}");
+    let rows = csv_fields(&out.join("customers.csv"));
+    assert!(rows[1][2].starts_with("pii:"), "{:?}", rows[1]);
 }

@@ -300,8 +300,12 @@ async fn diff(
         .await?;
     let ma = state.datasets.manifest(&d, &a).await?;
     let mb = state.datasets.manifest(&d, &b).await?;
-    let pa = state.datasets.profiles(&d, &a).await?;
-    let pb = state.datasets.profiles(&d, &b).await?;
+    let mut pa = state.datasets.profiles(&d, &a).await?;
+    let mut pb = state.datasets.profiles(&d, &b).await?;
+    if !state.gov.reads_pii(p, &s.user).await? {
+        crate::datasets::redact_profiles(&d, &mut pa);
+        crate::datasets::redact_profiles(&d, &mut pb);
+    }
     let files = qanat_data::diff(&ma, &mb)?;
     let tables = qanat_data::table_deltas(&pa, &pb);
     let title = format!("{}: version {} → {}", d.name, a.version, b.version);

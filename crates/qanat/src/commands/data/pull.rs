@@ -202,9 +202,11 @@ async fn pull_file(
             .c
             .version_file_served(origin.project, origin.dataset, &origin.version, index)
             .await?;
+        // Only a file the version's answer said would come pseudonymized is checked
+        // against the download's own hash; every other file against the manifest.
         let expected = match (hidden, served) {
-            (false, None) => None,
-            (true, Some(h)) | (false, Some(h)) => Some(h),
+            (false, _) => None,
+            (true, Some(h)) => Some(h),
             (true, None) => bail!(
                 "{}: the server sent it without the BLAKE3 of its pseudonymized bytes; pull again",
                 f.path
