@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use qanat_data::wire::GcBody;
 use qanat_data::{GcReport, InstallationGc};
@@ -19,6 +20,7 @@ use utoipa_axum::routes;
 
 use crate::authz::Policy;
 use crate::error::ApiError;
+use crate::error::ReadNote;
 use crate::extract::{ApiJson, Caller, Scope};
 use crate::route_table::Fragment;
 use crate::AppState;
@@ -96,10 +98,26 @@ pub(crate) async fn gc(
     State(state): State<AppState>,
     scope: Scope,
     ApiJson(body): ApiJson<GcBody>,
-) -> Result<Json<GcReport>, ApiError> {
-    Ok(Json(
-        project_gc(&state, &scope.project, grace(&body)).await?,
-    ))
+) -> Result<Response, ApiError> {
+    let report = project_gc(&state, &scope.project, grace(&body)).await?;
+    let note = removed(&report);
+    let mut resp = Json(report).into_response();
+    resp.extensions_mut().insert(ReadNote(note));
+    Ok(resp)
+}
+
+/// What a gc removed, for its audit entry (and the compliance report).
+fn removed(r: &GcReport) -> String {
+    format!(
+        "removed: {} dataset(s) purged, {} chunk(s) deleted ({} bytes), {} experiment(s) and {} run(s) purged, {} artifact(s) deleted, {} delivery record(s) purged",
+        r.datasets_purged,
+        r.chunks_deleted,
+        r.bytes_freed,
+        r.experiments_purged,
+        r.runs_purged,
+        r.artifacts_deleted,
+        r.deliveries_purged
+    )
 }
 
 /// Purge projects deleted longer ago than the retention period with everything they
@@ -110,7 +128,7 @@ pub(crate) async fn gc_all(
     State(state): State<AppState>,
     Caller(caller): Caller,
     ApiJson(body): ApiJson<GcBody>,
-) -> Result<Json<InstallationGc>, ApiError> {
+) -> Result<Response, ApiError> {
     let cutoff = cutoff_micros(state.http.retention);
     let mut projects_purged = Vec::new();
     for p in state.gov.deleted_projects().await? {
@@ -129,10 +147,17 @@ pub(crate) async fn gc_all(
         let report = project_gc(&state, &p, grace(&body)).await?;
         projects.insert(p.name.clone(), report);
     }
-    Ok(Json(InstallationGc {
+    let mut note = format!("projects purged: {}", projects_purged.len());
+    for (name, r) in &projects {
+        note.push_str(&format!("; {name}: {}", removed(r)));
+    }
+    let mut resp = Json(InstallationGc {
         projects_purged,
         projects,
-    }))
+    })
+    .into_response();
+    resp.extensions_mut().insert(ReadNote(note));
+    Ok(resp)
 }
 
 /// Garbage collection. Each run streams (it may take a while on a large project).

@@ -15,6 +15,7 @@ mod rate_limit;
 pub mod route_table;
 
 // One module per domain, each returning its fragment of the route table.
+mod compliance;
 mod datasets;
 mod deployments;
 mod events;
@@ -142,6 +143,8 @@ pub struct Http {
     pub audit_sinks_ok: Arc<std::sync::atomic::AtomicBool>,
     /// Whether the UI's cookies are marked Secure (the server speaks TLS).
     pub secure_cookies: bool,
+    /// The last audit checkpoint this server's sinks shipped outside the database.
+    pub last_checkpoint: Arc<std::sync::Mutex<Option<qanat_governance::AuditCheckpoint>>>,
 }
 
 impl Default for Http {
@@ -152,6 +155,7 @@ impl Default for Http {
             retention: Duration::from_secs(30 * 86_400),
             audit_sinks_ok: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             secure_cookies: false,
+            last_checkpoint: Arc::default(),
         }
     }
 }
@@ -177,6 +181,7 @@ pub fn route_table(limits: &ApiLimits) -> route_table::RouteTable {
             system::routes(),
             identity::routes(),
             projects::routes(),
+            compliance::routes(),
             objects::routes(),
             datasets::routes(),
             gc::routes(),

@@ -25,6 +25,7 @@
 //!
 //! The methods are grouped by domain, one module each, as the server's routes are.
 
+mod compliance;
 mod datasets;
 mod deployments;
 mod error;

@@ -31,8 +31,9 @@ const HLL_BITS: u32 = 12;
 const EXAMPLES: usize = 5;
 
 pub use qanat_types::data::tabular::{
-    declared_pii, protected_columns, redact_profile, undeclared_pii, Category, ColumnProfile,
-    ColumnSpec, DatasetSchema, FileProfile, SchemaViolation, TableFormat, TableProfile,
+    confirmed_kinds, declared_pii, protected_columns, redact_profile, undeclared_pii, Category,
+    ColumnProfile, ColumnSpec, DatasetSchema, FileProfile, SchemaViolation, TableFormat,
+    TableProfile,
 };
 
 /// HyperLogLog with 2^12 registers.

@@ -39,9 +39,9 @@ pub use oidc::{
     TokenRefusal, TokenResponse,
 };
 pub use qanat_types::governance::{
-    wire, AuditCheckpoint, AuditEntry, AuditVerification, ChainProblem, CheckpointVerification,
-    LineageEdge, LineageGraph, Member, NewToken, PiiReader, Principal, Project, ProviderIdentity,
-    Role, TokenInfo, TokenScope, User, UserKind,
+    compliance, wire, AuditCheckpoint, AuditEntry, AuditVerification, ChainProblem,
+    CheckpointVerification, LineageEdge, LineageGraph, Member, NewToken, PiiReader, Principal,
+    Project, ProviderIdentity, Role, TokenInfo, TokenScope, User, UserKind,
 };
 pub use rbac::{authorize, Decision, Requirement};
 pub use residency::check_residency;

@@ -825,6 +825,36 @@ impl ObjectStorage {
         Ok(out)
     }
 
+    /// How many objects are stored in `location` under `prefix` (whole segments, as
+    /// [`Self::list`]; everything when `None`), their plaintext bytes and their bytes
+    /// as stored: (objects, bytes, stored bytes).
+    #[qanat_macros::boxed]
+    pub async fn usage(&self, location: &str, prefix: Option<&str>) -> Result<(u64, u64, u64)> {
+        self.loc(location)?;
+        let select = "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(size), 0) AS BIGINT) AS bytes, \
+             CAST(COALESCE(SUM(stored_size), 0) AS BIGINT) AS stored FROM stored_objects WHERE location = $1";
+        let row = match prefix {
+            Some(p) => {
+                let sql = format!("{select} AND object_key > $2 AND object_key < $3");
+                sqlx::query(&sql)
+                    .bind(location)
+                    .bind(format!("{p}/"))
+                    .bind(format!("{p}0"))
+                    .fetch_one(self.meta.reader())
+                    .await?
+            }
+            None => {
+                sqlx::query(select)
+                    .bind(location)
+                    .fetch_one(self.meta.reader())
+                    .await?
+            }
+        };
+        let get =
+            |c: &str| -> Result<u64> { Ok(u64::try_from(row.try_get::<i64, _>(c)?).unwrap_or(0)) };
+        Ok((get("n")?, get("bytes")?, get("stored")?))
+    }
+
     /// Checks that every location answers (used by `/readyz`).
     #[qanat_macros::boxed]
     pub async fn check(&self) -> Result<()> {

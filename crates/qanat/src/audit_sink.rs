@@ -105,18 +105,33 @@ pub struct Sink {
 pub struct Health {
     each: Mutex<Vec<bool>>,
     all: Arc<AtomicBool>,
+    /// The last checkpoint a sink shipped (the compliance report shows it).
+    last: Arc<Mutex<Option<qanat_governance::AuditCheckpoint>>>,
 }
 
 impl Health {
     /// One flag per sink; `all` is what the API checks before a write. A required
     /// sink starts not ok: writes are refused until it has caught up once.
-    pub fn new(required: &[bool], all: Arc<AtomicBool>) -> Arc<Self> {
+    pub fn new(
+        required: &[bool],
+        all: Arc<AtomicBool>,
+        last: Arc<Mutex<Option<qanat_governance::AuditCheckpoint>>>,
+    ) -> Arc<Self> {
         let each: Vec<bool> = required.iter().map(|r| !r).collect();
         all.store(each.iter().all(|b| *b), Ordering::Release);
         Arc::new(Health {
             each: Mutex::new(each),
             all,
+            last,
         })
+    }
+
+    /// Records a checkpoint a sink delivered.
+    fn shipped(&self, cp: &qanat_governance::AuditCheckpoint) {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if last.as_ref().is_none_or(|l| l.seq <= cp.seq) {
+            *last = Some(cp.clone());
+        }
     }
 
     /// Records sink `i`'s state; returns its previous one.
@@ -204,7 +219,7 @@ impl Sink {
         health: &Health,
         p: &mut Progress,
     ) {
-        match self.ship(gov, keys, p).await {
+        match self.ship(gov, keys, health, p).await {
             Ok(()) => {
                 if !health.set(index, true) {
                     tracing::warn!(sink = %self.target.name(), "audit sink writable; writes accepted");
@@ -290,7 +305,13 @@ impl Sink {
         })
     }
 
-    async fn ship(&self, gov: &Governance, keys: &Keyring, p: &mut Progress) -> Result<()> {
+    async fn ship(
+        &self,
+        gov: &Governance,
+        keys: &Keyring,
+        health: &Health,
+        p: &mut Progress,
+    ) -> Result<()> {
         let from = match p.cursor {
             Some(c) => c,
             None => self.resume()?,
@@ -320,6 +341,7 @@ impl Sink {
         if due {
             let cp = gov.audit_checkpoint(keys).await?;
             w.deliver(&[json!({ "checkpoint": cp })]).await?;
+            health.shipped(&cp);
             p.since_checkpoint = 0;
             p.last_checkpoint = Instant::now();
         }

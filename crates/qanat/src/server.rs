@@ -292,7 +292,11 @@ pub async fn start(cfg: Config) -> Result<Running> {
     );
     if !sinks.is_empty() {
         let required: Vec<bool> = sinks.iter().map(|s| s.required).collect();
-        let health = crate::audit_sink::Health::new(&required, state.http.audit_sinks_ok.clone());
+        let health = crate::audit_sink::Health::new(
+            &required,
+            state.http.audit_sinks_ok.clone(),
+            state.http.last_checkpoint.clone(),
+        );
         for (i, sink) in sinks.into_iter().enumerate() {
             let keys = state.storage.keyring().clone();
             sink.start(i, state.gov.clone(), keys, health.clone()).await;

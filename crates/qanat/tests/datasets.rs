@@ -1483,4 +1483,102 @@ fn personal_data_is_pseudonymized_for_readers_without_the_pii_permission() {
     assert!(ok, "{err}");
     let rows = csv_fields(&out.join("customers.csv"));
     assert!(rows[1][2].starts_with("pii:"), "{:?}", rows[1]);
+
+    // The compliance report of the project: its figures are the data's.
+    let (ok, out, err) = q.cli(&["compliance", "report", "-p", "crm", "--output", "json"]);
+    assert!(ok, "{err}");
+    let r: Value = serde_json::from_str(&out).expect("json");
+    let local = r["locations"]
+        .as_array()
+        .expect("locations")
+        .iter()
+        .find(|l| l["name"] == "local")
+        .expect("the local location")
+        .clone();
+    assert_eq!(local["region"], "uae-north");
+    let crm = &local["projects"][0];
+    assert_eq!(
+        (crm["project"].as_str(), crm["region_allowed"].as_bool()),
+        (Some("crm"), Some(true))
+    );
+    let mut chunk_bytes = 0;
+    for d in ["customers", "customers-copy"] {
+        let (_, log, _) = qdata(&q, "crm", &["log", d, "--output", "json"]);
+        let log: Value = serde_json::from_str(&log).expect("json");
+        chunk_bytes += log
+            .as_array()
+            .expect("versions")
+            .iter()
+            .map(|v| v["new_bytes"].as_u64().unwrap_or(0))
+            .sum::<u64>();
+    }
+    let bytes = crm["bytes"].as_u64().expect("bytes");
+    assert!(
+        bytes >= chunk_bytes && bytes < chunk_bytes + (1 << 20),
+        "{bytes} bytes stored against {chunk_bytes} bytes of chunks (and small manifests, profiles, logs): {local}"
+    );
+    let held: Vec<(String, String, bool)> = r["personal_data"]
+        .as_array()
+        .expect("personal data")
+        .iter()
+        .filter(|h| h["name"] == "customers")
+        .flat_map(|h| h["columns"].as_array().cloned().unwrap_or_default())
+        .map(|c| {
+            (
+                c["column"].as_str().unwrap_or("").to_string(),
+                c["kinds"].to_string(),
+                c["declared"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect();
+    assert!(
+        held.contains(&("email".into(), "[\"email\"]".into(), true)),
+        "{held:?}"
+    );
+    assert!(
+        held.contains(&("contact".into(), "[\"phone\"]".into(), true)),
+        "{held:?}"
+    );
+    // The copy holds version 1's columns, customer_ref among them, declared.
+    let copy = r["personal_data"]
+        .as_array()
+        .expect("personal data")
+        .iter()
+        .find(|h| h["name"] == "customers-copy")
+        .expect("the copy")
+        .to_string();
+    assert!(
+        copy.contains("\"column\":\"customer_ref\",\"declared\":true"),
+        "{copy}"
+    );
+    let access = r["pii_access"]["entries"].to_string();
+    assert!(
+        access.contains("pii.grant")
+            && access.contains("pii.revoke")
+            && access.contains("PII read in clear"),
+        "{access}"
+    );
+    assert_eq!(r["projects"][0]["require_pii_declared"], true);
+    assert_eq!(r["audit"]["verification"]["ok"], true);
+    assert!(r["keys"]["active_key_id"]
+        .as_str()
+        .is_some_and(|k| !k.is_empty()));
+    // A page to hand over; a viewer may not have the report.
+    let page = q.dir.path().join("report.html");
+    let (ok, _, err) = q.cli(&[
+        "compliance",
+        "report",
+        "-p",
+        "crm",
+        "--html",
+        page.to_str().expect("utf8"),
+    ]);
+    assert!(ok, "{err}");
+    let html = std::fs::read_to_string(&page).expect("page");
+    assert!(
+        html.contains("Compliance report") && html.contains("customer_ref"),
+        "{html}"
+    );
+    let (ok, _, err) = q.cli_as(&vera, &["compliance", "report", "-p", "crm"]);
+    assert!(!ok && err.contains("admin"), "{err}");
 }

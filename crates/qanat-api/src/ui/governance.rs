@@ -15,7 +15,50 @@ use crate::AppState;
 pub(super) fn routes(f: Fragment) -> Fragment {
     let f = page(f, "/ui/", Policy::authenticated("ui.projects"), home);
     let f = page(f, "/ui/p/{project}", viewer("ui.project"), project);
-    page(f, "/ui/audit", Policy::global_admin("ui.audit"), audit)
+    let f = page(f, "/ui/audit", Policy::global_admin("ui.audit"), audit);
+    page(
+        f,
+        "/ui/compliance",
+        Policy::global_admin("ui.compliance").governed_read(),
+        compliance,
+    )
+}
+
+/// The compliance report (global admins; audited): the whole installation or one
+/// project, over a period (the API's `/api/v1/compliance/report` as a page).
+async fn compliance(
+    State(state): State<AppState>,
+    s: Session,
+    ApiQuery(q): ApiQuery<qanat_governance::compliance::ReportParams>,
+) -> PageResult {
+    let q = qanat_governance::compliance::ReportParams {
+        project: q.project.filter(|p| !p.is_empty()),
+        since: q.since.filter(|p| !p.is_empty()),
+        until: q.until.filter(|p| !p.is_empty()),
+        format: None,
+    };
+    let projects = match &q.project {
+        Some(name) => vec![state.gov.project(name).await?],
+        None => state.gov.projects_for(&s.user).await?,
+    };
+    let report =
+        crate::compliance::build(&state, &s.user, q.project.clone(), &projects, &q).await?;
+    let body = html! {
+        form.filters method="get" action="/ui/compliance" {
+            label { "Project" input type="text" name="project" value=[q.project.as_deref()]; }
+            label { "Since" input type="text" name="since" placeholder="2026-11-01T00:00:00Z" value=[q.since.as_deref()]; }
+            label { "Until" input type="text" name="until" value=[q.until.as_deref()]; }
+            button type="submit" { "Report" }
+        }
+        (crate::compliance::body(&report))
+    };
+    Ok(layout::page(
+        &s,
+        Nav::global(Section::Compliance),
+        "Compliance report",
+        &[],
+        body,
+    ))
 }
 
 /// The projects the caller may see.

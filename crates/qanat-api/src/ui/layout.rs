@@ -54,6 +54,7 @@ pub(crate) enum Section {
     Deployments,
     Monitors,
     Audit,
+    Compliance,
 }
 
 /// Where a page sits: its project (if any) and section, for the navigation.
@@ -130,6 +131,7 @@ pub(crate) fn page(
                             }
                             @if s.user.is_admin {
                                 li { a href="/ui/audit" aria-current=[(nav.section == Section::Audit).then_some("page")] { "Audit log" } }
+                                li { a href="/ui/compliance" aria-current=[(nav.section == Section::Compliance).then_some("page")] { "Compliance" } }
                             }
                         }
                     }

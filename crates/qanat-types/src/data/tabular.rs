@@ -111,6 +111,17 @@ pub fn confirmed(f: &qanat_core::pii::PiiFinding) -> bool {
     f.confidence >= qanat_core::pii::Confidence::Medium
 }
 
+/// The kinds confirmed among a column's findings, surest first.
+pub fn confirmed_kinds(found: &[qanat_core::pii::PiiFinding]) -> Vec<String> {
+    let mut f: Vec<&qanat_core::pii::PiiFinding> = found.iter().filter(|f| confirmed(f)).collect();
+    f.sort_by(|a, b| {
+        b.confidence
+            .cmp(&a.confidence)
+            .then(b.share.total_cmp(&a.share))
+    });
+    f.iter().map(|f| f.kind.to_string()).collect()
+}
+
 /// The columns a dataset declares as personal data: its schema's `pii: true` ones and
 /// its `pii_columns`.
 pub fn declared_pii(schema: Option<&DatasetSchema>, pii_columns: &[String]) -> Vec<String> {

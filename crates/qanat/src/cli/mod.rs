@@ -4,6 +4,7 @@
 
 mod audit;
 mod certs;
+mod compliance;
 mod config;
 mod data;
 mod deploy;
@@ -31,6 +32,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 pub use audit::AuditCmd;
 pub use certs::CertsCmd;
+pub use compliance::ComplianceCmd;
 pub use config::ConfigCmd;
 pub use data::DataCmd;
 pub use deploy::{DeployCmd, SpecArgs};
@@ -284,6 +286,11 @@ pub enum Command {
     Audit {
         #[command(subcommand)]
         cmd: AuditCmd,
+    },
+    /// Compliance: personal data, residency and access, reported on demand.
+    Compliance {
+        #[command(subcommand)]
+        cmd: ComplianceCmd,
     },
     /// Master keys.
     Keys {

@@ -5,6 +5,7 @@
 
 mod audit;
 mod certs;
+mod compliance;
 mod config;
 mod data;
 mod deploy;
@@ -176,6 +177,7 @@ async fn command(cli: Cli) -> Result<()> {
         Command::Lineage(args) => lineage::run(&ctx().await?, args).await,
         Command::Audit { cmd } => audit::run(&ctx().await?, cmd).await,
         Command::Keys { cmd } => keys::run(&ctx().await?, cmd).await,
+        Command::Compliance { cmd } => compliance::run(&ctx().await?, cmd).await,
     }
 }
 
