@@ -286,3 +286,153 @@ fn raw_s3_objects(bucket_url: &str, endpoint: &str, prefix: &str) -> Vec<(String
         out
     })
 }
+
+#[test]
+fn compliance_report_on_postgres_and_s3_matches_the_data() {
+    let (Some(bucket_url), Some(endpoint)) = (
+        qanat_store::testing::service_var("QANAT_TEST_S3_URL"),
+        qanat_store::testing::service_var("QANAT_TEST_S3_ENDPOINT"),
+    ) else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let Some(db) = rt.block_on(TestDb::postgres(qanat::wiring::SCHEMA)) else {
+        return;
+    };
+    let cfg_dir = tempfile::tempdir().expect("tempdir");
+    let prefix = format!("report-{}", std::process::id());
+    let cfg = cfg_dir.path().join("qanat.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[storage]
+default_location = "local"
+
+[[storage.locations]]
+name = "local"
+url = "{local}"
+region = "uae-north"
+
+[[storage.locations]]
+name = "archive"
+url = "{bucket_url}/{prefix}"
+region = "uae-south"
+[storage.locations.options]
+aws_endpoint = "{endpoint}"
+aws_region = "us-east-1"
+aws_access_key_id = "test"
+aws_secret_access_key = "test"
+aws_allow_http = "true"
+"#,
+            local = cfg_dir.path().join("objects").display()
+        ),
+    )
+    .expect("write config");
+    let q = Qanat::start_with(vec![
+        ("QANAT_CONFIG".into(), cfg.display().to_string()),
+        ("QANAT_METADATA_URL".into(), db.url.clone()),
+    ]);
+    q.create_project("rep", &["uae-north"]);
+    let put = |key: &str, body: &str| {
+        q.request(
+            "PUT",
+            &format!("/api/v1/projects/rep/objects/{key}?location=archive"),
+        )
+        .body(body.to_string())
+        .send()
+        .expect("send")
+        .status()
+        .as_u16()
+    };
+    // Refused by residency first (and audited), then allowed.
+    assert_eq!(put("a.txt", "refused"), 403);
+    let (s, _) = q.api(
+        "PATCH",
+        "/api/v1/projects/rep",
+        Some(json!({"allowed_regions": ["uae-north", "uae-south"]})),
+    );
+    assert_eq!(s, 200);
+    let body = "x".repeat(12_345);
+    assert_eq!(put("a.txt", &body), 201);
+    // A dataset with emails on the local location, read in clear by a PII reader.
+    let src = q.dir.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    let rows: String = (0..50)
+        .map(|i| format!("{i},user{i}@example.ae\n"))
+        .collect();
+    std::fs::write(src.join("people.csv"), format!("id,email\n{rows}")).expect("write");
+    q.cli_ok("data -p rep create people");
+    q.cli_ok(&format!("data -p rep push people {}", src.display()));
+    let reader = q.user_with_role("rita", "rep", "viewer");
+    q.cli_ok("projects grant-pii rep rita");
+    let out = q.dir.path().join("pulled");
+    let (ok, _, err) = q.cli_as(
+        &reader,
+        &[
+            "data",
+            "-p",
+            "rep",
+            "pull",
+            "people",
+            out.to_str().expect("utf8"),
+        ],
+    );
+    assert!(ok && !err.contains("pseudonymized"), "{err}");
+
+    let (s, r) = q.api("GET", "/api/v1/compliance/report?project=rep", None);
+    assert_eq!(s, 200, "{r}");
+    let location = |name: &str| {
+        r["locations"]
+            .as_array()
+            .expect("locations")
+            .iter()
+            .find(|l| l["name"] == name)
+            .cloned()
+            .expect("location")
+    };
+    let archive = location("archive");
+    assert_eq!(archive["region"], "uae-south");
+    assert_eq!(archive["kind"], "s3");
+    assert_eq!(archive["projects"][0]["objects"], 1, "{archive}");
+    assert_eq!(archive["projects"][0]["bytes"], 12_345, "{archive}");
+    assert!(archive["projects"][0]["stored_bytes"].as_u64() > Some(12_345));
+    let local = location("local");
+    let (_, log, _) = q.cli(&["data", "-p", "rep", "log", "people", "--output", "json"]);
+    let log: Value = serde_json::from_str(&log).expect("json");
+    let chunks = log[0]["new_bytes"].as_u64().expect("new bytes");
+    let bytes = local["projects"][0]["bytes"].as_u64().expect("bytes");
+    assert!(
+        bytes >= chunks && bytes < chunks + 65_536,
+        "{bytes} vs {chunks}: {local}"
+    );
+    assert_eq!(r["personal_data"][0]["name"], "people");
+    assert_eq!(r["personal_data"][0]["columns"][0]["column"], "email");
+    assert_eq!(r["personal_data"][0]["columns"][0]["declared"], false);
+    assert_eq!(
+        r["residency_refusals"]["count"], 1,
+        "{}",
+        r["residency_refusals"]
+    );
+    assert!(r["residency_refusals"]["entries"][0]["detail"]
+        .as_str()
+        .is_some_and(|d| d.contains("uae-south")));
+    let access = r["pii_access"]["entries"].to_string();
+    assert!(
+        access.contains("pii.grant") && access.contains("PII read in clear"),
+        "{access}"
+    );
+    assert_eq!(r["audit"]["verification"]["ok"], true);
+    let (s, page) = {
+        let resp = q
+            .request("GET", "/api/v1/compliance/report?project=rep&format=html")
+            .send()
+            .expect("send");
+        (resp.status().as_u16(), resp.text().expect("text"))
+    };
+    assert_eq!(s, 200);
+    assert!(
+        page.contains("uae-south") && page.contains("people"),
+        "{page}"
+    );
+}
