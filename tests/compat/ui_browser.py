@@ -304,6 +304,13 @@ def main():
         navigating(d, lambda: d.find_element(By.CSS_SELECTOR, "button[name=verify]").click())
         check("the audit chain verifies", "verifies" in d.page_source, "no verification")
         drain(d)
+        visit(d, "/ui/compliance", "Compliance report", "compliance")
+        check("the compliance report says where data lives", "Where data lives" in d.page_source and "uae-north" in d.page_source, "")
+        check("the compliance report verifies the audit chain", "The chain verifies" in d.page_source, "")
+        navigating(d, lambda: d.execute_script(
+            "var f=document.querySelector('form.filters'); f.querySelector('input[name=project]').value=%s; f.submit();" % json.dumps(PROJECT)))
+        check("the compliance report narrows to one project", f"project {PROJECT}" in d.find_element(By.TAG_NAME, "main").text, d.current_url)
+        drain(d)
 
         # The keyboard: the first Tab reaches the skip link, which leads to the content.
         d.get(URL + f"/ui/p/{PROJECT}/models")
