@@ -62,6 +62,16 @@ fn summary(r: &ComplianceReport) {
         "region allowed",
     ]);
     for l in &r.locations {
+        if l.projects.is_empty() {
+            t.add_row(vec![
+                l.name.clone(),
+                l.region.clone(),
+                "-".into(),
+                "0".into(),
+                output::human(0),
+                "-".into(),
+            ]);
+        }
         for p in &l.projects {
             t.add_row(vec![
                 l.name.clone(),
