@@ -1343,6 +1343,21 @@ impl Datasets {
         entry: &FileEntry,
         columns: Vec<String>,
     ) -> Result<Pseudonymized> {
+        let purpose = crate::protect::purpose(&ds.project_id);
+        self.pseudonymized_file_for(ds, entry, columns, purpose)
+            .await
+    }
+
+    /// [`Self::pseudonymized_file`] with the pseudonyms keyed for `purpose` (the
+    /// inference log's, for a drift reference that must match it).
+    #[qanat_macros::boxed]
+    pub async fn pseudonymized_file_for(
+        &self,
+        ds: &Dataset,
+        entry: &FileEntry,
+        columns: Vec<String>,
+        purpose: String,
+    ) -> Result<Pseudonymized> {
         let Some(format) = TableFormat::of(&entry.path) else {
             return Err(Error::invalid(
                 "file",
@@ -1357,7 +1372,6 @@ impl Datasets {
             tokio::runtime::Handle::current(),
         );
         let keyring = self.storage.keyring().clone();
-        let purpose = crate::protect::purpose(&ds.project_id);
         tokio::task::spawn_blocking(move || -> Result<Pseudonymized> {
             let file = tempfile::NamedTempFile::new().map_err(Error::Io)?;
             let mut out = Hashing {

@@ -205,19 +205,36 @@ impl Monitors {
             .unwrap_or("csv")
             .to_ascii_lowercase();
         let path = dir.path().join(format!("training.{ext}"));
-        let mut out = tokio::fs::File::create(&path)
-            .await
-            .map_err(|e| Error::Internal(format!("staging {training}: {e}")))?;
-        let mut stream = std::pin::pin!(datasets.file_stream(&ds, file));
-        while let Some(chunk) = stream.next().await {
-            out.write_all(&chunk?)
+        // Personal-data columns (declared or found) go into the reference as the
+        // inference log's pseudonyms: a drift report, which any viewer reads, shows
+        // no value of them, and their categories still compare with the log's.
+        let protected = datasets.pii_columns(&ds, &v).await?.remove(&file.path);
+        if let Some(t) = protected {
+            let hidden = datasets
+                .pseudonymized_file_for(
+                    &ds,
+                    &file,
+                    t.columns,
+                    qanat_serving::log_pii_purpose(&project.id),
+                )
+                .await?;
+            tokio::fs::copy(hidden.file.path(), &path)
+                .await
+                .map_err(|e| Error::Internal(format!("staging {training}: {e}")))?;
+        } else {
+            let mut out = tokio::fs::File::create(&path)
+                .await
+                .map_err(|e| Error::Internal(format!("staging {training}: {e}")))?;
+            let mut stream = std::pin::pin!(datasets.file_stream(&ds, file));
+            while let Some(chunk) = stream.next().await {
+                out.write_all(&chunk?)
+                    .await
+                    .map_err(|e| Error::Internal(format!("staging {training}: {e}")))?;
+            }
+            out.flush()
                 .await
                 .map_err(|e| Error::Internal(format!("staging {training}: {e}")))?;
         }
-        out.flush()
-            .await
-            .map_err(|e| Error::Internal(format!("staging {training}: {e}")))?;
-        drop(out);
 
         let keep_target = target.clone();
         let mut profile = tokio::task::spawn_blocking(move || {

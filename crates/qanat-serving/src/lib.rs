@@ -1081,3 +1081,10 @@ mod tests {
         }
     }
 }
+
+/// What the inference log's pseudonyms of personal-data inputs are keyed for, in
+/// project `id` (a drift reference made from a training set keys its personal-data
+/// columns the same way, so they compare).
+pub fn log_pii_purpose(id: &qanat_core::ProjectId) -> String {
+    format!("pii:{id}")
+}

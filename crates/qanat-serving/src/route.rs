@@ -622,7 +622,7 @@ impl Serving {
                 None => route.log.pii.clone(),
             },
             keys: fetched.clone(),
-            mac_purpose: format!("pii:{}", project.id),
+            mac_purpose: crate::log_pii_purpose(&project.id),
             keyring: self.storage.keyring().clone(),
         });
         if let Some(copy) = &copy {
