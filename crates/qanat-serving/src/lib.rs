@@ -1065,6 +1065,13 @@ pub(crate) fn not_found(what: &str, e: qanat_tracking::Error) -> Error {
     }
 }
 
+/// What the inference log's pseudonyms of personal-data inputs are keyed for, in
+/// project `id` (a drift reference made from a training set keys its personal-data
+/// columns the same way, so they compare).
+pub fn log_pii_purpose(id: &qanat_core::ProjectId) -> String {
+    format!("pii:{id}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::OnnxDevice;
@@ -1080,11 +1087,4 @@ mod tests {
             assert!(e.contains("cpu, auto, cuda or cuda:<device number>"), "{e}");
         }
     }
-}
-
-/// What the inference log's pseudonyms of personal-data inputs are keyed for, in
-/// project `id` (a drift reference made from a training set keys its personal-data
-/// columns the same way, so they compare).
-pub fn log_pii_purpose(id: &qanat_core::ProjectId) -> String {
-    format!("pii:{id}")
 }
