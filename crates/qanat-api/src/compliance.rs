@@ -132,6 +132,7 @@ pub(crate) async fn build(
             name: p.name.clone(),
             allowed_regions: p.allowed_regions.clone(),
             require_pii_declared: p.require_pii_declared,
+            inference_log_days: p.inference_log_days,
             pii_readers: state.gov.pii_readers(p).await?,
         });
         personal_data.extend(holdings(state, p).await?);
@@ -404,11 +405,12 @@ pub(crate) fn body(r: &ComplianceReport) -> Markup {
         }
         h2 { "Projects" }
         table {
-            tr { th { "Project" } th { "Allowed regions" } th { "Personal data" } th { "PII permission held by" } }
+            tr { th { "Project" } th { "Allowed regions" } th { "Personal data" } th { "Inference logs kept" } th { "PII permission held by" } }
             @for p in &r.projects {
                 tr {
                     td { (p.name) } td { (p.allowed_regions.join(", ")) }
                     td { @if p.require_pii_declared { "must be declared" } @else { "flagged when undeclared" } }
+                    td { @match p.inference_log_days { Some(d) => { (d) " days" } None => { "until deleted" } } }
                     td { @if p.pii_readers.is_empty() { "nobody (global admins only)" } @else { @for (i, x) in p.pii_readers.iter().enumerate() { @if i > 0 { ", " } (x.user) " (by " (x.granted_by) ", " (x.granted_at) ")" } } }
                 }
             }

@@ -73,7 +73,68 @@ async fn project_gc(state: &AppState, p: &Project, grace: Duration) -> Result<Gc
         .events
         .purge_history(&p.id, cutoff_micros(state.http.retention) / 1000)
         .await?;
+    if let Some(days) = p.inference_log_days {
+        let (files, bytes) = expire_inference_logs(state, p, days).await?;
+        report.inference_log_files_deleted = files;
+        report.inference_log_bytes_deleted = bytes;
+    }
     Ok(report)
+}
+
+/// Deletes the project's inference log files of days older than `days` before today
+/// (UTC), in every location; (files, bytes) deleted. A log file lives under
+/// `projects/<id>/inference-log/<deployment>/<yyyy-mm-dd>/`.
+async fn expire_inference_logs(
+    state: &AppState,
+    p: &Project,
+    days: u32,
+) -> Result<(u64, u64), ApiError> {
+    let prefix: ObjectKey = format!("projects/{}/inference-log", p.id).parse()?;
+    let oldest_kept = oldest_day_kept(now_micros(), days);
+    let (mut files, mut bytes) = (0, 0);
+    for loc in state.storage.locations() {
+        for o in state.storage.list(&loc.name, Some(&prefix)).await? {
+            if !log_day_expired(&o.key, &oldest_kept) {
+                continue;
+            }
+            let key: ObjectKey = o.key.parse()?;
+            match state.storage.delete(&loc.name, &key).await {
+                Ok(()) => {
+                    files += 1;
+                    bytes += o.size;
+                }
+                Err(qanat_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok((files, bytes))
+}
+
+/// The first day (`yyyy-mm-dd`, UTC) a retention of `days` keeps at `now` (µs): today
+/// and the `days - 1` days before it.
+fn oldest_day_kept(now: i64, days: u32) -> String {
+    let day = 86_400_000_000i64;
+    let start = now.div_euclid(day) * day - i64::from(days.saturating_sub(1)) * day;
+    qanat_store::format_micros(start)[..10].to_string()
+}
+
+/// Whether the log file `key` holds a day before `oldest_kept`; a key without a day
+/// segment is never expired.
+fn log_day_expired(key: &str, oldest_kept: &str) -> bool {
+    key.split('/')
+        .nth(4)
+        .filter(|d| {
+            d.len() == 10
+                && d.bytes().enumerate().all(|(i, b)| {
+                    if i == 4 || i == 7 {
+                        b == b'-'
+                    } else {
+                        b.is_ascii_digit()
+                    }
+                })
+        })
+        .is_some_and(|d| d < oldest_kept)
 }
 
 /// Removes a deleted project and everything it held: its objects first, then each
@@ -109,14 +170,16 @@ pub(crate) async fn gc(
 /// What a gc removed, for its audit entry (and the compliance report).
 fn removed(r: &GcReport) -> String {
     format!(
-        "removed: {} dataset(s) purged, {} chunk(s) deleted ({} bytes), {} experiment(s) and {} run(s) purged, {} artifact(s) deleted, {} delivery record(s) purged",
+        "removed: {} dataset(s) purged, {} chunk(s) deleted ({} bytes), {} experiment(s) and {} run(s) purged, {} artifact(s) deleted, {} delivery record(s) purged, {} inference log file(s) past retention deleted ({} bytes)",
         r.datasets_purged,
         r.chunks_deleted,
         r.bytes_freed,
         r.experiments_purged,
         r.runs_purged,
         r.artifacts_deleted,
-        r.deliveries_purged
+        r.deliveries_purged,
+        r.inference_log_files_deleted,
+        r.inference_log_bytes_deleted
     )
 }
 
@@ -165,4 +228,29 @@ pub(crate) fn routes() -> Fragment {
     Fragment::default()
         .streaming(routes!(gc), Policy::in_project("project.gc", Maintainer))
         .streaming(routes!(gc_all), Policy::global_admin("gc.all"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retention_keeps_today_and_the_days_before_it_and_nothing_older() {
+        let now = qanat_store::parse_micros("2026-11-29T10:00:00Z").expect("time");
+        assert_eq!(oldest_day_kept(now, 1), "2026-11-29");
+        assert_eq!(oldest_day_kept(now, 30), "2026-10-31");
+        let key = |day: &str| format!("projects/p1/inference-log/web/{day}/10-abc.parquet");
+        assert!(log_day_expired(&key("2026-10-30"), "2026-10-31"));
+        assert!(!log_day_expired(&key("2026-10-31"), "2026-10-31"));
+        assert!(!log_day_expired(&key("2026-11-29"), "2026-10-31"));
+        // Anything that is not a day segment is left alone.
+        assert!(!log_day_expired(
+            "projects/p1/inference-log/web/x.parquet",
+            "2026-10-31"
+        ));
+        assert!(!log_day_expired(
+            "projects/p1/inference-log/web/2026-1-1/x",
+            "2026-10-31"
+        ));
+    }
 }

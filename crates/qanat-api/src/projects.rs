@@ -102,6 +102,7 @@ pub(crate) async fn update(
                 body.description.as_deref(),
                 body.allowed_regions.as_deref(),
                 body.require_pii_declared,
+                body.inference_log_days,
             )
             .await?,
     ))

@@ -18,6 +18,9 @@ fn project_from_row(row: &AnyRow) -> Result<Project> {
         allowed_regions: serde_json::from_str(&regions)
             .map_err(|e| Error::invalid("stored regions", e.to_string()))?,
         require_pii_declared: row.try_get::<i64, _>("require_pii_declared")? != 0,
+        inference_log_days: row
+            .try_get::<Option<i64>, _>("inference_log_days")?
+            .and_then(|d| u32::try_from(d).ok()),
         created_at: rfc3339(row.try_get("created_at")?),
         created_by: row.try_get("created_by")?,
         deleted_at: row.try_get::<Option<i64>, _>("deleted_at")?.map(rfc3339),
@@ -267,6 +270,7 @@ impl Governance {
         description: Option<&str>,
         allowed_regions: Option<&[String]>,
         require_pii_declared: Option<bool>,
+        inference_log_days: Option<u32>,
     ) -> Result<Project> {
         let regions = match allowed_regions {
             Some(r) => validate_regions(r)?,
@@ -275,10 +279,22 @@ impl Governance {
         let regions_json = serde_json::to_string(&regions)
             .map_err(|e| Error::invalid("regions", e.to_string()))?;
         let require = require_pii_declared.unwrap_or(current.require_pii_declared);
-        sqlx::query("UPDATE projects SET description = $1, allowed_regions = $2, require_pii_declared = $3 WHERE id = $4")
+        let days = match inference_log_days {
+            Some(0) => None,
+            Some(d) if d > 36_500 => {
+                return Err(Error::invalid(
+                    "inference_log_days",
+                    "at most 36500 (100 years); 0 keeps logs until deleted",
+                ))
+            }
+            Some(d) => Some(d),
+            None => current.inference_log_days,
+        };
+        sqlx::query("UPDATE projects SET description = $1, allowed_regions = $2, require_pii_declared = $3, inference_log_days = $4 WHERE id = $5")
             .bind(description.unwrap_or(&current.description))
             .bind(regions_json)
             .bind(i64::from(require))
+            .bind(days.map(i64::from))
             .bind(&current.id)
             .execute(self.meta.writer())
             .await?;

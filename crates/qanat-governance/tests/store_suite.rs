@@ -177,6 +177,7 @@ async fn projects_members_and_roles() {
                 None,
                 Some(&["uae-north".into(), "uae-south".into()]),
                 None,
+                None,
             )
             .await
             .expect("update");

@@ -140,6 +140,10 @@ pub struct Project {
     /// refused (otherwise it is accepted and flagged).
     #[serde(default)]
     pub require_pii_declared: bool,
+    /// Days its deployments' inference logs are kept (gc deletes older days); none:
+    /// until deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inference_log_days: Option<u32>,
     pub created_at: String,
     pub created_by: String,
     /// When it was deleted (only deleted projects, listed by global admins, have it).

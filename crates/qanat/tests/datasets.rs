@@ -1484,6 +1484,17 @@ fn personal_data_is_pseudonymized_for_readers_without_the_pii_permission() {
     let rows = csv_fields(&out.join("customers.csv"));
     assert!(rows[1][2].starts_with("pii:"), "{:?}", rows[1]);
 
+    // Inference logs kept a week: gc enforces it and its audit entry says what went.
+    let out = q.cli_ok("projects set-retention crm --inference-log-days 7");
+    assert!(out.contains("7 days"), "{out}");
+    let (ok, out, err) = q.cli(&["gc", "-p", "crm", "--output", "json"]);
+    assert!(ok && out.contains("\"inference_log_files_deleted\": 0"), "{out}{err}");
+    let (_, gcs) = q.api("GET", "/api/v1/audit?action=project.gc&limit=5", None);
+    assert!(
+        gcs.to_string().contains("inference log file(s) past retention deleted"),
+        "{gcs}"
+    );
+
     // The compliance report of the project: its figures are the data's.
     let (ok, out, err) = q.cli(&["compliance", "report", "-p", "crm", "--output", "json"]);
     assert!(ok, "{err}");
@@ -1559,6 +1570,8 @@ fn personal_data_is_pseudonymized_for_readers_without_the_pii_permission() {
         "{access}"
     );
     assert_eq!(r["projects"][0]["require_pii_declared"], true);
+    assert_eq!(r["projects"][0]["inference_log_days"], 7);
+    assert!(r["retention"]["gc_runs"]["count"].as_u64() >= Some(1), "{}", r["retention"]);
     assert_eq!(r["audit"]["verification"]["ok"], true);
     assert!(r["keys"]["active_key_id"]
         .as_str()

@@ -141,6 +141,12 @@ pub struct GcReport {
     /// retention period).
     #[serde(default)]
     pub deliveries_purged: u64,
+    /// Inference log files deleted because their day is past the project's
+    /// `inference_log_days`, and their bytes.
+    #[serde(default)]
+    pub inference_log_files_deleted: u64,
+    #[serde(default)]
+    pub inference_log_bytes_deleted: u64,
 }
 
 /// What an installation-wide gc did.

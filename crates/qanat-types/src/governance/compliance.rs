@@ -73,6 +73,8 @@ pub struct ProjectPolicy {
     pub name: String,
     pub allowed_regions: Vec<String>,
     pub require_pii_declared: bool,
+    /// Days its inference logs are kept (none: until deleted).
+    pub inference_log_days: Option<u32>,
     /// Who holds the PII permission (global admins hold it too).
     pub pii_readers: Vec<PiiReader>,
 }

@@ -118,6 +118,9 @@ pub struct UpdateProject {
     pub allowed_regions: Option<Vec<String>>,
     /// Refuse pushes holding personal data their dataset does not declare.
     pub require_pii_declared: Option<bool>,
+    /// Days inference logs are kept (gc deletes older days); 0 keeps them until
+    /// deleted.
+    pub inference_log_days: Option<u32>,
 }
 
 /// The role to give a project member.

@@ -35,6 +35,13 @@ pub enum ProjectsCmd {
         #[arg(action = clap::ArgAction::Set)]
         required: bool,
     },
+    /// How many days the project's inference logs are kept (project admins): gc
+    /// deletes the days before (0: keep until deleted). Each gc says what it removed.
+    SetRetention {
+        name: String,
+        #[arg(long, value_name = "DAYS", required = true)]
+        inference_log_days: u32,
+    },
     /// Who holds the project's PII permission (personal data in clear).
     PiiReaders { name: String },
     /// Grant a user the project's PII permission (project admins; audited): personal

@@ -112,9 +112,11 @@ fn summary(r: &ComplianceReport) {
     for p in &r.projects {
         let readers: Vec<&str> = p.pii_readers.iter().map(|x| x.user.as_str()).collect();
         println!(
-            "project {}: regions {}; personal data {}; PII permission: {}",
+            "project {}: regions {}; inference logs kept {}; personal data {}; PII permission: {}",
             p.name,
             p.allowed_regions.join(", "),
+            p.inference_log_days
+                .map_or_else(|| "until deleted".to_string(), |d| format!("{d} days")),
             if p.require_pii_declared {
                 "must be declared"
             } else {

@@ -40,6 +40,16 @@ pub async fn run(ctx: &Ctx, cmd: ProjectsCmd) -> Result<()> {
             };
             output::record(format, &c.update_project(&name, &change).await?)
         }
+        ProjectsCmd::SetRetention {
+            name,
+            inference_log_days,
+        } => {
+            let change = UpdateProject {
+                inference_log_days: Some(inference_log_days),
+                ..UpdateProject::default()
+            };
+            output::record(format, &c.update_project(&name, &change).await?)
+        }
         ProjectsCmd::PiiReaders { name } => output::list(format, &c.pii_readers(&name).await?),
         ProjectsCmd::GrantPii { project, user } => {
             output::record(format, &c.grant_pii(&project, &user).await?)
@@ -90,6 +100,7 @@ output::fields!(Project, |x| {
     "description" => x.description.clone(),
     "regions" => output::joined(&x.allowed_regions),
     "personal data" => if x.require_pii_declared { "must be declared" } else { "flagged when undeclared" }.to_string(),
+    "inference logs kept" => x.inference_log_days.map_or_else(|| "until deleted".into(), |d| format!("{d} days")),
     "created" => x.created_at.clone(),
     "created by" => x.created_by.clone(),
 });
