@@ -1488,10 +1488,14 @@ fn personal_data_is_pseudonymized_for_readers_without_the_pii_permission() {
     let out = q.cli_ok("projects set-retention crm --inference-log-days 7");
     assert!(out.contains("7 days"), "{out}");
     let (ok, out, err) = q.cli(&["gc", "-p", "crm", "--output", "json"]);
-    assert!(ok && out.contains("\"inference_log_files_deleted\": 0"), "{out}{err}");
+    assert!(
+        ok && out.contains("\"inference_log_files_deleted\": 0"),
+        "{out}{err}"
+    );
     let (_, gcs) = q.api("GET", "/api/v1/audit?action=project.gc&limit=5", None);
     assert!(
-        gcs.to_string().contains("inference log file(s) past retention deleted"),
+        gcs.to_string()
+            .contains("inference log file(s) past retention deleted"),
         "{gcs}"
     );
 
@@ -1571,7 +1575,11 @@ fn personal_data_is_pseudonymized_for_readers_without_the_pii_permission() {
     );
     assert_eq!(r["projects"][0]["require_pii_declared"], true);
     assert_eq!(r["projects"][0]["inference_log_days"], 7);
-    assert!(r["retention"]["gc_runs"]["count"].as_u64() >= Some(1), "{}", r["retention"]);
+    assert!(
+        r["retention"]["gc_runs"]["count"].as_u64() >= Some(1),
+        "{}",
+        r["retention"]
+    );
     assert_eq!(r["audit"]["verification"]["ok"], true);
     assert!(r["keys"]["active_key_id"]
         .as_str()
