@@ -113,7 +113,14 @@ pub struct Datasets {
     /// Where a push with undeclared personal data is reported
     /// (`undeclared_pii.created`), in the version's own transaction.
     outbox: Option<qanat_events::Outbox>,
+    /// Pseudonymized copies being written at once (each reads a whole table and
+    /// writes it to a temporary file): readers without the PII permission queue here
+    /// rather than fill the disk or the cores.
+    rewrites: std::sync::Arc<tokio::sync::Semaphore>,
 }
+
+/// Pseudonymized copies written at once.
+const REWRITES: usize = 2;
 
 impl Datasets {
     pub fn new(meta: MetaStore, storage: ObjectStorage) -> Self {
@@ -121,6 +128,7 @@ impl Datasets {
             meta,
             storage,
             outbox: None,
+            rewrites: std::sync::Arc::new(tokio::sync::Semaphore::new(REWRITES)),
         }
     }
 
@@ -1372,6 +1380,11 @@ impl Datasets {
             tokio::runtime::Handle::current(),
         );
         let keyring = self.storage.keyring().clone();
+        let _turn = self
+            .rewrites
+            .acquire()
+            .await
+            .map_err(|e| Error::Busy(format!("pseudonymizing: {e}")))?;
         tokio::task::spawn_blocking(move || -> Result<Pseudonymized> {
             let file = tempfile::NamedTempFile::new().map_err(Error::Io)?;
             let mut out = Hashing {
