@@ -528,14 +528,10 @@ impl Governance {
             "SELECT * FROM audit_log {filter} ORDER BY seq {order} LIMIT ${}",
             binds.len() + 1
         );
-        let mut query = sqlx::query(&sql);
-        for b in binds {
-            query = match b {
-                Bind::Text(s) => query.bind(s),
-                Bind::Int(i) => query.bind(i),
-            };
-        }
-        let rows = query.bind(limit).fetch_all(self.meta.reader()).await?;
+        let rows = bound(sqlx::query(&sql), &binds)
+            .bind(limit)
+            .fetch_all(self.meta.reader())
+            .await?;
         let mut out = rows
             .iter()
             .map(|r| RawEntry::from_row(r).map(RawEntry::into_entry))

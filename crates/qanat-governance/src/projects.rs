@@ -435,15 +435,21 @@ impl Governance {
             return Ok(hit);
         }
         let generation = self.pii.generation();
-        let granted =
-            sqlx::query("SELECT 1 AS one FROM pii_readers WHERE project_id = $1 AND user_id = $2")
-                .bind(&p.id)
-                .bind(&who.user_id)
-                .fetch_optional(self.meta.reader())
-                .await?
-                .is_some();
+        let granted = self.pii_granted(p, &who.user_id).await?;
         self.pii.put(key, granted, generation);
         Ok(granted)
+    }
+
+    /// Whether user `id` was granted project `p`'s PII permission.
+    async fn pii_granted(&self, p: &Project, id: &UserId) -> Result<bool> {
+        Ok(
+            sqlx::query("SELECT 1 AS one FROM pii_readers WHERE project_id = $1 AND user_id = $2")
+                .bind(&p.id)
+                .bind(id)
+                .fetch_optional(self.meta.reader())
+                .await?
+                .is_some(),
+        )
     }
 
     /// [`Governance::reads_pii`] for user `name` (a job's submitter): a global admin,
@@ -457,14 +463,7 @@ impl Governance {
         if u.is_admin {
             return Ok(true);
         }
-        Ok(
-            sqlx::query("SELECT 1 AS one FROM pii_readers WHERE project_id = $1 AND user_id = $2")
-                .bind(&p.id)
-                .bind(&u.id)
-                .fetch_optional(self.meta.reader())
-                .await?
-                .is_some(),
-        )
+        self.pii_granted(p, &u.id).await
     }
 
     /// Members of a project.

@@ -144,36 +144,8 @@ fn server_writes_encrypted_objects_to_s3_with_residency() {
     ) else {
         return;
     };
-    let cfg_dir = tempfile::tempdir().expect("tempdir");
     let prefix = format!("server-{}", std::process::id());
-    let cfg = cfg_dir.path().join("qanat.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"
-[storage]
-default_location = "local"
-
-[[storage.locations]]
-name = "local"
-url = "{local}"
-region = "uae-north"
-
-[[storage.locations]]
-name = "archive"
-url = "{bucket_url}/{prefix}"
-region = "uae-south"
-[storage.locations.options]
-aws_endpoint = "{endpoint}"
-aws_region = "us-east-1"
-aws_access_key_id = "test"
-aws_secret_access_key = "test"
-aws_allow_http = "true"
-"#,
-            local = cfg_dir.path().join("objects").display()
-        ),
-    )
-    .expect("write config");
+    let (_cfg_dir, cfg) = s3_config(&bucket_url, &endpoint, &prefix);
     let q = Qanat::start_with(vec![("QANAT_CONFIG".into(), cfg.display().to_string())]);
     q.create_project("s3p", &["uae-north"]);
     let secret = "national-id,1234-5678-9012\n".repeat(1000);
@@ -246,6 +218,46 @@ aws_allow_http = "true"
     assert_eq!(listed[0]["size"], secret.len());
 }
 
+/// A configuration with a local location in uae-north (the default) and an S3
+/// location `archive` in uae-south under `prefix` of the bucket: its directory (kept
+/// while the server runs) and the file.
+fn s3_config(
+    bucket_url: &str,
+    endpoint: &str,
+    prefix: &str,
+) -> (tempfile::TempDir, std::path::PathBuf) {
+    let cfg_dir = tempfile::tempdir().expect("tempdir");
+    let cfg = cfg_dir.path().join("qanat.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[storage]
+default_location = "local"
+
+[[storage.locations]]
+name = "local"
+url = "{local}"
+region = "uae-north"
+
+[[storage.locations]]
+name = "archive"
+url = "{bucket_url}/{prefix}"
+region = "uae-south"
+[storage.locations.options]
+aws_endpoint = "{endpoint}"
+aws_region = "us-east-1"
+aws_access_key_id = "test"
+aws_secret_access_key = "test"
+aws_allow_http = "true"
+"#,
+            local = cfg_dir.path().join("objects").display()
+        ),
+    )
+    .expect("write config");
+    (cfg_dir, cfg)
+}
+
 /// Every object under `prefix` in the bucket, name and bytes, read straight from it
 /// (bypassing Qanat).
 fn raw_s3_objects(bucket_url: &str, endpoint: &str, prefix: &str) -> Vec<(String, Vec<u8>)> {
@@ -299,36 +311,8 @@ fn compliance_report_on_postgres_and_s3_matches_the_data() {
     let Some(db) = rt.block_on(TestDb::postgres(qanat::wiring::SCHEMA)) else {
         return;
     };
-    let cfg_dir = tempfile::tempdir().expect("tempdir");
     let prefix = format!("report-{}", std::process::id());
-    let cfg = cfg_dir.path().join("qanat.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"
-[storage]
-default_location = "local"
-
-[[storage.locations]]
-name = "local"
-url = "{local}"
-region = "uae-north"
-
-[[storage.locations]]
-name = "archive"
-url = "{bucket_url}/{prefix}"
-region = "uae-south"
-[storage.locations.options]
-aws_endpoint = "{endpoint}"
-aws_region = "us-east-1"
-aws_access_key_id = "test"
-aws_secret_access_key = "test"
-aws_allow_http = "true"
-"#,
-            local = cfg_dir.path().join("objects").display()
-        ),
-    )
-    .expect("write config");
+    let (_cfg_dir, cfg) = s3_config(&bucket_url, &endpoint, &prefix);
     let q = Qanat::start_with(vec![
         ("QANAT_CONFIG".into(), cfg.display().to_string()),
         ("QANAT_METADATA_URL".into(), db.url.clone()),

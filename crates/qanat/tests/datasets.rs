@@ -1602,4 +1602,27 @@ fn personal_data_is_pseudonymized_for_readers_without_the_pii_permission() {
     );
     let (ok, _, err) = q.cli_as(&vera, &["compliance", "report", "-p", "crm"]);
     assert!(!ok && err.contains("admin"), "{err}");
+    // A period that is not one is refused with what to write instead.
+    for (args, says) in [
+        (vec!["--since", "yesterday"], "is not an RFC 3339 time"),
+        (
+            vec![
+                "--since",
+                "2026-12-01T00:00:00Z",
+                "--until",
+                "2026-11-01T00:00:00Z",
+            ],
+            "since must be before until",
+        ),
+    ] {
+        let mut all = vec!["compliance", "report", "-p", "crm"];
+        all.extend(args);
+        let (ok, _, err) = q.cli(&all);
+        assert!(!ok && err.contains("400") && err.contains(says), "{err}");
+    }
+    let (s, v) = q.api("GET", "/api/v1/compliance/report?format=pdf", None);
+    assert!(
+        s == 400 && v.to_string().contains("not one of json, html"),
+        "{s} {v}"
+    );
 }
