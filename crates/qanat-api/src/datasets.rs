@@ -13,7 +13,8 @@ use qanat_data::wire::{
     MissingChunks, PseudonymizedFile, TagBody, VersionWithManifest,
 };
 use qanat_data::{
-    pack, ChunkId, Dataset, DatasetVersion, NewDataset, UpdateDataset, VersionRef, MAX_CHUNK,
+    pack, ChunkId, Dataset, DatasetVersion, Erasure, ErasureRequest, NewDataset, UpdateDataset,
+    VersionRef, MAX_CHUNK,
 };
 use qanat_governance::wire::LineageParams;
 
@@ -414,6 +415,7 @@ pub(crate) async fn file(
             manifest.files.len()
         ))
     })?;
+    state.datasets.check_not_erased(&d, &entry).await?;
     let table = state
         .datasets
         .pii_columns(&d, &v)
@@ -643,7 +645,7 @@ async fn canonical_ref(
             state.tracking.logged_model(p, &r.name, true).await?;
             r
         }
-        Kind::User | Kind::DriftReport | Kind::InferenceLog => r,
+        Kind::User | Kind::DriftReport | Kind::InferenceLog | Kind::Erasure => r,
         Kind::FeatureView => {
             let version = match r.selector_or_latest() {
                 Selector::Version(n) => Some(n),
@@ -703,6 +705,80 @@ pub(crate) async fn copy(
     Ok((StatusCode::CREATED, Json(v)))
 }
 
+/// Erase one data subject's rows from a dataset (project admins; audited): a new
+/// version without them, and the chunks of every older version that held them
+/// destroyed (their data keys first), recorded in lineage as `erasure:<request_id>`.
+/// Sending the same request again finishes one that stopped part-way.
+#[utoipa::path(post, path = "/api/v1/projects/{project}/datasets/{dataset}/erasures", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path), ("dataset" = String, Path)), request_body = ErasureRequest,
+    responses((status = 201, body = Erasure), (status = 400, body = crate::ErrorBody), (status = 409, body = crate::ErrorBody)))]
+pub(crate) async fn erase(
+    State(state): State<AppState>,
+    scope: Scope,
+    Caller(caller): Caller,
+    ApiPath(path): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<ErasureRequest>,
+) -> Result<Response, ApiError> {
+    let (_, dataset) = path;
+    let d = state.datasets.get(&scope.project, &dataset).await?;
+    let e = state
+        .datasets
+        .erase(&scope.project, &d, &body, &caller.name)
+        .await?;
+    // The audit entry names the request and what it did, never the values.
+    let note = format!(
+        "erasure {} of {} ({}): {} row(s) removed{}, {} file(s) of {} version(s) held them, {} chunk(s) destroyed{}",
+        e.request_id,
+        e.dataset,
+        e.columns.join(", "),
+        e.rows_removed,
+        e.new_version
+            .map(|v| format!(" in new version {v}"))
+            .unwrap_or_default(),
+        e.files.len(),
+        e.files
+            .iter()
+            .map(|f| f.version)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        e.chunks_shredded,
+        if e.also_unreadable.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; also unreadable now: {}",
+                e.also_unreadable
+                    .iter()
+                    .map(|a| format!("{}@{} {}", a.dataset, a.version, a.path))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    );
+    let mut resp = (StatusCode::CREATED, Json(e)).into_response();
+    resp.extensions_mut().insert(ReadNote(note));
+    Ok(resp)
+}
+
+/// The erasures of a dataset (viewers; audited): each request, what it matched on
+/// (the columns, never the values), and what it removed and destroyed.
+#[utoipa::path(get, path = "/api/v1/projects/{project}/datasets/{dataset}/erasures", tag = "datasets", security(("bearer" = [])),
+    params(("project" = String, Path), ("dataset" = String, Path)),
+    responses((status = 200, body = [Erasure]), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn list_erasures(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiPath(path): ApiPath<(String, String)>,
+) -> Result<Json<Vec<Erasure>>, ApiError> {
+    let (_, dataset) = path;
+    Ok(Json(
+        state
+            .datasets
+            .erasures(&scope.project, Some(&dataset))
+            .await?,
+    ))
+}
+
 /// A version's manifest may list many files; its JSON gets a larger limit.
 const MAX_MANIFEST_BYTES: usize = 256 << 20;
 
@@ -736,4 +812,6 @@ pub(crate) fn routes() -> Fragment {
         .route(routes!(diff), read("dataset.diff"))
         .route(routes!(tag), write("dataset.tag"))
         .route(routes!(lineage), read("lineage.read"))
+        .route(routes!(erase), Policy::in_project("dataset.erase", Admin))
+        .route(routes!(list_erasures), read("dataset.erasures"))
 }

@@ -79,6 +79,7 @@ impl ApiError {
             ErrorKind::Forbidden => (StatusCode::FORBIDDEN, "PERMISSION_DENIED"),
             ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "TEMPORARILY_UNAVAILABLE"),
             ErrorKind::Exhausted => (StatusCode::TOO_MANY_REQUESTS, "RESOURCE_EXHAUSTED"),
+            ErrorKind::Gone => (StatusCode::GONE, "RESOURCE_GONE"),
             ErrorKind::Integrity => (StatusCode::INTERNAL_SERVER_ERROR, "DATA_INTEGRITY_ERROR"),
             ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
         }

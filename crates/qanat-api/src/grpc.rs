@@ -60,7 +60,7 @@ fn status(e: qanat_serving::Error) -> Status {
     let message = e.to_string();
     let code = match e.kind() {
         ErrorKind::Invalid => Code::InvalidArgument,
-        ErrorKind::NotFound => Code::NotFound,
+        ErrorKind::NotFound | ErrorKind::Gone => Code::NotFound,
         ErrorKind::AlreadyExists => Code::AlreadyExists,
         ErrorKind::Conflict => Code::Aborted,
         ErrorKind::Unauthenticated => Code::Unauthenticated,

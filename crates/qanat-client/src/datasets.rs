@@ -261,6 +261,29 @@ impl Client {
         self.with_body(Method::POST, &path, copy).await
     }
 
+    /// Erases one data subject's rows from a dataset (project admins).
+    #[qanat_macros::boxed]
+    pub async fn erase(
+        &self,
+        project: &str,
+        dataset: &str,
+        request: &qanat_types::data::ErasureRequest,
+    ) -> Result<qanat_types::data::Erasure> {
+        let path = format!("{}/erasures", dataset_path(project, dataset));
+        self.with_body(Method::POST, &path, request).await
+    }
+
+    /// A dataset's erasures, newest first.
+    #[qanat_macros::boxed]
+    pub async fn erasures(
+        &self,
+        project: &str,
+        dataset: &str,
+    ) -> Result<Vec<qanat_types::data::Erasure>> {
+        self.get(&format!("{}/erasures", dataset_path(project, dataset)))
+            .await
+    }
+
     /// Deletes chunks no version references (maintainers).
     #[qanat_macros::boxed]
     pub async fn gc(&self, project: &str, options: &GcBody) -> Result<GcReport> {

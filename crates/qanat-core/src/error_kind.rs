@@ -21,6 +21,9 @@ pub enum ErrorKind {
     Unavailable,
     /// A bounded resource (a queue, a rate limit) is full: refused at once, retry later.
     Exhausted,
+    /// The object existed and was destroyed on purpose (an erasure); it will not come
+    /// back, and the message says by what.
+    Gone,
     /// Stored bytes failed verification: the caller must know, and nothing is served.
     Integrity,
     /// A fault inside the platform. Details go to the log, never to the caller.

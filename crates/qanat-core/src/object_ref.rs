@@ -27,6 +27,8 @@ crate::word_enum! {
         DriftReport,
         /// A deployment's inference log: `inference_log:web`.
         InferenceLog,
+        /// An erasure of a data subject's rows, by the request's id: `erasure:DSR-42`.
+        Erasure,
     }
 }
 
@@ -35,7 +37,7 @@ impl Kind {
     fn is_id(self) -> bool {
         matches!(
             self,
-            Kind::Run | Kind::LoggedModel | Kind::User | Kind::InferenceLog
+            Kind::Run | Kind::LoggedModel | Kind::User | Kind::InferenceLog | Kind::Erasure
         )
     }
 }

@@ -17,6 +17,13 @@ pub enum Error {
     SchemaViolation(Vec<crate::SchemaViolation>),
     #[error("the manifest names {count} chunk(s) that are not stored, e.g. {example}; upload them and commit again")]
     MissingChunks { count: usize, example: String },
+    #[error("{what} held personal data erased by request '{request_id}' on {at}: its data keys were destroyed and it cannot be read any more{}", later.as_ref().map(|v| format!("; version {v} holds the data without the erased rows")).unwrap_or_default())]
+    Erased {
+        what: String,
+        request_id: String,
+        at: String,
+        later: Option<i64>,
+    },
     #[error("{}", describe_undeclared(project, dataset, found))]
     UndeclaredPii {
         project: String,
@@ -67,6 +74,7 @@ impl qanat_core::DomainError for Error {
             | Error::SchemaViolation(_)
             | Error::UndeclaredPii { .. } => K::Invalid,
             Error::Busy(_) => K::Unavailable,
+            Error::Erased { .. } => K::Gone,
             _ => self.wrapped_kind(),
         }
     }
@@ -84,6 +92,7 @@ impl qanat_core::DomainError for Error {
         match self {
             Error::SchemaViolation(_) => Some("SCHEMA_VIOLATION"),
             Error::Busy(_) => Some("TEMPORARILY_UNAVAILABLE"),
+            Error::Erased { .. } => Some("DATA_ERASED"),
             _ => self.wrapped().and_then(|e| e.code()),
         }
     }

@@ -13,6 +13,8 @@
 //! the chunks that are still missing.
 
 pub mod chunking;
+pub mod erase;
+mod erasures;
 mod error;
 pub mod protect;
 mod store;
@@ -22,9 +24,10 @@ pub mod tabular;
 pub use chunking::{ChunkId, MAX_CHUNK, MIN_CHUNK};
 pub use error::Error;
 pub use qanat_types::data::{
-    diff, pack, table_deltas, wire, ChunkRef, Classification, ColumnDelta, Dataset, DatasetVersion,
-    FileChange, FileEntry, FileSummary, GcReport, InstallationGc, Manifest, ManifestDiff,
-    NewDataset, PackStored, TableDelta, UndeclaredPii, UpdateDataset,
+    diff, pack, table_deltas, wire, AlsoUnreadable, ChunkRef, Classification, ColumnDelta, Dataset,
+    DatasetVersion, ErasedFile, Erasure, ErasureMatch, ErasureRequest, FileChange, FileEntry,
+    FileSummary, GcReport, InstallationGc, Manifest, ManifestDiff, NewDataset, PackStored,
+    TableDelta, UndeclaredPii, UpdateDataset,
 };
 pub use store::{Datasets, ProtectedTable, Pseudonymized, VersionRef};
 pub use tabular::{ColumnSpec, DatasetSchema, FileProfile, SchemaViolation, TableProfile};
@@ -37,6 +40,7 @@ pub static MIGRATIONS: qanat_store::migrations::DomainMigrations = qanat_store::
         "0002_datasets.sql",
         "0007_dataset_deletion.sql",
         "0019_dataset_pii.sql",
+        "0021_dataset_erasures.sql",
     ]
 );
 

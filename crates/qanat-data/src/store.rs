@@ -88,11 +88,11 @@ pub(crate) fn chunk_key(project_id: &ProjectId, id: &ChunkId) -> Result<ObjectKe
     Ok(format!("projects/{project_id}/chunks/{}/{hex}", &hex[..2]).parse()?)
 }
 
-fn manifest_key(project_id: &ProjectId, manifest_id: &str) -> Result<ObjectKey> {
+pub(crate) fn manifest_key(project_id: &ProjectId, manifest_id: &str) -> Result<ObjectKey> {
     Ok(format!("projects/{project_id}/manifests/{manifest_id}").parse()?)
 }
 
-fn table_profile_key(
+pub(crate) fn table_profile_key(
     project_id: &ProjectId,
     blake3: &str,
     format: TableFormat,
@@ -101,15 +101,15 @@ fn table_profile_key(
     Ok(format!("projects/{project_id}/table-profiles/{blake3}.v2.{format:?}").parse()?)
 }
 
-fn profiles_key(project_id: &ProjectId, manifest_id: &str) -> Result<ObjectKey> {
+pub(crate) fn profiles_key(project_id: &ProjectId, manifest_id: &str) -> Result<ObjectKey> {
     Ok(format!("projects/{project_id}/profiles/{manifest_id}").parse()?)
 }
 
 /// The dataset service.
 #[derive(Clone, Debug)]
 pub struct Datasets {
-    meta: MetaStore,
-    storage: ObjectStorage,
+    pub(crate) meta: MetaStore,
+    pub(crate) storage: ObjectStorage,
     /// Where a push with undeclared personal data is reported
     /// (`undeclared_pii.created`), in the version's own transaction.
     outbox: Option<qanat_events::Outbox>,
@@ -402,6 +402,8 @@ impl Datasets {
             "DELETE FROM datasets WHERE project_id = $1",
             "DELETE FROM dataset_chunks WHERE project_id = $1",
             "DELETE FROM lineage_edges WHERE project_id = $1",
+            "DELETE FROM dataset_erasures WHERE project_id = $1",
+            "DELETE FROM erased_chunks WHERE project_id = $1",
         ] {
             sqlx::query(sql).bind(project_id).execute(&mut *tx).await?;
         }
@@ -691,46 +693,10 @@ impl Datasets {
     ) -> Result<DatasetVersion> {
         let mut manifest = Manifest::default();
         for (path, local) in files {
-            // The chunker reads the file on a blocking thread and hands over packs.
-            type Pack = Vec<(ChunkId, Bytes)>;
-            let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Pack>>(1);
-            let reader =
-                tokio::task::spawn_blocking(move || -> Result<(Vec<ChunkRef>, String, u64)> {
-                    let file = std::fs::File::open(&local).map_err(Error::Io)?;
-                    let mut hasher = blake3::Hasher::new();
-                    let (mut refs, mut pack, mut pack_bytes, mut size) =
-                        (Vec::new(), Vec::new(), 0usize, 0u64);
-                    for chunk in crate::chunking::chunks(std::io::BufReader::new(file)) {
-                        let chunk = chunk.map_err(Error::Io)?;
-                        hasher.update(&chunk.data);
-                        size += chunk.data.len() as u64;
-                        refs.push(ChunkRef {
-                            id: chunk.id,
-                            size: chunk.data.len() as u64,
-                        });
-                        pack_bytes += chunk.data.len();
-                        pack.push((chunk.id, chunk.data));
-                        if pack_bytes >= 32 << 20 {
-                            pack_bytes = 0;
-                            if tx.blocking_send(Ok(std::mem::take(&mut pack))).is_err() {
-                                break; // the receiver failed; its error is returned
-                            }
-                        }
-                    }
-                    if !pack.is_empty() {
-                        let _ = tx.blocking_send(Ok(pack));
-                    }
-                    Ok((refs, hasher.finalize().to_hex().to_string(), size))
-                });
-            while let Some(pack) = rx.recv().await {
-                self.put_chunks(project, ds, pack?).await?;
-            }
-            let (refs, hash, size) = reader.await.map_err(|e| {
-                Error::Io(std::io::Error::other(format!("chunking stopped: {e}")))
-            })??;
-            manifest
-                .files
-                .push(FileEntry::new(path.as_bytes(), size, 0o644, hash, refs));
+            manifest.files.push(
+                self.store_local_file(project, ds, path.as_bytes(), local, 0o644)
+                    .await?,
+            );
         }
         let lineage = Lineage {
             derived_from,
@@ -741,10 +707,61 @@ impl Datasets {
             .await
     }
 
+    /// Cuts a local file into chunks off the async runtime, stores them a pack (about
+    /// 32 MiB) at a time, and returns its manifest entry as `path`. Memory stays at
+    /// about two packs whatever the file's size.
+    pub(crate) async fn store_local_file(
+        &self,
+        project: &Project,
+        ds: &Dataset,
+        path: &[u8],
+        local: std::path::PathBuf,
+        mode: u32,
+    ) -> Result<FileEntry> {
+        // The chunker reads the file on a blocking thread and hands over packs.
+        type Pack = Vec<(ChunkId, Bytes)>;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Pack>>(1);
+        let reader =
+            tokio::task::spawn_blocking(move || -> Result<(Vec<ChunkRef>, String, u64)> {
+                let file = std::fs::File::open(&local).map_err(Error::Io)?;
+                let mut hasher = blake3::Hasher::new();
+                let (mut refs, mut pack, mut pack_bytes, mut size) =
+                    (Vec::new(), Vec::new(), 0usize, 0u64);
+                for chunk in crate::chunking::chunks(std::io::BufReader::new(file)) {
+                    let chunk = chunk.map_err(Error::Io)?;
+                    hasher.update(&chunk.data);
+                    size += chunk.data.len() as u64;
+                    refs.push(ChunkRef {
+                        id: chunk.id,
+                        size: chunk.data.len() as u64,
+                    });
+                    pack_bytes += chunk.data.len();
+                    pack.push((chunk.id, chunk.data));
+                    if pack_bytes >= 32 << 20 {
+                        pack_bytes = 0;
+                        if tx.blocking_send(Ok(std::mem::take(&mut pack))).is_err() {
+                            break; // the receiver failed; its error is returned
+                        }
+                    }
+                }
+                if !pack.is_empty() {
+                    let _ = tx.blocking_send(Ok(pack));
+                }
+                Ok((refs, hasher.finalize().to_hex().to_string(), size))
+            });
+        while let Some(pack) = rx.recv().await {
+            self.put_chunks(project, ds, pack?).await?;
+        }
+        let (refs, hash, size) = reader
+            .await
+            .map_err(|e| Error::Io(std::io::Error::other(format!("chunking stopped: {e}"))))??;
+        Ok(FileEntry::new(path, size, mode, hash, refs))
+    }
+
     /// [`Self::commit`], with the bytes this version stored first when the caller
     /// knows them (a copy knows exactly which chunks it wrote); otherwise they are the
     /// bytes of chunks that the parent version does not have.
-    async fn commit_counted(
+    pub(crate) async fn commit_counted(
         &self,
         project: &Project,
         ds: &Dataset,
@@ -1067,17 +1084,29 @@ impl Datasets {
         entry: FileEntry,
     ) -> impl Stream<Item = Result<Bytes>> + Send + 'static {
         let storage = self.storage.clone();
-        let location = ds.location.clone();
-        let project_id = ds.project_id.clone();
+        let meta = self.meta.clone();
+        let ds = ds.clone();
+        let what = format!("file {} of dataset {}", entry.path, ds.name);
         stream::iter(entry.chunks)
             .map(move |c| {
                 let storage = storage.clone();
-                let location = location.clone();
-                let project_id = project_id.clone();
+                let meta = meta.clone();
+                let ds = ds.clone();
+                let what = what.clone();
                 async move {
-                    let data = storage
-                        .get_bytes(&location, &chunk_key(&project_id, &c.id)?)
-                        .await?;
+                    let data = match storage
+                        .get_bytes(&ds.location, &chunk_key(&ds.project_id, &c.id)?)
+                        .await
+                    {
+                        Ok(d) => d,
+                        // A chunk an erasure destroyed says so.
+                        Err(e @ qanat_store::Error::NotFound { .. }) => {
+                            return Err(Self::erased(&meta, &ds, &what, &c.id)
+                                .await
+                                .unwrap_or(e.into()))
+                        }
+                        Err(e) => return Err(e.into()),
+                    };
                     if ChunkId::of(&data) != c.id || data.len() as u64 != c.size {
                         return Err(qanat_store::Error::Integrity {
                             key: format!("chunk {}", c.id),
@@ -1366,6 +1395,7 @@ impl Datasets {
         columns: Vec<String>,
         purpose: String,
     ) -> Result<Pseudonymized> {
+        self.check_not_erased(ds, entry).await?;
         let Some(format) = TableFormat::of(&entry.path) else {
             return Err(Error::invalid(
                 "file",
@@ -1497,10 +1527,10 @@ impl Datasets {
 /// Where a new version comes from: its dataset parents, other edges
 /// (parent, relation) recorded with them, and the bytes it stored when the caller
 /// knows them.
-struct Lineage<'a> {
-    derived_from: &'a [ObjectRef],
-    edges: &'a [(ObjectRef, String)],
-    stored: Option<u64>,
+pub(crate) struct Lineage<'a> {
+    pub(crate) derived_from: &'a [ObjectRef],
+    pub(crate) edges: &'a [(ObjectRef, String)],
+    pub(crate) stored: Option<u64>,
 }
 
 /// A table's personal-data columns.

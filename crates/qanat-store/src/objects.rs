@@ -790,6 +790,37 @@ impl ObjectStorage {
         Ok(())
     }
 
+    /// Destroys an object for good (crypto-shredding): its data key is deleted first,
+    /// so the ciphertext is unreadable from that moment wherever a copy of it survives
+    /// (a bucket's replica or backup), then it leaves the index and the store. Returns
+    /// whether there was an object. A failure after the key went leaves only
+    /// unreadable bytes behind; calling it again finishes the job.
+    #[qanat_macros::boxed]
+    pub async fn shred(&self, location: &str, key: &ObjectKey) -> Result<bool> {
+        let loc = self.loc(location)?;
+        let path = self.store_path(key);
+        let header = match loc.store.get_range(&path, 0..HEADER_LEN as u64).await {
+            Ok(head) => Header::decode(&head).ok(),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(h) = &header {
+            self.keyring.forget_data_key(&self.meta, &h.key_ref).await?;
+        }
+        let unlisted =
+            sqlx::query("DELETE FROM stored_objects WHERE location = $1 AND object_key = $2")
+                .bind(location)
+                .bind(key.as_str())
+                .execute(self.meta.writer())
+                .await?
+                .rows_affected();
+        match loc.store.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(header.is_some() || unlisted > 0)
+    }
+
     /// Lists objects under `prefix` (every object when `None`), sorted by key. A prefix
     /// is whole segments: `a` lists `a/b` and `a/c/d`, not `a` itself nor `ab`.
     #[qanat_macros::boxed]

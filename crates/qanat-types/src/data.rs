@@ -5,6 +5,7 @@
 mod chunk;
 mod dataset;
 pub mod diff;
+mod erasure;
 mod manifest;
 pub mod pack;
 pub mod tabular;
@@ -18,6 +19,7 @@ pub use dataset::{
 pub use diff::{
     diff, table_deltas, ColumnDelta, FileChange, FileSummary, ManifestDiff, TableDelta,
 };
+pub use erasure::{AlsoUnreadable, ErasedFile, Erasure, ErasureMatch, ErasureRequest};
 pub use manifest::{ChunkRef, FileEntry, Manifest};
 /// Which version of a dataset: a number, `latest`, or a tag.
 pub use qanat_core::Selector as VersionRef;

@@ -1626,3 +1626,233 @@ fn personal_data_is_pseudonymized_for_readers_without_the_pii_permission() {
         "{s} {v}"
     );
 }
+
+#[test]
+fn erasing_a_data_subject_removes_their_rows_and_destroys_the_old_versions_chunks() {
+    let q = Qanat::start();
+    setup(&q, "dsr", "customers");
+    let max = q.user_with_role("max", "dsr", "maintainer");
+    let subject = "layla.subject@example.ae";
+    // About 3 MiB of customers, so the table is several chunks; the subject's two rows
+    // sit near the start.
+    let mut customers = String::from("id,email,phone,segment\n");
+    for i in 0..60_000 {
+        let email = if i == 100 || i == 101 {
+            subject.to_string()
+        } else {
+            format!("person{i}@example.ae")
+        };
+        customers.push_str(&format!("{i},{email},+9715{:08},seg{}\n", i, i % 7));
+    }
+    let src = q.dir.path().join("dsr-src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(src.join("customers.csv"), &customers).expect("write");
+    let (ok, _, err) = qdata(
+        &q,
+        "dsr",
+        &["push", "customers", src.to_str().expect("utf8")],
+    );
+    assert!(ok, "{err}");
+    // Version 2 appends rows and adds an orders table (the subject's phone, no email
+    // column) and a file that is not a table.
+    customers.push_str("60000,late@example.ae,+971500000001,seg1\n");
+    std::fs::write(src.join("customers.csv"), &customers).expect("write");
+    std::fs::write(
+        src.join("orders.csv"),
+        "order,phone,total\n1,+971500000100,10\n2,+971500000007,20\n3, +971500000100 ,30\n",
+    )
+    .expect("write");
+    std::fs::write(src.join("readme.txt"), "customers of the demo\n").expect("write");
+    let (ok, _, err) = qdata(
+        &q,
+        "dsr",
+        &["push", "customers", src.to_str().expect("utf8")],
+    );
+    assert!(ok, "{err}");
+
+    let erase = |token: &str, extra: &[&str]| {
+        let mut args = vec![
+            "data",
+            "-p",
+            "dsr",
+            "erase",
+            "customers",
+            "--match",
+            "email=layla.subject@example.ae",
+            "--match",
+            "phone=+971500000100",
+        ];
+        args.extend_from_slice(extra);
+        q.cli_as(token, &args)
+    };
+    // Only project admins erase; bad requests are refused with what to fix.
+    let (ok, _, err) = erase(&max, &["--request-id", "DSR-1"]);
+    assert!(
+        !ok && (err.contains("403") || err.contains("admin")),
+        "{err}"
+    );
+    let (ok, _, err) = erase(&q.admin_token, &["--request-id", "DSR 1"]);
+    assert!(!ok && err.contains("request id"), "{err}");
+    let (ok, _, err) = qdata(
+        &q,
+        "dsr",
+        &[
+            "erase",
+            "customers",
+            "--request-id",
+            "DSR-0",
+            "--match",
+            "emial=x@y.ae",
+        ],
+    );
+    assert!(
+        !ok && err.contains("'emial'") && err.contains("nothing was erased"),
+        "{err}"
+    );
+    let (ok, _, err) = qdata(
+        &q,
+        "dsr",
+        &[
+            "erase",
+            "customers",
+            "--request-id",
+            "DSR-0",
+            "--match",
+            "email= ",
+        ],
+    );
+    assert!(!ok && err.contains("empty"), "{err}");
+    let (ok, out, _) = qdata(&q, "dsr", &["log", "customers"]);
+    assert!(ok && !out.contains("erasure"), "nothing was written: {out}");
+
+    // The erasure.
+    let (ok, out, err) = erase(
+        &q.admin_token,
+        &[
+            "--request-id",
+            "DSR-1",
+            "--reason",
+            "subject request",
+            "--output",
+            "json",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    let e: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(e["request_id"], "DSR-1");
+    assert_eq!(e["new_version"], 3, "{e}");
+    assert_eq!(e["rows_removed"], 4, "two customers rows, two orders: {e}");
+    assert!(e["completed_at"].is_string(), "{e}");
+    assert!(
+        !out.contains(subject) && !out.contains("500000100"),
+        "no value in the record: {out}"
+    );
+    let files = e["files"].as_array().expect("files");
+    let held: Vec<(i64, &str, u64)> = files
+        .iter()
+        .map(|f| {
+            (
+                f["version"].as_i64().expect("v"),
+                f["path"].as_str().expect("path"),
+                f["rows"].as_u64().expect("rows"),
+            )
+        })
+        .collect();
+    assert!(held.contains(&(1, "customers.csv", 2)), "{held:?}");
+    assert!(held.contains(&(2, "customers.csv", 2)), "{held:?}");
+    assert!(held.contains(&(2, "orders.csv", 2)), "{held:?}");
+    // Only the chunks around the rows went: the table is several chunks.
+    let v1 = files
+        .iter()
+        .find(|f| f["version"] == 1)
+        .expect("version 1's file");
+    let shredded = v1["chunks_shredded"].as_u64().expect("n");
+    let (ok, out, err) = qdata(&q, "dsr", &["show", "customers@1", "--output", "json"]);
+    assert!(ok, "{err}");
+    let shown: Value = serde_json::from_str(&out).expect("json");
+    let chunks = shown["manifest"]["files"][0]["chunks"]
+        .as_array()
+        .expect("chunks")
+        .len() as u64;
+    assert!(shredded >= 1 && shredded < chunks, "{shredded} of {chunks}");
+    // Version 1's profile quotes nothing of the erased file any more.
+    assert!(!out.contains(subject), "{out}");
+    assert!(out.contains("erased by request DSR-1"), "{out}");
+
+    // The new version: every other row as it was, byte for byte.
+    let pull = |r: &str, dir: &str| {
+        let dest = q.dir.path().join(dir);
+        let (ok, _, err) = qdata(&q, "dsr", &["pull", r, dest.to_str().expect("utf8")]);
+        (ok, err, dest)
+    };
+    let (ok, err, dest) = pull("customers@3", "v3");
+    assert!(ok, "{err}");
+    let want: String = customers
+        .lines()
+        .filter(|l| !l.contains(subject))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        std::fs::read_to_string(dest.join("customers.csv")).expect("read"),
+        want
+    );
+    assert_eq!(
+        std::fs::read_to_string(dest.join("orders.csv")).expect("read"),
+        "order,phone,total\n2,+971500000007,20\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dest.join("readme.txt")).expect("read"),
+        "customers of the demo\n"
+    );
+    // The old versions' files that held the rows cannot be read, and say why.
+    for old in ["customers@1", "customers@2"] {
+        let (ok, err, _) = pull(old, &format!("old-{old}"));
+        assert!(!ok, "{old} must not be readable");
+        assert!(
+            err.contains("erased by request 'DSR-1'") && err.contains("version 3 holds"),
+            "{err}"
+        );
+    }
+    let (s, body) = q.api(
+        "GET",
+        "/api/v1/projects/dsr/datasets/customers/versions/1/files/0",
+        None,
+    );
+    assert_eq!(s, 410, "{body}");
+    assert_eq!(body["error_code"], "DATA_ERASED", "{body}");
+
+    // Lineage records the erasure: the new version comes from it, it from the old.
+    let (ok, out, err) = q.cli(&["lineage", "-p", "dsr", "dataset:customers@3"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("erasure:DSR-1"), "{out}");
+    let (ok, out, err) = q.cli(&["lineage", "-p", "dsr", "erasure:DSR-1"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("dataset:customers@1") && out.contains("dataset:customers@2"),
+        "{out}"
+    );
+    // The record, the audit entry (no values) and a repeat refused.
+    let (ok, out, _) = qdata(&q, "dsr", &["erasures", "customers"]);
+    assert!(
+        ok && out.contains("DSR-1") && out.contains("email"),
+        "{out}"
+    );
+    let (s, audit) = q.api("GET", "/api/v1/audit?action=dataset.erase&limit=5", None);
+    assert_eq!(s, 200);
+    let text = audit.to_string();
+    assert!(
+        text.contains("erasure DSR-1") && text.contains("4 row(s) removed"),
+        "{text}"
+    );
+    assert!(
+        !text.contains(subject) && !text.contains("500000100"),
+        "{text}"
+    );
+    let (ok, _, err) = erase(&q.admin_token, &["--request-id", "DSR-1"]);
+    assert!(!ok && err.contains("already exists"), "{err}");
+    // A gc afterwards is undisturbed by the missing chunks.
+    let (ok, _, err) = qdata(&q, "dsr", &["gc", "--grace", "0s"]);
+    assert!(ok, "{err}");
+    let (ok, err, _) = pull("customers@3", "v3-after-gc");
+    assert!(ok, "{err}");
+}

@@ -132,6 +132,28 @@ pub enum DataCmd {
     /// Hidden at once; its versions, bytes and name are kept until gc purges them after
     /// the retention period (retention.deleted_days).
     Rm { dataset: String },
+    /// Erase one data subject's rows (project admins): a new version without them, and
+    /// every older version's chunks that held them destroyed for good.
+    ///
+    /// A row goes when its column holds one of the values (as text, spaces around it
+    /// ignored); name several columns to catch the subject wherever they appear. The
+    /// old versions' files that held the rows cannot be read any more (their data keys
+    /// are destroyed); lineage shows `erasure:REQUEST_ID`. The record keeps the request
+    /// id and the columns, never the values.
+    Erase {
+        dataset: String,
+        /// The data subject request's reference (e.g. DSR-2026-0042): how the audit
+        /// log, lineage and the compliance report name this erasure.
+        #[arg(long)]
+        request_id: String,
+        /// COLUMN=VALUE, repeated: the subject's identifiers.
+        #[arg(long = "match", value_name = "COLUMN=VALUE", required = true)]
+        matches: Vec<String>,
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// The erasures of a dataset: each request, its columns, what it removed.
+    Erasures { dataset: String },
     /// Bring back a deleted dataset that gc has not purged yet (project admins).
     Restore { dataset: String },
     /// Purge what outlived its retention, free unreferenced chunks (maintainers).

@@ -81,6 +81,50 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: DataCmd) -> Result<()> {
             );
             Ok(())
         }
+        DataCmd::Erase {
+            dataset,
+            request_id,
+            matches,
+            reason,
+        } => {
+            let mut by_column: Vec<qanat_data::ErasureMatch> = Vec::new();
+            for m in matches {
+                let (column, value) = m.split_once('=').with_context(|| {
+                    format!("--match '{m}' is not COLUMN=VALUE (e.g. --match email=a@example.ae)")
+                })?;
+                match by_column.iter_mut().find(|x| x.column == column) {
+                    Some(x) => x.values.push(value.to_string()),
+                    None => by_column.push(qanat_data::ErasureMatch {
+                        column: column.to_string(),
+                        values: vec![value.to_string()],
+                    }),
+                }
+            }
+            let req = qanat_data::ErasureRequest {
+                request_id,
+                matches: by_column,
+                reason,
+            };
+            let e = c.erase(project, &dataset, &req).await?;
+            if format == Format::Json {
+                return output::json(&e);
+            }
+            output::record(format, &e)?;
+            if !e.files.is_empty() {
+                eprintln!();
+                output::list(format, &e.files)?;
+            }
+            for a in &e.also_unreadable {
+                eprintln!(
+                    "warning: {}@{} {} shared the destroyed chunks and cannot be read any more either",
+                    a.dataset, a.version, a.path
+                );
+            }
+            Ok(())
+        }
+        DataCmd::Erasures { dataset } => {
+            output::list(format, &c.erasures(project, &dataset).await?)
+        }
         DataCmd::Restore { dataset } => {
             output::record(format, &c.restore_dataset(project, &dataset).await?)
         }
@@ -280,4 +324,38 @@ output::fields!(DatasetVersion, |x| {
 } + Row + {
     "manifest" => x.manifest_id.clone(),
     "producer" => x.producer.clone(),
+});
+
+output::columns!(qanat_data::Erasure, |x| {
+    "request" => x.request_id.clone(),
+    "dataset" => x.dataset.clone(),
+    "columns" => output::joined(&x.columns),
+    "rows removed" => x.rows_removed.to_string(),
+    "new version" => output::opt(x.new_version),
+    "files" => x.files.len().to_string(),
+    "chunks destroyed" => x.chunks_shredded.to_string(),
+    "by" => x.requested_by.clone(),
+    "time" => x.created_at.clone(),
+    "finished" => x.completed_at.clone().unwrap_or_else(|| "NO (send the request again)".into()),
+});
+
+output::fields!(qanat_data::Erasure, |x| {
+    "request" => x.request_id.clone(),
+    "dataset" => x.dataset.clone(),
+    "columns" => output::joined(&x.columns),
+    "reason" => x.reason.clone(),
+    "rows removed" => x.rows_removed.to_string(),
+    "new version" => output::opt(x.new_version),
+    "versions that held them" => output::joined(&x.files.iter().map(|f| f.version.to_string()).collect::<std::collections::BTreeSet<_>>().into_iter().collect::<Vec<_>>()),
+    "chunks destroyed" => format!("{} ({})", x.chunks_shredded, output::human(x.bytes_shredded)),
+    "requested by" => x.requested_by.clone(),
+    "time" => x.created_at.clone(),
+    "finished" => x.completed_at.clone().unwrap_or_else(|| "NO (send the request again)".into()),
+});
+
+output::columns!(qanat_data::ErasedFile, |x| {
+    "version" => x.version.to_string(),
+    "file" => x.path.clone(),
+    "rows" => x.rows.to_string(),
+    "chunks destroyed" => x.chunks_shredded.to_string(),
 });
