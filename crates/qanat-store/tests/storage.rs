@@ -484,3 +484,47 @@ async fn a_read_declares_the_stored_objects_length_even_when_the_index_is_behind
         assert_eq!(got.concat(), new);
     }
 }
+
+#[tokio::test]
+async fn a_shredded_object_stays_unreadable_even_where_a_copy_of_its_bytes_survives() {
+    for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
+        let f = local_fixture(db).await;
+        let data = pattern((1 << 20) + 99, 21);
+        let k = key("projects/p/chunks/ab/erase-me");
+        let keep = key("projects/p/chunks/ab/keep-me");
+        f.storage
+            .put_bytes("local", &k, Bytes::from(data.clone()))
+            .await
+            .expect("put");
+        f.storage
+            .put_bytes("local", &keep, Bytes::from(data.clone()))
+            .await
+            .expect("put");
+        // A backup of the stored bytes, taken before the erasure.
+        let path = f.storage.local_path("local", &k).expect("local file");
+        let backup = std::fs::read(&path).expect("read");
+        assert!(f.storage.shred("local", &k).await.expect("shred"));
+        assert!(!path.exists(), "the ciphertext is deleted too");
+        assert!(matches!(
+            f.storage.head("local", &k).await,
+            Err(Error::NotFound { .. })
+        ));
+        // The backup put back: without its data key it does not open.
+        std::fs::write(&path, &backup).expect("restore the backup");
+        let Err(err) = f.storage.get_bytes("local", &k).await else {
+            panic!("a shredded object was read back from a copy of its bytes");
+        };
+        assert!(
+            matches!(&err, Error::Keys(m) if m.contains("is not in the metadata store")),
+            "{err}"
+        );
+        // Shredding again is a no-op that says nothing was there; the neighbour, with
+        // the same plaintext, is untouched.
+        std::fs::remove_file(&path).expect("remove");
+        assert!(!f.storage.shred("local", &k).await.expect("again"));
+        assert_eq!(
+            f.storage.get_bytes("local", &keep).await.expect("kept")[..],
+            data[..]
+        );
+    }
+}
