@@ -133,6 +133,7 @@ pub(crate) async fn build(
             allowed_regions: p.allowed_regions.clone(),
             require_pii_declared: p.require_pii_declared,
             inference_log_days: p.inference_log_days,
+            dataset_version_days: p.dataset_version_days,
             pii_readers: state.gov.pii_readers(p).await?,
         });
         personal_data.extend(holdings(state, p).await?);
@@ -152,6 +153,8 @@ pub(crate) async fn build(
     )
     .await?;
     let gc_runs = excerpt(&["project.gc", "gc.all"], &[]).await?;
+    // The erasures done (the refused attempts are in the audit log, not here).
+    let erasures = excerpt(&[], &["201 · erasure "]).await?;
     let rotations = excerpt(&["keys.rotate"], &[]).await?;
     let keyring = state.storage.keyring();
     let verification = state.gov.verify_audit().await?;
@@ -176,6 +179,7 @@ pub(crate) async fn build(
         retention: RetentionReport {
             deleted_days: state.http.retention.as_secs() / 86_400,
             gc_runs,
+            erasures,
         },
         keys: KeysReport {
             active_key_id: keyring.active_key_id(),
@@ -405,12 +409,13 @@ pub(crate) fn body(r: &ComplianceReport) -> Markup {
         }
         h2 { "Projects" }
         table {
-            tr { th { "Project" } th { "Allowed regions" } th { "Personal data" } th { "Inference logs kept" } th { "PII permission held by" } }
+            tr { th { "Project" } th { "Allowed regions" } th { "Personal data" } th { "Inference logs kept" } th { "Old dataset versions kept" } th { "PII permission held by" } }
             @for p in &r.projects {
                 tr {
                     td { (p.name) } td { (p.allowed_regions.join(", ")) }
                     td { @if p.require_pii_declared { "must be declared" } @else { "flagged when undeclared" } }
                     td { @match p.inference_log_days { Some(d) => { (d) " days" } None => { "until deleted" } } }
+                    td { @match p.dataset_version_days { Some(d) => { (d) " days (latest and tagged: always)" } None => { "until deleted" } } }
                     td { @if p.pii_readers.is_empty() { "nobody (global admins only)" } @else { @for (i, x) in p.pii_readers.iter().enumerate() { @if i > 0 { ", " } (x.user) " (by " (x.granted_by) ", " (x.granted_at) ")" } } }
                 }
             }
@@ -437,6 +442,8 @@ pub(crate) fn body(r: &ComplianceReport) -> Markup {
         h2 { "Retention and garbage collection" }
         p { "Deleted datasets, experiments and projects are purged after " (r.retention.deleted_days) " days." }
         (entries(&r.retention.gc_runs))
+        h2 { "Erasures of data subjects" }
+        (entries(&r.retention.erasures))
         h2 { "Encryption keys" }
         p { "Active master key " code { (r.keys.active_key_id) } " (from " (r.keys.source) "); keys held: " (r.keys.key_ids.join(", ")) "." }
         (entries(&r.keys.rotations))

@@ -170,8 +170,9 @@ pub(crate) async fn gc(
 /// What a gc removed, for its audit entry (and the compliance report).
 fn removed(r: &GcReport) -> String {
     format!(
-        "removed: {} dataset(s) purged, {} chunk(s) deleted ({} bytes), {} experiment(s) and {} run(s) purged, {} artifact(s) deleted, {} delivery record(s) purged, {} inference log file(s) past retention deleted ({} bytes)",
+        "removed: {} dataset(s) purged, {} dataset version(s) past retention, {} chunk(s) deleted ({} bytes), {} experiment(s) and {} run(s) purged, {} artifact(s) deleted, {} delivery record(s) purged, {} inference log file(s) past retention deleted ({} bytes)",
         r.datasets_purged,
+        r.dataset_versions_expired,
         r.chunks_deleted,
         r.bytes_freed,
         r.experiments_purged,

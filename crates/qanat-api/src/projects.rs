@@ -94,18 +94,7 @@ pub(crate) async fn update(
     if let Some(regions) = &body.allowed_regions {
         regions_have_storage(&state, regions)?;
     }
-    Ok(Json(
-        state
-            .gov
-            .update_project(
-                &scope.project,
-                body.description.as_deref(),
-                body.allowed_regions.as_deref(),
-                body.require_pii_declared,
-                body.inference_log_days,
-            )
-            .await?,
-    ))
+    Ok(Json(state.gov.update_project(&scope.project, &body).await?))
 }
 
 /// Delete a project (its admins): every request naming it gets 404 at once, its data

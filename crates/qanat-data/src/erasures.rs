@@ -351,7 +351,12 @@ impl crate::Datasets {
         for (version, paths) in by_version {
             let v = match self.resolve(ds, &VersionRef::Version(version)).await {
                 Ok(v) => v,
-                Err(e) if qanat_core::DomainError::kind(&e) == qanat_core::ErrorKind::NotFound => {
+                Err(e)
+                    if matches!(
+                        qanat_core::DomainError::kind(&e),
+                        qanat_core::ErrorKind::NotFound | qanat_core::ErrorKind::Gone
+                    ) =>
+                {
                     continue
                 }
                 Err(e) => return Err(e),

@@ -17,6 +17,8 @@ pub enum Error {
     SchemaViolation(Vec<crate::SchemaViolation>),
     #[error("the manifest names {count} chunk(s) that are not stored, e.g. {example}; upload them and commit again")]
     MissingChunks { count: usize, example: String },
+    #[error("{what} was removed on {at} by the project's retention of dataset versions ({days} days; a dataset's latest and tagged versions are kept)")]
+    Expired { what: String, at: String, days: i64 },
     #[error("{what} held personal data erased by request '{request_id}' on {at}: its data keys were destroyed and it cannot be read any more{}", later.as_ref().map(|v| format!("; version {v} holds the data without the erased rows")).unwrap_or_default())]
     Erased {
         what: String,
@@ -74,7 +76,7 @@ impl qanat_core::DomainError for Error {
             | Error::SchemaViolation(_)
             | Error::UndeclaredPii { .. } => K::Invalid,
             Error::Busy(_) => K::Unavailable,
-            Error::Erased { .. } => K::Gone,
+            Error::Erased { .. } | Error::Expired { .. } => K::Gone,
             _ => self.wrapped_kind(),
         }
     }
@@ -93,6 +95,7 @@ impl qanat_core::DomainError for Error {
             Error::SchemaViolation(_) => Some("SCHEMA_VIOLATION"),
             Error::Busy(_) => Some("TEMPORARILY_UNAVAILABLE"),
             Error::Erased { .. } => Some("DATA_ERASED"),
+            Error::Expired { .. } => Some("VERSION_EXPIRED"),
             _ => self.wrapped().and_then(|e| e.code()),
         }
     }

@@ -41,6 +41,7 @@ pub static MIGRATIONS: qanat_store::migrations::DomainMigrations = qanat_store::
         "0007_dataset_deletion.sql",
         "0019_dataset_pii.sql",
         "0021_dataset_erasures.sql",
+        "0023_expired_versions.sql",
     ]
 );
 

@@ -448,28 +448,100 @@ impl Datasets {
             .await?;
         tx.commit().await?;
         for m in manifests {
-            let still_used = sqlx::query(
-                "SELECT 1 FROM dataset_versions v JOIN datasets d ON d.id = v.dataset_id WHERE d.project_id = $1 AND v.manifest_id = $2 LIMIT 1",
-            )
-            .bind(&project.id)
-            .bind(&m)
-            .fetch_optional(self.meta.reader())
-            .await?
-            .is_some();
-            if still_used {
-                continue;
-            }
-            for key in [
-                manifest_key(&project.id, &m)?,
-                profiles_key(&project.id, &m)?,
-            ] {
-                match self.storage.delete(&ds.location, &key).await {
-                    Ok(()) | Err(qanat_store::Error::NotFound { .. }) => {}
-                    Err(e) => return Err(e.into()),
-                }
+            self.drop_manifest_if_unused(project, ds, &m).await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes a manifest and its profiles once no version of the project names it.
+    async fn drop_manifest_if_unused(
+        &self,
+        project: &Project,
+        ds: &Dataset,
+        manifest_id: &str,
+    ) -> Result<()> {
+        let still_used = sqlx::query(
+            "SELECT 1 FROM dataset_versions v JOIN datasets d ON d.id = v.dataset_id WHERE d.project_id = $1 AND v.manifest_id = $2 LIMIT 1",
+        )
+        .bind(&project.id)
+        .bind(manifest_id)
+        .fetch_optional(self.meta.reader())
+        .await?
+        .is_some();
+        if still_used {
+            return Ok(());
+        }
+        for key in [
+            manifest_key(&project.id, manifest_id)?,
+            profiles_key(&project.id, manifest_id)?,
+        ] {
+            match self.storage.delete(&ds.location, &key).await {
+                Ok(()) | Err(qanat_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(())
+    }
+
+    /// Removes the versions of `ds` pushed before `before` that are neither its
+    /// latest nor tagged, remembering each (a read of one says it expired); returns
+    /// how many. Their chunks are left to the sweep.
+    async fn expire_versions(
+        &self,
+        project: &Project,
+        ds: &Dataset,
+        before: i64,
+        days: u32,
+    ) -> Result<u64> {
+        let Some(latest) = ds.latest_version else {
+            return Ok(0);
+        };
+        let rows = sqlx::query(
+            "SELECT version, manifest_id, created_at FROM dataset_versions v WHERE dataset_id = $1 AND created_at < $2 AND version < $3 \
+             AND NOT EXISTS (SELECT 1 FROM dataset_tags t WHERE t.dataset_id = v.dataset_id AND t.version = v.version) ORDER BY version",
+        )
+        .bind(&ds.id)
+        .bind(before)
+        .bind(latest)
+        .fetch_all(self.meta.reader())
+        .await?;
+        let now = now_micros();
+        let mut n = 0;
+        for row in rows {
+            let version: i64 = row.try_get("version")?;
+            let manifest_id: String = row.try_get("manifest_id")?;
+            let mut tx = self.meta.writer().begin().await?;
+            sqlx::query(
+                "INSERT INTO dataset_versions_expired (dataset_id, version, manifest_id, created_at, expired_at, days) VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT (dataset_id, version) DO NOTHING",
+            )
+            .bind(&ds.id)
+            .bind(version)
+            .bind(&manifest_id)
+            .bind(row.try_get::<i64, _>("created_at")?)
+            .bind(now)
+            .bind(i64::from(days))
+            .execute(&mut *tx)
+            .await?;
+            // A tag added since the select keeps the version.
+            let gone = sqlx::query(
+                "DELETE FROM dataset_versions WHERE dataset_id = $1 AND version = $2 \
+                 AND NOT EXISTS (SELECT 1 FROM dataset_tags t WHERE t.dataset_id = $1 AND t.version = $2)",
+            )
+            .bind(&ds.id)
+            .bind(version)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if gone == 0 {
+                continue; // dropping the transaction forgets the expiry row too
+            }
+            tx.commit().await?;
+            n += 1;
+            self.drop_manifest_if_unused(project, ds, &manifest_id)
+                .await?;
+        }
+        Ok(n)
     }
 
     /// Which of `ids` are not stored yet for this dataset's project and location. The
@@ -1054,8 +1126,24 @@ impl Datasets {
                 .bind(&ds.id)
                 .bind(n)
                 .fetch_optional(self.meta.reader())
-                .await?
-                .ok_or_else(not_found)?;
+                .await?;
+        let Some(row) = row else {
+            let expired = sqlx::query(
+                "SELECT expired_at, days FROM dataset_versions_expired WHERE dataset_id = $1 AND version = $2",
+            )
+            .bind(&ds.id)
+            .bind(n)
+            .fetch_optional(self.meta.reader())
+            .await?;
+            return Err(match expired {
+                Some(e) => Error::Expired {
+                    what: format!("version {n} of dataset {}", ds.name),
+                    at: rfc3339(e.try_get("expired_at")?),
+                    days: e.try_get("days")?,
+                },
+                None => not_found(),
+            });
+        };
         let tags = self.tags_of(ds).await?.remove(&n).unwrap_or_default();
         Self::version_from_row(ds, &row, tags)
     }
@@ -1177,6 +1265,15 @@ impl Datasets {
                 datasets_purged += 1;
             }
         }
+        // 0b. Versions past the project's retention (not a dataset's latest, not
+        // tagged) go, so the sweep below frees the chunks only they held.
+        let mut versions_expired = 0;
+        if let Some(days) = project.dataset_version_days {
+            let before = now - i64::from(days) * 86_400_000_000;
+            for ds in self.list(project).await? {
+                versions_expired += self.expire_versions(project, &ds, before, days).await?;
+            }
+        }
         // 1. What is referenced, per location (deleted datasets not purged yet too:
         // they can still be restored).
         let mut referenced: HashSet<(String, ChunkId)> = HashSet::new();
@@ -1200,6 +1297,7 @@ impl Datasets {
         .await?;
         let mut report = GcReport {
             datasets_purged,
+            dataset_versions_expired: versions_expired,
             versions_scanned: versions,
             chunks_referenced: referenced.len() as u64,
             ..GcReport::default()

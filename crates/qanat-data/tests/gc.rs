@@ -210,3 +210,90 @@ proptest! {
         run(ops);
     }
 }
+
+/// A project's retention of dataset versions: gc removes the versions pushed before
+/// the cut-off, except each dataset's latest and its tagged ones, frees the chunks only
+/// they held, and a read of a removed version says why.
+#[tokio::test]
+async fn versions_past_retention_go_but_the_latest_and_the_tagged_stay() {
+    let mut w = world().await;
+    w.datasets
+        .create(
+            &w.project,
+            serde_json::from_value::<NewDataset>(serde_json::json!({"name": "d"})).expect("new"),
+            "admin",
+        )
+        .await
+        .expect("create");
+    for picks in [[0usize, 1], [0, 2], [0, 3], [0, 4]] {
+        push(&w, &picks).await;
+    }
+    let ds = dataset(&w).await;
+    w.datasets.tag(&ds, "golden", 2).await.expect("tag");
+    // Versions 1 to 3 were pushed ten days ago; the latest (4) too.
+    let ten_days_ago = qanat_store::now_micros() - 10 * 86_400_000_000;
+    sqlx::query("UPDATE dataset_versions SET created_at = $1")
+        .bind(ten_days_ago)
+        .execute(w._db.store.writer())
+        .await
+        .expect("age the versions");
+    let gc = |w: &World| {
+        let (datasets, project) = (w.datasets.clone(), w.project.clone());
+        async move {
+            datasets
+                .gc(&project, Duration::ZERO, Duration::from_secs(30 * 86_400))
+                .await
+                .expect("gc")
+        }
+    };
+    // No retention set: nothing goes.
+    assert_eq!(gc(&w).await.dataset_versions_expired, 0);
+    // Eleven days: still nothing; seven days: versions 1 and 3.
+    w.project.dataset_version_days = Some(11);
+    assert_eq!(gc(&w).await.dataset_versions_expired, 0);
+    w.project.dataset_version_days = Some(7);
+    let report = gc(&w).await;
+    assert_eq!(report.dataset_versions_expired, 2, "{report:?}");
+    let left: Vec<i64> = w
+        .datasets
+        .versions(&ds)
+        .await
+        .expect("versions")
+        .iter()
+        .map(|v| v.version)
+        .collect();
+    assert_eq!(left, vec![4, 2], "the latest and the tagged stay");
+    // The chunks only versions 1 and 3 held are freed; the shared one stays.
+    let missing = w
+        .datasets
+        .missing_chunks(&ds, &[0, 1, 2, 3, 4].map(|i| ChunkId::of(&pool(i))))
+        .await
+        .expect("missing");
+    assert_eq!(
+        missing,
+        vec![ChunkId::of(&pool(1)), ChunkId::of(&pool(3))],
+        "{report:?}"
+    );
+    check_every_version_readable(&w).await;
+    let err = w
+        .datasets
+        .resolve(&ds, &qanat_data::VersionRef::Version(1))
+        .await
+        .expect_err("expired");
+    assert!(matches!(err, Error::Expired { days: 7, .. }), "{err}");
+    assert!(err.to_string().contains("retention"), "{err}");
+    assert_eq!(
+        qanat_core::DomainError::kind(&err),
+        qanat_core::ErrorKind::Gone
+    );
+    // A version number never pushed is still plainly not found.
+    let err = w
+        .datasets
+        .resolve(&ds, &qanat_data::VersionRef::Version(9))
+        .await
+        .expect_err("never pushed");
+    assert_eq!(
+        qanat_core::DomainError::kind(&err),
+        qanat_core::ErrorKind::NotFound
+    );
+}

@@ -59,6 +59,7 @@ pub static MIGRATIONS: qanat_store::migrations::DomainMigrations = qanat_store::
         "0017_external_identities.sql",
         "0018_sso_sessions.sql",
         "0020_pii_policy.sql",
+        "0022_dataset_version_retention.sql",
     ]
 );
 

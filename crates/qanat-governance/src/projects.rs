@@ -21,6 +21,9 @@ fn project_from_row(row: &AnyRow) -> Result<Project> {
         inference_log_days: row
             .try_get::<Option<i64>, _>("inference_log_days")?
             .and_then(|d| u32::try_from(d).ok()),
+        dataset_version_days: row
+            .try_get::<Option<i64>, _>("dataset_version_days")?
+            .and_then(|d| u32::try_from(d).ok()),
         created_at: rfc3339(row.try_get("created_at")?),
         created_by: row.try_get("created_by")?,
         deleted_at: row.try_get::<Option<i64>, _>("deleted_at")?.map(rfc3339),
@@ -267,34 +270,42 @@ impl Governance {
     pub async fn update_project(
         &self,
         current: &Project,
-        description: Option<&str>,
-        allowed_regions: Option<&[String]>,
-        require_pii_declared: Option<bool>,
-        inference_log_days: Option<u32>,
+        change: &crate::wire::UpdateProject,
     ) -> Result<Project> {
-        let regions = match allowed_regions {
+        let regions = match change.allowed_regions.as_deref() {
             Some(r) => validate_regions(r)?,
             None => current.allowed_regions.clone(),
         };
         let regions_json = serde_json::to_string(&regions)
             .map_err(|e| Error::invalid("regions", e.to_string()))?;
-        let require = require_pii_declared.unwrap_or(current.require_pii_declared);
-        let days = match inference_log_days {
-            Some(0) => None,
-            Some(d) if d > 36_500 => {
-                return Err(Error::invalid(
-                    "inference_log_days",
-                    "at most 36500 (100 years); 0 keeps logs until deleted",
-                ))
-            }
-            Some(d) => Some(d),
-            None => current.inference_log_days,
+        let require = change
+            .require_pii_declared
+            .unwrap_or(current.require_pii_declared);
+        let days = |what: &'static str, given: Option<u32>, now: Option<u32>| match given {
+            Some(0) => Ok(None),
+            Some(d) if d > 36_500 => Err(Error::invalid(
+                what,
+                "at most 36500 (100 years); 0 keeps them until deleted",
+            )),
+            Some(d) => Ok(Some(d)),
+            None => Ok(now),
         };
-        sqlx::query("UPDATE projects SET description = $1, allowed_regions = $2, require_pii_declared = $3, inference_log_days = $4 WHERE id = $5")
-            .bind(description.unwrap_or(&current.description))
+        let log_days = days(
+            "inference_log_days",
+            change.inference_log_days,
+            current.inference_log_days,
+        )?;
+        let version_days = days(
+            "dataset_version_days",
+            change.dataset_version_days,
+            current.dataset_version_days,
+        )?;
+        sqlx::query("UPDATE projects SET description = $1, allowed_regions = $2, require_pii_declared = $3, inference_log_days = $4, dataset_version_days = $5 WHERE id = $6")
+            .bind(change.description.as_deref().unwrap_or(&current.description))
             .bind(regions_json)
             .bind(i64::from(require))
-            .bind(days.map(i64::from))
+            .bind(log_days.map(i64::from))
+            .bind(version_days.map(i64::from))
             .bind(&current.id)
             .execute(self.meta.writer())
             .await?;

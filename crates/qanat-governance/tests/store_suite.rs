@@ -174,10 +174,10 @@ async fn projects_members_and_roles() {
         let updated = gov
             .update_project(
                 &p,
-                None,
-                Some(&["uae-north".into(), "uae-south".into()]),
-                None,
-                None,
+                &qanat_governance::wire::UpdateProject {
+                    allowed_regions: Some(vec!["uae-north".into(), "uae-south".into()]),
+                    ..Default::default()
+                },
             )
             .await
             .expect("update");

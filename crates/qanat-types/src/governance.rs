@@ -144,6 +144,10 @@ pub struct Project {
     /// until deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inference_log_days: Option<u32>,
+    /// Days dataset versions that are neither their dataset's latest nor tagged are
+    /// kept (gc removes older ones); none: until deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_version_days: Option<u32>,
     pub created_at: String,
     pub created_by: String,
     /// When it was deleted (only deleted projects, listed by global admins, have it).

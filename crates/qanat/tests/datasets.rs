@@ -1855,4 +1855,36 @@ fn erasing_a_data_subject_removes_their_rows_and_destroys_the_old_versions_chunk
     assert!(ok, "{err}");
     let (ok, err, _) = pull("customers@3", "v3-after-gc");
     assert!(ok, "{err}");
+
+    // Old versions kept 30 days (tagged and latest ones always); the report shows the
+    // setting and the erasure, without the values.
+    let (ok, out, err) = q.cli(&[
+        "projects",
+        "set-retention",
+        "dsr",
+        "--dataset-version-days",
+        "30",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("30 days (latest and tagged: always)"), "{out}");
+    let (ok, _, err) = q.cli(&[
+        "projects",
+        "set-retention",
+        "dsr",
+        "--dataset-version-days",
+        "40000",
+    ]);
+    assert!(!ok && err.contains("at most 36500"), "{err}");
+    let (ok, out, err) = q.cli(&["compliance", "report", "-p", "dsr", "--output", "json"]);
+    assert!(ok, "{err}");
+    let r: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(r["projects"][0]["dataset_version_days"], 30, "{r}");
+    assert_eq!(r["retention"]["erasures"]["count"], 1, "{r}");
+    assert!(
+        r["retention"]["erasures"]
+            .to_string()
+            .contains("erasure DSR-1"),
+        "{r}"
+    );
+    assert!(!out.contains(subject), "the report holds no erased value");
 }

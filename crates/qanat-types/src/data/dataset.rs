@@ -119,6 +119,10 @@ pub struct PackStored {
 pub struct GcReport {
     /// Deleted datasets removed for good (their retention period was over).
     pub datasets_purged: u64,
+    /// Dataset versions removed because they were older than the project's
+    /// `dataset_version_days` (neither their dataset's latest nor tagged).
+    #[serde(default)]
+    pub dataset_versions_expired: u64,
     pub versions_scanned: u64,
     pub chunks_referenced: u64,
     pub chunks_deleted: u64,

@@ -75,6 +75,10 @@ pub struct ProjectPolicy {
     pub require_pii_declared: bool,
     /// Days its inference logs are kept (none: until deleted).
     pub inference_log_days: Option<u32>,
+    /// Days its dataset versions are kept, but each dataset's latest and tagged ones
+    /// (none: until deleted).
+    #[serde(default)]
+    pub dataset_version_days: Option<u32>,
     /// Who holds the PII permission (global admins hold it too).
     pub pii_readers: Vec<PiiReader>,
 }
@@ -120,6 +124,19 @@ pub struct RetentionReport {
     pub deleted_days: u64,
     /// The gc runs of the period (audited).
     pub gc_runs: AuditExcerpt,
+    /// Erasures of data subjects' rows in the period (`qanat data erase`): each
+    /// request, what it removed and destroyed, never the values.
+    #[serde(default = "AuditExcerpt::empty")]
+    pub erasures: AuditExcerpt,
+}
+
+impl AuditExcerpt {
+    pub fn empty() -> Self {
+        AuditExcerpt {
+            count: 0,
+            entries: Vec::new(),
+        }
+    }
 }
 
 /// The master keys: the active one, those kept to read older data, and rotations.

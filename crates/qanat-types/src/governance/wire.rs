@@ -121,6 +121,9 @@ pub struct UpdateProject {
     /// Days inference logs are kept (gc deletes older days); 0 keeps them until
     /// deleted.
     pub inference_log_days: Option<u32>,
+    /// Days dataset versions other than each dataset's latest and its tagged ones are
+    /// kept (gc removes older ones); 0 keeps them until deleted.
+    pub dataset_version_days: Option<u32>,
 }
 
 /// The role to give a project member.

@@ -35,12 +35,22 @@ pub enum ProjectsCmd {
         #[arg(action = clap::ArgAction::Set)]
         required: bool,
     },
-    /// How many days the project's inference logs are kept (project admins): gc
-    /// deletes the days before (0: keep until deleted). Each gc says what it removed.
+    /// How long the project keeps inference logs and old dataset versions (project
+    /// admins): gc deletes what is older (0: keep until deleted). Each gc says what it
+    /// removed.
     SetRetention {
         name: String,
-        #[arg(long, value_name = "DAYS", required = true)]
-        inference_log_days: u32,
+        /// Days of inference logs kept: today (UTC) and the days before it.
+        #[arg(
+            long,
+            value_name = "DAYS",
+            required_unless_present = "dataset_version_days"
+        )]
+        inference_log_days: Option<u32>,
+        /// Days a dataset version is kept after it was pushed, unless it is its
+        /// dataset's latest or tagged (tag a version to keep it).
+        #[arg(long, value_name = "DAYS")]
+        dataset_version_days: Option<u32>,
     },
     /// Who holds the project's PII permission (personal data in clear).
     PiiReaders { name: String },

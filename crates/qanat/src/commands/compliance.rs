@@ -112,10 +112,12 @@ fn summary(r: &ComplianceReport) {
     for p in &r.projects {
         let readers: Vec<&str> = p.pii_readers.iter().map(|x| x.user.as_str()).collect();
         println!(
-            "project {}: regions {}; inference logs kept {}; personal data {}; PII permission: {}",
+            "project {}: regions {}; inference logs kept {}; old dataset versions kept {}; personal data {}; PII permission: {}",
             p.name,
             p.allowed_regions.join(", "),
             p.inference_log_days
+                .map_or_else(|| "until deleted".to_string(), |d| format!("{d} days")),
+            p.dataset_version_days
                 .map_or_else(|| "until deleted".to_string(), |d| format!("{d} days")),
             if p.require_pii_declared {
                 "must be declared"
@@ -130,11 +132,12 @@ fn summary(r: &ComplianceReport) {
         );
     }
     println!(
-        "\nresidency refusals: {}\nreads of personal data in clear and PII permission changes: {}\ngc runs: {} (deleted objects purged after {} days)\nkey rotations: {} (active key {}, {} held)",
+        "\nresidency refusals: {}\nreads of personal data in clear and PII permission changes: {}\ngc runs: {} (deleted objects purged after {} days)\nerasures of data subjects: {}\nkey rotations: {} (active key {}, {} held)",
         r.residency_refusals.count,
         r.pii_access.count,
         r.retention.gc_runs.count,
         r.retention.deleted_days,
+        r.retention.erasures.count,
         r.keys.rotations.count,
         r.keys.active_key_id,
         r.keys.key_ids.len()

@@ -43,9 +43,11 @@ pub async fn run(ctx: &Ctx, cmd: ProjectsCmd) -> Result<()> {
         ProjectsCmd::SetRetention {
             name,
             inference_log_days,
+            dataset_version_days,
         } => {
             let change = UpdateProject {
-                inference_log_days: Some(inference_log_days),
+                inference_log_days,
+                dataset_version_days,
                 ..UpdateProject::default()
             };
             output::record(format, &c.update_project(&name, &change).await?)
@@ -101,6 +103,7 @@ output::fields!(Project, |x| {
     "regions" => output::joined(&x.allowed_regions),
     "personal data" => if x.require_pii_declared { "must be declared" } else { "flagged when undeclared" }.to_string(),
     "inference logs kept" => x.inference_log_days.map_or_else(|| "until deleted".into(), |d| format!("{d} days")),
+    "old dataset versions kept" => x.dataset_version_days.map_or_else(|| "until deleted".into(), |d| format!("{d} days (latest and tagged: always)")),
     "created" => x.created_at.clone(),
     "created by" => x.created_by.clone(),
 });

@@ -248,6 +248,19 @@ fn gc_line(r: &qanat_data::GcReport) -> String {
             r.datasets_purged, r.experiments_purged, r.runs_purged, r.artifacts_deleted
         ));
     }
+    if r.dataset_versions_expired > 0 {
+        line.push_str(&format!(
+            "; {} dataset versions past the project's retention removed",
+            r.dataset_versions_expired
+        ));
+    }
+    if r.inference_log_files_deleted > 0 {
+        line.push_str(&format!(
+            "; {} inference log files past retention deleted ({})",
+            r.inference_log_files_deleted,
+            output::human(r.inference_log_bytes_deleted)
+        ));
+    }
     if r.kept_for_registry > 0 {
         line.push_str(&format!(
             "; {} kept past retention for registered model versions",
