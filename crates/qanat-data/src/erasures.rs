@@ -126,9 +126,8 @@ impl crate::Datasets {
                 let Some(format) = TableFormat::of(&f.path) else {
                     continue;
                 };
-                if !scans.contains_key(&scan_key(f)) {
-                    let found = self.scan(ds, f, format, &subject).await?;
-                    scans.insert(scan_key(f), found);
+                if let std::collections::hash_map::Entry::Vacant(slot) = scans.entry(scan_key(f)) {
+                    slot.insert(self.scan(ds, f, format, &subject).await?);
                 }
             }
             manifests.push((v, m));
