@@ -72,14 +72,24 @@ impl Features {
         let keyring = self.storage.keyring().clone();
         let purpose = format!("features.pii.{}", project.id);
         let budget = self.join_memory;
+        let pii_features: Vec<String> = parts
+            .iter()
+            .flat_map(|p| p.features.iter().filter(|f| f.2).map(|f| f.1.clone()))
+            .collect();
         let hidden: Vec<String> = if pii_allowed {
             Vec::new()
         } else {
-            parts
-                .iter()
-                .flat_map(|p| p.features.iter().filter(|f| f.2).map(|f| f.1.clone()))
-                .collect()
+            pii_features.clone()
         };
+        // What the entity rows bring along declared as personal data stays declared.
+        let mut entity_pii: Vec<String> = Vec::new();
+        for r in &entities.datasets {
+            let d = self.datasets.get(project, &r.name).await?;
+            entity_pii.extend(qanat_data::tabular::declared_pii(
+                d.schema.as_ref(),
+                &d.pii_columns,
+            ));
+        }
         let out_dir = tempfile::Builder::new()
             .prefix("qanat-training-set-")
             .tempdir()
@@ -115,6 +125,21 @@ impl Features {
                 self.datasets.create(project, new, by).await?
             }
             Err(e) => return Err(e.into()),
+        };
+        // The output declares its personal-data columns (PII features, in clear or
+        // not, and the entity rows' declared columns), so every later reader of the
+        // set without the PII permission gets them pseudonymized, whoever made it.
+        let declare: Vec<String> = columns
+            .iter()
+            .filter(|c| pii_features.contains(c) || entity_pii.contains(c))
+            .cloned()
+            .collect();
+        let ds = if declare.iter().all(|c| ds.pii_columns.contains(c)) {
+            ds
+        } else {
+            let mut all = ds.pii_columns.clone();
+            all.extend(declare.into_iter().filter(|c| !ds.pii_columns.contains(c)));
+            self.datasets.set_pii_columns(project, &ds, &all).await?
         };
         let edges: Vec<(qanat_core::ObjectRef, String)> = used
             .iter()

@@ -263,7 +263,10 @@ fn pulled(q: &Qanat, token: &str, reference: &str) -> arrow_array::RecordBatch {
         .trim_start_matches("dataset:")
         .split_once('@')
         .expect("a versioned reference");
-    let dir = q.home().join(format!("pulled-{dataset}-{version}"));
+    let dir = q.home().join(format!(
+        "pulled-{dataset}-{version}-{}",
+        &token[token.len().saturating_sub(6)..]
+    ));
     let d = dir.to_str().expect("utf-8");
     let (ok, _, err) = q.cli_as(
         token,
@@ -328,6 +331,24 @@ fn a_training_set_is_a_dataset_version_joined_point_in_time_with_lineage_and_pii
         .iter()
         .collect();
     assert_eq!(trips, vec![Some(10), Some(13), None, None, None]);
+    // The set declares its PII feature columns, so the editor's pull of the
+    // maintainer's clear version comes pseudonymized all the same.
+    let (s, d) = q.api("GET", "/api/v1/projects/default/datasets/rides-train", None);
+    assert_eq!(s, 200, "{d}");
+    assert_eq!(
+        d["pii_columns"],
+        json!(["trips", "driver_stats__trips"]),
+        "{d}"
+    );
+    let t = pulled(&q, &editor, "dataset:rides-train@2");
+    let trips = t
+        .column_by_name("driver_stats__trips")
+        .expect("trips")
+        .as_string::<i32>();
+    assert!(
+        trips.value(0).starts_with("pii:") && trips.is_null(2),
+        "{trips:?}"
+    );
 
     let out = q.cli_ok("lineage -p default dataset:rides-train@2");
     for want in [
