@@ -12,6 +12,7 @@
 //! written as keyed pseudonyms (HMAC under the keyring), so they still group and join
 //! but cannot be read back.
 
+use qanat_core::pii::PiiKind;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -102,7 +103,11 @@ impl InferenceLog {
 }
 
 /// A request's inputs as `{name: [values]}`, the inputs named in `pii` replaced by
-/// `pii:<keyed hash>` of each value.
+/// `pii:<keyed hash>` of each value — and, declared or not, those whose name says they
+/// hold people's names, passport numbers or birth dates, and every text value that
+/// is itself an identifier (an email address, a phone number, an Emirates ID, an IBAN
+/// or a card number with its check digit, an IP address): personal data found in a
+/// request is not written to the log in clear.
 pub fn inputs_json<'a>(
     inputs: impl Iterator<Item = &'a crate::oip::RequestInput>,
     pii: &[String],
@@ -120,14 +125,22 @@ pub fn inputs_json<'a>(
         }
         out.push_str(&Value::from(name).to_string());
         out.push_str(":[");
-        let hide = pii.iter().any(|p| p == name);
+        let hide = pii.iter().any(|p| p == name)
+            || qanat_core::pii::kinds_by_name(name).iter().any(|k| {
+                matches!(
+                    k,
+                    PiiKind::PersonName | PiiKind::Passport | PiiKind::DateOfBirth
+                )
+            });
         for (j, v) in input.elements().enumerate() {
             if j > 0 {
                 out.push(',');
             }
             let v = match v {
                 Elem::Null => Value::Null,
-                Elem::Text(s) if hide => Value::from(format!("pii:{}", &mac(s.as_bytes())[..32])),
+                Elem::Text(s) if hide || !qanat_core::pii::matching_kinds(&s).is_empty() => {
+                    Value::from(format!("pii:{}", &mac(s.as_bytes())[..32]))
+                }
                 other if hide => {
                     Value::from(format!("pii:{}", &mac(other.to_string().as_bytes())[..32]))
                 }
@@ -496,6 +509,35 @@ mod tests {
         assert!(
             hidden.starts_with("pii:") && !hidden.contains("a@x"),
             "{hidden}"
+        );
+        // Undeclared: an input named for people's names, and identifiers among text
+        // values, are hidden all the same; other text and numbers are not.
+        let req: crate::oip::InferRequest = serde_json::from_value(serde_json::json!({
+            "inputs": [
+                {"name": "customer_name", "datatype": "BYTES", "shape": [1], "data": ["Layla Hassan"]},
+                {"name": "contact", "datatype": "BYTES", "shape": [4],
+                 "data": ["b@x.ae", "784-1990-1234567-6", "gold", "AE070331234567890123456"]},
+                {"name": "segment", "datatype": "BYTES", "shape": [1], "data": ["gold"]},
+                {"name": "card_digits", "datatype": "INT64", "shape": [1], "data": [4111111111111111_i64]},
+            ]
+        }))
+        .expect("request");
+        let v: Value =
+            serde_json::from_str(&inputs_json(req.inputs.iter(), &[], &mac)).expect("json");
+        let hidden = |x: &Value| x.as_str().is_some_and(|s| s.starts_with("pii:"));
+        assert!(hidden(&v["customer_name"][0]), "{v}");
+        let contact = v["contact"].as_array().expect("contact");
+        assert!(hidden(&contact[0]), "an email: {v}");
+        assert!(
+            hidden(&contact[1]),
+            "an Emirates ID with its check digit: {v}"
+        );
+        assert_eq!(contact[2], "gold", "{v}");
+        assert!(hidden(&contact[3]), "an IBAN: {v}");
+        assert_eq!(v["segment"][0], "gold");
+        assert_eq!(
+            v["card_digits"][0], 4111111111111111_i64,
+            "numbers are not scanned"
         );
         assert!(LogSpec {
             sample: 1.5,
