@@ -11,6 +11,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use maud::{html, Markup, DOCTYPE};
+use qanat_core::pii::PiiKind;
 use qanat_data::tabular::{confirmed_kinds, declared_pii, protected_columns};
 use qanat_data::VersionRef;
 use qanat_governance::compliance::{
@@ -294,20 +295,41 @@ async fn holdings(state: &AppState, p: &Project) -> Result<Vec<PiiHolding>, ApiE
     let registry = state.features.registry(p).await?;
     for o in &registry.objects {
         let Some(view) = o.as_view() else { continue };
-        let columns: Vec<PiiColumn> = view
-            .schema
-            .iter()
-            .filter(|f| f.pii)
-            .map(|f| PiiColumn {
-                file: None,
-                column: f.name.to_string(),
-                kinds: Vec::new(),
-                declared: true,
-                protection:
-                    "pseudonymized in training sets and online reads without the PII permission"
-                        .into(),
-            })
-            .collect();
+        let found = source_findings(state, p, &registry, view.source.as_str()).await;
+        let mut columns = Vec::new();
+        for f in &view.schema {
+            let name = f.name.to_string();
+            let by_name: Vec<String> = qanat_core::pii::kinds_by_name(&name)
+                .into_iter()
+                .filter(|k| {
+                    matches!(
+                        k,
+                        PiiKind::PersonName | PiiKind::Passport | PiiKind::DateOfBirth
+                    )
+                })
+                .map(|k| k.as_str().to_string())
+                .collect();
+            let kinds = found.get(&name).cloned().unwrap_or(by_name);
+            if f.pii {
+                columns.push(PiiColumn {
+                    file: None,
+                    column: name,
+                    kinds,
+                    declared: true,
+                    protection:
+                        "pseudonymized in training sets and online reads without the PII permission"
+                            .into(),
+                });
+            } else if !kinds.is_empty() {
+                columns.push(PiiColumn {
+                    file: None,
+                    column: name,
+                    kinds,
+                    declared: false,
+                    protection: "NONE: served online in clear (a training set's pull protects it when its values are found); mark the feature pii: true".into(),
+                });
+            }
+        }
         if !columns.is_empty() {
             out.push(PiiHolding {
                 project: p.name.clone(),
@@ -343,6 +365,54 @@ async fn holdings(state: &AppState, p: &Project) -> Result<Vec<PiiHolding>, ApiE
         });
     }
     Ok(out)
+}
+
+/// The personal data found in a dataset source's columns (its pinned or latest
+/// version's profiles, medium or high confidence), by column. Sources read from files,
+/// SQL, pushes or streams are not scanned here; nothing is found for them.
+async fn source_findings(
+    state: &AppState,
+    p: &Project,
+    registry: &qanat_features::wire::Registry,
+    source: &str,
+) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut out = std::collections::BTreeMap::new();
+    let Some(def) = registry
+        .objects
+        .iter()
+        .filter(|o| o.kind == qanat_features::ObjectKind::Source && o.name == source)
+        .find_map(|o| {
+            serde_json::from_value::<qanat_features::definitions::SourceDef>(o.definition.clone())
+                .ok()
+        })
+    else {
+        return out;
+    };
+    if def.source_type != qanat_features::definitions::SourceType::Dataset {
+        return out;
+    }
+    let Some(r) = def
+        .dataset
+        .as_deref()
+        .and_then(|d| qanat_core::ObjectRef::parse_of(qanat_core::Kind::Dataset, d).ok())
+    else {
+        return out;
+    };
+    let Ok(d) = state.datasets.get(p, &r.name).await else {
+        return out;
+    };
+    let Ok(v) = state.datasets.resolve(&d, &r.selector_or_latest()).await else {
+        return out;
+    };
+    for fp in state.datasets.profiles(&d, &v).await.unwrap_or_default() {
+        for c in fp.profile.iter().flat_map(|t| &t.columns) {
+            let kinds = confirmed_kinds(&c.pii);
+            if !kinds.is_empty() {
+                out.insert(c.name.clone(), kinds);
+            }
+        }
+    }
+    out
 }
 
 /// The report as a page of its own (no script, inline style).

@@ -913,3 +913,58 @@ fn removing_a_pii_flag_needs_a_maintainer() {
     let text = audit.to_string();
     assert!(text.contains("maya") && text.contains("eddie"), "{text}");
 }
+
+/// The compliance report lists a feature view's personal data: the features marked
+/// `pii: true`, and those it does not mark whose source dataset's column holds
+/// personal data or whose name says so, flagged as unprotected.
+#[test]
+fn the_compliance_report_finds_personal_data_a_feature_view_does_not_mark() {
+    let q = Qanat::start();
+    let mut stats = String::from(
+        "driver_id,event_timestamp,created,conv_rate,trips,contact,driver_full_name\n",
+    );
+    for i in 0..40 {
+        stats.push_str(&format!(
+            "{},2026-01-01T10:00:00Z,2026-01-01T10:05:00Z,0.5,{i},driver{i}@example.ae,Driver Number{}\n",
+            1000 + i,
+            ["A", "B", "C", "D"][i % 4]
+        ));
+    }
+    let repo = DATASET_REPO.replace(
+        "  - {name: trips, type: int64, pii: true}",
+        "  - {name: trips, type: int64, pii: true}\n  - {name: contact, type: string}\n  - {name: driver_full_name, type: string}",
+    );
+    load_driver_stats(&q, &stats, &repo);
+    let (ok, out, err) = q.cli(&["compliance", "report", "-p", "default", "--output", "json"]);
+    assert!(ok, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let view = r["personal_data"]
+        .as_array()
+        .expect("holdings")
+        .iter()
+        .find(|h| h["kind"] == "feature_view" && h["name"] == "driver_stats")
+        .unwrap_or_else(|| panic!("the view is listed: {r}"))
+        .clone();
+    let col = |name: &str| {
+        view["columns"]
+            .as_array()
+            .expect("columns")
+            .iter()
+            .find(|c| c["column"] == name)
+            .cloned()
+    };
+    let trips = col("trips").expect("trips");
+    assert_eq!(trips["declared"], true, "{view}");
+    let contact = col("contact").unwrap_or_else(|| panic!("contact found: {view}"));
+    assert_eq!(contact["declared"], false, "{view}");
+    assert_eq!(contact["kinds"], json!(["email"]), "{view}");
+    assert!(
+        contact["protection"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("NONE")),
+        "{view}"
+    );
+    let name = col("driver_full_name").unwrap_or_else(|| panic!("name found: {view}"));
+    assert_eq!(name["kinds"], json!(["person_name"]), "{view}");
+    assert!(col("conv_rate").is_none(), "{view}");
+}
