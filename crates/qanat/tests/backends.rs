@@ -419,4 +419,32 @@ fn compliance_report_on_postgres_and_s3_matches_the_data() {
         page.contains("uae-south") && page.contains("people"),
         "{page}"
     );
+
+    // An erasure on PostgreSQL with the chunks in S3: the old version's chunk is
+    // destroyed in the bucket, the new version reads.
+    q.cli_ok("data -p rep create people-s3 --location archive");
+    q.cli_ok(&format!("data -p rep push people-s3 {}", src.display()));
+    let out = q.cli_ok(
+        "data -p rep erase people-s3 --request-id DSR-PG-1 --match email=user3@example.ae --output json",
+    );
+    let e: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(e["rows_removed"], 1, "{e}");
+    assert_eq!(e["new_version"], 2, "{e}");
+    assert!(e["chunks_shredded"].as_u64() >= Some(1), "{e}");
+    let pull = |r: &str, dir: &str| {
+        let dest = q.dir.path().join(dir);
+        let (ok, _, err) = q.cli(&["data", "-p", "rep", "pull", r, dest.to_str().expect("utf8")]);
+        (ok, err, dest)
+    };
+    let (ok, err, _) = pull("people-s3@1", "s3-old");
+    assert!(!ok && err.contains("erased by request 'DSR-PG-1'"), "{err}");
+    let (ok, err, dest) = pull("people-s3@2", "s3-new");
+    assert!(ok, "{err}");
+    let text = std::fs::read_to_string(dest.join("people.csv")).expect("read");
+    assert!(
+        !text.contains("user3@") && text.contains("user4@"),
+        "{text}"
+    );
+    let (ok, out, _) = q.cli(&["data", "-p", "rep", "erasures", "people-s3"]);
+    assert!(ok && out.contains("DSR-PG-1"), "{out}");
 }
