@@ -16,7 +16,7 @@ use qanat_data::tabular::{confirmed_kinds, declared_pii, protected_columns};
 use qanat_data::VersionRef;
 use qanat_governance::compliance::{
     AuditExcerpt, AuditIntegrity, ComplianceReport, KeysReport, LocationReport, PiiColumn,
-    PiiHolding, ProjectPolicy, ReportParams, RetentionReport, StoredBytes,
+    PiiHolding, ProjectErasure, ProjectPolicy, ReportParams, RetentionReport, StoredBytes,
 };
 use qanat_governance::Role::Admin;
 use qanat_governance::{AuditEntry, Principal, Project};
@@ -154,8 +154,20 @@ pub(crate) async fn build(
     )
     .await?;
     let gc_runs = excerpt(&["project.gc", "gc.all"], &[]).await?;
-    // The erasures done (the refused attempts are in the audit log, not here).
-    let erasures = excerpt(&[], &["201 · erasure "]).await?;
+    // The erasures made in the period, from their records (the refused attempts are
+    // in the audit log).
+    let mut erasures = Vec::new();
+    for p in projects {
+        for e in state.datasets.erasures(p, None).await? {
+            let at = qanat_store::parse_micros(&e.created_at).unwrap_or(0);
+            if at >= since && at < until {
+                erasures.push(ProjectErasure {
+                    project: p.name.clone(),
+                    erasure: e,
+                });
+            }
+        }
+    }
     let rotations = excerpt(&["keys.rotate"], &[]).await?;
     let keyring = state.storage.keyring();
     let verification = state.gov.verify_audit().await?;
@@ -513,7 +525,22 @@ pub(crate) fn body(r: &ComplianceReport) -> Markup {
         p { "Deleted datasets, experiments and projects are purged after " (r.retention.deleted_days) " days." }
         (entries(&r.retention.gc_runs))
         h2 { "Erasures of data subjects" }
-        (entries(&r.retention.erasures))
+        p { (r.retention.erasures.len()) " in the period." }
+        @if !r.retention.erasures.is_empty() {
+            table {
+                tr { th { "Request" } th { "Project" } th { "Dataset" } th { "Matched on" } th { "Rows removed" } th { "New version" } th { "Versions that held them" } th { "Chunks destroyed" } th { "By" } th { "Time" } th { "Finished" } }
+                @for x in &r.retention.erasures {
+                    @let e = &x.erasure;
+                    tr {
+                        td { (e.request_id) } td { (x.project) } td { (e.dataset) } td { (e.columns.join(", ")) }
+                        td { (e.rows_removed) } td { @if let Some(v) = e.new_version { (v) } }
+                        td { (e.files.iter().map(|f| f.version.to_string()).collect::<std::collections::BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(", ")) }
+                        td { (e.chunks_shredded) } td { (e.requested_by) } td { (e.created_at) }
+                        td { @match &e.completed_at { Some(t) => { (t) } None => { span.bad { "NO: send the request again" } } } }
+                    }
+                }
+            }
+        }
         h2 { "Encryption keys" }
         p { "Active master key " code { (r.keys.active_key_id) } " (from " (r.keys.source) "); keys held: " (r.keys.key_ids.join(", ")) "." }
         (entries(&r.keys.rotations))

@@ -717,14 +717,28 @@ pub(crate) async fn erase(
     scope: Scope,
     Caller(caller): Caller,
     ApiPath(path): ApiPath<(String, String)>,
-    ApiJson(body): ApiJson<ErasureRequest>,
+    body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let (_, dataset) = path;
+    // The body names the subject's values: a malformed one is refused without
+    // quoting it (the refusal goes to the audit log).
+    let body: ErasureRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the body is not an erasure request ({:?} at line {} column {}): send {{\"request_id\": \"…\", \"match\": [{{\"column\": \"…\", \"values\": [\"…\"]}}], \"reason\": \"…\"}} with every value as text",
+            e.classify(),
+            e.line(),
+            e.column()
+        ))
+    })?;
     let d = state.datasets.get(&scope.project, &dataset).await?;
-    let e = state
-        .datasets
-        .erase(&scope.project, &d, &body, &caller.name)
-        .await?;
+    // The work goes on if the request times out or the caller leaves: an erasure
+    // stopped half-way is finished by sending it again, but need not be.
+    let datasets = state.datasets.clone();
+    let project = scope.project.clone();
+    let by = caller.name.clone();
+    let e = tokio::spawn(async move { datasets.erase(&project, &d, &body, &by).await })
+        .await
+        .map_err(|e| ApiError::internal(format!("the erasure stopped: {e}")))??;
     // The audit entry names the request and what it did, never the values.
     let note = format!(
         "erasure {} of {} ({}): {} row(s) removed{}, {} file(s) of {} version(s) held them, {} chunk(s) destroyed{}",

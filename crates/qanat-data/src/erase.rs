@@ -208,10 +208,21 @@ pub fn parquet<R: parquet::file::reader::ChunkReader + 'static, W: Write + Send>
     if watch.is_empty() {
         return Ok(Found::default());
     }
+    // The copy is compressed as the original was (its first column chunk says how).
+    let props = builder
+        .metadata()
+        .row_groups()
+        .first()
+        .and_then(|rg| rg.columns().first())
+        .map(|c| {
+            parquet::file::properties::WriterProperties::builder()
+                .set_compression(c.compression())
+                .build()
+        });
     let reader = builder.build().map_err(|e| failed("Parquet", e))?;
     let mut writer = match output {
         Some(w) => Some(
-            parquet::arrow::ArrowWriter::try_new(w, schema.clone(), None)
+            parquet::arrow::ArrowWriter::try_new(w, schema.clone(), props)
                 .map_err(|e| failed("Parquet", e))?,
         ),
         None => None,

@@ -116,19 +116,28 @@ impl crate::Datasets {
         }
         let subject = Subject::new(&req.matches);
 
-        // 1. Every table of every version, each distinct file scanned once.
+        // 1. Every table of every version, each distinct file scanned once. A file an
+        // earlier erasure made unreadable cannot be scanned: every chunk it has left
+        // counts as holding the rows (those a readable file shares are kept below).
         let versions = self.versions(ds).await?;
         let mut manifests: Vec<(DatasetVersion, Manifest)> = Vec::with_capacity(versions.len());
         let mut scans: HashMap<String, Found> = HashMap::new();
+        let mut broken: HashSet<String> = HashSet::new();
         for v in versions {
             let m = self.manifest(ds, &v).await?;
             for f in &m.files {
+                if scans.contains_key(&scan_key(f)) || broken.contains(&scan_key(f)) {
+                    continue;
+                }
+                if !self.erased_chunks_of(ds, f).await?.is_empty() {
+                    broken.insert(scan_key(f));
+                    continue;
+                }
                 let Some(format) = TableFormat::of(&f.path) else {
                     continue;
                 };
-                if let std::collections::hash_map::Entry::Vacant(slot) = scans.entry(scan_key(f)) {
-                    slot.insert(self.scan(ds, f, format, &subject).await?);
-                }
+                let found = self.scan(ds, f, format, &subject).await?;
+                scans.insert(scan_key(f), found);
             }
             manifests.push((v, m));
         }
@@ -151,12 +160,28 @@ impl crate::Datasets {
         let hit = |f: &FileEntry| scans.get(&scan_key(f)).is_some_and(|s| s.rows > 0);
         let erasure_ref = ObjectRef::unversioned(Kind::Erasure, req.request_id.as_str());
 
-        // 2. The latest version again, without the rows.
-        let mut new_version = None;
+        // 2. The latest version again, without the rows, committed only on top of the
+        // version scanned (a push or another erasure in between: 409, send it again).
+        // A run that stopped after this commit finds its version by the lineage edge.
+        let mut new_version = self.version_made_by(ds, &erasure_ref).await?;
         let mut rows_removed = 0;
-        let mut kept: HashSet<ChunkId> = HashSet::new();
-        if let Some((latest, m)) = manifests.first() {
-            if m.files.iter().any(hit) {
+        match (new_version, manifests.first()) {
+            (Some(v), _) => {
+                // Rows removed: those of the version it was made from.
+                let parent = manifests
+                    .iter()
+                    .find(|(x, _)| x.version == v)
+                    .and_then(|(x, _)| x.parent);
+                if let Some((_, m)) = manifests.iter().find(|(x, _)| Some(x.version) == parent) {
+                    rows_removed = m
+                        .files
+                        .iter()
+                        .filter_map(|f| scans.get(&scan_key(f)))
+                        .map(|s| s.rows)
+                        .sum();
+                }
+            }
+            (None, Some((latest, m))) if m.files.iter().any(hit) => {
                 let mut next = Manifest::default();
                 for f in &m.files {
                     if hit(f) {
@@ -177,7 +202,6 @@ impl crate::Datasets {
                         next.files.push(f.clone());
                     }
                 }
-                kept = next.distinct_chunks().into_iter().map(|c| c.id).collect();
                 let message = format!(
                     "erasure {}: {rows_removed} row(s) removed from version {}",
                     req.request_id, latest.version
@@ -186,30 +210,50 @@ impl crate::Datasets {
                 let v = self
                     .commit_counted(
                         project,
-                        ds,
-                        next,
+                        &Dataset {
+                            latest_version: Some(latest.version),
+                            ..ds.clone()
+                        },
+                        next.clone(),
                         &message,
                         by,
                         Lineage {
                             derived_from: &[],
                             edges: &edges,
                             stored: None,
+                            on_top_of: Some(latest.version),
                         },
                     )
                     .await?;
                 new_version = Some(v.version);
+                manifests.insert(0, (v, next));
             }
+            _ => {}
         }
 
-        // 3. The chunks that held the rows, in every version, but those the new
-        // version holds (bytes it shares with the old file away from the rows).
+        // 3. The chunks that held the rows, in every version: those of a matching CSV
+        // file around the rows, every chunk of a matching Parquet file and of a file
+        // an earlier erasure broke — but none that a file without the rows holds (the
+        // new version's, and every readable file with no match: their bytes hold none
+        // of the subject's).
+        let kept: HashSet<ChunkId> = manifests
+            .iter()
+            .flat_map(|(_, m)| &m.files)
+            .filter(|f| !hit(f) && !broken.contains(&scan_key(f)))
+            .flat_map(|f| f.chunks.iter().map(|c| c.id))
+            .collect();
         let mut shred: BTreeMap<ChunkId, u64> = BTreeMap::new();
         let mut files = Vec::new();
         for (v, m) in &manifests {
-            for f in m.files.iter().filter(|f| hit(f)) {
-                let found = &scans[&scan_key(f)];
-                let sizes: Vec<u64> = f.chunks.iter().map(|c| c.size).collect();
-                let touched = erase::chunks_touched(&sizes, found.ranges.as_deref());
+            for f in &m.files {
+                let touched = if hit(f) {
+                    let sizes: Vec<u64> = f.chunks.iter().map(|c| c.size).collect();
+                    erase::chunks_touched(&sizes, scans[&scan_key(f)].ranges.as_deref())
+                } else if broken.contains(&scan_key(f)) {
+                    (0..f.chunks.len()).collect()
+                } else {
+                    continue;
+                };
                 let mut n = 0;
                 for i in touched {
                     let c = &f.chunks[i];
@@ -218,12 +262,14 @@ impl crate::Datasets {
                         n += 1;
                     }
                 }
-                files.push(ErasedFile {
-                    version: v.version,
-                    path: f.path.clone(),
-                    rows: found.rows,
-                    chunks_shredded: n,
-                });
+                if hit(f) {
+                    files.push(ErasedFile {
+                        version: v.version,
+                        path: f.path.clone(),
+                        rows: scans[&scan_key(f)].rows,
+                        chunks_shredded: n,
+                    });
+                }
             }
         }
 
@@ -393,13 +439,9 @@ impl crate::Datasets {
                 let json = serde_json::to_vec(&profiles)
                     .map_err(|e| Error::invalid("profiles", e.to_string()))?;
                 let key = profiles_key(&ds.project_id, &v.manifest_id)?;
-                // The old profile object goes with its key; the scrubbed one replaces it.
-                match self.storage.shred(&ds.location, &key).await {
-                    Ok(_) | Err(qanat_store::Error::NotFound { .. }) => {}
-                    Err(e) => return Err(e.into()),
-                }
+                // The scrubbed profiles replace the old, whose data key then goes.
                 self.storage
-                    .put_bytes(&ds.location, &key, Bytes::from(json))
+                    .replace(&ds.location, &key, Bytes::from(json))
                     .await?;
             }
         }
@@ -548,27 +590,60 @@ impl crate::Datasets {
     /// destroyed (and nobody stored again since), saying which request did it.
     #[qanat_macros::boxed]
     pub async fn check_not_erased(&self, ds: &Dataset, f: &FileEntry) -> Result<()> {
+        if let Some(id) = self.erased_chunks_of(ds, f).await?.first() {
+            let what = format!("file {} of dataset {}", f.path, ds.name);
+            if let Some(e) = Self::erased(&self.meta, ds, &what, id).await {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// The chunks of `f` an erasure destroyed (and nobody stored again since).
+    async fn erased_chunks_of(&self, ds: &Dataset, f: &FileEntry) -> Result<Vec<ChunkId>> {
         let ids: Vec<ChunkId> = f.chunks.iter().map(|c| c.id).collect();
+        let mut out = Vec::new();
         for batch in ids.chunks(500) {
             let list: Vec<String> = (0..batch.len()).map(|i| format!("${}", i + 3)).collect();
             let sql = format!(
                 "SELECT e.chunk_id FROM erased_chunks e WHERE e.project_id = $1 AND e.location = $2 AND e.chunk_id IN ({}) \
-                 AND NOT EXISTS (SELECT 1 FROM dataset_chunks c WHERE c.project_id = e.project_id AND c.location = e.location AND c.chunk_id = e.chunk_id AND c.deleting = 0) LIMIT 1",
+                 AND NOT EXISTS (SELECT 1 FROM dataset_chunks c WHERE c.project_id = e.project_id AND c.location = e.location AND c.chunk_id = e.chunk_id AND c.deleting = 0)",
                 list.join(", ")
             );
             let mut q = sqlx::query(&sql).bind(&ds.project_id).bind(&ds.location);
             for id in batch {
                 q = q.bind(id.to_hex());
             }
-            if let Some(row) = q.fetch_optional(self.meta.reader()).await? {
-                let id: ChunkId = row.try_get::<String, _>("chunk_id")?.parse()?;
-                let what = format!("file {} of dataset {}", f.path, ds.name);
-                if let Some(e) = Self::erased(&self.meta, ds, &what, &id).await {
-                    return Err(e);
-                }
+            for row in q.fetch_all(self.meta.reader()).await? {
+                out.push(row.try_get::<String, _>("chunk_id")?.parse()?);
             }
         }
-        Ok(())
+        Ok(out)
+    }
+
+    /// The version of `ds` an erasure wrote, by its lineage edge.
+    async fn version_made_by(&self, ds: &Dataset, erasure: &ObjectRef) -> Result<Option<i64>> {
+        let prefix = format!(
+            "{}@",
+            ObjectRef::unversioned(Kind::Dataset, ds.name.as_str())
+        );
+        let rows = sqlx::query(
+            "SELECT child FROM lineage_edges WHERE project_id = $1 AND parent = $2 AND relation = 'erasure'",
+        )
+        .bind(&ds.project_id)
+        .bind(erasure.to_string())
+        .fetch_all(self.meta.reader())
+        .await?;
+        for row in rows {
+            let child: String = row.try_get("child")?;
+            if let Some(v) = child
+                .strip_prefix(&prefix)
+                .and_then(|v| v.parse::<i64>().ok())
+            {
+                return Ok(Some(v));
+            }
+        }
+        Ok(None)
     }
 
     /// Why a chunk a read could not find is missing, when an erasure destroyed it.

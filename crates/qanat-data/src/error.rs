@@ -11,6 +11,9 @@ pub enum Error {
     Refused(#[from] qanat_core::Refusal),
     #[error("{0}")]
     Busy(String),
+    /// A concurrent change won; nothing was written.
+    #[error("{0}")]
+    Conflict(String),
     #[error("reading a stored file failed: {0}")]
     Io(#[source] std::io::Error),
     #[error("{}", describe_violations(.0))]
@@ -76,6 +79,7 @@ impl qanat_core::DomainError for Error {
             | Error::SchemaViolation(_)
             | Error::UndeclaredPii { .. } => K::Invalid,
             Error::Busy(_) => K::Unavailable,
+            Error::Conflict(_) => K::Conflict,
             Error::Erased { .. } | Error::Expired { .. } => K::Gone,
             _ => self.wrapped_kind(),
         }

@@ -741,6 +741,7 @@ impl Datasets {
             derived_from,
             edges: &[],
             stored: None,
+            on_top_of: None,
         };
         self.commit_counted(project, ds, manifest, message, author, lineage)
             .await
@@ -774,6 +775,7 @@ impl Datasets {
             derived_from,
             edges,
             stored: None,
+            on_top_of: None,
         };
         self.commit_counted(project, ds, manifest, message, author, lineage)
             .await
@@ -846,6 +848,7 @@ impl Datasets {
             derived_from,
             edges,
             stored,
+            on_top_of,
         } = lineage;
         manifest.normalize()?;
         let mut sources = Vec::with_capacity(derived_from.len());
@@ -963,6 +966,15 @@ impl Datasets {
                 .fetch_one(&mut *tx)
                 .await?
                 .try_get("next")?;
+            if let Some(base) = on_top_of {
+                if next != base + 1 {
+                    return Err(Error::Conflict(format!(
+                        "dataset {} got version {} while this one was being made from version {base}; nothing was stored as a version: send the request again",
+                        ds.name,
+                        next - 1
+                    )));
+                }
+            }
             // Hold every chunk in the same transaction as the version row: a gc that
             // claimed one first leaves the count short and the commit fails cleanly;
             // a gc that comes later sees a fresh last_used_at and leaves them alone.
@@ -1222,14 +1234,26 @@ impl Datasets {
             ));
         }
         self.resolve(ds, &VersionRef::Version(version)).await?;
-        let res = sqlx::query("INSERT INTO dataset_tags (dataset_id, tag, version, created_at) VALUES ($1, $2, $3, $4)")
-            .bind(&ds.id)
-            .bind(tag)
-            .bind(version)
-            .bind(now_micros())
-            .execute(self.meta.writer())
-            .await;
+        // Only while the version exists: a gc removing it past retention meanwhile
+        // leaves no tag naming nothing.
+        let res = sqlx::query(
+            "INSERT INTO dataset_tags (dataset_id, tag, version, created_at) SELECT $1, $2, $3, $4 \
+             WHERE EXISTS (SELECT 1 FROM dataset_versions WHERE dataset_id = $1 AND version = $3)",
+        )
+        .bind(&ds.id)
+        .bind(tag)
+        .bind(version)
+        .bind(now_micros())
+        .execute(self.meta.writer())
+        .await;
         match res {
+            Ok(done) if done.rows_affected() == 0 => {
+                self.resolve(ds, &VersionRef::Version(version)).await?;
+                Err(Error::Conflict(format!(
+                    "version {version} of {} changed while it was being tagged; tag it again",
+                    ds.name
+                )))
+            }
             Ok(_) => self.resolve(ds, &VersionRef::Version(version)).await,
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
                 Err(Error::already_exists("tag", format!("{}@{tag}", ds.name)))
@@ -1438,6 +1462,7 @@ impl Datasets {
             derived_from: &[source],
             edges: &[],
             stored: Some(added),
+            on_top_of: None,
         };
         self.commit_counted(project, dst, manifest, message, author, lineage)
             .await
@@ -1629,6 +1654,9 @@ pub(crate) struct Lineage<'a> {
     pub(crate) derived_from: &'a [ObjectRef],
     pub(crate) edges: &'a [(ObjectRef, String)],
     pub(crate) stored: Option<u64>,
+    /// Commit only if the dataset's newest version is still this one (an erasure's
+    /// version is made from the version it scanned): a conflict otherwise.
+    pub(crate) on_top_of: Option<i64>,
 }
 
 /// A table's personal-data columns.

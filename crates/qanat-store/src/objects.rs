@@ -790,6 +790,28 @@ impl ObjectStorage {
         Ok(())
     }
 
+    /// Replaces the object at `key` with `data`, then destroys the data key of the
+    /// object it replaced: the old bytes, wherever a copy of them survives, no longer
+    /// open (a plain overwrite leaves the old key behind). Returns the bytes written.
+    #[qanat_macros::boxed]
+    pub async fn replace(&self, location: &str, key: &ObjectKey, data: Bytes) -> Result<u64> {
+        let loc = self.loc(location)?;
+        let old = match loc
+            .store
+            .get_range(&self.store_path(key), 0..HEADER_LEN as u64)
+            .await
+        {
+            Ok(head) => Header::decode(&head).ok(),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let written = self.put_bytes(location, key, data).await?;
+        if let Some(h) = old {
+            self.keyring.forget_data_key(&self.meta, &h.key_ref).await?;
+        }
+        Ok(written)
+    }
+
     /// Destroys an object for good (crypto-shredding): its data key is deleted first,
     /// so the ciphertext is unreadable from that moment wherever a copy of it survives
     /// (a bucket's replica or backup), then it leaves the index and the store. Returns

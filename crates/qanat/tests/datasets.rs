@@ -1850,10 +1850,57 @@ fn erasing_a_data_subject_removes_their_rows_and_destroys_the_old_versions_chunk
     );
     let (ok, _, err) = erase(&q.admin_token, &["--request-id", "DSR-1"]);
     assert!(!ok && err.contains("already exists"), "{err}");
+    // A second subject, erased from the same dataset: the files the first erasure
+    // broke cannot be scanned and do not stop it; the new version reads, byte for
+    // byte, and the version before it does not.
+    let (ok, out, err) = qdata(
+        &q,
+        "dsr",
+        &[
+            "erase",
+            "customers",
+            "--request-id",
+            "DSR-2",
+            "--match",
+            "email=person5@example.ae",
+            "--output",
+            "json",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    let e2: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(e2["new_version"], 4, "{e2}");
+    assert_eq!(e2["rows_removed"], 1, "{e2}");
+    let (ok, err, dest) = pull("customers@4", "v4");
+    assert!(ok, "{err}");
+    let want4: String = want
+        .lines()
+        .filter(|l| !l.contains("person5@example.ae"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        std::fs::read_to_string(dest.join("customers.csv")).expect("read"),
+        want4
+    );
+    assert_eq!(
+        std::fs::read_to_string(dest.join("orders.csv")).expect("read"),
+        "order,phone,total\n2,+971500000007,20\n",
+        "a file without the rows keeps its chunks"
+    );
+    let (ok, err, _) = pull("customers@3", "v3-after-dsr2");
+    assert!(!ok && err.contains("'DSR-2'"), "{err}");
+    // A malformed body is refused without quoting the values it holds.
+    let (s, body) = q.api(
+        "POST",
+        "/api/v1/projects/dsr/datasets/customers/erasures",
+        Some(json!({"request_id": "DSR-3", "match": [{"column": "phone", "values": [971_501_234_567_i64]}]})),
+    );
+    assert_eq!(s, 400, "{body}");
+    assert!(!body.to_string().contains("971501234567"), "{body}");
     // A gc afterwards is undisturbed by the missing chunks.
     let (ok, _, err) = qdata(&q, "dsr", &["gc", "--grace", "0s"]);
     assert!(ok, "{err}");
-    let (ok, err, _) = pull("customers@3", "v3-after-gc");
+    let (ok, err, _) = pull("customers@4", "v4-after-gc");
     assert!(ok, "{err}");
 
     // Old versions kept 30 days (tagged and latest ones always); the report shows the
@@ -1879,12 +1926,11 @@ fn erasing_a_data_subject_removes_their_rows_and_destroys_the_old_versions_chunk
     assert!(ok, "{err}");
     let r: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(r["projects"][0]["dataset_version_days"], 30, "{r}");
-    assert_eq!(r["retention"]["erasures"]["count"], 1, "{r}");
-    assert!(
-        r["retention"]["erasures"]
-            .to_string()
-            .contains("erasure DSR-1"),
-        "{r}"
-    );
+    let erasures = r["retention"]["erasures"].as_array().expect("erasures");
+    assert_eq!(erasures.len(), 2, "newest first: {r}");
+    assert_eq!(erasures[1]["project"], "dsr", "{r}");
+    assert_eq!(erasures[1]["erasure"]["request_id"], "DSR-1", "{r}");
+    assert_eq!(erasures[1]["erasure"]["rows_removed"], 4, "{r}");
+    assert_eq!(erasures[0]["erasure"]["request_id"], "DSR-2", "{r}");
     assert!(!out.contains(subject), "the report holds no erased value");
 }

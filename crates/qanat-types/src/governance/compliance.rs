@@ -124,19 +124,17 @@ pub struct RetentionReport {
     pub deleted_days: u64,
     /// The gc runs of the period (audited).
     pub gc_runs: AuditExcerpt,
-    /// Erasures of data subjects' rows in the period (`qanat data erase`): each
-    /// request, what it removed and destroyed, never the values.
-    #[serde(default = "AuditExcerpt::empty")]
-    pub erasures: AuditExcerpt,
+    /// Erasures of data subjects' rows made in the period (`qanat data erase`),
+    /// newest first: each request, what it removed and destroyed, never the values.
+    #[serde(default)]
+    pub erasures: Vec<ProjectErasure>,
 }
 
-impl AuditExcerpt {
-    pub fn empty() -> Self {
-        AuditExcerpt {
-            count: 0,
-            entries: Vec::new(),
-        }
-    }
+/// An erasure and the project it was made in.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ProjectErasure {
+    pub project: String,
+    pub erasure: crate::data::Erasure,
 }
 
 /// The master keys: the active one, those kept to read older data, and rotations.

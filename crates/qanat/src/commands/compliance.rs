@@ -137,7 +137,7 @@ fn summary(r: &ComplianceReport) {
         r.pii_access.count,
         r.retention.gc_runs.count,
         r.retention.deleted_days,
-        r.retention.erasures.count,
+        r.retention.erasures.len(),
         r.keys.rotations.count,
         r.keys.active_key_id,
         r.keys.key_ids.len()
