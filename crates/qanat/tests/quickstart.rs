@@ -46,6 +46,7 @@ fn the_quickstart_runs_to_a_promoted_canary_with_its_lineage_and_runs_again() {
     assert!(!dir.path().join(".qanat-quickstart").exists());
     drop(busy);
 
+    let mut last_stdout = String::new();
     for run in 0..2 {
         // The default data directory, ./.qanat-quickstart.
         let out = base_cmd(dir.path(), &[])
@@ -87,6 +88,7 @@ fn the_quickstart_runs_to_a_promoted_canary_with_its_lineage_and_runs_again() {
             run == 1,
             "run {run}: {text}"
         );
+        last_stdout = text.to_string();
     }
     // A login that an earlier quickstart (another directory, its server gone) left for
     // this address is replaced by this run's, and `--exit` removes that one with its
@@ -128,4 +130,32 @@ fn the_quickstart_runs_to_a_promoted_canary_with_its_lineage_and_runs_again() {
         &page[..page.len().min(200)]
     );
     assert!(files.join("features/cancer.yaml").exists());
+    // The compliance report of the quickstart's project: the figures it printed are
+    // the page's.
+    let page = std::fs::read_to_string(files.join("compliance-report.html")).expect("report");
+    assert!(page.contains("The chain verifies"), "{page}");
+    let printed = last_stdout
+        .lines()
+        .find(|l| l.contains("compliance: project default keeps"))
+        .unwrap_or_else(|| panic!("{last_stdout}"));
+    let bytes: u64 = printed
+        .split(" objects, ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|b| b.parse().ok())
+        .unwrap_or_else(|| panic!("{printed}"));
+    assert!(bytes > 100_000, "the datasets, models and logs: {printed}");
+    // The page was made a moment later (an inference log file may have landed in
+    // between): its figure for the project is the printed one, or a little more.
+    let on_page: u64 = page
+        .split("<td>default</td>")
+        .nth(1)
+        .and_then(|rest| rest.split("<td>").nth(2))
+        .and_then(|cell| cell.split('<').next())
+        .and_then(|b| b.parse().ok())
+        .unwrap_or_else(|| panic!("no bytes for default on the page: {page}"));
+    assert!(
+        on_page >= bytes && on_page < bytes + bytes / 10,
+        "printed {bytes}, the page {on_page}"
+    );
 }

@@ -581,6 +581,41 @@ impl Quickstart {
             self.ui(&format!("/monitors/{DEPLOYMENT}"))
         );
         println!("  what the monitor did, audited: qanat audit tail --actor service:monitor");
+        // The auditor's view of the same project: where its bytes are, under which
+        // policy, and whether the audit trail is whole.
+        let params = qanat_types::governance::compliance::ReportParams {
+            project: Some(self.project.clone()),
+            ..Default::default()
+        };
+        let report = self.client.compliance_report(&params).await?;
+        let page = self.client.compliance_report_html(&params).await?;
+        let report_file = self.dir.join("compliance-report.html");
+        std::fs::write(&report_file, page)?;
+        for l in &report.locations {
+            for p in &l.projects {
+                println!(
+                    "  compliance: project {} keeps {} objects, {} bytes in {} ({}, region {}{})",
+                    p.project,
+                    p.objects,
+                    p.bytes,
+                    l.name,
+                    l.kind,
+                    l.region,
+                    if p.region_allowed {
+                        ", allowed"
+                    } else {
+                        ", NOT ALLOWED"
+                    }
+                );
+            }
+        }
+        println!(
+            "  compliance: the audit chain {} ({} entries); the report: {}  ·  qanat compliance report -p {}",
+            if report.audit.verification.ok { "verifies" } else { "DOES NOT VERIFY" },
+            report.audit.verification.entries_checked,
+            report_file.display(),
+            self.project
+        );
         println!("  metrics: {}/metrics", self.url);
         println!("  took {:.0} s", started.elapsed().as_secs_f64());
         Ok(())
