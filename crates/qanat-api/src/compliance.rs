@@ -6,6 +6,8 @@
 //! what gc removed, the master keys and their rotations, and whether the audit chain
 //! is whole. JSON, or HTML to hand over (`format=html`); the UI shows the same page.
 
+use std::collections::BTreeMap;
+
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -307,41 +309,36 @@ async fn holdings(state: &AppState, p: &Project) -> Result<Vec<PiiHolding>, ApiE
     let registry = state.features.registry(p).await?;
     for o in &registry.objects {
         let Some(view) = o.as_view() else { continue };
-        let found = source_findings(state, p, &registry, view.source.as_str()).await;
-        let mut columns = Vec::new();
-        for f in &view.schema {
-            let name = f.name.to_string();
-            let by_name: Vec<String> = qanat_core::pii::kinds_by_name(&name)
-                .into_iter()
-                .filter(|k| {
-                    matches!(
-                        k,
-                        PiiKind::PersonName | PiiKind::Passport | PiiKind::DateOfBirth
-                    )
-                })
-                .map(|k| k.as_str().to_string())
-                .collect();
-            let kinds = found.get(&name).cloned().unwrap_or(by_name);
-            if f.pii {
-                columns.push(PiiColumn {
-                    file: None,
-                    column: name,
-                    kinds,
-                    declared: true,
-                    protection:
-                        "pseudonymized in training sets and online reads without the PII permission"
-                            .into(),
-                });
-            } else if !kinds.is_empty() {
-                columns.push(PiiColumn {
-                    file: None,
-                    column: name,
-                    kinds,
-                    declared: false,
-                    protection: "NONE: served online in clear (a training set's pull protects it when its values are found); mark the feature pii: true".into(),
-                });
-            }
-        }
+        let def = registry
+            .objects
+            .iter()
+            .filter(|o| {
+                o.kind == qanat_features::ObjectKind::Source && o.name == view.source.as_str()
+            })
+            .find_map(|o| {
+                serde_json::from_value::<qanat_features::definitions::SourceDef>(
+                    o.definition.clone(),
+                )
+                .ok()
+            });
+        let found = match &def {
+            Some(def) => source_findings(state, p, def).await,
+            None => BTreeMap::new(),
+        };
+        let columns: Vec<PiiColumn> = view_findings(&view, &found)
+            .into_iter()
+            .map(|(column, kinds, declared)| PiiColumn {
+                file: None,
+                column,
+                kinds,
+                declared,
+                protection: if declared {
+                    "pseudonymized in training sets and online reads without the PII permission".into()
+                } else {
+                    "NONE: served online in clear (a training set's pull protects it when its values are found); mark the feature pii: true".into()
+                },
+            })
+            .collect();
         if !columns.is_empty() {
             out.push(PiiHolding {
                 project: p.name.clone(),
@@ -382,24 +379,12 @@ async fn holdings(state: &AppState, p: &Project) -> Result<Vec<PiiHolding>, ApiE
 /// The personal data found in a dataset source's columns (its pinned or latest
 /// version's profiles, medium or high confidence), by column. Sources read from files,
 /// SQL, pushes or streams are not scanned here; nothing is found for them.
-async fn source_findings(
+pub(crate) async fn source_findings(
     state: &AppState,
     p: &Project,
-    registry: &qanat_features::wire::Registry,
-    source: &str,
-) -> std::collections::BTreeMap<String, Vec<String>> {
-    let mut out = std::collections::BTreeMap::new();
-    let Some(def) = registry
-        .objects
-        .iter()
-        .filter(|o| o.kind == qanat_features::ObjectKind::Source && o.name == source)
-        .find_map(|o| {
-            serde_json::from_value::<qanat_features::definitions::SourceDef>(o.definition.clone())
-                .ok()
-        })
-    else {
-        return out;
-    };
+    def: &qanat_features::definitions::SourceDef,
+) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
     if def.source_type != qanat_features::definitions::SourceType::Dataset {
         return out;
     }
@@ -421,6 +406,62 @@ async fn source_findings(
             let kinds = confirmed_kinds(&c.pii);
             if !kinds.is_empty() {
                 out.insert(c.name.clone(), kinds);
+            }
+        }
+    }
+    out
+}
+
+/// The kinds of personal data a feature's name alone says it holds (people's names,
+/// passport numbers, birth dates: the kinds values cannot show).
+fn kinds_by_name(name: &str) -> Vec<String> {
+    qanat_core::pii::kinds_by_name(name)
+        .into_iter()
+        .filter(|k| {
+            matches!(
+                k,
+                PiiKind::PersonName | PiiKind::Passport | PiiKind::DateOfBirth
+            )
+        })
+        .map(|k| k.as_str().to_string())
+        .collect()
+}
+
+/// The features of `view` that hold personal data, found in `sources` (by column) or
+/// by name: (feature, kinds, marked `pii`).
+pub(crate) fn view_findings(
+    view: &qanat_features::definitions::FeatureViewDef,
+    found: &BTreeMap<String, Vec<String>>,
+) -> Vec<(String, Vec<String>, bool)> {
+    view.schema
+        .iter()
+        .filter_map(|f| {
+            let name = f.name.to_string();
+            let kinds = found
+                .get(&name)
+                .cloned()
+                .unwrap_or_else(|| kinds_by_name(&name));
+            (f.pii || !kinds.is_empty()).then_some((name, kinds, f.pii))
+        })
+        .collect()
+}
+
+/// The features of a repo's views that hold personal data without `pii: true`, as
+/// `view.feature (kinds)`.
+pub(crate) async fn unmarked_pii(
+    state: &AppState,
+    p: &Project,
+    repo: &qanat_features::FeatureRepo,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for view in &repo.feature_views {
+        let found = match repo.sources.iter().find(|s| s.name == view.source) {
+            Some(def) => source_findings(state, p, def).await,
+            None => BTreeMap::new(),
+        };
+        for (feature, kinds, marked) in view_findings(view, &found) {
+            if !marked {
+                out.push(format!("{}.{feature} ({})", view.name, kinds.join(", ")));
             }
         }
     }

@@ -30,7 +30,27 @@ pub(crate) async fn plan(
     scope: Scope,
     ApiJson(req): ApiJson<ApplyRequest>,
 ) -> Result<Json<Plan>, ApiError> {
-    Ok(Json(state.features.plan(&scope.project, &req.repo).await?))
+    let unmarked = crate::compliance::unmarked_pii(&state, &scope.project, &req.repo).await;
+    let mut plan = state.features.plan(&scope.project, &req.repo).await?;
+    plan.warnings = pii_warnings(&scope.project, &unmarked);
+    Ok(Json(plan))
+}
+
+/// What a plan or an apply says about features holding personal data without
+/// `pii: true`.
+fn pii_warnings(project: &qanat_governance::Project, unmarked: &[String]) -> Vec<String> {
+    if unmarked.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "features hold personal data without pii: true, so they are served and joined in clear: {}; mark them pii: true{}",
+        unmarked.join(", "),
+        if project.require_pii_declared {
+            " (project requires it: the apply is refused until then)"
+        } else {
+            ""
+        }
+    )]
 }
 
 /// Applies a feature repo (editors): the registry then holds exactly its objects, with
@@ -46,6 +66,16 @@ pub(crate) async fn apply(
     ticket: AuditTicket,
     ApiJson(req): ApiJson<ApplyRequest>,
 ) -> Result<Json<Plan>, ApiError> {
+    // Personal data a view does not mark is flagged, or refused where the project
+    // requires it declared.
+    let unmarked = crate::compliance::unmarked_pii(&state, &scope.project, &req.repo).await;
+    if scope.project.require_pii_declared && !unmarked.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "project '{}' requires personal data to be declared, and these features hold some without pii: true: {}; mark them pii: true and apply again (nothing was applied)",
+            scope.project.name,
+            unmarked.join(", ")
+        )));
+    }
     // Turning a feature's PII protection off is a maintainer's decision.
     let maintainer = scope
         .role
@@ -64,6 +94,8 @@ pub(crate) async fn apply(
         )
         .await?;
     ticket.committed();
+    let mut plan = plan;
+    plan.warnings = pii_warnings(&scope.project, &unmarked);
     Ok(Json(plan))
 }
 

@@ -75,6 +75,7 @@ impl Features {
             revision,
             applied: false,
             changes: planned.into_iter().map(|p| p.change).collect(),
+            warnings: Vec::new(),
         })
     }
 
@@ -133,6 +134,7 @@ impl Features {
                 revision: current,
                 applied: false,
                 changes: planned.into_iter().map(|p| p.change).collect(),
+                warnings: Vec::new(),
             });
         }
         let moved = sqlx::query(
@@ -165,6 +167,7 @@ impl Features {
             revision: current + 1,
             applied: true,
             changes: planned.into_iter().map(|p| p.change).collect(),
+            warnings: Vec::new(),
         })
     }
 

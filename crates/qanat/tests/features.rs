@@ -967,4 +967,39 @@ fn the_compliance_report_finds_personal_data_a_feature_view_does_not_mark() {
     let name = col("driver_full_name").unwrap_or_else(|| panic!("name found: {view}"));
     assert_eq!(name["kinds"], json!(["person_name"]), "{view}");
     assert!(col("conv_rate").is_none(), "{view}");
+
+    // Applying says so; a project that requires declaration refuses it until the
+    // features are marked.
+    let dir = q.home().join("repo");
+    let d = dir.to_str().expect("utf-8");
+    let (ok, _, err) = q.cli(&["features", "-p", "default", "apply", d]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("warning: features hold personal data without pii: true")
+            && err.contains("driver_stats.contact (email)")
+            && err.contains("driver_stats.driver_full_name (person_name)"),
+        "{err}"
+    );
+    q.cli_ok("projects require-pii-declared default true");
+    let (ok, _, err) = q.cli(&["features", "-p", "default", "apply", d]);
+    assert!(
+        !ok && err.contains("requires personal data to be declared")
+            && err.contains("nothing was applied"),
+        "{err}"
+    );
+    write_repo(
+        &dir,
+        &repo
+            .replace(
+                "{name: contact, type: string}",
+                "{name: contact, type: string, pii: true}",
+            )
+            .replace(
+                "{name: driver_full_name, type: string}",
+                "{name: driver_full_name, type: string, pii: true}",
+            ),
+    );
+    let (ok, out, err) = q.cli(&["features", "-p", "default", "apply", d]);
+    assert!(ok && !err.contains("warning"), "{out}{err}");
+    assert!(out.contains("applied"), "{out}");
 }

@@ -51,6 +51,10 @@ pub struct Plan {
     /// Whether this plan was applied.
     pub applied: bool,
     pub changes: Vec<Change>,
+    /// What the caller should know, e.g. features that hold personal data without
+    /// `pii: true`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl Plan {

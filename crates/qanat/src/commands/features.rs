@@ -277,6 +277,9 @@ fn print_plan(format: Format, plan: &Plan) -> Result<()> {
         "{create} to create, {new_version} new version{}, {metadata} metadata, {remove} to remove, {unchanged} unchanged",
         if new_version == 1 { "" } else { "s" }
     );
+    for w in &plan.warnings {
+        eprintln!("warning: {w}");
+    }
     if plan.applied {
         println!(
             "applied: registry at revision {} ({summary})",
