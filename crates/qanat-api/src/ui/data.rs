@@ -82,6 +82,7 @@ async fn dataset(
     let d = state.datasets.get(p, &name).await?;
     let mut versions = state.datasets.versions(&d).await?;
     versions.sort_by_key(|v| std::cmp::Reverse(v.version));
+    let erasures = state.datasets.erasures(p, Some(&d.name)).await?;
     let here = project_url(&p.name, &format!("/datasets/{}", seg(&d.name)));
     let body = html! {
         h1 { "Dataset " (d.name) }
@@ -113,6 +114,24 @@ async fn dataset(
                         td.num { (layout::bytes(v.total_size.max(0) as u64)) }
                         td.num { (layout::bytes(v.new_bytes.max(0) as u64)) }
                         td { @for t in &v.tags { span.badge.plain { (t) } " " } }
+                    }
+                }
+            }))
+        }
+        @if !erasures.is_empty() {
+            h2 { "Erasures of data subjects" }
+            (table("Erasures, newest first", &["Request", "Matched on", "Rows removed", "New version", "Versions that held them", "Chunks destroyed", "By", "Time", "Finished"], html! {
+                @for e in &erasures {
+                    tr {
+                        td { (e.request_id) }
+                        td { (e.columns.join(", ")) }
+                        td.num { (e.rows_removed) }
+                        td { @if let Some(v) = e.new_version { a href={(here) "/versions/" (v)} { (v) } } }
+                        td { (e.files.iter().map(|f| f.version.to_string()).collect::<std::collections::BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(", ")) }
+                        td.num { (e.chunks_shredded) }
+                        td { (e.requested_by) }
+                        td { (time(&e.created_at)) }
+                        td { @match &e.completed_at { Some(t) => { (time(t)) } None => { "no: send the request again" } } }
                     }
                 }
             }))
