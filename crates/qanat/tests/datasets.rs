@@ -1850,6 +1850,28 @@ fn erasing_a_data_subject_removes_their_rows_and_destroys_the_old_versions_chunk
     );
     let (ok, _, err) = erase(&q.admin_token, &["--request-id", "DSR-1"]);
     assert!(!ok && err.contains("already exists"), "{err}");
+    // The UI: the dataset's page lists the erasure, the old version's says why its
+    // profile is gone.
+    let session = common::ui_login(&q, &q.admin_token);
+    let page = |path: &str| {
+        let resp = common::browser()
+            .get(format!("{}{path}", q.url))
+            .header("cookie", &session)
+            .send()
+            .expect("page");
+        assert_eq!(resp.status(), 200, "{path}");
+        resp.text().expect("html")
+    };
+    let html = page("/ui/p/dsr/datasets/customers");
+    assert!(
+        html.contains("Erasures of data subjects") && html.contains("DSR-1"),
+        "{html}"
+    );
+    assert!(!html.contains(subject), "{html}");
+    let html = page("/ui/p/dsr/datasets/customers/versions/1");
+    assert!(html.contains("erased by request DSR-1"), "{html}");
+    assert!(!html.contains(subject), "{html}");
+
     // A second subject, erased from the same dataset: the files the first erasure
     // broke cannot be scanned and do not stop it; the new version reads, byte for
     // byte, and the version before it does not.

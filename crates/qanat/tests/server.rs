@@ -7,7 +7,7 @@ use std::io::Read;
 use std::time::Duration;
 
 use common::cases::{run_cases, Call, Case, Check};
-use common::Qanat;
+use common::{browser, csrf_of, set_cookie, ui_login, Qanat};
 use serde_json::{json, Value};
 
 fn sql(q: &Qanat, statement: &str) {
@@ -1499,50 +1499,6 @@ fn metrics_need_a_token_scoped_to_them_unless_an_admin_opts_in() {
         !text.contains("route=") && !text.contains("secret-project"),
         "{text}"
     );
-}
-
-/// A browser's client: no redirects followed, cookies sent by hand.
-fn browser() -> reqwest::blocking::Client {
-    reqwest::blocking::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client")
-}
-
-fn set_cookie(resp: &reqwest::blocking::Response, name: &str) -> Option<String> {
-    resp.headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|c| c.starts_with(&format!("{name}=")))
-        .map(str::to_string)
-}
-
-fn csrf_of(html: &str) -> String {
-    let at = html.find("name=\"csrf\" value=\"").expect("a csrf field") + 19;
-    html[at..at + 64].to_string()
-}
-
-/// Logs in to the UI with `token`; the session cookie (`qanat_session=…`).
-fn ui_login(q: &Qanat, token: &str) -> String {
-    let b = browser();
-    let form = b.get(format!("{}/ui/login", q.url)).send().expect("form");
-    let login_cookie = set_cookie(&form, "qanat_login").expect("login cookie");
-    let pair = login_cookie
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    let csrf = csrf_of(&form.text().unwrap_or_default());
-    let resp = b
-        .post(format!("{}/ui/login", q.url))
-        .header("cookie", pair)
-        .form(&[("token", token), ("csrf", csrf.as_str()), ("next", "/ui/")])
-        .send()
-        .expect("login");
-    assert_eq!(resp.status(), 303, "{:?}", resp.text());
-    let session = set_cookie(&resp, "qanat_session").expect("session cookie");
-    session.split(';').next().unwrap_or_default().to_string()
 }
 
 /// The UI: a token logs in to a session that only pages accept, pages carry a strict

@@ -433,3 +433,47 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// A browser's client: no redirects followed, cookies sent by hand.
+pub fn browser() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+}
+
+pub fn set_cookie(resp: &reqwest::blocking::Response, name: &str) -> Option<String> {
+    resp.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with(&format!("{name}=")))
+        .map(str::to_string)
+}
+
+pub fn csrf_of(html: &str) -> String {
+    let at = html.find("name=\"csrf\" value=\"").expect("a csrf field") + 19;
+    html[at..at + 64].to_string()
+}
+
+/// Logs in to the UI with `token`; the session cookie (`qanat_session=…`).
+pub fn ui_login(q: &Qanat, token: &str) -> String {
+    let b = browser();
+    let form = b.get(format!("{}/ui/login", q.url)).send().expect("form");
+    let login_cookie = set_cookie(&form, "qanat_login").expect("login cookie");
+    let pair = login_cookie
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let csrf = csrf_of(&form.text().unwrap_or_default());
+    let resp = b
+        .post(format!("{}/ui/login", q.url))
+        .header("cookie", pair)
+        .form(&[("token", token), ("csrf", csrf.as_str()), ("next", "/ui/")])
+        .send()
+        .expect("login");
+    assert_eq!(resp.status(), 303, "{:?}", resp.text());
+    let session = set_cookie(&resp, "qanat_session").expect("session cookie");
+    session.split(';').next().unwrap_or_default().to_string()
+}
