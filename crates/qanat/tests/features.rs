@@ -981,6 +981,8 @@ fn the_compliance_report_finds_personal_data_a_feature_view_does_not_mark() {
         "{err}"
     );
     q.cli_ok("projects require-pii-declared default true");
+    let repo = repo.replace("ttl: 2h", "ttl: 3h");
+    write_repo(&dir, &repo);
     let (ok, _, err) = q.cli(&["features", "-p", "default", "apply", d]);
     assert!(
         !ok && err.contains("requires personal data to be declared")
