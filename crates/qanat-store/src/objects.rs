@@ -760,11 +760,7 @@ impl ObjectStorage {
     pub async fn delete(&self, location: &str, key: &ObjectKey) -> Result<()> {
         let loc = self.loc(location)?;
         let path = self.store_path(key);
-        let header = match loc.store.get_range(&path, 0..HEADER_LEN as u64).await {
-            Ok(head) => Header::decode(&head).ok(),
-            Err(object_store::Error::NotFound { .. }) => None,
-            Err(e) => return Err(e.into()),
-        };
+        let header = self.stored_header(location, key).await?;
         // Out of the index first: a crash half-way leaves an unlisted object behind,
         // never a listed one that is gone.
         let unlisted =
@@ -790,21 +786,27 @@ impl ObjectStorage {
         Ok(())
     }
 
+    /// The header of the object stored at `key` (which names its data key), if there
+    /// is one that reads as a header.
+    async fn stored_header(&self, location: &str, key: &ObjectKey) -> Result<Option<Header>> {
+        let loc = self.loc(location)?;
+        match loc
+            .store
+            .get_range(&self.store_path(key), 0..HEADER_LEN as u64)
+            .await
+        {
+            Ok(head) => Ok(Header::decode(&head).ok()),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Replaces the object at `key` with `data`, then destroys the data key of the
     /// object it replaced: the old bytes, wherever a copy of them survives, no longer
     /// open (a plain overwrite leaves the old key behind). Returns the bytes written.
     #[qanat_macros::boxed]
     pub async fn replace(&self, location: &str, key: &ObjectKey, data: Bytes) -> Result<u64> {
-        let loc = self.loc(location)?;
-        let old = match loc
-            .store
-            .get_range(&self.store_path(key), 0..HEADER_LEN as u64)
-            .await
-        {
-            Ok(head) => Header::decode(&head).ok(),
-            Err(object_store::Error::NotFound { .. }) => None,
-            Err(e) => return Err(e.into()),
-        };
+        let old = self.stored_header(location, key).await?;
         let written = self.put_bytes(location, key, data).await?;
         if let Some(h) = old {
             self.keyring.forget_data_key(&self.meta, &h.key_ref).await?;
@@ -821,11 +823,7 @@ impl ObjectStorage {
     pub async fn shred(&self, location: &str, key: &ObjectKey) -> Result<bool> {
         let loc = self.loc(location)?;
         let path = self.store_path(key);
-        let header = match loc.store.get_range(&path, 0..HEADER_LEN as u64).await {
-            Ok(head) => Header::decode(&head).ok(),
-            Err(object_store::Error::NotFound { .. }) => None,
-            Err(e) => return Err(e.into()),
-        };
+        let header = self.stored_header(location, key).await?;
         if let Some(h) = &header {
             self.keyring.forget_data_key(&self.meta, &h.key_ref).await?;
         }
