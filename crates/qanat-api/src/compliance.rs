@@ -350,7 +350,40 @@ async fn holdings(state: &AppState, p: &Project) -> Result<Vec<PiiHolding>, ApiE
         }
     }
     for dep in state.serving.deployments().list(p).await? {
-        if dep.spec.log.pii.is_empty() {
+        // What its log says it found, in its newest records, besides what it declares.
+        let mut found: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+        let recent = qanat_serving::log::read(&state.storage, p.id.as_str(), &dep.name, 1000)
+            .await
+            .unwrap_or_default();
+        for r in &recent {
+            for (input, kinds) in &r.pii_found {
+                found
+                    .entry(input.clone())
+                    .or_default()
+                    .extend(kinds.iter().cloned());
+            }
+        }
+        let mut columns: Vec<PiiColumn> = dep
+            .spec
+            .log
+            .pii
+            .iter()
+            .map(|c| PiiColumn {
+                file: None,
+                column: c.clone(),
+                kinds: Vec::new(),
+                declared: true,
+                protection: "written to the inference log as keyed pseudonyms".into(),
+            })
+            .collect();
+        columns.extend(found.into_iter().map(|(column, kinds)| PiiColumn {
+            file: None,
+            column,
+            kinds: kinds.into_iter().collect(),
+            declared: false,
+            protection: "its identifiers written to the inference log as keyed pseudonyms (found in requests, not declared: declare it with qanat deploy … --pii)".into(),
+        }));
+        if columns.is_empty() {
             continue;
         }
         out.push(PiiHolding {
@@ -358,19 +391,7 @@ async fn holdings(state: &AppState, p: &Project) -> Result<Vec<PiiHolding>, ApiE
             kind: "inference_log".into(),
             name: dep.name.clone(),
             version: Some(dep.revision),
-            columns: dep
-                .spec
-                .log
-                .pii
-                .iter()
-                .map(|c| PiiColumn {
-                    file: None,
-                    column: c.clone(),
-                    kinds: Vec::new(),
-                    declared: true,
-                    protection: "written to the inference log as keyed pseudonyms".into(),
-                })
-                .collect(),
+            columns,
         });
     }
     Ok(out)

@@ -218,6 +218,7 @@ pub(crate) mod tests {
             queue_us: 0,
             inputs: inputs.to_string(),
             outputs: outputs.to_string(),
+            pii_found: Default::default(),
         }
     }
 

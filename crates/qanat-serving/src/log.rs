@@ -113,11 +113,22 @@ pub fn inputs_json<'a>(
     pii: &[String],
     mac: &dyn Fn(&[u8]) -> String,
 ) -> String {
+    inputs_json_found(inputs, pii, mac).0
+}
+
+/// [`inputs_json`], with the undeclared inputs in which personal data was found and
+/// its kinds (what the log record keeps as `pii_found`).
+pub fn inputs_json_found<'a>(
+    inputs: impl Iterator<Item = &'a crate::oip::RequestInput>,
+    pii: &[String],
+    mac: &dyn Fn(&[u8]) -> String,
+) -> (String, BTreeMap<String, Vec<String>>) {
     // As a JSON object would hold them: keys sorted, the last of a repeated name kept.
     let mut by_name = BTreeMap::new();
     for input in inputs {
         by_name.insert(input.name.as_str(), input);
     }
+    let mut found: BTreeMap<String, std::collections::BTreeSet<&'static str>> = BTreeMap::new();
     let mut out = String::from("{");
     for (i, (name, input)) in by_name.into_iter().enumerate() {
         if i > 0 {
@@ -125,21 +136,41 @@ pub fn inputs_json<'a>(
         }
         out.push_str(&Value::from(name).to_string());
         out.push_str(":[");
-        let hide = pii.iter().any(|p| p == name)
-            || qanat_core::pii::kinds_by_name(name).iter().any(|k| {
+        let declared = pii.iter().any(|p| p == name);
+        let by_name: Vec<PiiKind> = qanat_core::pii::kinds_by_name(name)
+            .into_iter()
+            .filter(|k| {
                 matches!(
                     k,
                     PiiKind::PersonName | PiiKind::Passport | PiiKind::DateOfBirth
                 )
-            });
+            })
+            .collect();
+        if !declared && !by_name.is_empty() {
+            found
+                .entry(name.to_string())
+                .or_default()
+                .extend(by_name.iter().map(|k| k.as_str()));
+        }
+        let hide = declared || !by_name.is_empty();
         for (j, v) in input.elements().enumerate() {
             if j > 0 {
                 out.push(',');
             }
             let v = match v {
                 Elem::Null => Value::Null,
-                Elem::Text(s) if hide || !qanat_core::pii::matching_kinds(&s).is_empty() => {
-                    Value::from(format!("pii:{}", &mac(s.as_bytes())[..32]))
+                Elem::Text(s) if hide => Value::from(format!("pii:{}", &mac(s.as_bytes())[..32])),
+                Elem::Text(s) => {
+                    let kinds = qanat_core::pii::matching_kinds(&s);
+                    if kinds.is_empty() {
+                        Value::from(s.as_ref())
+                    } else {
+                        found
+                            .entry(name.to_string())
+                            .or_default()
+                            .extend(kinds.iter().map(|k| k.as_str()));
+                        Value::from(format!("pii:{}", &mac(s.as_bytes())[..32]))
+                    }
                 }
                 other if hide => {
                     Value::from(format!("pii:{}", &mac(other.to_string().as_bytes())[..32]))
@@ -151,7 +182,11 @@ pub fn inputs_json<'a>(
         out.push(']');
     }
     out.push('}');
-    out
+    let found = found
+        .into_iter()
+        .map(|(k, v)| (k, v.into_iter().map(str::to_string).collect()))
+        .collect();
+    (out, found)
 }
 
 /// A response's outputs as `{name: data}`.
@@ -235,6 +270,7 @@ fn schema() -> Arc<Schema> {
         Field::new("queue_us", DataType::UInt64, false),
         text("inputs", false),
         text("outputs", false),
+        text("pii_found", true),
     ]))
 }
 
@@ -267,6 +303,10 @@ fn to_batch(records: &[LogRecord]) -> Result<RecordBatch> {
         )),
         text(&|r| &r.inputs),
         text(&|r| &r.outputs),
+        Arc::new(StringArray::from_iter(records.iter().map(|r| {
+            (!r.pii_found.is_empty())
+                .then(|| serde_json::to_string(&r.pii_found).unwrap_or_default())
+        }))),
     ];
     RecordBatch::try_new(schema(), columns)
         .map_err(|e| Error::Internal(format!("an inference log batch: {e}")))
@@ -436,6 +476,10 @@ fn decode(bytes: bytes::Bytes) -> Result<Vec<LogRecord>> {
             s("outputs")?,
         );
         let (latency, queue) = (u64s("latency_us")?, u64s("queue_us")?);
+        // Files written before findings were logged have no such column.
+        let found = batch
+            .column_by_name("pii_found")
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>());
         for i in 0..batch.num_rows() {
             out.push(LogRecord {
                 time: time.value(i),
@@ -451,6 +495,10 @@ fn decode(bytes: bytes::Bytes) -> Result<Vec<LogRecord>> {
                 queue_us: queue.value(i),
                 inputs: inputs.value(i).to_string(),
                 outputs: outputs.value(i).to_string(),
+                pii_found: found
+                    .filter(|f| !f.is_null(i))
+                    .and_then(|f| serde_json::from_str(f.value(i)).ok())
+                    .unwrap_or_default(),
             });
         }
     }
@@ -476,18 +524,31 @@ mod tests {
             queue_us: 5,
             inputs: r#"{"x":[1.5]}"#.into(),
             outputs: r#"{"label":["a"]}"#.into(),
+            pii_found: Default::default(),
         }
     }
 
     #[test]
     fn records_round_trip_through_parquet() {
-        let records: Vec<LogRecord> = (0..5).map(record).collect();
+        let mut records: Vec<LogRecord> = (0..5).map(record).collect();
+        records[1].pii_found = BTreeMap::from([("contact".to_string(), vec!["email".to_string()])]);
         let batch = to_batch(&records).expect("batch");
         let mut out = Vec::new();
         let mut w =
             parquet::arrow::ArrowWriter::try_new(&mut out, batch.schema(), None).expect("writer");
         w.write(&batch).expect("write");
         w.close().expect("close");
+        assert_eq!(decode(bytes::Bytes::from(out)).expect("decode"), records);
+        // A file written before findings were logged (no such column) still reads.
+        let old = batch
+            .project(&(0..batch.num_columns() - 1).collect::<Vec<_>>())
+            .expect("without pii_found");
+        let mut out = Vec::new();
+        let mut w =
+            parquet::arrow::ArrowWriter::try_new(&mut out, old.schema(), None).expect("writer");
+        w.write(&old).expect("write");
+        w.close().expect("close");
+        records[1].pii_found.clear();
         assert_eq!(decode(bytes::Bytes::from(out)).expect("decode"), records);
     }
 
@@ -535,6 +596,31 @@ mod tests {
         assert_eq!(contact[2], "gold", "{v}");
         assert!(hidden(&contact[3]), "an IBAN: {v}");
         assert_eq!(v["segment"][0], "gold");
+        // What was found is said, by input and kind, for what was not declared.
+        let (_, found) = inputs_json_found(req.inputs.iter(), &[], &mac);
+        assert_eq!(
+            found,
+            BTreeMap::from([
+                (
+                    "contact".to_string(),
+                    vec![
+                        "email".to_string(),
+                        "emirates_id".to_string(),
+                        "iban".to_string()
+                    ]
+                ),
+                ("customer_name".to_string(), vec!["person_name".to_string()]),
+            ])
+        );
+        let (_, found) = inputs_json_found(
+            req.inputs.iter(),
+            &["contact".to_string(), "customer_name".to_string()],
+            &mac,
+        );
+        assert!(
+            found.is_empty(),
+            "declared inputs are not findings: {found:?}"
+        );
         assert_eq!(
             v["card_digits"][0], 4111111111111111_i64,
             "numbers are not scanned"

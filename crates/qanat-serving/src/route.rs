@@ -885,6 +885,14 @@ impl LogContext {
         queued: Duration,
     ) {
         let mac = |v: &[u8]| self.keyring.mac(&self.mac_purpose, v).1;
+        let (inputs, pii_found) = crate::log::inputs_json_found(
+            request
+                .inputs
+                .iter()
+                .chain(self.keys.iter().flat_map(|f| f.keys.iter())),
+            &self.pii,
+            &mac,
+        );
         let record = crate::log::LogRecord {
             time: qanat_store::now_micros(),
             request_id: self.request_id.clone(),
@@ -897,15 +905,9 @@ impl LogContext {
             rows: u32::try_from(rows).unwrap_or(u32::MAX),
             latency_us: u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
             queue_us: u64::try_from(queued.as_micros()).unwrap_or(u64::MAX),
-            inputs: crate::log::inputs_json(
-                request
-                    .inputs
-                    .iter()
-                    .chain(self.keys.iter().flat_map(|f| f.keys.iter())),
-                &self.pii,
-                &mac,
-            ),
+            inputs,
             outputs: crate::log::outputs_json(response),
+            pii_found,
         };
         self.log.record(&self.project_id, record);
     }

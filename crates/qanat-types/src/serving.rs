@@ -396,6 +396,10 @@ pub struct LogRecord {
     pub inputs: String,
     /// `{output: [values...]}`, every output the model gives.
     pub outputs: String,
+    /// The inputs the deployment does not declare personal data in which some was
+    /// found (by the input's name or in its values) and pseudonymized, with its kinds.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub pii_found: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// How the log is keeping up.
