@@ -352,17 +352,44 @@ async fn holdings(state: &AppState, p: &Project) -> Result<Vec<PiiHolding>, ApiE
     for dep in state.serving.deployments().list(p).await? {
         // What its log says it found, in its newest records, besides what it declares.
         let mut found: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
-        let recent = qanat_serving::log::read(&state.storage, p.id.as_str(), &dep.name, 1000)
-            .await
-            .unwrap_or_default();
-        for r in &recent {
-            for (input, kinds) in &r.pii_found {
-                found
-                    .entry(input.clone())
-                    .or_default()
-                    .extend(kinds.iter().cloned());
+        // A log that cannot be read is said to be so, not taken for one without
+        // findings.
+        let unreadable = match qanat_serving::log::read(
+            &state.storage,
+            p.id.as_str(),
+            &dep.name,
+            1000,
+        )
+        .await
+        {
+            Ok(recent) => {
+                for r in &recent {
+                    for (input, kinds) in &r.pii_found {
+                        // An input declared since is listed once, as declared.
+                        if dep.spec.log.pii.contains(input) {
+                            continue;
+                        }
+                        found
+                            .entry(input.clone())
+                            .or_default()
+                            .extend(kinds.iter().cloned());
+                    }
+                }
+                None
             }
-        }
+            Err(e) => {
+                tracing::warn!(deployment = %dep.name, error = %e, "the compliance report could not read an inference log");
+                Some(PiiColumn {
+                        file: None,
+                        column: "*".into(),
+                        kinds: Vec::new(),
+                        declared: false,
+                        protection: format!(
+                            "UNKNOWN: its newest records could not be read to look for personal data ({e})"
+                        ),
+                    })
+            }
+        };
         let mut columns: Vec<PiiColumn> = dep
             .spec
             .log
@@ -383,6 +410,7 @@ async fn holdings(state: &AppState, p: &Project) -> Result<Vec<PiiHolding>, ApiE
             declared: false,
             protection: "its identifiers written to the inference log as keyed pseudonyms (found in requests, not declared: declare it with qanat deploy … --pii)".into(),
         }));
+        columns.extend(unreadable);
         if columns.is_empty() {
             continue;
         }
