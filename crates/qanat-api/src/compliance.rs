@@ -13,7 +13,6 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use maud::{html, Markup, DOCTYPE};
-use qanat_core::pii::PiiKind;
 use qanat_data::tabular::{confirmed_kinds, declared_pii, protected_columns};
 use qanat_data::VersionRef;
 use qanat_governance::compliance::{
@@ -466,12 +465,7 @@ pub(crate) async fn source_findings(
 fn kinds_by_name(name: &str) -> Vec<String> {
     qanat_core::pii::kinds_by_name(name)
         .into_iter()
-        .filter(|k| {
-            matches!(
-                k,
-                PiiKind::PersonName | PiiKind::Passport | PiiKind::DateOfBirth
-            )
-        })
+        .filter(|k| !k.by_content())
         .map(|k| k.as_str().to_string())
         .collect()
 }

@@ -60,7 +60,7 @@ impl PiiKind {
 
     /// Whether values alone can show this kind (the others are known by the column's
     /// name).
-    fn by_content(self) -> bool {
+    pub fn by_content(self) -> bool {
         !matches!(
             self,
             PiiKind::PersonName | PiiKind::DateOfBirth | PiiKind::Passport

@@ -137,14 +137,10 @@ pub fn inputs_json_found<'a>(
         out.push_str(&Value::from(name).to_string());
         out.push_str(":[");
         let declared = pii.iter().any(|p| p == name);
+        // The kinds a name alone tells (values cannot show them).
         let by_name: Vec<PiiKind> = qanat_core::pii::kinds_by_name(name)
             .into_iter()
-            .filter(|k| {
-                matches!(
-                    k,
-                    PiiKind::PersonName | PiiKind::Passport | PiiKind::DateOfBirth
-                )
-            })
+            .filter(|k| !k.by_content())
             .collect();
         if !declared && !by_name.is_empty() {
             found
