@@ -132,14 +132,24 @@ def navigating(d, action):
     old page is gone, so that what is checked next is the new page (Selenium returns
     from a click before the navigation it starts has finished). A page that does not
     change is left to the check that follows."""
-    from selenium.common.exceptions import TimeoutException
-    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.common.exceptions import TimeoutException, WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
     old = d.find_element(By.TAG_NAME, "html")
     action()
+
+    def gone(_):
+        # Chrome answers a query on a node of the unloaded document either with a
+        # stale-element error or, mid-navigation, with an inspector error ("Node with
+        # given id does not belong to the document"): both mean the old page is gone.
+        try:
+            old.is_enabled()
+            return False
+        except WebDriverException:
+            return True
+
     try:
-        WebDriverWait(d, 30).until(EC.staleness_of(old))
+        WebDriverWait(d, 30).until(gone)
     except TimeoutException:
         pass
 
