@@ -306,6 +306,7 @@ async fn holdings(state: &AppState, p: &Project) -> Result<Vec<PiiHolding>, ApiE
         }
     }
     let registry = state.features.registry(p).await?;
+    let recorded = state.features.pii_found(p).await?;
     for o in &registry.objects {
         let Some(view) = o.as_view() else { continue };
         let def = registry
@@ -320,22 +321,29 @@ async fn holdings(state: &AppState, p: &Project) -> Result<Vec<PiiHolding>, ApiE
                 )
                 .ok()
             });
-        let found = match &def {
+        let mut found = match &def {
             Some(def) => source_findings(state, p, def).await,
             None => BTreeMap::new(),
         };
+        let seen = recorded.get(&o.name);
+        merge_found(&mut found, seen);
         let columns: Vec<PiiColumn> = view_findings(&view, &found)
             .into_iter()
-            .map(|(column, kinds, declared)| PiiColumn {
-                file: None,
-                column,
-                kinds,
-                declared,
-                protection: if declared {
+            .map(|(column, kinds, declared)| {
+                let protection = if declared {
                     "pseudonymized in training sets and online reads without the PII permission".into()
+                } else if seen.is_some_and(|s| s.contains_key(&column)) {
+                    "pseudonymized in training sets and online reads without the PII permission, as found in its values (not marked: mark the feature pii: true)".into()
                 } else {
-                    "NONE: served online in clear (a training set's pull protects it when its values are found); mark the feature pii: true".into()
-                },
+                    "NONE until its values are read (materialized, pushed or joined into a training set, then protected as found): mark the feature pii: true".into()
+                };
+                PiiColumn {
+                    file: None,
+                    column,
+                    kinds,
+                    declared,
+                    protection,
+                }
             })
             .collect();
         if !columns.is_empty() {
@@ -424,9 +432,26 @@ async fn holdings(state: &AppState, p: &Project) -> Result<Vec<PiiHolding>, ApiE
     Ok(out)
 }
 
+/// Adds what scans of a view's values found (materialization, pushes, streams,
+/// training sets) to what its source's profiles show.
+fn merge_found(
+    found: &mut BTreeMap<String, Vec<String>>,
+    recorded: Option<&qanat_features::PiiFound>,
+) {
+    for (feature, kinds) in recorded.into_iter().flatten() {
+        let known = found.entry(feature.clone()).or_default();
+        for k in kinds {
+            if !known.contains(k) {
+                known.push(k.clone());
+            }
+        }
+    }
+}
+
 /// The personal data found in a dataset source's columns (its pinned or latest
 /// version's profiles, medium or high confidence), by column. Sources read from files,
-/// SQL, pushes or streams are not scanned here; nothing is found for them.
+/// SQL, pushes or streams have no profiles: their values are scanned as they pass
+/// (see `qanat_features::Features::pii_found`).
 pub(crate) async fn source_findings(
     state: &AppState,
     p: &Project,
@@ -497,11 +522,20 @@ pub(crate) async fn unmarked_pii(
     repo: &qanat_features::FeatureRepo,
 ) -> Vec<String> {
     let mut out = Vec::new();
+    // What was found in the values of the views already applied (by name).
+    let recorded = match state.features.pii_found(p).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(project = %p.name, error = %e, "reading the personal data found in feature views");
+            BTreeMap::new()
+        }
+    };
     for view in &repo.feature_views {
-        let found = match repo.sources.iter().find(|s| s.name == view.source) {
+        let mut found = match repo.sources.iter().find(|s| s.name == view.source) {
             Some(def) => source_findings(state, p, def).await,
             None => BTreeMap::new(),
         };
+        merge_found(&mut found, recorded.get(view.name.as_str()));
         for (feature, kinds, marked) in view_findings(view, &found) {
             if !marked {
                 out.push(format!("{}.{feature} ({})", view.name, kinds.join(", ")));

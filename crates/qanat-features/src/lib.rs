@@ -14,6 +14,7 @@ pub mod definitions;
 mod error;
 mod offline;
 pub mod online;
+mod pii_found;
 pub mod point_in_time;
 mod progress;
 mod registry;
@@ -36,11 +37,14 @@ use qanat_store::{MetaStore, ObjectStorage};
 
 pub use definitions::{FeatureRef, FeatureRepo, ObjectKind, RepoFiles, Ttl, ValueType};
 pub use error::{Error, Result};
+pub use pii_found::Found as PiiFound;
 pub use registry::Applier;
 
 /// This domain's tables: the feature registry's objects and their versions (0010).
-pub static MIGRATIONS: qanat_store::migrations::DomainMigrations =
-    qanat_store::domain_migrations!("features", ["0010_features.sql",]);
+pub static MIGRATIONS: qanat_store::migrations::DomainMigrations = qanat_store::domain_migrations!(
+    "features",
+    ["0010_features.sql", "0024_feature_pii_found.sql",]
+);
 
 /// The feature store of one server.
 #[derive(Clone, Debug)]
@@ -64,7 +68,16 @@ pub struct Features {
     /// Entities materialization writes per chunk (one online-store transaction, then a
     /// checkpoint of how far the view is done).
     materialize_chunk: usize,
+    /// What this process knows scans found in each view's values (so a push records
+    /// only what is new).
+    pii_seen: Arc<std::sync::Mutex<PiiSeen>>,
 }
+
+/// Kinds found by feature, by project and view.
+type PiiSeen = std::collections::HashMap<
+    (ProjectId, String),
+    std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+>;
 
 /// What every online read looks up in the registry — each view's newest definition
 /// with its join keys, each feature service's features — held until an apply in this
@@ -107,6 +120,7 @@ impl Features {
             cache: Default::default(),
             runs: Default::default(),
             materialize_chunk: 10_000,
+            pii_seen: Default::default(),
         }
     }
 

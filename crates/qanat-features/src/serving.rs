@@ -25,10 +25,10 @@ use crate::{FeatureRef, Features};
 /// A view as serving needs it: its newest definition and its keys with their types.
 #[derive(Debug)]
 pub(crate) struct LiveView {
-    name: String,
-    version: i64,
-    def: FeatureViewDef,
-    keys: Vec<(String, ValueType)>,
+    pub(crate) name: String,
+    pub(crate) version: i64,
+    pub(crate) def: FeatureViewDef,
+    pub(crate) keys: Vec<(String, ValueType)>,
 }
 
 impl Features {
@@ -59,8 +59,9 @@ impl Features {
         if o.deleted_at.is_some() {
             return Err(Error::not_found("feature view", name));
         }
-        let def: FeatureViewDef = serde_json::from_value(o.definition.clone())
+        let mut def: FeatureViewDef = serde_json::from_value(o.definition.clone())
             .map_err(|e| Error::Corrupt(format!("feature view {name}: {e}")))?;
+        self.protect_found(project, name, &mut def).await?;
         let mut keys = Vec::new();
         for e in &def.entities {
             let v = o
@@ -206,20 +207,30 @@ impl Features {
         // A batch at a time: what is kept is the newest row per entity, so memory
         // follows the number of entities, not of rows.
         let scan = run.clone();
-        let newest = tokio::task::spawn_blocking(move || -> Result<Newest> {
+        let (newest, found) = tokio::task::spawn_blocking(move || -> Result<_> {
             let mut newest = Newest::new(from, end);
+            // What the values hold, looked at as they pass (the first values of each
+            // feature).
+            let mut pii = crate::pii_found::Scan::new(features.iter().map(String::as_str));
             for batch in rows.batches()? {
                 let batch = crate::training_set::typed(&batch?, &part)?;
+                pii.add_batch(&batch);
                 newest.add(&batch, &keys, &ts, created.as_deref(), &features)?;
                 scan.view(i, |v| {
                     v.rows_scanned = newest.seen;
                     v.rows_in_window = newest.in_window;
                 });
             }
-            Ok(newest)
+            Ok((newest, pii.found()))
         })
         .await
         .map_err(|e| Error::Corrupt(format!("materialization stopped: {e}")))??;
+        if let Err(e) = self
+            .record_pii_found(project, name, &format!("materialization by {by}"), &found)
+            .await
+        {
+            tracing::warn!(project = %project.name, view = name, error = %e, "recording personal data found while materializing");
+        }
         let in_window = newest.in_window;
         let mut rows = newest.rows();
         // Oldest first: once a chunk is written, every entity whose newest row is
@@ -886,6 +897,12 @@ impl Features {
         }
         if !online {
             result.feature_views = views.iter().map(|v| v.name.clone()).collect();
+        }
+        // The rows are written: what they hold is looked at (a failure to record it
+        // does not undo the push).
+        let found_by = format!("{} by {by}", sdef.source_type);
+        if let Err(e) = self.scan_pushed(project, &views, df, &found_by).await {
+            tracing::warn!(project = %project.name, source = %sdef.name, error = %e, "recording personal data found in pushed rows");
         }
         Ok(result)
     }

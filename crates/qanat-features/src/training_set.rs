@@ -95,6 +95,14 @@ impl Features {
             .tempdir()
             .map_err(|e| Error::Corrupt(format!("a directory for the training set: {e}")))?;
         let out = out_dir.path().join("training_set.parquet");
+        // Which view each output column comes from (feature, column).
+        let used_parts: Vec<(String, Vec<(String, String)>)> = parts
+            .iter()
+            .map(|p| {
+                let f = p.features.iter().map(|f| (f.0.clone(), f.1.clone()));
+                (p.name.clone(), f.collect())
+            })
+            .collect();
         let views: Vec<(ViewPart, crate::sources::Rows)> = parts.into_iter().zip(sources).collect();
         let (written, pseudonymized) = {
             let out = out.clone();
@@ -174,6 +182,14 @@ impl Features {
                 &edges,
             )
             .await?;
+        // The set's column profiles show what its features' values hold: recorded
+        // for their views (a failure to record it does not undo the set).
+        if let Err(e) = self
+            .record_training_set_findings(project, &ds, &version, &used_parts, by)
+            .await
+        {
+            tracing::warn!(project = %project.name, error = %e, "recording personal data found in a training set's features");
+        }
         Ok(TrainingSet {
             reference: qanat_core::ObjectRef::dataset(ds.name.as_str(), version.version),
             dataset: ds.name,
@@ -188,6 +204,37 @@ impl Features {
 }
 
 impl Features {
+    /// Records, for each view a training set read, the personal data its version's
+    /// column profiles found in the view's features.
+    async fn record_training_set_findings(
+        &self,
+        project: &Project,
+        ds: &qanat_data::Dataset,
+        version: &qanat_data::DatasetVersion,
+        parts: &[(String, Vec<(String, String)>)],
+        by: &str,
+    ) -> Result<()> {
+        let mut by_column: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for fp in self.datasets.profiles(ds, version).await? {
+            for c in fp.profile.iter().flat_map(|t| &t.columns) {
+                let kinds = qanat_data::tabular::confirmed_kinds(&c.pii);
+                if !kinds.is_empty() {
+                    by_column.insert(c.name.clone(), kinds);
+                }
+            }
+        }
+        let found_by = format!("training set {}@{} by {by}", ds.name, version.version);
+        for (view, features) in parts {
+            let found: crate::pii_found::Found = features
+                .iter()
+                .filter_map(|(f, column)| by_column.get(column).map(|k| (f.clone(), k.clone())))
+                .collect();
+            self.record_pii_found(project, view, &found_by, &found)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// The view versions and features a request names, grouped by view.
     async fn resolve_features(
         &self,
@@ -299,8 +346,9 @@ impl Features {
                 "feature view {view} was removed from the registry: pin a version (view@N) to use it"
             )));
         }
-        let def: FeatureViewDef = serde_json::from_value(o.definition.clone())
+        let mut def: FeatureViewDef = serde_json::from_value(o.definition.clone())
             .map_err(|e| Error::Corrupt(format!("feature view {view}: {e}")))?;
+        self.protect_found(project, view, &mut def).await?;
         let dep = |kind: ObjectKind, name: &str| {
             o.depends_on
                 .iter()

@@ -1005,3 +1005,208 @@ fn the_compliance_report_finds_personal_data_a_feature_view_does_not_mark() {
     assert!(ok && !err.contains("warning"), "{out}{err}");
     assert!(out.contains("applied"), "{out}");
 }
+
+#[test]
+fn personal_data_in_file_pushed_and_training_set_values_is_found_and_flagged() {
+    let q = Qanat::start();
+    let home = q.home();
+    // A file source (not a dataset: no profile), read by materialization and by a
+    // training set; a push source.
+    let mut riders = String::from("driver_id,event_timestamp,contact,rating\n");
+    for i in 0..30 {
+        riders.push_str(&format!(
+            "{},2026-01-01T10:00:00Z,rider{i}@example.ae,4.{}\n",
+            100 + i,
+            i % 10
+        ));
+    }
+    let csv = home.join("riders.csv");
+    std::fs::write(&csv, riders).expect("riders");
+    q.cli_ok(&format!(
+        "objects put default features/riders.csv {}",
+        csv.display()
+    ));
+    let repo = "kind: entity
+name: driver
+join_keys: [{name: driver_id, type: int64}]
+---
+kind: source
+name: riders_src
+type: file
+path: features/riders.csv
+timestamp_field: event_timestamp
+---
+kind: feature_view
+name: riders
+entities: [driver]
+source: riders_src
+schema:
+  - {name: contact, type: string}
+  - {name: rating, type: float64}
+---
+kind: feature_view
+name: riders_offline
+entities: [driver]
+source: riders_src
+online: false
+schema:
+  - {name: contact, type: string}
+---
+kind: source
+name: calls_push
+type: push
+timestamp_field: event_timestamp
+---
+kind: feature_view
+name: calls
+entities: [driver]
+source: calls_push
+schema:
+  - {name: caller, type: string}
+";
+    let dir = home.join("repo");
+    write_repo(&dir, repo);
+    let d = dir.to_str().expect("utf-8");
+    let (ok, _, err) = q.cli(&["features", "-p", "default", "apply", d]);
+    assert!(ok, "{err}");
+    assert!(
+        !err.contains("warning"),
+        "nothing is known of the values yet: {err}"
+    );
+    let found = |name: &str| -> Option<serde_json::Value> {
+        let (ok, out, err) = q.cli(&["compliance", "report", "-p", "default", "--output", "json"]);
+        assert!(ok, "{err}");
+        let r: serde_json::Value = serde_json::from_str(&out).expect("json");
+        r["personal_data"]
+            .as_array()
+            .expect("holdings")
+            .iter()
+            .find(|h| h["kind"] == "feature_view" && h["name"] == name)
+            .cloned()
+    };
+    assert!(found("riders").is_none(), "not scanned yet");
+
+    // Materializing reads the file's values: the emails are found.
+    q.cli_ok("features -p default materialize");
+    let riders = found("riders").expect("the materialized view is listed");
+    let contact = &riders["columns"][0];
+    assert_eq!(contact["column"], "contact", "{riders}");
+    assert_eq!(contact["kinds"], json!(["email"]), "{riders}");
+    assert_eq!(contact["declared"], false, "{riders}");
+    assert!(
+        contact["protection"]
+            .as_str()
+            .is_some_and(|p| p.contains("as found in its values")),
+        "{riders}"
+    );
+    assert_eq!(
+        riders["columns"].as_array().map(Vec::len),
+        Some(1),
+        "{riders}"
+    );
+    // Found, it is protected as if marked: a viewer reads pseudonyms online, the
+    // admin (who holds the PII permission) the emails.
+    let online = |token: &str| {
+        let (st, body) = q.http().send(
+            token,
+            "POST",
+            "/get-online-features",
+            Some(json!({"entities": {"driver_id": [100]}, "features": ["riders:contact", "riders:rating"]})),
+        );
+        assert_eq!(st, 200, "{body}");
+        (
+            column(&body, "contact")["values"][0].clone(),
+            column(&body, "rating")["values"][0].clone(),
+        )
+    };
+    let viewer = q.user_with_role("vic", "default", "viewer");
+    let (contact, rating) = online(&viewer);
+    assert!(
+        contact.as_str().is_some_and(|c| c.starts_with("pii:")),
+        "{contact}"
+    );
+    assert_eq!(rating, json!(4.0));
+    let (contact, _) = online(&q.admin_token);
+    assert_eq!(contact, json!("rider0@example.ae"));
+
+    // Pushed values: UAE mobile numbers.
+    let (st, body) = q.api(
+        "POST",
+        "/push",
+        Some(json!({"push_source_name": "calls_push", "df": {
+            "driver_id": [1, 2, 3],
+            "event_timestamp": ["2026-01-01T10:00:00Z", "2026-01-01T10:00:00Z", "2026-01-01T10:00:00Z"],
+            "caller": ["+971 50 123 4567", "+971 55 765 4321", "+971 52 111 2233"]}})),
+    );
+    assert_eq!(st, 200, "{body}");
+    let calls = found("calls").expect("the pushed view is listed");
+    assert_eq!(calls["columns"][0]["column"], "caller", "{calls}");
+    assert_eq!(calls["columns"][0]["kinds"], json!(["phone"]), "{calls}");
+
+    // An offline view read only into a training set: its output's profile shows it.
+    assert!(found("riders_offline").is_none());
+    training_set(
+        &q,
+        None,
+        &{
+            let p = home.join("entities.csv");
+            std::fs::write(
+                &p,
+                "driver_id,event_timestamp\n100,2026-01-02T00:00:00Z\n101,2026-01-02T00:00:00Z\n",
+            )
+            .expect("entities");
+            p.to_str().expect("utf-8").to_string()
+        },
+        "riders_offline:contact",
+        "riders-train",
+    );
+    let offline = found("riders_offline").expect("the offline view is listed");
+    assert_eq!(
+        offline["columns"][0]["kinds"],
+        json!(["email"]),
+        "{offline}"
+    );
+
+    // The UI's feature page names them.
+    let session = common::ui_login(&q, &q.admin_token);
+    let page = common::browser()
+        .get(format!("{}/ui/p/default/features", q.url))
+        .header("cookie", &session)
+        .send()
+        .expect("page")
+        .text()
+        .expect("html");
+    assert!(
+        page.contains("Personal data found")
+            && page.contains("<code>caller</code> (phone)")
+            && page.contains("<code>contact</code> (email)"),
+        "{page}"
+    );
+
+    // Planning the same repo again says so; marking the features quiets it.
+    let (ok, _, err) = q.cli(&["features", "-p", "default", "plan", d]);
+    assert!(ok, "{err}");
+    for f in [
+        "riders.contact (email)",
+        "riders_offline.contact (email)",
+        "calls.caller (phone)",
+    ] {
+        assert!(err.contains(f), "{f}: {err}");
+    }
+    write_repo(
+        &dir,
+        &repo
+            .replace(
+                "{name: contact, type: string}",
+                "{name: contact, type: string, pii: true}",
+            )
+            .replace(
+                "{name: caller, type: string}",
+                "{name: caller, type: string, pii: true}",
+            ),
+    );
+    let (ok, out, err) = q.cli(&["features", "-p", "default", "apply", d]);
+    assert!(ok && !err.contains("warning"), "{out}{err}");
+    let riders = found("riders").expect("still listed, now declared");
+    assert_eq!(riders["columns"][0]["declared"], true, "{riders}");
+}

@@ -26,12 +26,33 @@ fn definition(v: &serde_json::Value) -> Markup {
     html! { details { summary { "Definition" } pre { (text) } } }
 }
 
+/// The features of view `o` found to hold personal data that it does not mark.
+fn unmarked_found<'a>(
+    o: &qanat_types::features::wire::RegisteredObject,
+    found: Option<&'a qanat_features::PiiFound>,
+) -> Vec<(&'a String, &'a Vec<String>)> {
+    let Some(view) = o.as_view() else {
+        return Vec::new();
+    };
+    found
+        .into_iter()
+        .flatten()
+        .filter(|(f, _)| {
+            !view
+                .schema
+                .iter()
+                .any(|d| d.name.as_str() == f.as_str() && d.pii)
+        })
+        .collect()
+}
+
 async fn features(State(state): State<AppState>, s: Session, scope: Scope) -> PageResult {
     let p = &scope.project;
     let registry = state.features.registry(p).await?;
     let freshness = state.features.freshness(p).await?;
     let runs = state.features.materializations(p);
     let streams = state.features.streams(p);
+    let found = state.features.pii_found(p).await?;
     let of = |k: ObjectKind| {
         registry
             .objects
@@ -56,6 +77,14 @@ async fn features(State(state): State<AppState>, s: Session, scope: Scope) -> Pa
                         dt { "Materialized until" } dd { (f.materialized_until.as_deref().map(time).unwrap_or_else(|| html! { "never" })) }
                         dt { "Lag" } dd { (f.lag_seconds.map(|l| format!("{} s", layout::num(l))).unwrap_or_else(|| "—".into())) }
                         dt { "Rows written" } dd { (f.rows_written) }
+                    }
+                    @let unmarked = unmarked_found(o, found.get(&o.name));
+                    @if !unmarked.is_empty() {
+                        dt { "Personal data found" }
+                        dd.warn {
+                            @for (feature, kinds) in &unmarked { code { (feature) } " (" (kinds.join(", ")) ") " }
+                            span.hint { "in its values, not marked: protected as found; mark these features pii: true" }
+                        }
                     }
                     dt { "Lineage" } dd { a href=(project_url(&p.name, &super::registry::lineage_path(&ObjectRef::feature_view(o.name.as_str(), o.version)))) { "lineage" } }
                 }
