@@ -22,6 +22,7 @@
 mod cgroup;
 pub mod confine;
 mod error;
+mod faults;
 mod gpu;
 pub mod kind;
 mod kube_attempt;
@@ -35,6 +36,8 @@ mod rows;
 mod safe_read;
 pub mod sandbox;
 mod scheduler;
+#[cfg(test)]
+mod scheduler_tests;
 pub mod schedules;
 mod slurm;
 mod slurm_attempt;
@@ -216,6 +219,9 @@ pub(crate) struct Inner {
     pub(crate) kube: Option<kubernetes::KubeExecutor>,
     /// Woken on every submit, cancel and finished attempt.
     pub(crate) wake: Notify,
+    /// Failures a test planned at the scheduler's durable steps.
+    #[cfg(test)]
+    pub(crate) faults: faults::Faults,
 }
 
 impl Jobs {
@@ -240,6 +246,8 @@ impl Jobs {
                 settings,
                 kinds,
                 wake: Notify::new(),
+                #[cfg(test)]
+                faults: Default::default(),
             }),
         }
     }

@@ -444,6 +444,12 @@ impl Jobs {
             self.inner
                 .local
                 .order(job_id, crate::local::Control::Cancel { by: by.to_string() });
+        } else if let Some(run_id) = &row.run_id {
+            // Queued again after an earlier attempt (lost, preempted, retried): the
+            // run that attempt opened ends with the job.
+            if let Err(e) = self.close_run(&row, run_id, "KILLED").await {
+                tracing::warn!(job = %job_id, error = %e, "closing a cancelled job's run failed");
+            }
         }
         self.woken(project, job_id).await
     }

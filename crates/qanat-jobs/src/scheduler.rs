@@ -16,6 +16,7 @@ use qanat_governance::{append_audit_in, AuditRecord, Project, Role};
 use qanat_store::ObjectKey;
 use sqlx::Row;
 
+use crate::faults::fault;
 use crate::local::{self, Allocation, Control, Ending, RankLaunch};
 use crate::policy::{self, Decision};
 use crate::remote::Remote;
@@ -117,6 +118,33 @@ pub(crate) async fn commit_started(
 
 /// Shows `reason` as a running job's reason (where it waits, what runs it), unless it
 /// is what `last` says it showed already.
+/// Ends job `job`, just queued again within `tx` (its attempt lost, failed with
+/// retries left, or preempted), as cancelled when a cancel was asked for during the
+/// attempt: the claim skips jobs whose cancel was asked for, so it would otherwise
+/// wait in the queue for ever. The message, when it was cancelled.
+async fn cancel_if_requested(
+    conn: &mut sqlx::AnyConnection,
+    job: &JobRow,
+    t: i64,
+    ended: &str,
+) -> Result<Option<String>> {
+    let msg = format!(
+        "cancelled: a cancel was asked for while attempt {} ran, and the attempt ended ({ended})",
+        job.attempt
+    );
+    let done = sqlx::query(
+        "UPDATE jobs SET state = 'cancelled', finished_at = $1, reason = $2, token_id = NULL \
+         WHERE job_id = $3 AND state = 'queued' AND cancel_requested = 1",
+    )
+    .bind(t)
+    .bind(&msg)
+    .bind(&job.job_id)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    Ok((done == 1).then_some(msg))
+}
+
 pub(crate) async fn show_reason(
     jobs: &Jobs,
     job: &JobRow,
@@ -205,29 +233,65 @@ impl Jobs {
             );
             self.requeue_lost(&job, &message).await?;
         }
+        self.close_finished_runs().await
+    }
+
+    /// Closes the runs of finished jobs that are still `RUNNING`: a server that
+    /// stopped between recording an attempt's end and closing its run leaves them so.
+    async fn close_finished_runs(&self) -> Result<()> {
+        let rows = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM {JOB_FROM} JOIN runs r ON r.run_id = j.run_id \
+             WHERE j.state IN ('succeeded', 'failed', 'cancelled') AND r.status = 'RUNNING'"
+        ))
+        .fetch_all(self.inner.meta.reader())
+        .await?;
+        for r in rows {
+            let job = JobRow::from_row(&r)?;
+            let status = match job.state.as_str() {
+                "succeeded" => "FINISHED",
+                "failed" => "FAILED",
+                _ => "KILLED",
+            };
+            if let Some(run_id) = &job.run_id {
+                if let Err(e) = self.close_run(&job, run_id, status).await {
+                    tracing::warn!(job = %job.job_id, error = %e, "closing a finished job's run failed");
+                }
+            }
+        }
         Ok(())
     }
 
     /// Queues again a job whose attempt was lost with the server that ran it (its
-    /// token revoked, no retry spent), recording why.
+    /// token revoked, no retry spent), recording why — or ends it cancelled when a
+    /// cancel was asked for before it was lost.
     pub(crate) async fn requeue_lost(&self, job: &JobRow, message: &str) -> Result<()> {
         tracing::warn!(job = %job.job_id, "{message}");
         let mut tx = self.inner.meta.writer().begin().await?;
+        let t = now();
         sqlx::query(
             "UPDATE jobs SET state = 'queued', not_before = $1, reason = $2, token_id = NULL WHERE job_id = $3 AND state = 'running'",
         )
-        .bind(now())
+        .bind(t)
         .bind(message)
         .bind(&job.job_id)
         .execute(&mut *tx)
         .await?;
         record_event(&mut tx, &job.job_id, job.attempt, "lost", message).await?;
+        let cancelled = cancel_if_requested(&mut tx, job, t, "lost").await?;
+        if let Some(msg) = &cancelled {
+            record_event(&mut tx, &job.job_id, job.attempt, "cancelled", msg).await?;
+        }
         if let Some(t) = &job.token_id {
             qanat_governance::Governance::revoke_token_in(&mut tx, t).await?;
         }
         append_audit_in(&mut tx, &audit("job.lost", job, message)).await?;
         tx.commit().await?;
         qanat_governance::auth_changed();
+        if let (Some(_), Some(run_id)) = (&cancelled, &job.run_id) {
+            if let Err(e) = self.close_run(job, run_id, "KILLED").await {
+                tracing::warn!(job = %job.job_id, error = %e, "closing a job's run failed");
+            }
+        }
         Ok(())
     }
 
@@ -423,6 +487,7 @@ impl Jobs {
         else {
             return Ok(());
         };
+        fault!(inner, "claim.after");
         let prepared = self.prepare(&mut job, alloc).await;
         let ending = match prepared {
             Ok(ranks) => match local::spawn_gang(
@@ -441,6 +506,7 @@ impl Jobs {
                         return Err(e);
                     }
                     gang.release().await;
+                    fault!(inner, "barrier.opened");
                     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
                     if let Some(run_id) = job.run_id.clone() {
                         let w = crate::telemetry::Watched {
@@ -1050,7 +1116,9 @@ impl Jobs {
             "attempt {} started on {} ({} rank(s))",
             job.attempt, inner.settings.node, job.ranks
         );
-        commit_started(tx, job, &msg).await
+        commit_started(tx, job, &msg).await?;
+        fault!(inner, "start.recorded");
+        Ok(())
     }
 
     /// Records how an attempt ended, trying again while the store refuses (a busy or
@@ -1087,21 +1155,23 @@ impl Jobs {
         };
         let t = now();
         let mut tx = inner.meta.writer().begin().await?;
-        let (event, action, message, run_status) = match &ending {
+        let (changed, event, action, message, run_status) = match &ending {
             Ending::Succeeded => {
                 let msg = format!(
                     "attempt {}: all {} rank(s) exited 0",
                     job.attempt, job.ranks
                 );
-                sqlx::query(
-                    "UPDATE jobs SET state = 'succeeded', finished_at = $1, exit_code = 0, reason = $2 WHERE job_id = $3",
+                let changed = sqlx::query(
+                    "UPDATE jobs SET state = 'succeeded', finished_at = $1, exit_code = 0, reason = $2 WHERE job_id = $3 AND state = 'running' AND attempt = $4",
                 )
                 .bind(t)
                 .bind(&msg)
                 .bind(&job.job_id)
+                .bind(i64::from(job.attempt))
                 .execute(&mut *tx)
-                .await?;
-                ("succeeded", "job.succeed", msg, Some("FINISHED"))
+                .await?
+                .rows_affected();
+                (changed, "succeeded", "job.succeed", msg, Some("FINISHED"))
             }
             Ending::Failed { exit_code, reason } => {
                 let failures = job.failures + 1;
@@ -1117,60 +1187,87 @@ impl Jobs {
                         job.max_retries,
                         humantime::format_duration(backoff)
                     );
-                    sqlx::query(
-                        "UPDATE jobs SET state = 'queued', failures = $1, exit_code = $2, not_before = $3, reason = $4, token_id = NULL WHERE job_id = $5",
+                    let changed = sqlx::query(
+                        "UPDATE jobs SET state = 'queued', failures = $1, exit_code = $2, not_before = $3, reason = $4, token_id = NULL WHERE job_id = $5 AND state = 'running' AND attempt = $6",
                     )
                     .bind(i64::from(failures))
                     .bind(exit_code.map(i64::from))
                     .bind(t + backoff.as_micros() as i64)
                     .bind(&msg)
                     .bind(&job.job_id)
+                    .bind(i64::from(job.attempt))
                     .execute(&mut *tx)
-                    .await?;
-                    ("retrying", "job.retry", msg, None)
+                    .await?
+                    .rows_affected();
+                    (changed, "retrying", "job.retry", msg, None)
                 } else {
                     let msg = format!("attempt {} failed: {reason}", job.attempt);
-                    sqlx::query(
-                        "UPDATE jobs SET state = 'failed', failures = $1, finished_at = $2, exit_code = $3, reason = $4 WHERE job_id = $5",
+                    let changed = sqlx::query(
+                        "UPDATE jobs SET state = 'failed', failures = $1, finished_at = $2, exit_code = $3, reason = $4 WHERE job_id = $5 AND state = 'running' AND attempt = $6",
                     )
                     .bind(i64::from(failures))
                     .bind(t)
                     .bind(exit_code.map(i64::from))
                     .bind(&msg)
                     .bind(&job.job_id)
+                    .bind(i64::from(job.attempt))
                     .execute(&mut *tx)
-                    .await?;
-                    ("failed", "job.fail", msg, Some("FAILED"))
+                    .await?
+                    .rows_affected();
+                    (changed, "failed", "job.fail", msg, Some("FAILED"))
                 }
             }
             Ending::Cancelled { by } => {
                 let msg = format!("cancelled by {by} during attempt {}", job.attempt);
-                sqlx::query(
-                    "UPDATE jobs SET state = 'cancelled', finished_at = $1, reason = $2 WHERE job_id = $3",
+                let changed = sqlx::query(
+                    "UPDATE jobs SET state = 'cancelled', finished_at = $1, reason = $2 WHERE job_id = $3 AND state = 'running' AND attempt = $4",
                 )
                 .bind(t)
                 .bind(&msg)
                 .bind(&job.job_id)
+                .bind(i64::from(job.attempt))
                 .execute(&mut *tx)
-                .await?;
-                ("cancelled", "job.cancel", msg, Some("KILLED"))
+                .await?
+                .rows_affected();
+                (changed, "cancelled", "job.cancel", msg, Some("KILLED"))
             }
             Ending::Preempted { by } => {
                 let msg = format!(
                     "preempted by {by} during attempt {}; queued again to resume from its checkpoint",
                     job.attempt
                 );
-                sqlx::query(
-                    "UPDATE jobs SET state = 'queued', preemptions = preemptions + 1, not_before = $1, reason = $2, token_id = NULL WHERE job_id = $3",
+                let changed = sqlx::query(
+                    "UPDATE jobs SET state = 'queued', preemptions = preemptions + 1, not_before = $1, reason = $2, token_id = NULL WHERE job_id = $3 AND state = 'running' AND attempt = $4",
                 )
                 .bind(t)
                 .bind(&msg)
                 .bind(&job.job_id)
+                .bind(i64::from(job.attempt))
                 .execute(&mut *tx)
-                .await?;
-                ("preempted", "job.preempt", msg, None)
+                .await?
+                .rows_affected();
+                (changed, "preempted", "job.preempt", msg, None)
             }
         };
+        if changed == 0 {
+            // This attempt's end is already recorded (a try whose commit was not
+            // confirmed, or a restart that found it lost): nothing is counted twice;
+            // its run is closed, as the try that recorded it may not have got there.
+            tx.rollback().await?;
+            tracing::info!(job = %job.job_id, attempt = job.attempt, "the attempt's end was already recorded");
+            if let (Some(status), Some(run_id)) = (run_status, &job.run_id) {
+                if let Err(e) = self.close_run(job, run_id, status).await {
+                    tracing::warn!(job = %job.job_id, error = %e, "closing a job's run failed");
+                }
+            }
+            return Ok(());
+        }
+        // A cancel asked for during the attempt wins over queueing it again.
+        let (event, action, message, run_status) =
+            match cancel_if_requested(&mut tx, job, t, event).await? {
+                Some(msg) => ("cancelled", "job.cancel", msg, Some("KILLED")),
+                None => (event, action, message, run_status),
+            };
         record_event(&mut tx, &job.job_id, job.attempt, event, &message).await?;
         for s in &stored {
             sqlx::query(
@@ -1191,9 +1288,11 @@ impl Jobs {
             qanat_governance::Governance::revoke_token_in(&mut tx, token).await?;
         }
         append_audit_in(&mut tx, &audit(action, job, &message)).await?;
+        fault!(inner, "end.before_commit");
         tx.commit().await?;
         qanat_governance::auth_changed();
         inner.wake.notify_one();
+        fault!(inner, "end.committed");
         for s in &stored {
             let _ = tokio::fs::remove_file(self.log_path(&job.job_id, job.attempt, s.rank)).await;
         }
@@ -1212,7 +1311,7 @@ impl Jobs {
         Ok(())
     }
 
-    async fn close_run(&self, job: &JobRow, run_id: &str, status: &str) -> Result<()> {
+    pub(crate) async fn close_run(&self, job: &JobRow, run_id: &str, status: &str) -> Result<()> {
         let tracking = &self.inner.tracking;
         let project = self.inner.gov.project_by_id(&job.project_id).await?;
         let run = tracking.run(&project, run_id).await?;

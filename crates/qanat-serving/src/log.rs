@@ -524,6 +524,78 @@ mod tests {
         }
     }
 
+    /// A log whose writer never reads: what `record` does when the writer is behind.
+    fn stalled() -> (InferenceLog, mpsc::Receiver<Pending>) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let log = InferenceLog {
+            tx,
+            stats: Arc::new(Counters::default()),
+        };
+        (log, rx)
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts_new_records_and_keeps_the_queued() {
+        let (log, mut rx) = stalled();
+        for i in 0..QUEUE as i64 + 10 {
+            log.record("p", record(i));
+        }
+        let s = log.stats();
+        assert_eq!((s.dropped, s.written), (10, 0), "{s:?}");
+        // The first QUEUE records are queued, in order; the dropped are the newest.
+        let first = rx.try_recv().expect("queued");
+        assert_eq!(first.record.request_id, "r0");
+        let mut n = 1;
+        let mut last = first;
+        while let Ok(p) = rx.try_recv() {
+            last = p;
+            n += 1;
+        }
+        assert_eq!(n, QUEUE);
+        assert_eq!(last.record.request_id, format!("r{}", QUEUE - 1));
+    }
+
+    #[test]
+    fn records_past_the_byte_budget_are_dropped_and_counted() {
+        let (log, _rx) = stalled();
+        let mut big = record(1);
+        big.inputs = "x".repeat(QUEUE_BYTES / 4 - 1024);
+        for _ in 0..4 {
+            log.record("p", big.clone());
+        }
+        assert_eq!(log.stats().dropped, 0, "four quarters fit");
+        log.record("p", big.clone());
+        log.record("p", record(2));
+        assert_eq!(
+            log.stats().dropped,
+            2,
+            "over the budget, even a small record waits for room"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_batch_the_store_refuses_is_counted_as_dropped_and_failed() {
+        // A store whose location's directory is replaced by a file: every write fails.
+        let db = qanat_store::testing::TestDb::sqlite(&[&qanat_governance::MIGRATIONS]).await;
+        let (storage, dir) = qanat_store::testing::local_storage(&db).await;
+        let objects = dir.path().join("objects");
+        let _ = std::fs::remove_dir_all(&objects);
+        std::fs::write(&objects, b"not a directory").expect("file");
+        let log = InferenceLog::start(storage, Duration::from_millis(10));
+        for i in 0..3 {
+            log.record("p", record(i));
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while log.stats().failed_writes == 0 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let s = log.stats();
+        assert_eq!((s.written, s.dropped), (0, 3), "{s:?}");
+        assert!(s.failed_writes >= 1, "{s:?}");
+        // The byte budget is given back: the log takes records again.
+        assert_eq!(log.stats.bytes.load(Ordering::Relaxed), 0);
+    }
+
     #[test]
     fn records_round_trip_through_parquet() {
         let mut records: Vec<LogRecord> = (0..5).map(record).collect();
