@@ -173,10 +173,10 @@ impl Site {
                     );
                     open = Some(*attempt);
                 }
-                "succeeded" | "failed" | "retrying" | "cancelled" | "preempted" | "lost" => {
-                    if open == Some(*attempt) {
-                        open = None;
-                    }
+                "succeeded" | "failed" | "retrying" | "cancelled" | "preempted" | "lost"
+                    if open == Some(*attempt) =>
+                {
+                    open = None;
                 }
                 _ => {}
             }
@@ -254,7 +254,7 @@ async fn fail_then_restart(
         first.pass().await.expect("a pass");
         let reached = first.inner.faults.reached().contains(&at);
         let idle = first.inner.local.free().cpu_millis == first.inner.local.capacity().cpu_millis;
-        let state = site.states(&[id.clone()]).await[0].1.clone();
+        let state = site.states(std::slice::from_ref(&id)).await[0].1.clone();
         if reached && idle || matches!(state.as_str(), "succeeded" | "failed" | "cancelled") {
             break;
         }

@@ -116,9 +116,14 @@ fn check_model_name(name: &str) -> Result<&str> {
     if n.is_empty() {
         return Err(Error::invalid("a registered model needs a non-empty name"));
     }
-    if n.len() > 256 || n.contains('/') || n.contains(':') || n.contains('@') {
+    if n.len() > 256
+        || n.contains('/')
+        || n.contains(':')
+        || n.contains('@')
+        || n.chars().any(char::is_control)
+    {
         return Err(Error::invalid(format!(
-            "invalid registered model name '{n}': at most 256 characters, without '/', ':' or '@'"
+            "invalid registered model name {n:?}: at most 256 characters, without '/', ':', '@' or control characters"
         )));
     }
     Ok(n)

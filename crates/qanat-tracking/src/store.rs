@@ -115,6 +115,17 @@ pub(crate) fn check_run_id(id: &str) -> Result<()> {
 
 /// MLflow's rule for metric, param and tag names: letters, digits, `_ - . / :` and
 /// spaces; not absolute; no `..` component; at most 250 characters.
+/// A free-text name (an experiment's, a run's): anything but control characters —
+/// NUL cannot be stored by PostgreSQL, and escapes would reach terminals and logs.
+pub(crate) fn check_text_name(what: &str, name: &str) -> Result<()> {
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return Err(Error::invalid(format!(
+            "{what} {name:?} holds the control character {c:?}: names are printable text"
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn check_key(what: &str, key: &str) -> Result<()> {
     let ok_chars = key
         .chars()
@@ -461,6 +472,7 @@ impl Tracking {
                 "experiment names are at most 500 characters",
             ));
         }
+        check_text_name("experiment name", name)?;
         for t in tags {
             check_key("tag", &t.key)?;
         }
@@ -619,6 +631,7 @@ impl Tracking {
     ) -> Result<()> {
         let n = parse_experiment_id(id)?;
         let new_name = new_name.trim();
+        check_text_name("experiment name", new_name)?;
         if new_name.is_empty() {
             return Err(Error::invalid("new_name must not be empty"));
         }
@@ -746,6 +759,7 @@ impl Tracking {
             .filter(|n| !n.is_empty())
             .or(tag_name)
             .unwrap_or_else(random_run_name);
+        check_text_name("run name", &run_name)?;
         let artifact_uri = format!(
             "{}/{run_id}/artifacts",
             exp.artifact_location.trim_end_matches('/')
@@ -872,6 +886,9 @@ impl Tracking {
         u: RunUpdate,
     ) -> Result<RunInfo> {
         let info = self.run_row(project, run_id).await?;
+        if let Some(n) = &u.run_name {
+            check_text_name("run name", n)?;
+        }
         if let Some(s) = &u.status {
             if !RUN_STATUSES.contains(&s.as_str()) {
                 return Err(Error::invalid(format!(

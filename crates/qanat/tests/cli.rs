@@ -160,6 +160,17 @@ fn project_and_dataset_tables() {
         run(&q, &["lineage", "-p", "demo", "dataset:tx@golden"])
     );
     insta::assert_snapshot!("audit_verify", run(&q, &["audit", "verify"]));
+    // A table that changed: its rows and columns, not only its bytes.
+    let src = q.dir.path().join("src");
+    write(
+        &src.join("tx.csv"),
+        "id,amount,currency\n1,10.5,AED\n2,3.25,AED\n3,7,USD\n4,12,AED\n",
+    );
+    q.cli_ok("data -p demo push tx src -m currency");
+    insta::assert_snapshot!(
+        "data_diff_table",
+        run(&q, &["data", "-p", "demo", "diff", "tx", "golden", "3"])
+    );
 }
 
 #[test]

@@ -12,7 +12,11 @@
 //!   before the next block: the files an example reads, a project it works in (the
 //!   repository is at `$QANAT_DOCS_REPO`, for its `examples/`);
 //! - `<!-- docs-test: skip: REASON -->` leaves the next block out, with the reason;
-//! - synopses with placeholders (`RUN_ID`, `[--all]`) are ```text and are not run.
+//! - synopses with placeholders (`RUN_ID`, `[--all]`) are ```text; a block of any
+//!   other fence that holds commands (`qanat …`, `curl …`, `$ …`) must say why it is
+//!   not run with a skip marker, so no command in the docs goes unrun unnoticed;
+//! - the run writes how many commands ran and what was skipped, and why, to
+//!   `docs-test-report.txt` in the target's tmp dir (CI prints it).
 
 mod common;
 
@@ -28,10 +32,34 @@ struct Block {
     body: Vec<String>,
 }
 
-/// The ```sh blocks of a Markdown file, and the skipped ones with their reasons.
-fn blocks(text: &str) -> (Vec<Block>, Vec<(usize, String)>) {
-    let mut out = Vec::new();
-    let mut skipped = Vec::new();
+/// What the reader found in one Markdown file.
+#[derive(Default)]
+struct Read {
+    /// The ```sh blocks, to run.
+    run: Vec<Block>,
+    /// Blocks left out, with the line they start at and the reason given.
+    skipped: Vec<(usize, String)>,
+    /// Blocks of another fence (```text, ```) holding commands, with no skip marker:
+    /// commands that nothing would run.
+    unmarked: Vec<(usize, String)>,
+}
+
+/// Whether a line of a fenced block is a shell command (`$ ` prompts allowed).
+fn is_command(line: &str) -> bool {
+    let t = line.trim_start();
+    let t = t.strip_prefix("$ ").unwrap_or(t);
+    [
+        "qanat ", "curl ", "cargo ", "python ", "python3 ", "pip ", "export ", "mlflow ",
+        "kubectl ", "sbatch ", "docker ", "bash ", "feast ",
+    ]
+    .iter()
+    .any(|c| t.starts_with(c))
+}
+
+/// The blocks of a Markdown file: the ```sh ones to run, the skipped ones with their
+/// reasons, and commands in other fences that are neither run nor skipped.
+fn blocks(text: &str) -> Read {
+    let mut read = Read::default();
     let mut setup: Vec<String> = Vec::new();
     let mut skip: Option<String> = None;
     let mut lines = text.lines().enumerate();
@@ -46,7 +74,7 @@ fn blocks(text: &str) -> (Vec<Block>, Vec<(usize, String)>) {
                 }
                 setup.push(l.to_string());
             }
-        } else if t == "```sh" {
+        } else if let Some(lang) = t.strip_prefix("```") {
             let mut body = Vec::new();
             for (_, l) in lines.by_ref() {
                 if l.trim_start().starts_with("```") {
@@ -54,21 +82,62 @@ fn blocks(text: &str) -> (Vec<Block>, Vec<(usize, String)>) {
                 }
                 body.push(l.to_string());
             }
+            let runnable = lang == "sh";
             match skip.take() {
                 Some(reason) => {
                     assert!(!reason.is_empty(), "line {}: say why it is skipped", i + 1);
-                    skipped.push((i + 1, reason));
+                    read.skipped.push((i + 1, reason));
                     setup.clear();
                 }
-                None => out.push(Block {
+                None if runnable => read.run.push(Block {
                     line: i + 1,
                     setup: std::mem::take(&mut setup),
                     body,
                 }),
+                None => {
+                    if let Some(c) = body.iter().find(|l| is_command(l)) {
+                        read.unmarked.push((i + 1, c.trim().to_string()));
+                    }
+                }
             }
         }
     }
-    (out, skipped)
+    read
+}
+
+/// How many commands `lines` hold: lines that are not blank, comments, the
+/// continuation of a line ending in `\`, or the body of a here-document.
+fn commands(lines: &[String]) -> usize {
+    let mut n = 0;
+    let mut continued = false;
+    let mut heredoc: Option<String> = None;
+    for l in lines {
+        let t = l.trim();
+        if let Some(end) = &heredoc {
+            if t == end {
+                heredoc = None;
+            }
+            continue;
+        }
+        if !continued && !t.is_empty() && !t.starts_with('#') {
+            n += 1;
+        }
+        continued = t.ends_with('\\');
+        if let Some(at) = t.find("<<") {
+            let word = t[at + 2..]
+                .trim_start_matches('-')
+                .trim()
+                .trim_matches(|c| c == '\'' || c == '"');
+            let word: String = word
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !word.is_empty() {
+                heredoc = Some(word);
+            }
+        }
+    }
+    n
 }
 
 /// A documented line as it runs here, or `None` for the harness's own steps.
@@ -86,12 +155,12 @@ fn as_run(line: &str, url: &str) -> Option<String> {
 }
 
 /// Runs one file's blocks as one script against a fresh server; panics with the
-/// script's output when a command fails.
-fn run_file(path: &Path) -> usize {
+/// script's output when a command fails. Returns (blocks, commands) run.
+fn run_file(path: &Path) -> (usize, usize) {
     let text = std::fs::read_to_string(path).expect("read doc");
-    let (blocks, _) = blocks(&text);
+    let blocks = blocks(&text).run;
     if blocks.is_empty() {
-        return 0;
+        return (0, 0);
     }
     let q = Qanat::start();
     let bin_dir = q.dir.path().join("bin");
@@ -141,7 +210,11 @@ fn run_file(path: &Path) -> usize {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    blocks.len()
+    let commands = blocks
+        .iter()
+        .map(|b| commands(&b.setup) + commands(&b.body))
+        .sum();
+    (blocks.len(), commands)
 }
 
 fn docs() -> Vec<PathBuf> {
@@ -159,25 +232,61 @@ fn docs() -> Vec<PathBuf> {
 
 #[test]
 fn every_shell_example_in_the_docs_runs() {
-    let mut ran = 0;
+    let (mut ran, mut commands) = (0, 0);
+    let mut report = String::new();
+    let mut skipped = Vec::new();
     for path in docs() {
-        ran += run_file(&path);
+        let (b, c) = run_file(&path);
+        ran += b;
+        commands += c;
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("?")
+            .to_string();
+        if b > 0 {
+            report.push_str(&format!("  {name}: {b} blocks, {c} commands\n"));
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        skipped.extend(
+            blocks(&text)
+                .skipped
+                .into_iter()
+                .map(|(line, why)| format!("  {name}:{line}: {why}")),
+        );
     }
+    let report = format!(
+        "docs test: {commands} commands in {ran} blocks ran\n{report}{} blocks skipped, each with its reason:\n{}\n",
+        skipped.len(),
+        skipped.join("\n")
+    );
+    eprint!("{report}");
+    // CI prints it (the test's own output is captured when it passes).
+    let _ = std::fs::write(
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("docs-test-report.txt"),
+        &report,
+    );
     assert!(ran >= 6, "only {ran} blocks ran: are the docs still read?");
 }
 
 #[test]
-fn examples_are_sh_blocks_and_every_skip_says_why() {
+fn every_command_in_the_docs_runs_or_says_why_not() {
     for path in docs() {
         let text = std::fs::read_to_string(&path).expect("read");
-        let (_, skipped) = blocks(&text);
-        for (line, reason) in skipped {
+        let read = blocks(&text);
+        for (line, reason) in &read.skipped {
             assert!(
                 reason.len() > 10,
                 "{}:{line}: skip reason '{reason}'",
                 path.display()
             );
         }
+        assert!(
+            read.unmarked.is_empty(),
+            "{}: commands that nothing runs (make the block ```sh, or put <!-- docs-test: skip: WHY, and what tests it --> before it): {:?}",
+            path.display(),
+            read.unmarked
+        );
         // Shell in a fence of another name would silently not run.
         for (i, l) in text.lines().enumerate() {
             let fence = l.trim();
@@ -193,15 +302,29 @@ fn examples_are_sh_blocks_and_every_skip_says_why() {
 
 #[test]
 fn the_reader_finds_setup_skip_and_blocks() {
-    let md = "intro\n<!-- docs-test: setup\nmkdir d\n-->\n```sh\nqanat whoami\n```\n\n<!-- docs-test: skip: needs a second server -->\n```sh\nqanat server\n```\n```text\nqanat runs show RUN_ID\n```\n";
-    let (b, skipped) = blocks(md);
-    assert_eq!(b.len(), 1);
-    assert_eq!(b[0].setup, ["mkdir d"]);
-    assert_eq!(b[0].body, ["qanat whoami"]);
-    assert_eq!(skipped, [(10, "needs a second server".to_string())]);
+    let md = "intro\n<!-- docs-test: setup\nmkdir d\n-->\n```sh\nqanat whoami\n```\n\n<!-- docs-test: skip: needs a second server -->\n```sh\nqanat server\n```\n```text\nqanat runs show RUN_ID\n```\n```\n$ curl -s http://x\n```\n```text\n#SBATCH --nodes=1\n```\n";
+    let read = blocks(md);
+    assert_eq!(read.run.len(), 1);
+    assert_eq!(read.run[0].setup, ["mkdir d"]);
+    assert_eq!(read.run[0].body, ["qanat whoami"]);
+    assert_eq!(read.skipped, [(10, "needs a second server".to_string())]);
+    assert_eq!(
+        read.unmarked,
+        [
+            (13, "qanat runs show RUN_ID".to_string()),
+            (16, "$ curl -s http://x".to_string())
+        ]
+    );
     assert_eq!(as_run("cargo run --release -- server", "u"), None);
     assert_eq!(
         as_run("curl http://127.0.0.1:8080/x", "http://h:1").as_deref(),
         Some("curl http://h:1/x")
+    );
+    let lines = |s: &str| s.lines().map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(
+        commands(&lines(
+            "# a comment\nqanat a \\\n  --b\n\ncat > f <<'EOF'\nkind: x\nEOF\nqanat c\n"
+        )),
+        3
     );
 }

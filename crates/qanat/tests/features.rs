@@ -150,6 +150,78 @@ fn bad_feature_repos_and_requests_are_refused_with_what_to_fix() {
             .saying("feature view 'nope'"),
         ],
     );
+
+    // A repo whose file source has no file yet: reading it says which file is
+    // missing; online reads refuse unknown features and keys of the wrong type.
+    let good = home.join("good");
+    write_repo(&good, REPO);
+    q.cli_ok(&format!("features -p default apply {}", path(&good)));
+    let entities = home.join("entities.csv");
+    std::fs::write(
+        &entities,
+        "driver_id,event_timestamp\n1001,2026-01-01T12:00:00Z\n",
+    )
+    .expect("entities");
+    let entities = path(&entities);
+    let online = "/get-online-features";
+    run_cases(
+        &q,
+        vec![
+            Case::fails(
+                "materializing a file source whose file is missing",
+                &["features", "-p", "default", "materialize"],
+                "source stats_src: the file 'features/driver_stats.parquet' is missing",
+            ),
+            Case::fails(
+                "a training set of a file source whose file is missing",
+                &[
+                    "features",
+                    "-p",
+                    "default",
+                    "training-set",
+                    "--entities",
+                    &entities,
+                    "--features",
+                    "driver_stats:trips",
+                    "--to",
+                    "t",
+                ],
+                "the file 'features/driver_stats.parquet' is missing",
+            ),
+            Case::refused(
+                "an online read of a feature the view does not have",
+                Call::post(online).json(
+                    json!({"features": ["driver_stats:nope"], "entities": {"driver_id": [1001]}}),
+                ),
+                400,
+                "nope",
+            ),
+            Case::coded(
+                "an online read of a view that does not exist",
+                Call::post(online)
+                    .json(json!({"features": ["ghost:trips"], "entities": {"driver_id": [1001]}})),
+                404,
+                "RESOURCE_DOES_NOT_EXIST",
+            )
+            .saying("ghost"),
+            Case::refused(
+                "an online read with a join key of the wrong type",
+                Call::post(online).json(
+                    json!({"features": ["driver_stats:trips"], "entities": {"driver_id": ["abc"]}}),
+                ),
+                400,
+                "driver_id",
+            ),
+            Case::refused(
+                "an online read without the view's join key",
+                Call::post(online).json(
+                    json!({"features": ["driver_stats:trips"], "entities": {"rider_id": [1]}}),
+                ),
+                400,
+                "driver_id",
+            ),
+        ],
+    );
 }
 
 const STATS: &str = "driver_id,event_timestamp,created,conv_rate,trips

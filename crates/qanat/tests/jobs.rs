@@ -511,3 +511,92 @@ fn a_running_job_logs_its_system_metrics_to_its_run_and_closes_it() {
     let tags = run["run"]["data"]["tags"].to_string();
     assert!(tags.contains(&id(&j)), "{tags}");
 }
+
+#[test]
+fn the_cli_submits_from_a_file_follows_logs_retries_and_lists_gpus() {
+    let q = server("2");
+    // `submit -f` reads the spec; a flag beside it wins over the file's field.
+    let spec = q.home().join("job.yaml");
+    std::fs::write(
+        &spec,
+        "name: from-file\ncommand: [\"sh\", \"-c\", \"for i in 1 2 3; do echo line $i; sleep 0.5; done\"]\nresources: {cpus: 1, memory: 256MiB}\n",
+    )
+    .expect("spec");
+    let s = spec.to_str().expect("utf-8");
+    let (ok, out, err) = q.cli(&[
+        "jobs", "-p", "default", "submit", "-q", "-f", s, "--memory", "300MiB",
+    ]);
+    assert!(ok, "{err}");
+    let jid = out.trim().to_string();
+    assert!(
+        jid.starts_with("job-") && !jid.contains('\n'),
+        "-q prints the id alone: {out}"
+    );
+    // `logs -f` follows the attempt to its end: every line, in order, then it exits.
+    let (ok, logs, err) = q.cli(&["jobs", "-p", "default", "logs", "-f", &jid]);
+    assert!(ok, "{err}");
+    let at = |l: &str| logs.find(l).unwrap_or_else(|| panic!("{l} in {logs}"));
+    assert!(
+        at("line 1") < at("line 2") && at("line 2") < at("line 3"),
+        "{logs}"
+    );
+    let shown: Value =
+        serde_json::from_str(&q.cli_ok(&format!("jobs -p default -o json show {jid}")))
+            .expect("json");
+    assert_eq!(shown["state"], "succeeded", "{shown}");
+    assert_eq!(shown["name"], "from-file", "{shown}");
+    assert_eq!(
+        shown["resources"]["memory_mb"], 300,
+        "the flag won: {shown}"
+    );
+
+    // --wait exits non-zero with the reason when the job fails.
+    std::fs::write(&spec, "command: [\"sh\", \"-c\", \"exit 3\"]\n").expect("spec");
+    let (ok, out, err) = q.cli(&["jobs", "-p", "default", "submit", "-f", s, "--wait"]);
+    assert!(
+        !ok && err.contains("failed") && err.contains("code 3"),
+        "{out}{err}"
+    );
+
+    // retry queues a cancelled job again, as a new attempt of the same job.
+    let long = q
+        .cli_ok("jobs -p default submit -q -- sleep 600")
+        .trim()
+        .to_string();
+    let cancelled: Value =
+        serde_json::from_str(&q.cli_ok(&format!("jobs -p default -o json cancel --wait {long}")))
+            .expect("json");
+    assert_eq!(cancelled["state"], "cancelled", "--wait: {cancelled}");
+    let (ok, out, err) = q.cli(&["jobs", "-p", "default", "-o", "json", "retry", &long]);
+    assert!(ok, "{err}");
+    let retried: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(retried["job_id"], long.as_str(), "{retried}");
+    assert!(
+        matches!(retried["state"].as_str(), Some("queued" | "running")),
+        "{retried}"
+    );
+    // A succeeded job is not retried.
+    let (ok, _, err) = q.cli(&["jobs", "-p", "default", "retry", &jid]);
+    assert!(!ok && err.contains("succeeded"), "{err}");
+    q.cli_ok(&format!("jobs -p default cancel {long}"));
+
+    // gpus: the executors and what they offer; none here says so.
+    let (ok, out, err) = q.cli(&["gpus"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("local"), "{out}");
+    let list: Value = serde_json::from_str(&q.cli_ok("-o json gpus")).expect("json");
+    let local = list["executors"]
+        .as_array()
+        .and_then(|e| e.iter().find(|x| x["name"] == "local"))
+        .unwrap_or_else(|| panic!("the local executor: {list}"))
+        .clone();
+    assert_eq!(
+        local["gpus"].as_array().map(Vec::len).unwrap_or(0) == 0,
+        out.contains("no GPUs found"),
+        "{out}"
+    );
+    assert_eq!(
+        local["capacity"]["cpu_millis"], 2000,
+        "QANAT_JOBS_CPUS: {local}"
+    );
+}

@@ -764,3 +764,72 @@ fn a_version_registered_from_mlflow_is_profiled_from_its_logged_training_dataset
     assert_eq!(checked["status"], "ok", "{s:#}");
     assert_eq!(checked["drift"]["columns"], 30, "{checked:#}");
 }
+
+#[test]
+fn time_windows_tumble_back_to_back_and_count_every_logged_row() {
+    let q = Qanat::start_with(vec![("QANAT_JOBS_CPUS".into(), "2".into())]);
+    q.push_example("cancer", "breast_cancer.csv");
+    q.train(json!({
+        "name": "cancer-mlp", "inputs": ["dataset:cancer@1"], "target": "diagnosis",
+        "model": "mlp", "hidden": [8], "epochs": 3, "seed": 2, "register": "cancer",
+    }));
+    q.cli_ok("deploy -p default create web --model cancer --primary 1");
+    let m = cli_json(
+        &q,
+        &[
+            "monitor",
+            "set",
+            "web",
+            "--window-seconds",
+            "3",
+            "--min-rows",
+            "20",
+        ],
+    );
+    assert_eq!(m["spec"]["window"], json!({"seconds": 3}), "{m}");
+    // Two bursts more than a window apart: 60 rows, then 40.
+    let rows = spread(0);
+    traffic(&q, "web", "a", &rows[..60], 1.0);
+    std::thread::sleep(Duration::from_secs(4));
+    traffic(&q, "web", "b", &rows[60..100], 1.0);
+    // Every row is counted in some window, and a window after the traffic has none.
+    let s = wait_status(&q, "web", 90, |s| {
+        let checks = s["checks"].as_array().cloned().unwrap_or_default();
+        let total: u64 = checks.iter().filter_map(|c| c["rows"].as_u64()).sum();
+        total == 100 && checks.first().is_some_and(|c| c["rows"] == 0)
+    });
+    let mut checks = s["checks"].as_array().expect("checks").clone();
+    checks.reverse();
+    let micros = |c: &Value, k: &str| {
+        qanat_store::parse_micros(c[k].as_str().expect("a time")).expect("RFC 3339")
+    };
+    for pair in checks.windows(2) {
+        // Back to back: each window starts where the one before ended.
+        assert_eq!(
+            micros(&pair[1], "window_start"),
+            micros(&pair[0], "window_end"),
+            "{pair:#?}"
+        );
+    }
+    for c in &checks {
+        assert_eq!(
+            micros(c, "window_end") - micros(c, "window_start"),
+            3_000_000,
+            "three seconds each: {c:#}"
+        );
+        let rows = c["rows"].as_u64().expect("rows");
+        let status = c["status"].as_str().expect("status");
+        if rows < 20 {
+            assert_eq!(status, "not_enough_data", "{c:#}");
+        } else {
+            assert!(matches!(status, "ok" | "drift"), "{c:#}");
+            assert_eq!(c["versions"][0]["rows"].as_u64(), Some(rows), "{c:#}");
+        }
+    }
+    // The bursts fell in different windows (they were 4 s apart).
+    let busy = checks
+        .iter()
+        .filter(|c| c["rows"].as_u64() > Some(0))
+        .count();
+    assert!(busy >= 2, "{checks:#?}");
+}

@@ -231,3 +231,97 @@ fn a_model_without_a_signature_is_refused_and_nothing_is_registered() {
     assert!(!ok);
     assert!(err.contains("int8"), "{err}");
 }
+
+#[test]
+fn a_result_over_its_budget_is_refused_unless_forced() {
+    let q = server_with_a_trained_model();
+    // A student with one hidden unit, trained for one epoch, against a budget of no
+    // loss at all.
+    let args = |force: bool| {
+        let mut a = vec![
+            "optimize",
+            "-p",
+            "default",
+            "cancer@1",
+            "--distill",
+            "1",
+            "--finetune-epochs",
+            "1",
+            "--max-accuracy-drop",
+            "0",
+            "--holdout",
+            "dataset:cancer@1",
+            "--register",
+            "cancer-tiny",
+            "--wait",
+        ];
+        if force {
+            a.push("--force");
+        }
+        a
+    };
+    let (ok, out, err) = q.cli(&args(false));
+    assert!(!ok, "refused: {out}{err}");
+    let jobs: Value = serde_json::from_str(&q.cli_ok("jobs -p default -o json ls")).expect("json");
+    let refused = jobs
+        .as_array()
+        .and_then(|j| j.iter().find(|j| j["kind"] == "optimize"))
+        .expect("the optimize job")
+        .clone();
+    assert_eq!(refused["state"], "failed", "{refused}");
+    // The verdict is in its log: what was measured, the budget, what to do.
+    let log = q.cli_ok(&format!(
+        "jobs -p default logs {}",
+        refused["job_id"].as_str().expect("id")
+    ));
+    assert!(
+        log.contains("refused: accuracy")
+            && log.contains("exceeds the budget of 0")
+            && log.contains("force the registration"),
+        "{log}"
+    );
+    // Nothing was registered.
+    let (s, v) = q.api(
+        "GET",
+        "/api/2.0/mlflow/registered-models/get?name=cancer-tiny",
+        None,
+    );
+    assert_eq!(s, 404, "{v}");
+    // The refused job's run still holds the report: both accuracies.
+    let run = q.mlflow_get(
+        "default",
+        &format!(
+            "runs/get?run_id={}",
+            refused["run_id"].as_str().expect("run")
+        ),
+    );
+    let metrics = run["run"]["data"]["metrics"].to_string();
+    assert!(
+        metrics.contains("original_accuracy") && metrics.contains("optimized_accuracy"),
+        "{run:#}"
+    );
+
+    // Forced: registered anyway, and the job says so.
+    let (ok, out, err) = q.cli(&args(true));
+    assert!(ok, "{out}{err}");
+    let v1 = version(&q, "cancer-tiny", 1);
+    assert_eq!(
+        tag(&v1, "qanat.derived_from"),
+        Some("model:cancer@1"),
+        "{v1:#}"
+    );
+    let jobs: Value = serde_json::from_str(&q.cli_ok("jobs -p default -o json ls")).expect("json");
+    let forced = jobs
+        .as_array()
+        .and_then(|j| {
+            j.iter()
+                .find(|j| j["kind"] == "optimize" && j["state"] == "succeeded")
+        })
+        .expect("the forced job")
+        .clone();
+    let log = q.cli_ok(&format!(
+        "jobs -p default logs {}",
+        forced["job_id"].as_str().expect("id")
+    ));
+    assert!(log.contains("forced"), "{log}");
+}

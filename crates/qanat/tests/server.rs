@@ -1722,3 +1722,146 @@ fn ui_forms_need_their_csrf_token_and_pages_their_project() {
     let (_, otto_home) = page(&otto, "/ui/");
     assert!(!otto_home.contains("/ui/p/fraud"), "{otto_home}");
 }
+
+#[test]
+fn an_unknown_role_is_refused_naming_the_roles_there_are() {
+    let q = Qanat::start();
+    let h = q.http();
+    let (s, _) = h.send(
+        &q.admin_token,
+        "POST",
+        "/api/v1/users",
+        Some(json!({"name": "bob"})),
+    );
+    assert_eq!(s, 201);
+    // Over HTTP: 400, the word refused and the four roles.
+    let (s, body) = h.send(
+        &q.admin_token,
+        "PUT",
+        "/api/v1/projects/default/members/bob",
+        Some(json!({"role": "owner"})),
+    );
+    assert_eq!(s, 400, "{body}");
+    let msg = body["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("owner")
+            && ["viewer", "editor", "maintainer", "admin"]
+                .iter()
+                .all(|r| msg.contains(r)),
+        "{body}"
+    );
+    // From the CLI: refused before anything is sent, with the same words.
+    let (ok, _, err) = q.cli(&["projects", "grant", "default", "bob", "Owner"]);
+    assert!(
+        !ok && err.contains("Owner")
+            && ["viewer", "editor", "maintainer", "admin"]
+                .iter()
+                .all(|r| err.contains(r)),
+        "{err}"
+    );
+    // Nothing was granted.
+    let (s, body) = h.send(
+        &q.admin_token,
+        "GET",
+        "/api/v1/projects/default/members",
+        None,
+    );
+    assert_eq!(s, 200);
+    assert!(!body.to_string().contains("\"bob\""), "{body}");
+    // A role in another case is not a role either (the words are exact).
+    let (s, _) = h.send(
+        &q.admin_token,
+        "PUT",
+        "/api/v1/projects/default/members/bob",
+        Some(json!({"role": "Viewer"})),
+    );
+    assert_eq!(s, 400);
+}
+
+#[test]
+fn nul_and_control_characters_are_refused_in_every_kind_of_name() {
+    let q = Qanat::start();
+    let h = q.http();
+    let run = {
+        let (s, v) = q.api(
+            "POST",
+            "/api/2.0/mlflow/runs/create",
+            Some(json!({"experiment_id": "0"})),
+        );
+        assert_eq!(s, 200, "{v}");
+        v["run"]["info"]["run_id"]
+            .as_str()
+            .expect("run")
+            .to_string()
+    };
+    for bad in ["a\u{0}b", "a\u{7}b", "a\nb", "a\u{1b}[31mb"] {
+        let calls: Vec<(&str, String, Value)> = vec![
+            (
+                "project",
+                "/api/v1/projects".into(),
+                json!({"name": bad, "allowed_regions": []}),
+            ),
+            ("user", "/api/v1/users".into(), json!({"name": bad})),
+            ("token", "/api/v1/tokens".into(), json!({"name": bad})),
+            (
+                "dataset",
+                "/api/v1/projects/default/datasets".into(),
+                json!({"name": bad}),
+            ),
+            (
+                "experiment",
+                "/api/2.0/mlflow/experiments/create".into(),
+                json!({"name": bad}),
+            ),
+            (
+                "run name",
+                "/api/2.0/mlflow/runs/create".into(),
+                json!({"experiment_id": "0", "run_name": bad}),
+            ),
+            (
+                "tag key",
+                "/api/2.0/mlflow/runs/set-tag".into(),
+                json!({"run_id": run, "key": bad, "value": "v"}),
+            ),
+            (
+                "param key",
+                "/api/2.0/mlflow/runs/log-parameter".into(),
+                json!({"run_id": run, "key": bad, "value": "v"}),
+            ),
+            (
+                "metric key",
+                "/api/2.0/mlflow/runs/log-metric".into(),
+                json!({"run_id": run, "key": bad, "value": 1.0, "timestamp": 0}),
+            ),
+            (
+                "registered model",
+                "/api/2.0/mlflow/registered-models/create".into(),
+                json!({"name": bad}),
+            ),
+            (
+                "job",
+                "/api/v1/projects/default/jobs".into(),
+                json!({"name": bad, "command": "true"}),
+            ),
+            (
+                "deployment",
+                "/api/v1/projects/default/deployments".into(),
+                json!({"name": bad, "model": "m", "primary": "1"}),
+            ),
+            (
+                "feature entity",
+                "/api/v1/projects/default/features/plan".into(),
+                json!({"repo": {"entities": [{"name": bad, "join_keys": [{"name": "k", "type": "int64"}]}]}}),
+            ),
+        ];
+        for (what, path, body) in calls {
+            let (s, v) = h.send(&q.admin_token, "POST", &path, Some(body));
+            assert!(
+                (400..500).contains(&s) && s != 404,
+                "{what} named {bad:?}: {s} {v}"
+            );
+        }
+    }
+    // The server is still whole.
+    assert_eq!(q.api("GET", "/api/v1/projects", None).0, 200);
+}

@@ -1695,3 +1695,42 @@ fn an_onnx_version_says_where_it_runs_and_a_gpu_it_cannot_use_is_the_servers_fau
     assert_eq!(s, 200, "{v}");
     assert!(!v.to_string().contains("qanat.unservable"), "{v}");
 }
+
+#[test]
+fn an_oversized_inference_request_gets_413_in_oips_shape_and_the_server_goes_on() {
+    // A 64 KiB limit; the request below is several times that.
+    let q = Qanat::start_with(vec![(
+        "QANAT_SERVER_MAX_REQUEST_BYTES".into(),
+        "65536".into(),
+    )]);
+    q.register_files(&q.admin_token, "sig", &[("model.onnx", sigmoid_graph())]);
+    let out = deploy(&q, &["create", "sig", "--model", "sig", "--primary", "1"]);
+    assert!(out.contains("answers at"), "{out}");
+    let big: Vec<f64> = (0..80_000).map(|i| f64::from(i % 7) * 0.125).collect();
+    let body = json!({"inputs": [{"name": "input-0", "shape": [20_000, 4], "datatype": "FP32", "data": big}]});
+    assert!(body.to_string().len() > 4 * 65536, "the body is large");
+    let (s, resp) = q.api("POST", "/v2/models/sig/infer", Some(body));
+    assert_eq!(s, 413, "{resp}");
+    assert!(
+        resp["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "OIP's error shape: {resp}"
+    );
+    // The same as the binary extension (a JSON header, then raw tensor bytes).
+    let header = json!({"inputs": [{"name": "input-0", "shape": [20_000, 4], "datatype": "FP32",
+        "parameters": {"binary_data_size": 320_000}}]})
+    .to_string();
+    let mut raw = header.clone().into_bytes();
+    raw.extend(std::iter::repeat_n(0u8, 320_000));
+    let resp = q
+        .http()
+        .raw(&q.admin_token, "POST", "/v2/models/sig/infer")
+        .header("Inference-Header-Content-Length", header.len().to_string())
+        .header("Content-Type", "application/octet-stream")
+        .body(raw)
+        .send()
+        .expect("request");
+    assert_eq!(resp.status().as_u16(), 413);
+    // Nothing broke: a request within the limit is answered.
+    let v = infer_rows(&q, "sig", "FP32", &[vec![0.0, 1.0, -1.0, 2.0]]);
+    assert_eq!(output(&v, "y").len(), 4, "{v}");
+}

@@ -77,6 +77,36 @@ fn a_train_job_logs_its_epochs_stores_its_model_and_registers_it() {
     };
     assert_eq!(param("model"), Some(json!("logistic")));
     assert_eq!(param("rows"), Some(json!("569")));
+    // The environment it trained in (provenance): the trainer, the CPU model, the
+    // cores, the OS and architecture, the version.
+    let tag = |k: &str| {
+        data["tags"]
+            .as_array()
+            .expect("tags")
+            .iter()
+            .find(|t| t["key"] == k)
+            .and_then(|t| t["value"].as_str().map(str::to_string))
+            .unwrap_or_else(|| panic!("tag {k} in {data:#}"))
+    };
+    assert_eq!(tag("qanat.trainer"), "native");
+    assert!(tag("qanat.backend").starts_with("burn "), "{data:#}");
+    assert_eq!(tag("qanat.version"), env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        tag("qanat.env.os"),
+        format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH)
+    );
+    // The cores the trainer could use: the job's one core (it is pinned to it).
+    let cpus: usize = tag("qanat.env.cpus").parse().expect("a count");
+    assert_eq!(cpus, 1, "the cores given to the job (resources.cpus 1)");
+    let cpu = tag("qanat.env.cpu");
+    let model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|c| {
+        c.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split(':').nth(1).map(|m| m.trim().to_string()))
+    });
+    if let Some(model) = model {
+        assert_eq!(cpu, model, "the CPU model from /proc/cpuinfo");
+    }
     let history = mlflow(
         &q,
         &format!("metrics/get-history?run_id={run_id}&metric_key=val_loss"),

@@ -20,8 +20,13 @@ pub enum JobsCmd {
     },
     /// A job: state, reason, resources, placement, enforcement, run, history.
     Show { job_id: String },
-    /// Cancel a queued or running job.
-    Cancel { job_id: String },
+    /// Cancel a queued or running job (a running one stops after its grace period).
+    Cancel {
+        job_id: String,
+        /// Wait until it has stopped.
+        #[arg(long)]
+        wait: bool,
+    },
     /// Queue a failed or cancelled job again.
     Retry { job_id: String },
     /// A rank's output; -f follows it while the job runs.
@@ -103,6 +108,9 @@ pub struct JobFlags {
     /// Wait until it ends; exit non-zero unless it succeeded.
     #[arg(long)]
     pub wait: bool,
+    /// Print only its id (for scripts: `JOB=$(qanat jobs submit -q -- …)`).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 #[derive(Args)]

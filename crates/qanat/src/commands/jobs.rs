@@ -18,9 +18,9 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: JobsCmd) -> Result<()> {
     let (c, format) = (&ctx.client, ctx.format);
     match cmd {
         JobsCmd::Submit(args) => {
-            let wait = args.job.wait;
+            let (wait, quiet) = (args.job.wait, args.job.quiet);
             let spec = spec_of(*args)?;
-            submit(ctx, project, &spec, wait).await
+            submit(ctx, project, &spec, wait, quiet).await
         }
         JobsCmd::Ls { state, limit } => {
             let list = c
@@ -43,8 +43,12 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: JobsCmd) -> Result<()> {
             println!();
             output::list(format, &d.events)
         }
-        JobsCmd::Cancel { job_id } => {
-            output::record(format, &c.cancel_job(project, &job_id).await?)
+        JobsCmd::Cancel { job_id, wait } => {
+            let job = c.cancel_job(project, &job_id).await?;
+            if !wait || job.is_finished() {
+                return output::record(format, &job);
+            }
+            output::record(format, &wait_for(ctx, project, &job_id).await?)
         }
         JobsCmd::Retry { job_id } => output::record(format, &c.retry_job(project, &job_id).await?),
         JobsCmd::Logs {
@@ -54,14 +58,19 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: JobsCmd) -> Result<()> {
             follow,
         } => logs(ctx, project, &job_id, rank, attempt, follow).await,
         JobsCmd::Schedule { cron, job } => {
-            let name = job.job.name.clone();
+            let (name, quiet) = (job.job.name.clone(), job.job.quiet);
             let spec = spec_of(*job)?;
             let new = NewSchedule {
                 name: name.unwrap_or_else(|| spec.name.clone()),
                 cron,
                 job: spec,
             };
-            output::record(format, &c.create_schedule(project, &new).await?)
+            let s = c.create_schedule(project, &new).await?;
+            if quiet {
+                println!("{}", s.schedule_id);
+                return Ok(());
+            }
+            output::record(format, &s)
         }
         JobsCmd::Schedules => output::list(format, &c.schedules(project).await?.schedules),
         JobsCmd::Unschedule { schedule_id } => {
@@ -95,20 +104,31 @@ pub async fn run(ctx: &Ctx, project: &str, cmd: JobsCmd) -> Result<()> {
 
 /// The spec from `-f FILE` (YAML or JSON), with the flags given beside it on top.
 /// Submits `spec`; with `wait`, follows it to its end and fails unless it succeeded.
-async fn submit(ctx: &Ctx, project: &str, spec: &JobSpec, wait: bool) -> Result<()> {
+async fn submit(ctx: &Ctx, project: &str, spec: &JobSpec, wait: bool, quiet: bool) -> Result<()> {
     let format = ctx.format;
     let job = ctx.client.submit_job(project, spec).await?;
-    if !wait {
-        return output::record(format, &job);
+    if quiet {
+        // The id first, so a script has it even when waiting ends in a failure.
+        println!("{}", job.job_id);
+        std::io::stdout().flush()?;
     }
-    if format != Format::Json {
+    if !wait {
+        return if quiet {
+            Ok(())
+        } else {
+            output::record(format, &job)
+        };
+    }
+    if format != Format::Json && !quiet {
         eprintln!(
             "submitted {} ({}); waiting for it to end",
             job.job_id, job.state
         );
     }
     let done = wait_for(ctx, project, &job.job_id).await?;
-    output::record(format, &done)?;
+    if !quiet {
+        output::record(format, &done)?;
+    }
     if done.state != "succeeded" {
         bail!(
             "job {} {}: {}",
@@ -154,13 +174,13 @@ pub async fn train(ctx: &Ctx, project: &str, a: TrainArgs) -> Result<()> {
     put(obj, "seed", a.seed);
     put(obj, "register", a.register);
     put(obj, "inputs", (!a.inputs.is_empty()).then_some(a.inputs));
-    let wait = a.job.wait;
+    let (wait, quiet) = (a.job.wait, a.job.quiet);
     overlay(a.job, obj, |obj| {
         let target = obj.get("target").and_then(Value::as_str).unwrap_or("model");
         format!("train-{target}")
     })?;
     let spec: JobSpec = serde_json::from_value(v).context("the train config")?;
-    submit(ctx, project, &spec, wait).await
+    submit(ctx, project, &spec, wait, quiet).await
 }
 
 pub async fn optimize(ctx: &Ctx, project: &str, a: OptimizeArgs) -> Result<()> {
@@ -183,10 +203,10 @@ pub async fn optimize(ctx: &Ctx, project: &str, a: OptimizeArgs) -> Result<()> {
     put(&mut obj, "target", a.target);
     put(&mut obj, "task", a.task);
     put(&mut obj, "features", a.features);
-    let wait = a.job.wait;
+    let (wait, quiet) = (a.job.wait, a.job.quiet);
     overlay(a.job, &mut obj, |_| format!("optimize-{}", a.model))?;
     let spec: JobSpec = serde_json::from_value(Value::Object(obj)).context("the optimize job")?;
-    submit(ctx, project, &spec, wait).await
+    submit(ctx, project, &spec, wait, quiet).await
 }
 
 /// Sets `key` to `value` when there is one.

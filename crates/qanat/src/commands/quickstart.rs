@@ -496,6 +496,24 @@ impl Quickstart {
         );
 
         self.step("Ground truth: labelled traffic judges the canary");
+        // The canary takes its share once its version is loaded and routed: until
+        // then every request goes to the primary, and the canary would get no
+        // labelled traffic to be judged on (a busy machine loads it more slowly).
+        let loading = Instant::now();
+        loop {
+            let d = self.client.deployment(&self.project, DEPLOYMENT).await?;
+            let ready = d
+                .targets
+                .iter()
+                .any(|t| t.role == "canary" && t.healthy && t.runtime.is_some());
+            if ready {
+                break;
+            }
+            if loading.elapsed() > Duration::from_secs(180) {
+                bail!("the canary of version {candidate} was not serving within 180 s (qanat deploy -p {} status {DEPLOYMENT})", self.project);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
         let judged = patients(0, n);
         let sent = self.traffic("judged", &judged).await?;
         let labels: Vec<Label> = sent
