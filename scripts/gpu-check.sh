@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# The GPU checks, in one run, on a machine with an NVIDIA GPU (issue 50). Prints one
+# table (and writes it to $OUT/gpu-check.md when OUT is set):
+#   1. NVML discovery: `qanat gpus` finds the GPUs nvidia-smi lists;
+#   2. a train job with `gpus: 1` and `device: cuda`: its run records the GPU's
+#      utilization and memory (system/gpu_0_*), and the job's run says it trained there;
+#   3. the idle-GPU flag: a job that holds a GPU and sleeps is flagged (idle_gpus);
+#   4. the CUDA trainer against PyTorch AMP (samples/s in fp32, bf16, fp16, with the
+#      GPU's utilization sampled while each runs), when a PyTorch venv is given;
+#   5. GPU serving: a deployment of the trained model says where it runs (onnxruntime
+#      on cuda when the binary was built with it).
+#
+# Usage: scripts/gpu-check.sh [QANAT_BINARY] [GPU_CHECK_BINARY]
+#   QANAT_BINARY      a `--features cuda` build of qanat (default: builds it)
+#   GPU_CHECK_BINARY  the trainer's example (default: builds it; needs the toolkit-free
+#                     cuda feature only)
+#   TORCH_PYTHON=...  a python with torch (CUDA) for step 4; skipped without it
+# Exits 2 on a machine without an NVIDIA GPU.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu-check: no NVIDIA GPU here (nvidia-smi finds none); nothing to check" >&2
+  exit 2
+fi
+
+Q=${1:-}
+CHECK=${2:-}
+if [ -z "$Q" ]; then
+  cargo build --release --locked -p qanat --features cuda
+  Q=$ROOT/target/release/qanat
+fi
+if [ -z "$CHECK" ]; then
+  cargo build --release --locked -p qanat-train --features cuda --example gpu_check
+  CHECK=$ROOT/target/release/examples/gpu_check
+fi
+
+WORK=$(mktemp -d)
+PORT=${PORT:-18099}
+cleanup() {
+  [ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null || true
+  [ -n "${SAMPLER:-}" ] && kill "$SAMPLER" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+ROWS=()
+row() { ROWS+=("| $1 | $2 | $3 |"); }
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+# The server: metrics every 2 s, a GPU idle for 15 s is flagged.
+export QANAT_JOBS_METRICS_INTERVAL_SECS=2 QANAT_JOBS_IDLE_GPU_SECS=15
+# shellcheck source=bench/qanat_server.sh
+source "$ROOT/scripts/bench/qanat_server.sh"
+qanat_server
+CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+
+# 1. Discovery.
+SMI_COUNT=$(nvidia-smi -L | grep -c '^GPU ')
+FOUND=$("$Q" -o json gpus | json "sum(len(e['gpus']) for e in d['executors'])")
+NAMES=$("$Q" -o json gpus | json "', '.join(sorted({g['name'] for e in d['executors'] for g in e['gpus']}))")
+if [ "$FOUND" -ge "$SMI_COUNT" ] && [ "$FOUND" -gt 0 ]; then
+  row "NVML discovery" "ok" "$FOUND GPU(s) ($NAMES); nvidia-smi lists $SMI_COUNT"
+else
+  row "NVML discovery" "FAILED" "qanat gpus found $FOUND, nvidia-smi lists $SMI_COUNT"
+fi
+
+# 2. A train job on the GPU, its run's system metrics.
+"$Q" data -p bench create cancer >/dev/null
+mkdir -p "$WORK/cancer" && cp examples/data/breast_cancer.csv "$WORK/cancer/"
+"$Q" data -p bench push cancer "$WORK/cancer" -m gpu-check >/dev/null
+cat >"$WORK/train.yaml" <<'EOF'
+target: diagnosis
+model: mlp
+hidden: [1024, 1024]
+epochs: 200
+batch_size: 64
+patience: 1000
+device: cuda
+precision: bf16
+register: gpu-train
+EOF
+JOB=$("$Q" train -p bench -q -c "$WORK/train.yaml" --data dataset:cancer@1 --gpus 1 --name gpu-train)
+STATE=$("$Q" jobs -p bench -o json show "$JOB" | json "d['state']")
+while [ "$STATE" = queued ] || [ "$STATE" = running ]; do
+  sleep 2
+  STATE=$("$Q" jobs -p bench -o json show "$JOB" | json "d['state']")
+done
+RUN=$("$Q" jobs -p bench -o json show "$JOB" | json "d.get('run_id') or ''")
+if [ "$STATE" = succeeded ] && [ -n "$RUN" ]; then
+  METRICS=$("$Q" runs -p bench -o json show "$RUN")
+  UTIL=$(echo "$METRICS" | json "max([m['value'] for m in d['run']['data'].get('metrics', []) if m['key'] == 'system/gpu_0_utilization_percentage'] or [-1])")
+  MEM=$(echo "$METRICS" | json "max([m['value'] for m in d['run']['data'].get('metrics', []) if m['key'] == 'system/gpu_0_memory_usage_megabytes'] or [-1])")
+  BACKEND=$(echo "$METRICS" | json "next((t['value'] for t in d['run']['data'].get('tags', []) if t['key'] == 'qanat.backend'), '?')")
+  if [ "${UTIL%.*}" -ge 0 ] && [ "${MEM%.*}" -gt 0 ]; then
+    row "gpus: 1 job, run metrics" "ok" "backend $BACKEND; GPU utilization up to $UTIL %, memory up to $MEM MB"
+  else
+    row "gpus: 1 job, run metrics" "FAILED" "no GPU metrics in run $RUN (utilization $UTIL, memory $MEM)"
+  fi
+else
+  row "gpus: 1 job, run metrics" "FAILED" "job $JOB ended $STATE: $("$Q" jobs -p bench -o json show "$JOB" | json "d.get('reason')")"
+fi
+
+# 3. The idle flag.
+IDLE_JOB=$("$Q" jobs -p bench submit -q --gpus 1 --name idle -- sleep 60)
+FLAG=0
+for _ in $(seq 40); do
+  sleep 2
+  FLAG=$("$Q" jobs -p bench -o json show "$IDLE_JOB" | json "d.get('idle_gpus') or 0")
+  [ "$FLAG" -gt 0 ] && break
+done
+"$Q" jobs -p bench cancel "$IDLE_JOB" >/dev/null || true
+if [ "$FLAG" -gt 0 ]; then
+  row "idle-GPU flag" "ok" "a job sleeping on its GPU flagged idle ($FLAG GPU) after QANAT_JOBS_IDLE_GPU_SECS=15"
+else
+  row "idle-GPU flag" "FAILED" "a job sleeping on its GPU for 80 s was never flagged"
+fi
+
+# 4. The trainer against PyTorch AMP, utilization sampled by nvidia-smi.
+sample() {
+  nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 500 >"$WORK/util-$1" &
+  SAMPLER=$!
+}
+peak() { kill "$SAMPLER" 2>/dev/null || true; SAMPLER=; sort -n "$WORK/util-$1" | tail -1; }
+sample native
+"$CHECK" examples/data/breast_cancer.csv 262144 4 >"$WORK/native.jsonl"
+NATIVE_UTIL=$(peak native)
+for p in fp32 bf16 fp16; do
+  N=$(grep "\"precision\": *\"$p\"" "$WORK/native.jsonl" | grep samples_per_sec | json "round(d['samples_per_sec'])" || echo "?")
+  if [ -n "${TORCH_PYTHON:-}" ]; then
+    sample "torch-$p"
+    T=$("$TORCH_PYTHON" scripts/bench/train_pytorch.py 262144 100 1024,1024 1024 4 16 cuda "$p" | tail -1 | json "round(d['samples_per_sec'])")
+    TU=$(peak "torch-$p")
+    row "trainer $p vs PyTorch AMP" "measured" "Qanat $N samples/s (GPU util peak ${NATIVE_UTIL}% over the run), PyTorch $T samples/s (peak ${TU}%)"
+  else
+    row "trainer $p" "measured" "Qanat $N samples/s (GPU util peak ${NATIVE_UTIL}%); PyTorch not run (set TORCH_PYTHON)"
+  fi
+done
+
+# 5. Serving the trained model: where it runs.
+if [ "$STATE" = succeeded ]; then
+  "$Q" deploy -p bench create gpu-web --model gpu-train --primary 1 >/dev/null 2>&1 ||
+    "$Q" models -p bench ls >/dev/null
+  WHERE=$("$Q" deploy -p bench status gpu-web 2>&1 | grep -o 'on [a-z]* ([a-z0-9:]*)' | head -1 || true)
+  case "$WHERE" in
+    *cuda*) row "GPU serving" "ok" "the deployment serves $WHERE" ;;
+    "") row "GPU serving" "not run" "the trained model was not registered or deployed" ;;
+    *) row "GPU serving" "cpu" "served $WHERE (this binary's onnxruntime has no CUDA provider)" ;;
+  esac
+fi
+
+{
+  echo "GPU check: $CARD, driver $DRIVER, $(date -u +%Y-%m-%d)"
+  echo
+  echo "| check | result | detail |"
+  echo "|---|---|---|"
+  printf '%s\n' "${ROWS[@]}"
+} | tee "${OUT:-$WORK}/gpu-check.md"
