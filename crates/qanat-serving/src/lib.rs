@@ -570,6 +570,10 @@ impl Serving {
             version.to_string(),
         );
         if let Some(m) = self.cached(&key) {
+            // Versions are immutable, a project's regions are not: one loaded before
+            // they changed is handed out only while its bytes' region is allowed.
+            let location = self.storage.default_location().to_string();
+            qanat_governance::check_residency(project, &self.storage.location(&location)?)?;
             return Ok(m);
         }
         // Marked in the registry by an earlier load (in any process, before any

@@ -1734,3 +1734,52 @@ fn an_oversized_inference_request_gets_413_in_oips_shape_and_the_server_goes_on(
     let v = infer_rows(&q, "sig", "FP32", &[vec![0.0, 1.0, -1.0, 2.0]]);
     assert_eq!(output(&v, "y").len(), 4, "{v}");
 }
+
+#[test]
+fn a_model_stored_outside_its_projects_regions_is_not_loaded_for_serving() {
+    // The model's bytes are in `local` (uae-north); the project then allows only
+    // eu-west, where a second location is.
+    let q = Qanat::start_with_locations(&[("eu", "eu-west")]);
+    q.register_files(&q.admin_token, "sig", &[("model.onnx", sigmoid_graph())]);
+    let out = deploy(&q, &["create", "sig", "--model", "sig", "--primary", "1"]);
+    assert!(out.contains("answers at"), "{out}");
+    let v = infer_rows(&q, "sig", "FP32", &[vec![0.0, 1.0, -1.0, 2.0]]);
+    assert_eq!(output(&v, "y").len(), 4, "{v}");
+    let (ok, _, err) = q.cli(&["projects", "set-regions", "default", "--regions", "eu-west"]);
+    assert!(ok, "{err}");
+    // A deployment that must load the version now is refused by residency, saying
+    // where the bytes are and what the project allows.
+    let (ok, out, err) = q.cli(&[
+        "deploy",
+        "-p",
+        "default",
+        "create",
+        "sig2",
+        "--model",
+        "sig",
+        "--primary",
+        "1",
+    ]);
+    let refused = if ok {
+        // Accepted as a spec: its version cannot be loaded, so it answers with the
+        // reason.
+        let body = json!({"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP32", "data": [0.0, 1.0, 2.0, 3.0]}]});
+        let (s, resp) = q.api("POST", "/v2/models/sig2/infer", Some(body));
+        assert!(s >= 400, "{s} {resp}");
+        resp.to_string()
+    } else {
+        format!("{out}{err}")
+    };
+    assert!(
+        refused.contains("uae-north") && refused.contains("eu-west"),
+        "{refused}"
+    );
+    // The deployment already serving keeps the version its route loaded before the
+    // change (until its route is rebuilt); a call by model name must load it again.
+    let body = json!({"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP32", "data": [0.0, 1.0, 2.0, 3.0]}]});
+    let (s, resp) = q.api("POST", "/v2/models/sig/versions/1/infer", Some(body));
+    assert!(
+        s >= 400 && resp.to_string().contains("eu-west"),
+        "{s} {resp}"
+    );
+}
