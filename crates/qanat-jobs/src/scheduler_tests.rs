@@ -108,7 +108,7 @@ impl Site {
                 .any(|(_, s)| !matches!(s.as_str(), "succeeded" | "failed" | "cancelled"));
             // Finished, and every attempt's task over (it closes the run after the
             // end is recorded).
-            let idle = jobs.inner.local.free().cpu_millis == jobs.inner.local.capacity().cpu_millis;
+            let idle = idle(jobs);
             if (!open && idle) || std::time::Instant::now() > deadline {
                 return states;
             }
@@ -232,6 +232,12 @@ impl Site {
     }
 }
 
+/// Whether every attempt task of `jobs` is over (each holds its allocation until
+/// it has recorded its end and closed its run).
+fn idle(jobs: &Jobs) -> bool {
+    jobs.inner.local.free().cpu_millis == jobs.inner.local.capacity().cpu_millis
+}
+
 /// A failure at `at` in the first server's attempt, a restart, and the job run to
 /// its end by the second server: (the job's id, its events).
 async fn fail_then_restart(
@@ -253,7 +259,7 @@ async fn fail_then_restart(
     loop {
         first.pass().await.expect("a pass");
         let reached = first.inner.faults.reached().contains(&at);
-        let idle = first.inner.local.free().cpu_millis == first.inner.local.capacity().cpu_millis;
+        let idle = idle(&first);
         let state = site.states(std::slice::from_ref(&id)).await[0].1.clone();
         if reached && idle || matches!(state.as_str(), "succeeded" | "failed" | "cancelled") {
             break;
@@ -362,17 +368,9 @@ async fn an_end_committed_but_not_confirmed_is_not_counted_twice() {
             json!({"max_retries": 1, "command": format!("echo start $QANAT_JOB_ATTEMPT >> {}; exit 3", trace.display())}),
         )
         .await;
+    // Settling waits for every attempt's task too: attempt 1's tries its end again
+    // after a pause, maybe after attempt 2 has ended.
     site.settle(&jobs, std::slice::from_ref(&id), 30).await;
-    // Attempt 1's task tries its end again after a pause, maybe after attempt 2 has
-    // ended: wait until every attempt's task is over.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while jobs.inner.local.free().cpu_millis != jobs.inner.local.capacity().cpu_millis {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "an attempt's task never ended"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     let passed = jobs.inner.faults.reached();
     assert_eq!(
         passed.iter().filter(|f| **f == "end.committed").count(),
