@@ -56,6 +56,9 @@ pub struct Features {
     datasets: qanat_data::Datasets,
     /// Where online features live (none: online serving answers 503).
     online: Option<online::OnlineStore>,
+    /// The region the online store's bytes are in; the default storage location's
+    /// when unset. Writes of a project that does not allow it are refused.
+    online_region: Option<qanat_store::Region>,
     /// The stream consumers' states.
     streams: streaming::Statuses,
     /// Bytes a training set's join may hold in memory; larger inputs are joined
@@ -115,6 +118,7 @@ impl Features {
             storage,
             datasets,
             online: None,
+            online_region: None,
             streams: Default::default(),
             join_memory: 2 << 30,
             cache: Default::default(),
@@ -140,6 +144,14 @@ impl Features {
     /// The same feature store with an online store.
     pub fn with_online(mut self, store: online::OnlineStore) -> Self {
         self.online = Some(store);
+        self
+    }
+
+    /// The same feature store, its online store's bytes kept in `region` (a Redis in
+    /// another data centre, say): a project that does not allow the region cannot
+    /// write online features.
+    pub fn with_online_region(mut self, region: qanat_store::Region) -> Self {
+        self.online_region = Some(region);
         self
     }
 }

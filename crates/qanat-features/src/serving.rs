@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use qanat_governance::Project;
+use qanat_governance::{check_residency, Project};
 use qanat_store::now_micros;
 use serde_json::{Map, Value};
 use sqlx::Row;
@@ -36,6 +36,27 @@ impl Features {
         self.online.as_ref().ok_or_else(|| {
             Error::Unavailable("no online store is configured (features.online_store)".into())
         })
+    }
+
+    /// The online store, for writing a project's rows into it: refused when the
+    /// store's region is not one the project allows (its bytes would leave them).
+    fn online_for_write(&self, project: &Project) -> Result<&OnlineStore> {
+        let store = self.online()?;
+        let region = match &self.online_region {
+            Some(r) => r.clone(),
+            None => {
+                self.storage
+                    .location(self.storage.default_location())?
+                    .region
+            }
+        };
+        let location = qanat_store::LocationInfo {
+            name: "online store (features.online_store)".into(),
+            region,
+            kind: "online",
+        };
+        check_residency(project, &location)?;
+        Ok(store)
     }
 
     /// [`Self::live_view`], remembered for a moment (see [`crate::RegistryCache`]):
@@ -99,7 +120,7 @@ impl Features {
         req: &MaterializeRequest,
         by: &str,
     ) -> Result<Vec<Materialized>> {
-        let store = self.online()?.clone();
+        let store = self.online_for_write(project)?.clone();
         let end = match &req.end {
             Some(t) => parse_time(&Value::from(t.as_str()))
                 .map_err(|e| Error::invalid(format!("end: {e}")))?,
@@ -717,7 +738,11 @@ impl Features {
     ) -> Result<PushResult> {
         let online = matches!(to, PushMode::Online | PushMode::OnlineAndOffline);
         let offline = matches!(to, PushMode::Offline | PushMode::OnlineAndOffline);
-        let store = if online { Some(self.online()?) } else { None };
+        let store = if online {
+            Some(self.online_for_write(project)?)
+        } else {
+            None
+        };
         let mut views = Vec::new();
         for o in &registry.objects {
             if let Some(v) = o.as_view() {

@@ -104,6 +104,10 @@ pub struct FeaturesConfig {
     /// Where online features live: `redb://<path>` (default `redb://<home>/online.redb`)
     /// or `redis://host:port/db`.
     pub online_store: Option<String>,
+    /// The residency region of the online store's bytes (`uae-north`); the default
+    /// storage location's region when unset. A project that does not allow it cannot
+    /// materialize or push online features.
+    pub online_region: Option<String>,
     /// The NATS server with JetStream whose subjects `stream` sources read
     /// (`nats://host:4222`); `events.nats_url` when unset.
     pub nats_url: Option<String>,
@@ -119,6 +123,18 @@ impl Config {
             .online_store
             .clone()
             .unwrap_or_else(|| format!("redb://{}", self.home.join("online.redb").display()))
+    }
+
+    /// The online store's region, when configured.
+    pub fn online_region(&self) -> Result<Option<qanat_store::Region>> {
+        self.features
+            .online_region
+            .as_deref()
+            .map(|r| {
+                r.parse()
+                    .map_err(|e| anyhow::anyhow!("features.online_region = '{r}': {e}"))
+            })
+            .transpose()
     }
 
     /// The training-set join's memory budget in bytes.
@@ -1166,6 +1182,10 @@ impl Config {
         env_some(
             "QANAT_FEATURES_ONLINE_STORE",
             &mut self.features.online_store,
+        )?;
+        env_some(
+            "QANAT_FEATURES_ONLINE_REGION",
+            &mut self.features.online_region,
         )?;
         env_some("QANAT_FEATURES_NATS_URL", &mut self.features.nats_url)?;
         env_some("QANAT_FEATURES_JOIN_MEMORY", &mut self.features.join_memory)?;

@@ -421,6 +421,7 @@ fn settings(cfg: &Config) -> Result<wiring::Settings> {
         slurm: None,
         kubernetes: None,
         online: None,
+        online_region: cfg.online_region()?,
         join_memory: Some(cfg.join_memory_bytes()?),
         onnx_device: cfg
             .serving

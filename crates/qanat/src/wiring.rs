@@ -53,6 +53,8 @@ pub struct Settings {
     /// The online feature store; without one, deployments that read features answer
     /// 503.
     pub online: Option<OnlineStore>,
+    /// The online store's region (the default storage location's when `None`).
+    pub online_region: Option<qanat_store::Region>,
     /// The memory a point-in-time join may hold (bytes); the feature store's default
     /// when `None`.
     pub join_memory: Option<u64>,
@@ -88,6 +90,7 @@ impl Settings {
             slurm: None,
             kubernetes: None,
             online: None,
+            online_region: None,
             join_memory: None,
             load_check: None,
             python: None,
@@ -145,6 +148,9 @@ pub async fn build(
         qanat_features::Features::new(meta.clone(), storage.clone(), datasets.clone());
     if let Some(bytes) = s.join_memory {
         features = features.with_join_memory(bytes);
+    }
+    if let Some(region) = s.online_region {
+        features = features.with_online_region(region);
     }
     let mut serving = qanat_serving::Serving::new(meta.clone(), storage.clone(), tracking.clone())
         .with_onnx_device(s.onnx_device);

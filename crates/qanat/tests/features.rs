@@ -609,6 +609,90 @@ fn materialized_and_pushed_features_are_served_online_with_ttl_and_pii_enforced(
     }
 }
 
+#[test]
+fn online_feature_writes_are_refused_outside_the_projects_regions() {
+    // The online store is in the default location's region (uae-north) unless
+    // configured; a second location makes eu-west a region a project may allow.
+    let q = Qanat::start_with_locations(&[("eu", "eu-west")]);
+    load_driver_stats(&q, STATS, ONLINE_REPO);
+    let out = q.cli_ok("features -p default -o json materialize --end 2026-01-01T11:00:00Z");
+    let done: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(done[0]["written"], 2, "{done}");
+    q.cli_ok("projects set-regions default --regions eu-west");
+
+    // Materializing would write the project's rows into uae-north: refused, naming
+    // the store, its region and what the project allows; nothing is written.
+    let (ok, out, err) = q.cli(&["features", "-p", "default", "materialize"]);
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains("online store")
+            && err.contains("uae-north")
+            && err.contains("eu-west"),
+        "{err}"
+    );
+    let push = |to: &str| {
+        q.api(
+            "POST",
+            "/push",
+            Some(json!({"push_source_name": "rides_push", "to": to, "df": {
+                "driver_id": [1001], "event_timestamp": [chrono_now()],
+                "speed": [50.5], "city": ["dxb"]}})),
+        )
+    };
+    let (st, body) = push("online");
+    assert_eq!(st, 403, "{body}");
+    assert_eq!(body["error_code"], "RESIDENCY_VIOLATION", "{body}");
+    let (st, body) = q.api(
+        "POST",
+        "/get-online-features",
+        Some(json!({"entities": {"driver_id": [1001]}, "features": ["ride_stats:speed"]})),
+    );
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(column(&body, "speed")["statuses"], json!(["NOT_FOUND"]), "{body}");
+    // What was materialized before the change is still served (reads move no bytes
+    // into a region).
+    let (st, body) = q.api(
+        "POST",
+        "/get-online-features",
+        Some(json!({"entities": {"driver_id": [1001]}, "features": ["driver_stats:conv_rate"]})),
+    );
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(column(&body, "conv_rate")["values"], json!([0.5]), "{body}");
+    // Both refusals are in the audit log, where the compliance report finds them.
+    let (st, audit) = q.api("GET", "/api/v1/audit?action=feature.push", None);
+    assert_eq!(st, 200, "{audit}");
+    assert!(
+        audit.to_string().contains("data residency"),
+        "the refused push is audited with its reason: {audit}"
+    );
+    let (_, audit) = q.api("GET", "/api/v1/audit?action=feature.materialize", None);
+    assert!(audit.to_string().contains("data residency"), "{audit}");
+
+    // Allowing the online store's region again lets the same push through.
+    q.cli_ok("projects set-regions default --regions eu-west,uae-north");
+    let (st, body) = push("online");
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(body["accepted"], 1, "{body}");
+}
+
+/// A store configured in another region (a Redis in a second data centre) is checked
+/// against that region, not the default location's.
+#[test]
+fn a_configured_online_region_is_the_one_checked() {
+    let q = Qanat::start_with_locations_env(
+        &[("eu", "eu-west")],
+        vec![("QANAT_FEATURES_ONLINE_REGION".into(), "eu-west".into())],
+    );
+    load_driver_stats(&q, STATS, ONLINE_REPO);
+    // default allows only uae-north: the online store in eu-west is out of bounds.
+    let (ok, _, err) = q.cli(&["features", "-p", "default", "materialize"]);
+    assert!(!ok && err.contains("'eu-west'"), "{err}");
+    q.cli_ok("projects set-regions default --regions uae-north,eu-west");
+    let out = q.cli_ok("features -p default -o json materialize --end 2026-01-01T11:00:00Z");
+    let done: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(done[0]["written"], 2, "{done}");
+}
+
 fn chrono_now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }

@@ -82,6 +82,14 @@ impl Qanat {
     /// A server whose default location `local` (uae-north) is joined by local
     /// locations `(name, region)`: a project may only allow regions that have one.
     pub fn start_with_locations(extra: &[(&str, &str)]) -> Qanat {
+        Self::start_with_locations_env(extra, Vec::new())
+    }
+
+    /// [`Self::start_with_locations`] with more environment for the server.
+    pub fn start_with_locations_env(
+        extra: &[(&str, &str)],
+        mut env: Vec<(String, String)>,
+    ) -> Qanat {
         let cfg = tempfile::tempdir().expect("tempdir");
         let mut toml = String::from("[storage]\ndefault_location = \"local\"\n");
         let all = [("local", "uae-north")]
@@ -95,7 +103,8 @@ impl Qanat {
         }
         let path = cfg.path().join("qanat.toml");
         std::fs::write(&path, toml).expect("config");
-        let mut q = Self::start_with(vec![("QANAT_CONFIG".into(), path.display().to_string())]);
+        env.push(("QANAT_CONFIG".into(), path.display().to_string()));
+        let mut q = Self::start_with(env);
         q.keep.push(cfg);
         q
     }
