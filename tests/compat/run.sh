@@ -132,6 +132,22 @@ ensure_venv "$TRITON_VENV" "$TRITON_REQ"
 echo "compat: tritonclient (HTTP with JSON and binary tensors, and gRPC) against the Open Inference Protocol" >&2
 MLFLOW_TRACKING_TOKEN=$ALICE QANAT_URL=$QANAT_SERVER_URL QANAT_EXAMPLE_DATA=$ROOT/examples/data \
   "$TRITON_VENV/bin/python" "$ROOT/tests/compat/triton_client.py" || status=1
+# The same suite against `qanat serve`, the data plane alone, on the same installation
+# (the docs' production topology): inference goes to it, tokens and training to the
+# server.
+SERVE_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+QANAT_SERVER_BIND=127.0.0.1:$SERVE_PORT "$Q" serve >"$WORK/serve.out" 2>"$WORK/serve.err" &
+SERVE_PID=$!
+for _ in $(seq 200); do grep -q listening "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done
+if grep -q listening "$WORK/serve.out"; then
+  echo "compat: tritonclient (HTTP and gRPC) against \`qanat serve\`, the data plane alone" >&2
+  MLFLOW_TRACKING_TOKEN=$ALICE QANAT_URL=$QANAT_SERVER_URL QANAT_OIP_URL=http://127.0.0.1:$SERVE_PORT \
+    QANAT_EXAMPLE_DATA=$ROOT/examples/data \
+    "$TRITON_VENV/bin/python" "$ROOT/tests/compat/triton_client.py" || { status=1; tail -20 "$WORK/serve.err" >&2; }
+else
+  echo "FAIL qanat serve did not start:" >&2; cat "$WORK/serve.err" >&2; status=1
+fi
+kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null || true
 # MLflow's tree flavors (XGBoost, LightGBM) logged into project `other` with the mlflow
 # client, deployed and called through Triton's client; the libraries have their own venv,
 # keyed by its requirements.
