@@ -574,3 +574,230 @@ fn data_problems_are_refused_at_submit_from_the_stored_profiles() {
         .send(&q.admin_token, "GET", "/api/v1/projects/default/jobs", None);
     assert_eq!(list["jobs"].as_array().map(Vec::len), Some(0), "{list}");
 }
+
+/// A metric's history in a run, ordered by step.
+fn history(q: &Qanat, run_id: &str, key: &str) -> Vec<f64> {
+    let h = mlflow(
+        q,
+        &format!("metrics/get-history?run_id={run_id}&metric_key={key}"),
+    );
+    let mut points: Vec<(i64, f64)> = h["metrics"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{key} of {run_id}: {h}"))
+        .iter()
+        .map(|m| {
+            (
+                m["step"].as_i64().expect("step"),
+                m["value"].as_f64().expect("value"),
+            )
+        })
+        .collect();
+    points.sort_by_key(|p| p.0);
+    points.into_iter().map(|p| p.1).collect()
+}
+
+#[test]
+fn learning_rate_schedules_and_class_weights_change_what_is_trained() {
+    let q = server_with_breast_cancer();
+    let base = json!({
+        "kind": "train", "inputs": ["dataset:cancer@1"], "target": "diagnosis",
+        "model": "logistic", "epochs": 10, "seed": 1, "learning_rate": 0.02,
+        "patience": 0, "resources": {"cpus": 0.5},
+    });
+    let with = |name: &str, extra: Value| {
+        let mut spec = base.clone();
+        spec["name"] = json!(name);
+        for (k, v) in extra.as_object().expect("fields") {
+            spec[k] = v.clone();
+        }
+        q.submit(spec)
+    };
+    let constant = with("constant", json!({}));
+    let cosine = with(
+        "cosine",
+        json!({"schedule": {"kind": "cosine", "min_factor": 0.1}}),
+    );
+    // A rate divided by a million after the first epoch: training stops there.
+    let frozen = with(
+        "frozen",
+        json!({"schedule": {"kind": "step", "every": 1, "gamma": 1e-6}}),
+    );
+    let weighted = with("weighted", json!({"class_weights": {"malignant": 20.0}}));
+    let mut runs = std::collections::HashMap::new();
+    for (name, id) in [
+        ("constant", &constant),
+        ("cosine", &cosine),
+        ("frozen", &frozen),
+        ("weighted", &weighted),
+    ] {
+        let j = finished(&q, id);
+        assert_eq!(j["state"], "succeeded", "{name}: {j:#}\n{}", job_log(&q, id));
+        runs.insert(name, j["run_id"].as_str().expect("run").to_string());
+    }
+
+    // The rate logged per epoch is the schedule's: constant, then cosine from 0.02 down
+    // to 0.1 × 0.02 at the last epoch.
+    let rates = history(&q, &runs["constant"], "learning_rate");
+    assert_eq!(rates.len(), 10, "{rates:?}");
+    assert!(rates.iter().all(|r| (r - 0.02).abs() < 1e-9), "{rates:?}");
+    let rates = history(&q, &runs["cosine"], "learning_rate");
+    assert_eq!(rates.len(), 10, "{rates:?}");
+    for (epoch, r) in rates.iter().enumerate() {
+        let t = epoch as f64 / 9.0;
+        let want = 0.02 * (0.1 + 0.9 * 0.5 * (1.0 + (std::f64::consts::PI * t).cos()));
+        assert!((r - want).abs() < 1e-9, "epoch {epoch}: {r} vs {want}");
+    }
+    // And it is the rate the optimizer used: with the frozen rate the loss stays where
+    // the first epoch left it, while at a constant rate it goes on falling.
+    let frozen_loss = history(&q, &runs["frozen"], "train_loss");
+    let constant_loss = history(&q, &runs["constant"], "train_loss");
+    let moved = |l: &[f64]| (l[1] - l[9]).abs();
+    assert!(
+        moved(&frozen_loss) < 1e-4,
+        "frozen after epoch 1: {frozen_loss:?}"
+    );
+    assert!(
+        moved(&constant_loss) > 100.0 * moved(&frozen_loss).max(1e-6),
+        "constant {constant_loss:?} vs frozen {frozen_loss:?}"
+    );
+
+    // Class weights: the rows of the class weighted 20x pull the model towards it, so
+    // it calls more of the held-out rows malignant (its recall cannot fall).
+    let predicted = |run: &str| -> Vec<String> {
+        let out = artifact(&q, run, "model/output_example.json");
+        let out: Value = serde_json::from_slice(&out).expect("json");
+        labels_of(&out)
+    };
+    let plain = predicted(&runs["constant"]);
+    let heavy = predicted(&runs["weighted"]);
+    let malignant = |l: &[String]| l.iter().filter(|l| *l == "malignant").count();
+    assert_eq!(plain.len(), heavy.len());
+    assert!(
+        malignant(&heavy) > malignant(&plain),
+        "weighted {heavy:?} vs plain {plain:?}"
+    );
+    for (p, h) in plain.iter().zip(&heavy) {
+        assert!(
+            p != "malignant" || h == "malignant",
+            "a row called malignant without weights is benign with them: {plain:?} {heavy:?}"
+        );
+    }
+    let val_accuracy = |run: &str| history(&q, run, "val_accuracy");
+    assert_ne!(val_accuracy(&runs["weighted"]), val_accuracy(&runs["constant"]));
+}
+
+/// The predicted labels in an output example.
+fn labels_of(out: &Value) -> Vec<String> {
+    let col = out["columns"]
+        .as_array()
+        .and_then(|c| c.iter().position(|c| c == "label"))
+        .unwrap_or_else(|| panic!("a label column in {out}"));
+    out["data"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| r[col].as_str().expect("a label").to_string())
+        .collect()
+}
+
+#[test]
+fn a_sweep_runs_trials_in_parallel_and_asha_prunes_the_ones_behind() {
+    let q = server_with_breast_cancer();
+    // A grid in a fixed order: two trials at a good rate, then two at a rate that
+    // learns nothing in a few epochs. Two at a time.
+    let id = q.submit(json!({
+        "name": "asha", "kind": "sweep", "inputs": ["dataset:cancer@1"],
+        "resources": {"cpus": 0.2},
+        "trial": {"target": "diagnosis", "model": "mlp", "hidden": [8], "epochs": ASHA_EPOCHS,
+                  "patience": 0, "seed": 1},
+        "trial_resources": {"cpus": 0.5},
+        "space": {
+            "learning_rate": {"type": "categorical", "values": [0.03, 0.00001]},
+            "weight_decay": {"type": "categorical", "values": [0.0, 0.0001]},
+        },
+        "algorithm": "grid", "trials": 4, "parallel": 2, "metric": "val_loss",
+        "asha": {"min_epochs": 2, "reduction": 2},
+        "register": "asha-best",
+    }));
+    let j = finished(&q, &id);
+    let log = job_log(&q, &id);
+    assert_eq!(j["state"], "succeeded", "{j:#}\n{}", log["data"]);
+    let mut trials = trial_jobs(&q, &id);
+    assert_eq!(trials.len(), 4, "{trials:#?}");
+    trials.sort_by_key(|t| t["name"].as_str().map(str::to_string));
+    let rate = |t: &Value| -> f64 {
+        let run = mlflow(
+            &q,
+            &format!("runs/get?run_id={}", t["run_id"].as_str().expect("run")),
+        );
+        run["run"]["data"]["params"]
+            .as_array()
+            .expect("params")
+            .iter()
+            .find(|p| p["key"] == "learning_rate")
+            .and_then(|p| p["value"].as_str()?.parse().ok())
+            .expect("learning_rate param")
+    };
+    // Every slow trial was stopped by ASHA (its job cancelled) before its last epoch.
+    let slow: Vec<&Value> = trials.iter().filter(|t| rate(t) < 0.001).collect();
+    assert_eq!(slow.len(), 2, "{trials:#?}");
+    for t in &slow {
+        assert_eq!(t["state"], "cancelled", "{t:#}\n{}", log["data"]);
+        let epochs = history(&q, t["run_id"].as_str().expect("run"), "val_loss").len();
+        assert!(
+            (2..ASHA_EPOCHS as usize).contains(&epochs),
+            "pruned after {epochs} epochs"
+        );
+    }
+    let text = log["data"].to_string();
+    assert!(text.contains("pruned after"), "{text}");
+    let sweep = mlflow(
+        &q,
+        &format!("runs/get?run_id={}", j["run_id"].as_str().expect("run")),
+    );
+    let pruned = sweep["run"]["data"]["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .find(|m| m["key"] == "trials_pruned")
+        .and_then(|m| m["value"].as_f64())
+        .expect("trials_pruned");
+    assert!(pruned >= 2.0, "{pruned}");
+    // The best is a fast trial, and it ran to its last epoch.
+    let best = tag(&sweep, "qanat.sweep.best_run").expect("best_run");
+    let winner = trials
+        .iter()
+        .find(|t| t["run_id"] == best.as_str())
+        .expect("the best is a trial");
+    assert_eq!(winner["state"], "succeeded");
+    assert!(rate(winner) > 0.01);
+    assert_eq!(
+        history(&q, &best, "val_loss").len(),
+        ASHA_EPOCHS as usize
+    );
+    // Two trials ran at once: the first two started before either ended.
+    let span = |t: &Value| {
+        (
+            t["started_at"].as_i64().expect("started"),
+            t["finished_at"].as_i64().expect("finished"),
+        )
+    };
+    let (a, b) = (span(&trials[0]), span(&trials[1]));
+    assert!(a.0 < b.1 && b.0 < a.1, "trial 0 {a:?}, trial 1 {b:?}");
+    // And never more than two.
+    for t in &trials {
+        let (s, _) = span(t);
+        let running = trials
+            .iter()
+            .filter(|o| {
+                let (os, oe) = span(o);
+                os <= s && s < oe
+            })
+            .count();
+        assert!(running <= 2, "{running} trials at once: {trials:#?}");
+    }
+}
+
+/// Epochs of each trial of the ASHA sweep: enough that a trial lives through several of
+/// the sweep's polls (every 500 ms) after its first rung.
+const ASHA_EPOCHS: u32 = 120;
