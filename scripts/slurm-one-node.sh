@@ -66,7 +66,7 @@ DefMemPerCPU=256
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 ReturnToService=2
-MinJobAge=600
+MinJobAge=3600
 SchedulerParameters=sched_min_interval=0
 KillWait=5
 NodeName=$HOST CPUs=$CPUS RealMemory=$MEM State=UNKNOWN

@@ -23,14 +23,17 @@ def ts(s):
     return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
 
 
-def qanat(n, url, token, project, cpus):
+def qanat(n, url, token, project, cpus, every=0.0):
+    """`every` > 0: one submit every `every` seconds instead of as fast as possible."""
     u = urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port)
     hdr = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     spec = json.dumps({"name": "t", "command": ["true"], "resources": {"cpus": cpus, "memory": "16MiB"}})
     ids = []
     t0 = time.time()
-    for _ in range(n):
+    for i in range(n):
+        if every:
+            time.sleep(max(0.0, t0 + i * every - time.time()))
         conn.request("POST", f"/api/v1/projects/{project}/jobs", spec, hdr)
         r = conn.getresponse()
         body = r.read()
@@ -63,10 +66,12 @@ def qanat(n, url, token, project, cpus):
     }
 
 
-def slurm(n):
+def slurm(n, every=0.0):
     t0 = time.time()
     ids = []
-    for _ in range(n):
+    for i in range(n):
+        if every:
+            time.sleep(max(0.0, t0 + i * every - time.time()))
         out = subprocess.run(
             ["sbatch", "--parsable", "--wrap", "true", "-o", "/dev/null", "--cpus-per-task=1", "--mem=16M"],
             capture_output=True, text=True, check=True,
@@ -78,7 +83,7 @@ def slurm(n):
         time.sleep(0.5)
     lat, first_sub, last_end, ok = [], None, 0.0, 0
     wanted = set(ids)
-    # Finished jobs stay in slurmctld's memory for MinJobAge (600 s in the one-node
+    # Finished jobs stay in slurmctld's memory for MinJobAge (3600 s in the one-node
     # cluster's config): no accounting database is needed.
     text = subprocess.run(["scontrol", "show", "job", "-o"], capture_output=True, text=True).stdout
     fmt = "%Y-%m-%dT%H:%M:%S"
@@ -105,6 +110,10 @@ def main():
     ap.add_argument("--project", default="bench")
     ap.add_argument("--overhead-project", default="bench2")
     ap.add_argument("--slurm-n", type=int, help="jobs for Slurm (default --n): Slurm drains about one a second here")
+    ap.add_argument("--paced", type=int, default=100,
+                    help="then this many 1-cpu jobs, one every --every seconds, through both (0: skip)")
+    ap.add_argument("--every", type=float, default=2.0)
+    ap.add_argument("--paced-project", default="bench3")
     a = ap.parse_args()
     assert 1 <= a.n <= 1000, "--n: 1 to 1000 (the job list answers 1000 at most)"
     # The same request as sbatch's default (one core each): the queue builds up on both.
@@ -112,9 +121,17 @@ def main():
     # A hundredth of a core each: nothing waits for a core, so submit-to-start is the
     # scheduler's own overhead (Slurm cannot hand out less than a core).
     q2 = qanat(a.n, a.url, a.token, a.overhead_project, 0.01)
+    t0 = time.time()
     s = slurm(a.slurm_n or a.n)
+    print(f"slurm: {a.slurm_n or a.n} jobs took {time.time() - t0:.0f} s from the first sbatch to the queue drained")
+    runs = [("qanat, 1 cpu per job", q), ("qanat, 0.01 cpu per job", q2), ("slurm (sbatch --wrap true)", s)]
+    if a.paced:
+        # One core each, paced so that a core is free at every submit: submit-to-start
+        # is each scheduler's own latency for a job that asks for a whole core.
+        runs.append((f"qanat, 1 cpu, 1 per {a.every:g} s", qanat(a.paced, a.url, a.token, a.paced_project, 1, a.every)))
+        runs.append((f"slurm, 1 cpu, 1 per {a.every:g} s", slurm(a.paced, a.every)))
     rows = []
-    for name, r in (("qanat, 1 cpu per job", q), ("qanat, 0.01 cpu per job", q2), ("slurm (sbatch --wrap true)", s)):
+    for name, r in runs:
         thr = r["jobs"] / r["span_s"]
         rows.append((name, r, thr))
         print(f"{name:28} {r['succeeded']}/{r['jobs']} ok  submit {r['submit_s']:.1f}s  "

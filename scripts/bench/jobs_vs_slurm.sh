@@ -7,6 +7,8 @@
 #   scripts/bench/jobs_vs_slurm.sh             # N=1000
 #   N=200 scripts/bench/jobs_vs_slurm.sh       # quick
 #   SLURM_N=300 scripts/bench/jobs_vs_slurm.sh # fewer for Slurm (it drains ~1 job/s here)
+# Then 100 one-core jobs paced one every 2 s through both (PACED=0 skips): the
+# submit-to-start latency of a job asking for a whole core when one is free.
 set -euo pipefail
 
 N=${N:-1000}
@@ -29,5 +31,6 @@ PORT=$(free_port)
 # Metrics sampling every 10 s would not fire for jobs this short; keep the default.
 qanat_server
 "$Q" projects create bench2 >/dev/null
+"$Q" projects create bench3 >/dev/null
 TOKEN=$("$Q" tokens create --name bench 2>/dev/null)
-python3 "$ROOT/scripts/bench/jobs_vs_slurm.py" --n "$N" --url "http://127.0.0.1:$PORT" --token "$TOKEN" --project bench ${SLURM_N:+--slurm-n "$SLURM_N"}
+python3 "$ROOT/scripts/bench/jobs_vs_slurm.py" --n "$N" --url "http://127.0.0.1:$PORT" --token "$TOKEN" --project bench ${SLURM_N:+--slurm-n "$SLURM_N"} --paced "${PACED:-100}"
