@@ -625,9 +625,7 @@ fn online_feature_writes_are_refused_outside_the_projects_regions() {
     let (ok, out, err) = q.cli(&["features", "-p", "default", "materialize"]);
     assert!(!ok, "{out}");
     assert!(
-        err.contains("online store")
-            && err.contains("uae-north")
-            && err.contains("eu-west"),
+        err.contains("online store") && err.contains("uae-north") && err.contains("eu-west"),
         "{err}"
     );
     let push = |to: &str| {
@@ -648,7 +646,11 @@ fn online_feature_writes_are_refused_outside_the_projects_regions() {
         Some(json!({"entities": {"driver_id": [1001]}, "features": ["ride_stats:speed"]})),
     );
     assert_eq!(st, 200, "{body}");
-    assert_eq!(column(&body, "speed")["statuses"], json!(["NOT_FOUND"]), "{body}");
+    assert_eq!(
+        column(&body, "speed")["statuses"],
+        json!(["NOT_FOUND"]),
+        "{body}"
+    );
     // What was materialized before the change is still served (reads move no bytes
     // into a region).
     let (st, body) = q.api(

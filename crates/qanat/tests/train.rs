@@ -631,7 +631,12 @@ fn learning_rate_schedules_and_class_weights_change_what_is_trained() {
         ("weighted", &weighted),
     ] {
         let j = finished(&q, id);
-        assert_eq!(j["state"], "succeeded", "{name}: {j:#}\n{}", job_log(&q, id));
+        assert_eq!(
+            j["state"],
+            "succeeded",
+            "{name}: {j:#}\n{}",
+            job_log(&q, id)
+        );
         runs.insert(name, j["run_id"].as_str().expect("run").to_string());
     }
 
@@ -683,7 +688,10 @@ fn learning_rate_schedules_and_class_weights_change_what_is_trained() {
         );
     }
     let val_accuracy = |run: &str| history(&q, run, "val_accuracy");
-    assert_ne!(val_accuracy(&runs["weighted"]), val_accuracy(&runs["constant"]));
+    assert_ne!(
+        val_accuracy(&runs["weighted"]),
+        val_accuracy(&runs["constant"])
+    );
 }
 
 /// The predicted labels in an output example.
@@ -771,10 +779,7 @@ fn a_sweep_runs_trials_in_parallel_and_asha_prunes_the_ones_behind() {
         .expect("the best is a trial");
     assert_eq!(winner["state"], "succeeded");
     assert!(rate(winner) > 0.01);
-    assert_eq!(
-        history(&q, &best, "val_loss").len(),
-        ASHA_EPOCHS as usize
-    );
+    assert_eq!(history(&q, &best, "val_loss").len(), ASHA_EPOCHS as usize);
     // Two trials ran at once: the first two started before either ended.
     let span = |t: &Value| {
         (
