@@ -666,24 +666,27 @@ fn learning_rate_schedules_and_class_weights_change_what_is_trained() {
         "constant {constant_loss:?} vs frozen {frozen_loss:?}"
     );
 
-    // Class weights: the rows of the class weighted 20x pull the model towards it, so
-    // it calls more of the held-out rows malignant (its recall cannot fall).
-    let predicted = |run: &str| -> Vec<String> {
+    // Class weights: the rows of the class weighted 20x pull the model towards it:
+    // on the held-out rows of the output example its probability of malignant is
+    // higher on average, and no row it called malignant without weights turns benign.
+    let logits = |run: &str| -> Vec<f64> {
         let out = artifact(&q, run, "model/output_example.json");
         let out: Value = serde_json::from_slice(&out).expect("json");
-        labels_of(&out)
+        logits_of(&out)
     };
-    let plain = predicted(&runs["constant"]);
-    let heavy = predicted(&runs["weighted"]);
-    let malignant = |l: &[String]| l.iter().filter(|l| *l == "malignant").count();
+    let plain = logits(&runs["constant"]);
+    let heavy = logits(&runs["weighted"]);
     assert_eq!(plain.len(), heavy.len());
+    let p = |l: &[f64]| l.iter().map(|x| 1.0 / (1.0 + (-x).exp())).sum::<f64>() / l.len() as f64;
     assert!(
-        malignant(&heavy) > malignant(&plain),
-        "weighted {heavy:?} vs plain {plain:?}"
+        p(&heavy) > p(&plain) + 0.01,
+        "mean P(malignant) weighted {} vs plain {}: {heavy:?} {plain:?}",
+        p(&heavy),
+        p(&plain)
     );
-    for (p, h) in plain.iter().zip(&heavy) {
+    for (a, b) in plain.iter().zip(&heavy) {
         assert!(
-            p != "malignant" || h == "malignant",
+            *a <= 0.0 || *b > 0.0,
             "a row called malignant without weights is benign with them: {plain:?} {heavy:?}"
         );
     }
@@ -694,17 +697,13 @@ fn learning_rate_schedules_and_class_weights_change_what_is_trained() {
     );
 }
 
-/// The predicted labels in an output example.
-fn labels_of(out: &Value) -> Vec<String> {
-    let col = out["columns"]
+/// The logits (of the second class, malignant) in a binary model's output example.
+fn logits_of(out: &Value) -> Vec<f64> {
+    out["output"]
         .as_array()
-        .and_then(|c| c.iter().position(|c| c == "label"))
-        .unwrap_or_else(|| panic!("a label column in {out}"));
-    out["data"]
-        .as_array()
-        .expect("rows")
+        .unwrap_or_else(|| panic!("an output column in {out}"))
         .iter()
-        .map(|r| r[col].as_str().expect("a label").to_string())
+        .map(|r| r[0].as_f64().expect("a logit"))
         .collect()
 }
 
@@ -730,7 +729,11 @@ fn a_sweep_runs_trials_in_parallel_and_asha_prunes_the_ones_behind() {
     let j = finished(&q, &id);
     let log = job_log(&q, &id);
     assert_eq!(j["state"], "succeeded", "{j:#}\n{}", log["data"]);
-    let mut trials = trial_jobs(&q, &id);
+    // A pruned trial's cancellation may still be under way when the sweep ends.
+    let mut trials: Vec<Value> = trial_jobs(&q, &id)
+        .iter()
+        .map(|t| finished(&q, t["job_id"].as_str().expect("job id")))
+        .collect();
     assert_eq!(trials.len(), 4, "{trials:#?}");
     trials.sort_by_key(|t| t["name"].as_str().map(str::to_string));
     let rate = |t: &Value| -> f64 {
@@ -781,11 +784,14 @@ fn a_sweep_runs_trials_in_parallel_and_asha_prunes_the_ones_behind() {
     assert!(rate(winner) > 0.01);
     assert_eq!(history(&q, &best, "val_loss").len(), ASHA_EPOCHS as usize);
     // Two trials ran at once: the first two started before either ended.
+    // RFC 3339 times in UTC with microseconds: ordered as strings.
     let span = |t: &Value| {
-        (
-            t["started_at"].as_i64().expect("started"),
-            t["finished_at"].as_i64().expect("finished"),
-        )
+        let at = |k: &str| {
+            let s = t[k].as_str().unwrap_or_else(|| panic!("{k} in {t:#}"));
+            assert_eq!(s.len(), "2026-01-01T00:00:00.000000Z".len(), "{s}");
+            s.to_string()
+        };
+        (at("started_at"), at("finished_at"))
     };
     let (a, b) = (span(&trials[0]), span(&trials[1]));
     assert!(a.0 < b.1 && b.0 < a.1, "trial 0 {a:?}, trial 1 {b:?}");
