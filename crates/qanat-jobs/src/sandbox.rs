@@ -25,8 +25,8 @@
 //! traced); no process of the rank outlives its init (the kernel kills a pid
 //! namespace's processes when its first process ends, so a `setsid` child cannot
 //! escape); a SIGKILL to the warden's process group ends the init through its parent
-//! death signal. The warden ignores SIGTERM so the program gets its grace period, and
-//! exits the way the program did.
+//! death signal. The warden blocks SIGTERM so the program gets its grace period (the
+//! init unblocks it again for the program), and exits the way the program did.
 //!
 //! Where none of this is possible (no root and no user namespaces), [`probe`] says why
 //! and local jobs are refused, unless an admin opts out (`jobs.sandbox.enabled =
@@ -449,6 +449,19 @@ fn init(plan: Result<Plan, String>) -> u8 {
     } else {
         std::process::Command::new(&plan.program)
     };
+    // The warden blocked the stop signals for itself, and a signal mask is inherited
+    // through fork and exec: unblocked here, so the program gets SIGTERM and its grace
+    // period to stop (without this, it never saw one, and every cancel or preemption
+    // waited the whole grace before SIGKILL). This process, the first of its pid
+    // namespace, still ends only with the program: the kernel does not deliver a
+    // signal it has no handler for.
+    if let Err(e) = nix::sys::signal::sigprocmask(
+        nix::sys::signal::SigmaskHow::SIG_UNBLOCK,
+        Some(&stop_signals()),
+        None,
+    ) {
+        return fail("unblocking the stop signals", e);
+    }
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     cmd.args(&plan.args)
         .envs(plan.loader_env.iter().map(|(k, v)| (k, v)))

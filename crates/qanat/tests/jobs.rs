@@ -308,10 +308,18 @@ fn a_preempted_job_resumes_from_its_checkpoint() {
 fn cancel_stops_a_running_job_and_its_token_stops_working() {
     let q = server("2");
     let out = q.shared();
-    let j = q.submit_job("default",
+    let j = q.submit_job(
+        "default",
         json!({
             "name": "sleeper",
-            "command": format!("echo $QANAT_TOKEN > {}/token; echo visible-line; sleep 60", out.display()),
+            // A program started directly (no shell, which would reset its signal mask)
+            // that stops cleanly on SIGTERM, as a training script saving a checkpoint.
+            "command": ["perl", "-e", format!(
+                r#"$| = 1; $SIG{{TERM}} = sub {{ print "stopping on SIGTERM\n"; exit 7 }};
+                open(my $f, ">", "{}/token") or die; print $f $ENV{{QANAT_TOKEN}}; close $f;
+                print "visible-line\n"; sleep 1 while 1;"#,
+                out.display()
+            )],
         }),
     );
     let jid = id(&j);
@@ -333,6 +341,8 @@ fn cancel_stops_a_running_job_and_its_token_stops_working() {
     // Its log was stored (encrypted) and reads back.
     let (ok, log, _) = q.cli(&["jobs", "-p", "default", "logs", &jid]);
     assert!(ok && log.contains("visible-line"), "{log}");
+    // The program was asked to stop (SIGTERM) before the grace ran out, and could.
+    assert!(log.contains("stopping on SIGTERM"), "{log}");
     let mut plain = false;
     for e in common::files_under(&q.home().join("objects")) {
         if std::fs::read(&e).is_ok_and(|b| b.windows(12).any(|w| w == b"visible-line")) {
