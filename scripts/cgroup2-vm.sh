@@ -72,12 +72,12 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
-# A service's cgroup, with this shell (and so the test) in it.
+# A service's cgroup holding the test's process (as systemd starts a service's main
+# process in its own); this shell stays in the root to report and power off.
 echo "+memory +cpu" > /sys/fs/cgroup/cgroup.subtree_control
 mkdir /sys/fs/cgroup/svc
-echo \$\$ > /sys/fs/cgroup/svc/cgroup.procs
 echo "kernel \$(uname -r), cgroup2 controllers: \$(cat /sys/fs/cgroup/cgroup.controllers)"
-HOME=/tmp TMPDIR=/tmp RUST_BACKTRACE=1 /bin/jobs-tests --ignored --exact $TEST --nocapture --test-threads=1
+HOME=/tmp TMPDIR=/tmp RUST_BACKTRACE=1 sh -c 'echo \$\$ > /sys/fs/cgroup/svc/cgroup.procs && exec /bin/jobs-tests --ignored --exact $TEST --nocapture --test-threads=1'
 echo "VM-TEST-RC=\$?"
 poweroff -f
 EOF
