@@ -20,7 +20,7 @@ con.execute(f"SET threads = {threads}")
 views = sorted(glob.glob(f"{d}/view_*.parquet"))
 ctes, select, joins = [], ["e.driver_id", "e.event_timestamp"], []
 for i, path in enumerate(views):
-    cols = [c for (c,) in con.execute(f"SELECT name FROM (DESCRIBE SELECT * FROM read_parquet('{path}'))").fetchall()
+    cols = [c for (c,) in con.execute(f"SELECT column_name FROM (DESCRIBE SELECT * FROM read_parquet('{path}'))").fetchall()
             if c.startswith("f")]
     ctes.append(
         f"v{i} AS (SELECT * FROM read_parquet('{path}') QUALIFY row_number() OVER "

@@ -22,8 +22,11 @@ VENV=${QANAT_PIT_VENV:-$(venv_path pit "$REQ")}
 ensure_venv "$VENV" "$REQ"
 DATA=${TMPDIR:-/tmp}/qanat-pit-e2e-$ENTITIES-${VIEWS//,/-}
 [ -f "$DATA/entities.parquet" ] || PIT_CREATED=1 "$VENV/bin/python" scripts/bench/pit_data.py "$DATA" "$ENTITIES" "$VIEWS" 8,6,6
-cargo build --release --locked -p qanat --quiet
-Q=$CARGO_TARGET_DIR/release/qanat
+# QANAT_BIN=<a binary> skips the release build (a debug one checks the results only).
+if [ -z "${QANAT_BIN:-}" ]; then
+  cargo build --release --locked -p qanat --quiet
+fi
+Q=${QANAT_BIN:-$CARGO_TARGET_DIR/release/qanat}
 SERVER_PID=
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qanat-bench-pit.XXXXXX")
 cleanup() { [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"; true; }
