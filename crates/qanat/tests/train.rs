@@ -417,6 +417,15 @@ fn trial_jobs(q: &Qanat, id: &str) -> Vec<Value> {
         .collect()
 }
 
+/// A run's (as `runs/get` answers) latest value of metric `key`.
+fn metric_of(run: &Value, key: &str) -> Option<f64> {
+    run["run"]["data"]["metrics"]
+        .as_array()?
+        .iter()
+        .find(|m| m["key"] == key)
+        .and_then(|m| m["value"].as_f64())
+}
+
 fn tag(run: &Value, key: &str) -> Option<String> {
     run["run"]["data"]["tags"]
         .as_array()?
@@ -447,13 +456,7 @@ fn check_sweep(q: &Qanat, id: &str, trials: usize) {
             Some(sweep_run.as_str())
         );
         if t["state"] == "succeeded" {
-            let acc = run["run"]["data"]["metrics"]
-                .as_array()
-                .expect("metrics")
-                .iter()
-                .find(|m| m["key"] == "best_val_accuracy")
-                .and_then(|m| m["value"].as_f64())
-                .expect("best_val_accuracy");
+            let acc = metric_of(&run, "best_val_accuracy").expect("best_val_accuracy");
             if best.as_ref().is_none_or(|(b, _)| acc > *b) {
                 best = Some((acc, run_id.to_string()));
             }
@@ -463,13 +466,7 @@ fn check_sweep(q: &Qanat, id: &str, trials: usize) {
     let sweep = mlflow(q, &format!("runs/get?run_id={sweep_run}"));
     let chosen = tag(&sweep, "qanat.sweep.best_run").expect("best_run tag");
     let chosen_run = mlflow(q, &format!("runs/get?run_id={chosen}"));
-    let chosen_acc = chosen_run["run"]["data"]["metrics"]
-        .as_array()
-        .expect("metrics")
-        .iter()
-        .find(|m| m["key"] == "best_val_accuracy")
-        .and_then(|m| m["value"].as_f64())
-        .expect("chosen accuracy");
+    let chosen_acc = metric_of(&chosen_run, "best_val_accuracy").expect("chosen accuracy");
     assert_eq!(
         chosen_acc, best_acc,
         "best is {best_run}, sweep chose {chosen}"
@@ -769,13 +766,7 @@ fn a_sweep_runs_trials_in_parallel_and_asha_prunes_the_ones_behind() {
         &q,
         &format!("runs/get?run_id={}", j["run_id"].as_str().expect("run")),
     );
-    let pruned = sweep["run"]["data"]["metrics"]
-        .as_array()
-        .expect("metrics")
-        .iter()
-        .find(|m| m["key"] == "trials_pruned")
-        .and_then(|m| m["value"].as_f64())
-        .expect("trials_pruned");
+    let pruned = metric_of(&sweep, "trials_pruned").expect("trials_pruned");
     assert!(pruned >= 2.0, "{pruned}");
     // The best is a fast trial, and it ran to its last epoch.
     let best = tag(&sweep, "qanat.sweep.best_run").expect("best_run");
