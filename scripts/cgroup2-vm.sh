@@ -39,7 +39,9 @@ if [ -z "$KERNEL" ]; then
   [ -n "$pkg" ] || { apt-get update -q >/dev/null; pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/ {print $2; exit}'); }
   echo "cgroup2-vm: fetching $pkg (once)" >&2
   tmp=$(mktemp -d)
-  (cd "$tmp" && apt-get download "$pkg" >/dev/null 2>&1 && dpkg-deb -x ./*.deb x)
+  # Stale package lists (a fresh machine) are refreshed once and the download retried.
+  (cd "$tmp" && { apt-get download "$pkg" >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null && apt-get download "$pkg" >/dev/null; }; } && dpkg-deb -x ./*.deb x)
   cp "$tmp"/x/boot/vmlinuz-* "$CACHE/"
   rm -rf "$tmp"
   KERNEL=$(ls "$CACHE"/vmlinuz-* | head -n1)
