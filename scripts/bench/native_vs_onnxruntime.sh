@@ -15,7 +15,13 @@ source scripts/bench/torch_venv.sh   # TORCH_VENV: torch, onnx, onnxruntime
 cargo build --release --locked -p qanat-runtime --example native_bench --example tract_bench --quiet
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qanat-native-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/portable"
+grep -m1 "model name" /proc/cpuinfo || true
 "$CARGO_TARGET_DIR/release/examples/native_bench" "$SECONDS_PER_CASE" "$WORK" | tee "$WORK/ours.txt"
+# The same model on the portable kernels only (pulp's AVX2/AVX-512 paths, no VNNI and no
+# packed FMA panels): the before of docs/benchmarks.md's after.
+QANAT_NATIVE_KERNELS=portable "$CARGO_TARGET_DIR/release/examples/native_bench" "$SECONDS_PER_CASE" "$WORK/portable" \
+  | tee "$WORK/portable.txt"
 OMP_NUM_THREADS=1 "$TORCH_VENV/bin/python" scripts/bench/native_ort.py "$WORK" "$SECONDS_PER_CASE" | tee "$WORK/theirs.txt"
 "$CARGO_TARGET_DIR/release/examples/tract_bench" "$WORK" "$SECONDS_PER_CASE" | tee "$WORK/tract.txt"
 compare() { # ours theirs label
@@ -33,5 +39,6 @@ for key in sorted(ours):
 PY
 }
 compare "$WORK/ours.txt" "$WORK/theirs.txt" "qanat native"
+compare "$WORK/portable.txt" "$WORK/theirs.txt" "qanat portable"
 compare "$WORK/tract.txt" "$WORK/theirs.txt" "tract"
 "$CARGO_TARGET_DIR/release/examples/native_bench" "$SECONDS_PER_CASE" | tail -1

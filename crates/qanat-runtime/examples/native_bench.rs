@@ -49,6 +49,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("model 256-1024-1024-2, one thread, {secs} s a case");
     println!(
+        "kernels: f32 model on {}; int8 model on {}",
+        f32_model.kernels(),
+        int8_model.kernels()
+    );
+    println!(
         "weights: f32 {:.1} MiB, int8 {:.1} MiB",
         f32_model.weight_bytes() as f64 / 1048576.0,
         int8_model.weight_bytes() as f64 / 1048576.0

@@ -238,7 +238,11 @@ impl Model {
     /// it runs.
     pub fn runtime(&self) -> String {
         match self {
-            Model::Native(m) => format!("qanat native ({}, cpu)", m.spec().precision()),
+            Model::Native(m) => format!(
+                "qanat native ({}, cpu: {})",
+                m.spec().precision(),
+                m.mlp().kernels()
+            ),
             Model::Onnx(m) => m.runtime(),
             Model::Trees(m) if m.flavor == "sklearn" => match m.forest.trees() {
                 0 => format!("qanat sklearn ({}, cpu)", m.class),

@@ -566,18 +566,61 @@ pub(crate) fn quantize_rows(
     });
 }
 
-struct QuantizeRows<'a> {
+/// [`quantize_rows`] for the VNNI kernel: each value stored as `q + 128` (u8), the
+/// padding as 128 (zero).
+pub(crate) fn quantize_rows_u8(
+    x: &[f32],
+    k: usize,
+    kp: usize,
+    xq: &mut [u8],
+    scale: &mut [f32],
+    fixed: Option<f32>,
+) {
+    pulp::Arch::new().dispatch(QuantizeRows {
+        x,
+        k,
+        kp,
+        xq,
+        scale,
+        fixed,
+    });
+}
+
+/// How a quantized activation is stored.
+trait Quantized: Copy {
+    const ZERO: Self;
+    fn from_q(q: i16) -> Self;
+}
+
+impl Quantized for i16 {
+    const ZERO: Self = 0;
+    #[inline(always)]
+    fn from_q(q: i16) -> Self {
+        q
+    }
+}
+
+impl Quantized for u8 {
+    const ZERO: Self = 128;
+    #[inline(always)]
+    fn from_q(q: i16) -> Self {
+        // q ∈ [-127, 127], so q + 128 ∈ [1, 255].
+        (q + 128) as u8
+    }
+}
+
+struct QuantizeRows<'a, T> {
     x: &'a [f32],
     k: usize,
     kp: usize,
-    xq: &'a mut [i16],
+    xq: &'a mut [T],
     scale: &'a mut [f32],
     /// Static quantization: the calibrated largest magnitude, used for every row
     /// (values beyond it saturate); `None` takes each row's own.
     fixed: Option<f32>,
 }
 
-impl WithSimd for QuantizeRows<'_> {
+impl<T: Quantized> WithSimd for QuantizeRows<'_, T> {
     type Output = ();
 
     #[inline(always)]
@@ -603,11 +646,39 @@ impl WithSimd for QuantizeRows<'_> {
             };
             *s = sc;
             for (qv, v) in q.iter_mut().zip(row) {
-                *qv = round_to_int(v * inv);
+                *qv = T::from_q(round_to_int(v * inv));
             }
-            q[k..].fill(0);
+            q[k..].fill(T::ZERO);
         }
     }
+}
+
+/// The instruction set the portable f32 kernel runs on here (through `pulp`).
+pub(crate) fn f32_path() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if pulp::x86::V4::try_new().is_some() {
+            return "avx512";
+        }
+        if pulp::x86::V3::try_new().is_some() {
+            return "avx2-fma";
+        }
+    }
+    "portable"
+}
+
+/// The instruction set [`gemm_i8`] runs on here.
+pub(crate) fn int8_path() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if pulp::x86::V4::try_new().is_some() {
+            return "avx512bw";
+        }
+        if pulp::x86::V3::try_new().is_some() {
+            return "avx2";
+        }
+    }
+    "portable"
 }
 
 /// Rounds half away from zero and saturates to ±127, with a plain conversion (no libm
@@ -797,6 +868,23 @@ mod tests {
         // An all-zero row gets scale 1 and zeros, never a division by zero.
         assert_eq!(s[1], 1.0);
         assert!(xq[16..].iter().all(|v| *v == 0));
+    }
+
+    #[test]
+    fn the_vnni_layout_is_the_same_quantization_offset_by_128() {
+        let mut g = crate::testing::Rng(31);
+        let (rows, k, kp) = (5, 45, 64);
+        let x = g.normals(rows * k);
+        for fixed in [None, Some(1.5)] {
+            let mut q = vec![0i16; rows * kp];
+            let mut u = vec![0u8; rows * kp];
+            let (mut s1, mut s2) = (vec![0f32; rows], vec![0f32; rows]);
+            quantize_rows(&x, k, kp, &mut q, &mut s1, fixed);
+            quantize_rows_u8(&x, k, kp, &mut u, &mut s2, fixed);
+            assert_eq!(s1, s2);
+            let shifted: Vec<i16> = u.iter().map(|v| i16::from(*v) - 128).collect();
+            assert_eq!(shifted, q);
+        }
     }
 
     #[test]

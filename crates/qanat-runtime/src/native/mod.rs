@@ -23,15 +23,29 @@ use qanat_model::package::Precision;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Weights {
-    /// `[out, in]`.
-    F32(Vec<f32>),
-    /// `[out, kp]` int8 values, each row zero-padded to `kp` (a multiple of 16) for
-    /// the kernel; `w ≈ q · scale[out]`.
+    /// `[out, in]`, and the same packed for `qanat_simd`'s kernel where the CPU has
+    /// one ([`Layer::pack`]).
+    F32 {
+        w: Vec<f32>,
+        packed: Option<Box<qanat_simd::PackedF32>>,
+    },
+    /// `[out, kp]` int8 values, each row zero-padded to `kp` (a multiple of 32) for
+    /// the kernel; `w ≈ q · scale[out]`; packed for the VNNI kernel where the CPU has
+    /// it.
     Int8 {
         q: Vec<i8>,
         kp: usize,
         scale: Vec<f32>,
+        packed: Option<Box<qanat_simd::PackedI8>>,
     },
+}
+
+/// Whether layers are packed for `qanat_simd`'s kernels (where the CPU has them):
+/// `QANAT_NATIVE_KERNELS=portable` keeps every layer on the portable kernels (to
+/// compare the two, or to rule the accelerated ones out).
+fn accelerated() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("QANAT_NATIVE_KERNELS").as_deref() != Ok("portable"))
 }
 
 /// One dense layer.
@@ -60,10 +74,59 @@ impl Layer {
         Ok(Layer {
             d_in,
             d_out,
-            weights: Weights::F32(weight),
+            weights: Weights::F32 {
+                w: weight,
+                packed: None,
+            },
             bias,
             input_amax: None,
-        })
+        }
+        .pack())
+    }
+
+    /// This layer with its weights also packed for the CPU's accelerated kernel, when
+    /// it has one (and [`accelerated`]).
+    fn pack(mut self) -> Self {
+        if !accelerated() {
+            return self;
+        }
+        match &mut self.weights {
+            Weights::F32 { w, packed } => {
+                if qanat_simd::f32_kernel().is_some() {
+                    *packed = Some(Box::new(qanat_simd::PackedF32::new(
+                        w, self.d_in, &self.bias,
+                    )));
+                }
+            }
+            Weights::Int8 {
+                q,
+                kp,
+                scale,
+                packed,
+            } => {
+                if qanat_simd::int8_kernel().is_some() {
+                    *packed = Some(Box::new(qanat_simd::PackedI8::new(
+                        q, *kp, scale, &self.bias,
+                    )));
+                }
+            }
+        }
+        self
+    }
+
+    /// The kernel this layer runs on: `avx512-vnni`, `avx512-fma`, or the portable
+    /// kernels' instruction set.
+    pub fn kernel(&self) -> &'static str {
+        match &self.weights {
+            Weights::F32 {
+                packed: Some(_), ..
+            } => qanat_simd::f32_kernel().unwrap_or("portable"),
+            Weights::Int8 {
+                packed: Some(_), ..
+            } => qanat_simd::int8_kernel().unwrap_or("portable"),
+            Weights::F32 { .. } => kernels::f32_path(),
+            Weights::Int8 { .. } => kernels::int8_path(),
+        }
     }
 
     pub fn inputs(&self) -> usize {
@@ -76,7 +139,7 @@ impl Layer {
 
     pub fn precision(&self) -> Precision {
         match self.weights {
-            Weights::F32(_) => Precision::F32,
+            Weights::F32 { .. } => Precision::F32,
             Weights::Int8 { .. } => Precision::Int8,
         }
     }
@@ -84,8 +147,8 @@ impl Layer {
     /// The weight as f32 `[out, in]` (dequantized for an int8 layer).
     pub fn weight_f32(&self) -> Vec<f32> {
         match &self.weights {
-            Weights::F32(w) => w.clone(),
-            Weights::Int8 { q, kp, scale } => (0..self.d_out)
+            Weights::F32 { w, .. } => w.clone(),
+            Weights::Int8 { q, kp, scale, .. } => (0..self.d_out)
                 .flat_map(|o| {
                     q[o * kp..o * kp + self.d_in]
                         .iter()
@@ -107,8 +170,8 @@ impl Layer {
     /// An int8 layer's `[out, in]` values and per-output scales (`None` for f32).
     pub fn int8(&self) -> Option<(Vec<i8>, &[f32])> {
         match &self.weights {
-            Weights::F32(_) => None,
-            Weights::Int8 { q, kp, scale } => Some((
+            Weights::F32 { .. } => None,
+            Weights::Int8 { q, kp, scale, .. } => Some((
                 (0..self.d_out)
                     .flat_map(|o| q[o * kp..o * kp + self.d_in].iter().copied())
                     .collect(),
@@ -135,17 +198,45 @@ impl Layer {
             }
         }
         Layer {
-            weights: Weights::Int8 { q, kp, scale },
+            weights: Weights::Int8 {
+                q,
+                kp,
+                scale,
+                packed: None,
+            },
             // Dynamic unless a calibration sets it.
             input_amax: None,
             ..self.clone()
         }
+        .pack()
     }
 
     fn forward(&self, x: &[f32], rows: usize, relu: bool, y: &mut [f32], scratch: &mut Quant) {
         match &self.weights {
-            Weights::F32(w) => kernels::gemm_f32(x, self.d_in, w, &self.bias, relu, y),
-            Weights::Int8 { q, kp, scale } => {
+            Weights::F32 { w, packed } => {
+                if let Some(p) = packed {
+                    if qanat_simd::gemm_f32(x, p, relu, y) {
+                        return;
+                    }
+                }
+                kernels::gemm_f32(x, self.d_in, w, &self.bias, relu, y)
+            }
+            Weights::Int8 {
+                q,
+                kp,
+                scale,
+                packed,
+            } => {
+                grow(&mut scratch.scale, rows, 0.0);
+                if let Some(p) = packed {
+                    grow(&mut scratch.u, rows * kp, 0);
+                    let xu = &mut scratch.u[..rows * kp];
+                    let xs = &mut scratch.scale[..rows];
+                    kernels::quantize_rows_u8(x, self.d_in, *kp, xu, xs, self.input_amax);
+                    if qanat_simd::gemm_u8i8(xu, xs, p, relu, y) {
+                        return;
+                    }
+                }
                 grow(&mut scratch.q, rows * kp, 0);
                 grow(&mut scratch.scale, rows, 0.0);
                 let xq = &mut scratch.q[..rows * kp];
@@ -159,7 +250,7 @@ impl Layer {
     /// Bytes its weights take on disk.
     fn stored_bytes(&self) -> usize {
         let w = match &self.weights {
-            Weights::F32(w) => w.len() * 4,
+            Weights::F32 { w, .. } => w.len() * 4,
             Weights::Int8 { scale, .. } => self.d_in * self.d_out + scale.len() * 4,
         };
         w + self.bias.len() * 4
@@ -184,6 +275,8 @@ pub struct Scratch {
 #[derive(Debug, Default)]
 struct Quant {
     q: Vec<i16>,
+    /// Activations as `q + 128` for the VNNI kernel.
+    u: Vec<u8>,
     scale: Vec<f32>,
 }
 
@@ -232,6 +325,31 @@ impl NativeMlp {
         } else {
             Precision::F32
         }
+    }
+
+    /// The kernels its layers run on, in layer order without repeats (e.g.
+    /// `avx512-vnni, avx512-fma`): what `deploy status` reports.
+    pub fn kernels(&self) -> String {
+        let mut names: Vec<&str> = Vec::new();
+        for l in &self.layers {
+            if !names.contains(&l.kernel()) {
+                names.push(l.kernel());
+            }
+        }
+        names.join(", ")
+    }
+
+    /// This model on the portable kernels only (what `QANAT_NATIVE_KERNELS=portable`
+    /// gives): to compare the two.
+    pub fn portable(&self) -> NativeMlp {
+        let mut m = self.clone();
+        for l in &mut m.layers {
+            match &mut l.weights {
+                Weights::F32 { packed, .. } => *packed = None,
+                Weights::Int8 { packed, .. } => *packed = None,
+            }
+        }
+        m
     }
 
     /// Bytes of `weights.safetensors` apart from its header.
@@ -422,10 +540,16 @@ impl NativeMlp {
                     Layer {
                         d_in,
                         d_out,
-                        weights: Weights::Int8 { q, kp, scale },
+                        weights: Weights::Int8 {
+                            q,
+                            kp,
+                            scale,
+                            packed: None,
+                        },
                         bias,
                         input_amax,
                     }
+                    .pack()
                 }
                 other => {
                     return Err(Error::invalid(format!(
@@ -448,10 +572,10 @@ impl NativeMlp {
         for (i, l) in self.layers.iter().enumerate() {
             let shape = vec![l.d_out, l.d_in];
             match &l.weights {
-                Weights::F32(w) => {
+                Weights::F32 { w, .. } => {
                     tensors.push((format!("layers.{i}.weight"), Dtype::F32, shape, le(w)))
                 }
-                Weights::Int8 { q, kp, scale } => {
+                Weights::Int8 { q, kp, scale, .. } => {
                     let bytes = (0..l.d_out)
                         .flat_map(|o| q[o * kp..o * kp + l.d_in].iter().map(|v| *v as u8))
                         .collect();
@@ -557,6 +681,50 @@ mod tests {
         // int8 weights take about a quarter of the bytes (scales and biases stay f32).
         let wide = random_mlp(&mut g, &[128, 256, 1]);
         assert!(wide.quantize_dynamic().weight_bytes() * 3 < wide.weight_bytes());
+    }
+
+    #[test]
+    fn the_accelerated_kernels_give_the_portable_kernels_outputs() {
+        // Widths across the VNNI kernel's panels (16) and row blocks (6), with an input
+        // width that is no multiple of 4; every batch size from 1 to 13.
+        let mut g = Rng(23);
+        let f = random_mlp(&mut g, &[37, 70, 33, 3]);
+        let cases = [
+            ("f32", f.clone()),
+            ("dynamic int8", f.quantize_dynamic()),
+            (
+                "static int8",
+                f.quantize_static(&g.normals(20 * 37), 20)
+                    .expect("calibrates"),
+            ),
+        ];
+        for (what, m) in cases {
+            let portable = m.portable();
+            let names = portable.kernels();
+            assert!(
+                !names.contains("vnni") && !names.contains("avx512-fma"),
+                "{what}: {names}"
+            );
+            for rows in 1..=13 {
+                let x = g.normals(rows * 37);
+                let a = m.predict(&x, rows).expect("accelerated");
+                let b = portable.predict(&x, rows).expect("portable");
+                // int8 products are exact on both; the f32 layers add in another order.
+                for (u, v) in a.iter().zip(&b) {
+                    assert!(
+                        (u - v).abs() <= 1e-4 * (1.0 + v.abs()),
+                        "{what}, {rows} rows ({}): {u} vs {v}",
+                        m.kernels()
+                    );
+                }
+            }
+        }
+        if qanat_simd::int8_kernel().is_some() {
+            assert_eq!(
+                f.quantize_dynamic().kernels(),
+                format!("avx512-vnni, {}", f.kernels())
+            );
+        }
     }
 
     #[test]
