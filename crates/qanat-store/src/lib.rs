@@ -50,6 +50,7 @@ pub mod testing;
 pub use error::Error;
 pub use keyring::write_secret_file;
 pub use keyring::{Keyring, KeyringSource, RotationReport};
+pub use localfs::DirectWriter;
 pub use metadata::{redact_url, Backend, MetaStore};
 pub use objects::{
     LocationConfig, LocationInfo, ObjectInfo, ObjectKey, ObjectStorage, PlainStream, Region,

@@ -10,7 +10,6 @@ use futures::{StreamExt, TryStreamExt};
 use qanat_client::Client;
 use qanat_core::ObjectRef;
 use qanat_data::{FileEntry, VersionRef};
-use tokio::io::AsyncWriteExt;
 
 use crate::output::{human, progress};
 
@@ -212,22 +211,47 @@ async fn pull_file(
                 f.path
             ),
         };
-        let mut out = tokio::fs::File::create(&tmp)
-            .await
-            .with_context(|| format!("creating {}", tmp.display()))?;
-        let mut hasher = blake3::Hasher::new();
-        let mut size = 0u64;
+        // Hashing and writing run on a blocking thread per file, fed through a short
+        // queue: the runtime thread only moves bytes off the socket, and the disk
+        // takes each 8 MiB block (O_DIRECT where the file system allows it) while the
+        // next is still arriving, instead of everything at a final sync.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(8);
+        let staged = tmp.clone();
+        let writer = tokio::task::spawn_blocking(move || -> Result<(u64, blake3::Hash)> {
+            let mut out = qanat_store::DirectWriter::create(&staged)
+                .with_context(|| format!("creating {}", staged.display()))?;
+            let mut hasher = blake3::Hasher::new();
+            while let Some(chunk) = rx.blocking_recv() {
+                hasher.update(&chunk);
+                out.write(&chunk)
+                    .with_context(|| format!("writing {}", staged.display()))?;
+            }
+            let size = out
+                .finish()
+                .with_context(|| format!("writing {}", staged.display()))?;
+            Ok((size, hasher.finalize()))
+        });
+        let mut received: Result<()> = Ok(());
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.with_context(|| format!("{}: download interrupted", f.path))?;
-            hasher.update(&chunk);
-            size += chunk.len() as u64;
+            let chunk = match chunk {
+                Ok(c) => c,
+                Err(e) => {
+                    received =
+                        Err(anyhow::Error::from(e)
+                            .context(format!("{}: download interrupted", f.path)));
+                    break;
+                }
+            };
             bar.inc(chunk.len() as u64);
-            out.write_all(&chunk)
-                .await
-                .with_context(|| format!("writing {}", tmp.display()))?;
+            if tx.send(chunk).await.is_err() {
+                // The writer stopped on an error; it is reported below.
+                break;
+            }
         }
-        out.sync_all().await?;
-        let hash = hasher.finalize();
+        drop(tx);
+        let written = writer.await.context("the file writer stopped")?;
+        received?;
+        let (size, hash) = written?;
         let matches = match &expected {
             Some(h) => hash.to_hex().as_str() == h,
             None => size == f.size && hash.to_hex().as_str() == f.blake3,
