@@ -23,8 +23,7 @@ cleanup() {
 trap cleanup EXIT
 
 bash "$ROOT/scripts/slurm-one-node.sh"
-(cd "$ROOT" && cargo build --release --locked -p qanat --quiet)
-Q=$CARGO_TARGET_DIR/release/qanat
+qanat_bin "$ROOT"   # QANAT_BIN, or a release build of this checkout
 PORT=$(free_port)
 # shellcheck source=scripts/bench/qanat_server.sh
 . "$ROOT/scripts/bench/qanat_server.sh"
