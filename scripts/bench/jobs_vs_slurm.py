@@ -50,9 +50,13 @@ def qanat(n, url, token, project, cpus, every=0.0):
     # The list answers at most 1000 jobs, newest first: the project holds only these.
     conn.request("GET", f"/api/v1/projects/{project}/jobs?limit=1000", headers=hdr)
     jobs = json.loads(conn.getresponse().read())["jobs"]
+    failed = {}
     for j in jobs:
         if j["state"] == "succeeded":
             ok += 1
+        else:
+            why = f"{j['state']} (exit {j.get('exit_code')}): {j.get('reason') or ''}"[:160]
+            failed[why] = failed.get(why, 0) + 1
         s, st, en = ts(j["submitted_at"]), ts(j["started_at"]), ts(j["finished_at"])
         lat.append(st - s)
         first_sub = s if first_sub is None else min(first_sub, s)
@@ -63,6 +67,7 @@ def qanat(n, url, token, project, cpus, every=0.0):
         "submit_s": submitted,
         "span_s": last_end - first_sub,
         "lat": lat,
+        "failed": failed,
     }
 
 
@@ -109,7 +114,7 @@ def main():
     ap.add_argument("--token", required=True)
     ap.add_argument("--project", default="bench")
     ap.add_argument("--overhead-project", default="bench2")
-    ap.add_argument("--slurm-n", type=int, help="jobs for Slurm (default --n): Slurm drains about one a second here")
+    ap.add_argument("--slurm-n", type=int, help="jobs for Slurm (default --n; 0 skips Slurm): Slurm drains about one a second here")
     ap.add_argument("--paced", type=int, default=100,
                     help="then this many 1-cpu jobs, one every --every seconds, through both (0: skip)")
     ap.add_argument("--every", type=float, default=2.0)
@@ -121,15 +126,19 @@ def main():
     # A hundredth of a core each: nothing waits for a core, so submit-to-start is the
     # scheduler's own overhead (Slurm cannot hand out less than a core).
     q2 = qanat(a.n, a.url, a.token, a.overhead_project, 0.01)
-    t0 = time.time()
-    s = slurm(a.slurm_n or a.n)
-    print(f"slurm: {a.slurm_n or a.n} jobs took {time.time() - t0:.0f} s from the first sbatch to the queue drained")
-    runs = [("qanat, 1 cpu per job", q), ("qanat, 0.01 cpu per job", q2), ("slurm (sbatch --wrap true)", s)]
+    slurm_n = a.n if a.slurm_n is None else a.slurm_n
+    runs = [("qanat, 1 cpu per job", q), ("qanat, 0.01 cpu per job", q2)]
+    if slurm_n:
+        t0 = time.time()
+        s = slurm(slurm_n)
+        print(f"slurm: {slurm_n} jobs took {time.time() - t0:.0f} s from the first sbatch to the queue drained")
+        runs.append(("slurm (sbatch --wrap true)", s))
     if a.paced:
         # One core each, paced so that a core is free at every submit: submit-to-start
         # is each scheduler's own latency for a job that asks for a whole core.
         runs.append((f"qanat, 1 cpu, 1 per {a.every:g} s", qanat(a.paced, a.url, a.token, a.paced_project, 1, a.every)))
-        runs.append((f"slurm, 1 cpu, 1 per {a.every:g} s", slurm(a.paced, a.every)))
+        if slurm_n:
+            runs.append((f"slurm, 1 cpu, 1 per {a.every:g} s", slurm(a.paced, a.every)))
     rows = []
     for name, r in runs:
         thr = r["jobs"] / r["span_s"]
@@ -137,7 +146,12 @@ def main():
         print(f"{name:28} {r['succeeded']}/{r['jobs']} ok  submit {r['submit_s']:.1f}s  "
               f"span {r['span_s']:.1f}s  {thr:.1f} jobs/s  submit->start p50 {pct(r['lat'], 50) * 1000:.0f} ms  "
               f"p99 {pct(r['lat'], 99) * 1000:.0f} ms")
-    print(f"throughput ratio qanat/slurm, same requests: {rows[0][2] / rows[2][2]:.1f}x")
+    if slurm_n:
+        print(f"throughput ratio qanat/slurm, same requests: {rows[0][2] / rows[2][2]:.1f}x")
+    # Jobs that did not succeed, by state and reason, from Qanat's own records.
+    for name, r in runs:
+        if r.get("failed"):
+            print(f"{name}: not succeeded: {r['failed']}")
 
 
 if __name__ == "__main__":
