@@ -113,3 +113,8 @@ first_answers() {
 qanat_token() {
   python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c["servers"][c["current"]]["token"])' "$QANAT_CREDENTIALS"
 }
+
+# now, calc EXPR, elapsed START: wall-clock timing in seconds (python3 does the sums).
+now() { date +%s.%N; }
+calc() { python3 -c "print($1)"; }
+elapsed() { calc "$(now) - $1"; }

@@ -25,10 +25,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-now() { date +%s.%N; }
-calc() { python3 -c "print($1)"; }
-elapsed() { calc "$(now) - $1"; }
-
 if ! command -v restic >/dev/null; then
   echo "installing restic (Debian)..." >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq restic >/dev/null

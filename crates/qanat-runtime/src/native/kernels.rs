@@ -547,32 +547,13 @@ mod x86 {
 }
 
 /// Quantizes each row of `x` (`rows × k`) to int8 symmetric with its own scale
-/// (`max |x| / 127`), written sign-extended into `xq` (`rows × kp`, zero padded).
-pub(crate) fn quantize_rows(
+/// (`max |x| / 127`), written into `xq` (`rows × kp`, padded with zeros): sign-extended
+/// to i16 for the pulp kernels, or as `q + 128` (u8, padding 128) for the VNNI kernel.
+pub(crate) fn quantize_rows<T: Quantized>(
     x: &[f32],
     k: usize,
     kp: usize,
-    xq: &mut [i16],
-    scale: &mut [f32],
-    fixed: Option<f32>,
-) {
-    pulp::Arch::new().dispatch(QuantizeRows {
-        x,
-        k,
-        kp,
-        xq,
-        scale,
-        fixed,
-    });
-}
-
-/// [`quantize_rows`] for the VNNI kernel: each value stored as `q + 128` (u8), the
-/// padding as 128 (zero).
-pub(crate) fn quantize_rows_u8(
-    x: &[f32],
-    k: usize,
-    kp: usize,
-    xq: &mut [u8],
+    xq: &mut [T],
     scale: &mut [f32],
     fixed: Option<f32>,
 ) {
@@ -587,7 +568,7 @@ pub(crate) fn quantize_rows_u8(
 }
 
 /// How a quantized activation is stored.
-trait Quantized: Copy {
+pub(crate) trait Quantized: Copy {
     const ZERO: Self;
     fn from_q(q: i16) -> Self;
 }
@@ -880,7 +861,7 @@ mod tests {
             let mut u = vec![0u8; rows * kp];
             let (mut s1, mut s2) = (vec![0f32; rows], vec![0f32; rows]);
             quantize_rows(&x, k, kp, &mut q, &mut s1, fixed);
-            quantize_rows_u8(&x, k, kp, &mut u, &mut s2, fixed);
+            quantize_rows(&x, k, kp, &mut u, &mut s2, fixed);
             assert_eq!(s1, s2);
             let shifted: Vec<i16> = u.iter().map(|v| i16::from(*v) - 128).collect();
             assert_eq!(shifted, q);

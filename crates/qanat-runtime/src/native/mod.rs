@@ -232,7 +232,7 @@ impl Layer {
                     grow(&mut scratch.u, rows * kp, 0);
                     let xu = &mut scratch.u[..rows * kp];
                     let xs = &mut scratch.scale[..rows];
-                    kernels::quantize_rows_u8(x, self.d_in, *kp, xu, xs, self.input_amax);
+                    kernels::quantize_rows(x, self.d_in, *kp, xu, xs, self.input_amax);
                     if qanat_simd::gemm_u8i8(xu, xs, p, relu, y) {
                         return;
                     }
