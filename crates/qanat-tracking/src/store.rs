@@ -526,6 +526,12 @@ impl Tracking {
 
     #[qanat_macros::boxed]
     pub async fn experiment(&self, project: &Project, id: &str) -> Result<Experiment> {
+        let e = self.experiment_head(project, id).await?;
+        self.with_tags(project, e).await
+    }
+
+    /// An experiment's row without its tags (one query): what a new run needs.
+    async fn experiment_head(&self, project: &Project, id: &str) -> Result<Experiment> {
         let n = parse_experiment_id(id)?;
         if n == 0 {
             self.ensure_default(project).await?;
@@ -537,7 +543,7 @@ impl Tracking {
                 .fetch_optional(self.meta.reader())
                 .await?
                 .ok_or_else(|| Error::not_found("experiment", id))?;
-        self.with_tags(project, experiment_from(&row)?).await
+        experiment_from(&row)
     }
 
     #[qanat_macros::boxed]
@@ -738,7 +744,20 @@ impl Tracking {
 
     #[qanat_macros::boxed]
     pub async fn create_run(&self, project: &Project, new: NewRun) -> Result<Run> {
-        let exp = self.experiment(project, &new.experiment_id).await?;
+        self.create_run_audited(project, new, None).await
+    }
+
+    /// Creates a run; with `audit`, the request's success entry is appended in the
+    /// run's own transaction (one commit, not two). The run is answered from what was
+    /// written, not read back: a new run has only its tags.
+    #[qanat_macros::boxed]
+    pub async fn create_run_audited(
+        &self,
+        project: &Project,
+        new: NewRun,
+        audit: Option<&AuditRecord>,
+    ) -> Result<Run> {
+        let exp = self.experiment_head(project, &new.experiment_id).await?;
         if exp.lifecycle_stage != "active" {
             return Err(Error::invalid(format!(
                 "experiment {} is deleted; restore it to add runs",
@@ -764,35 +783,72 @@ impl Tracking {
             "{}/{run_id}/artifacts",
             exp.artifact_location.trim_end_matches('/')
         );
-        let mut tx = self.meta.writer().begin().await?;
-        sqlx::query(
-            "INSERT INTO runs (run_id, project_id, experiment_id, run_name, user_id, status, start_time, end_time, lifecycle_stage, artifact_uri, deleted_time) \
-             VALUES ($1, $2, $3, $4, $5, 'RUNNING', $6, NULL, 'active', $7, NULL)",
-        )
-        .bind(&run_id)
-        .bind(&project.id)
-        .bind(parse_experiment_id(&exp.experiment_id)?)
-        .bind(&run_name)
-        .bind(&new.user_id)
-        .bind(new.start_time.unwrap_or_else(now_ms))
-        .bind(&artifact_uri)
-        .execute(&mut *tx)
-        .await?;
         // The user is the authenticated caller, whatever `mlflow.user` the client sent.
         let mut tags = new.tags;
         tags.retain(|t| t.key != "mlflow.runName" && t.key != USER_TAG);
         tags.push(Tag {
             key: "mlflow.runName".into(),
-            value: run_name,
+            value: run_name.clone(),
         });
         tags.push(Tag {
             key: USER_TAG.into(),
             value: new.user_id.clone(),
         });
+        // Last value wins, as `upsert_tags` stores them; ordered by key as a read is.
+        let tags: Vec<Tag> = tags
+            .into_iter()
+            .map(|t| (t.key, t.value))
+            .collect::<BTreeMap<_, _>>()
+            .into_iter()
+            .map(|(key, value)| Tag { key, value })
+            .collect();
+        // A new run holds only these, so the cap is checked here, not counted in SQL.
+        let cap = self.limits.max_tags;
+        if tags.len() as i64 > cap {
+            return Err(Error::invalid(format!(
+                "run {run_id} would hold {} tags; a run holds at most {cap} (tracking.max_tags_per_run)",
+                tags.len()
+            )));
+        }
+        let info = RunInfo {
+            run_uuid: run_id.clone(),
+            run_id: run_id.clone(),
+            run_name,
+            experiment_id: exp.experiment_id.clone(),
+            user_id: new.user_id,
+            status: "RUNNING".into(),
+            start_time: Some(new.start_time.unwrap_or_else(now_ms)),
+            end_time: None,
+            artifact_uri,
+            lifecycle_stage: "active".into(),
+        };
+        let mut tx = self.meta.writer().begin().await?;
+        sqlx::query(
+            "INSERT INTO runs (run_id, project_id, experiment_id, run_name, user_id, status, start_time, end_time, lifecycle_stage, artifact_uri, deleted_time) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, NULL)",
+        )
+        .bind(&info.run_id)
+        .bind(&project.id)
+        .bind(parse_experiment_id(&exp.experiment_id)?)
+        .bind(&info.run_name)
+        .bind(&info.user_id)
+        .bind(&info.status)
+        .bind(info.start_time)
+        .bind(&info.lifecycle_stage)
+        .bind(&info.artifact_uri)
+        .execute(&mut *tx)
+        .await?;
         upsert_tags(&mut tx, &run_id, &tags).await?;
-        self.check_run_caps(&mut tx, &run_id, false, true).await?;
-        tx.commit().await?;
-        self.run(project, &run_id).await
+        commit_audited(tx, audit).await?;
+        Ok(Run {
+            info,
+            data: RunData {
+                tags,
+                ..RunData::default()
+            },
+            inputs: Default::default(),
+            outputs: Default::default(),
+        })
     }
 
     pub(crate) async fn run_row(&self, project: &Project, run_id: &str) -> Result<RunInfo> {

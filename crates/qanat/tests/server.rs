@@ -1260,6 +1260,30 @@ fn mlflow_logging_commits_one_audit_entry_with_its_data() {
     assert!(entries
         .iter()
         .all(|e| e["actor"] == "eddie" && e["project"] == "ml"));
+    // A run's creation is appended in its own transaction too: one entry for the run
+    // above, and a refused creation still recorded, by the middleware.
+    let (s, v) = h.send(
+        &eddie,
+        "POST",
+        &api("runs/create"),
+        Some(json!({"experiment_id": "987654"})),
+    );
+    assert_eq!(s, 404, "{v}");
+    let created = audit(&q, "action=mlflow.run.create&project=ml");
+    let seen: Vec<(&str, &str, &str)> = created
+        .iter()
+        .map(|e| {
+            (
+                e["outcome"].as_str().unwrap_or(""),
+                e["detail"].as_str().unwrap_or(""),
+                e["actor"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(seen.len(), 2, "{created:?}");
+    assert_eq!(seen[0], ("success", "200", "eddie"));
+    assert_eq!(seen[1].0, "failure");
+    assert!(seen[1].1.starts_with("404 "), "{:?}", seen[1]);
     let (s, v) = h.send(
         &eddie,
         "GET",

@@ -258,11 +258,12 @@ pub(crate) struct CreateRun {
 pub(crate) async fn create_run(
     ml: Ml,
     Caller(caller): Caller,
+    ticket: Option<Extension<AuditTicket>>,
     MlJson(b): MlJson<CreateRun>,
 ) -> Reply {
     let run = ml
         .tracking()
-        .create_run(
+        .create_run_audited(
             &ml.p,
             NewRun {
                 experiment_id: b.experiment_id.unwrap_or_else(|| "0".into()),
@@ -272,8 +273,12 @@ pub(crate) async fn create_run(
                 start_time: b.start_time,
                 tags: b.tags,
             },
+            ticket.as_ref().map(|t| t.record()),
         )
         .await?;
+    if let Some(t) = &ticket {
+        t.committed();
+    }
     reply("run", run)
 }
 
