@@ -14,6 +14,7 @@
 
 use qanat_core::pii::PiiKind;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -138,10 +139,7 @@ pub fn inputs_json_found<'a>(
         out.push_str(":[");
         let declared = pii.iter().any(|p| p == name);
         // The kinds a name alone tells (values cannot show them).
-        let by_name: Vec<PiiKind> = qanat_core::pii::kinds_by_name(name)
-            .into_iter()
-            .filter(|k| !k.by_content())
-            .collect();
+        let by_name = name_kinds(name);
         if !declared && !by_name.is_empty() {
             found
                 .entry(name.to_string())
@@ -152,6 +150,28 @@ pub fn inputs_json_found<'a>(
         for (j, v) in input.elements().enumerate() {
             if j > 0 {
                 out.push(',');
+            }
+            // Numbers and booleans, the common case, are written as they are.
+            match v {
+                Elem::Bool(b) if !hide => {
+                    out.push_str(if b { "true" } else { "false" });
+                    continue;
+                }
+                Elem::Int(i) if !hide => {
+                    let _ = write!(out, "{i}");
+                    continue;
+                }
+                Elem::UInt(u) if !hide => {
+                    let _ = write!(out, "{u}");
+                    continue;
+                }
+                Elem::Float(x) if !hide && x.is_finite() => {
+                    // Debug is the shortest form that reads back as the same f64,
+                    // with a `.0` on whole numbers, as JSON writers print them.
+                    let _ = write!(out, "{x:?}");
+                    continue;
+                }
+                _ => {}
             }
             let v = match v {
                 Elem::Null => Value::Null,
@@ -183,6 +203,32 @@ pub fn inputs_json_found<'a>(
         .map(|(k, v)| (k, v.into_iter().map(str::to_string).collect()))
         .collect();
     (out, found)
+}
+
+/// The kinds of personal data that an input's name alone tells (those its values
+/// cannot show), remembered per name: a deployment's inputs are the same few names on
+/// every request, and reading a name's words is most of what logging a row costs.
+fn name_kinds(name: &str) -> Arc<[PiiKind]> {
+    use std::collections::HashMap;
+    use std::sync::{OnceLock, RwLock};
+    /// Enough for every input of every deployment a server holds; past it, names are
+    /// read each time rather than remembered without bound.
+    const REMEMBERED: usize = 4096;
+    static KINDS: OnceLock<RwLock<HashMap<String, Arc<[PiiKind]>>>> = OnceLock::new();
+    let kinds = KINDS.get_or_init(Default::default);
+    if let Some(k) = kinds.read().ok().and_then(|m| m.get(name).cloned()) {
+        return k;
+    }
+    let k: Arc<[PiiKind]> = qanat_core::pii::kinds_by_name(name)
+        .into_iter()
+        .filter(|k| !k.by_content())
+        .collect();
+    if let Ok(mut m) = kinds.write() {
+        if m.len() < REMEMBERED {
+            m.insert(name.to_string(), k.clone());
+        }
+    }
+    k
 }
 
 /// A response's outputs as `{name: data}`.

@@ -10,7 +10,7 @@
 //! alias or a model's newest version changes: at once after a change made through
 //! this process, and within the refresh period otherwise (`qanat serve` replicas).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -582,7 +582,26 @@ impl Serving {
             .log
             .get()
             .filter(|_| route.log.sample >= 1.0 || rand::random::<f64>() < route.log.sample);
-        let copy = (log.is_some() || !route.shadows.is_empty()).then(|| Arc::new(request.clone()));
+        let context = log.map(|log| LogContext {
+            log: log.clone(),
+            project_id: project.id.to_string(),
+            deployment: route.name.clone(),
+            model: route.model.clone(),
+            actor: caller.actor.to_string(),
+            request_id: caller.request_id.to_string(),
+            pii: match &fetched {
+                // Features the store marks PII are pseudonymized like declared ones.
+                Some(f) => route.log.pii.iter().chain(f.pii()).cloned().collect(),
+                None => route.log.pii.clone(),
+            },
+            keys: fetched.clone(),
+            mac_purpose: crate::log_pii_purpose(&project.id),
+            keyring: self.storage.keyring().clone(),
+        });
+        // The logged inputs are written now, from the request itself, so that it need
+        // not be copied to outlive the model's run; shadows still take a copy.
+        let logged = context.as_ref().map(|ctx| ctx.inputs(&request));
+        let copy = (!route.shadows.is_empty()).then(|| Arc::new(request.clone()));
         arm.requests.fetch_add(1, Ordering::Relaxed);
         let labels = VersionLabels {
             project: project.name.clone(),
@@ -609,22 +628,6 @@ impl Serving {
             .get_or_create(&labels)
             .observe(queued.as_secs_f64());
         let raw = Arc::new(raw);
-        let context = log.map(|log| LogContext {
-            log: log.clone(),
-            project_id: project.id.to_string(),
-            deployment: route.name.clone(),
-            model: route.model.clone(),
-            actor: caller.actor.to_string(),
-            request_id: caller.request_id.to_string(),
-            pii: match &fetched {
-                // Features the store marks PII are pseudonymized like declared ones.
-                Some(f) => route.log.pii.iter().chain(f.pii()).cloned().collect(),
-                None => route.log.pii.clone(),
-            },
-            keys: fetched.clone(),
-            mac_purpose: crate::log_pii_purpose(&project.id),
-            keyring: self.storage.keyring().clone(),
-        });
         if let Some(copy) = &copy {
             for shadow in &route.shadows {
                 let labels = VersionLabels {
@@ -645,25 +648,15 @@ impl Serving {
                 ));
             }
         }
-        if let (Some(ctx), Some(copy)) = (&context, &copy) {
-            let all = oip::respond(
-                &served.loaded,
-                &route.name,
-                rows,
-                (&raw, &text),
-                id.clone(),
-                None,
-            );
-            ctx.record(copy, &all, "answer", rows, started.elapsed(), queued);
+        // Every output is logged; the caller gets those it asked for.
+        let mut response = oip::respond(&served.loaded, &route.name, rows, (&raw, &text), id, None);
+        if let (Some(ctx), Some(inputs)) = (&context, logged) {
+            ctx.record_inputs(inputs, &response, "answer", rows, started.elapsed(), queued);
         }
-        Ok(oip::respond(
-            &served.loaded,
-            &route.name,
-            rows,
-            (&raw, &text),
-            id,
-            wanted,
-        ))
+        if let Some(w) = wanted {
+            response.outputs.retain(|o| w.contains(&o.name));
+        }
+        Ok(response)
     }
 
     /// A model's (or a deployment's) metadata; its inputs and outputs are those of
@@ -884,15 +877,34 @@ impl LogContext {
         latency: Duration,
         queued: Duration,
     ) {
+        let inputs = self.inputs(request);
+        self.record_inputs(inputs, response, role, rows, latency, queued);
+    }
+
+    /// `request`'s inputs (and an enriched request's entity keys) as the log keeps
+    /// them, personal data hidden, with the kinds found.
+    fn inputs(&self, request: &InferRequest) -> (String, BTreeMap<String, Vec<String>>) {
         let mac = |v: &[u8]| self.keyring.mac(&self.mac_purpose, v).1;
-        let (inputs, pii_found) = crate::log::inputs_json_found(
+        crate::log::inputs_json_found(
             request
                 .inputs
                 .iter()
                 .chain(self.keys.iter().flat_map(|f| f.keys.iter())),
             &self.pii,
             &mac,
-        );
+        )
+    }
+
+    /// Logs an answer whose request's inputs [`LogContext::inputs`] wrote.
+    fn record_inputs(
+        &self,
+        (inputs, pii_found): (String, BTreeMap<String, Vec<String>>),
+        response: &InferResponse,
+        role: &str,
+        rows: usize,
+        latency: Duration,
+        queued: Duration,
+    ) {
         let record = crate::log::LogRecord {
             time: qanat_store::now_micros(),
             request_id: self.request_id.clone(),
