@@ -1,11 +1,12 @@
 """The same MLflow-client workload against two tracking servers; prints one table.
 
-    python tracking_vs_mlflow.py populate-mlflow <sqlite uri> <runs>
+    python tracking_vs_mlflow.py populate-mlflow <sqlite uri> <experiment> <runs>
     python tracking_vs_mlflow.py populate-api <server uri> <experiment> <runs>
     python tracking_vs_mlflow.py run <name>=<uri> [<name>=<uri> ...]
 
 Environment: QANAT_TOKEN (sent as MLFLOW_TRACKING_TOKEN; a plain MLflow server ignores
-it), SEARCH_EXPERIMENT (the experiment name holding the pre-populated runs),
+it), SEARCH_EXPERIMENT and SMALL_EXPERIMENT (the experiments holding the pre-populated
+runs: many, and a few hundred),
 N_CREATE, N_BATCH, N_SEARCH, BIG_URI / BIG_EXPERIMENT (a server and experiment with many
 more runs, searched the same way).
 
@@ -17,9 +18,12 @@ Workloads (each sequential, one client, as a training script would call them):
   client cost        MlflowClient.log_batch with the HTTP call replaced by an instant
                      200 (after the rest): the client's own share, which bounds any
                      through-the-client ratio
-  search_runs        MlflowClient.search_runs over the populated experiment with
+  search_runs        MlflowClient.search_runs over each populated experiment with
                      filter "metrics.acc > 0.5", order_by metrics.acc DESC, 100 results;
                      N_SEARCH times, median latency
+  search (wire)      the same search request, pre-encoded, over one HTTP session
+  search client cost MlflowClient.search_runs answered instantly with the first
+                     server's own response body (after the rest): the client's share
 """
 
 import json
@@ -35,14 +39,14 @@ N_BATCH = int(os.environ.get("N_BATCH", "30"))
 N_SEARCH = int(os.environ.get("N_SEARCH", "20"))
 
 
-def populate_mlflow(db_uri, runs):
+def populate_mlflow(db_uri, experiment_name, runs):
     """Fills an MLflow SQLite store in process (before its server starts): the same
     runs, params and metric the Qanat side gets through its API."""
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
     store = SqlAlchemyStore(db_uri, "/tmp/unused-artifacts")
-    exp = store.create_experiment(os.environ["SEARCH_EXPERIMENT"])
+    exp = store.create_experiment(experiment_name)
     rng = random.Random(7)
     now = int(time.time() * 1000)
     for i in range(runs):
@@ -144,11 +148,74 @@ def measure(name, uri):
     out["log_batch_wire"] = N_BATCH * 1000 / (time.perf_counter() - t0)
 
     out["search_ms"] = search(client, os.environ["SEARCH_EXPERIMENT"])
+    small = os.environ.get("SMALL_EXPERIMENT")
+    if small:
+        out["search_small_ms"] = search(client, small)
+        out["search_small_wire_ms"] = search_wire(session, headers, uri, client, small)
     return out
 
 
-def search(client, experiment_name):
+SEARCH_BODY = {
+    "filter": "metrics.acc > 0.5",
+    "order_by": ["metrics.acc DESC"],
+    "max_results": 100,
+    "run_view_type": "ACTIVE_ONLY",
+}
+
+
+def search_wire(session, headers, uri, client, experiment_name):
+    """The client's search request, pre-encoded, over one session: the server and the
+    wire without the client's decoding."""
     exp = client.get_experiment_by_name(experiment_name).experiment_id
+    body = json.dumps({"experiment_ids": [exp], **SEARCH_BODY})
+    times = []
+    for _ in range(N_SEARCH):
+        t0 = time.perf_counter()
+        r = session.post(f"{uri}/api/2.0/mlflow/runs/search", data=body, headers=headers)
+        r.raise_for_status()
+        times.append((time.perf_counter() - t0) * 1000)
+        assert len(r.json()["runs"]) == 100
+    return statistics.median(times)
+
+
+def search_client_cost(uri, experiment_name):
+    """MlflowClient.search_runs answered at once with `uri`'s own response to the same
+    search: the client's decoding, which no server removes (median ms)."""
+    import requests
+    import mlflow.store.tracking.rest_store as rest_store
+    import mlflow.utils.rest_utils as rest_utils
+    from mlflow import MlflowClient
+
+    os.environ["MLFLOW_TRACKING_TOKEN"] = os.environ.get("QANAT_TOKEN", "")
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment_name).experiment_id
+    headers = {"Content-Type": "application/json"}
+    if os.environ.get("QANAT_TOKEN"):
+        headers["Authorization"] = f"Bearer {os.environ['QANAT_TOKEN']}"
+    answer = requests.post(
+        f"{uri}/api/2.0/mlflow/runs/search",
+        data=json.dumps({"experiment_ids": [exp], **SEARCH_BODY}),
+        headers=headers,
+    )
+    answer.raise_for_status()
+
+    def instant(*_args, **_kwargs):
+        r = requests.models.Response()
+        r.status_code = 200
+        r._content = answer.content
+        return r
+
+    saved = rest_utils.http_request, rest_store.http_request
+    rest_utils.http_request = rest_store.http_request = instant
+    try:
+        return search(client, experiment_name, exp)
+    finally:
+        rest_utils.http_request, rest_store.http_request = saved
+
+
+def search(client, experiment_name, exp=None):
+    if exp is None:
+        exp = client.get_experiment_by_name(experiment_name).experiment_id
     times = []
     for _ in range(N_SEARCH):
         t0 = time.perf_counter()
@@ -189,7 +256,7 @@ def client_cost():
 
 def main():
     if sys.argv[1] == "populate-mlflow":
-        populate_mlflow(sys.argv[2], int(sys.argv[3]))
+        populate_mlflow(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         return
     if sys.argv[1] == "populate-api":
         populate_api(sys.argv[2], sys.argv[3], int(sys.argv[4]))
@@ -205,10 +272,14 @@ def main():
         ("log_batch 1000 metrics, client (metrics/s)", "log_batch", True),
         ("log_batch 1000 metrics, wire (metrics/s)", "log_batch_wire", True),
         ("search_runs, populated experiment (median ms)", "search_ms", False),
+        ("search_runs, small experiment (median ms)", "search_small_ms", False),
+        ("search_runs, small experiment, wire (median ms)", "search_small_wire_ms", False),
     ]
     print("| workload | " + " | ".join(names) + " | ratio |")
     print("|---|" + "---|" * (len(names) + 1))
     for label, key, higher_better in rows:
+        if any(key not in results[n] for n in names):
+            continue
         vals = [results[n][key] for n in names]
         if len(vals) == 2 and vals[0] and vals[1]:
             ratio = vals[0] / vals[1] if higher_better else vals[1] / vals[0]
@@ -223,6 +294,15 @@ def main():
             f"\nMlflowClient's own time per 1000-metric log_batch (no server): {own:.1f} ms "
             f"of mlflow's {mlflow_ms:.1f} ms; through the client no server can be more than "
             f"{mlflow_ms / own:.1f}x mlflow"
+        )
+    small = os.environ.get("SMALL_EXPERIMENT")
+    if small and "mlflow" in results and len(names) == 2:
+        own = search_client_cost(dict(a.split("=", 1) for a in sys.argv[2:])[names[0]], small)
+        mlflow_ms = results["mlflow"]["search_small_ms"]
+        print(
+            f"\nMlflowClient's own time per search_runs of 100 runs ({names[0]}'s answer, "
+            f"no server): {own:.1f} ms of mlflow's {mlflow_ms:.1f} ms; through the client no "
+            f"server can be more than {mlflow_ms / own:.1f}x mlflow on this search"
         )
     big = os.environ.get("BIG_URI")
     if big:

@@ -3,11 +3,12 @@
 # and Qanat (SQLite), in one run; prints a table with the ratios. Then searches a
 # Qanat experiment of BIG_RUNS runs the same way.
 #
-#   scripts/bench/tracking_vs_mlflow.sh                  # 10k runs searched, 100k on Qanat
+#   scripts/bench/tracking_vs_mlflow.sh                  # 10k and 200 runs searched, 100k on Qanat
 #   SEARCH_RUNS=2000 BIG_RUNS=0 scripts/bench/tracking_vs_mlflow.sh   # quick
 set -euo pipefail
 
 SEARCH_RUNS=${SEARCH_RUNS:-10000}
+SMALL_RUNS=${SMALL_RUNS:-200}
 BIG_RUNS=${BIG_RUNS:-100000}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 source "$ROOT/scripts/bench/lib.sh"
@@ -50,13 +51,15 @@ export QANAT_TOKEN=$("$Q" tokens create --user bench --output json | "$PY" -c 'i
 
 # MLflow: its own SQLite file, populated in process before the server opens it.
 MPORT=$(free_port)
-export SEARCH_EXPERIMENT=search-$SEARCH_RUNS
-echo "populating $SEARCH_RUNS runs in each server..." >&2
+export SEARCH_EXPERIMENT=search-$SEARCH_RUNS SMALL_EXPERIMENT=small-$SMALL_RUNS
+echo "populating $SEARCH_RUNS and $SMALL_RUNS runs in each server..." >&2
 t0=$(date +%s)
-"$PY" "$BENCH" populate-mlflow "sqlite:///$WORK/mlflow.db" "$SEARCH_RUNS"
+"$PY" "$BENCH" populate-mlflow "sqlite:///$WORK/mlflow.db" "$SEARCH_EXPERIMENT" "$SEARCH_RUNS"
+"$PY" "$BENCH" populate-mlflow "sqlite:///$WORK/mlflow.db" "$SMALL_EXPERIMENT" "$SMALL_RUNS"
 echo "  mlflow store: $(( $(date +%s) - t0 )) s (in process)" >&2
 t0=$(date +%s)
 "$PY" "$BENCH" populate-api "$QANAT_SERVER_URL" "$SEARCH_EXPERIMENT" "$SEARCH_RUNS"
+"$PY" "$BENCH" populate-api "$QANAT_SERVER_URL" "$SMALL_EXPERIMENT" "$SMALL_RUNS"
 echo "  qanat: $(( $(date +%s) - t0 )) s (REST API, 8 in flight)" >&2
 "$VENV/bin/mlflow" server --backend-store-uri "sqlite:///$WORK/mlflow.db" \
   --default-artifact-root "$WORK/mlruns" --host 127.0.0.1 --port "$MPORT" \
