@@ -118,3 +118,16 @@ qanat_token() {
 now() { date +%s.%N; }
 calc() { python3 -c "print($1)"; }
 elapsed() { calc "$(now) - $1"; }
+
+# track_pids: starts an empty PIDS list and, on exit, kills each pid in it and removes
+# $WORK (kept, and said so, with KEEP=1); INT and TERM exit through the same cleanup.
+track_pids() {
+  PIDS=()
+  trap kill_pids EXIT
+  trap 'exit 130' INT TERM
+}
+kill_pids() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
+}
