@@ -229,14 +229,19 @@ impl Features {
         // follows the number of entities, not of rows.
         let scan = run.clone();
         let (newest, found) = tokio::task::spawn_blocking(move || -> Result<_> {
-            let mut newest = Newest::new(from, end);
+            let mut newest = Newest::new(from, end, &features);
             // What the values hold, looked at as they pass (the first values of each
             // feature).
             let mut pii = crate::pii_found::Scan::new(features.iter().map(String::as_str));
-            for batch in rows.batches()? {
-                let batch = crate::training_set::typed(&batch?, &part)?;
+            // Decoded (and typed) on several threads, taken in here in order.
+            let part = Arc::new(part);
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+            let batches =
+                rows.batches_parallel(threads, move |b| crate::training_set::typed(&b, &part))?;
+            for batch in batches {
+                let batch = batch?;
                 pii.add_batch(&batch);
-                newest.add(&batch, &keys, &ts, created.as_deref(), &features)?;
+                newest.add(&batch, &keys, &ts, created.as_deref())?;
                 scan.view(i, |v| {
                     v.rows_scanned = newest.seen;
                     v.rows_in_window = newest.in_window;
@@ -941,22 +946,34 @@ type Rank = (i64, Option<i64>, u64);
 struct Newest {
     from: i64,
     end: i64,
+    /// The features kept, in the order of each row's values.
+    features: Vec<String>,
     /// Rows seen with an event time in the window.
     in_window: u64,
     /// Rows seen so far (positions break the last ties: the later row wins).
     seen: u64,
-    /// Per entity: (event time, created time, position) of its newest row, and the row.
-    best: HashMap<String, (Rank, OnlineRow)>,
+    /// Per entity key (its text, as [`entity_key`] writes it): the (event time,
+    /// created time, position) of its newest row, and that row's values in
+    /// `features`' order. A row's values are made only when it is the newest so far.
+    best: HashMap<Vec<u8>, (Rank, Vec<Value>)>,
+    /// The same for entities of one int64 key, by its value (no text per row).
+    ints: HashMap<i64, (Rank, Vec<Value>)>,
+    /// The key of the row at hand (reused: most rows are not the newest of their
+    /// entity and need no key of their own).
+    key: Vec<u8>,
 }
 
 impl Newest {
-    fn new(from: i64, end: i64) -> Newest {
+    fn new(from: i64, end: i64, features: &[String]) -> Newest {
         Newest {
             from,
             end,
+            features: features.to_vec(),
             in_window: 0,
             seen: 0,
             best: HashMap::new(),
+            ints: HashMap::new(),
+            key: Vec::new(),
         }
     }
 
@@ -967,29 +984,26 @@ impl Newest {
         keys: &[String],
         ts: &str,
         created: Option<&str>,
-        features: &[String],
     ) -> Result<()> {
         use arrow_array::cast::AsArray;
         use arrow_array::types::TimestampMicrosecondType;
-        let micros = |name: &str| -> Result<Vec<Option<i64>>> {
+        use arrow_array::Array;
+        let micros = |name: &str| -> Result<arrow_array::ArrayRef> {
             let col = rows
                 .column_by_name(name)
                 .ok_or_else(|| Error::invalid(format!("the source has no column '{name}'")))?;
-            let cast = arrow_cast::cast(
+            arrow_cast::cast(
                 col.as_ref(),
                 &arrow_schema::DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, None),
             )
-            .map_err(|e| Error::invalid(format!("column '{name}' is not a time: {e}")))?;
-            Ok(cast
-                .as_primitive::<TimestampMicrosecondType>()
-                .iter()
-                .collect())
+            .map_err(|e| Error::invalid(format!("column '{name}' is not a time: {e}")))
         };
         let event = micros(ts)?;
-        let created = match created {
-            Some(c) => micros(c)?,
-            None => vec![None; rows.num_rows()],
-        };
+        let event = event.as_primitive::<TimestampMicrosecondType>();
+        let created = created.map(micros).transpose()?;
+        let created = created
+            .as_ref()
+            .map(|c| c.as_primitive::<TimestampMicrosecondType>());
         let key_cols: Vec<&arrow_array::ArrayRef> = keys
             .iter()
             .map(|k| {
@@ -998,49 +1012,183 @@ impl Newest {
                 })
             })
             .collect::<Result<_>>()?;
-        let cols: Vec<(&String, &arrow_array::ArrayRef)> = features
+        let cols: Vec<&arrow_array::ArrayRef> = self
+            .features
             .iter()
-            .filter_map(|f| rows.column_by_name(f).map(|c| (f, c)))
-            .collect();
+            .map(|f| {
+                rows.column_by_name(f)
+                    .ok_or_else(|| Error::invalid(format!("the source has no column '{f}'")))
+            })
+            .collect::<Result<_>>()?;
+        // One int64 key (the common case): entities held by their number, the key's
+        // text written only for the newest rows at the end.
+        let int_key = match key_cols.as_slice() {
+            [c] if c.data_type() == &arrow_schema::DataType::Int64 && self.best.is_empty() => {
+                Some(c.as_primitive::<arrow_array::types::Int64Type>())
+            }
+            _ => None,
+        };
+        if int_key.is_none() {
+            for (id, held) in std::mem::take(&mut self.ints) {
+                self.best.insert(format!("[{id}]").into_bytes(), held);
+            }
+        }
         for i in 0..rows.num_rows() {
             let position = self.seen;
             self.seen += 1;
-            let Some(e) = event[i] else { continue };
+            if event.is_null(i) {
+                continue;
+            }
+            let e = event.value(i);
             if e < self.from || e > self.end {
                 continue;
             }
             self.in_window += 1;
-            let mut kv = Vec::with_capacity(key_cols.len());
-            for c in &key_cols {
-                let v = json_at(c, i).map_err(Error::Invalid)?;
-                if v.is_null() {
-                    break;
-                }
-                kv.push(v);
-            }
-            if kv.len() != key_cols.len() {
-                continue;
-            }
-            let rank = (e, created[i], position);
-            let key = entity_key(&kv);
-            if self.best.get(&key).is_some_and(|(r, _)| *r >= rank) {
-                continue;
-            }
-            let mut values = Map::new();
-            for (name, col) in &cols {
-                values.insert((*name).clone(), json_at(col, i).map_err(Error::Invalid)?);
-            }
-            let row = OnlineRow {
-                event_ts: e,
-                created_ts: created[i].unwrap_or(0),
-                values,
+            let c = created.and_then(|c| c.is_valid(i).then(|| c.value(i)));
+            let rank = (e, c, position);
+            let values_at = |i: usize| {
+                cols.iter()
+                    .map(|col| json_at(col, i))
+                    .collect::<std::result::Result<Vec<Value>, String>>()
+                    .map_err(Error::Invalid)
             };
-            self.best.insert(key, (rank, row));
+            if let Some(ids) = int_key {
+                if ids.is_null(i) {
+                    continue;
+                }
+                let id = ids.value(i);
+                match self.ints.get_mut(&id) {
+                    Some(held) if held.0 >= rank => {}
+                    Some(held) => *held = (rank, values_at(i)?),
+                    None => {
+                        self.ints.insert(id, (rank, values_at(i)?));
+                    }
+                }
+                continue;
+            }
+            if !crate::values::write_entity_key_at(&key_cols, i, &mut self.key)
+                .map_err(Error::Invalid)?
+            {
+                continue;
+            }
+            match self.best.get_mut(self.key.as_slice()) {
+                Some(held) if held.0 >= rank => {}
+                Some(held) => *held = (rank, values_at(i)?),
+                None => {
+                    self.best.insert(self.key.clone(), (rank, values_at(i)?));
+                }
+            }
         }
         Ok(())
     }
 
+    /// The newest rows, by entity key.
     fn rows(self) -> Vec<(String, OnlineRow)> {
-        self.best.into_iter().map(|(k, (_, r))| (k, r)).collect()
+        let features = self.features;
+        let ints = self
+            .ints
+            .into_iter()
+            .map(|(id, held)| (format!("[{id}]").into_bytes(), held));
+        self.best
+            .into_iter()
+            .chain(ints)
+            .map(|(k, ((event_ts, created, _), values))| {
+                let row = OnlineRow {
+                    event_ts,
+                    created_ts: created.unwrap_or(0),
+                    values: features.iter().cloned().zip(values).collect(),
+                };
+                // The key was written from JSON text of valid UTF-8 values.
+                (String::from_utf8_lossy(&k).into_owned(), row)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::TimestampMicrosecondArray;
+    use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+
+    fn batch(
+        ids: Vec<Option<i64>>,
+        cities: Vec<&str>,
+        events: Vec<i64>,
+        created: Vec<Option<i64>>,
+    ) -> RecordBatch {
+        let n = ids.len();
+        RecordBatch::try_from_iter([
+            ("driver_id", Arc::new(Int64Array::from(ids)) as ArrayRef),
+            ("city", Arc::new(StringArray::from(cities)) as ArrayRef),
+            (
+                "ts",
+                Arc::new(TimestampMicrosecondArray::from(events)) as ArrayRef,
+            ),
+            (
+                "created",
+                Arc::new(TimestampMicrosecondArray::from(created)) as ArrayRef,
+            ),
+            (
+                "speed",
+                Arc::new(Float64Array::from(
+                    (0..n).map(|i| i as f64).collect::<Vec<_>>(),
+                )) as ArrayRef,
+            ),
+        ])
+        .expect("batch")
+    }
+
+    fn newest(keys: &[&str], batches: &[RecordBatch]) -> Vec<(String, i64, i64, Value)> {
+        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        let mut n = Newest::new(0, 100, &["speed".to_string()]);
+        for b in batches {
+            n.add(b, &keys, "ts", Some("created")).expect("add");
+        }
+        let mut rows: Vec<_> = n
+            .rows()
+            .into_iter()
+            .map(|(k, r)| (k, r.event_ts, r.created_ts, r.values["speed"].clone()))
+            .collect();
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        rows
+    }
+
+    #[test]
+    fn the_newest_row_of_each_entity_wins_by_event_then_created_then_position() {
+        let rows = [
+            batch(
+                vec![Some(1), Some(1), Some(2), Some(2), None, Some(3)],
+                vec!["a", "a", "b", "b", "c", "d"],
+                vec![10, 20, 5, 5, 50, 200],
+                vec![None, None, Some(7), Some(3), None, None],
+            ),
+            batch(
+                vec![Some(1), Some(2), Some(-4)],
+                vec!["a", "b", "e"],
+                vec![20, 5, 1],
+                vec![None, Some(7), None],
+            ),
+        ];
+        // One int64 key: by number. Driver 1: the later of two rows at 20 (position);
+        // 2: created 7 beats 3, and the later of two at (5, 7); 3 is outside the
+        // window; the null key has no entity.
+        assert_eq!(
+            newest(&["driver_id"], &rows),
+            vec![
+                ("[-4]".to_string(), 1, 0, Value::from(2.0)),
+                ("[1]".to_string(), 20, 0, Value::from(0.0)),
+                ("[2]".to_string(), 5, 7, Value::from(1.0)),
+            ]
+        );
+        // Two keys: by their text, the same winners.
+        assert_eq!(
+            newest(&["driver_id", "city"], &rows),
+            vec![
+                ("[-4,\"e\"]".to_string(), 1, 0, Value::from(2.0)),
+                ("[1,\"a\"]".to_string(), 20, 0, Value::from(0.0)),
+                ("[2,\"b\"]".to_string(), 5, 7, Value::from(1.0)),
+            ]
+        );
     }
 }

@@ -61,6 +61,20 @@ impl Rows {
         }
     }
 
+    /// The rows a bounded batch at a time, in the order of [`Rows::batches`], decoded
+    /// by up to `threads` threads at once and passed through `map` on them. Blocking:
+    /// call it off the async runtime.
+    pub(crate) fn batches_parallel(
+        &self,
+        threads: usize,
+        map: impl Fn(RecordBatch) -> Result<RecordBatch> + Send + Sync + 'static,
+    ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
+        match self {
+            Rows::Files(s) => Ok(Box::new(s.batches()?.parallel(threads, map)?)),
+            Rows::Table { batch, .. } => Ok(Box::new(std::iter::once(map(batch.clone())))),
+        }
+    }
+
     /// The rows a bounded batch at a time. Blocking: call it off the async runtime.
     pub(crate) fn batches(&self) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
         match self {

@@ -155,55 +155,241 @@ pub(crate) struct Batches {
     current: Option<FileBatches>,
 }
 
+/// What one thread decodes at a time when files are read in parallel: a whole file,
+/// or one row group of a Parquet file.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    file: usize,
+    row_group: Option<usize>,
+}
+
+/// What a decoding thread sends for its piece: a batch, the end of the piece
+/// (`Ok(None)`), or an error.
+type PieceMsg = Result<Option<RecordBatch>>;
+
+/// Batches decoded by several threads at once, a piece each, handed over in the
+/// order [`Batches`] gives them.
+pub(crate) struct ParallelBatches {
+    pieces: std::vec::IntoIter<std::sync::mpsc::Receiver<PieceMsg>>,
+    current: Option<std::sync::mpsc::Receiver<PieceMsg>>,
+}
+
+impl ParallelBatches {
+    /// Stops reading: the decoding threads end at their next batch.
+    fn stop(&mut self) {
+        self.pieces = Vec::new().into_iter();
+        self.current = None;
+    }
+}
+
+impl Iterator for ParallelBatches {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Result<RecordBatch>> {
+        loop {
+            if let Some(rx) = &self.current {
+                match rx.recv() {
+                    Ok(Ok(Some(b))) => return Some(Ok(b)),
+                    Ok(Ok(None)) => self.current = None,
+                    Ok(Err(e)) => {
+                        self.stop();
+                        return Some(Err(e));
+                    }
+                    // Its thread stopped without saying the piece was done (a panic):
+                    // rows would be missing.
+                    Err(_) => {
+                        self.stop();
+                        return Some(Err(Error::Corrupt(
+                            "a thread decoding the source's files stopped".into(),
+                        )));
+                    }
+                }
+            }
+            self.current = Some(self.pieces.next()?);
+        }
+    }
+}
+
 impl Batches {
     pub(crate) fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }
 
     fn open(&self, i: usize) -> Result<FileBatches> {
-        let f = &self.files[i];
-        let bad =
-            |e: &dyn std::fmt::Display| Error::invalid(format!("{} cannot be read: {e}", f.name));
-        let file = std::fs::File::open(&f.path).map_err(|e| bad(&e))?;
-        let name = f.name.clone();
-        let wrap =
-            move |e: &dyn std::fmt::Display| Error::invalid(format!("{name} cannot be read: {e}"));
-        if f.parquet {
-            let reader =
-                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-                    .map_err(|e| bad(&e))?
-                    .with_batch_size(BATCH_ROWS)
-                    .build()
-                    .map_err(|e| bad(&e))?;
-            Ok(Box::new(reader.map(move |b| b.map_err(|e| wrap(&e)))))
-        } else {
-            let reader = arrow_csv::ReaderBuilder::new(self.schemas[i].clone())
-                .with_header(true)
-                .with_batch_size(BATCH_ROWS)
-                .build(file)
-                .map_err(|e| bad(&e))?;
-            Ok(Box::new(reader.map(move |b| b.map_err(|e| wrap(&e)))))
-        }
+        open(&self.files[i], &self.schemas[i], None)
     }
 
     /// A file's batch over the union schema.
     fn align(&self, batch: RecordBatch) -> Result<RecordBatch> {
-        if batch.schema().fields() == self.schema.fields() {
-            return Ok(batch);
-        }
-        let columns: Vec<ArrayRef> =
-            self.schema
-                .fields()
-                .iter()
-                .map(|f| {
-                    batch.column_by_name(f.name()).cloned().unwrap_or_else(|| {
-                        arrow_array::new_null_array(f.data_type(), batch.num_rows())
-                    })
-                })
-                .collect();
-        RecordBatch::try_new(self.schema.clone(), columns)
-            .map_err(|e| Error::Corrupt(format!("aligning a batch: {e}")))
+        align(&self.schema, batch)
     }
+
+    /// The same batches in the same order, decoded by up to `threads` threads at once
+    /// (a Parquet file's row groups in parallel, a CSV file whole), each passed
+    /// through `map` on its decoding thread. Memory stays bounded: a thread ahead of
+    /// the reader waits once it holds two batches.
+    pub(crate) fn parallel(
+        self,
+        threads: usize,
+        map: impl Fn(RecordBatch) -> Result<RecordBatch> + Send + Sync + 'static,
+    ) -> Result<ParallelBatches> {
+        let mut pieces = Vec::new();
+        for (i, f) in self.files.iter().enumerate() {
+            if f.parquet {
+                let bad = |e: &dyn std::fmt::Display| {
+                    Error::invalid(format!("{} cannot be read: {e}", f.name))
+                };
+                let file = std::fs::File::open(&f.path).map_err(|e| bad(&e))?;
+                let groups =
+                    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                        .map_err(|e| bad(&e))?
+                        .metadata()
+                        .num_row_groups();
+                pieces.extend((0..groups).map(|g| Piece {
+                    file: i,
+                    row_group: Some(g),
+                }));
+            } else {
+                pieces.push(Piece {
+                    file: i,
+                    row_group: None,
+                });
+            }
+        }
+        let (senders, receivers): (Vec<_>, Vec<_>) = pieces
+            .iter()
+            .map(|_| std::sync::mpsc::sync_channel::<PieceMsg>(2))
+            .unzip();
+        let threads = threads.clamp(1, pieces.len().max(1));
+        let work = Arc::new(Work {
+            files: self.files,
+            schemas: self.schemas,
+            schema: self.schema,
+            pieces,
+            senders: std::sync::Mutex::new(senders.into_iter().map(Some).collect()),
+            next: std::sync::atomic::AtomicUsize::new(0),
+            map: Box::new(map),
+        });
+        for _ in 0..threads {
+            let work = work.clone();
+            std::thread::Builder::new()
+                .name("qanat-decode".into())
+                .spawn(move || work.run())
+                .map_err(|e| Error::Corrupt(format!("starting a decoding thread: {e}")))?;
+        }
+        Ok(ParallelBatches {
+            pieces: receivers.into_iter(),
+            current: None,
+        })
+    }
+}
+
+/// Maps a decoded batch on its decoding thread.
+type BatchMap = Box<dyn Fn(RecordBatch) -> Result<RecordBatch> + Send + Sync>;
+
+/// The pieces of a parallel read, shared by its threads.
+struct Work {
+    files: Vec<StagedFile>,
+    /// Each file's own columns, and their union (each batch is aligned to it).
+    schemas: Vec<SchemaRef>,
+    schema: SchemaRef,
+    pieces: Vec<Piece>,
+    /// Each piece's channel, taken by the thread that decodes it.
+    senders: std::sync::Mutex<Vec<Option<std::sync::mpsc::SyncSender<PieceMsg>>>>,
+    next: std::sync::atomic::AtomicUsize,
+    map: BatchMap,
+}
+
+impl Work {
+    /// Takes pieces in order until none is left or the reader has gone.
+    fn run(&self) {
+        loop {
+            let p = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(piece) = self.pieces.get(p) else {
+                return;
+            };
+            let Some(tx) = self
+                .senders
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get_mut(p)
+                .and_then(Option::take)
+            else {
+                return;
+            };
+            let file = &self.files[piece.file];
+            let sent = match open(file, &self.schemas[piece.file], piece.row_group) {
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    false
+                }
+                Ok(batches) => {
+                    let mut ok = true;
+                    for batch in batches {
+                        let batch = batch
+                            .and_then(|batch| align(&self.schema, batch))
+                            .and_then(|batch| (self.map)(batch));
+                        let failed = batch.is_err();
+                        if tx.send(batch.map(Some)).is_err() || failed {
+                            ok = false;
+                            break;
+                        }
+                    }
+                    ok && tx.send(Ok(None)).is_ok()
+                }
+            };
+            if !sent {
+                return; // the reader has stopped reading, or was sent an error
+            }
+        }
+    }
+}
+
+/// Opens a staged file (`schema`: its own columns, which a CSV file is read with),
+/// or only row group `row_group` of a Parquet file, for reading in bounded batches.
+fn open(f: &StagedFile, schema: &SchemaRef, row_group: Option<usize>) -> Result<FileBatches> {
+    let bad = |e: &dyn std::fmt::Display| Error::invalid(format!("{} cannot be read: {e}", f.name));
+    let file = std::fs::File::open(&f.path).map_err(|e| bad(&e))?;
+    let name = f.name.clone();
+    let wrap =
+        move |e: &dyn std::fmt::Display| Error::invalid(format!("{name} cannot be read: {e}"));
+    if f.parquet {
+        let mut builder =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                .map_err(|e| bad(&e))?
+                .with_batch_size(BATCH_ROWS);
+        if let Some(g) = row_group {
+            builder = builder.with_row_groups(vec![g]);
+        }
+        let reader = builder.build().map_err(|e| bad(&e))?;
+        Ok(Box::new(reader.map(move |b| b.map_err(|e| wrap(&e)))))
+    } else {
+        let reader = arrow_csv::ReaderBuilder::new(schema.clone())
+            .with_header(true)
+            .with_batch_size(BATCH_ROWS)
+            .build(file)
+            .map_err(|e| bad(&e))?;
+        Ok(Box::new(reader.map(move |b| b.map_err(|e| wrap(&e)))))
+    }
+}
+
+/// A batch over the union of the files' columns (null where its file has none).
+fn align(schema: &SchemaRef, batch: RecordBatch) -> Result<RecordBatch> {
+    if batch.schema().fields() == schema.fields() {
+        return Ok(batch);
+    }
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            batch
+                .column_by_name(f.name())
+                .cloned()
+                .unwrap_or_else(|| arrow_array::new_null_array(f.data_type(), batch.num_rows()))
+        })
+        .collect();
+    RecordBatch::try_new(schema.clone(), columns)
+        .map_err(|e| Error::Corrupt(format!("aligning a batch: {e}")))
 }
 
 impl Iterator for Batches {
@@ -343,5 +529,132 @@ mod tests {
                 .contains("column 'x' is Int64 in a.csv but Utf8 in b.csv"),
             "{e}"
         );
+    }
+
+    /// Parquet bytes of `batch` in row groups of `group_rows` rows.
+    fn parquet_groups(batch: &RecordBatch, group_rows: usize) -> bytes::Bytes {
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_max_row_group_size(group_rows)
+            .build();
+        let mut out = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, batch.schema(), Some(props))
+            .expect("writer");
+        w.write(batch).expect("write");
+        w.close().expect("close");
+        bytes::Bytes::from(out)
+    }
+
+    #[tokio::test]
+    async fn parallel_reads_give_the_batches_in_order_and_stop_at_an_error() {
+        let ids = |from: i64, n: i64| -> ArrayRef {
+            Arc::new(Int64Array::from((from..from + n).collect::<Vec<i64>>()))
+        };
+        let a = RecordBatch::try_from_iter([("driver_id", ids(0, 200_000))]).expect("a");
+        let b = RecordBatch::try_from_iter([
+            ("driver_id", ids(200_000, 70_001)),
+            (
+                "speed",
+                Arc::new(Float64Array::from(vec![0.5; 70_001])) as ArrayRef,
+            ),
+        ])
+        .expect("b");
+        let mut s = Staged::new().expect("staged");
+        for (name, bytes) in [
+            ("a.parquet", parquet_groups(&a, 30_000)),
+            ("b.parquet", parquet_groups(&b, 7_000)),
+        ] {
+            s.add(
+                name,
+                true,
+                futures::stream::iter(vec![Ok::<_, Error>(bytes)]),
+            )
+            .await
+            .expect("add");
+        }
+        s.add(
+            "c.csv",
+            false,
+            futures::stream::iter(vec![Ok::<_, Error>(bytes::Bytes::from_static(
+                b"driver_id,speed\n270001,1.5\n270002,2.5\n",
+            ))]),
+        )
+        .await
+        .expect("csv");
+        let ids_of = |batches: &[RecordBatch]| -> Vec<i64> {
+            batches
+                .iter()
+                .flat_map(|b| {
+                    let c = b.column_by_name("driver_id").expect("ids");
+                    let c = c.as_any().downcast_ref::<Int64Array>().expect("int64");
+                    c.values().to_vec()
+                })
+                .collect()
+        };
+        let one: Vec<RecordBatch> = s
+            .batches()
+            .expect("batches")
+            .collect::<Result<_>>()
+            .expect("read");
+        for threads in [1, 2, 3, 16] {
+            let many: Vec<RecordBatch> = s
+                .batches()
+                .expect("batches")
+                .parallel(threads, |b| {
+                    // Runs on the decoding threads: a column added to each batch.
+                    let n = b.num_rows();
+                    let mut cols = b.columns().to_vec();
+                    cols.push(Arc::new(Int64Array::from(vec![1; n])) as ArrayRef);
+                    let mut fields: Vec<Field> = b
+                        .schema()
+                        .fields()
+                        .iter()
+                        .map(|f| f.as_ref().clone())
+                        .collect();
+                    fields.push(Field::new("one", arrow_schema::DataType::Int64, false));
+                    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
+                        .map_err(|e| Error::Corrupt(e.to_string()))
+                })
+                .expect("parallel")
+                .collect::<Result<_>>()
+                .expect("read");
+            assert_eq!(ids_of(&many), ids_of(&one), "{threads} threads");
+            assert_eq!(ids_of(&many), (0..270_003).collect::<Vec<i64>>());
+            assert!(many
+                .iter()
+                .all(|b| b.num_rows() <= BATCH_ROWS && b.num_columns() == 3));
+            let speed_nulls: usize = many.iter().map(|b| b.column(1).null_count()).sum();
+            assert_eq!(speed_nulls, 200_000, "{threads} threads");
+        }
+        // A batch that fails stops the read there, with its error.
+        let mut seen = 0;
+        let mut failed = None;
+        for b in s
+            .batches()
+            .expect("batches")
+            .parallel(2, |b| {
+                let last = b
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .expect("ids")
+                    .value(b.num_rows() - 1);
+                if last >= 250_000 {
+                    Err(Error::invalid(format!("refused at {last}")))
+                } else {
+                    Ok(b)
+                }
+            })
+            .expect("parallel")
+        {
+            match b {
+                Ok(b) => seen += b.num_rows(),
+                Err(e) => {
+                    failed = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        assert!(seen < 250_000 && seen >= 200_000, "{seen}");
+        assert!(failed.expect("an error").contains("refused at"));
     }
 }

@@ -96,6 +96,43 @@ pub(crate) fn entity_key(values: &[Value]) -> String {
     serde_json::to_string(values).unwrap_or_default()
 }
 
+/// Writes row `i`'s entity key — the same text as [`entity_key`] of its values in
+/// `cols`' order — into `buf` (cleared first), without building a JSON value for the
+/// common key types. False, with `buf` unspecified, when a value is null (the row has
+/// no entity).
+pub(crate) fn write_entity_key_at(
+    cols: &[&ArrayRef],
+    i: usize,
+    buf: &mut Vec<u8>,
+) -> Result<bool, String> {
+    buf.clear();
+    buf.push(b'[');
+    for (n, col) in cols.iter().enumerate() {
+        if col.is_null(i) {
+            return Ok(false);
+        }
+        if n > 0 {
+            buf.push(b',');
+        }
+        let written = match col.data_type() {
+            DataType::Int64 => {
+                serde_json::to_writer(&mut *buf, &col.as_primitive::<Int64Type>().value(i))
+            }
+            DataType::Int32 => {
+                serde_json::to_writer(&mut *buf, &col.as_primitive::<Int32Type>().value(i))
+            }
+            DataType::Utf8 => serde_json::to_writer(&mut *buf, col.as_string::<i32>().value(i)),
+            DataType::LargeUtf8 => {
+                serde_json::to_writer(&mut *buf, col.as_string::<i64>().value(i))
+            }
+            _ => serde_json::to_writer(&mut *buf, &json_at(col, i)?),
+        };
+        written.map_err(|e| format!("an entity key: {e}"))?;
+    }
+    buf.push(b']');
+    Ok(true)
+}
+
 /// Checks a requested key value against its declared type; integers and strings are
 /// not converted into each other.
 pub(crate) fn key_value(v: &Value, t: ValueType) -> Result<Value, String> {
@@ -334,5 +371,86 @@ mod tests {
             assert_eq!(back, values, "{t}");
         }
         assert!(json_column(&[Value::from("x")], ValueType::Int64).is_err());
+    }
+
+    #[test]
+    fn entity_keys_written_in_place_are_those_of_the_json_values() {
+        use arrow_array::{BooleanArray, Int32Array, Int64Array, LargeStringArray, StringArray};
+        use std::sync::Arc;
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(vec![
+                Some(i64::MIN),
+                Some(-1),
+                Some(0),
+                None,
+                Some(i64::MAX),
+            ])),
+            Arc::new(Int32Array::from(vec![
+                Some(7),
+                Some(i32::MIN),
+                None,
+                Some(3),
+                Some(0),
+            ])),
+            Arc::new(StringArray::from(vec![
+                Some("dxb"),
+                Some("qu\"ote\\ \u{1} \u{e9}"),
+                Some(""),
+                Some("x"),
+                None,
+            ])),
+            Arc::new(LargeStringArray::from(vec![
+                Some("a\nb"),
+                Some("\u{1F600}"),
+                Some("z"),
+                Some("y"),
+                Some("w"),
+            ])),
+            Arc::new(BooleanArray::from(vec![
+                Some(true),
+                Some(false),
+                Some(true),
+                None,
+                Some(false),
+            ])),
+            json_column(
+                &[
+                    Value::from("2026-01-01T10:00:00Z"),
+                    Value::from("2026-01-01T10:00:00.5Z"),
+                    Value::from("1970-01-01T00:00:00Z"),
+                    Value::from("2026-01-01T10:00:00Z"),
+                    Value::Null,
+                ],
+                ValueType::Timestamp,
+            )
+            .expect("column"),
+        ];
+        let mut buf = Vec::new();
+        // Every pair of columns, in both orders, and each alone: the same text as the
+        // JSON values', or no key where one is null.
+        for a in 0..cols.len() {
+            for b in 0..=cols.len() {
+                let picked: Vec<&ArrayRef> = std::iter::once(&cols[a])
+                    .chain((b < cols.len()).then(|| &cols[b]))
+                    .collect();
+                for i in 0..5 {
+                    let values: Vec<Value> = picked
+                        .iter()
+                        .map(|c| json_at(c, i).expect("json"))
+                        .collect();
+                    let written = write_entity_key_at(&picked, i, &mut buf).expect("key");
+                    if values.iter().any(Value::is_null) {
+                        assert!(!written, "row {i} of columns {a}, {b}");
+                    } else {
+                        assert!(written, "row {i} of columns {a}, {b}");
+                        assert_eq!(
+                            String::from_utf8(buf.clone()).expect("utf-8"),
+                            entity_key(&values),
+                            "row {i} of columns {a}, {b}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }
