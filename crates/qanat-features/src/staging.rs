@@ -654,7 +654,7 @@ mod tests {
                 }
             }
         }
-        assert!(seen < 250_000 && seen >= 200_000, "{seen}");
+        assert!((200_000..250_000).contains(&seen), "{seen}");
         assert!(failed.expect("an error").contains("refused at"));
     }
 }
