@@ -68,9 +68,10 @@ pub struct Features {
     cache: Arc<RegistryCache>,
     /// Recent materialization runs, with their progress.
     runs: progress::Runs,
-    /// Entities materialization writes per chunk (one online-store transaction, then a
-    /// checkpoint of how far the view is done).
-    materialize_chunk: usize,
+    /// Entities materialization writes in its first chunk (one online-store
+    /// transaction, then a checkpoint of how far the view is done), and the most in
+    /// any chunk: each chunk is twice the one before, up to the most.
+    materialize_chunk: (usize, usize),
     /// What this process knows scans found in each view's values (so a push records
     /// only what is new).
     pii_seen: Arc<std::sync::Mutex<PiiSeen>>,
@@ -123,7 +124,7 @@ impl Features {
             join_memory: 2 << 30,
             cache: Default::default(),
             runs: Default::default(),
-            materialize_chunk: 10_000,
+            materialize_chunk: (10_000, 1_000_000),
             pii_seen: Default::default(),
         }
     }
@@ -134,10 +135,14 @@ impl Features {
         self
     }
 
-    /// The same feature store writing `entities` per materialization chunk (10,000 by
-    /// default): smaller chunks checkpoint more often, larger ones write faster.
-    pub fn with_materialize_chunk(mut self, entities: usize) -> Self {
-        self.materialize_chunk = entities.max(1);
+    /// The same feature store writing `first` entities in its first materialization
+    /// chunk and each next chunk twice the one before, up to `most`. By default
+    /// 10,000 up to 1,000,000: a run checkpoints often while it is young and commits
+    /// (each commit rewrites the pages it touched, and waits for an fsync) only a few
+    /// times in all.
+    pub fn with_materialize_chunks(mut self, first: usize, most: usize) -> Self {
+        let first = first.max(1);
+        self.materialize_chunk = (first, most.max(first));
         self
     }
 

@@ -268,8 +268,10 @@ impl Features {
             v.entities = rows.len() as u64;
         });
         let mut count = WriteCount::default();
+        let mut size = self.materialize_chunk.0;
         while !rows.is_empty() {
-            let rest = rows.split_off(rows.len().min(self.materialize_chunk));
+            let rest = rows.split_off(rows.len().min(size));
+            size = size.saturating_mul(2).min(self.materialize_chunk.1);
             let chunk = std::mem::replace(&mut rows, rest);
             let chunk_last = chunk.last().map(|r| r.1.event_ts);
             let c = store.write(project.id.as_str(), name, chunk).await?;
