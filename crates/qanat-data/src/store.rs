@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use bytes::Bytes;
-use futures::stream::{self, Stream, StreamExt};
+use futures::stream::{self, Stream, StreamExt, TryStreamExt};
 use qanat_core::{ObjectRef, ProjectId};
 use qanat_governance::{check_residency, Project};
 use qanat_store::{now_micros, LocationInfo, MetaStore, ObjectKey, ObjectStorage};
@@ -1177,7 +1177,9 @@ impl Datasets {
         serde_json::from_slice(&bytes).map_err(|e| Error::invalid("stored manifest", e.to_string()))
     }
 
-    /// A file's bytes, chunk by chunk, each verified against its BLAKE3 id.
+    /// A file's bytes, chunk by chunk, each verified against its BLAKE3 id before any
+    /// of it is handed on (a chunk comes as the pieces it was decrypted in, never
+    /// copied into one buffer).
     pub fn file_stream(
         &self,
         ds: &Dataset,
@@ -1194,11 +1196,11 @@ impl Datasets {
                 let ds = ds.clone();
                 let what = what.clone();
                 async move {
-                    let data = match storage
-                        .get_bytes(&ds.location, &chunk_key(&ds.project_id, &c.id)?)
+                    let parts: Vec<Bytes> = match storage
+                        .get(&ds.location, &chunk_key(&ds.project_id, &c.id)?)
                         .await
                     {
-                        Ok(d) => d,
+                        Ok(s) => s.try_collect().await?,
                         // A chunk an erasure destroyed says so.
                         Err(e @ qanat_store::Error::NotFound { .. }) => {
                             return Err(Self::erased(&meta, &ds, &what, &c.id)
@@ -1207,17 +1209,24 @@ impl Datasets {
                         }
                         Err(e) => return Err(e.into()),
                     };
-                    if ChunkId::of(&data) != c.id || data.len() as u64 != c.size {
+                    let mut hasher = blake3::Hasher::new();
+                    let mut len = 0u64;
+                    for p in &parts {
+                        hasher.update(p);
+                        len += p.len() as u64;
+                    }
+                    if ChunkId(*hasher.finalize().as_bytes()) != c.id || len != c.size {
                         return Err(qanat_store::Error::Integrity {
                             key: format!("chunk {}", c.id),
                             reason: "content does not match its address".into(),
                         }
                         .into());
                     }
-                    Ok(data)
+                    Ok(stream::iter(parts.into_iter().map(Ok::<Bytes, Error>)))
                 }
             })
             .buffered(2)
+            .try_flatten()
     }
 
     /// Names a version; tags are immutable (409 if the tag exists).

@@ -140,25 +140,42 @@ impl ChunkCipher {
         Ok(())
     }
 
+    #[cfg(test)]
     pub(crate) fn open(&mut self, sealed: &[u8], last: bool) -> Result<Vec<u8>, String> {
+        let mut buf = sealed.to_vec();
+        let len = self.open_in_place(&mut buf, last)?;
+        buf.truncate(len);
+        Ok(buf)
+    }
+
+    /// Opens a sealed chunk where it lies (no copy), returning its plaintext.
+    pub(crate) fn open_owned(
+        &mut self,
+        mut sealed: bytes::BytesMut,
+        last: bool,
+    ) -> Result<bytes::Bytes, String> {
+        let len = self.open_in_place(&mut sealed, last)?;
+        sealed.truncate(len);
+        Ok(sealed.freeze())
+    }
+
+    /// Decrypts and authenticates `sealed` in place; the plaintext's length.
+    fn open_in_place(&mut self, sealed: &mut [u8], last: bool) -> Result<usize, String> {
         let index = self.index;
         let n = nonce(index, last);
         self.index += 1;
         if sealed.len() < TAG_LEN {
             return Err(format!("chunk {index} is shorter than its tag"));
         }
-        let mut buf = sealed.to_vec();
-        let len = self
+        Ok(self
             .key
             .open_in_place(
                 Nonce::assume_unique_for_key(n),
                 Aad::from(&self.header[..]),
-                &mut buf,
+                sealed,
             )
             .map_err(|_| format!("chunk {index} failed authentication"))?
-            .len();
-        buf.truncate(len);
-        Ok(buf)
+            .len())
     }
 }
 

@@ -722,6 +722,9 @@ impl ObjectStorage {
         let mut buf = BytesMut::new();
         while buf.len() < HEADER_LEN {
             match inner.next().await {
+                // The first block becomes the buffer itself (a local block is not
+                // copied; the decrypting stream takes it on from there).
+                Some(b) if buf.is_empty() => buf = BytesMut::from(b?),
                 Some(b) => buf.extend_from_slice(&b?),
                 None => return Err(integrity("object is shorter than its header".into())),
             }
@@ -1062,40 +1065,69 @@ async fn read_next(mut st: ReadState) -> Result<Option<(Bytes, ReadState)>> {
     }
     loop {
         if st.buf.len() > st.sealed_len {
+            // Decrypted where it was read into: no copy.
             let sealed = st.buf.split_to(st.sealed_len);
             let pt = st
                 .cipher
-                .open(&sealed, false)
+                .open_owned(sealed, false)
                 .map_err(|reason| Error::Integrity {
                     key: st.key.clone(),
                     reason,
                 })?;
-            return Ok(Some((Bytes::from(pt), st)));
+            return Ok(Some((pt, st)));
         }
         match st.inner.next().await {
-            Some(b) => st.buf.extend_from_slice(&b?),
+            Some(b) => {
+                let b = b?;
+                if b.is_empty() {
+                    continue;
+                }
+                if st.buf.len() == st.sealed_len {
+                    // A whole sealed chunk is held and more follows: it is not the
+                    // last, and the new block becomes the buffer.
+                    let sealed = std::mem::replace(&mut st.buf, BytesMut::from(b));
+                    let pt =
+                        st.cipher
+                            .open_owned(sealed, false)
+                            .map_err(|reason| Error::Integrity {
+                                key: st.key.clone(),
+                                reason,
+                            })?;
+                    return Ok(Some((pt, st)));
+                }
+                if st.buf.is_empty() {
+                    // A block read while nothing is held becomes the buffer itself
+                    // (the local reader's blocks are its own, and start at a sealed
+                    // chunk's boundary: no copy).
+                    st.buf = BytesMut::from(b);
+                } else {
+                    st.buf.extend_from_slice(&b);
+                }
+            }
             None => {
                 let sealed = st.buf.split();
+                let empty = sealed.is_empty();
                 let pt = st
                     .cipher
-                    .open(&sealed, true)
+                    .open_owned(sealed, true)
                     .map_err(|reason| Error::Integrity {
                         key: st.key.clone(),
-                        reason: if sealed.is_empty() {
+                        reason: if empty {
                             "the final chunk is missing (object truncated)".into()
                         } else {
                             reason
                         },
                     })?;
                 st.finished = true;
-                return Ok(Some((Bytes::from(pt), st)));
+                return Ok(Some((pt, st)));
             }
         }
     }
 }
 
-/// Bytes read from a local file per block: four sealed chunks.
-const LOCAL_READ_BLOCK: usize = 4 * (CHUNK_SIZE as usize + 16);
+/// Bytes read from a local file per block: four sealed chunks (the first block also
+/// holds the header, so every block after it starts at a sealed chunk).
+const LOCAL_READ_BLOCK: usize = 4 * (CHUNK_SIZE as usize + envelope::TAG_LEN);
 
 /// A local file's length and its bytes as a stream, read by a blocking thread in
 /// [`LOCAL_READ_BLOCK`]s, at most two blocks ahead of the reader.
@@ -1133,32 +1165,27 @@ async fn read_local(
     tokio::task::spawn_blocking(move || {
         use std::io::Read;
         let mut left = len;
+        let mut first = true;
         while left > 0 {
             // Sized to what is left: a small object takes a small buffer.
-            let want = usize::try_from(left).map_or(LOCAL_READ_BLOCK, |l| l.min(LOCAL_READ_BLOCK));
-            let mut block = vec![0u8; want];
-            let mut filled = 0;
-            let read = loop {
-                match file.read(&mut block[filled..]) {
-                    Ok(0) => break Ok(()),
-                    Ok(n) => {
-                        filled += n;
-                        if filled == want {
-                            break Ok(());
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => break Err(e),
-                }
+            let block_len = if first {
+                HEADER_LEN + LOCAL_READ_BLOCK
+            } else {
+                LOCAL_READ_BLOCK
             };
+            first = false;
+            let want = usize::try_from(left).map_or(block_len, |l| l.min(block_len));
+            // Read into fresh capacity (nothing zeroed first), up to `want` bytes.
+            let mut block = Vec::with_capacity(want);
+            let read = (&mut file).take(want as u64).read_to_end(&mut block);
             if let Err(e) = read {
                 let _ = tx.blocking_send(Err(io_err(&path, e)));
                 return;
             }
+            let filled = block.len();
             if filled == 0 {
                 return; // shorter than its length said: the reader reports a cut object
             }
-            block.truncate(filled);
             left = left.saturating_sub(filled as u64);
             if tx.blocking_send(Ok(Bytes::from(block))).is_err() {
                 return; // the reader has gone

@@ -53,9 +53,26 @@ async fn objects_round_trip_at_every_size_boundary() {
     for db in TestDb::all(&[&qanat_governance::MIGRATIONS]).await {
         let f = local_fixture(db).await;
         let mib = 1 << 20;
-        for (i, len) in [0, 1, 1000, mib - 1, mib, mib + 1, 2 * mib, 3 * mib + 12345]
-            .into_iter()
-            .enumerate()
+        // Around 1 MiB (a sealed chunk) and around 4 and 8 MiB (the local reader's
+        // blocks of four sealed chunks, each decrypted where it was read into).
+        for (i, len) in [
+            0,
+            1,
+            1000,
+            mib - 1,
+            mib,
+            mib + 1,
+            2 * mib,
+            3 * mib + 12345,
+            4 * mib - 1,
+            4 * mib,
+            4 * mib + 1,
+            8 * mib,
+            8 * mib + 7,
+            12 * mib - 1,
+        ]
+        .into_iter()
+        .enumerate()
         {
             let data = pattern(len, i as u64);
             let k = key(&format!("sizes/{len}.bin"));
