@@ -269,9 +269,13 @@ fn priorities_and_quotas_order_the_queue() {
 #[test]
 fn a_preempted_job_resumes_from_its_checkpoint() {
     let q = server("1");
+    // The step is written beside the checkpoint and renamed over it, as a checkpoint
+    // must be: a preemption between truncating the file and writing it would leave an
+    // empty one.
     let counter = "c=$QANAT_CHECKPOINT_DIR/step; s=$(cat $c 2>/dev/null || echo 0); \
                    echo \"attempt $QANAT_JOB_ATTEMPT resumes at $s\"; \
-                   while [ $s -lt 15 ]; do s=$((s+1)); echo $s > $c; sleep 0.2; done; echo finished at $s";
+                   while [ $s -lt 15 ]; do s=$((s+1)); echo $s > $c.new; mv $c.new $c; sleep 0.2; done; \
+                   echo finished at $s";
     let low = q.submit_job(
         "default",
         json!({"name": "long", "priority": -5, "command": counter}),
