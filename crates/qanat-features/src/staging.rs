@@ -465,6 +465,14 @@ mod tests {
     use super::*;
     use arrow_array::{Array, Float64Array, Int64Array};
 
+    /// Stages `bytes` as file `name` (Parquet when it ends in `.parquet`), in one piece.
+    async fn stage(s: &mut Staged, name: &str, bytes: impl Into<bytes::Bytes>) {
+        let piece = futures::stream::iter(vec![Ok::<_, Error>(bytes.into())]);
+        s.add(name, name.ends_with(".parquet"), piece)
+            .await
+            .unwrap_or_else(|e| panic!("staging {name}: {e}"));
+    }
+
     fn parquet_bytes(batch: &RecordBatch) -> bytes::Bytes {
         bytes::Bytes::from(crate::training_set::write_parquet(batch).expect("parquet"))
     }
@@ -483,18 +491,9 @@ mod tests {
         .expect("new");
         let mut s = Staged::new().expect("staged");
         for (name, b) in [("old.parquet", &old), ("new.parquet", &new)] {
-            let chunks = futures::stream::iter(vec![Ok::<_, Error>(parquet_bytes(b))]);
-            s.add(name, true, chunks).await.expect("add");
+            stage(&mut s, name, parquet_bytes(b)).await;
         }
-        s.add(
-            "more.csv",
-            false,
-            futures::stream::iter(vec![Ok::<_, Error>(bytes::Bytes::from_static(
-                b"driver_id,speed\n8,1.5\n",
-            ))]),
-        )
-        .await
-        .expect("csv");
+        stage(&mut s, "more.csv", &b"driver_id,speed\n8,1.5\n"[..]).await;
         let batches: Vec<RecordBatch> = s
             .batches()
             .expect("batches")
@@ -507,22 +506,8 @@ mod tests {
         assert_eq!(speed.null_count(), 100_000);
 
         let mut bad = Staged::new().expect("staged");
-        bad.add(
-            "a.csv",
-            false,
-            futures::stream::iter(vec![Ok::<_, Error>(bytes::Bytes::from_static(b"x\n1\n"))]),
-        )
-        .await
-        .expect("a");
-        bad.add(
-            "b.csv",
-            false,
-            futures::stream::iter(vec![Ok::<_, Error>(bytes::Bytes::from_static(
-                b"x\nnope\n",
-            ))]),
-        )
-        .await
-        .expect("b");
+        stage(&mut bad, "a.csv", &b"x\n1\n"[..]).await;
+        stage(&mut bad, "b.csv", &b"x\nnope\n"[..]).await;
         let e = bad.read_all().expect_err("two types");
         assert!(
             e.to_string()
@@ -563,23 +548,14 @@ mod tests {
             ("a.parquet", parquet_groups(&a, 30_000)),
             ("b.parquet", parquet_groups(&b, 7_000)),
         ] {
-            s.add(
-                name,
-                true,
-                futures::stream::iter(vec![Ok::<_, Error>(bytes)]),
-            )
-            .await
-            .expect("add");
+            stage(&mut s, name, bytes).await;
         }
-        s.add(
+        stage(
+            &mut s,
             "c.csv",
-            false,
-            futures::stream::iter(vec![Ok::<_, Error>(bytes::Bytes::from_static(
-                b"driver_id,speed\n270001,1.5\n270002,2.5\n",
-            ))]),
+            &b"driver_id,speed\n270001,1.5\n270002,2.5\n"[..],
         )
-        .await
-        .expect("csv");
+        .await;
         let ids_of = |batches: &[RecordBatch]| -> Vec<i64> {
             batches
                 .iter()

@@ -1057,6 +1057,24 @@ struct ReadState {
     key: String,
 }
 
+impl ReadState {
+    /// Opens one sealed chunk where it lies; a failure names the object (and an empty
+    /// last chunk says the object was cut short).
+    fn open(&mut self, sealed: BytesMut, last: bool) -> Result<Bytes> {
+        let empty = sealed.is_empty();
+        self.cipher
+            .open_owned(sealed, last)
+            .map_err(|reason| Error::Integrity {
+                key: self.key.clone(),
+                reason: if last && empty {
+                    "the final chunk is missing (object truncated)".into()
+                } else {
+                    reason
+                },
+            })
+    }
+}
+
 /// One step of the decrypting stream. A full sealed chunk followed by at least one more
 /// byte cannot be the last chunk; whatever remains when the source ends is the last.
 async fn read_next(mut st: ReadState) -> Result<Option<(Bytes, ReadState)>> {
@@ -1067,13 +1085,7 @@ async fn read_next(mut st: ReadState) -> Result<Option<(Bytes, ReadState)>> {
         if st.buf.len() > st.sealed_len {
             // Decrypted where it was read into: no copy.
             let sealed = st.buf.split_to(st.sealed_len);
-            let pt = st
-                .cipher
-                .open_owned(sealed, false)
-                .map_err(|reason| Error::Integrity {
-                    key: st.key.clone(),
-                    reason,
-                })?;
+            let pt = st.open(sealed, false)?;
             return Ok(Some((pt, st)));
         }
         match st.inner.next().await {
@@ -1086,13 +1098,7 @@ async fn read_next(mut st: ReadState) -> Result<Option<(Bytes, ReadState)>> {
                     // A whole sealed chunk is held and more follows: it is not the
                     // last, and the new block becomes the buffer.
                     let sealed = std::mem::replace(&mut st.buf, BytesMut::from(b));
-                    let pt =
-                        st.cipher
-                            .open_owned(sealed, false)
-                            .map_err(|reason| Error::Integrity {
-                                key: st.key.clone(),
-                                reason,
-                            })?;
+                    let pt = st.open(sealed, false)?;
                     return Ok(Some((pt, st)));
                 }
                 if st.buf.is_empty() {
@@ -1106,18 +1112,7 @@ async fn read_next(mut st: ReadState) -> Result<Option<(Bytes, ReadState)>> {
             }
             None => {
                 let sealed = st.buf.split();
-                let empty = sealed.is_empty();
-                let pt = st
-                    .cipher
-                    .open_owned(sealed, true)
-                    .map_err(|reason| Error::Integrity {
-                        key: st.key.clone(),
-                        reason: if empty {
-                            "the final chunk is missing (object truncated)".into()
-                        } else {
-                            reason
-                        },
-                    })?;
+                let pt = st.open(sealed, true)?;
                 st.finished = true;
                 return Ok(Some((pt, st)));
             }
