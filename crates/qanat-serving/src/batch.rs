@@ -12,6 +12,12 @@
 //! 4. otherwise the batch waits for more requests until its oldest request has waited
 //!    `max_queue_delay_us`, then goes as it is.
 //!
+//! A request that finds the queue empty and a worker's share free, for an engine that
+//! computes without waiting on anything ([`Engine::inline`]) and has answered one row
+//! in under [`INLINE_NS`], runs at once on the thread that asked: there was nothing to
+//! batch it with, and the hand-off to a worker thread and back (two thread switches)
+//! would cost more than the model. It counts against `instances` like a worker's batch.
+//!
 //! A full queue refuses a request at once ([`crate::Error::Busy`]: 429,
 //! `RESOURCE_EXHAUSTED`); a request still queued at its timeout is answered with
 //! [`crate::Error::TimedOut`] and never runs. Memory is bounded by the queue size
@@ -19,6 +25,7 @@
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -46,7 +53,19 @@ pub trait Engine: Send + Sync + 'static {
     fn inputs(&self) -> usize;
     fn outputs(&self) -> usize;
     fn run(&self, x: &[f64], rows: usize, scratch: &mut Self::Scratch) -> Result<Vec<f32>>;
+    /// Whether a quick batch may run on the asking (async runtime's) thread: the engine
+    /// only computes, never waiting on I/O, a device or another process.
+    fn inline(&self) -> bool {
+        false
+    }
 }
+
+/// The most a request run on the asking thread may be expected to take: its rows times
+/// the engine's recent one-row time.
+pub const INLINE_NS: u64 = 100_000;
+
+/// A one-row time not measured yet.
+const UNMEASURED: u64 = u64::MAX;
 
 /// What a request waits for: its rows' outputs, and how long it queued.
 pub type Reply = Result<(Vec<f32>, Duration)>;
@@ -64,22 +83,29 @@ struct Queue {
     /// One FIFO per priority level, highest first.
     levels: Vec<VecDeque<Item>>,
     waiting: usize,
+    /// Batches running now, on workers or inline: at most `Shared::workers`.
+    busy: usize,
     closed: bool,
 }
 
 /// Called with the rows of each batch run (a metric).
 pub type Observer = Box<dyn Fn(usize) + Send + Sync>;
 
-struct Shared<E> {
+struct Shared<E: Engine> {
     engine: E,
     observe: Option<Observer>,
     config: Batching,
+    workers: usize,
     queue: Mutex<Queue>,
     wake: Condvar,
     stats: Mutex<BatchStats>,
+    /// The engine's recent time for one row (ns, a moving average), or `UNMEASURED`.
+    one_row_ns: AtomicU64,
+    /// Buffers of the batches run inline, reused.
+    scratches: Mutex<Vec<E::Scratch>>,
 }
 
-impl<E> Shared<E> {
+impl<E: Engine> Shared<E> {
     fn lock(&self) -> MutexGuard<'_, Queue> {
         // A worker never panics while holding the lock (engines run outside it), so a
         // poisoned lock still holds a consistent queue.
@@ -88,6 +114,40 @@ impl<E> Shared<E> {
 
     fn stats(&self) -> MutexGuard<'_, BatchStats> {
         self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs one batch on `scratch`: a panic is an error; the one-row time is kept.
+    fn compute(&self, x: &[f64], rows: usize, scratch: &mut E::Scratch) -> Result<Vec<f32>> {
+        let started = Instant::now();
+        let outcome =
+            std::panic::catch_unwind(AssertUnwindSafe(|| self.engine.run(x, rows, scratch)))
+                .unwrap_or_else(|_| Err(Error::Internal("the model panicked on a batch".into())));
+        if rows == 1 && outcome.is_ok() {
+            let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
+            let old = self.one_row_ns.load(Ordering::Relaxed);
+            let new = if old == UNMEASURED {
+                took
+            } else {
+                (old.saturating_mul(7) / 8).saturating_add(took / 8)
+            };
+            self.one_row_ns
+                .store(new.min(UNMEASURED - 1), Ordering::Relaxed);
+        }
+        *self.stats().batch_sizes.entry(rows).or_default() += 1;
+        if let Some(observe) = &self.observe {
+            observe(rows);
+        }
+        outcome
+    }
+
+    /// Whether `rows` rows may run on the asking thread (before the queue is looked at).
+    fn quick(&self, rows: usize) -> bool {
+        let one = self.one_row_ns.load(Ordering::Relaxed);
+        self.config.max_queue_delay_us == 0
+            && rows <= self.config.max_batch_size
+            && one != UNMEASURED
+            && one.saturating_mul(rows as u64) <= INLINE_NS
+            && self.engine.inline()
     }
 }
 
@@ -139,12 +199,15 @@ impl<E: Engine> Batcher<E> {
             engine,
             observe,
             config,
+            workers,
             queue: Mutex::new(Queue {
                 levels: (0..levels).map(|_| VecDeque::new()).collect(),
                 ..Queue::default()
             }),
             wake: Condvar::new(),
             stats: Mutex::default(),
+            one_row_ns: AtomicU64::new(UNMEASURED),
+            scratches: Mutex::default(),
         });
         for i in 0..workers {
             let shared = shared.clone();
@@ -225,7 +288,8 @@ impl<E: Engine> Batcher<E> {
         Ok(rx)
     }
 
-    /// Queues and waits: [`Batcher::submit`] then the reply.
+    /// Queues and waits: [`Batcher::submit`] then the reply; or, when nothing is queued
+    /// and the engine is quick, runs at once on this thread (see the module's notes).
     #[qanat_macros::boxed]
     pub async fn infer(
         &self,
@@ -234,9 +298,64 @@ impl<E: Engine> Batcher<E> {
         priority: Option<u32>,
         timeout: Option<Duration>,
     ) -> Reply {
+        if let Some(reply) = self.inline(&x, rows, priority) {
+            return reply;
+        }
         self.submit(x, rows, priority, timeout)?
             .await
             .map_err(|_| Error::Internal("the inference worker stopped".into()))?
+    }
+
+    /// Runs `rows` rows of `x` on this thread when that is allowed now; `None` when the
+    /// request must queue (or is invalid: [`Batcher::submit`] says why).
+    fn inline(&self, x: &[f64], rows: usize, priority: Option<u32>) -> Option<Reply> {
+        let shared = &self.handle.shared;
+        let config = &shared.config;
+        let level = priority.unwrap_or(config.default_priority);
+        if !shared.quick(rows)
+            || rows == 0
+            || x.len() != rows * shared.engine.inputs()
+            || level == 0
+            || level > config.priority_levels
+        {
+            return None;
+        }
+        {
+            let mut q = shared.lock();
+            if q.closed || q.waiting > 0 || q.busy >= shared.workers {
+                return None;
+            }
+            q.busy += 1;
+        }
+        let mut scratch = shared
+            .scratches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .unwrap_or_default();
+        let outcome = shared.compute(x, rows, &mut scratch);
+        shared
+            .scratches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(scratch);
+        let more = {
+            let mut q = shared.lock();
+            q.busy -= 1;
+            q.waiting > 0
+        };
+        if more {
+            shared.wake.notify_one();
+        }
+        let k = shared.engine.outputs();
+        Some(match outcome {
+            Ok(y) if y.len() == rows * k => Ok((y, Duration::ZERO)),
+            Ok(y) => Err(Error::Internal(format!(
+                "the model gave {} values for {rows} rows of {k}",
+                y.len()
+            ))),
+            Err(e) => Err(failed(&e)),
+        })
     }
 
     pub fn stats(&self) -> BatchStats {
@@ -298,7 +417,7 @@ fn plan(q: &Queue, config: &Batching, now: Instant) -> Plan {
 }
 
 /// Answers every queued request whose deadline has passed; the earliest deadline left.
-fn expire<E>(shared: &Shared<E>, q: &mut Queue, now: Instant) -> Option<Instant> {
+fn expire<E: Engine>(shared: &Shared<E>, q: &mut Queue, now: Instant) -> Option<Instant> {
     let mut next: Option<Instant> = None;
     let mut expired = 0;
     for level in &mut q.levels {
@@ -355,6 +474,20 @@ fn work<E: Engine>(shared: &Shared<E>) {
             };
             continue;
         }
+        if q.busy >= shared.workers {
+            // Every share is taken by batches run inline: the last to end wakes one.
+            q = match deadline {
+                Some(d) => {
+                    shared
+                        .wake
+                        .wait_timeout(q, d - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+                None => shared.wake.wait(q).unwrap_or_else(|p| p.into_inner()),
+            };
+            continue;
+        }
         match plan(&q, &shared.config, now) {
             Plan::Wait(until) => {
                 let until = deadline.map_or(until, |d| d.min(until));
@@ -375,6 +508,7 @@ fn work<E: Engine>(shared: &Shared<E>) {
                     }
                 }
                 q.waiting -= batch.len();
+                q.busy += 1;
                 let more = q.waiting > 0;
                 drop(q);
                 if more {
@@ -382,6 +516,7 @@ fn work<E: Engine>(shared: &Shared<E>) {
                 }
                 run(shared, batch, &mut scratch);
                 q = shared.lock();
+                q.busy -= 1;
             }
         }
     }
@@ -391,22 +526,15 @@ fn run<E: Engine>(shared: &Shared<E>, batch: Vec<Item>, scratch: &mut E::Scratch
     let started = Instant::now();
     let rows: usize = batch.iter().map(|i| i.rows).sum();
     let engine = &shared.engine;
-    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        if let [one] = &batch[..] {
-            engine.run(&one.x, rows, scratch)
-        } else {
-            let mut x = Vec::with_capacity(rows * engine.inputs());
-            for item in &batch {
-                x.extend_from_slice(&item.x);
-            }
-            engine.run(&x, rows, scratch)
+    let outcome = if let [one] = &batch[..] {
+        shared.compute(&one.x, rows, scratch)
+    } else {
+        let mut x = Vec::with_capacity(rows * engine.inputs());
+        for item in &batch {
+            x.extend_from_slice(&item.x);
         }
-    }))
-    .unwrap_or_else(|_| Err(Error::Internal("the model panicked on a batch".into())));
-    *shared.stats().batch_sizes.entry(rows).or_default() += 1;
-    if let Some(observe) = &shared.observe {
-        observe(rows);
-    }
+        shared.compute(&x, rows, scratch)
+    };
     let k = engine.outputs();
     match outcome {
         Ok(y) if y.len() == rows * k => {
@@ -426,17 +554,21 @@ fn run<E: Engine>(shared: &Shared<E>, batch: Vec<Item>, scratch: &mut E::Scratch
             }
         }
         Err(e) => {
-            let message = e.to_string();
-            let kind = qanat_core::DomainError::kind(&e);
             for item in batch {
-                let _ = item.reply.send(Err(match kind {
-                    qanat_core::ErrorKind::Invalid => Error::Invalid(message.clone()),
-                    // A runtime's worker lost (the Python runtime's): said, retried.
-                    qanat_core::ErrorKind::Unavailable => Error::Unavailable(message.clone()),
-                    _ => Error::Internal(message.clone()),
-                }));
+                let _ = item.reply.send(Err(failed(&e)));
             }
         }
+    }
+}
+
+/// What a request is told when its batch failed with `e`.
+fn failed(e: &Error) -> Error {
+    let message = e.to_string();
+    match qanat_core::DomainError::kind(e) {
+        qanat_core::ErrorKind::Invalid => Error::Invalid(message),
+        // A runtime's worker lost (the Python runtime's): said, retried.
+        qanat_core::ErrorKind::Unavailable => Error::Unavailable(message),
+        _ => Error::Internal(message),
     }
 }
 
@@ -451,6 +583,12 @@ mod tests {
     struct Doubler {
         gate: Gate,
         busy: Arc<AtomicBool>,
+        /// Offers the inline path.
+        inline: bool,
+        /// How long each batch takes.
+        takes: Duration,
+        /// The thread each batch ran on.
+        threads: Arc<Mutex<Vec<String>>>,
     }
 
     impl Engine for Doubler {
@@ -461,7 +599,16 @@ mod tests {
         fn outputs(&self) -> usize {
             2
         }
+        fn inline(&self) -> bool {
+            self.inline
+        }
         fn run(&self, x: &[f64], _rows: usize, _: &mut ()) -> Result<Vec<f32>> {
+            let me = std::thread::current();
+            self.threads
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(me.name().unwrap_or("").to_string());
+            std::thread::sleep(self.takes);
             self.busy.store(true, Ordering::SeqCst);
             let (open, cv) = &*self.gate;
             let mut g = open.lock().unwrap_or_else(|p| p.into_inner());
@@ -482,6 +629,9 @@ mod tests {
             Doubler {
                 gate: gate.clone(),
                 busy: busy.clone(),
+                inline: false,
+                takes: Duration::ZERO,
+                threads: Arc::default(),
             },
             gate,
             busy,
@@ -668,6 +818,99 @@ mod tests {
         let (_, high_wait) = high.await.expect("reply").expect("ok");
         let (_, low_wait) = low.await.expect("reply").expect("ok");
         assert!(high_wait <= low_wait, "{high_wait:?} vs {low_wait:?}");
+    }
+
+    /// Where each of `n` one-row requests, one after another, ran: a worker or here.
+    async fn places(b: &Batcher<Doubler>, n: usize) -> Vec<bool> {
+        let threads = b.engine().threads.clone();
+        for i in 0..n {
+            let (y, _) = b
+                .infer(vec![i as f64, 1.0], 1, None, None)
+                .await
+                .expect("ok");
+            assert_eq!(y, vec![2.0 * i as f32, 2.0]);
+        }
+        let names = threads.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        names.iter().map(|t| t.starts_with("qanat-infer")).collect()
+    }
+
+    #[tokio::test]
+    async fn a_quick_engine_runs_a_lone_request_on_the_asking_thread() {
+        let (mut engine, _, _) = doubler(true);
+        engine.inline = true;
+        let b = Batcher::start(engine, Batching::default()).expect("start");
+        // The first is measured on a worker; the rest run here, with no queue time.
+        assert_eq!(places(&b, 3).await, vec![true, false, false]);
+        let (_, queued) = b.infer(vec![1.0, 1.0], 1, None, None).await.expect("ok");
+        assert_eq!(queued, Duration::ZERO);
+        assert_eq!(b.stats().batch_sizes.get(&1), Some(&4));
+        // An invalid request is still refused with the queue's reason.
+        let wrong = b
+            .infer(vec![1.0; 3], 1, None, None)
+            .await
+            .expect_err("3 values");
+        assert!(wrong.to_string().contains("not 1 rows of 2"), "{wrong}");
+        let err = b
+            .infer(vec![-1.0, 0.0], 1, None, None)
+            .await
+            .expect_err("engine error");
+        assert!(matches!(err, Error::Invalid(_)), "{err}");
+    }
+
+    #[tokio::test]
+    async fn slow_engines_queue_delays_and_engines_that_wait_never_run_inline() {
+        // Slower than INLINE_NS a row.
+        let (mut slow, _, _) = doubler(true);
+        slow.inline = true;
+        slow.takes = Duration::from_nanos(4 * INLINE_NS);
+        let b = Batcher::start(slow, Batching::default()).expect("start");
+        assert_eq!(places(&b, 3).await, vec![true; 3]);
+        // A queue delay asks for batching: requests wait for company.
+        let (mut delayed, _, _) = doubler(true);
+        delayed.inline = true;
+        let config = Batching {
+            max_queue_delay_us: 1,
+            ..Batching::default()
+        };
+        let b = Batcher::start(delayed, config).expect("start");
+        assert_eq!(places(&b, 3).await, vec![true; 3]);
+        // An engine that does not offer it (the Python runtime).
+        let (waits, _, _) = doubler(true);
+        let b = Batcher::start(waits, Batching::default()).expect("start");
+        assert_eq!(places(&b, 3).await, vec![true; 3]);
+    }
+
+    #[tokio::test]
+    async fn inline_batches_count_against_the_instances() {
+        let (mut engine, gate, busy) = doubler(true);
+        engine.inline = true;
+        let b = Batcher::start(engine, one_worker(Batching::default())).expect("start");
+        assert_eq!(places(&b, 2).await, vec![true, false]);
+        // The one instance busy on a worker: the next request queues behind it.
+        *gate.0.lock().unwrap_or_else(|p| p.into_inner()) = false;
+        busy.store(false, Ordering::SeqCst);
+        let first = hold(&b, &busy).await;
+        let threads = b.engine().threads.clone();
+        let asker = tokio::spawn({
+            let b = b.clone();
+            async move { b.infer(vec![3.0, 1.0], 1, None, None).await }
+        });
+        for _ in 0..30_000 {
+            if b.stats().waiting == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(b.stats().waiting, 1, "it queued instead of running beside");
+        open(&gate);
+        first.await.expect("reply").expect("ok");
+        let (y, _) = asker.await.expect("task").expect("ok");
+        assert_eq!(y, vec![6.0, 2.0]);
+        let names = threads.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert!(
+            names[2..].iter().all(|t| t.starts_with("qanat-infer")),
+            "{names:?}"
+        );
     }
 
     #[test]

@@ -214,6 +214,17 @@ impl Model {
         matches!(self, Model::Python(m) if m.plan.text_width() + m.plan.text_out_width() > 0)
     }
 
+    /// Whether a prediction only computes on this CPU (the native runtime, trees, ONNX
+    /// on tract), never waiting on a device or another process: then a quick one may run
+    /// on the thread that asked ([`batch`]'s inline path).
+    pub fn computes_only(&self) -> bool {
+        match self {
+            Model::Native(_) | Model::Trees(_) => true,
+            Model::Onnx(m) => matches!(m, OnnxModel::Tract(..)),
+            Model::Python(_) => false,
+        }
+    }
+
     /// Where it runs: `cpu`, or `cuda:<n>`.
     pub fn device(&self) -> String {
         match self {

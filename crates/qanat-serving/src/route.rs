@@ -42,6 +42,9 @@ impl Engine for Native {
     fn run(&self, x: &[f64], rows: usize, scratch: &mut Scratch) -> Result<Vec<f32>> {
         self.0.model.forward(x, rows, scratch)
     }
+    fn inline(&self) -> bool {
+        self.0.model.computes_only()
+    }
 }
 
 /// A version ready for traffic.
