@@ -38,6 +38,9 @@ const QUEUE: usize = 16_384;
 const QUEUE_BYTES: usize = 64 << 20;
 /// The most records in one file.
 const BATCH: usize = 4_096;
+/// How often the writer collects records while a batch is open: at 20,000 requests a
+/// second a tick takes ~100 (the queue holds 16,384).
+const TICK: Duration = Duration::from_millis(5);
 
 struct Pending {
     project_id: String,
@@ -124,29 +127,33 @@ pub fn inputs_json_found<'a>(
     pii: &[String],
     mac: &dyn Fn(&[u8]) -> String,
 ) -> (String, BTreeMap<String, Vec<String>>) {
-    // As a JSON object would hold them: keys sorted, the last of a repeated name kept.
-    let mut by_name = BTreeMap::new();
-    for input in inputs {
-        by_name.insert(input.name.as_str(), input);
-    }
+    // As a JSON object would hold them: keys sorted, the last of a repeated name kept
+    // (reversed, a stable sort puts a name's last input first; dedup keeps that).
+    let mut by_name: Vec<(&str, &crate::oip::RequestInput)> =
+        inputs.map(|i| (i.name.as_str(), i)).collect();
+    by_name.reverse();
+    by_name.sort_by(|a, b| a.0.cmp(b.0));
+    by_name.dedup_by(|later, first| later.0 == first.0);
+    let masks = name_kinds(by_name.iter().map(|(n, _)| *n));
     let mut found: BTreeMap<String, std::collections::BTreeSet<&'static str>> = BTreeMap::new();
-    let mut out = String::from("{");
-    for (i, (name, input)) in by_name.into_iter().enumerate() {
+    let mut out = String::with_capacity(64 + 32 * by_name.len());
+    out.push('{');
+    for (i, ((name, input), mask)) in by_name.into_iter().zip(masks).enumerate() {
         if i > 0 {
             out.push(',');
         }
-        out.push_str(&Value::from(name).to_string());
+        push_json_str(&mut out, name);
         out.push_str(":[");
         let declared = pii.iter().any(|p| p == name);
         // The kinds a name alone tells (values cannot show them).
-        let by_name = name_kinds(name);
-        if !declared && !by_name.is_empty() {
+        let by_name = kinds_of(mask);
+        if !declared && by_name.clone().next().is_some() {
             found
                 .entry(name.to_string())
                 .or_default()
-                .extend(by_name.iter().map(|k| k.as_str()));
+                .extend(by_name.map(|k| k.as_str()));
         }
-        let hide = declared || !by_name.is_empty();
+        let hide = declared || mask != 0;
         for (j, v) in input.elements().enumerate() {
             if j > 0 {
                 out.push(',');
@@ -205,30 +212,68 @@ pub fn inputs_json_found<'a>(
     (out, found)
 }
 
-/// The kinds of personal data that an input's name alone tells (those its values
-/// cannot show), remembered per name: a deployment's inputs are the same few names on
-/// every request, and reading a name's words is most of what logging a row costs.
-fn name_kinds(name: &str) -> Arc<[PiiKind]> {
+/// `s` as a JSON string: as it is between quotes when nothing in it needs escaping
+/// (an input's name, nearly always), else as serde_json writes it.
+fn push_json_str(out: &mut String, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        out.push_str(&Value::from(s).to_string());
+    }
+}
+
+/// The kinds in a [`name_kinds`] mask.
+fn kinds_of(mask: u16) -> impl Iterator<Item = PiiKind> + Clone {
+    PiiKind::ALL
+        .into_iter()
+        .enumerate()
+        .filter(move |(i, _)| mask & (1 << i) != 0)
+        .map(|(_, k)| k)
+}
+
+/// The kinds of personal data that each name alone tells (those its values cannot
+/// show), as masks over [`PiiKind::ALL`], remembered per name: a deployment's inputs
+/// are the same few names on every request, and reading a name's words is most of what
+/// logging a row costs. One look at the shared table serves a request's names.
+fn name_kinds<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Vec<u16> {
     use std::collections::HashMap;
     use std::sync::{OnceLock, RwLock};
     /// Enough for every input of every deployment a server holds; past it, names are
     /// read each time rather than remembered without bound.
     const REMEMBERED: usize = 4096;
-    static KINDS: OnceLock<RwLock<HashMap<String, Arc<[PiiKind]>>>> = OnceLock::new();
+    const UNKNOWN: u16 = u16::MAX;
+    static KINDS: OnceLock<RwLock<HashMap<String, u16>>> = OnceLock::new();
     let kinds = KINDS.get_or_init(Default::default);
-    if let Some(k) = kinds.read().ok().and_then(|m| m.get(name).cloned()) {
-        return k;
-    }
-    let k: Arc<[PiiKind]> = qanat_core::pii::kinds_by_name(name)
-        .into_iter()
-        .filter(|k| !k.by_content())
-        .collect();
-    if let Ok(mut m) = kinds.write() {
-        if m.len() < REMEMBERED {
-            m.insert(name.to_string(), k.clone());
+    let mut masks: Vec<u16> = match kinds.read() {
+        Ok(m) => names
+            .clone()
+            .map(|n| m.get(n).copied().unwrap_or(UNKNOWN))
+            .collect(),
+        Err(_) => names.clone().map(|_| UNKNOWN).collect(),
+    };
+    if masks.contains(&UNKNOWN) {
+        let mut learned = Vec::new();
+        for (mask, name) in masks.iter_mut().zip(names) {
+            if *mask == UNKNOWN {
+                *mask = qanat_core::pii::kinds_by_name(name)
+                    .into_iter()
+                    .filter(|k| !k.by_content())
+                    .filter_map(|k| PiiKind::ALL.iter().position(|a| *a == k))
+                    .fold(0, |m, i| m | (1 << i));
+                learned.push((name, *mask));
+            }
+        }
+        if let Ok(mut m) = kinds.write() {
+            for (name, mask) in learned {
+                if m.len() < REMEMBERED {
+                    m.insert(name.to_string(), mask);
+                }
+            }
         }
     }
-    k
+    masks
 }
 
 /// A response's outputs as `{name: data}`.
@@ -247,17 +292,32 @@ async fn write_loop(
     stats: Arc<Counters>,
     every: Duration,
 ) {
-    loop {
-        let Some(first) = rx.recv().await else {
+    let mut closed = false;
+    while !closed {
+        let mut batch = Vec::with_capacity(64);
+        if rx.recv_many(&mut batch, BATCH).await == 0 {
             return;
-        };
-        let mut batch = vec![first];
+        }
+        // The rest of the batch is collected every TICK, not as each record comes: a
+        // wake-up per record (a task switch, often a thread's) was a share of every
+        // logged request's cost.
         let deadline = tokio::time::Instant::now() + every;
-        while batch.len() < BATCH {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(p)) => batch.push(p),
-                Ok(None) | Err(_) => break,
+        loop {
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(p) => batch.push(p),
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => {
+                        closed = true;
+                        break;
+                    }
+                }
             }
+            let now = tokio::time::Instant::now();
+            if closed || batch.len() >= BATCH || now >= deadline {
+                break;
+            }
+            tokio::time::sleep_until(deadline.min(now + TICK)).await;
         }
         let size: usize = batch
             .iter()
