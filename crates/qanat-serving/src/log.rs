@@ -173,9 +173,10 @@ pub fn inputs_json_found<'a>(
                     continue;
                 }
                 Elem::Float(x) if !hide && x.is_finite() => {
-                    // Debug is the shortest form that reads back as the same f64,
-                    // with a `.0` on whole numbers, as JSON writers print them.
-                    let _ = write!(out, "{x:?}");
+                    // The shortest form that reads back as the same f64, with a
+                    // `.0` on whole numbers, as JSON writers print them (ryu: a third
+                    // of the time of the standard library's shortest form).
+                    out.push_str(ryu::Buffer::new().format_finite(x));
                     continue;
                 }
                 _ => {}
