@@ -228,6 +228,9 @@ impl fmt::Display for Elem<'_> {
 pub struct Elements<'a>(Inner<'a>);
 
 enum Inner<'a> {
+    /// A flat array (or one value): walked in place.
+    Flat(std::slice::Iter<'a, Value>),
+    /// Nested arrays, flattened first.
     Json(std::vec::IntoIter<&'a Value>),
     Fixed(Kind, std::slice::ChunksExact<'a, u8>),
     Bytes(&'a [u8]),
@@ -238,11 +241,19 @@ impl<'a> Elements<'a> {
         match raw {
             Some(r) if r.kind == Kind::Bytes => Elements(Inner::Bytes(&r.bytes)),
             Some(r) => Elements(Inner::Fixed(r.kind, r.bytes.chunks_exact(r.kind.width()))),
-            None => {
-                let mut flat = Vec::new();
-                flatten(data, &mut flat);
-                Elements(Inner::Json(flat.into_iter()))
-            }
+            // The common case, walked where it lies: no list of references is made (a
+            // request's every input is read this way two or three times).
+            None => match data {
+                Value::Array(items) if !items.iter().any(Value::is_array) => {
+                    Elements(Inner::Flat(items.iter()))
+                }
+                Value::Array(_) => {
+                    let mut flat = Vec::new();
+                    flatten(data, &mut flat);
+                    Elements(Inner::Json(flat.into_iter()))
+                }
+                one => Elements(Inner::Flat(std::slice::from_ref(one).iter())),
+            },
         }
     }
 }
@@ -252,6 +263,7 @@ impl<'a> Iterator for Elements<'a> {
 
     fn next(&mut self) -> Option<Elem<'a>> {
         match &mut self.0 {
+            Inner::Flat(it) => it.next().map(Elem::of_json),
             Inner::Json(it) => it.next().map(Elem::of_json),
             Inner::Fixed(kind, it) => it.next().map(|b| kind.decode(b)),
             Inner::Bytes(rest) => {
@@ -332,6 +344,27 @@ mod tests {
             Elements::of(&Value::Null, Some(&raw)).next(),
             Some(Elem::Float(1.0))
         );
+    }
+
+    #[test]
+    fn json_elements_walked_in_place_are_those_flattening_gives() {
+        for data in [
+            json!([1, 2.5, null, "x", true, -3]),
+            json!([[1], [2.5]]),
+            json!([[1, [2]], 3, []]),
+            json!(7),
+            json!(null),
+            json!([]),
+            json!([[]]),
+            json!({"a": 1}),
+            json!([{"a": 1}, 18446744073709551615u64]),
+        ] {
+            let mut flat = Vec::new();
+            flatten(&data, &mut flat);
+            let want: Vec<Elem> = flat.into_iter().map(Elem::of_json).collect();
+            assert_eq!(json_elements(&data).collect::<Vec<_>>(), want, "{data}");
+            assert_eq!(json_count(&data), want.len(), "{data}");
+        }
     }
 
     #[test]
