@@ -122,6 +122,17 @@ impl<E: Engine> Shared<E> {
         let outcome =
             std::panic::catch_unwind(AssertUnwindSafe(|| self.engine.run(x, rows, scratch)))
                 .unwrap_or_else(|_| Err(Error::Internal("the model panicked on a batch".into())));
+        let k = self.engine.outputs();
+        let outcome = outcome.and_then(|y| {
+            if y.len() == rows * k {
+                Ok(y)
+            } else {
+                Err(Error::Internal(format!(
+                    "the model gave {} values for {rows} rows of {k}",
+                    y.len()
+                )))
+            }
+        });
         if rows == 1 && outcome.is_ok() {
             let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
             let old = self.one_row_ns.load(Ordering::Relaxed);
@@ -347,13 +358,8 @@ impl<E: Engine> Batcher<E> {
         if more {
             shared.wake.notify_one();
         }
-        let k = shared.engine.outputs();
         Some(match outcome {
-            Ok(y) if y.len() == rows * k => Ok((y, Duration::ZERO)),
-            Ok(y) => Err(Error::Internal(format!(
-                "the model gave {} values for {rows} rows of {k}",
-                y.len()
-            ))),
+            Ok(y) => Ok((y, Duration::ZERO)),
             Err(e) => Err(failed(&e)),
         })
     }
@@ -458,24 +464,12 @@ fn work<E: Engine>(shared: &Shared<E>) {
     loop {
         let now = Instant::now();
         let deadline = expire(shared, &mut q, now);
-        if q.waiting == 0 {
-            if q.closed {
+        // Nothing to take, or every share taken by batches run inline (the last to end
+        // wakes one): sleep until a request, a share or the next deadline.
+        if q.waiting == 0 || q.busy >= shared.workers {
+            if q.waiting == 0 && q.closed {
                 return;
             }
-            q = match deadline {
-                Some(d) => {
-                    shared
-                        .wake
-                        .wait_timeout(q, d - now)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0
-                }
-                None => shared.wake.wait(q).unwrap_or_else(|p| p.into_inner()),
-            };
-            continue;
-        }
-        if q.busy >= shared.workers {
-            // Every share is taken by batches run inline: the last to end wakes one.
             q = match deadline {
                 Some(d) => {
                     shared
@@ -539,7 +533,7 @@ fn run<E: Engine>(shared: &Shared<E>, batch: Vec<Item>, scratch: &mut E::Scratch
     shared.lock().busy -= 1;
     let k = engine.outputs();
     match outcome {
-        Ok(y) if y.len() == rows * k => {
+        Ok(y) => {
             let mut at = 0;
             for item in batch {
                 let n = item.rows * k;
@@ -547,12 +541,6 @@ fn run<E: Engine>(shared: &Shared<E>, batch: Vec<Item>, scratch: &mut E::Scratch
                     .reply
                     .send(Ok((y[at..at + n].to_vec(), started - item.enqueued)));
                 at += n;
-            }
-        }
-        Ok(y) => {
-            let e = format!("the model gave {} values for {rows} rows of {k}", y.len());
-            for item in batch {
-                let _ = item.reply.send(Err(Error::Internal(e.clone())));
             }
         }
         Err(e) => {

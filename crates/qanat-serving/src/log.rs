@@ -146,12 +146,11 @@ pub fn inputs_json_found<'a>(
         out.push_str(":[");
         let declared = pii.iter().any(|p| p == name);
         // The kinds a name alone tells (values cannot show them).
-        let by_name = kinds_of(mask);
-        if !declared && by_name.clone().next().is_some() {
+        if !declared && mask != 0 {
             found
                 .entry(name.to_string())
                 .or_default()
-                .extend(by_name.map(|k| k.as_str()));
+                .extend(kinds_of(mask).map(|k| k.as_str()));
         }
         let hide = declared || mask != 0;
         for (j, v) in input.elements().enumerate() {
@@ -226,7 +225,7 @@ fn push_json_str(out: &mut String, s: &str) {
 }
 
 /// The kinds in a [`name_kinds`] mask.
-fn kinds_of(mask: u16) -> impl Iterator<Item = PiiKind> + Clone {
+fn kinds_of(mask: u16) -> impl Iterator<Item = PiiKind> {
     PiiKind::ALL
         .into_iter()
         .enumerate()
