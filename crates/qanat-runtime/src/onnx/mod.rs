@@ -346,16 +346,21 @@ pub fn with_external(
                 t.name, place.file
             ))
         })?;
-        let end = place.length.map_or(data.len(), |l| place.offset + l);
-        let raw = data.get(place.offset..end).ok_or_else(|| {
-            Error::invalid(format!(
-                "tensor '{}' is at bytes {}..{end} of '{}', which has {}",
-                t.name,
-                place.offset,
-                place.file,
-                data.len()
-            ))
-        })?;
+        let end = place
+            .length
+            .map_or(Some(data.len()), |l| place.offset.checked_add(l));
+        let raw = end
+            .and_then(|end| data.get(place.offset..end))
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "tensor '{}' is at offset {} (length {}) of '{}', which has {} bytes",
+                    t.name,
+                    place.offset,
+                    place.length.map_or("to its end".into(), |l| l.to_string()),
+                    place.file,
+                    data.len()
+                ))
+            })?;
         t.raw_data = raw.to_vec();
         t.data_location = None;
         t.external_data.clear();
@@ -631,6 +636,98 @@ mod tests {
             output: vec![value("y", dims)],
             ..pb::GraphProto::default()
         })
+    }
+
+    /// A graph `y = x + w` whose initializer `w` (4 floats) is kept outside it, with
+    /// these `external_data` entries.
+    fn with_weights_outside(entries: &[(&str, &str)]) -> Vec<u8> {
+        let w = pb::TensorProto {
+            name: "w".into(),
+            dims: vec![4],
+            data_type: 1,
+            data_location: Some(1),
+            external_data: entries
+                .iter()
+                .map(|(k, v)| pb::StringStringEntryProto {
+                    key: k.to_string(),
+                    value: v.to_string(),
+                })
+                .collect(),
+            ..pb::TensorProto::default()
+        };
+        file(pb::GraphProto {
+            node: vec![super::build::node("Add", &["x", "w"], "y")],
+            initializer: vec![w],
+            input: vec![value("x", &[1, 4])],
+            output: vec![value("y", &[1, 4])],
+            ..pb::GraphProto::default()
+        })
+    }
+
+    #[test]
+    fn external_data_is_read_in_from_beside_the_model_and_nowhere_else() {
+        let weights: Vec<u8> = [9.0f32, 1.0, 2.0, 3.0, 4.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let files = std::collections::HashMap::from([("w.bin".to_string(), weights.clone())]);
+        let bytes =
+            with_weights_outside(&[("location", "w.bin"), ("offset", "4"), ("length", "16")]);
+        assert_eq!(external_files(&bytes).unwrap(), vec!["w.bin".to_string()]);
+        let whole = with_external(&bytes, &files).unwrap();
+        assert!(
+            external_files(&whole).unwrap().is_empty(),
+            "it stands alone"
+        );
+        let proto = pb::ModelProto::decode(whole.as_slice()).unwrap();
+        let w = &proto.graph.as_ref().unwrap().initializer[0];
+        assert_eq!(w.raw_data, weights[4..20]);
+        assert!(w.external_data.is_empty() && w.data_location.is_none());
+        OnnxGraph::read(&whole).expect("the whole model reads");
+
+        // Without a length, the tensor runs to the file's end.
+        let to_end = with_weights_outside(&[("location", "w.bin"), ("offset", "4")]);
+        let proto = pb::ModelProto::decode(with_external(&to_end, &files).unwrap().as_slice());
+        assert_eq!(
+            proto.unwrap().graph.unwrap().initializer[0].raw_data,
+            weights[4..]
+        );
+
+        // Paths that leave the model's directory are refused by name, before any read.
+        for place in ["../w.bin", "/etc/passwd", "a/../../w.bin", ""] {
+            let bytes = with_weights_outside(&[("location", place)]);
+            let e = external_files(&bytes).expect_err(place).to_string();
+            assert!(
+                e.contains("must be a file beside the model"),
+                "{place}: {e}"
+            );
+        }
+        // A file that is not there, ranges past its end (or past any end), bad numbers.
+        let max = usize::MAX.to_string();
+        for (entries, says) in [
+            (vec![("location", "other.bin")], "not beside the model"),
+            (
+                vec![("location", "w.bin"), ("offset", "8"), ("length", "16")],
+                "which has 20 bytes",
+            ),
+            (
+                vec![("location", "w.bin"), ("offset", "21")],
+                "which has 20 bytes",
+            ),
+            (
+                vec![
+                    ("location", "w.bin"),
+                    ("offset", "1"),
+                    ("length", max.as_str()),
+                ],
+                "which has 20 bytes",
+            ),
+            (vec![("location", "w.bin"), ("offset", "-1")], "offset '-1'"),
+        ] {
+            let bytes = with_weights_outside(&entries);
+            let e = with_external(&bytes, &files).expect_err(says).to_string();
+            assert!(e.contains(says), "{entries:?}: {e}");
+        }
     }
 
     #[test]
