@@ -23,6 +23,73 @@ const BUILD_VERSION: &str = "1";
 /// The file an environment (or a model's directory) holds once it is complete.
 pub(super) const READY: &str = ".qanat-ready";
 
+/// The pip requirements of a model that has a `conda.yaml` but no `requirements.txt`
+/// (MLflow writes both; models logged by hand or by old versions may carry only the
+/// former), as `requirements.txt` lines for [`requirements`] to check. Only the `pip`
+/// section is installed: `python` and `pip` themselves are the server's, and any other
+/// conda package is refused by name rather than left to fail at import.
+pub fn conda_pip_requirements(text: &str) -> Result<String, String> {
+    /// Larger than any environment file MLflow writes; YAML is parsed in the server.
+    const MAX_BYTES: usize = 256 * 1024;
+    if text.len() > MAX_BYTES {
+        return Err(format!(
+            "its conda.yaml has {} bytes, over the {MAX_BYTES} read",
+            text.len()
+        ));
+    }
+    let bad = |why: String| format!("its conda.yaml {why}");
+    let doc: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(text).map_err(|e| bad(format!("is not YAML ({e})")))?;
+    let mut lines: Vec<String> = Vec::new();
+    let deps = match doc.get("dependencies") {
+        None | Some(serde_yaml_ng::Value::Null) => return Ok(String::new()),
+        Some(serde_yaml_ng::Value::Sequence(d)) => d,
+        Some(_) => return Err(bad("has 'dependencies' that is not a list".into())),
+    };
+    for dep in deps {
+        match dep {
+            serde_yaml_ng::Value::String(s) => {
+                let name = s
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+                    .next()
+                    .unwrap_or_default();
+                if name != "python" && name != "pip" {
+                    return Err(bad(format!(
+                        "lists the conda package '{}', which the Python runtime does not                          install (only the pip section is): list it in requirements.txt",
+                        s.chars().take(80).collect::<String>()
+                    )));
+                }
+            }
+            serde_yaml_ng::Value::Mapping(m) => {
+                for (k, v) in m {
+                    if k.as_str() != Some("pip") {
+                        return Err(bad("has a dependency entry other than 'pip'".into()));
+                    }
+                    let Some(pip) = v.as_sequence() else {
+                        return Err(bad("has a 'pip' entry that is not a list".into()));
+                    };
+                    for line in pip {
+                        match line.as_str() {
+                            Some(l) if !l.contains(['\n', '\r']) => lines.push(l.to_string()),
+                            _ => {
+                                return Err(
+                                    bad("has a pip requirement that is not one line".into()),
+                                )
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {
+                return Err(bad(
+                    "has a dependency that is neither a name nor 'pip'".into()
+                ))
+            }
+        }
+    }
+    Ok(lines.join("\n"))
+}
+
 /// The requirement lines of a model's `requirements.txt`, checked, as pip gets them.
 pub fn requirements(text: &str) -> Result<Vec<String>, String> {
     let mut out: Vec<String> = Vec::new();
@@ -310,6 +377,40 @@ mod tests {
                 "pyarrow"
             ]
         );
+    }
+
+    #[test]
+    fn a_conda_yaml_gives_its_pip_section_and_refuses_conda_packages() {
+        // What `mlflow.pyfunc.log_model` writes.
+        let mlflow = "channels:\n- conda-forge\ndependencies:\n- python=3.11.2\n- pip<=24.0\n- pip:\n  - mlflow==3.1.0\n  - cloudpickle==3.1.1\nname: mlflow-env\n";
+        let lines = conda_pip_requirements(mlflow).expect("MLflow's own");
+        assert_eq!(lines, "mlflow==3.1.0\ncloudpickle==3.1.1");
+        assert_eq!(
+            requirements(&lines).unwrap()[..2],
+            ["mlflow-skinny==3.1.0", "cloudpickle==3.1.1"]
+        );
+        assert_eq!(conda_pip_requirements("name: x\n").unwrap(), "");
+        for (bad, says) in [
+            (
+                "dependencies:\n- cudatoolkit=11.8\n",
+                "conda package 'cudatoolkit=11.8'",
+            ),
+            ("dependencies: numpy\n", "not a list"),
+            ("dependencies:\n- pip: numpy\n", "not a list"),
+            ("dependencies:\n- pip:\n  - {a: b}\n", "not one line"),
+            ("dependencies:\n- conda: [x]\n", "other than 'pip'"),
+            ("dependencies: [\n", "is not YAML"),
+        ] {
+            let e = conda_pip_requirements(bad).expect_err(bad);
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        // The pip lines are then checked like requirements.txt's.
+        let opt = conda_pip_requirements("dependencies:\n- pip:\n  - --index-url http://evil\n");
+        assert!(requirements(&opt.unwrap()).is_err());
+        let big = format!("name: x\n#{}\n", "a".repeat(300 * 1024));
+        assert!(conda_pip_requirements(&big)
+            .unwrap_err()
+            .contains("over the"));
     }
 
     #[test]

@@ -789,7 +789,10 @@ impl Runtime {
         let model_dir = write_model(s, key, &files).await?;
         let reqs = match tokio::fs::read(model_dir.join("requirements.txt")).await {
             Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-            Err(_) => String::new(),
+            Err(_) => match tokio::fs::read(model_dir.join("conda.yaml")).await {
+                Ok(b) => env::conda_pip_requirements(&String::from_utf8_lossy(&b))?,
+                Err(_) => String::new(),
+            },
         };
         let reqs = env::requirements(&reqs)?;
         let env = self.envs.get(s, &reqs).await?;
