@@ -510,5 +510,90 @@ def a_version_no_runtime_serves_is_refused_at_deploy_with_the_reason():
     print(f"     a pyfunc taking a binary column: {status}, naming the column and its type")
 
 
+def infer_fp64(name, rows):
+    """One REST request with an FP64 JSON tensor (as a float64 numpy signature says)."""
+    x = np.asarray(rows, dtype=np.float64)
+    return api("POST", f"/oip/{PROJECT}/v2/models/{name}/infer", {
+        "inputs": [{"name": "input-0", "shape": list(x.shape), "datatype": "FP64",
+                    "data": x.flatten().tolist()}]})
+
+
+def wait_loaded(name):
+    """The deployment's status once every target says what serves it."""
+    deadline = time.time() + 900
+    while True:
+        status, body = api("GET", f"/api/v1/projects/{PROJECT}/deployments/{name}")
+        if status == 200 and all(t.get("runtime") for t in body["targets"]):
+            return body
+        assert time.time() < deadline, (status, body)
+        time.sleep(2)
+
+
+def log_records(name, enough):
+    """The deployment's inference log once `enough(records)` holds (the log's writer
+    flushes in the background)."""
+    deadline = time.time() + 60
+    while True:
+        status, body = api("GET", f"/api/v1/projects/{PROJECT}/deployments/{name}/log?limit=1000")
+        assert status == 200, (status, body)
+        if enough(body["records"]):
+            return body["records"]
+        assert time.time() < deadline, [(r["role"], r["version"]) for r in body["records"]]
+        time.sleep(0.5)
+
+
+@test
+def a_native_and_a_python_version_shadow_and_canary_each_other_and_both_are_logged():
+    """The routing, shadow comparison and inference log are the same for every runtime:
+    one deployment whose versions run natively and on the Python runtime."""
+    X, y = load_iris(return_X_y=True)
+    wrapped = lgb.LGBMClassifier(n_estimators=5, verbose=-1).fit(X, y)
+    v_python = registered(mlflow.lightgbm.log_model(
+        wrapped, name="model", registered_model_name="iris-mixed",
+        signature=infer_signature(X, wrapped.predict(X))))
+    booster = lgb.train({"objective": "multiclass", "num_class": 3, "verbose": -1},
+                        lgb.Dataset(X, label=y), 20)
+    v_native = registered(mlflow.lightgbm.log_model(
+        booster, name="model", registered_model_name="iris-mixed",
+        signature=infer_signature(X, booster.predict(X))))
+
+    # The native version answers; the Python one gets a copy of every request.
+    status, body = api("POST", f"/api/v1/projects/{PROJECT}/deployments", {
+        "name": "iris-mixed", "spec": {"model": "iris-mixed", "targets": [
+            {"version": v_native, "weight": 100}, {"version": v_python, "shadow": True}]}})
+    assert status == 201, (status, body)
+    runtimes = {t["version"]: t["runtime"] for t in wait_loaded("iris-mixed")["targets"]}
+    assert runtimes[v_native].startswith("qanat trees") and runtimes[v_python].startswith("python"), runtimes
+    for i in range(20):
+        status, body = infer_fp64("iris-mixed", X[i:i + 1])
+        assert status == 200 and body["model_version"] == v_native, (status, body)
+        equal(np.asarray(body["outputs"][0]["data"]), booster.predict(X[i:i + 1])[0], "answer")
+
+    def count(records, role, version):
+        return sum(1 for r in records if r["role"] == role and r["version"] == version)
+    log_records("iris-mixed", lambda rs: count(rs, "answer", v_native) >= 20
+                and count(rs, "shadow", v_python) >= 20)
+
+    # A canary: both answer, each answer logged under the version that gave it.
+    status, body = api("PUT", f"/api/v1/projects/{PROJECT}/deployments/iris-mixed", {
+        "model": "iris-mixed", "targets": [{"version": v_native, "weight": 50},
+                                           {"version": v_python, "weight": 50}]})
+    assert status == 200, (status, body)
+    wait_loaded("iris-mixed")
+    answered = {v_native: 0, v_python: 0}
+    for i in range(60):
+        status, body = infer_fp64("iris-mixed", X[i:i + 1])
+        assert status == 200, (status, body)
+        answered[body["model_version"]] += 1
+        want = booster.predict(X[i:i + 1])[0] if body["model_version"] == v_native else wrapped.predict(X[i:i + 1])
+        equal(np.asarray(body["outputs"][0]["data"]), want, f"version {body['model_version']}")
+    assert all(answered.values()), answered
+    log_records("iris-mixed", lambda rs: count(rs, "answer", v_python) >= answered[v_python]
+                and count(rs, "answer", v_native) >= 20 + answered[v_native])
+    print(f"     a native LightGBM version with a Python-runtime shadow: 20 answers, 20 shadow copies "
+          f"logged; as a 50/50 canary: {answered[v_native]} native and {answered[v_python]} Python "
+          "answers, each equal to its own library and logged under its version")
+
+
 if __name__ == "__main__":
     main()
