@@ -961,6 +961,29 @@ fn tls_1_3_only_with_dev_certificate() {
         .send()
         .expect("TLS request");
     assert_eq!(resp.status().as_u16(), 200);
+    // Under TLS the UI's cookies are Secure: the login form's and the session's.
+    let ui = reqwest::blocking::Client::builder()
+        .add_root_certificate(ca.clone())
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let form = ui.get(format!("{url}/ui/login")).send().expect("form");
+    let login_cookie = common::set_cookie(&form, "qanat_login").expect("login cookie");
+    let csrf = common::csrf_of(&form.text().unwrap_or_default());
+    let logged_in = ui
+        .post(format!("{url}/ui/login"))
+        .header("cookie", login_cookie.split(';').next().unwrap_or_default())
+        .form(&[("token", q.admin_token.as_str()), ("csrf", csrf.as_str())])
+        .send()
+        .expect("login");
+    assert_eq!(logged_in.status(), 303);
+    let session = common::set_cookie(&logged_in, "qanat_session").expect("session cookie");
+    for c in [&login_cookie, &session] {
+        assert!(
+            c.contains("; Secure") && c.contains("HttpOnly") && c.contains("SameSite="),
+            "{c}"
+        );
+    }
     // TLS 1.2 is refused.
     let old = reqwest::blocking::Client::builder()
         .add_root_certificate(ca)
@@ -1525,6 +1548,74 @@ fn metrics_need_a_token_scoped_to_them_unless_an_admin_opts_in() {
     );
 }
 
+/// The UI's pages pass the one authorization point like the API: a viewer opens their
+/// project's pages and gets 404 for another's, an admin-only page is refused to them,
+/// and governed reads (datasets, the compliance report) are audited with who read.
+#[test]
+fn ui_pages_are_authorized_per_project_and_governed_reads_audited() {
+    let q = Qanat::start();
+    q.create_project("fraud", &["uae-north"]);
+    let vera = q.user_with_role("vera", "fraud", "viewer");
+    let b = browser();
+    let get = |session: &str, path: &str| {
+        let r = b
+            .get(format!("{}{path}", q.url))
+            .header("cookie", session)
+            .send()
+            .expect("page");
+        (r.status().as_u16(), r.text().unwrap_or_default())
+    };
+    let viewer = ui_login(&q, &vera);
+    assert_eq!(get(&viewer, "/ui/p/fraud/datasets").0, 200);
+    let (home, html) = get(&viewer, "/ui/");
+    assert!(home == 200 && html.contains("/ui/p/fraud") && !html.contains("/ui/p/default"));
+    for path in [
+        "/ui/p/default/datasets",
+        "/ui/p/default/models",
+        "/ui/p/nope/runs",
+    ] {
+        assert_eq!(get(&viewer, path).0, 404, "{path}");
+    }
+    for path in ["/ui/compliance", "/ui/audit"] {
+        assert_eq!(get(&viewer, path).0, 403, "{path}");
+    }
+
+    let admin = ui_login(&q, &q.admin_token);
+    let (status, html) = get(&admin, "/ui/compliance?project=fraud");
+    assert_eq!(status, 200, "{html}");
+    assert!(
+        html.contains("<h1>Compliance report</h1>")
+            && html.contains("project <strong>fraud</strong>")
+            && html.contains("Where data lives"),
+        "{html}"
+    );
+
+    let read = audit(&q, "action=ui.datasets");
+    assert!(
+        read.iter()
+            .any(|e| e["actor"] == "vera" && e["project"] == "fraud" && e["outcome"] == "success"),
+        "{read:?}"
+    );
+    assert!(
+        read.iter()
+            .any(|e| e["actor"] == "vera" && e["outcome"] == "denied"),
+        "the refused read is audited too: {read:?}"
+    );
+    let report = audit(&q, "action=ui.compliance");
+    assert!(
+        report
+            .iter()
+            .any(|e| e["actor"] == "admin" && e["outcome"] == "success"),
+        "{report:?}"
+    );
+    assert!(
+        report
+            .iter()
+            .any(|e| e["actor"] == "vera" && e["outcome"] == "denied"),
+        "{report:?}"
+    );
+}
+
 /// The UI: a token logs in to a session that only pages accept, pages carry a strict
 /// CSP, a page without a session sends the browser to the login form, and logging
 /// out ends the session at once.
@@ -1555,8 +1646,12 @@ fn the_ui_logs_in_with_a_token_into_a_session_that_logging_out_ends() {
     assert_eq!(refused.status(), 403);
     // A wrong token says so, on the form.
     let form = b.get(format!("{}/ui/login", q.url)).send().expect("form");
-    let pair = set_cookie(&form, "qanat_login").expect("cookie");
-    let pair = pair.split(';').next().unwrap_or_default().to_string();
+    let full = set_cookie(&form, "qanat_login").expect("cookie");
+    assert!(
+        full.contains("HttpOnly") && !full.contains("Secure"),
+        "plain HTTP: {full}"
+    );
+    let pair = full.split(';').next().unwrap_or_default().to_string();
     let csrf = csrf_of(&form.text().unwrap_or_default());
     let bad = b
         .post(format!("{}/ui/login", q.url))
