@@ -141,13 +141,17 @@ pub(crate) async fn build(
         personal_data.extend(holdings(state, p).await?);
     }
     let scope = project.as_deref();
-    let excerpt = |actions: &'static [&'static str], details: &'static [&'static str]| async move {
+    let excerpt_of = |whole: bool,
+                      actions: &'static [&'static str],
+                      details: &'static [&'static str]| async move {
+        let scope = if whole { None } else { scope };
         let (count, entries) = state
             .gov
             .audit_excerpt(scope, since, until, actions, details, EXCERPT)
             .await?;
         Ok::<AuditExcerpt, ApiError>(AuditExcerpt { count, entries })
     };
+    let excerpt = |actions, details| excerpt_of(false, actions, details);
     let residency_refusals = excerpt(&[], &["data residency:"]).await?;
     let pii_access = excerpt(
         &["pii.grant", "pii.revoke", "job.input.pii_clear"],
@@ -169,7 +173,9 @@ pub(crate) async fn build(
             }
         }
     }
-    let rotations = excerpt(&["keys.rotate"], &[]).await?;
+    // The master keys wrap every project's data keys: their rotations belong in a
+    // project's report too, though their entries name no project.
+    let rotations = excerpt_of(true, &["keys.rotate"], &[]).await?;
     let keyring = state.storage.keyring();
     let verification = state.gov.verify_audit().await?;
     let checkpoint = state.gov.audit_checkpoint(keyring).await?;

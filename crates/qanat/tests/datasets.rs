@@ -1499,6 +1499,10 @@ fn personal_data_is_pseudonymized_for_readers_without_the_pii_permission() {
         "{gcs}"
     );
 
+    // A master key rotation (installation-wide) shows in the project's report.
+    let (s, rotated) = q.api("POST", "/api/v1/admin/keys/rotate", None);
+    assert_eq!(s, 200, "{rotated}");
+
     // The compliance report of the project: its figures are the data's.
     let (ok, out, err) = q.cli(&["compliance", "report", "-p", "crm", "--output", "json"]);
     assert!(ok, "{err}");
@@ -1581,9 +1585,26 @@ fn personal_data_is_pseudonymized_for_readers_without_the_pii_permission() {
         r["retention"]
     );
     assert_eq!(r["audit"]["verification"]["ok"], true);
-    assert!(r["keys"]["active_key_id"]
-        .as_str()
-        .is_some_and(|k| !k.is_empty()));
+    assert_eq!(r["keys"]["active_key_id"], rotated["new_key_id"]);
+    assert!(
+        r["keys"]["key_ids"]
+            .as_array()
+            .is_some_and(|ids| ids.contains(&rotated["new_key_id"])),
+        "{}",
+        r["keys"]
+    );
+    assert_eq!(r["keys"]["rotations"]["count"], 1, "{}", r["keys"]);
+    assert_eq!(
+        r["keys"]["rotations"]["entries"][0]["action"],
+        "keys.rotate"
+    );
+    let checkpoint = &r["audit"]["checkpoint"];
+    assert!(
+        checkpoint["seq"].as_i64() > Some(0)
+            && checkpoint["hash"].as_str().is_some_and(|h| h.len() == 64)
+            && checkpoint["mac"].as_str().is_some_and(|m| !m.is_empty()),
+        "the report carries a signed checkpoint of the audit chain's head: {checkpoint}"
+    );
     // A page to hand over; a viewer may not have the report.
     let page = q.dir.path().join("report.html");
     let (ok, _, err) = q.cli(&[
