@@ -6,8 +6,9 @@
 //!   script against one server, so an `export` or a file made in one block holds in
 //!   the next; `qanat` is the binary under test, and `cargo run --release [--quiet] --`
 //!   reads as `qanat`;
-//! - starting the server is the harness's job: `qanat server`, `cargo test` and `alias`
-//!   lines are left out, and `http://127.0.0.1:8080` is the test server;
+//! - starting the server is the harness's job: `qanat server`, `cargo test`, `cargo
+//!   install` and `alias` lines are left out (and listed in the report, with why),
+//!   and `http://127.0.0.1:8080` is the test server;
 //! - `<!-- docs-test: setup … -->` (invisible when rendered) holds shell that runs
 //!   before the next block: the files an example reads, a project it works in (the
 //!   repository is at `$QANAT_DOCS_REPO`, for its `examples/`);
@@ -140,28 +141,42 @@ fn commands(lines: &[String]) -> usize {
     n
 }
 
-/// A documented line as it runs here, or `None` for the harness's own steps.
-fn as_run(line: &str, url: &str) -> Option<String> {
+/// A documented line as it runs here, or (as `Err`) why the harness does it itself.
+fn as_run(line: &str, url: &str) -> Result<String, &'static str> {
     let line = line
         .replace("cargo run --release --quiet --", "qanat")
         .replace("cargo run --release --", "qanat")
         .replace("http://127.0.0.1:8080", url);
     let cmd = line.trim_start();
-    let harness = cmd.starts_with("qanat server")
-        || cmd.starts_with("cargo test")
-        || cmd.starts_with("cargo install")
-        || cmd.starts_with("alias ");
-    (!harness).then_some(line)
+    for (start, why) in [
+        (
+            "qanat server",
+            "the harness starts a fresh server for each file",
+        ),
+        ("cargo test", "the test suite itself, which CI runs"),
+        (
+            "cargo install",
+            "the harness runs the binary this test was built with",
+        ),
+        ("alias ", "the harness puts that binary on PATH as qanat"),
+    ] {
+        if cmd.starts_with(start) {
+            return Err(why);
+        }
+    }
+    Ok(line)
 }
 
 /// Runs one file's blocks as one script against a fresh server; panics with the
-/// script's output when a command fails. Returns (blocks, commands) run.
-fn run_file(path: &Path) -> (usize, usize) {
+/// script's output when a command fails. Returns the blocks and commands run, and the
+/// lines left to the harness (`line: command (why)`).
+fn run_file(path: &Path) -> (usize, usize, Vec<String>) {
     let text = std::fs::read_to_string(path).expect("read doc");
     let blocks = blocks(&text).run;
     if blocks.is_empty() {
-        return (0, 0);
+        return (0, 0, Vec::new());
     }
+    let mut harness = Vec::new();
     let q = Qanat::start();
     let bin_dir = q.dir.path().join("bin");
     std::fs::create_dir_all(&bin_dir).expect("mkdir");
@@ -173,9 +188,12 @@ fn run_file(path: &Path) -> (usize, usize) {
     for b in &blocks {
         script.push_str(&format!("echo '>>> {}:{}' >&2\n", path.display(), b.line));
         for l in b.setup.iter().chain(&b.body) {
-            if let Some(l) = as_run(l, &q.url) {
-                script.push_str(&l);
-                script.push('\n');
+            match as_run(l, &q.url) {
+                Ok(l) => {
+                    script.push_str(&l);
+                    script.push('\n');
+                }
+                Err(why) => harness.push(format!("{}: `{}` ({why})", b.line, l.trim())),
             }
         }
     }
@@ -214,7 +232,7 @@ fn run_file(path: &Path) -> (usize, usize) {
         .iter()
         .map(|b| commands(&b.setup) + commands(&b.body))
         .sum();
-    (blocks.len(), commands)
+    (blocks.len(), commands, harness)
 }
 
 fn docs() -> Vec<PathBuf> {
@@ -235,8 +253,9 @@ fn every_shell_example_in_the_docs_runs() {
     let (mut ran, mut commands) = (0, 0);
     let mut report = String::new();
     let mut skipped = Vec::new();
+    let mut harness = Vec::new();
     for path in docs() {
-        let (b, c) = run_file(&path);
+        let (b, c, h) = run_file(&path);
         ran += b;
         commands += c;
         let name = path
@@ -247,6 +266,7 @@ fn every_shell_example_in_the_docs_runs() {
         if b > 0 {
             report.push_str(&format!("  {name}: {b} blocks, {c} commands\n"));
         }
+        harness.extend(h.into_iter().map(|l| format!("  {name}:{l}")));
         let text = std::fs::read_to_string(&path).expect("read");
         skipped.extend(
             blocks(&text)
@@ -256,9 +276,11 @@ fn every_shell_example_in_the_docs_runs() {
         );
     }
     let report = format!(
-        "docs test: {commands} commands in {ran} blocks ran\n{report}{} blocks skipped, each with its reason:\n{}\n",
+        "docs test: {commands} commands in {ran} blocks ran\n{report}{} blocks skipped, each with its reason:\n{}\n{} lines done by the harness instead, at the block's line:\n{}\n",
         skipped.len(),
-        skipped.join("\n")
+        skipped.join("\n"),
+        harness.len(),
+        harness.join("\n")
     );
     eprint!("{report}");
     // CI prints it (the test's own output is captured when it passes).
@@ -315,10 +337,13 @@ fn the_reader_finds_setup_skip_and_blocks() {
             (16, "$ curl -s http://x".to_string())
         ]
     );
-    assert_eq!(as_run("cargo run --release -- server", "u"), None);
+    assert_eq!(
+        as_run("cargo run --release -- server", "u"),
+        Err("the harness starts a fresh server for each file")
+    );
     assert_eq!(
         as_run("curl http://127.0.0.1:8080/x", "http://h:1").as_deref(),
-        Some("curl http://h:1/x")
+        Ok("curl http://h:1/x")
     );
     let lines = |s: &str| s.lines().map(str::to_string).collect::<Vec<_>>();
     assert_eq!(
