@@ -78,6 +78,8 @@ fn the_quickstart_runs_to_a_promoted_canary_with_its_lineage_and_runs_again() {
             // Each step names its page in the web UI.
             "the web UI: http://",
             "/ui/p/default/jobs/job-",
+            "/ui/p/default/features",
+            "/ui/p/default/datasets/cancer-train/versions/",
             "/ui/p/default/monitors/diagnosis",
             "/ui/p/default/lineage?ref=model:cancer@4",
         ] {

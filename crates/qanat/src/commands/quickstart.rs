@@ -730,6 +730,7 @@ impl Quickstart {
                 m.feature_view, m.version, m.rows_in_window, m.written, m.end
             );
         }
+        println!("  {}", self.ui("/features"));
         Ok(())
     }
 
@@ -764,6 +765,10 @@ impl Quickstart {
                 .map(|f| format!("{}@{}", f.name, f.version))
                 .collect::<Vec<_>>()
                 .join(", ")
+        );
+        println!(
+            "  {}",
+            self.ui(&format!("/datasets/{}/versions/{}", t.dataset, t.version))
         );
         Ok(t.reference.to_string())
     }
