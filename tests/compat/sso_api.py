@@ -208,6 +208,19 @@ def main():
     status, body = call("POST", "/mlflow/fraud/api/2.0/mlflow/experiments/create", bob2, {"name": "bob-exp-2"})
     result("a group change takes effect at the next login (viewer: 403)", status == 403, f"{status} {body}")
 
+    # The inference routes (Open Inference Protocol) take the provider's tokens too,
+    # authorized per project like every route.
+    status, index = call("POST", "/oip/fraud/v2/repository/index", bob2, {})
+    result("the provider's token on the OIP routes: bob lists fraud's models", status == 200 and isinstance(index, list),
+           f"{status} {index}")
+    status, body = call("POST", "/oip/fraud/v2/models/none/infer", bob2,
+                        {"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [1.0]}]})
+    result("an inference call with the provider's token is authorized, then answered 404 for a model that is not there",
+           status == 404, f"{status} {body}")
+    status, body = call("POST", "/oip/default/v2/repository/index", bob2, {})
+    result("the provider's token on another project's OIP routes: 404 as for one that does not exist",
+           status == 404, f"{status} {body}")
+
     # Tokens the server must refuse.
     other_aud = login(idp, "carol", extra={"resource": "urn:other"})["access_token"]
     refused("a token for another audience", other_aud)

@@ -60,6 +60,17 @@ def main():
                                            "name": "Dave", "groups": ["fraud-editors"]}))
     d = browser()
     try:
+        # A callback whose state is not the one this browser's login sent (a forged or
+        # replayed login) is refused, and so is one with no login begun at all.
+        d.get(URL + "/ui/login/sso?next=/ui/")
+        WebDriverWait(d, 30).until(lambda d: d.find_elements(By.ID, "username"))
+        d.get(URL + "/ui/login/sso/callback?code=stolen&state=" + "A" * 43)
+        check("a callback with another login's state is refused as forged",
+              "forged or replayed" in d.page_source, d.page_source[:400])
+        d.get(URL + "/ui/login/sso/callback?code=stolen&state=" + "A" * 43)
+        check("the refused login's state is spent: the same callback again has no login to finish",
+              "log in again" in d.page_source and "forged" not in d.page_source, d.page_source[:400])
+        d.delete_all_cookies()
         d.get(URL + "/ui/p/fraud/experiments")
         check("a page asks for a login first", "/ui/login" in d.current_url, d.current_url)
         link = d.find_elements(By.ID, "sso")
