@@ -7,14 +7,16 @@
 #   3. the idle-GPU flag: a job that holds a GPU and sleeps is flagged (idle_gpus);
 #   4. the CUDA trainer against PyTorch AMP (samples/s in fp32, bf16, fp16, with the
 #      GPU's utilization sampled while each runs), when a PyTorch venv is given;
-#   5. GPU serving: a deployment of the trained model says where it runs (onnxruntime
-#      on cuda when the binary was built with it).
+#   5. GPU serving: the trained model's ONNX graph, deployed alone, says where it runs
+#      and answers a 64-row request (onnxruntime's CUDA provider when ORT_GPU_LIB
+#      names an onnxruntime-gpu libonnxruntime.so).
 #
 # Usage: scripts/gpu-check.sh [QANAT_BINARY] [GPU_CHECK_BINARY]
 #   QANAT_BINARY      a `--features cuda` build of qanat (default: builds it)
 #   GPU_CHECK_BINARY  the trainer's example (default: builds it; needs the toolkit-free
 #                     cuda feature only)
 #   TORCH_PYTHON=...  a python with torch (CUDA) for step 4; skipped without it
+#   ORT_GPU_LIB=...   libonnxruntime.so of onnxruntime-gpu for step 5 (CPU without it)
 # Exits 2 on a machine without an NVIDIA GPU.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,6 +53,9 @@ json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 # The server: metrics every 2 s, a GPU idle for 15 s is flagged.
 export QANAT_JOBS_METRICS_INTERVAL_SECS=2 QANAT_JOBS_IDLE_GPU_SECS=15
+if [ -n "${ORT_GPU_LIB:-}" ]; then
+  export QANAT_RUNTIME_ONNXRUNTIME_LIB=$ORT_GPU_LIB
+fi
 # shellcheck source=bench/qanat_server.sh
 source "$ROOT/scripts/bench/qanat_server.sh"
 qanat_server
@@ -139,15 +144,46 @@ for p in fp32 bf16 fp16; do
   fi
 done
 
-# 5. Serving the trained model: where it runs.
+# 5. GPU serving: the trained version's ONNX graph, registered alone (as
+#    `mlflow.onnx.log_model` stores one, so no native weights take precedence), deployed
+#    with serving.onnx_device = auto: onnxruntime's CUDA provider when ORT_GPU_LIB (an
+#    onnxruntime-gpu libonnxruntime.so, its CUDA provider library beside it) was given.
 if [ "$STATE" = succeeded ]; then
-  "$Q" deploy -p bench create gpu-web --model gpu-train --primary 1 >/dev/null 2>&1 ||
-    "$Q" models -p bench ls >/dev/null
-  WHERE=$("$Q" deploy -p bench status gpu-web 2>&1 | grep -o 'on [a-z]* ([a-z0-9:]*)' | head -1 || true)
+  TOKEN=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c["servers"][c["current"]]["token"])' "$QANAT_CREDENTIALS")
+  API=$QANAT_SERVER_URL
+  auth=(-H "Authorization: Bearer $TOKEN" -H "qanat-project: bench")
+  SRC=$(curl -sf "${auth[@]}" "$API/mlflow/bench/api/2.0/mlflow/model-versions/get-download-uri?name=gpu-train&version=1" |
+    json "d['artifact_uri'].removeprefix('mlflow-artifacts:').strip('/')")
+  ARTS=$API/mlflow/bench/api/2.0/mlflow-artifacts/artifacts
+  curl -sf "${auth[@]}" "$ARTS/$SRC/model.onnx" -o "$WORK/model.onnx"
+  ONLY=${SRC%%/*}/gpu-onnx/model
+  curl -sf "${auth[@]}" -X PUT --data-binary @"$WORK/model.onnx" "$ARTS/$ONLY/model.onnx" >/dev/null
+  for call in "registered-models/create {\"name\": \"gpu-onnx\"}" \
+              "model-versions/create {\"name\": \"gpu-onnx\", \"source\": \"mlflow-artifacts:/$ONLY\"}"; do
+    curl -sf "${auth[@]}" -H 'Content-Type: application/json' -X POST \
+      "$API/mlflow/bench/api/2.0/mlflow/${call%% *}" -d "${call#* }" >/dev/null
+  done
+  "$Q" deploy -p bench create gpu-onnx --model gpu-onnx --primary 1 >/dev/null 2>&1 || true
+  WHERE=$("$Q" deploy -p bench status gpu-onnx 2>&1 | grep -o 'onnx on [a-z]* ([^)]*)' | head -1 || true)
+  # One batch of 64 rows through the Open Inference Protocol, each input as its
+  # metadata says, answered where it runs.
+  curl -sf "${auth[@]}" "$API/oip/bench/v2/models/gpu-onnx" -o "$WORK/meta.json" || true
+  python3 - "$WORK/meta.json" >"$WORK/request.json" <<'PY' || true
+import json, math, sys
+meta = json.load(open(sys.argv[1]))
+inputs = []
+for i in meta["inputs"]:
+    dims = [d if d > 0 else 1 for d in i["shape"][1:]]
+    inputs.append({"name": i["name"], "shape": [64, *dims], "datatype": "FP32",
+                   "data": [0.5] * (64 * math.prod(dims))})
+print(json.dumps({"inputs": inputs}))
+PY
+  CODE=$(curl -s -o "$WORK/infer.json" -w '%{http_code}' "${auth[@]}" -H 'Content-Type: application/json' \
+    -X POST "$API/oip/bench/v2/models/gpu-onnx/infer" --data-binary @"$WORK/request.json" || true)
   case "$WHERE" in
-    *cuda*) row "GPU serving" "ok" "the deployment serves $WHERE" ;;
-    "") row "GPU serving" "not run" "the trained model was not registered or deployed" ;;
-    *) row "GPU serving" "cpu" "served $WHERE (this binary's onnxruntime has no CUDA provider)" ;;
+    *cuda*) row "GPU serving (ONNX)" "ok" "the deployment serves $WHERE; a 64-row request answered $CODE" ;;
+    "") row "GPU serving (ONNX)" "FAILED" "the ONNX version was not deployed: $("$Q" deploy -p bench status gpu-onnx 2>&1 | tail -2 | tr '\n' ' ')" ;;
+    *) row "GPU serving (ONNX)" "cpu" "served $WHERE, answered $CODE (set ORT_GPU_LIB to an onnxruntime-gpu libonnxruntime.so)" ;;
   esac
 fi
 
