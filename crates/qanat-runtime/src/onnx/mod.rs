@@ -673,23 +673,30 @@ mod tests {
         let files = std::collections::HashMap::from([("w.bin".to_string(), weights.clone())]);
         let bytes =
             with_weights_outside(&[("location", "w.bin"), ("offset", "4"), ("length", "16")]);
-        assert_eq!(external_files(&bytes).unwrap(), vec!["w.bin".to_string()]);
-        let whole = with_external(&bytes, &files).unwrap();
+        assert_eq!(
+            external_files(&bytes).expect("inside"),
+            vec!["w.bin".to_string()]
+        );
+        let whole = with_external(&bytes, &files).expect("read in");
         assert!(
-            external_files(&whole).unwrap().is_empty(),
+            external_files(&whole).expect("a model").is_empty(),
             "it stands alone"
         );
-        let proto = pb::ModelProto::decode(whole.as_slice()).unwrap();
-        let w = &proto.graph.as_ref().unwrap().initializer[0];
+        let proto = pb::ModelProto::decode(whole.as_slice()).expect("protobuf");
+        let w = &proto.graph.as_ref().expect("a graph").initializer[0];
         assert_eq!(w.raw_data, weights[4..20]);
         assert!(w.external_data.is_empty() && w.data_location.is_none());
         OnnxGraph::read(&whole).expect("the whole model reads");
 
         // Without a length, the tensor runs to the file's end.
         let to_end = with_weights_outside(&[("location", "w.bin"), ("offset", "4")]);
-        let proto = pb::ModelProto::decode(with_external(&to_end, &files).unwrap().as_slice());
+        let proto = pb::ModelProto::decode(
+            with_external(&to_end, &files)
+                .expect("to the end")
+                .as_slice(),
+        );
         assert_eq!(
-            proto.unwrap().graph.unwrap().initializer[0].raw_data,
+            proto.expect("protobuf").graph.expect("a graph").initializer[0].raw_data,
             weights[4..]
         );
 

@@ -386,10 +386,13 @@ mod tests {
         let lines = conda_pip_requirements(mlflow).expect("MLflow's own");
         assert_eq!(lines, "mlflow==3.1.0\ncloudpickle==3.1.1");
         assert_eq!(
-            requirements(&lines).unwrap()[..2],
+            requirements(&lines).expect("checked")[..2],
             ["mlflow-skinny==3.1.0", "cloudpickle==3.1.1"]
         );
-        assert_eq!(conda_pip_requirements("name: x\n").unwrap(), "");
+        assert_eq!(
+            conda_pip_requirements("name: x\n").expect("no dependencies"),
+            ""
+        );
         for (bad, says) in [
             (
                 "dependencies:\n- cudatoolkit=11.8\n",
@@ -406,10 +409,10 @@ mod tests {
         }
         // The pip lines are then checked like requirements.txt's.
         let opt = conda_pip_requirements("dependencies:\n- pip:\n  - --index-url http://evil\n");
-        assert!(requirements(&opt.unwrap()).is_err());
+        assert!(requirements(&opt.expect("a pip line")).is_err());
         let big = format!("name: x\n#{}\n", "a".repeat(300 * 1024));
         assert!(conda_pip_requirements(&big)
-            .unwrap_err()
+            .expect_err("too big")
             .contains("over the"));
     }
 
