@@ -148,27 +148,35 @@ done
 #    `mlflow.onnx.log_model` stores one, so no native weights take precedence), deployed
 #    with serving.onnx_device = auto: onnxruntime's CUDA provider when ORT_GPU_LIB (an
 #    onnxruntime-gpu libonnxruntime.so, its CUDA provider library beside it) was given.
-if [ "$STATE" = succeeded ]; then
-  TOKEN=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c["servers"][c["current"]]["token"])' "$QANAT_CREDENTIALS")
-  API=$QANAT_SERVER_URL
-  auth=(-H "Authorization: Bearer $TOKEN" -H "qanat-project: bench")
-  SRC=$(curl -sf "${auth[@]}" "$API/mlflow/bench/api/2.0/mlflow/model-versions/get-download-uri?name=gpu-train&version=1" |
-    json "d['artifact_uri'].removeprefix('mlflow-artifacts:').strip('/')")
-  ARTS=$API/mlflow/bench/api/2.0/mlflow-artifacts/artifacts
-  curl -sf "${auth[@]}" "$ARTS/$SRC/model.onnx" -o "$WORK/model.onnx"
-  ONLY=${SRC%%/*}/gpu-onnx/model
-  curl -sf "${auth[@]}" -X PUT --data-binary @"$WORK/model.onnx" "$ARTS/$ONLY/model.onnx" >/dev/null
+# Every failure returns with WHY set (the script's errexit does not apply inside a
+# function called before ||), so steps 1-4's rows are printed whatever happens here.
+serve_onnx() {
+  local token api arts src only where code call
+  WHY="reading the CLI's token"
+  token=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c["servers"][c["current"]]["token"])' "$QANAT_CREDENTIALS") || return 1
+  api=$QANAT_SERVER_URL
+  local auth=(-H "Authorization: Bearer $token" -H "qanat-project: bench")
+  WHY="finding version 1 of gpu-train's artifacts"
+  src=$(curl -sf "${auth[@]}" "$api/mlflow/bench/api/2.0/mlflow/model-versions/get-download-uri?name=gpu-train&version=1" |
+    json "d['artifact_uri'].removeprefix('mlflow-artifacts:').strip('/')") || return 1
+  arts=$api/mlflow/bench/api/2.0/mlflow-artifacts/artifacts
+  WHY="copying its model.onnx"
+  curl -sf "${auth[@]}" "$arts/$src/model.onnx" -o "$WORK/model.onnx" || return 1
+  only=${src%%/*}/gpu-onnx/model
+  curl -sf "${auth[@]}" -X PUT --data-binary @"$WORK/model.onnx" "$arts/$only/model.onnx" >/dev/null || return 1
+  WHY="registering the graph as gpu-onnx"
   for call in "registered-models/create {\"name\": \"gpu-onnx\"}" \
-              "model-versions/create {\"name\": \"gpu-onnx\", \"source\": \"mlflow-artifacts:/$ONLY\"}"; do
+              "model-versions/create {\"name\": \"gpu-onnx\", \"source\": \"mlflow-artifacts:/$only\"}"; do
     curl -sf "${auth[@]}" -H 'Content-Type: application/json' -X POST \
-      "$API/mlflow/bench/api/2.0/mlflow/${call%% *}" -d "${call#* }" >/dev/null
+      "$api/mlflow/bench/api/2.0/mlflow/${call%% *}" -d "${call#* }" >/dev/null || return 1
   done
-  "$Q" deploy -p bench create gpu-onnx --model gpu-onnx --primary 1 >/dev/null 2>&1 || true
-  WHERE=$("$Q" deploy -p bench status gpu-onnx 2>&1 | grep -o 'onnx on [a-z]* ([^)]*)' | head -1 || true)
+  WHY="deploying it: $("$Q" deploy -p bench create gpu-onnx --model gpu-onnx --primary 1 2>&1 | tail -1)"
+  where=$("$Q" deploy -p bench status gpu-onnx 2>&1 | grep -o 'onnx on [a-z]* ([^)]*)' | head -1) || return 1
   # One batch of 64 rows through the Open Inference Protocol, each input as its
   # metadata says, answered where it runs.
-  curl -sf "${auth[@]}" "$API/oip/bench/v2/models/gpu-onnx" -o "$WORK/meta.json" || true
-  python3 - "$WORK/meta.json" >"$WORK/request.json" <<'PY' || true
+  WHY="reading its metadata"
+  curl -sf "${auth[@]}" "$api/oip/bench/v2/models/gpu-onnx" -o "$WORK/meta.json" || return 1
+  python3 - "$WORK/meta.json" >"$WORK/request.json" <<'PY' || return 1
 import json, math, sys
 meta = json.load(open(sys.argv[1]))
 inputs = []
@@ -178,13 +186,17 @@ for i in meta["inputs"]:
                    "data": [0.5] * (64 * math.prod(dims))})
 print(json.dumps({"inputs": inputs}))
 PY
-  CODE=$(curl -s -o "$WORK/infer.json" -w '%{http_code}' "${auth[@]}" -H 'Content-Type: application/json' \
-    -X POST "$API/oip/bench/v2/models/gpu-onnx/infer" --data-binary @"$WORK/request.json" || true)
-  case "$WHERE" in
-    *cuda*) row "GPU serving (ONNX)" "ok" "the deployment serves $WHERE; a 64-row request answered $CODE" ;;
-    "") row "GPU serving (ONNX)" "FAILED" "the ONNX version was not deployed: $("$Q" deploy -p bench status gpu-onnx 2>&1 | tail -2 | tr '\n' ' ')" ;;
-    *) row "GPU serving (ONNX)" "cpu" "served $WHERE, answered $CODE (set ORT_GPU_LIB to an onnxruntime-gpu libonnxruntime.so)" ;;
+  code=$(curl -s -o "$WORK/infer.json" -w '%{http_code}' "${auth[@]}" -H 'Content-Type: application/json' \
+    -X POST "$api/oip/bench/v2/models/gpu-onnx/infer" --data-binary @"$WORK/request.json") || code=000
+  case "$where,$code" in
+    "onnx on onnxruntime (cuda:"*,200) row "GPU serving (ONNX)" "ok" "the deployment serves $where; a 64-row request answered 200" ;;
+    "onnx on onnxruntime (cuda:"*) row "GPU serving (ONNX)" "FAILED" "placed $where, but a 64-row request answered $code: $(head -c 300 "$WORK/infer.json")" ;;
+    *) row "GPU serving (ONNX)" "cpu" "served $where, answered $code (set ORT_GPU_LIB to an onnxruntime-gpu libonnxruntime.so)" ;;
   esac
+}
+if [ "$STATE" = succeeded ]; then
+  WHY=
+  serve_onnx || row "GPU serving (ONNX)" "FAILED" "$WHY"
 fi
 
 {

@@ -518,13 +518,20 @@ def infer_fp64(name, rows):
                     "data": x.flatten().tolist()}]})
 
 
-def wait_loaded(name):
-    """The deployment's status once every target says what serves it."""
+def wait_loaded(name, weights):
+    """The deployment's status once its targets are `weights` ({version: weight, a
+    shadow's weight 0}) and each is healthy and says what serves it."""
     deadline = time.time() + 900
     while True:
-        status, body = api("GET", f"/api/v1/projects/{PROJECT}/deployments/{name}")
-        if status == 200 and all(t.get("runtime") for t in body["targets"]):
-            return body
+        try:
+            status, body = api("GET", f"/api/v1/projects/{PROJECT}/deployments/{name}")
+        except (TimeoutError, urllib.error.URLError):
+            status, body = 0, None
+        if status == 200:
+            targets = body["targets"]
+            if ({t.get("version"): t["weight"] for t in targets} == weights
+                    and all(t.get("runtime") and t["healthy"] for t in targets)):
+                return body
         assert time.time() < deadline, (status, body)
         time.sleep(2)
 
@@ -562,7 +569,8 @@ def a_native_and_a_python_version_shadow_and_canary_each_other_and_both_are_logg
         "name": "iris-mixed", "spec": {"model": "iris-mixed", "targets": [
             {"version": v_native, "weight": 100}, {"version": v_python, "shadow": True}]}})
     assert status == 201, (status, body)
-    runtimes = {t["version"]: t["runtime"] for t in wait_loaded("iris-mixed")["targets"]}
+    loaded = wait_loaded("iris-mixed", {v_native: 100, v_python: 0})
+    runtimes = {t["version"]: t["runtime"] for t in loaded["targets"]}
     assert runtimes[v_native].startswith("qanat trees") and runtimes[v_python].startswith("python"), runtimes
     for i in range(20):
         status, body = infer_fp64("iris-mixed", X[i:i + 1])
@@ -579,7 +587,7 @@ def a_native_and_a_python_version_shadow_and_canary_each_other_and_both_are_logg
         "model": "iris-mixed", "targets": [{"version": v_native, "weight": 50},
                                            {"version": v_python, "weight": 50}]})
     assert status == 200, (status, body)
-    wait_loaded("iris-mixed")
+    wait_loaded("iris-mixed", {v_native: 50, v_python: 50})
     answered = {v_native: 0, v_python: 0}
     for i in range(60):
         status, body = infer_fp64("iris-mixed", X[i:i + 1])

@@ -141,17 +141,21 @@ pub(crate) async fn build(
         personal_data.extend(holdings(state, p).await?);
     }
     let scope = project.as_deref();
+    // `whole`: of the installation whatever the report's scope; `success`: only what
+    // was done, not what was refused.
     let excerpt_of = |whole: bool,
+                      success: bool,
                       actions: &'static [&'static str],
                       details: &'static [&'static str]| async move {
         let scope = if whole { None } else { scope };
+        let outcome = success.then_some(qanat_governance::AuditOutcome::Success);
         let (count, entries) = state
             .gov
-            .audit_excerpt(scope, since, until, actions, details, EXCERPT)
+            .audit_excerpt(scope, outcome, since, until, actions, details, EXCERPT)
             .await?;
         Ok::<AuditExcerpt, ApiError>(AuditExcerpt { count, entries })
     };
-    let excerpt = |actions, details| excerpt_of(false, actions, details);
+    let excerpt = |actions, details| excerpt_of(false, false, actions, details);
     let residency_refusals = excerpt(&[], &["data residency:"]).await?;
     let pii_access = excerpt(
         &["pii.grant", "pii.revoke", "job.input.pii_clear"],
@@ -175,7 +179,7 @@ pub(crate) async fn build(
     }
     // The master keys wrap every project's data keys: their rotations belong in a
     // project's report too, though their entries name no project.
-    let rotations = excerpt_of(true, &["keys.rotate"], &[]).await?;
+    let rotations = excerpt_of(true, true, &["keys.rotate"], &[]).await?;
     let keyring = state.storage.keyring();
     let verification = state.gov.verify_audit().await?;
     let checkpoint = state.gov.audit_checkpoint(keyring).await?;

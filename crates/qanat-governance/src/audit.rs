@@ -543,13 +543,15 @@ impl Governance {
     }
 
     /// Entries of the period `[since, until)` (microseconds), of `project` (by name) or
-    /// of any, whose action is one of `actions` or whose detail contains one of
-    /// `details`: how many, and the newest `limit` of them (oldest first). What a
-    /// compliance report lists.
+    /// of any, with `outcome` if given, whose action is one of `actions` or whose
+    /// detail contains one of `details`: how many, and the newest `limit` of them
+    /// (oldest first). What a compliance report lists.
+    #[allow(clippy::too_many_arguments)]
     #[qanat_macros::boxed]
     pub async fn audit_excerpt(
         &self,
         project: Option<&str>,
+        outcome: Option<AuditOutcome>,
         since: i64,
         until: i64,
         actions: &[&str],
@@ -561,6 +563,10 @@ impl Governance {
         if let Some(p) = project {
             binds.push(Bind::Text(p.to_string()));
             clauses.push(format!("project = ${}", binds.len()));
+        }
+        if let Some(o) = outcome {
+            binds.push(Bind::Text(o.to_string()));
+            clauses.push(format!("outcome = ${}", binds.len()));
         }
         let mut any: Vec<String> = Vec::new();
         for a in actions {

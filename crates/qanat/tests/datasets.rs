@@ -1499,7 +1499,12 @@ fn personal_data_is_pseudonymized_for_readers_without_the_pii_permission() {
         "{gcs}"
     );
 
-    // A master key rotation (installation-wide) shows in the project's report.
+    // A master key rotation (installation-wide) shows in the project's report; one
+    // refused (a maintainer is no global admin) is in the audit log, not among them.
+    let (s, refused) = q
+        .http()
+        .send(&max, "POST", "/api/v1/admin/keys/rotate", None);
+    assert_eq!(s, 403, "{refused}");
     let (s, rotated) = q.api("POST", "/api/v1/admin/keys/rotate", None);
     assert_eq!(s, 200, "{rotated}");
 

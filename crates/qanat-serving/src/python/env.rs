@@ -28,70 +28,198 @@ pub(super) const READY: &str = ".qanat-ready";
 /// former), as `requirements.txt` lines for [`requirements`] to check. Only the `pip`
 /// section is installed: `python` and `pip` themselves are the server's, and any other
 /// conda package is refused by name rather than left to fail at import.
+///
+/// The file is untrusted and parsed in the server, so it is read without building a
+/// tree of it: only `dependencies` is walked (everything else skipped, which follows no
+/// YAML alias), and at most [`MAX_CONDA_ITEMS`] entries are taken in all — an alias
+/// replays what it names, so a small file could otherwise stand for billions of them.
 pub fn conda_pip_requirements(text: &str) -> Result<String, String> {
-    /// Larger than any environment file MLflow writes; YAML is parsed in the server.
-    const MAX_BYTES: usize = 256 * 1024;
+    /// Larger than any environment file MLflow writes.
+    const MAX_BYTES: usize = 64 * 1024;
     if text.len() > MAX_BYTES {
         return Err(format!(
             "its conda.yaml has {} bytes, over the {MAX_BYTES} read",
             text.len()
         ));
     }
-    let bad = |why: String| format!("its conda.yaml {why}");
-    let doc: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(text).map_err(|e| bad(format!("is not YAML ({e})")))?;
-    let mut lines: Vec<String> = Vec::new();
-    let deps = match doc.get("dependencies") {
-        None | Some(serde_yaml_ng::Value::Null) => return Ok(String::new()),
-        Some(serde_yaml_ng::Value::Sequence(d)) => d,
-        Some(_) => return Err(bad("has 'dependencies' that is not a list".into())),
+    let read = conda::Read {
+        budget: std::cell::Cell::new(MAX_CONDA_ITEMS),
+        lines: std::cell::RefCell::new(Vec::new()),
     };
-    for dep in deps {
-        match dep {
-            serde_yaml_ng::Value::String(s) => {
-                let name = s
-                    .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-                    .next()
-                    .unwrap_or_default();
-                if name != "python" && name != "pip" {
-                    return Err(bad(format!(
-                        "lists the conda package '{}', which the Python runtime does not                          install (only the pip section is): list it in requirements.txt",
-                        s.chars().take(80).collect::<String>()
-                    )));
+    serde::de::DeserializeSeed::deserialize(
+        conda::File(&read),
+        serde_yaml_ng::Deserializer::from_str(text),
+    )
+    .map_err(|e| format!("its conda.yaml {e}"))?;
+    Ok(read.lines.into_inner().join("\n"))
+}
+
+/// The most dependency entries and pip lines read from one `conda.yaml`.
+pub const MAX_CONDA_ITEMS: usize = 1000;
+
+/// The reading of a `conda.yaml`'s `dependencies` (see [`conda_pip_requirements`]).
+mod conda {
+    use std::cell::{Cell, RefCell};
+    use std::fmt;
+
+    use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+    pub(super) struct Read {
+        pub(super) budget: Cell<usize>,
+        pub(super) lines: RefCell<Vec<String>>,
+    }
+
+    impl Read {
+        fn take<E: de::Error>(&self) -> Result<(), E> {
+            let left = self.budget.get();
+            if left == 0 {
+                return Err(E::custom(format!(
+                    "has more than {} dependencies and pip lines (YAML aliases count each time they are used)",
+                    super::MAX_CONDA_ITEMS
+                )));
+            }
+            self.budget.set(left - 1);
+            Ok(())
+        }
+    }
+
+    /// The document: a mapping whose `dependencies` is read, the rest skipped.
+    pub(super) struct File<'a>(pub(super) &'a Read);
+    /// `dependencies`: a list of names and `pip:` mappings.
+    struct Deps<'a>(&'a Read);
+    /// One entry of `dependencies`.
+    struct Dep<'a>(&'a Read);
+    /// A `pip:` list of requirement lines.
+    struct Pip<'a>(&'a Read);
+
+    impl<'de> DeserializeSeed<'de> for File<'_> {
+        type Value = ();
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for File<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a mapping (name, channels, dependencies)")
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                if key == "dependencies" {
+                    map.next_value_seed(Deps(self.0))?;
+                } else {
+                    map.next_value::<IgnoredAny>()?;
                 }
             }
-            serde_yaml_ng::Value::Mapping(m) => {
-                for (k, v) in m {
-                    if k.as_str() != Some("pip") {
-                        return Err(bad("has a dependency entry other than 'pip'".into()));
-                    }
-                    let Some(pip) = v.as_sequence() else {
-                        return Err(bad("has a 'pip' entry that is not a list".into()));
-                    };
-                    for line in pip {
-                        match line.as_str() {
-                            Some(l) if !l.contains(['\n', '\r']) => lines.push(l.to_string()),
-                            _ => {
-                                return Err(
-                                    bad("has a pip requirement that is not one line".into()),
-                                )
-                            }
-                        }
-                    }
+            Ok(())
+        }
+    }
+
+    impl<'de> DeserializeSeed<'de> for Deps<'_> {
+        type Value = ();
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Deps<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("'dependencies' as a list")
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            loop {
+                self.0.take()?;
+                if seq.next_element_seed(Dep(self.0))?.is_none() {
+                    return Ok(());
                 }
-            }
-            _ => {
-                return Err(bad(
-                    "has a dependency that is neither a name nor 'pip'".into()
-                ))
             }
         }
     }
-    Ok(lines.join("\n"))
+
+    impl<'de> DeserializeSeed<'de> for Dep<'_> {
+        type Value = ();
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Dep<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a dependency: a package name or a 'pip' list")
+        }
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<(), E> {
+            let name = s
+                .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+                .next()
+                .unwrap_or_default();
+            if name == "python" || name == "pip" {
+                return Ok(());
+            }
+            Err(E::custom(format!(
+                "lists the conda package '{}', which the Python runtime does not install \
+                 (only the pip section is): list it in requirements.txt",
+                s.chars().take(80).collect::<String>()
+            )))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                if key != "pip" {
+                    return Err(de::Error::custom(format!(
+                        "has a dependency entry '{}' other than 'pip'",
+                        key.chars().take(40).collect::<String>()
+                    )));
+                }
+                map.next_value_seed(Pip(self.0))?;
+            }
+            Ok(())
+        }
+    }
+
+    impl<'de> DeserializeSeed<'de> for Pip<'_> {
+        type Value = ();
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Pip<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a 'pip' list of requirement lines")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            loop {
+                self.0.take()?;
+                match seq.next_element::<String>()? {
+                    None => return Ok(()),
+                    Some(l) if l.contains(['\n', '\r']) => {
+                        return Err(de::Error::custom(
+                            "has a pip requirement of more than one line",
+                        ))
+                    }
+                    Some(l) => self.0.lines.borrow_mut().push(l),
+                }
+            }
+        }
+    }
 }
 
 /// The requirement lines of a model's `requirements.txt`, checked, as pip gets them.
 pub fn requirements(text: &str) -> Result<Vec<String>, String> {
+    requirements_of(text, "its requirements.txt")
+}
+
+/// [`requirements`] of lines read from `file` (named in what a refusal says).
+pub fn requirements_of(text: &str, file: &str) -> Result<Vec<String>, String> {
     let mut out: Vec<String> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.split(" #").next().unwrap_or_default().trim();
@@ -100,7 +228,7 @@ pub fn requirements(text: &str) -> Result<Vec<String>, String> {
         }
         let refuse = |why: &str| {
             Err(format!(
-                "line {} of its requirements.txt ('{}') {why}; only plain requirements \
+                "line {} of {file} ('{}') {why}; only plain requirements \
                  (name, extras, versions, markers) are installed",
                 i + 1,
                 line.chars().take(80).collect::<String>()
@@ -389,20 +517,25 @@ mod tests {
             requirements(&lines).expect("checked")[..2],
             ["mlflow-skinny==3.1.0", "cloudpickle==3.1.1"]
         );
-        assert_eq!(
-            conda_pip_requirements("name: x\n").expect("no dependencies"),
-            ""
-        );
+        for empty in ["name: x\n", "", "dependencies:\n"] {
+            assert_eq!(conda_pip_requirements(empty).expect(empty), "");
+        }
         for (bad, says) in [
             (
                 "dependencies:\n- cudatoolkit=11.8\n",
                 "conda package 'cudatoolkit=11.8'",
             ),
-            ("dependencies: numpy\n", "not a list"),
-            ("dependencies:\n- pip: numpy\n", "not a list"),
-            ("dependencies:\n- pip:\n  - {a: b}\n", "not one line"),
-            ("dependencies:\n- conda: [x]\n", "other than 'pip'"),
-            ("dependencies: [\n", "is not YAML"),
+            ("dependencies: numpy\n", "'dependencies' as a list"),
+            ("dependencies:\n- pip: numpy\n", "'pip' list"),
+            ("dependencies:\n- pip:\n  - {a: b}\n", "invalid type"),
+            (
+                "dependencies:\n- pip:\n  - \"a\\nb\"\n",
+                "more than one line",
+            ),
+            ("dependencies:\n- conda: [x]\n", "'conda' other than 'pip'"),
+            ("dependencies:\n- [x]\n", "a package name or a 'pip' list"),
+            ("dependencies: [\n", "did not find expected"),
+            ("- a\n", "a mapping"),
         ] {
             let e = conda_pip_requirements(bad).expect_err(bad);
             assert!(e.contains(says), "{bad}: {e}");
@@ -410,10 +543,41 @@ mod tests {
         // The pip lines are then checked like requirements.txt's.
         let opt = conda_pip_requirements("dependencies:\n- pip:\n  - --index-url http://evil\n");
         assert!(requirements(&opt.expect("a pip line")).is_err());
-        let big = format!("name: x\n#{}\n", "a".repeat(300 * 1024));
+        let big = format!("name: x\n#{}\n", "a".repeat(70 * 1024));
         assert!(conda_pip_requirements(&big)
             .expect_err("too big")
             .contains("over the"));
+    }
+
+    /// A few kilobytes of aliases standing for millions of entries are refused once the
+    /// entries read pass the limit, having read no more than that.
+    #[test]
+    fn aliases_cannot_multiply_a_conda_yaml() {
+        // Quadratic: one anchored list of n lines, used m times.
+        let n = 2000;
+        let mut doc = String::from("x: &l\n");
+        for i in 0..n {
+            doc.push_str(&format!("  - p{i}\n"));
+        }
+        doc.push_str("dependencies:\n");
+        for _ in 0..2000 {
+            doc.push_str("- pip: *l\n");
+        }
+        let e = conda_pip_requirements(&doc).expect_err("multiplied");
+        assert!(e.contains("more than 1000"), "{e}");
+        // Exponential: each level doubles the one before.
+        let mut doc = String::from("a0: &a0 [p]\n");
+        for i in 1..40 {
+            doc.push_str(&format!("a{i}: &a{i} [*a{}, *a{}]\n", i - 1, i - 1));
+        }
+        doc.push_str("dependencies:\n- pip: *a39\n");
+        assert!(conda_pip_requirements(&doc).is_err());
+        // Aliases within the limit read as what they name.
+        let fine = "x: &v numpy==2.*\ndependencies:\n- pip: [*v, pandas]\n";
+        assert_eq!(
+            conda_pip_requirements(fine).expect("two lines"),
+            "numpy==2.*\npandas"
+        );
     }
 
     #[test]

@@ -788,13 +788,15 @@ impl Runtime {
         let isolation = s.spawner.isolation()?;
         let model_dir = write_model(s, key, &files).await?;
         let reqs = match tokio::fs::read(model_dir.join("requirements.txt")).await {
-            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Ok(b) => env::requirements(&String::from_utf8_lossy(&b))?,
             Err(_) => match tokio::fs::read(model_dir.join("conda.yaml")).await {
-                Ok(b) => env::conda_pip_requirements(&String::from_utf8_lossy(&b))?,
-                Err(_) => String::new(),
+                Ok(b) => env::requirements_of(
+                    &env::conda_pip_requirements(&String::from_utf8_lossy(&b))?,
+                    "its conda.yaml's pip section",
+                )?,
+                Err(_) => env::requirements("")?,
             },
         };
-        let reqs = env::requirements(&reqs)?;
         let env = self.envs.get(s, &reqs).await?;
         let script = s.envs_dir.join(format!(
             "qanat_worker_{}.py",
