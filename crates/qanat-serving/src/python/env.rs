@@ -107,6 +107,9 @@ mod conda {
         fn visit_unit<E: de::Error>(self) -> Result<(), E> {
             Ok(())
         }
+        fn visit_none<E: de::Error>(self) -> Result<(), E> {
+            Ok(())
+        }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
             while let Some(key) = map.next_key::<String>()? {
                 if key == "dependencies" {
@@ -132,6 +135,9 @@ mod conda {
             f.write_str("'dependencies' as a list")
         }
         fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_none<E: de::Error>(self) -> Result<(), E> {
             Ok(())
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
