@@ -8,6 +8,7 @@
 //! Metric points are appended to a history table and folded into `latest_metrics` in the
 //! same transaction, so reading a run or filtering on a metric never scans the history.
 
+mod cursor;
 mod error;
 pub mod model;
 mod models;

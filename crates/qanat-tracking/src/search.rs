@@ -476,8 +476,18 @@ fn check_clause(t: &Target, e: &Entity, op: &str, v: &Value, name: &str) -> Resu
     }
 }
 
+/// The most keys one `order_by` may name: each is a sort column (and a subquery per
+/// row for metrics, params and tags).
+pub(crate) const MAX_ORDER_KEYS: usize = 20;
+
 /// Parses `order_by` entries such as `metrics.rmse DESC`.
 pub(crate) fn parse_order(t: &Target, order_by: &[String]) -> Result<Vec<OrderKey>> {
+    if order_by.len() > MAX_ORDER_KEYS {
+        return Err(bad(format!(
+            "order_by names at most {MAX_ORDER_KEYS} keys; this one names {}",
+            order_by.len()
+        )));
+    }
     order_by
         .iter()
         .map(|o| {
@@ -658,35 +668,75 @@ pub(crate) fn where_sql(t: &Target, clauses: &[Clause], backend: Backend, first:
     Sql { text, params }
 }
 
-/// ORDER BY terms: rows without the value sort last either way (after NaN metrics);
-/// ties fall back to the target's order (for runs: newest start time, then run id).
-pub(crate) fn order_sql(t: &Target, keys: &[OrderKey], first: usize) -> Sql {
+/// How the values of one ORDER BY column are read from a row and bound again.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum KeyKind {
+    Int,
+    Float,
+    Text,
+}
+
+/// One column of an ORDER BY: an SQL expression, the kind of its values and its
+/// direction. A column is NULL only where the rank column before it (the `CASE` that
+/// puts rows without the value last) already says so, so rows equal on every earlier
+/// column are all NULL or all not NULL here; the tie break (for runs, the start time
+/// that every run is created with, then the id) is never NULL.
+#[derive(Debug, Clone)]
+pub(crate) struct Term {
+    pub expr: String,
+    pub kind: KeyKind,
+    pub ascending: bool,
+}
+
+/// One value of a row's sort key, as a page token carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum KeyValue {
+    Int(i64),
+    Float(f64),
+    Text(String),
+    Null,
+}
+
+/// The ORDER BY columns for `keys` and then the target's tie break, with the
+/// parameters their expressions use, numbered from `first`: rows without the value
+/// sort last either way (after NaN metrics); ties fall back to the target's order (for
+/// runs: newest start time, then run id).
+pub(crate) fn order_terms(t: &Target, keys: &[OrderKey], first: usize) -> (Vec<Term>, Vec<Bind>) {
     let link = t.link.replace("{a}", "o");
     let mut terms = Vec::new();
     let mut params = Vec::new();
-    let mut n = first;
+    let rank = |expr: String| Term {
+        expr,
+        kind: KeyKind::Int,
+        ascending: true,
+    };
     for k in keys {
-        let dir = if k.ascending { "ASC" } else { "DESC" };
-        let term = match &k.entity {
-            Entity::Attribute(col) => {
-                format!("CASE WHEN {col} IS NULL THEN 1 ELSE 0 END, {col} {dir}")
-            }
+        let (rank_expr, value, kind) = match &k.entity {
+            Entity::Attribute(col) => (
+                format!("CASE WHEN {col} IS NULL THEN 1 ELSE 0 END"),
+                col.to_string(),
+                attribute_kind(t, col),
+            ),
             Entity::Metric(key) => {
                 let table = t.metrics.unwrap_or("latest_metrics");
                 // A logged model may have several points per key: order by the best.
                 let agg = if k.ascending { "MIN" } else { "MAX" };
                 params.push(Bind::Text(key.clone()));
-                n += 1;
-                let key = format!("${}", n - 1);
+                // The same key, bound once, is used by the rank and the value.
+                let key = format!("${}", first + params.len() - 1);
                 // As on MLflow, NaN sorts after every number and before no value at
                 // all, whichever the direction.
                 let value = format!(
                     "(SELECT {agg}(o.value) FROM {table} o WHERE {link} AND o.key = {key} AND o.is_nan = 0)"
                 );
-                format!(
-                    "CASE WHEN {value} IS NOT NULL THEN 0 \
-                     WHEN EXISTS (SELECT 1 FROM {table} o WHERE {link} AND o.key = {key}) THEN 1 \
-                     ELSE 2 END, {value} {dir}"
+                (
+                    format!(
+                        "CASE WHEN {value} IS NOT NULL THEN 0 \
+                         WHEN EXISTS (SELECT 1 FROM {table} o WHERE {link} AND o.key = {key}) THEN 1 \
+                         ELSE 2 END"
+                    ),
+                    value,
+                    KeyKind::Float,
                 )
             }
             Entity::Param(key) | Entity::Tag(key) => {
@@ -696,22 +746,133 @@ pub(crate) fn order_sql(t: &Target, keys: &[OrderKey], first: usize) -> Sql {
                     t.tags.unwrap_or("run_tags")
                 };
                 params.push(Bind::Text(key.clone()));
-                n += 1;
                 let value = format!(
                     "(SELECT MAX(o.value) FROM {table} o WHERE {link} AND o.key = ${})",
-                    n - 1
+                    first + params.len() - 1
                 );
-                format!("CASE WHEN {value} IS NULL THEN 1 ELSE 0 END, {value} {dir}")
+                (
+                    format!("CASE WHEN {value} IS NULL THEN 1 ELSE 0 END"),
+                    value,
+                    KeyKind::Text,
+                )
             }
         };
-        terms.push(term);
+        terms.push(rank(rank_expr));
+        terms.push(Term {
+            expr: value,
+            kind,
+            ascending: k.ascending,
+        });
     }
-    // The same key bound twice above (NULL test and value) reuses one parameter.
-    terms.push(t.tie_break.into());
+    terms.extend(tie_break(t));
+    (terms, params)
+}
+
+/// Whether an attribute column holds numbers (times, ids, versions) or text.
+fn attribute_kind(t: &Target, col: &str) -> KeyKind {
+    if t.numeric_attrs.iter().any(|(_, c)| *c == col) {
+        KeyKind::Int
+    } else {
+        KeyKind::Text
+    }
+}
+
+/// The target's tie break as columns.
+fn tie_break(t: &Target) -> Vec<Term> {
+    t.tie_break
+        .split(", ")
+        .map(|term| {
+            let (col, ascending) = match term.strip_suffix(" DESC") {
+                Some(c) => (c, false),
+                None => (term.strip_suffix(" ASC").unwrap_or(term), true),
+            };
+            Term {
+                expr: col.to_string(),
+                kind: attribute_kind(t, col),
+                ascending,
+            }
+        })
+        .collect()
+}
+
+/// ORDER BY text for `terms`.
+pub(crate) fn order_text(terms: &[Term]) -> String {
+    terms
+        .iter()
+        .map(|t| format!("{} {}", t.expr, if t.ascending { "ASC" } else { "DESC" }))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// ORDER BY terms for `keys` (see [`order_terms`]).
+pub(crate) fn order_sql(t: &Target, keys: &[OrderKey], first: usize) -> Sql {
+    let (terms, params) = order_terms(t, keys, first);
     Sql {
-        text: terms.join(", "),
+        text: order_text(&terms),
         params,
     }
+}
+
+/// The conditions (each starting with " AND ") that keep the rows strictly after a
+/// row whose sort key was `after` in the order of `terms`, with their parameters
+/// numbered from `first`: a page read from there needs no OFFSET, so a deep page
+/// costs what the first one does. The first column's bound is also written alone, so
+/// that an index on it is read from that point on rather than from the start.
+///
+/// Where NULL sorts is the backend's: first in ascending order on SQLite, last on
+/// PostgreSQL.
+pub(crate) fn after_sql(terms: &[Term], after: &[KeyValue], backend: Backend, first: usize) -> Sql {
+    let nulls_high = backend == Backend::Postgres;
+    let mut params = Vec::new();
+    let slots: Vec<Option<String>> = after
+        .iter()
+        .map(|v| {
+            let b = match v {
+                KeyValue::Int(i) => Bind::Int(*i),
+                KeyValue::Float(f) => Bind::Num(*f),
+                KeyValue::Text(s) => Bind::Text(s.clone()),
+                KeyValue::Null => return None,
+            };
+            params.push(b);
+            Some(format!("${}", first + params.len() - 1))
+        })
+        .collect();
+    let mut text = String::new();
+    if let (Some(t), Some(Some(p))) = (terms.first(), slots.first()) {
+        let op = if t.ascending { ">=" } else { "<=" };
+        text.push_str(&format!(" AND {} {op} {p}", t.expr));
+    }
+    let mut equal: Vec<String> = Vec::new();
+    let mut beyond: Vec<String> = Vec::new();
+    for (t, slot) in terms.iter().zip(&slots) {
+        let nulls_last = t.ascending == nulls_high;
+        let past = match slot {
+            Some(p) => Some(format!(
+                "{} {} {p}",
+                t.expr,
+                if t.ascending { ">" } else { "<" }
+            )),
+            // Nothing sorts after NULL where NULL comes last; every value does where
+            // it comes first.
+            None if nulls_last => None,
+            None => Some(format!("{} IS NOT NULL", t.expr)),
+        };
+        if let Some(past) = past {
+            let mut all = equal.clone();
+            all.push(past);
+            beyond.push(format!("({})", all.join(" AND ")));
+        }
+        equal.push(match slot {
+            Some(p) => format!("{} = {p}", t.expr),
+            None => format!("{} IS NULL", t.expr),
+        });
+    }
+    if beyond.is_empty() {
+        text.push_str(" AND 1 = 0");
+    } else {
+        text.push_str(&format!(" AND ({})", beyond.join(" OR ")));
+    }
+    Sql { text, params }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use rand::seq::SliceRandom;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
+use crate::cursor::{Cursor, Part as CursorPart};
 use crate::model::{
     Experiment, Metric, MetricValue, Param, Run, RunData, RunInfo, Tag, ViewType, RUN_STATUSES,
 };
@@ -1434,7 +1435,7 @@ impl Tracking {
         page_token: Option<&str>,
     ) -> Result<Page<Run>> {
         let max = check_max_results(max_results, 1000)?;
-        let offset = parse_page_token(page_token)?;
+        let cursor = Cursor::parse(page_token)?;
         if experiment_ids.is_empty() {
             return Err(Error::invalid(
                 "experiment_ids must name at least one experiment",
@@ -1462,33 +1463,93 @@ impl Tracking {
         // that have a value are read from the (project, experiment, key, value) index
         // of latest_metrics in order, stopping after the page; only a page past them
         // reads the runs without one (or with NaN), which come after, as on MLflow.
-        let (rows, more) = match crate::search::driving_metric(&clauses, &order) {
+        // A page starts after the sort key of the previous page's last row (its token),
+        // so a deep page reads no more rows than the first; an offset token (from an
+        // earlier version) is still followed, and the page after it gets a keyset one.
+        let wrong_part = || {
+            Error::invalid(
+                "this page token belongs to a search with another order: pass the token of the previous page of the same search",
+            )
+        };
+        let mut rows = Vec::new();
+        // The part, sort key columns and key of the last row read, for the next token.
+        let mut last: Option<(CursorPart, Vec<crate::search::KeyValue>)> = None;
+        let more = match crate::search::driving_metric(&clauses, &order) {
             None => {
-                let (sql, binds) = query.sql(Part::All);
-                self.fetch_page(&sql, &binds, max, offset).await?
+                let (after, offset) = match &cursor {
+                    Cursor::Start => (None, 0),
+                    Cursor::Offset(o) => (None, *o),
+                    Cursor::After {
+                        part: CursorPart::All,
+                        key,
+                    } => (Some(key.as_slice()), 0),
+                    Cursor::After { .. } => return Err(wrong_part()),
+                };
+                let (sql, binds, terms) = query.sql(Part::All, after)?;
+                let (page, more) = self.fetch_page(&sql, &binds, max, offset).await?;
+                rows = page;
+                if let Some(r) = rows.last() {
+                    last = Some((CursorPart::All, crate::cursor::row_key(r, &terms)?));
+                }
+                more
             }
             Some(drive) => {
-                let (sql, binds) = query.sql(Part::Valued(&drive));
-                let (mut rows, more) = self.fetch_page(&sql, &binds, max, offset).await?;
-                if more || !drive.1.is_empty() {
-                    (rows, more)
-                } else {
-                    // The valued runs end on this page or before it.
-                    let valued = if rows.is_empty() {
-                        let (sql, binds) = query.sql(Part::CountValued(&drive));
-                        self.count(&sql, &binds).await?
-                    } else {
-                        offset + rows.len() as i64
-                    };
-                    let left = max - rows.len() as i64;
-                    let (sql, binds) = query.sql(Part::Unvalued(&drive.0));
-                    let (rest, more) = self
-                        .fetch_page(&sql, &binds, left, (offset - valued).max(0))
-                        .await?;
-                    rows.extend(rest);
-                    (rows, more)
+                // Where the valued runs are read from (None: they are behind this page).
+                let (valued_from, unvalued_after) = match &cursor {
+                    Cursor::Start => (Some((None, 0)), None),
+                    Cursor::Offset(o) => (Some((None, *o)), None),
+                    Cursor::After {
+                        part: CursorPart::Valued,
+                        key,
+                    } => (Some((Some(key.as_slice()), 0)), None),
+                    Cursor::After {
+                        part: CursorPart::Unvalued,
+                        key,
+                    } => (None, Some(key.as_slice())),
+                    Cursor::After { .. } => return Err(wrong_part()),
+                };
+                let mut unvalued_offset = 0;
+                let mut go_on = true;
+                let mut more = false;
+                if let Some((after, offset)) = valued_from {
+                    let (sql, binds, terms) = query.sql(Part::Valued(&drive), after)?;
+                    let (page, valued_more) = self.fetch_page(&sql, &binds, max, offset).await?;
+                    rows = page;
+                    if let Some(r) = rows.last() {
+                        last = Some((CursorPart::Valued, crate::cursor::row_key(r, &terms)?));
+                    }
+                    // With bounds on the metric every matching run has a value.
+                    more = valued_more;
+                    go_on = !valued_more && drive.1.is_empty();
+                    if go_on && offset > 0 {
+                        // The valued runs end on this page or before it.
+                        let valued = if rows.is_empty() {
+                            let (sql, binds, _) = query.sql(Part::CountValued(&drive), None)?;
+                            self.count(&sql, &binds).await?
+                        } else {
+                            offset + rows.len() as i64
+                        };
+                        unvalued_offset = (offset - valued).max(0);
+                    }
                 }
+                if go_on {
+                    let left = max - rows.len() as i64;
+                    let (sql, binds, terms) =
+                        query.sql(Part::Unvalued(&drive.0), unvalued_after)?;
+                    let (rest, unvalued_more) =
+                        self.fetch_page(&sql, &binds, left, unvalued_offset).await?;
+                    if let Some(r) = rest.last() {
+                        last = Some((CursorPart::Unvalued, crate::cursor::row_key(r, &terms)?));
+                    }
+                    rows.extend(rest);
+                    more = unvalued_more;
+                }
+                more
             }
+        };
+        let next_page_token = match (more, &last) {
+            (true, Some((part, key))) => Some(Cursor::token(*part, key)),
+            _ => None,
         };
         let infos = rows.iter().map(run_info_from).collect::<Result<Vec<_>>>()?;
         let ids: Vec<String> = infos.iter().map(|i| i.run_id.clone()).collect();
@@ -1508,7 +1569,7 @@ impl Tracking {
             .collect();
         Ok(Page {
             items,
-            next_page_token: more.then(|| next_page_token(offset + max)),
+            next_page_token,
         })
     }
 }
@@ -1537,10 +1598,15 @@ struct RunQuery<'a> {
 }
 
 impl RunQuery<'_> {
-    /// The statement and its parameters; a page's LIMIT and OFFSET are the two
-    /// placeholders after them (but for a count).
-    fn sql(&self, part: Part<'_>) -> (String, Vec<crate::search::Bind>) {
-        use crate::search::{Bind, RUNS};
+    /// The statement, its parameters and its sort columns; a page's LIMIT and OFFSET
+    /// are the two placeholders after the parameters (but for a count). `after`, a
+    /// page token's sort key: only the rows after it are read.
+    fn sql(
+        &self,
+        part: Part<'_>,
+        after: Option<&[serde_json::Value]>,
+    ) -> Result<(String, Vec<crate::search::Bind>, Vec<crate::search::Term>)> {
+        use crate::search::{Bind, KeyKind, Term, RUNS};
         let mut binds: Vec<Bind> = std::iter::once(Bind::Text(self.project.to_string()))
             .chain(self.exps.iter().map(|e| Bind::Int(*e)))
             .chain(self.stages.iter().map(|s| Bind::Text(s.to_string())))
@@ -1551,7 +1617,7 @@ impl RunQuery<'_> {
             "runs.project_id = $1 AND runs.experiment_id IN ({exps}) AND runs.lifecycle_stage IN ({})",
             placeholders(2 + self.exps.len(), self.stages.len())
         );
-        let mut lead = String::new();
+        let mut lead = Vec::new();
         let mut order = self.order;
         match &part {
             Part::All => {}
@@ -1567,7 +1633,11 @@ impl RunQuery<'_> {
                     binds.push(Bind::Num(*v));
                     cond.push_str(&format!(" AND d.value {op} ${}", binds.len()));
                 }
-                lead = format!("d.value {}, ", if *ascending { "ASC" } else { "DESC" });
+                lead.push(Term {
+                    expr: "d.value".into(),
+                    kind: KeyKind::Float,
+                    ascending: *ascending,
+                });
                 order = &order[1..];
             }
             Part::Unvalued(key) => {
@@ -1581,24 +1651,33 @@ impl RunQuery<'_> {
         let filter = crate::search::where_sql(&RUNS, self.clauses, self.backend, binds.len() + 1);
         binds.extend(filter.params);
         if matches!(part, Part::CountValued(_)) {
-            return (
+            return Ok((
                 format!(
                     "SELECT COUNT(*) AS n FROM {from} WHERE {cond}{}",
                     filter.text
                 ),
                 binds,
-            );
+                Vec::new(),
+            ));
         }
-        let order_sql = crate::search::order_sql(&RUNS, order, binds.len() + 1);
-        binds.extend(order_sql.params);
+        let (rest, params) = crate::search::order_terms(&RUNS, order, binds.len() + 1);
+        binds.extend(params);
+        let terms: Vec<Term> = lead.into_iter().chain(rest).collect();
+        if let Some(after) = after {
+            let key = crate::cursor::key_values(after, &terms)?;
+            let after = crate::search::after_sql(&terms, &key, self.backend, binds.len() + 1);
+            cond.push_str(&after.text);
+            binds.extend(after.params);
+        }
         let sql = format!(
-            "SELECT {RUN_COLUMNS} FROM {from} WHERE {cond}{} ORDER BY {lead}{} LIMIT ${} OFFSET ${}",
+            "SELECT {RUN_COLUMNS}{} FROM {from} WHERE {cond}{} ORDER BY {} LIMIT ${} OFFSET ${}",
+            crate::cursor::key_columns(&terms),
             filter.text,
-            order_sql.text,
+            crate::search::order_text(&terms),
             binds.len() + 1,
             binds.len() + 2
         );
-        (sql, binds)
+        Ok((sql, binds, terms))
     }
 }
 

@@ -336,6 +336,227 @@ async fn a_search_ordered_by_its_bounded_metric_pages_in_value_order() {
     }
 }
 
+/// Every run of `exp` matching `filter` in `order`, read `size` at a time from the
+/// first page (or from `token`) through the page tokens.
+async fn walk(
+    t: &Tracking,
+    p: &Project,
+    exp: &str,
+    filter: Option<&str>,
+    order: &[String],
+    size: i64,
+    mut token: Option<String>,
+) -> Vec<String> {
+    let mut got = Vec::new();
+    loop {
+        let page = t
+            .search_runs(
+                p,
+                &[exp.to_string()],
+                filter,
+                order,
+                ViewType::ActiveOnly,
+                Some(size),
+                token.as_deref(),
+            )
+            .await
+            .expect("search");
+        assert!(page.items.len() as i64 <= size);
+        got.extend(page.items.into_iter().map(|r| r.info.run_id));
+        match page.next_page_token {
+            Some(next) => token = Some(next),
+            None => return got,
+        }
+    }
+}
+
+#[tokio::test]
+async fn page_tokens_continue_after_the_last_row_and_refuse_what_does_not_fit() {
+    use base64::Engine;
+    for db in TestDb::all(common::SCHEMA).await {
+        let (t, a, _) = setup(&db).await;
+        let exp = t
+            .create_experiment(&a, "keyset", None, &[])
+            .await
+            .expect("experiment");
+        // Start times tie in threes (the run id breaks them); an acc that is a number,
+        // NaN or missing; a param that some runs lack; an end time that some lack.
+        for i in 0..23i64 {
+            let run = t
+                .create_run(
+                    &a,
+                    NewRun {
+                        experiment_id: exp.clone(),
+                        user_id: "alice".into(),
+                        start_time: Some(1_000 + i / 3),
+                        ..NewRun::default()
+                    },
+                )
+                .await
+                .expect("run")
+                .info
+                .run_id;
+            let mut batch = Batch::default();
+            match i % 5 {
+                0 => {}
+                1 => batch.metrics.push(metric("acc", f64::NAN, 1, 0)),
+                // Ties in value too.
+                _ => batch
+                    .metrics
+                    .push(metric("acc", (i % 4) as f64 / 4.0, 1, 0)),
+            }
+            if i % 4 != 0 {
+                batch.params.push(Param {
+                    key: "lr".into(),
+                    value: format!("0.{}", i % 6),
+                });
+            }
+            t.log_batch(&a, &run, batch, None).await.expect("log");
+            if i % 3 == 0 {
+                t.update_run(
+                    &a,
+                    &run,
+                    qanat_tracking::RunUpdate {
+                        status: Some("FINISHED".into()),
+                        end_time: Some(5_000 - i),
+                        run_name: None,
+                    },
+                )
+                .await
+                .expect("end");
+            }
+        }
+        let orders: Vec<Vec<String>> = vec![
+            vec![],
+            vec!["metrics.acc DESC".into()],
+            vec!["metrics.acc ASC".into()],
+            vec!["params.lr ASC".into(), "metrics.acc DESC".into()],
+            vec!["params.lr DESC".into()],
+            vec!["attributes.end_time ASC".into()],
+            vec!["attributes.end_time DESC".into(), "params.lr".into()],
+            vec!["attributes.run_name".into()],
+        ];
+        for order in &orders {
+            for filter in [
+                None,
+                Some("metrics.acc >= 0.25"),
+                Some("params.lr != '0.1'"),
+            ] {
+                let all = walk(&t, &a, &exp, filter, order, 1000, None).await;
+                assert!(!all.is_empty(), "{order:?} {filter:?}");
+                for size in [1, 2, 3, 7] {
+                    let paged = walk(&t, &a, &exp, filter, order, size, None).await;
+                    assert_eq!(paged, all, "{order:?} {filter:?} by {size}");
+                }
+                // An offset token (earlier versions hand them out) goes on from there,
+                // and the pages after it are keyset pages.
+                let offset = base64::engine::general_purpose::STANDARD.encode(r#"{"offset": 5}"#);
+                let rest = walk(&t, &a, &exp, filter, order, 3, Some(offset)).await;
+                assert_eq!(rest, all[5.min(all.len())..], "{order:?} {filter:?} from 5");
+            }
+        }
+
+        // Runs started while a reader pages from the newest are not shown twice, and no
+        // run is skipped: the next page starts after the last run seen, not at a count.
+        let first = t
+            .search_runs(
+                &a,
+                std::slice::from_ref(&exp),
+                None,
+                &[],
+                ViewType::ActiveOnly,
+                Some(5),
+                None,
+            )
+            .await
+            .expect("first page");
+        let seen: Vec<String> = first.items.iter().map(|r| r.info.run_id.clone()).collect();
+        for _ in 0..4 {
+            t.create_run(
+                &a,
+                NewRun {
+                    experiment_id: exp.clone(),
+                    user_id: "alice".into(),
+                    start_time: Some(9_000),
+                    ..NewRun::default()
+                },
+            )
+            .await
+            .expect("newer run");
+        }
+        let rest = walk(&t, &a, &exp, None, &[], 5, first.next_page_token).await;
+        let mut both = seen.clone();
+        both.extend(rest);
+        let before: Vec<String> = walk(&t, &a, &exp, None, &[], 1000, None)
+            .await
+            .into_iter()
+            .skip(4)
+            .collect();
+        assert_eq!(both, before);
+
+        // A token read against another order, or not a token at all, is refused.
+        let by_acc = vec!["metrics.acc DESC".to_string()];
+        let valued = t
+            .search_runs(
+                &a,
+                std::slice::from_ref(&exp),
+                None,
+                &by_acc,
+                ViewType::ActiveOnly,
+                Some(2),
+                None,
+            )
+            .await
+            .expect("by acc")
+            .next_page_token
+            .expect("more");
+        let by_lr = t
+            .search_runs(
+                &a,
+                std::slice::from_ref(&exp),
+                None,
+                &["params.lr".into()],
+                ViewType::ActiveOnly,
+                Some(2),
+                None,
+            )
+            .await
+            .expect("by lr")
+            .next_page_token
+            .expect("more");
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        for (order, token) in [
+            (vec![], valued.clone()),
+            (vec!["params.lr".to_string()], valued.clone()),
+            (by_acc.clone(), by_lr.clone()),
+            (vec![], by_lr.clone()),
+            (vec![], b64(r#"{"in": "all", "after": ["x", 1]}"#)),
+            (vec![], b64(r#"{"in": "all", "after": [1000, 1]}"#)),
+            (vec![], b64(r#"{"in": "all", "after": [1000, "a", "b"]}"#)),
+            (
+                by_acc.clone(),
+                b64(r#"{"in": "valued", "after": [0.5, 1000, "a"]}"#),
+            ),
+            (vec![], b64("{\"in\": \"all\"")),
+            (vec![], "%%%".to_string()),
+        ] {
+            let e = t
+                .search_runs(
+                    &a,
+                    std::slice::from_ref(&exp),
+                    None,
+                    &order,
+                    ViewType::ActiveOnly,
+                    Some(2),
+                    Some(&token),
+                )
+                .await
+                .expect_err("a token that does not fit");
+            assert!(e.to_string().contains("page token"), "{e}");
+        }
+    }
+}
+
 fn params(keys: &[&str]) -> Batch {
     Batch {
         params: keys
