@@ -18,6 +18,22 @@ ensure_venv "$UI_VENV" "$UI_REQ"
 VENV=${QANAT_COMPAT_VENV:-$HOME/.cache/qanat-compat-venv}
 ensure_venv "$VENV" "$ROOT/tests/compat/requirements.txt"
 
+# axe-core (npm, pinned), the accessibility checker every visited page is run through:
+# installed once into a cache outside the repository, in a temporary directory first so
+# that a half-done install is never used.
+AXE_VERSION=4.11.0
+AXE_DIR=$HOME/.cache/qanat-axe-core-$AXE_VERSION
+if [ ! -f "$AXE_DIR/.installed" ]; then
+  rm -rf "$AXE_DIR"
+  mkdir -p "$(dirname "$AXE_DIR")"
+  AXE_TMP=$(mktemp -d "$AXE_DIR.tmp.XXXXXX")
+  (cd "$AXE_TMP" && npm install --no-audit --no-fund --no-save --prefix . "axe-core@$AXE_VERSION") >&2
+  touch "$AXE_TMP/.installed"
+  mv -T "$AXE_TMP" "$AXE_DIR" 2>/dev/null || rm -rf "$AXE_TMP"
+fi
+export QANAT_AXE=$AXE_DIR/node_modules/axe-core/axe.min.js
+test -f "$QANAT_AXE"
+
 (cd "$ROOT" && cargo build --locked -p qanat --quiet)
 Q=$CARGO_TARGET_DIR/debug/qanat
 

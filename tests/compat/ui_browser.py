@@ -88,9 +88,32 @@ def visit(d, path, heading, shot=None, expect_status_ok=True):
     check(f"{path}: no console error", not errors, "; ".join(errors)[:500])
     if expect_status_ok:
         check(f"{path}: no request failed", not failed, "; ".join(failed)[:500])
+    accessible(d, path)
     if shot and SHOTS:
         d.save_screenshot(os.path.join(SHOTS, f"{shot}.png"))
     return text
+
+
+AXE = os.environ.get("QANAT_AXE", "")
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+
+
+def accessible(d, path):
+    """Runs axe-core (WCAG 2.1 A and AA rules) on the page open in `d`: every
+    violation fails, with the rule and the first elements it names."""
+    if not AXE:
+        return
+    with open(AXE, encoding="utf-8") as f:
+        d.execute_script(f.read())
+    result = d.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "axe.run(document, {runOnly: {type: 'tag', values: arguments[0]}, resultTypes: ['violations']})"
+        ".then(r => done(r.violations.map(v => v.id + ' (' + v.impact + '): ' + v.help + ' at '"
+        " + v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(', '))))"
+        ".catch(e => done(['axe failed: ' + e]));",
+        AXE_TAGS,
+    )
+    check(f"{path}: no WCAG 2.1 AA violation (axe-core)", not result, "; ".join(result)[:1500])
 
 
 def links(d, part):

@@ -1327,13 +1327,17 @@ schema:
 
     // The UI's feature page names them.
     let session = common::ui_login(&q, &q.admin_token);
-    let page = common::browser()
-        .get(format!("{}/ui/p/default/features", q.url))
-        .header("cookie", &session)
-        .send()
-        .expect("page")
-        .text()
-        .expect("html");
+    let features_page = || {
+        common::browser()
+            .get(format!("{}/ui/p/default/features", q.url))
+            .header("cookie", &session)
+            .send()
+            .expect("page")
+            .text()
+            .expect("html")
+    };
+    let page = features_page();
+    assert!(!page.contains("All 2 versions"), "one version each so far");
     assert!(
         page.contains("Personal data found")
             && page.contains("<code>caller</code> (phone)")
@@ -1367,4 +1371,15 @@ schema:
     assert!(ok && !err.contains("warning"), "{out}{err}");
     let riders = found("riders").expect("still listed, now declared");
     assert_eq!(riders["columns"][0]["declared"], true, "{riders}");
+    // The marked views are second versions: the UI lists both, each with its lineage.
+    let page = features_page();
+    for shown in [
+        "All 2 versions",
+        "Versions of riders",
+        "lineage of riders@1",
+        "lineage of riders@2",
+        "Versions of calls",
+    ] {
+        assert!(page.contains(shown), "{shown}: {page}");
+    }
 }

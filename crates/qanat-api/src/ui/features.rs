@@ -59,6 +59,15 @@ async fn features(State(state): State<AppState>, s: Session, scope: Scope) -> Pa
             .iter()
             .filter(move |o| o.kind == k && o.deleted_at.is_none())
     };
+    // Each view changed since it was first applied shows its earlier versions too.
+    let mut histories = std::collections::BTreeMap::new();
+    for o in of(ObjectKind::FeatureView).filter(|o| o.version > 1) {
+        let h = state
+            .features
+            .history(p, ObjectKind::FeatureView, &o.name)
+            .await?;
+        histories.insert(o.name.clone(), h.versions);
+    }
     let running = runs.iter().any(|r| r.ended_at.is_none());
     let body = html! {
         h1 { "Features" }
@@ -89,6 +98,23 @@ async fn features(State(state): State<AppState>, s: Session, scope: Scope) -> Pa
                     dt { "Lineage" } dd { a href=(project_url(&p.name, &super::registry::lineage_path(&ObjectRef::feature_view(o.name.as_str(), o.version)))) { "lineage" } }
                 }
                 (definition(&o.definition))
+                @if let Some(versions) = histories.get(&o.name) {
+                    details {
+                        summary { "All " (versions.len()) " versions" }
+                        (table(&format!("Versions of {}", o.name), &["Version", "Made", "By", "Features", "Definition", "Lineage"], html! {
+                            @for v in versions {
+                                tr {
+                                    td.num { (v.version) }
+                                    td { (time(&v.created_at)) }
+                                    td { (v.created_by) }
+                                    td { (v.as_view().map(|d| d.schema.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")).unwrap_or_default()) }
+                                    td { (definition(&v.definition)) }
+                                    td { a href=(project_url(&p.name, &super::registry::lineage_path(&ObjectRef::feature_view(v.name.as_str(), v.version)))) { "lineage of " (v.name) "@" (v.version) } }
+                                }
+                            }
+                        }))
+                    }
+                }
             }
         }
         h2 { "Feature services" }
