@@ -420,8 +420,10 @@ pub(super) async fn lineage_graph(
     let width = 20.0 + columns.len() as f64 * (w + gap_x) - gap_x;
     let tallest = columns.values().map(Vec::len).max().unwrap_or(1) as f64;
     let height = 20.0 + tallest * (h + gap_y) - gap_y;
+    // A group, not an image: an image's content is hidden from screen readers, and
+    // each box is a link they must reach.
     let svg = html! {
-        svg.lineage viewBox={"0 0 " (width) " " (height)} width=(width) height=(height) role="img" aria-label={"Lineage around " (root)} xmlns="http://www.w3.org/2000/svg" {
+        svg.lineage viewBox={"0 0 " (width) " " (height)} width=(width) height=(height) role="group" aria-label={"Lineage around " (root)} xmlns="http://www.w3.org/2000/svg" {
             title { "Lineage around " (root) }
             @for e in &edges {
                 @if let (Some((px, py)), Some((cx, cy))) = (at.get(e.parent.as_str()), at.get(e.child.as_str())) {
