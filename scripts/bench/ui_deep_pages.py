@@ -13,6 +13,7 @@ versions handed out), and both must show the same runs. Against a fresh server:
     python3 scripts/bench/ui_deep_pages.py HOST PORT ADMIN_TOKEN N
 """
 import base64
+import concurrent.futures
 import http.client
 import json
 import re
@@ -26,22 +27,47 @@ c = http.client.HTTPConnection(host, port)
 
 
 def call(method, path, body=None):
+    global c
     h = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
-    r = c.getresponse()
+    try:
+        c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
+        r = c.getresponse()
+    except (ConnectionError, http.client.HTTPException):
+        # The server closed the connection while it was idle (during the fill).
+        c = http.client.HTTPConnection(host, port)
+        c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
+        r = c.getresponse()
     data = r.read()
     assert r.status == 200, (path, r.status, data[:300])
     return json.loads(data)
 
 
 exp = call("POST", "/api/2.0/mlflow/experiments/create", {"name": "deep"})["experiment_id"]
+
+
+def fill(worker, workers=8):
+    """Runs i = worker, worker + workers, ... over a connection of its own."""
+    conn = http.client.HTTPConnection(host, port)
+
+    def post(path, body):
+        conn.request("POST", path, body=json.dumps(body),
+                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        r = conn.getresponse()
+        data = r.read()
+        assert r.status == 200, (path, r.status, data[:300])
+        return json.loads(data)
+
+    for i in range(worker, n, workers):
+        rid = post("/api/2.0/mlflow/runs/create",
+                   {"experiment_id": exp, "start_time": 1700000000000 + i})["run"]["info"]["run_id"]
+        post("/api/2.0/mlflow/runs/log-batch",
+             {"run_id": rid, "metrics": [{"key": "acc", "value": (i * 7919 % 1000) / 1000, "timestamp": 1, "step": 0}]})
+
+
 t0 = time.time()
-for i in range(n):
-    rid = call("POST", "/api/2.0/mlflow/runs/create",
-               {"experiment_id": exp, "start_time": 1700000000000 + i})["run"]["info"]["run_id"]
-    call("POST", "/api/2.0/mlflow/runs/log-batch",
-         {"run_id": rid, "metrics": [{"key": "acc", "value": (i * 7919 % 1000) / 1000, "timestamp": 1, "step": 0}]})
-print(f"filled {n} runs in {time.time() - t0:.0f} s", file=sys.stderr)
+with concurrent.futures.ThreadPoolExecutor(8) as pool:
+    list(pool.map(fill, range(8)))
+print(f"filled {n} runs in {time.time() - t0:.0f} s (8 in flight)", file=sys.stderr)
 
 # The UI's session.
 b = http.client.HTTPConnection(host, port)

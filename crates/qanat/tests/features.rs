@@ -1365,21 +1365,28 @@ schema:
             .replace(
                 "{name: caller, type: string}",
                 "{name: caller, type: string, pii: true}",
+            )
+            // And the offline view gains a feature: its second version.
+            .replace(
+                "online: false\nschema:\n  - {name: contact, type: string, pii: true}",
+                "online: false\nschema:\n  - {name: contact, type: string, pii: true}\n  - {name: rating, type: float64}",
             ),
     );
     let (ok, out, err) = q.cli(&["features", "-p", "default", "apply", d]);
     assert!(ok && !err.contains("warning"), "{out}{err}");
     let riders = found("riders").expect("still listed, now declared");
     assert_eq!(riders["columns"][0]["declared"], true, "{riders}");
-    // The marked views are second versions: the UI lists both, each with its lineage.
+    // Marking is metadata; the view that gained a feature has a second version, and
+    // the UI lists both, each with its features and lineage.
     let page = features_page();
     for shown in [
         "All 2 versions",
-        "Versions of riders",
-        "lineage of riders@1",
-        "lineage of riders@2",
-        "Versions of calls",
+        "Versions of riders_offline",
+        "lineage of riders_offline@1",
+        "lineage of riders_offline@2",
+        "<td>contact, rating</td>",
     ] {
-        assert!(page.contains(shown), "{shown}: {page}");
+        assert!(page.contains(shown), "{shown} is not on the page: {page}");
     }
+    assert_eq!(page.matches("All 2 versions").count(), 1, "{page}");
 }
