@@ -38,6 +38,7 @@ pub static MIGRATIONS: qanat_store::migrations::DomainMigrations = qanat_store::
         "0003_tracking.sql",
         "0004_models.sql",
         "0016_metric_order.sql",
+        "0025_metric_order_nan.sql",
     ]
 );
 

@@ -422,6 +422,24 @@ impl Tracking {
         Ok((rows, more))
     }
 
+    /// Whether every run of `exps` (any stage) has a non-NaN latest value of `key`:
+    /// the runs index's entries and the metric order index's, counted.
+    async fn every_run_valued(&self, project: &Project, exps: &[i64], key: &str) -> Result<bool> {
+        let list = placeholders(2, exps.len());
+        let sql = format!(
+            "SELECT (SELECT COUNT(*) FROM runs WHERE project_id = $1 AND experiment_id IN ({list})) AS runs, \
+             (SELECT COUNT(*) FROM latest_metrics WHERE project_id = $1 AND experiment_id IN ({list}) \
+             AND key = ${} AND is_nan = 0) AS valued",
+            exps.len() + 2
+        );
+        let mut q = sqlx::query(&sql).bind(project.id.as_str());
+        for e in exps {
+            q = q.bind(*e);
+        }
+        let row = q.bind(key).fetch_one(self.meta.reader()).await?;
+        Ok(row.try_get::<i64, _>("runs")? == row.try_get::<i64, _>("valued")?)
+    }
+
     /// The `n` that `sql` (a `SELECT COUNT(*) AS n …`) counts.
     async fn count(&self, sql: &str, binds: &[crate::search::Bind]) -> Result<i64> {
         let q = bound(sql, binds);
@@ -1531,6 +1549,13 @@ impl Tracking {
                         };
                         unvalued_offset = (offset - valued).max(0);
                     }
+                }
+                // Past the last valued run, the runs without a value are read only
+                // if there are any: when every run of these experiments (whatever its
+                // stage, filter or not) has one, two index counts say so, instead of
+                // a look at every run for one without.
+                if go_on && unvalued_after.is_none() {
+                    go_on = !self.every_run_valued(project, &exps, &drive.0).await?;
                 }
                 if go_on {
                     let left = max - rows.len() as i64;

@@ -456,6 +456,27 @@ async fn page_tokens_continue_after_the_last_row_and_refuse_what_does_not_fit() 
             }
         }
 
+        // Where every run has the value, the last valued page ends the search.
+        let full = t
+            .create_experiment(&a, "all-valued", None, &[])
+            .await
+            .expect("experiment");
+        for i in 0..7 {
+            let run = new_run(&t, &a, &full).await;
+            let batch = Batch {
+                metrics: vec![metric("acc", (i % 3) as f64, 1, 0)],
+                ..Batch::default()
+            };
+            t.log_batch(&a, &run, batch, None).await.expect("log");
+        }
+        let by_acc = vec!["metrics.acc DESC".to_string()];
+        let all = walk(&t, &a, &full, None, &by_acc, 1000, None).await;
+        assert_eq!(all.len(), 7);
+        for size in [1, 2, 3, 7] {
+            let paged = walk(&t, &a, &full, None, &by_acc, size, None).await;
+            assert_eq!(paged, all, "all valued, by {size}");
+        }
+
         // Runs started while a reader pages from the newest are not shown twice, and no
         // run is skipped: the next page starts after the last run seen, not at a count.
         let first = t
