@@ -4,7 +4,7 @@
 //! Offset tokens (`{"offset": N}`, what earlier versions and the other searches hand
 //! out) are still taken.
 //!
-//! A token is base64 of JSON: `{"in": "all"|"valued"|"unvalued", "after": [...]}`,
+//! A token is base64 of JSON: `{"in": "all"|"valued"|"nan"|"missing", "after": [...]}`,
 //! one value per sort column: integers as numbers, floats and text as strings (a
 //! float as its shortest exact decimal, so it is read back bit for bit), NULL as null.
 //! It comes from the client, so it is read as hostile input: bounded in size, and
@@ -19,12 +19,14 @@ use crate::{Error, Result};
 pub(crate) const MAX_TOKEN: usize = 64 * 1024;
 
 /// Which rows of a search a statement reads (see `store::Part`): a search ordered by a
-/// metric first reads the runs with a value of it, then those without.
+/// metric first reads the runs with a value of it, then those whose value is NaN, then
+/// those without one.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Part {
     All,
     Valued,
-    Unvalued,
+    Nan,
+    Missing,
 }
 
 impl Part {
@@ -32,7 +34,8 @@ impl Part {
         match self {
             Part::All => "all",
             Part::Valued => "valued",
-            Part::Unvalued => "unvalued",
+            Part::Nan => "nan",
+            Part::Missing => "missing",
         }
     }
 }
@@ -86,7 +89,8 @@ impl Cursor {
         let part = match v.get("in").and_then(|p| p.as_str()) {
             Some("all") => Part::All,
             Some("valued") => Part::Valued,
-            Some("unvalued") => Part::Unvalued,
+            Some("nan") => Part::Nan,
+            Some("missing") => Part::Missing,
             _ => return Err(invalid(t)),
         };
         let key = v

@@ -422,22 +422,33 @@ impl Tracking {
         Ok((rows, more))
     }
 
-    /// Whether every run of `exps` (any stage) has a non-NaN latest value of `key`:
-    /// the runs index's entries and the metric order index's, counted.
-    async fn every_run_valued(&self, project: &Project, exps: &[i64], key: &str) -> Result<bool> {
+    /// How many runs `exps` hold (any stage), how many of them have a non-NaN latest
+    /// value of `key`, and how many have one at all: three index counts, no row read.
+    async fn metric_counts(
+        &self,
+        project: &Project,
+        exps: &[i64],
+        key: &str,
+    ) -> Result<(i64, i64, i64)> {
         let list = placeholders(2, exps.len());
+        let k = exps.len() + 2;
         let sql = format!(
             "SELECT (SELECT COUNT(*) FROM runs WHERE project_id = $1 AND experiment_id IN ({list})) AS runs, \
              (SELECT COUNT(*) FROM latest_metrics WHERE project_id = $1 AND experiment_id IN ({list}) \
-             AND key = ${} AND is_nan = 0) AS valued",
-            exps.len() + 2
+             AND key = ${k} AND is_nan = 0) AS valued, \
+             (SELECT COUNT(*) FROM latest_metrics WHERE project_id = $1 AND experiment_id IN ({list}) \
+             AND key = ${k}) AS present"
         );
         let mut q = sqlx::query(&sql).bind(project.id.as_str());
         for e in exps {
             q = q.bind(*e);
         }
         let row = q.bind(key).fetch_one(self.meta.reader()).await?;
-        Ok(row.try_get::<i64, _>("runs")? == row.try_get::<i64, _>("valued")?)
+        Ok((
+            row.try_get("runs")?,
+            row.try_get("valued")?,
+            row.try_get("present")?,
+        ))
     }
 
     /// The `n` that `sql` (a `SELECT COUNT(*) AS n …`) counts.
@@ -1503,7 +1514,7 @@ impl Tracking {
                     } => (Some(key.as_slice()), 0),
                     Cursor::After { .. } => return Err(wrong_part()),
                 };
-                let (sql, binds, terms) = query.sql(Part::All, after)?;
+                let (sql, binds, terms) = query.sql(&Part::All, after, false)?;
                 let (page, more) = self.fetch_page(&sql, &binds, max, offset).await?;
                 rows = page;
                 if let Some(r) = rows.last() {
@@ -1512,62 +1523,71 @@ impl Tracking {
                 more
             }
             Some(drive) => {
-                // Where the valued runs are read from (None: they are behind this page).
-                let (valued_from, unvalued_after) = match &cursor {
-                    Cursor::Start => (Some((None, 0)), None),
-                    Cursor::Offset(o) => (Some((None, *o)), None),
-                    Cursor::After {
-                        part: CursorPart::Valued,
-                        key,
-                    } => (Some((Some(key.as_slice()), 0)), None),
-                    Cursor::After {
-                        part: CursorPart::Unvalued,
-                        key,
-                    } => (None, Some(key.as_slice())),
-                    Cursor::After { .. } => return Err(wrong_part()),
+                // The runs with a value, then those whose latest value is NaN, then
+                // those without one; each part read in order from where the token
+                // left off, the first part from its key and the next ones from their
+                // start.
+                let parts = [CursorPart::Valued, CursorPart::Nan, CursorPart::Missing];
+                let (first, mut after, mut offset) = match &cursor {
+                    Cursor::Start => (0, None, 0),
+                    Cursor::Offset(o) => (0, None, *o),
+                    Cursor::After { part, key } => match parts.iter().position(|p| p == part) {
+                        Some(i) => (i, Some(key.as_slice()), 0),
+                        None => return Err(wrong_part()),
+                    },
                 };
-                let mut unvalued_offset = 0;
-                let mut go_on = true;
                 let mut more = false;
-                if let Some((after, offset)) = valued_from {
-                    let (sql, binds, terms) = query.sql(Part::Valued(&drive), after)?;
-                    let (page, valued_more) = self.fetch_page(&sql, &binds, max, offset).await?;
-                    rows = page;
-                    if let Some(r) = rows.last() {
-                        last = Some((CursorPart::Valued, crate::cursor::row_key(r, &terms)?));
-                    }
+                // How many runs of these experiments there are, have a value, have a
+                // row at all (index counts; read once, when first needed).
+                let mut counts: Option<(i64, i64, i64)> = None;
+                for &part in &parts[first..] {
                     // With bounds on the metric every matching run has a value.
-                    more = valued_more;
-                    go_on = !valued_more && drive.1.is_empty();
-                    if go_on && offset > 0 {
-                        // The valued runs end on this page or before it.
-                        let valued = if rows.is_empty() {
-                            let (sql, binds, _) = query.sql(Part::CountValued(&drive), None)?;
-                            self.count(&sql, &binds).await?
-                        } else {
-                            offset + rows.len() as i64
+                    if part != CursorPart::Valued && !drive.1.is_empty() {
+                        break;
+                    }
+                    // A part with nothing in any run of these experiments (whatever
+                    // its stage or filter) is not read: when every run has a value, or
+                    // a row, two index counts say so, where reading the part would
+                    // look at every run for one without.
+                    if part != CursorPart::Valued && after.is_none() {
+                        if counts.is_none() {
+                            counts = Some(self.metric_counts(project, &exps, &drive.0).await?);
+                        }
+                        let (runs, valued, present) = counts.unwrap_or_default();
+                        let empty = match part {
+                            CursorPart::Nan => present == valued,
+                            _ => runs == present,
                         };
-                        unvalued_offset = (offset - valued).max(0);
+                        if empty {
+                            continue;
+                        }
                     }
-                }
-                // Past the last valued run, the runs without a value are read only
-                // if there are any: when every run of these experiments (whatever its
-                // stage, filter or not) has one, two index counts say so, instead of
-                // a look at every run for one without.
-                if go_on && unvalued_after.is_none() {
-                    go_on = !self.every_run_valued(project, &exps, &drive.0).await?;
-                }
-                if go_on {
+                    let which = match part {
+                        CursorPart::Valued => Part::Valued(&drive),
+                        CursorPart::Nan => Part::Nan(&drive.0),
+                        _ => Part::Missing(&drive.0),
+                    };
+                    if offset > 0 {
+                        // An offset token: the parts it passes whole are skipped.
+                        let (sql, binds, _) = query.sql(&which, None, true)?;
+                        let n = self.count(&sql, &binds).await?;
+                        if offset >= n {
+                            offset -= n;
+                            continue;
+                        }
+                    }
                     let left = max - rows.len() as i64;
-                    let (sql, binds, terms) =
-                        query.sql(Part::Unvalued(&drive.0), unvalued_after)?;
-                    let (rest, unvalued_more) =
-                        self.fetch_page(&sql, &binds, left, unvalued_offset).await?;
-                    if let Some(r) = rest.last() {
-                        last = Some((CursorPart::Unvalued, crate::cursor::row_key(r, &terms)?));
+                    let (sql, binds, terms) = query.sql(&which, after.take(), false)?;
+                    let (page, part_more) = self.fetch_page(&sql, &binds, left, offset).await?;
+                    offset = 0;
+                    if let Some(r) = page.last() {
+                        last = Some((part, crate::cursor::row_key(r, &terms)?));
                     }
-                    rows.extend(rest);
-                    more = unvalued_more;
+                    rows.extend(page);
+                    if part_more {
+                        more = true;
+                        break;
+                    }
                 }
                 more
             }
@@ -1606,10 +1626,10 @@ enum Part<'a> {
     /// The runs with a value of the driving metric (within its bounds), by that value
     /// and then the rest of the order.
     Valued(&'a crate::search::Driving),
-    /// How many runs [`Part::Valued`] reads in all.
-    CountValued(&'a crate::search::Driving),
-    /// The runs without a (non-NaN) value of that metric, in the search's order.
-    Unvalued(&'a str),
+    /// The runs whose latest value of that metric is NaN, in the rest of the order.
+    Nan(&'a str),
+    /// The runs without a value of that metric, in the rest of the order.
+    Missing(&'a str),
 }
 
 /// A runs search, written as SQL for each [`Part`].
@@ -1628,8 +1648,9 @@ impl RunQuery<'_> {
     /// page token's sort key: only the rows after it are read.
     fn sql(
         &self,
-        part: Part<'_>,
+        part: &Part<'_>,
         after: Option<&[serde_json::Value]>,
+        count: bool,
     ) -> Result<(String, Vec<crate::search::Bind>, Vec<crate::search::Term>)> {
         use crate::search::{Bind, KeyKind, Term, RUNS};
         let mut binds: Vec<Bind> = std::iter::once(Bind::Text(self.project.to_string()))
@@ -1644,10 +1665,9 @@ impl RunQuery<'_> {
         );
         let mut lead = Vec::new();
         let mut order = self.order;
-        match &part {
+        match part {
             Part::All => {}
-            Part::Valued((key, bounds, ascending))
-            | Part::CountValued((key, bounds, ascending)) => {
+            Part::Valued((key, bounds, ascending)) => {
                 from.push_str(" JOIN latest_metrics d ON d.run_id = runs.run_id");
                 binds.push(Bind::Text(key.clone()));
                 cond.push_str(&format!(
@@ -1665,17 +1685,29 @@ impl RunQuery<'_> {
                 });
                 order = &order[1..];
             }
-            Part::Unvalued(key) => {
+            // The metric's place in the order is the same for every run of these two
+            // parts (NaN after the values, no value last), so it is left out of it.
+            Part::Nan(key) => {
+                from.push_str(" JOIN latest_metrics d ON d.run_id = runs.run_id");
                 binds.push(Bind::Text(key.to_string()));
                 cond.push_str(&format!(
-                    " AND NOT EXISTS (SELECT 1 FROM latest_metrics d WHERE d.run_id = runs.run_id AND d.key = ${} AND d.is_nan = 0)",
+                    " AND d.project_id = $1 AND d.experiment_id IN ({exps}) AND d.key = ${} AND d.is_nan = 1",
                     binds.len()
                 ));
+                order = &order[1..];
+            }
+            Part::Missing(key) => {
+                binds.push(Bind::Text(key.to_string()));
+                cond.push_str(&format!(
+                    " AND NOT EXISTS (SELECT 1 FROM latest_metrics d WHERE d.run_id = runs.run_id AND d.key = ${})",
+                    binds.len()
+                ));
+                order = &order[1..];
             }
         }
         let filter = crate::search::where_sql(&RUNS, self.clauses, self.backend, binds.len() + 1);
         binds.extend(filter.params);
-        if matches!(part, Part::CountValued(_)) {
+        if count {
             return Ok((
                 format!(
                     "SELECT COUNT(*) AS n FROM {from} WHERE {cond}{}",
