@@ -117,16 +117,18 @@ impl Cursor {
     }
 }
 
+/// The refusal of a token made by a search with another order.
+pub(crate) fn other_order() -> Error {
+    Error::invalid(
+        "this page token belongs to a search with another order: pass the token of the previous page of the same search",
+    )
+}
+
 /// A token's sort key read against the columns it must fit: one value per column,
 /// each of that column's kind (or null).
 pub(crate) fn key_values(key: &[serde_json::Value], terms: &[Term]) -> Result<Vec<KeyValue>> {
-    let refuse = || {
-        Error::invalid(
-            "this page token belongs to a search with another order: pass the token of the previous page of the same search",
-        )
-    };
     if key.len() != terms.len() {
-        return Err(refuse());
+        return Err(other_order());
     }
     key.iter()
         .zip(terms)
@@ -142,7 +144,7 @@ pub(crate) fn key_values(key: &[serde_json::Value], terms: &[Term]) -> Result<Ve
                     .map(KeyValue::Float),
                 KeyKind::Text => v.as_str().map(|s| KeyValue::Text(s.to_string())),
             }
-            .ok_or_else(refuse)
+            .ok_or_else(other_order)
         })
         .collect()
 }

@@ -915,6 +915,15 @@ mod tests {
             assert!(parse_filter(&RUNS, bad).is_err(), "{bad}");
         }
         assert!(parse_order(&RUNS, &["metrics.rmse sideways".into()]).is_err());
+        let keys = |n: usize| (0..n).map(|i| format!("metrics.m{i}")).collect::<Vec<_>>();
+        assert_eq!(
+            parse_order(&RUNS, &keys(MAX_ORDER_KEYS))
+                .expect("at the limit")
+                .len(),
+            MAX_ORDER_KEYS
+        );
+        let e = parse_order(&RUNS, &keys(MAX_ORDER_KEYS + 1)).expect_err("over the limit");
+        assert!(e.to_string().contains("at most 20 keys"), "{e}");
         assert_eq!(
             parse_order(&RUNS, &["metrics.rmse DESC".into()]).expect("order")[0],
             OrderKey {

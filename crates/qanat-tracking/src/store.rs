@@ -1489,19 +1489,14 @@ impl Tracking {
             order: &order,
         };
         // Ordered by a metric first (`metrics.acc DESC`, the common search): the runs
-        // that have a value are read from the (project, experiment, key, value) index
-        // of latest_metrics in order, stopping after the page; only a page past them
-        // reads the runs without one (or with NaN), which come after, as on MLflow.
+        // that have a value are read from the (project, experiment, key, is_nan, value)
+        // index of latest_metrics in order, stopping after the page; only a page past
+        // them reads the runs with NaN, then those without one, as on MLflow.
         // A page starts after the sort key of the previous page's last row (its token),
         // so a deep page reads no more rows than the first; an offset token (from an
         // earlier version) is still followed, and the page after it gets a keyset one.
-        let wrong_part = || {
-            Error::invalid(
-                "this page token belongs to a search with another order: pass the token of the previous page of the same search",
-            )
-        };
         let mut rows = Vec::new();
-        // The part, sort key columns and key of the last row read, for the next token.
+        // The part and sort key of the last row read, for the next token.
         let mut last: Option<(CursorPart, Vec<crate::search::KeyValue>)> = None;
         let more = match crate::search::driving_metric(&clauses, &order) {
             None => {
@@ -1512,7 +1507,7 @@ impl Tracking {
                         part: CursorPart::All,
                         key,
                     } => (Some(key.as_slice()), 0),
-                    Cursor::After { .. } => return Err(wrong_part()),
+                    Cursor::After { .. } => return Err(crate::cursor::other_order()),
                 };
                 let (sql, binds, terms) = query.sql(&Part::All, after, false)?;
                 let (page, more) = self.fetch_page(&sql, &binds, max, offset).await?;
@@ -1533,7 +1528,7 @@ impl Tracking {
                     Cursor::Offset(o) => (0, None, *o),
                     Cursor::After { part, key } => match parts.iter().position(|p| p == part) {
                         Some(i) => (i, Some(key.as_slice()), 0),
-                        None => return Err(wrong_part()),
+                        None => return Err(crate::cursor::other_order()),
                     },
                 };
                 let mut more = false;
