@@ -1,15 +1,19 @@
 //! Dense-layer kernels on instructions the safe SIMD layer (`pulp`) does not reach:
-//! `y = act(x·Wᵀ + b)` for int8 weights with AVX-512 VNNI (`vpdpbusd`: 64 u8 × i8
-//! multiply-adds an instruction) and for f32 weights with AVX-512 FMA, both over weights
+//! `y = act(x·Wᵀ + b)` for int8 weights with AMX tiles (`tdpbusd`: 16 × 16 × 64 u8 × i8
+//! multiply-adds an instruction) for batches and AVX-512 VNNI (`vpdpbusd`: 64 an
+//! instruction) for single rows, and for f32 weights with AVX-512 FMA, all over weights
 //! packed in panels of [`PANEL`] outputs.
 //!
 //! This crate is the workspace's one exception to `forbid(unsafe_code)`, and only its
-//! `x86` module uses it: every kernel there is a *safe* function compiled with
-//! `#[target_feature]` (inside one, the intrinsics are safe to call), and the only
+//! `x86` module uses it: every VNNI and FMA kernel there is a *safe* function compiled
+//! with `#[target_feature]` (inside one, the intrinsics are safe to call), and the only
 //! `unsafe` is the call into such a function after the CPU was checked, at run time, to
 //! have every feature it was compiled for. Loads and stores go through slices and safe
 //! casts (`bytemuck`), never raw pointers, so an index out of bounds panics instead of
-//! reading past a buffer.
+//! reading past a buffer. AMX has no stable intrinsics: its tile instructions are
+//! `asm!` blocks, each reading and writing only the slices it was handed (taken, and so
+//! bounds-checked, before the block), and two `arch_prctl` calls ask Linux for the tile
+//! state.
 //!
 //! Each kernel has a portable equivalent here ([`gemm_u8i8_portable`],
 //! [`gemm_f32_portable`]): the same packed layout, plain loops. The tests check the
@@ -20,7 +24,8 @@
 //! - int8: activations are quantized to `q ∈ [-127, 127]` and stored as `q + 128` (u8,
 //!   what `vpdpbusd` multiplies), rows of `kp` (a multiple of 4; padding holds 128, i.e.
 //!   zero). Weights are i8, packed as panels of 16 outputs × 4 inputs, so one 64-byte
-//!   load feeds 16 outputs' dot products four inputs at a time; the `+ 128` is taken
+//!   load feeds 16 outputs' dot products four inputs at a time (and 16 consecutive
+//!   blocks are one AMX tile of 64 inputs × 16 outputs); the `+ 128` is taken
 //!   back out with each output's `128 · Σₖ w` at the end. Sums wrap modulo 2³² in the
 //!   register, and the corrected result is exact while `127² · kp < 2³¹`
 //!   (`kp` < 133,000).
@@ -34,8 +39,20 @@ mod x86;
 /// Outputs a packed panel holds: one 512-bit register of i32 or f32.
 pub const PANEL: usize = 16;
 
-/// The int8 kernel this CPU runs, if any: `"avx512-vnni"`.
+/// Quads (4 inputs) in one AMX tile's K extent: 64 bytes a tile row.
+const TILE_QUADS: usize = 16;
+
+/// Batches of at least this many rows go to the AMX tiles when the CPU has them; fewer
+/// rows would leave most of a 16-row tile padding, and the VNNI kernel is as fast there.
+pub const AMX_MIN_ROWS: usize = 8;
+
+/// The int8 kernels this CPU runs, if any: `"amx-int8+avx512-vnni"` (AMX tiles for
+/// batches of [`AMX_MIN_ROWS`] rows or more, VNNI below) or `"avx512-vnni"`.
 pub fn int8_kernel() -> Option<&'static str> {
+    #[cfg(target_arch = "x86_64")]
+    if x86::has_amx() {
+        return Some("amx-int8+avx512-vnni");
+    }
     #[cfg(target_arch = "x86_64")]
     if x86::has_vnni() {
         return Some("avx512-vnni");
@@ -65,7 +82,10 @@ fn pad_panels<T: Copy + Default>(v: &[T], panels: usize) -> Vec<[T; PANEL]> {
 pub struct PackedI8 {
     outs: usize,
     kp: usize,
-    /// `[panel][kp / 4]`: 16 outputs × 4 consecutive inputs.
+    /// Quads each panel holds: `kp / 4` rounded up to whole tiles ([`TILE_QUADS`]).
+    n4p: usize,
+    /// `[panel][n4p]`: 16 outputs × 4 consecutive inputs, panels padded to an even
+    /// count; the padding is zero.
     blocks: Vec<[i8; 64]>,
     /// `128 · Σₖ w[o, k]` (wrapping), per output, padded to whole panels.
     offset: Vec<[i32; PANEL]>,
@@ -83,12 +103,14 @@ impl PackedI8 {
         assert_eq!(q.len(), outs * kp, "weights must be outs × kp");
         assert_eq!(scale.len(), outs, "one scale per output");
         let panels = outs.div_ceil(PANEL);
-        let n4 = kp / 4;
-        let mut blocks = vec![[0i8; 64]; panels * n4];
+        // Whole tiles for AMX: each panel's quads padded to a multiple of 16 (64 inputs)
+        // and the panels to an even count, with zero weights (they add nothing).
+        let n4p = (kp / 4).div_ceil(TILE_QUADS) * TILE_QUADS;
+        let mut blocks = vec![[0i8; 64]; panels.next_multiple_of(2) * n4p];
         for (o, row) in q.chunks_exact(kp.max(1)).enumerate().take(outs) {
             let (p, lane) = (o / PANEL, o % PANEL);
             for (i, quad) in row.chunks_exact(4).enumerate() {
-                blocks[p * n4 + i][lane * 4..lane * 4 + 4].copy_from_slice(quad);
+                blocks[p * n4p + i][lane * 4..lane * 4 + 4].copy_from_slice(quad);
             }
         }
         let sums: Vec<i32> = (0..outs)
@@ -102,6 +124,7 @@ impl PackedI8 {
         PackedI8 {
             outs,
             kp,
+            n4p,
             blocks,
             offset: pad_panels(&sums, panels),
             scale: pad_panels(scale, panels),
@@ -139,9 +162,30 @@ fn check_i8(xu: &[u8], xs: &[f32], w: &PackedI8, y: &[f32]) {
 ///
 /// Panics unless `xu` is `xs.len() × kp` and `y` is `xs.len() × outs`.
 pub fn gemm_u8i8(xu: &[u8], xs: &[f32], w: &PackedI8, relu: bool, y: &mut [f32]) -> bool {
+    if xs.len() >= AMX_MIN_ROWS && gemm_u8i8_amx(xu, xs, w, relu, y) {
+        return true;
+    }
+    gemm_u8i8_vnni(xu, xs, w, relu, y)
+}
+
+/// [`gemm_u8i8`] on the AVX-512 VNNI kernel whatever the batch, returning `false` when
+/// the CPU lacks it (for tests and benchmarks that compare the kernels).
+pub fn gemm_u8i8_vnni(xu: &[u8], xs: &[f32], w: &PackedI8, relu: bool, y: &mut [f32]) -> bool {
     check_i8(xu, xs, w, y);
     #[cfg(target_arch = "x86_64")]
     if x86::gemm_u8i8(xu, xs, w, relu, y) {
+        return true;
+    }
+    false
+}
+
+/// [`gemm_u8i8`] on the AMX tiles whatever the batch, returning `false` when the CPU or
+/// the kernel does not offer them (AMX-INT8 and the tile data state are needed, and
+/// Linux must grant this process the state) or there are no inputs.
+pub fn gemm_u8i8_amx(xu: &[u8], xs: &[f32], w: &PackedI8, relu: bool, y: &mut [f32]) -> bool {
+    check_i8(xu, xs, w, y);
+    #[cfg(target_arch = "x86_64")]
+    if w.kp > 0 && x86::gemm_u8i8_amx(xu, xs, w, relu, y) {
         return true;
     }
     false
@@ -157,7 +201,7 @@ pub fn gemm_u8i8_portable(xu: &[u8], xs: &[f32], w: &PackedI8, relu: bool, y: &m
         let xr = &xu[r * w.kp..(r + 1) * w.kp];
         for p in 0..w.panels() {
             let mut acc = [0i32; PANEL];
-            for (i, block) in w.blocks[p * n4..(p + 1) * n4].iter().enumerate() {
+            for (i, block) in w.blocks[p * w.n4p..][..n4].iter().enumerate() {
                 for (lane, a) in acc.iter_mut().enumerate() {
                     for j in 0..4 {
                         let prod = i32::from(xr[4 * i + j]) * i32::from(block[lane * 4 + j]);

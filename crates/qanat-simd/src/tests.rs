@@ -86,6 +86,17 @@ fn shape() -> impl Strategy<Value = (usize, usize, usize)> {
     )
 }
 
+fn tile_shape() -> impl Strategy<Value = (usize, usize, usize)> {
+    // rows, k, outs for the AMX tiles: one and several 16-row tiles and 32-row blocks
+    // with tails, K across one and several 64-input tiles, one and several panel pairs
+    // with an odd panel and a short last panel.
+    (
+        prop_oneof![1usize..20, 28usize..36, 44usize..70],
+        prop_oneof![1usize..70, 120usize..200],
+        prop_oneof![1usize..40, 60usize..70, 90usize..100],
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
@@ -102,6 +113,34 @@ proptest! {
         let mut fast = vec![f32::NAN; rows * outs];
         if gemm_u8i8(&c.xu, &c.xs, &w, relu, &mut fast) {
             prop_assert_eq!(&fast, &want);
+        }
+        // Each kernel whatever the batch, so both are tested on every shape.
+        let mut vnni = vec![f32::NAN; rows * outs];
+        if gemm_u8i8_vnni(&c.xu, &c.xs, &w, relu, &mut vnni) {
+            prop_assert_eq!(&vnni, &want);
+        }
+        let mut amx = vec![f32::NAN; rows * outs];
+        if gemm_u8i8_amx(&c.xu, &c.xs, &w, relu, &mut amx) {
+            prop_assert_eq!(&amx, &want);
+        }
+    }
+
+    #[test]
+    fn the_amx_kernel_equals_the_portable_one_across_tiles(
+        (rows, k, outs) in tile_shape(), seed in any::<u64>(), relu in any::<bool>()
+    ) {
+        let c = i8_case(rows, k, outs, seed);
+        let w = PackedI8::new(&c.q, c.kp, &c.scale, &c.bias);
+        let mut portable = vec![f32::NAN; rows * outs];
+        gemm_u8i8_portable(&c.xu, &c.xs, &w, relu, &mut portable);
+        prop_assert_eq!(&portable, &i8_reference(&c, relu));
+        let mut amx = vec![f32::NAN; rows * outs];
+        if gemm_u8i8_amx(&c.xu, &c.xs, &w, relu, &mut amx) {
+            prop_assert_eq!(&amx, &portable);
+        }
+        let mut fast = vec![f32::NAN; rows * outs];
+        if gemm_u8i8(&c.xu, &c.xs, &w, relu, &mut fast) {
+            prop_assert_eq!(&fast, &portable);
         }
     }
 
@@ -150,6 +189,9 @@ fn sums_that_wrap_in_the_register_still_come_out_exact() {
     if gemm_u8i8(&xu, &[1.0], &w, false, &mut y) {
         assert_eq!(y[0], want);
     }
+    if gemm_u8i8_amx(&xu, &[1.0], &w, false, &mut y) {
+        assert_eq!(y[0], want);
+    }
     let neg = vec![1u8; kp];
     gemm_u8i8_portable(&neg, &[1.0], &w, false, &mut y);
     assert_eq!(y[0], -want);
@@ -185,7 +227,10 @@ fn mismatched_lengths_are_refused_before_any_kernel_runs() {
 fn the_kernels_detected_are_named() {
     // On this machine's CPU each is either named or absent; when named, it runs.
     if let Some(name) = int8_kernel() {
-        assert_eq!(name, "avx512-vnni");
+        assert!(
+            name == "avx512-vnni" || name == "amx-int8+avx512-vnni",
+            "{name}"
+        );
         let w = PackedI8::new(&[1; 4], 4, &[1.0], &[0.0]);
         let mut y = [0f32];
         assert!(gemm_u8i8(&[129; 4], &[1.0], &w, false, &mut y));
@@ -193,5 +238,40 @@ fn the_kernels_detected_are_named() {
     }
     if let Some(name) = f32_kernel() {
         assert_eq!(name, "avx512-fma");
+    }
+}
+
+#[test]
+fn the_amx_kernel_runs_on_many_threads_and_after_a_panic() {
+    // The tile state is granted per process and configured per call: threads started
+    // after the grant use it too, and a call that panics (lengths refused) leaves the
+    // next one working.
+    let c = i8_case(40, 130, 70, 7);
+    let w = PackedI8::new(&c.q, c.kp, &c.scale, &c.bias);
+    let want = i8_reference(&c, true);
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let (c_xu, c_xs, w, want) = (c.xu.clone(), c.xs.clone(), w.clone(), want.clone());
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    let mut y = vec![f32::NAN; 40 * 70];
+                    if gemm_u8i8_amx(&c_xu, &c_xs, &w, true, &mut y) {
+                        assert_eq!(y, want);
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("a thread on the tiles");
+    }
+    let refused = std::panic::catch_unwind(|| {
+        let mut y = vec![0f32; 70];
+        gemm_u8i8_amx(&c.xu[..5], &c.xs[..1], &w, false, &mut y)
+    });
+    assert!(refused.is_err());
+    let mut y = vec![f32::NAN; 40 * 70];
+    if gemm_u8i8_amx(&c.xu, &c.xs, &w, true, &mut y) {
+        assert_eq!(y, want);
     }
 }

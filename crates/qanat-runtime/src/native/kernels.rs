@@ -617,7 +617,7 @@ impl<T: Quantized> WithSimd for QuantizeRows<'_, T> {
         for (r, s) in scale.iter_mut().enumerate() {
             let row = &x[r * k..(r + 1) * k];
             let q = &mut xq[r * kp..(r + 1) * kp];
-            let amax = fixed.unwrap_or_else(|| row.iter().fold(0f32, |m, v| m.max(v.abs())));
+            let amax = fixed.unwrap_or_else(|| abs_max(row));
             // NaN and infinity cannot be quantized; such a row comes out as zeros (the
             // encoder never produces one).
             let (inv, sc) = if amax > 0.0 && amax.is_finite() {
@@ -662,18 +662,69 @@ pub(crate) fn int8_path() -> &'static str {
     "portable"
 }
 
-/// Rounds half away from zero and saturates to ±127, with a plain conversion (no libm
-/// `roundf` call, so the loop vectorizes).
+/// The largest `|v|` of `row` (0 for an empty row; NaN ignored, as `f32::max` does),
+/// kept in 16 lanes so the loop vectorizes (one running maximum is a chain of scalar
+/// `maxss`); the maximum does not depend on the order it is taken in.
+#[inline(always)]
+fn abs_max(row: &[f32]) -> f32 {
+    let mut lanes = [0f32; 16];
+    let chunks = row.chunks_exact(16);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (m, v) in lanes.iter_mut().zip(chunk) {
+            *m = m.max(v.abs());
+        }
+    }
+    let m = tail.iter().fold(0f32, |m, v| m.max(v.abs()));
+    lanes.iter().fold(m, |a, b| a.max(*b))
+}
+
+/// Rounds half away from zero and saturates to ±127 (NaN to 0), without a libm
+/// `roundf` call or a saturating `as` conversion, both of which LLVM does one value at
+/// a time: `trunc` is one vector instruction, and an integer-valued float `r` with
+/// `|r| ≤ 127` added to 1.5·2²³ holds `r` in the low bits of its mantissa, exactly.
 #[inline(always)]
 fn round_to_int(t: f32) -> i16 {
-    let t = t.clamp(-127.0, 127.0);
-    (t + 0.5f32.copysign(t)) as i16
+    const MAGIC: f32 = 12_582_912.0; // 1.5 · 2²³, bits 0x4B40_0000
+    let t = if t.is_nan() {
+        0.0
+    } else {
+        t.clamp(-127.0, 127.0)
+    };
+    let r = (t + 0.5f32.copysign(t)).trunc();
+    ((r + MAGIC).to_bits() as i32 - MAGIC.to_bits() as i32) as i16
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn rounding_equals_the_saturating_conversion_it_replaces() {
+        let plain = |t: f32| {
+            let t = t.clamp(-127.0, 127.0);
+            (t + 0.5f32.copysign(t)) as i16
+        };
+        let mut cases = vec![
+            0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 126.5, -126.5, 127.0, 127.49,
+        ];
+        cases.extend([
+            1e9,
+            -1e9,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            2.5,
+            -2.5,
+        ]);
+        // Every quarter step across the range and past it.
+        cases.extend((-600..=600).map(|i| i as f32 * 0.25));
+        cases.extend((0..10_000).map(|i| (i as f32 * 0.0137).sin() * 140.0));
+        for t in cases {
+            assert_eq!(round_to_int(t), plain(t), "{t}");
+        }
+    }
 
     fn reference_f32(x: &[f32], k: usize, w: &[f32], b: &[f32], relu: bool) -> Vec<f32> {
         let rows = x.len() / k;

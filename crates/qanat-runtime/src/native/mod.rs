@@ -114,8 +114,8 @@ impl Layer {
         self
     }
 
-    /// The kernel this layer runs on: `avx512-vnni`, `avx512-fma`, or the portable
-    /// kernels' instruction set.
+    /// The kernel this layer runs on: `amx-int8+avx512-vnni`, `avx512-vnni`,
+    /// `avx512-fma`, or the portable kernels' instruction set.
     pub fn kernel(&self) -> &'static str {
         match &self.weights {
             Weights::F32 {
@@ -722,7 +722,11 @@ mod tests {
         if qanat_simd::int8_kernel().is_some() {
             assert_eq!(
                 f.quantize_dynamic().kernels(),
-                format!("avx512-vnni, {}", f.kernels())
+                format!(
+                    "{}, {}",
+                    qanat_simd::int8_kernel().expect("checked above"),
+                    f.kernels()
+                )
             );
         }
     }
