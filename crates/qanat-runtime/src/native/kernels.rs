@@ -663,12 +663,13 @@ pub(crate) fn int8_path() -> &'static str {
 }
 
 /// The largest `|v|` of `row` (0 for an empty row; NaN ignored, as `f32::max` does),
-/// kept in 16 lanes so the loop vectorizes (one running maximum is a chain of scalar
+/// kept in 64 lanes so the loop vectorizes (one running maximum is a chain of scalar
 /// `maxss`); the maximum does not depend on the order it is taken in.
 #[inline(always)]
 fn abs_max(row: &[f32]) -> f32 {
-    let mut lanes = [0f32; 16];
-    let chunks = row.chunks_exact(16);
+    // Four registers of 16 lanes: four independent chains of `max`.
+    let mut lanes = [0f32; 64];
+    let chunks = row.chunks_exact(64);
     let tail = chunks.remainder();
     for chunk in chunks {
         for (m, v) in lanes.iter_mut().zip(chunk) {
