@@ -479,6 +479,12 @@ fn store(y: &mut [f32], row: usize, p: usize, outs: usize, v: __m512) {
     }
 }
 
+/// The f32 kernel's block for batches: 8 rows × 3 panels (24 accumulators, 3 weight
+/// loads and 8 broadcasts an input), measured ~8% faster here than 6 × 4 (which loads
+/// more weights per multiply-add) and far faster than 4 × 6.
+const F32_ROWS: usize = 8;
+const F32_PANELS: usize = 3;
+
 #[target_feature(enable = "avx512f,avx2,fma")]
 fn f32_avx512(x: &[f32], rows: usize, w: &PackedF32, relu: bool, y: &mut [f32]) {
     let panels = w.panels();
@@ -489,9 +495,9 @@ fn f32_avx512(x: &[f32], rows: usize, w: &PackedF32, relu: bool, y: &mut [f32]) 
             p += WIDE_PANELS;
         }
     }
-    while p + PANELS <= panels {
-        f32_rows::<PANELS>(x, rows, w, p, relu, y);
-        p += PANELS;
+    while p + F32_PANELS <= panels {
+        f32_rows::<F32_PANELS>(x, rows, w, p, relu, y);
+        p += F32_PANELS;
     }
     while p < panels {
         f32_rows::<1>(x, rows, w, p, relu, y);
@@ -509,9 +515,9 @@ fn f32_rows<const C: usize>(
     y: &mut [f32],
 ) {
     let mut r = 0;
-    while r + ROWS <= rows {
-        f32_block::<ROWS, C>(x, w, r, p0, relu, y);
-        r += ROWS;
+    while r + F32_ROWS <= rows {
+        f32_block::<F32_ROWS, C>(x, w, r, p0, relu, y);
+        r += F32_ROWS;
     }
     match rows - r {
         1 => f32_block::<1, C>(x, w, r, p0, relu, y),
@@ -519,6 +525,8 @@ fn f32_rows<const C: usize>(
         3 => f32_block::<3, C>(x, w, r, p0, relu, y),
         4 => f32_block::<4, C>(x, w, r, p0, relu, y),
         5 => f32_block::<5, C>(x, w, r, p0, relu, y),
+        6 => f32_block::<6, C>(x, w, r, p0, relu, y),
+        7 => f32_block::<7, C>(x, w, r, p0, relu, y),
         _ => {}
     }
 }
