@@ -235,8 +235,9 @@ const TILE_BYTES: usize = 64;
 /// A loaded tile configuration, released when dropped (also on a panic): palette 1,
 /// all eight tiles 16 rows × 64 bytes. tmm0–3 accumulate (16 rows × 16 i32 outputs),
 /// tmm4–5 hold activations (16 rows × 64 u8 inputs), tmm6–7 weights (16 quads × 16
-/// outputs × 4 i8).
-struct Tiles;
+/// outputs × 4 i8). Not `Send`: the configuration belongs to the thread that loaded
+/// it, and the tile functions take a `&Tiles` to show it is loaded on theirs.
+struct Tiles(std::marker::PhantomData<*const ()>);
 
 impl Tiles {
     fn configure() -> Tiles {
@@ -249,8 +250,22 @@ impl Tiles {
         // SAFETY: `ldtilecfg` reads the 64 bytes of `cfg`, a valid configuration
         // (palette 1, rows ≤ 16, bytes a row ≤ 64, reserved bytes zero); it is only
         // reached after `has_amx` found the CPU and the kernel ready for tiles.
-        unsafe { asm!("ldtilecfg [{}]", in(reg) cfg.as_ptr(), options(nostack, readonly)) };
-        Tiles
+        unsafe {
+            asm!(
+                "ldtilecfg [{cfg}]",
+                cfg = in(reg) cfg.as_ptr(),
+            out("tmm0") _,
+            out("tmm1") _,
+            out("tmm2") _,
+            out("tmm3") _,
+            out("tmm4") _,
+            out("tmm5") _,
+            out("tmm6") _,
+            out("tmm7") _,
+                options(nostack, readonly),
+            )
+        };
+        Tiles(std::marker::PhantomData)
     }
 }
 
@@ -258,7 +273,20 @@ impl Drop for Tiles {
     fn drop(&mut self) {
         // SAFETY: `tilerelease` returns the tiles to their initial state and touches no
         // memory; a configuration was loaded by `configure`.
-        unsafe { asm!("tilerelease", options(nostack, nomem)) };
+        unsafe {
+            asm!(
+                "tilerelease",
+                out("tmm0") _,
+                out("tmm1") _,
+                out("tmm2") _,
+                out("tmm3") _,
+                out("tmm4") _,
+                out("tmm5") _,
+                out("tmm6") _,
+                out("tmm7") _,
+                options(nostack, nomem),
+            )
+        };
     }
 }
 
@@ -312,16 +340,18 @@ fn i8_amx(xu: &[u8], xs: &[f32], w: &PackedI8, relu: bool, y: &mut [f32]) {
     }
     let panels = w.panels();
     let mut c = [[[0i32; PANEL]; TILE_ROWS]; 4];
-    let _tiles = Tiles::configure();
+    let tiles = Tiles::configure();
     for p0 in (0..panels).step_by(2) {
         let b = &w.blocks[p0 * w.n4p..(p0 + 2) * w.n4p];
         let mut r0 = 0;
         while r0 < rows16 {
             let two = r0 + 2 * TILE_ROWS <= rows16;
             if two {
-                tiles_2x2(&a[r0 * stride..(r0 + 32) * stride], stride, b, kt, &mut c);
+                tiles_2x2(&tiles, &a[r0 * stride..(r0 + 32) * stride], b, kt, &mut c);
             } else {
-                tiles_1x2(&a[r0 * stride..(r0 + 16) * stride], stride, b, kt, &mut c);
+                let c01: &mut [[[i32; PANEL]; TILE_ROWS]; 2] =
+                    (&mut c[..2]).try_into().expect("two tiles");
+                tiles_1x2(&tiles, &a[r0 * stride..(r0 + 16) * stride], b, kt, c01);
             }
             // Tile t holds rows r0 + 16·(t / 2) of panel p0 + t % 2.
             for (t, tile) in c.iter().enumerate().take(if two { 4 } else { 2 }) {
@@ -343,19 +373,23 @@ fn i8_amx(xu: &[u8], xs: &[f32], w: &PackedI8, relu: bool, y: &mut [f32]) {
     }
 }
 
-/// 32 activation rows (`a`: 32 rows of `stride` bytes) against two panels (`b`: two
-/// panels of `kt` tiles of 16 quads), `kt ≥ 1` K tiles; the four 16 × 16 sums into `c`.
-fn tiles_2x2(a: &[u8], stride: usize, b: &[[i8; 64]], kt: usize, c: &mut [[[i32; 16]; 16]; 4]) {
-    assert!(kt >= 1 && a.len() == 2 * TILE_ROWS * stride && stride == kt * TILE_BYTES);
+/// 32 activation rows against two panels, over `kt ≥ 1` K tiles: `a` holds two 16-row
+/// blocks of `kt` tiles each, `b` two panels of `kt` tiles, every tile 1,024 contiguous
+/// bytes (16 rows of 64); the four 16 × 16 sums go into `c`.
+fn tiles_2x2(_on: &Tiles, a: &[u8], b: &[[i8; 64]], kt: usize, c: &mut [[[i32; 16]; 16]; 4]) {
+    const TILE: usize = TILE_ROWS * TILE_BYTES;
+    assert!(kt >= 1 && a.len() == 2 * kt * TILE);
     assert_eq!(b.len(), 2 * kt * TILE_QUADS);
-    let (a0, a1) = a.split_at(TILE_ROWS * stride);
+    let (a0, a1) = a.split_at(kt * TILE);
     let (b0, b1) = b.split_at(kt * TILE_QUADS);
-    // SAFETY: the configuration is loaded (the caller holds `Tiles`). Each tile load
-    // reads 16 rows of 64 bytes: from `a0`/`a1` (16 rows of `stride` bytes each) at
-    // column 64·i, and from `b0`/`b1` (kt tiles of 16 × 64 contiguous bytes) at tile i,
-    // for i < kt — all inside the slices, whose lengths were asserted above. The four
-    // stores write 4 × 16 rows × 64 bytes: all of `c`, which is exactly that size and
-    // borrowed mutably. The pointer and count registers are declared clobbered.
+    // SAFETY: the configuration is loaded on this thread (`_on`, not `Send`). Each
+    // tile load reads 16 rows of 64 bytes with a row stride of 64: one contiguous
+    // 1,024-byte tile, at byte 1,024·i of `a0`, `a1`, `b0` or `b1` for i < kt, each of
+    // which is kt·1,024 bytes long (asserted above), so every read is inside them. The
+    // four stores write 16 rows of 64 bytes at offsets 0, 1,024, 2,048 and 3,072 of `c`:
+    // all of `c` (4,096 bytes, borrowed mutably), nothing past it. Prefetches do not
+    // fault. The pointer and count registers and the tile registers are declared
+    // clobbered.
     unsafe {
         asm!(
             "tilezero tmm0",
@@ -420,19 +454,27 @@ fn tiles_2x2(a: &[u8], stride: usize, b: &[[i8; 64]], kt: usize, c: &mut [[[i32;
             n = inout(reg) kt => _,
             sb = in(reg) TILE_BYTES,
             c = in(reg) c.as_mut_ptr(),
+            out("tmm0") _,
+            out("tmm1") _,
+            out("tmm2") _,
+            out("tmm3") _,
+            out("tmm4") _,
+            out("tmm5") _,
+            out("tmm6") _,
+            out("tmm7") _,
             options(nostack),
         );
     }
 }
 
-/// [`tiles_2x2`] for a last 16 rows: sums into `c[0]` and `c[1]`.
-fn tiles_1x2(a: &[u8], stride: usize, b: &[[i8; 64]], kt: usize, c: &mut [[[i32; 16]; 16]; 4]) {
-    assert!(kt >= 1 && a.len() == TILE_ROWS * stride && stride == kt * TILE_BYTES);
+/// [`tiles_2x2`] for a last 16 rows: `a` is one block of `kt` tiles; sums into `c`.
+fn tiles_1x2(_on: &Tiles, a: &[u8], b: &[[i8; 64]], kt: usize, c: &mut [[[i32; 16]; 16]; 2]) {
+    assert!(kt >= 1 && a.len() == kt * TILE_ROWS * TILE_BYTES);
     assert_eq!(b.len(), 2 * kt * TILE_QUADS);
     let (b0, b1) = b.split_at(kt * TILE_QUADS);
-    // SAFETY: as in `tiles_2x2`, with one activation tile: loads stay inside `a` (16
-    // rows of `stride` bytes) and `b0`/`b1` (kt tiles each); the two stores write the
-    // first 2 × 1024 bytes of `c`, which holds 4096.
+    // SAFETY: as in `tiles_2x2`, with one activation block: the loads read tile i < kt
+    // of `a`, `b0` and `b1` (each kt·1,024 bytes long); the two stores write offsets 0
+    // and 1,024 of `c`: all of its 2,048 bytes.
     unsafe {
         asm!(
             "tilezero tmm0",
@@ -456,6 +498,14 @@ fn tiles_1x2(a: &[u8], stride: usize, b: &[[i8; 64]], kt: usize, c: &mut [[[i32;
             n = inout(reg) kt => _,
             sb = in(reg) TILE_BYTES,
             c = in(reg) c.as_mut_ptr(),
+            out("tmm0") _,
+            out("tmm1") _,
+            out("tmm2") _,
+            out("tmm3") _,
+            out("tmm4") _,
+            out("tmm5") _,
+            out("tmm6") _,
+            out("tmm7") _,
             options(nostack),
         );
     }
