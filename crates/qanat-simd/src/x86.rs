@@ -314,13 +314,32 @@ pub(crate) fn gemm_u8i8_amx(
 /// finished as in the VNNI kernel.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 fn i8_amx(xu: &[u8], xs: &[f32], w: &PackedI8, relu: bool, y: &mut [f32]) {
+    // Tile by tile: [16-row block][K tile][16 rows × 64 bytes], each tile contiguous.
+    // The buffer is this thread's and kept between calls, so a warm forward pass
+    // allocates nothing (as the runtime's own scratch promises).
+    let mut a = TILE_SCRATCH.take();
+    a.clear();
+    a.resize(
+        xs.len().div_ceil(TILE_ROWS) * TILE_ROWS * (w.n4p / TILE_QUADS) * TILE_BYTES,
+        128,
+    );
+    i8_amx_on(&mut a, xu, xs, w, relu, y);
+    TILE_SCRATCH.set(a);
+}
+
+thread_local! {
+    /// The activations in tile order, reused by [`i8_amx`] on each thread.
+    static TILE_SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// [`i8_amx`] with `a` (rows rounded up to 16 × whole K tiles, all 128) to fill.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn i8_amx_on(a: &mut [u8], xu: &[u8], xs: &[f32], w: &PackedI8, relu: bool, y: &mut [f32]) {
     let rows = xs.len();
     let (kp, outs) = (w.kp, w.outs);
     let kt = w.n4p / TILE_QUADS;
     let stride = kt * TILE_BYTES;
     let rows16 = rows.div_ceil(TILE_ROWS) * TILE_ROWS;
-    // Tile by tile: [16-row block][K tile][16 rows × 64 bytes], each tile contiguous.
-    let mut a = vec![128u8; rows16 * stride];
     for (r, src) in xu.chunks_exact(kp).enumerate() {
         let block = &mut a[(r / TILE_ROWS) * TILE_ROWS * stride..][..TILE_ROWS * stride];
         let row_at = (r % TILE_ROWS) * TILE_BYTES;
